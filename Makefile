@@ -1,0 +1,48 @@
+# Two front doors: `make demo` and `make test`. Each sets everything up from a fresh clone first.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+# CPU build of torch first: an unpinned torch would pull a multi-gigabyte CUDA build.
+TORCH_SPEC ?= torch==2.13.0
+
+.PHONY: setup demo demo-live test test-fast lint bench chromium clean
+
+setup: $(STAMP) chromium
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q "$(TORCH_SPEC)"
+	$(PY) -m pip install -q -e ".[dev]"
+	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
+	touch $(STAMP)
+
+# Headless Chromium renders the planning report in a test. Installed from Debian when missing.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	  { if [ "$$(id -u)" = "0" ]; then (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) || echo "warning: chromium not installed; the report screenshot test will be skipped"; \
+	    else echo "warning: chromium missing and not root; the report screenshot test will be skipped"; fi; }
+
+demo: setup
+	$(PY) -m forecast.demo
+
+demo-live: setup
+	$(PY) -m forecast.demo --live
+
+test: setup
+	$(PY) -m pytest
+
+test-fast: setup
+	$(PY) -m pytest -m "not slow"
+
+lint: setup
+	$(PY) -m ruff check forecast trainer_minimal tests benchmarks
+
+bench: setup
+	$(PY) benchmarks/fit_speed.py
+	$(PY) benchmarks/extrapolation.py
+	$(PY) benchmarks/early_stop.py
+
+clean:
+	rm -rf $(VENV) demo_out .pytest_cache
