@@ -1,0 +1,276 @@
+"""The run format: reading, validating and describing run tables.
+
+One row per evaluation of one run (see docs/run_format.md). Every problem is reported at the
+boundary with the file, column, run and row that caused it, so a user never has to debug the
+model to find a typo in a CSV.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+REQUIRED_COLUMNS = ("run_id", "recipe", "compute", "metric")
+OPTIONAL_NUMERIC = ("seed", "n_eval", "step", "device_seconds")
+RUN_LOG_NAME = "evals.jsonl"
+SUPPORTED_SUFFIXES = (".csv", ".parquet", ".pq", ".jsonl", ".json")
+
+__all__ = ["RunDataError", "load_runs", "validate_runs", "read_table", "RunSummary", "summarize_runs"]
+
+
+class RunDataError(ValueError):
+    """Bad input in a run table. Carries where the problem is, for messages and for tests."""
+
+    def __init__(self, message, *, source=None, column=None, run_id=None, row=None):
+        self.source, self.column, self.run_id, self.row = source, column, run_id, row
+        where = []
+        if source is not None:
+            where.append(f"file {source}")
+        if column is not None:
+            where.append(f"column '{column}'")
+        if run_id is not None:
+            where.append(f"run '{run_id}'")
+        if row is not None:
+            where.append(f"row {row}")
+        prefix = ", ".join(where)
+        super().__init__(f"{prefix}: {message}" if prefix else message)
+
+
+# ----------------------------------------------------------------------------- reading
+
+
+def _read_jsonl(path: Path) -> pd.DataFrame:
+    """Read a JSONL run log. A torn last line (a writer killed mid-line) is skipped, because a
+    log that is still being written must stay readable; a bad line anywhere else is an error."""
+    text = path.read_text(encoding="utf-8")
+    lines = text.split("\n")
+    records = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            is_last = all(not rest.strip() for rest in lines[number:])
+            if is_last and not text.endswith("\n"):
+                continue  # torn final line of a log still being written
+            raise RunDataError(f"line {number} is not valid JSON ({err.msg})", source=path) from None
+        if not isinstance(record, dict):
+            raise RunDataError(f"line {number} is not a JSON object", source=path)
+        record["_line"] = number
+        records.append(record)
+    frame = pd.DataFrame.from_records(records)
+    return frame
+
+
+def _read_one_file(path: Path) -> pd.DataFrame:
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".csv":
+            frame = pd.read_csv(path)
+            frame["_line"] = np.arange(len(frame)) + 2  # header is line 1
+        elif suffix in (".parquet", ".pq"):
+            frame = pd.read_parquet(path)
+            frame["_line"] = np.arange(len(frame)) + 1
+        elif suffix in (".jsonl", ".json"):
+            frame = _read_jsonl(path)
+        else:
+            raise RunDataError(
+                f"unsupported file type '{suffix}' (use one of {', '.join(SUPPORTED_SUFFIXES)})",
+                source=path,
+            )
+    except RunDataError:
+        raise
+    except Exception as err:  # pandas/pyarrow parse errors: name the file, keep the cause
+        raise RunDataError(f"could not be read ({type(err).__name__}: {err})", source=path) from None
+    frame["_source"] = str(path)
+    return frame
+
+
+def _files_in_folder(folder: Path) -> list[Path]:
+    """Run logs (`evals.jsonl`, as trainer_minimal writes) win over anything else in a folder,
+    so a sweep folder holding both the per-run logs and a combined table is not read twice."""
+    logs = sorted(folder.rglob(RUN_LOG_NAME))
+    if logs:
+        return logs
+    return sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in SUPPORTED_SUFFIXES)
+
+
+def read_table(path) -> pd.DataFrame:
+    """Read a run table from a CSV/Parquet/JSONL file or a folder of them, without validating."""
+    path = Path(path)
+    if not path.exists():
+        raise RunDataError("does not exist", source=path)
+    files = _files_in_folder(path) if path.is_dir() else [path]
+    if not files:
+        raise RunDataError("folder holds no run files (*.csv, *.parquet, *.jsonl)", source=path)
+    frames = [_read_one_file(f) for f in files]
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        raise RunDataError("holds no rows", source=path)
+    return pd.concat(frames, ignore_index=True)
+
+
+# ----------------------------------------------------------------------------- validating
+
+
+def _where(frame: pd.DataFrame, index) -> dict:
+    """File, run and row of one offending row, for the error message."""
+    row = frame.loc[index]
+    source = row["_source"] if "_source" in frame.columns else None
+    line = row["_line"] if "_line" in frame.columns else index
+    run_id = row["run_id"] if "run_id" in frame.columns and pd.notna(row.get("run_id")) else None
+    return {"source": source, "run_id": run_id, "row": int(line) if pd.notna(line) else None}
+
+
+def _require_numeric(frame: pd.DataFrame, column: str, *, required: bool) -> None:
+    values = pd.to_numeric(frame[column], errors="coerce")
+    bad = values.isna() & frame[column].notna()
+    if bad.any():
+        idx = bad.idxmax()
+        raise RunDataError(
+            f"value {frame.loc[idx, column]!r} is not a number", column=column, **_where(frame, idx)
+        )
+    if required and values.isna().any():
+        idx = values.isna().idxmax()
+        raise RunDataError("is missing (NaN/empty)", column=column, **_where(frame, idx))
+    if np.isinf(values).any():
+        idx = np.isinf(values).idxmax()
+        raise RunDataError("is infinite", column=column, **_where(frame, idx))
+    frame[column] = values.astype(float)
+
+
+def validate_runs(frame: pd.DataFrame, *, source=None, min_points: int = 2) -> pd.DataFrame:
+    """Check a run table and return a clean copy sorted by (recipe, run_id, compute).
+
+    Raises RunDataError naming the file, column, run and row of the first problem found.
+    """
+    if not isinstance(frame, pd.DataFrame):
+        raise RunDataError(f"expected a pandas DataFrame, got {type(frame).__name__}", source=source)
+    frame = frame.copy()
+    frame.index = pd.RangeIndex(len(frame))
+    if "_source" not in frame.columns and source is not None:
+        frame["_source"] = str(source)
+    if "_line" not in frame.columns:
+        frame["_line"] = np.arange(len(frame)) + 1
+    src = source if source is not None else (frame["_source"].iloc[0] if "_source" in frame and len(frame) else None)
+    if len(frame) == 0:
+        raise RunDataError("holds no rows", source=src)
+
+    for column in REQUIRED_COLUMNS:
+        if column not in frame.columns:
+            present = ", ".join(c for c in frame.columns if not c.startswith("_"))
+            raise RunDataError(f"is missing (columns present: {present})", source=src, column=column)
+    for column in ("run_id", "recipe"):
+        missing = frame[column].isna() | (frame[column].astype(str).str.strip() == "")
+        if missing.any():
+            idx = missing.idxmax()
+            raise RunDataError("is missing (NaN/empty)", column=column, **_where(frame, idx))
+        frame[column] = frame[column].astype(str)
+
+    _require_numeric(frame, "compute", required=True)
+    _require_numeric(frame, "metric", required=True)
+    for column in OPTIONAL_NUMERIC:
+        if column in frame.columns:
+            _require_numeric(frame, column, required=False)
+
+    bad = frame["compute"] <= 0
+    if bad.any():
+        idx = bad.idxmax()
+        raise RunDataError(
+            f"must be > 0, got {frame.loc[idx, 'compute']:g}", column="compute", **_where(frame, idx)
+        )
+    bad = (frame["metric"] < 0) | (frame["metric"] > 1)
+    if bad.any():
+        idx = bad.idxmax()
+        raise RunDataError(
+            f"must lie in [0, 1], got {frame.loc[idx, 'metric']:g}", column="metric", **_where(frame, idx)
+        )
+    if "n_eval" in frame.columns:
+        n = frame["n_eval"]
+        bad = n.notna() & ((n <= 0) | (n != np.round(n)))
+        if bad.any():
+            idx = bad.idxmax()
+            raise RunDataError(
+                f"must be a positive whole number, got {n[idx]!r}", column="n_eval", **_where(frame, idx)
+            )
+    if "compute_unit" in frame.columns:
+        units = frame["compute_unit"].dropna().astype(str).unique()
+        if len(units) > 1:
+            first = frame["compute_unit"].astype(str) == units[0]
+            idx = (~first & frame["compute_unit"].notna()).idxmax()
+            raise RunDataError(
+                f"mixes compute units {sorted(units)}; convert to one unit per table",
+                column="compute_unit",
+                **_where(frame, idx),
+            )
+
+    recipes_per_run = frame.groupby("run_id")["recipe"].nunique()
+    if (recipes_per_run > 1).any():
+        run = recipes_per_run[recipes_per_run > 1].index[0]
+        idx = frame.index[(frame["run_id"] == run) & (frame["recipe"] != frame.loc[frame["run_id"] == run, "recipe"].iloc[0])][0]
+        raise RunDataError(
+            f"belongs to several recipes {sorted(frame.loc[frame['run_id'] == run, 'recipe'].unique())}",
+            column="recipe",
+            **_where(frame, idx),
+        )
+    duplicated = frame.duplicated(["run_id", "compute"], keep="first")
+    if duplicated.any():
+        idx = duplicated.idxmax()
+        raise RunDataError(
+            f"has two rows at compute {frame.loc[idx, 'compute']:g} (duplicate run_id, compute)",
+            column="compute",
+            **_where(frame, idx),
+        )
+    counts = frame.groupby("run_id").size()
+    short = counts[counts < min_points]
+    if len(short):
+        run = short.index[0]
+        idx = frame.index[frame["run_id"] == run][0]
+        raise RunDataError(
+            f"has {short.iloc[0]} point(s); at least {min_points} are needed to fit a curve",
+            **_where(frame, idx),
+        )
+
+    frame = frame.sort_values(["recipe", "run_id", "compute"], kind="stable").reset_index(drop=True)
+    frame.attrs["source"] = str(src) if src is not None else None
+    return frame
+
+
+def load_runs(path, *, min_points: int = 2) -> pd.DataFrame:
+    """Read and validate a run table (CSV, Parquet, JSONL, or a folder of run logs).
+
+    >>> runs = load_runs("examples/trainer_sweep/runs.csv")  # doctest: +SKIP
+    """
+    frame = read_table(path)
+    return validate_runs(frame, source=path if Path(path).is_file() else None, min_points=min_points)
+
+
+# ----------------------------------------------------------------------------- describing
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    n_runs: int
+    n_recipes: int
+    n_points: int
+    compute_unit: str
+    compute_range: tuple[float, float]
+    sources: tuple[str, ...]
+
+
+def summarize_runs(runs: pd.DataFrame) -> RunSummary:
+    unit = str(runs["compute_unit"].dropna().iloc[0]) if "compute_unit" in runs and runs["compute_unit"].notna().any() else "compute"
+    sources = tuple(sorted(runs["_source"].dropna().unique())) if "_source" in runs else ()
+    return RunSummary(
+        n_runs=int(runs["run_id"].nunique()),
+        n_recipes=int(runs["recipe"].nunique()),
+        n_points=len(runs),
+        compute_unit=unit,
+        compute_range=(float(runs["compute"].min()), float(runs["compute"].max())),
+        sources=sources,
+    )

@@ -1,0 +1,440 @@
+"""Layer 3: the front door. A tidy run table goes in, fit() returns the forecaster, predict()
+returns a tidy table with a point forecast and interval columns, plot() draws the fan chart.
+
+    from forecast import load_runs, ScalingForecaster
+    runs = load_runs("examples/trainer_sweep/runs.csv")
+    fc = ScalingForecaster().fit(runs, random_seed=0)
+    fc.predict(compute=[1e15, 1e16], recipe="cispo")
+
+Posterior draws live in `fc.idata` (ArviZ InferenceData, dims recipe/run); every table here is
+derived from it. Three kinds of prediction:
+  kind="run"     this run's own future: its parameters, its current deviation from its curve
+                 (which fades with compute), evaluation noise, and extrapolation uncertainty;
+  kind="new_run" a fresh seed of the recipe: seed-to-seed spread of A and R0 on top;
+  kind="mean"    the recipe's typical curve, without noise (what the recipe "is").
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import warnings
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+from scipy.special import expit, logit
+
+from . import __version__
+from .curves import compute_to_target as _compute_to_target
+from .curves import sigmoid_curve_log
+from .data import RunDataError, load_runs, validate_runs
+from .inference import SamplerSettings, convergence_report, sample_model
+from .io import atomic_path
+from .model import Priors, build_model, prepare_data, residual_process
+
+__all__ = ["ScalingForecaster", "ConvergenceWarning", "NotFittedError"]
+
+DEFAULT_QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
+KINDS = ("run", "new_run", "mean")
+
+
+class ConvergenceWarning(UserWarning):
+    """The sampler did not converge: intervals from this fit should not be trusted."""
+
+
+class NotFittedError(RuntimeError):
+    pass
+
+
+def _qname(q: float) -> str:
+    return f"q{round(q * 100):02d}"
+
+
+class ScalingForecaster:
+    """Hierarchical Bayesian ScaleRL forecaster (see forecast.model for the model).
+
+    Parameters
+    ----------
+    priors : Priors, optional. Prior settings; `Priors(a_sd=0.3)` overrides one.
+    robust : Student-t likelihood instead of normal, for outlying evaluations.
+    parametrization : "auto", "centered" or "noncentered". Auto picks centred when every run has
+        at least 8 evaluations (data pin each run down) and non-centred otherwise.
+    mode : "nuts" (default: 1000 draws x 2 chains) or "fast" (short chains, for frequent refits).
+    sampler : SamplerSettings, optional, overrides `mode`.
+    horizon_sd : extra predictive sd per doubling of compute beyond a run's last evaluation.
+        Curves bend, plateau or decline in ways the sigmoid cannot see coming; this widens
+        extrapolation bands with the horizon. Default chosen by benchmarks/extrapolation.py.
+    """
+
+    def __init__(
+        self,
+        *,
+        priors: Priors | None = None,
+        robust: bool = False,
+        parametrization: str = "auto",
+        mode: str = "nuts",
+        sampler: SamplerSettings | None = None,
+        horizon_sd: float = 0.01,
+    ):
+        if parametrization not in ("auto", "centered", "noncentered"):
+            raise ValueError("parametrization must be 'auto', 'centered' or 'noncentered'")
+        if mode not in ("nuts", "fast"):
+            raise ValueError("mode must be 'nuts' or 'fast'")
+        self.priors = priors or Priors()
+        self.robust = robust
+        self.parametrization = parametrization
+        self.mode = mode
+        self.sampler = sampler or (SamplerSettings.fast() if mode == "fast" else SamplerSettings())
+        self.horizon_sd = float(horizon_sd)
+        self.idata = None
+        self.runs_ = None
+        self.data_ = None
+        self.fit_info_ = {}
+        self._draw_cache = {}
+
+    # ------------------------------------------------------------------ fitting
+
+    def _centered_for(self, runs: pd.DataFrame) -> bool:
+        if self.parametrization != "auto":
+            return self.parametrization == "centered"
+        return int(runs.groupby("run_id").size().min()) >= 8
+
+    def settings(self) -> dict:
+        """Everything that determines a fit, saved with it."""
+        return {
+            "priors": self.priors.to_dict(),
+            "robust": self.robust,
+            "parametrization": self.parametrization,
+            "mode": self.mode,
+            "sampler": self.sampler.to_dict(),
+            "horizon_sd": self.horizon_sd,
+        }
+
+    def fit(self, runs, *, random_seed=None, progress: bool | None = None) -> "ScalingForecaster":
+        """Fit to a run table (DataFrame, or a path that load_runs reads). Returns self."""
+        if isinstance(runs, (str, Path)):
+            runs = load_runs(runs)
+        else:
+            runs = validate_runs(runs)
+        data = prepare_data(runs)
+        centered = self._centered_for(runs)
+        model = build_model(data, self.priors, robust=self.robust, centered=centered)
+        settings = self.sampler if progress is None else SamplerSettings(**{**self.sampler.to_dict(), "progress": progress})
+        key = (data.structure_key(), centered, self.robust, json.dumps(self.priors.to_dict(), sort_keys=True))
+        idata, info = sample_model(model, settings, random_seed=random_seed, cache_key=key)
+        info["centered"] = centered
+        info["random_seed"] = random_seed
+        self._set_fit(runs, data, idata, info)
+        report = self.diagnostics()
+        if not report.converged:
+            message = f"The fit did not converge; treat its intervals with suspicion.\n  {report}"
+            warnings.warn(message, ConvergenceWarning, stacklevel=2)
+        return self
+
+    def _set_fit(self, runs, data, idata, info):
+        self.runs_, self.data_, self.idata, self.fit_info_ = runs, data, idata, info
+        self._draw_cache = {}
+        attrs = {
+            "forecast_version": __version__,
+            "settings": json.dumps(self.settings()),
+            "fit_info": json.dumps(info, default=str),
+            "compute_unit": self.compute_unit,
+        }
+        self.idata.posterior.attrs.update(attrs)
+
+    def _require_fit(self, what: str = "this"):
+        if self.idata is None:
+            raise NotFittedError(f"fit() has not been called: call fit(runs) before {what}")
+
+    @property
+    def compute_unit(self) -> str:
+        if self.runs_ is not None and "compute_unit" in self.runs_ and self.runs_["compute_unit"].notna().any():
+            return str(self.runs_["compute_unit"].dropna().iloc[0])
+        return "compute"
+
+    @property
+    def recipes(self) -> list[str]:
+        self._require_fit("recipes")
+        return list(self.data_.recipes)
+
+    @property
+    def run_ids(self) -> list[str]:
+        self._require_fit("run_ids")
+        return list(self.data_.runs)
+
+    def diagnostics(self):
+        """R-hat, ESS and divergences of this fit (a ConvergenceReport; str() it to read it)."""
+        self._require_fit("diagnostics()")
+        return convergence_report(self.idata)
+
+    # ------------------------------------------------------------------ posterior draws
+
+    def draws(self, name: str) -> np.ndarray:
+        """Posterior draws of a variable as (n_draws, ...) with chains stacked."""
+        self._require_fit("draws()")
+        if name not in self._draw_cache:
+            values = self.idata.posterior[name].values
+            self._draw_cache[name] = values.reshape((-1,) + values.shape[2:])
+        return self._draw_cache[name]
+
+    @property
+    def n_draws(self) -> int:
+        return len(self.draws("A"))
+
+    def _recipe_index(self, recipe: str) -> int:
+        try:
+            return self.data_.recipes.index(recipe)
+        except ValueError:
+            raise KeyError(f"unknown recipe '{recipe}'; known: {', '.join(self.data_.recipes)}") from None
+
+    def _run_index(self, run_id: str) -> int:
+        try:
+            return self.data_.runs.index(run_id)
+        except ValueError:
+            raise KeyError(f"unknown run_id '{run_id}'; known: {', '.join(self.data_.runs)}") from None
+
+    def _typical_n_eval(self, run: int | None = None) -> float:
+        d = self.data_
+        real = (d.weight > 0) & (d.n_eval > 0)
+        if run is not None:
+            real &= d.obs_run == run
+        return float(np.median(d.n_eval[real])) if real.any() else 0.0
+
+    def curve_parameters(self, *, recipe=None, run_id=None, kind="new_run", rng=None) -> dict:
+        """Per-draw curve parameters (A, B, log_C_mid, R0) for one recipe or run, by kind."""
+        self._require_fit("curve_parameters()")
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, got '{kind}'")
+        if kind == "run":
+            if run_id is None:
+                raise ValueError("kind='run' needs run_id")
+            r = self._run_index(run_id)
+            k = int(self.data_.run_recipe[r])
+            return {
+                "A": self.draws("A_run")[:, r],
+                "B": self.draws("B")[:, k],
+                "log_C_mid": self.draws("log_C_mid")[:, k],
+                "R0": self.draws("R0_run")[:, r],
+            }
+        if recipe is None:
+            if run_id is None:
+                raise ValueError("give recipe= (or run_id=)")
+            recipe = self.data_.recipes[int(self.data_.run_recipe[self._run_index(run_id)])]
+        k = self._recipe_index(recipe)
+        logit_A = self.draws("logit_A_recipe")[:, k]
+        r0 = self.draws("r0_mu")
+        if kind == "new_run":
+            rng = np.random.default_rng(rng if rng is not None else 12345)
+            logit_A = logit_A + self.draws("a_run_sd") * rng.standard_normal(len(logit_A))
+            r0 = r0 + self.draws("r0_sd") * rng.standard_normal(len(r0))
+        return {
+            "A": expit(logit_A),
+            "B": self.draws("B")[:, k],
+            "log_C_mid": self.draws("log_C_mid")[:, k],
+            "R0": expit(r0),
+        }
+
+    def sample_curves(self, compute, *, recipe=None, run_id=None, kind="new_run", noise=True, rng=None) -> np.ndarray:
+        """Posterior predictive draws of the metric at `compute`: array (n_draws, len(compute)).
+
+        noise=True predicts an evaluation (with evaluation noise, wander and extrapolation
+        uncertainty); noise=False gives the underlying curve only.
+        """
+        compute = np.atleast_1d(np.asarray(compute, dtype=float))
+        if np.any(~np.isfinite(compute)) or np.any(compute <= 0):
+            raise ValueError("compute must be finite and > 0")
+        rng = np.random.default_rng(rng if rng is not None else 2024)
+        p = self.curve_parameters(recipe=recipe, run_id=run_id, kind=kind, rng=rng)
+        log_c = np.log(compute)[None, :]
+        curve = sigmoid_curve_log(log_c, p["A"][:, None], p["B"][:, None], p["log_C_mid"][:, None], p["R0"][:, None])
+        if not noise or kind == "mean":
+            return curve
+        d = self.data_
+        sigma_extra = self.draws("sigma_extra")[:, None]
+        wander_sd = self.draws("wander_sd")[:, None]
+        wander_scale = self.draws("wander_scale")[:, None]
+        mu_c = np.clip(curve, 1e-4, 1 - 1e-4)
+        x = d.to_x(compute)[None, :]
+        if kind == "run":
+            r = self._run_index(run_id)
+            n_eval = self._typical_n_eval(r)
+            last = int(d.run_last_obs[r])
+            x_last, y_last = d.x[last], d.y[last]
+            mu_last = sigmoid_curve_log(d.loc + d.scale * x_last, p["A"], p["B"], p["log_C_mid"], p["R0"])[:, None]
+            n_last = d.n_eval[last]
+            white_last = (np.clip(mu_last, 1e-4, 1 - 1e-4) * (1 - np.clip(mu_last, 1e-4, 1 - 1e-4)) / n_last if n_last > 0 else 0.0) + sigma_extra**2
+            white = (mu_c * (1 - mu_c) / n_eval if n_eval > 0 else 0.0) + sigma_extra**2
+            ahead = (x > x_last).astype(float)
+            mean, var = residual_process(y_last - mu_last, x, x_last, white, white_last, wander_sd, wander_scale, ahead)
+            horizon = np.clip(np.log2(compute / np.exp(d.loc + d.scale * x_last)), 0, None)[None, :]
+        else:
+            k = self._recipe_index(recipe if recipe is not None else d.recipes[int(d.run_recipe[self._run_index(run_id)])])
+            runs_of_recipe = np.flatnonzero(d.run_recipe == k)
+            n_eval = self._typical_n_eval()
+            white = (mu_c * (1 - mu_c) / n_eval if n_eval > 0 else 0.0) + sigma_extra**2
+            mean, var = 0.0, white + wander_sd**2
+            c_max = max(np.exp(d.loc + d.scale * d.x[d.run_last_obs[r]]) for r in runs_of_recipe)
+            horizon = np.clip(np.log2(compute / c_max), 0, None)[None, :]
+        var = var + (self.horizon_sd * horizon) ** 2
+        draws = curve + mean + np.sqrt(np.maximum(var, 0)) * rng.standard_normal(curve.shape)
+        return np.clip(draws, 0.0, 1.0)
+
+    # ------------------------------------------------------------------ tidy views
+
+    def predict(self, compute, *, recipe=None, run_id=None, kind="new_run", noise=True, quantiles=DEFAULT_QUANTILES) -> pd.DataFrame:
+        """Tidy forecast: one row per (recipe or run, compute) with mean and quantile columns.
+
+        With neither recipe nor run_id: every recipe (kind new_run/mean) or every run (kind run).
+        """
+        self._require_fit("predict()")
+        compute = np.atleast_1d(np.asarray(compute, dtype=float))
+        if kind == "run":
+            targets = [run_id] if run_id is not None else self.run_ids
+            pairs = [(self.data_.recipes[int(self.data_.run_recipe[self._run_index(t)])], t) for t in targets]
+        else:
+            if recipe is None and run_id is not None:
+                recipe = self.data_.recipes[int(self.data_.run_recipe[self._run_index(run_id)])]
+            pairs = [(r, None) for r in ([recipe] if recipe is not None else self.recipes)]
+        rows = []
+        for rec, run in pairs:
+            draws = self.sample_curves(compute, recipe=rec, run_id=run, kind=kind, noise=noise)
+            qs = np.quantile(draws, quantiles, axis=0)
+            for j, c in enumerate(compute):
+                row = {"recipe": rec, "run_id": run, "kind": kind, "compute": c, "mean": float(draws[:, j].mean())}
+                row.update({_qname(q): float(qs[i, j]) for i, q in enumerate(quantiles)})
+                rows.append(row)
+        frame = pd.DataFrame(rows)
+        return frame if kind == "run" else frame.drop(columns="run_id")
+
+    def _summarise(self, draws: np.ndarray, quantiles=(0.05, 0.5, 0.95)) -> dict:
+        out = {"mean": float(np.mean(draws)), "sd": float(np.std(draws))}
+        out.update({_qname(q): float(np.quantile(draws, q)) for q in quantiles})
+        return out
+
+    def asymptote(self) -> pd.DataFrame:
+        """Asymptote A with intervals: per recipe (the typical run) and per run."""
+        self._require_fit("asymptote()")
+        rows = [{"level": "recipe", "recipe": r, "run_id": None, **self._summarise(self.draws("A")[:, k])} for k, r in enumerate(self.recipes)]
+        for i, run in enumerate(self.run_ids):
+            rec = self.data_.recipes[int(self.data_.run_recipe[i])]
+            rows.append({"level": "run", "recipe": rec, "run_id": run, **self._summarise(self.draws("A_run")[:, i])})
+        return pd.DataFrame(rows)
+
+    def parameters(self) -> pd.DataFrame:
+        """A, B, C_mid and R0 per recipe (and A, R0 per run), with intervals and R-hat/ESS."""
+        self._require_fit("parameters()")
+        import arviz as az
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            summary = az.summary(self.idata, var_names=["A", "B", "log_C_mid", "A_run", "R0_run", "R0"], kind="diagnostics")
+        rows = []
+
+        def add(param, recipe, run, draws, label):
+            row = {"parameter": param, "recipe": recipe, "run_id": run, **self._summarise(draws)}
+            row["r_hat"] = float(summary.loc[label, "r_hat"]) if label in summary.index else np.nan
+            row["ess_bulk"] = float(summary.loc[label, "ess_bulk"]) if label in summary.index else np.nan
+            rows.append(row)
+
+        for k, r in enumerate(self.recipes):
+            add("A", r, None, self.draws("A")[:, k], f"A[{r}]")
+            add("B", r, None, self.draws("B")[:, k], f"B[{r}]")
+            add("C_mid", r, None, np.exp(self.draws("log_C_mid")[:, k]), f"log_C_mid[{r}]")
+            add("R0", r, None, self.draws("R0"), "R0")
+        for i, run in enumerate(self.run_ids):
+            rec = self.data_.recipes[int(self.data_.run_recipe[i])]
+            add("A", rec, run, self.draws("A_run")[:, i], f"A_run[{run}]")
+            add("R0", rec, run, self.draws("R0_run")[:, i], f"R0_run[{run}]")
+        return pd.DataFrame(rows)
+
+    def compute_to_target(self, target: float, *, kind="new_run", quantiles=(0.05, 0.5, 0.95)) -> pd.DataFrame:
+        """Compute needed to reach `target`, per recipe (or per run with kind='run').
+
+        p_reach is the posterior probability that the curve reaches the target at all
+        (R0 < target < A). Quantiles are over all draws, counting never-reached as infinite,
+        so q95 is inf when p_reach < 0.95: an honest "might never get there".
+        """
+        self._require_fit("compute_to_target()")
+        if not 0 < target < 1:
+            raise ValueError(f"target must lie in (0, 1), got {target}")
+        if kind == "run":
+            items = [(self.data_.recipes[int(self.data_.run_recipe[i])], run) for i, run in enumerate(self.run_ids)]
+        else:
+            items = [(r, None) for r in self.recipes]
+        rows = []
+        for recipe, run in items:
+            p = self.curve_parameters(recipe=recipe, run_id=run, kind=kind)
+            c_star = _compute_to_target(target, p["A"], p["B"], np.exp(p["log_C_mid"]), p["R0"])
+            reached = np.isfinite(c_star)
+            row = {"recipe": recipe, "run_id": run, "target": target, "p_reach": float(reached.mean())}
+            row.update({_qname(q): float(np.quantile(c_star, q, method="inverted_cdf")) for q in quantiles})
+            rows.append(row)
+        frame = pd.DataFrame(rows)
+        return frame if kind == "run" else frame.drop(columns="run_id")
+
+    def plot(self, *, recipes=None, budget=None, kind="new_run", ax=None, **kwargs):
+        """Fan chart: observed points, fitted curve, 50% and 90% extrapolation bands."""
+        self._require_fit("plot()")
+        from .plotting import plot_fan_chart
+
+        return plot_fan_chart(self, recipes=recipes, budget=budget, kind=kind, ax=ax, **kwargs)
+
+    # ------------------------------------------------------------------ persistence
+
+    def save(self, path) -> Path:
+        """Save posterior, run table, settings and package version to one netCDF file (atomic)."""
+        self._require_fit("save()")
+        path = Path(path)
+        table = self.runs_.drop(columns=[c for c in self.runs_.columns if c.startswith("_")])
+        table = table.reset_index(drop=True)
+        for column in table.columns:
+            if table[column].dtype == object or str(table[column].dtype).startswith("string"):
+                table[column] = table[column].astype(str)
+        run_table = xr.Dataset.from_dataframe(table.rename_axis("row"))
+        idata = self.idata.copy()
+        if "run_table" in idata.groups():
+            del idata.run_table
+        idata.add_groups({"run_table": run_table})
+        with atomic_path(path) as tmp:
+            idata.to_netcdf(str(tmp))
+        return path
+
+    @classmethod
+    def load(cls, path, *, allow_version_mismatch: bool = False) -> "ScalingForecaster":
+        """Load a saved fit. Refuses a file written by another package version unless allowed."""
+        import arviz as az
+
+        path = Path(path)
+        if not path.exists():
+            raise FileNotFoundError(f"no saved fit at {path}")
+        idata = az.from_netcdf(str(path))
+        attrs = idata.posterior.attrs
+        version = attrs.get("forecast_version")
+        if version is None:
+            raise ValueError(f"{path} is not a scaling-forecast fit (no forecast_version attribute)")
+        if version != __version__ and not allow_version_mismatch:
+            raise ValueError(
+                f"{path} was written by scaling-forecast {version}, this is {__version__}; refit, "
+                "or load with allow_version_mismatch=True"
+            )
+        settings = json.loads(attrs["settings"])
+        fc = cls(
+            priors=Priors(**settings["priors"]),
+            robust=settings["robust"],
+            parametrization=settings["parametrization"],
+            mode=settings["mode"],
+            sampler=SamplerSettings(**settings["sampler"]),
+            horizon_sd=settings["horizon_sd"],
+        )
+        table = idata.run_table.to_dataframe().reset_index(drop=True)
+        runs = validate_runs(table, source=path)
+        fc._set_fit(runs, prepare_data(runs), idata, json.loads(attrs.get("fit_info", "{}")))
+        return fc
+
+    def __repr__(self) -> str:
+        if self.idata is None:
+            return "ScalingForecaster(unfitted)"
+        return f"ScalingForecaster({len(self.recipes)} recipes, {len(self.run_ids)} runs, {self.n_draws} draws)"

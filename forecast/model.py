@@ -1,0 +1,256 @@
+"""Layer 2: turn a validated run table into a PyMC model with named dims.
+
+The model, per observation i of run r (recipe k = recipe[r]) at compute C_i:
+
+    x_i        = (log C_i - loc) / scale                 compute normalised by its own log-range
+    mu_i       = R0_r + (A_r - R0_r) * sigmoid(b_k * (x_i - m_k))
+    metric_i   ~ Normal(mu_i, sqrt(mu_i (1 - mu_i) / n_eval_i + sigma_extra^2))   (StudentT if robust)
+
+    logit A_k  = a_mu + a_sd * z_A[k]          recipe asymptotes, partially pooled
+    log   b_k  = b_mu + b_sd * z_b[k]          recipe steepness; B = b / scale in log-compute units
+    m_k        = m_mu + m_sd * z_m[k]          recipe midpoint; log C_mid = loc + scale * m
+    logit A_r  = logit A_k + a_run_sd * z_Ar[r]    seed-to-seed spread of the asymptote
+    logit R0_r = r0_mu + r0_sd * z_R0[r]           start of each run, learnt (not fixed by hand)
+
+All hierarchies are non-centred (z ~ Normal(0, 1)) because with few recipes or seeds the
+centred form has funnels that NUTS cannot cross. Priors are on the scale of the data: the
+location of logit A follows the best observed pass rates, R0 follows the first evaluations,
+and midpoints live on the normalised compute axis. Everything is overridable through `Priors`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import pandas as pd
+import pymc as pm
+import pytensor.tensor as pt
+from scipy.special import logit
+
+from .curves import sigmoid_curve_pt
+
+__all__ = ["Priors", "ModelData", "prepare_data", "build_model"]
+
+
+@dataclass
+class Priors:
+    """Prior settings (documented defaults; override any of them in one call: Priors(a_sd=0.5)).
+
+    Units: logit for asymptotes and starts, log for the steepness b (normalised axis), and the
+    normalised compute axis (observed log-compute range mapped to [-1, 1]) for midpoints.
+    """
+
+    a_mu_offset: float = 0.5  # centre of logit A: logit(best observed) + this (A lies above the data)
+    a_mu_sd: float = 1.0  # uncertainty of that centre, logit units
+    a_sd: float = 0.5  # half-normal scale of recipe-to-recipe spread of logit A
+    a_run_sd: float = 0.1  # half-normal scale of seed-to-seed spread of logit A
+    b_mu: float = 1.0  # centre of log b; b = B * scale, so exp(1) ~ 2.7 ~ B of 1.5 over a 30x range
+    b_mu_sd: float = 0.75
+    b_sd: float = 0.3  # half-normal scale of recipe spread of log b
+    m_mu: float = 0.0  # centre of the midpoint on the normalised axis (0 = middle of the data)
+    m_mu_sd: float = 1.0
+    m_sd: float = 0.5  # half-normal scale of recipe spread of midpoints
+    r0_mu_sd: float = 0.5  # uncertainty of the pooled start around logit(first evaluations)
+    r0_sd: float = 0.3  # half-normal scale of run-to-run spread of logit R0
+    noise_sd: float = 0.01  # half-normal scale of extra white noise beyond binomial evaluation noise
+    noise_sd_no_n_eval: float = 0.05  # the same when n_eval is unknown (it is then all the noise)
+    wander_sd: float = 0.02  # half-normal scale of slow wander of a run around its curve
+    wander_scale: float = 0.15  # median correlation length of the wander, normalised log-compute
+    student_nu: float = 4.0  # degrees of freedom of the robust likelihood
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class ModelData:
+    """Arrays and coordinates derived from a validated run table (the only input of the model).
+
+    Observations are sorted by run then compute and padded to `n_obs_padded` rows with weight 0,
+    so that a refit after a few new evaluations has the same shapes and reuses the compiled model.
+    """
+
+    recipes: list[str]
+    runs: list[str]
+    run_recipe: np.ndarray  # (n_runs,) recipe index of each run
+    obs_run: np.ndarray  # (n_pad,) run index of each observation
+    x: np.ndarray  # (n_pad,) normalised log-compute
+    y: np.ndarray  # (n_pad,) metric
+    n_eval: np.ndarray  # (n_pad,) graded samples behind each metric, or 0 where unknown
+    weight: np.ndarray  # (n_pad,) 1 for real observations, 0 for padding
+    prev: np.ndarray  # (n_pad,) index of the previous observation of the same run, or -1
+    loc: float  # log-compute mapped to x = 0
+    scale: float  # half the observed log-compute range
+    best_metric: float  # median over runs of each run's best metric (centre of the A prior)
+    start_metric: float  # median over runs of each run's first metric (centre of the R0 prior)
+    run_last_obs: np.ndarray  # (n_runs,) index of each run's last observation
+
+    @property
+    def n_obs(self) -> int:
+        return int(self.weight.sum())
+
+    @property
+    def has_n_eval(self) -> bool:
+        real = self.weight > 0
+        return bool(np.all(self.n_eval[real] > 0))
+
+    def to_x(self, compute) -> np.ndarray:
+        return (np.log(np.asarray(compute, dtype=float)) - self.loc) / self.scale
+
+    def coords(self) -> dict:
+        return {"recipe": self.recipes, "run": self.runs, "obs": np.arange(len(self.y))}
+
+    def structure_key(self) -> tuple:
+        """Everything that fixes the compiled model's shapes; data with the same key can reuse it."""
+        return (len(self.recipes), len(self.runs), len(self.y), self.has_n_eval)
+
+
+def _padded_length(n: int, bucket: int = 64) -> int:
+    return int(np.ceil(n / bucket) * bucket)
+
+
+def prepare_data(runs: pd.DataFrame, *, pad_to: int | None = None) -> ModelData:
+    """Arrays for the model from a validated run table (see data.validate_runs)."""
+    runs = runs.sort_values(["recipe", "run_id", "compute"], kind="stable").reset_index(drop=True)
+    recipes = sorted(runs["recipe"].unique())
+    run_table = runs.drop_duplicates("run_id")[["run_id", "recipe"]]
+    run_ids = list(run_table["run_id"])
+    recipe_index = {r: i for i, r in enumerate(recipes)}
+    run_index = {r: i for i, r in enumerate(run_ids)}
+    log_c = np.log(runs["compute"].to_numpy(float))
+    lo, hi = float(log_c.min()), float(log_c.max())
+    loc = 0.5 * (lo + hi)
+    scale = max(0.5 * (hi - lo), 0.5)  # a table spanning little compute still gets a sane axis
+    n = len(runs)
+    n_pad = max(pad_to or 0, _padded_length(n))
+    pad = n_pad - n
+
+    obs_run = runs["run_id"].map(run_index).to_numpy(int)
+    prev = np.arange(n) - 1
+    prev[np.r_[True, obs_run[1:] != obs_run[:-1]]] = -1
+    run_last = np.array([np.flatnonzero(obs_run == r).max() for r in range(len(run_ids))])
+    n_eval = runs["n_eval"].fillna(0).to_numpy(float) if "n_eval" in runs else np.zeros(n)
+    per_run = runs.groupby("run_id")["metric"]
+    return ModelData(
+        recipes=recipes,
+        runs=run_ids,
+        run_recipe=run_table["recipe"].map(recipe_index).to_numpy(int),
+        obs_run=np.r_[obs_run, np.zeros(pad, int)],
+        x=np.r_[(log_c - loc) / scale, np.zeros(pad)],
+        y=np.r_[runs["metric"].to_numpy(float), np.full(pad, 0.5)],
+        n_eval=np.r_[n_eval, np.ones(pad)],
+        weight=np.r_[np.ones(n), np.zeros(pad)],
+        prev=np.r_[prev, np.full(pad, -1)],
+        loc=loc,
+        scale=scale,
+        best_metric=float(per_run.max().median()),
+        start_metric=float(per_run.first().median()),
+        run_last_obs=run_last,
+    )
+
+
+def _clipped_logit(p: float) -> float:
+    return float(logit(np.clip(p, 0.02, 0.98)))
+
+
+def _hier(name, mu, sd, dim, centered):
+    """A partially pooled vector: centred when the data pin each member down (long runs), else
+    non-centred (z-scores), which avoids the funnel when members are weakly informed."""
+    if centered:
+        return pm.Normal(name, mu, sd, dims=dim)
+    z = pm.Normal(f"{name}_z", 0.0, 1.0, dims=dim)
+    return pm.Deterministic(name, mu + sd * z, dims=dim)
+
+
+def residual_process(resid_prev, x, x_prev, white_var, white_var_prev, wander_sd, wander_scale, has_prev):
+    """Mean and variance of a residual given the previous residual of the same run.
+
+    Residuals are slow "wander" (an Ornstein-Uhlenbeck process in log-compute: real curves drift
+    around the sigmoid for a while) plus white evaluation noise. We condition on the previous
+    residual only (a Markov approximation), with the exact lag-one covariance. Works on numpy
+    arrays and PyTensor tensors alike, so predictions and the likelihood share one formula.
+    """
+    lib = pt if isinstance(resid_prev, pt.variable.TensorVariable) else np
+    corr = lib.exp(-(x - x_prev) / wander_scale)
+    cov = wander_sd**2 * corr * has_prev
+    var_here = white_var + wander_sd**2
+    var_prev = white_var_prev + wander_sd**2
+    mean = cov / var_prev * resid_prev
+    var = var_here - cov**2 / var_prev
+    return mean, var
+
+
+def build_model(
+    data: ModelData, priors: Priors | None = None, *, robust: bool = False, centered: bool = True
+) -> pm.Model:
+    """The hierarchical ScaleRL model for `data`. Pure construction: no sampling here.
+
+    Every data-dependent number is a pm.Data, so a compiled model is reused for new data of the
+    same structure (`ModelData.structure_key`).
+    """
+    priors = priors or Priors()
+    has_n_eval = data.has_n_eval
+    with pm.Model(coords=data.coords()) as model:
+        x = pm.Data("x", data.x, dims="obs")
+        y = pm.Data("y", data.y, dims="obs")
+        n_eval = pm.Data("n_eval", np.where(data.n_eval > 0, data.n_eval, 1.0), dims="obs")
+        weight = pm.Data("weight", data.weight, dims="obs")
+        prev = pm.Data("prev", np.maximum(data.prev, 0), dims="obs")
+        has_prev = pm.Data("has_prev", (data.prev >= 0).astype(float), dims="obs")
+        obs_run = pm.Data("obs_run", data.obs_run, dims="obs")
+        run_recipe = pm.Data("run_recipe", data.run_recipe, dims="run")
+        loc = pm.Data("loc", data.loc)
+        scale = pm.Data("scale", data.scale)
+        a_centre = pm.Data("a_centre", _clipped_logit(data.best_metric) + priors.a_mu_offset)
+        r0_centre = pm.Data("r0_centre", _clipped_logit(data.start_metric))
+
+        # recipe level, partially pooled
+        a_mu = pm.Normal("a_mu", a_centre, priors.a_mu_sd)
+        a_sd = pm.HalfNormal("a_sd", priors.a_sd)
+        b_mu = pm.Normal("b_mu", priors.b_mu, priors.b_mu_sd)
+        b_sd = pm.HalfNormal("b_sd", priors.b_sd)
+        m_mu = pm.Normal("m_mu", priors.m_mu, priors.m_mu_sd)
+        m_sd = pm.HalfNormal("m_sd", priors.m_sd)
+        logit_A_recipe = _hier("logit_A_recipe", a_mu, a_sd, "recipe", centered)
+        b = pt.exp(_hier("log_b", b_mu, b_sd, "recipe", centered))
+        m = _hier("m", m_mu, m_sd, "recipe", centered)
+
+        # run level: seed-to-seed asymptote and start
+        a_run_sd = pm.HalfNormal("a_run_sd", priors.a_run_sd)
+        r0_mu = pm.Normal("r0_mu", r0_centre, priors.r0_mu_sd)
+        r0_sd = pm.HalfNormal("r0_sd", priors.r0_sd)
+        logit_A_run = _hier("logit_A_run", logit_A_recipe[run_recipe], a_run_sd, "run", centered)
+        logit_R0_run = _hier("logit_R0_run", r0_mu, r0_sd, "run", centered)
+        A_run = pm.math.sigmoid(logit_A_run)
+        R0_run = pm.math.sigmoid(logit_R0_run)
+
+        # named, interpretable quantities (natural units) for users and for predictions
+        pm.Deterministic("A", pm.math.sigmoid(logit_A_recipe), dims="recipe")
+        pm.Deterministic("B", b / scale, dims="recipe")
+        pm.Deterministic("log_C_mid", loc + scale * m, dims="recipe")
+        pm.Deterministic("A_run", A_run, dims="run")
+        pm.Deterministic("R0_run", R0_run, dims="run")
+        pm.Deterministic("R0", pm.math.sigmoid(r0_mu))
+
+        # noise: binomial evaluation noise (known n_eval) + extra white noise + slow wander
+        sigma_extra = pm.HalfNormal(
+            "sigma_extra", priors.noise_sd if has_n_eval else priors.noise_sd_no_n_eval
+        )
+        wander_sd = pm.HalfNormal("wander_sd", priors.wander_sd)
+        wander_scale = pm.LogNormal("wander_scale", np.log(priors.wander_scale), 0.75)
+
+        mu = sigmoid_curve_pt(x, A_run[obs_run], b[run_recipe][obs_run], m[run_recipe][obs_run], R0_run[obs_run])
+        mu_c = pt.clip(mu, 1e-4, 1 - 1e-4)
+        white_var = (mu_c * (1 - mu_c) / n_eval if has_n_eval else 0.0) + sigma_extra**2
+        white_var = white_var * pt.ones_like(mu)
+        resid = y - mu
+        cond_mean, cond_var = residual_process(
+            resid[prev], x, x[prev], white_var, white_var[prev], wander_sd, wander_scale, has_prev
+        )
+        if robust:
+            dist = pm.StudentT.dist(nu=priors.student_nu, mu=cond_mean, sigma=pt.sqrt(cond_var))
+        else:
+            dist = pm.Normal.dist(mu=cond_mean, sigma=pt.sqrt(cond_var))
+        pm.Potential("metric_loglik", (weight * pm.logp(dist, resid)).sum())
+    return model

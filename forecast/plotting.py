@@ -1,0 +1,79 @@
+"""Fan charts and forest plots, beside the model rather than inside it."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg", force=False)
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+
+def _grid(fc, budget, n=80):
+    lo = float(fc.runs_["compute"].min())
+    hi = max(float(fc.runs_["compute"].max()), float(budget or 0))
+    return np.geomspace(lo, hi, n)
+
+
+def plot_fan_chart(fc, *, recipes=None, budget=None, kind="new_run", ax=None, ncols=3, title=None):
+    """One panel per recipe: observed evaluations, the posterior median curve and 50%/90% bands
+    out to `budget`. Returns the matplotlib Figure."""
+    recipes = list(recipes) if recipes is not None else fc.recipes
+    grid = _grid(fc, budget)
+    if ax is not None:
+        axes = np.atleast_1d(ax)
+        fig = axes[0].figure
+    else:
+        ncols = min(ncols, len(recipes))
+        nrows = int(np.ceil(len(recipes) / ncols))
+        fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 3.2 * nrows), squeeze=False, sharey=True)
+        axes = axes.ravel()
+        for extra in axes[len(recipes):]:
+            extra.set_visible(False)
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    c_max = float(fc.runs_["compute"].max())
+    for panel, recipe in zip(axes, recipes):
+        pred = fc.predict(grid, recipe=recipe, kind=kind)
+        panel.fill_between(pred["compute"], pred["q05"], pred["q95"], color="tab:blue", alpha=0.18, lw=0, label="90%")
+        panel.fill_between(pred["compute"], pred["q25"], pred["q75"], color="tab:blue", alpha=0.35, lw=0, label="50%")
+        panel.plot(pred["compute"], pred["q50"], color="tab:blue", lw=1.6, label="median")
+        runs = fc.runs_[fc.runs_["recipe"] == recipe]
+        for i, (run_id, run) in enumerate(runs.groupby("run_id")):
+            panel.plot(run["compute"], run["metric"], ".", ms=3.5, color=colours[i % len(colours)], alpha=0.8, label=run_id)
+        panel.axvline(c_max, color="grey", ls=":", lw=1)
+        if budget:
+            panel.axvline(budget, color="black", ls="--", lw=1, label="budget")
+        panel.set_xscale("log")
+        panel.set_title(recipe, fontsize=10)
+        panel.set_xlabel(f"compute ({fc.compute_unit})")
+        panel.grid(alpha=0.3)
+    axes[0].set_ylabel("metric")
+    axes[0].legend(fontsize=7, loc="lower right")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def plot_asymptote_forest(fc, *, ax=None, reference=None):
+    """Forest plot of recipe asymptotes with 50% and 90% intervals (best at top)."""
+    table = fc.asymptote().query("level == 'recipe'").sort_values("q50")
+    draws = {r: fc.draws("A")[:, k] for k, r in enumerate(fc.recipes)}
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(6, 0.45 * len(table) + 1.2))
+    else:
+        fig = ax.figure
+    for y, recipe in enumerate(table["recipe"]):
+        d = draws[recipe]
+        q = np.quantile(d, [0.05, 0.25, 0.5, 0.75, 0.95])
+        ax.plot([q[0], q[4]], [y, y], color="tab:blue", lw=1.2)
+        ax.plot([q[1], q[3]], [y, y], color="tab:blue", lw=4)
+        ax.plot(q[2], y, "o", color="white", mec="tab:blue", ms=6)
+    if reference is not None:
+        ax.axvline(reference, color="black", ls="--", lw=1)
+    ax.set_yticks(range(len(table)))
+    ax.set_yticklabels(table["recipe"])
+    ax.set_xlabel("asymptote A (50% and 90% intervals)")
+    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,115 @@
+"""Command line: `trainer-minimal train ...` (one run) and `trainer-minimal sweep ...` (recipes x seeds).
+
+Every Config field is a flag (--field-name), generated from the dataclass; its help text is the
+field's one-line comment in config.py. Bad input (unknown preset or flag, invalid value, --resume
+without a checkpoint) is refused with a message and exit code 2 before any compute is spent.
+
+  trainer-minimal train --preset scalerl --max-steps 400 --eval-every 16 --out out/scalerl-s0
+  trainer-minimal train --out out/scalerl-s0 --resume            # after a crash
+  trainer-minimal sweep --presets grpo,dapo,cispo --seeds 0,1,2 --out out/sweep --workers 2
+  trainer-minimal presets                                          # list the named recipes
+"""
+
+import argparse
+import dataclasses
+import inspect
+import json
+import os
+import re
+import sys
+
+from . import config as config_module
+from .config import PRESETS, Config, field_names, from_dict, make_config, validate
+
+SWEEP_FIXED = ("out", "preset", "seed", "recipe", "run_id", "resume")  # set by the sweep per run
+
+
+def field_help():
+    """{field: its one-line comment} read from the dataclass source, so help never drifts."""
+    source = inspect.getsource(config_module.Config)
+    return dict(re.findall(r"^\s+(\w+): \w+ = .*?#\s*(.*)$", source, flags=re.M))
+
+
+def add_config_flags(parser, exclude=()):
+    helps = field_help()
+    for f in dataclasses.fields(Config):
+        if f.name in exclude:
+            continue
+        flag = "--" + f.name.replace("_", "-")
+        kind = type(f.default)
+        if kind is bool:
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=helps.get(f.name))
+        else:
+            parser.add_argument(flag, type=kind, default=None, metavar=kind.__name__.upper(),
+                                help=f"{helps.get(f.name, '')} (default {f.default!r})")
+
+
+def explicit_overrides(args, exclude=()):
+    """Flags the user actually gave (argparse leaves the others at None)."""
+    return {k: v for k, v in vars(args).items() if k in field_names() and k not in exclude and v is not None}
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(prog="trainer-minimal", description="A compact RL trainer (see train.py).")
+    sub = parser.add_subparsers(dest="command", required=True)
+    train_p = sub.add_parser("train", help="one run; every config field is a flag")
+    add_config_flags(train_p)
+    sweep_p = sub.add_parser("sweep", help="recipes x seeds, one folder per run, plus DIR/runs.csv")
+    sweep_p.add_argument("--presets", required=True, help="comma list of preset names")
+    sweep_p.add_argument("--seeds", default="0,1,2", help="comma list of integer seeds")
+    sweep_p.add_argument("--out", required=True, help="sweep folder")
+    sweep_p.add_argument("--workers", type=int, default=1, help="runs at a time (processes)")
+    sweep_p.add_argument("--slim", action="store_true",
+                         help="when done, delete checkpoints, training logs and the warm-start cache")
+    add_config_flags(sweep_p, exclude=SWEEP_FIXED)
+    sub.add_parser("presets", help="list the named recipes and their overrides")
+    return parser
+
+
+def resolve_train_config(args):
+    """Config for `train`: preset + flags, or on --resume the run's saved config + flags."""
+    overrides = explicit_overrides(args)
+    if overrides.get("resume"):
+        out = overrides.get("out", Config.out)
+        saved = os.path.join(out, "config.json")
+        if not os.path.exists(os.path.join(out, "ckpt.pt")) or not os.path.exists(saved):
+            raise ValueError(f"--resume: no checkpoint in {out} (expected ckpt.pt and config.json)")
+        with open(saved) as f:
+            cfg = from_dict(json.load(f))
+        if "preset" in overrides and overrides["preset"] != cfg.preset:
+            raise ValueError(f"--resume: the run in {out} uses preset {cfg.preset!r}, not {overrides['preset']!r}")
+        cfg = dataclasses.replace(cfg, **overrides)
+        validate(cfg)
+        return cfg
+    return make_config(**overrides)
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)  # unknown flags / bad types: argparse exits with 2
+    from .train import preflight  # torch is imported only once the arguments are known to be sane
+
+    try:
+        if args.command == "presets":
+            for name, overrides in PRESETS.items():
+                print(f"{name:16s} {overrides or '(the defaults: ScaleRL)'}")
+            return 0
+        if args.command == "sweep":
+            from .sweep import plan_sweep, run_sweep
+
+            plan = plan_sweep(args.presets, args.seeds, args.out, explicit_overrides(args, SWEEP_FIXED))
+        else:
+            cfg = resolve_train_config(args)
+            preflight(cfg)
+    except ValueError as e:
+        print(f"trainer-minimal: error: {e}", file=sys.stderr)
+        return 2
+    if args.command == "sweep":
+        return run_sweep(plan, args.out, args.workers, slim=args.slim)
+    from .train import train
+
+    train(cfg)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

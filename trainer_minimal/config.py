@@ -1,0 +1,172 @@
+"""The run configuration: one dataclass, the named presets, and validation.
+
+Every field is also a command-line flag (cli.py generates the flags from this dataclass), and the
+resolved config is written to config.json in the run folder and into every checkpoint. A preset is
+a short dict of field overrides on top of the defaults; the defaults are the ScaleRL recipe.
+"""
+
+import dataclasses
+import json
+from dataclasses import dataclass, fields
+
+
+@dataclass
+class Config:
+    # --- run --------------------------------------------------------------------------------
+    out: str = "out/run"  # run folder: config.json, evals.jsonl, train_log.jsonl, ckpt.pt
+    preset: str = "scalerl"  # named recipe whose overrides were applied (see PRESETS)
+    recipe: str = ""  # recipe name in the eval table; empty = the preset name
+    run_id: str = ""  # run name in the eval table; empty = "{recipe}-s{seed}"
+    seed: int = 0  # RL seed; every random draw is derived from (seed, step, prompt)
+    max_steps: int = 400  # optimizer steps of RL
+    eval_every: int = 16  # evaluate, log and checkpoint every E optimizer steps
+    resume: bool = False  # continue from the run folder's checkpoint (refused when there is none)
+    device: str = "cpu"  # cpu | cuda | cuda:N; under torchrun each rank takes cuda:LOCAL_RANK
+    dtype: str = "float32"  # matmul precision: float32 | bfloat16 (autocast; weights stay fp32)
+    threads: int = 1  # torch CPU threads per process (sweeps run processes side by side)
+    # --- policy -----------------------------------------------------------------------------
+    model_path: str = ""  # local Hugging Face causal-LM folder; empty = the tiny GPT below
+    n_layer: int = 2  # tiny GPT: transformer blocks
+    n_head: int = 4  # tiny GPT: attention heads
+    d_model: int = 64  # tiny GPT: residual width
+    # --- tasks ------------------------------------------------------------------------------
+    tasks: str = "add,mul,sort,count"  # comma list of generated task families (tasks.py)
+    max_size: int = 3  # hardest problem size (digits per operand / extra list length)
+    train_size: int = 4000  # prompts in the fixed training pool
+    val_size: int = 200  # held-out validation prompts (disjoint from the pool)
+    val_samples: int = 4  # samples per validation prompt; n_eval = val_size * val_samples
+    data_seed: int = 1234  # seed of the training pool and validation set (shared by all runs)
+    # --- warm start (supervised, cached) ----------------------------------------------------
+    warmup_steps: int = 300  # supervised steps before RL so the pass rate starts above zero
+    warmup_batch: int = 64  # prompts per supervised step
+    warmup_lr: float = 3e-3  # supervised learning rate
+    warmup_seed: int = 0  # seed of the warm start (shared by all runs, so all start equal)
+    warmstart_cache: str = ""  # folder of cached warm starts; empty = <out>/warmstart
+    # --- RL recipe knobs --------------------------------------------------------------------
+    loss_type: str = "cispo"  # ppo (clipped, as GRPO/DAPO) | cispo | gspo
+    clip_low: float = 0.2  # ppo/gspo: ratio floor is 1 - clip_low
+    clip_high: float = 0.28  # ppo/gspo: ratio ceiling is 1 + clip_high (DAPO: > clip_low)
+    cispo_max: float = 4.0  # cispo: truncation of the importance weight (epsilon_max)
+    aggregation: str = "prompt"  # loss average: sample | token | prompt
+    adv_norm: str = "batch"  # advantage scale: group (GRPO) | batch (ScaleRL) | none
+    zero_var_filter: bool = True  # drop prompts whose samples all got the same reward
+    npr_threshold: float = 0.9  # No-Positive-Resampling: retire prompts at this pass rate; 0 = off
+    off_policy_k: int = 2  # optimizer steps per generation round (k mini-batches)
+    fp32_logits: bool = True  # compute the LM head in fp32 (matters under bfloat16)
+    batch_size: int = 16  # prompts per optimizer step
+    group_size: int = 8  # samples per prompt (G)
+    gen_len: int = 8  # max generated tokens, EOS included
+    temperature: float = 1.0  # sampling temperature for training and evaluation
+    lr: float = 1e-3  # RL learning rate (AdamW, constant)
+    weight_decay: float = 0.0  # AdamW weight decay
+    grad_clip: float = 1.0  # max global gradient norm; 0 = off
+    micro_batch: int = 64  # sequences per forward/backward (gradient accumulation)
+    # --- early-stop advisor (forecast.early_stop) -------------------------------------------
+    advisor_every: int = 0  # consult the forecaster every N evaluations; 0 = off
+    advisor_reference: str = ""  # run table of reference runs for the advisor; may be empty
+    advisor_budget: float = 0.0  # planned compute of this run in FLOPs; 0 = estimate from max_steps
+
+
+# Named recipes. Each is a few overrides of the defaults above (which are ScaleRL's choices).
+# grpo/dapo/cispo/gspo follow their papers' loss, aggregation and normalisation; the scalerl-*
+# variants move one scale axis so a sweep shows recipes that differ in asymptote or efficiency.
+ON_POLICY_BASE = dict(
+    off_policy_k=1, adv_norm="group", zero_var_filter=False, npr_threshold=0.0, fp32_logits=False
+)
+PRESETS = {
+    "grpo": dict(ON_POLICY_BASE, loss_type="ppo", clip_low=0.2, clip_high=0.2, aggregation="sample"),
+    "dapo": dict(
+        ON_POLICY_BASE, loss_type="ppo", clip_low=0.2, clip_high=0.28, aggregation="token",
+        zero_var_filter=True,
+    ),
+    "cispo": dict(ON_POLICY_BASE, loss_type="cispo", aggregation="token"),
+    "gspo": dict(
+        ON_POLICY_BASE, loss_type="gspo", clip_low=3e-4, clip_high=4e-4, aggregation="sample"
+    ),
+    "scalerl": dict(),
+    "scalerl-bs8": dict(batch_size=8),  # half the prompts per step
+    "scalerl-g4": dict(group_size=4),  # half the samples per prompt
+    "scalerl-nozvf": dict(zero_var_filter=False, npr_threshold=0.0),  # no filtering at all
+    "scalerl-k4": dict(off_policy_k=4),  # more off-policy: 4 updates per generation round
+    "scalerl-lr3e-4": dict(lr=3e-4),  # slower learning rate
+}
+
+CHOICES = {
+    "loss_type": ("ppo", "cispo", "gspo"),
+    "aggregation": ("sample", "token", "prompt"),
+    "adv_norm": ("group", "batch", "none"),
+    "dtype": ("float32", "bfloat16"),
+}
+POSITIVE_INTS = (
+    "max_steps", "eval_every", "threads", "n_layer", "n_head", "d_model", "max_size", "train_size",
+    "val_size", "val_samples", "warmup_batch", "off_policy_k", "batch_size", "group_size",
+    "gen_len", "micro_batch",
+)
+TASK_NAMES = ("add", "mul", "sort", "count")  # kept in sync with tasks.py (checked in tests)
+
+
+def field_names():
+    return [f.name for f in fields(Config)]
+
+
+def make_config(preset="scalerl", **overrides):
+    """Defaults, then the preset's overrides, then explicit overrides; validated. Raises ValueError."""
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
+    unknown = sorted(set(overrides) - set(field_names()))
+    if unknown:
+        raise ValueError(f"unknown config field(s): {', '.join(unknown)}")
+    cfg = dataclasses.replace(Config(), preset=preset, **PRESETS[preset])
+    cfg = dataclasses.replace(cfg, **overrides)
+    if not cfg.recipe:
+        cfg.recipe = preset
+    if not cfg.run_id:
+        cfg.run_id = f"{cfg.recipe}-s{cfg.seed}"
+    validate(cfg)
+    return cfg
+
+
+def validate(cfg):
+    """Refuse bad values before any compute is spent. Raises ValueError naming the field."""
+    for name, allowed in CHOICES.items():
+        value = getattr(cfg, name)
+        if value not in allowed:
+            raise ValueError(f"{name}={value!r} is not one of {', '.join(allowed)}")
+    for name in POSITIVE_INTS:
+        if getattr(cfg, name) < 1:
+            raise ValueError(f"{name} must be >= 1, got {getattr(cfg, name)}")
+    for name in ("warmup_steps", "advisor_every", "weight_decay", "grad_clip", "advisor_budget"):
+        if getattr(cfg, name) < 0:
+            raise ValueError(f"{name} must be >= 0, got {getattr(cfg, name)}")
+    for name in ("lr", "warmup_lr", "temperature", "cispo_max"):
+        if not getattr(cfg, name) > 0:
+            raise ValueError(f"{name} must be > 0, got {getattr(cfg, name)}")
+    if not 0 <= cfg.clip_low < 1 or cfg.clip_high < 0:
+        raise ValueError(f"clip range must satisfy 0 <= clip_low < 1 and clip_high >= 0, got "
+                         f"clip_low={cfg.clip_low}, clip_high={cfg.clip_high}")
+    if not 0 <= cfg.npr_threshold <= 1:
+        raise ValueError(f"npr_threshold must be in [0, 1] (0 = off), got {cfg.npr_threshold}")
+    if cfg.group_size < 2:
+        raise ValueError(f"group_size must be >= 2 (advantages compare samples of a prompt), got {cfg.group_size}")
+    if not cfg.model_path and cfg.d_model % cfg.n_head:
+        raise ValueError(f"d_model={cfg.d_model} must be divisible by n_head={cfg.n_head}")
+    tasks = [t for t in cfg.tasks.split(",") if t]
+    bad = [t for t in tasks if t not in TASK_NAMES]
+    if not tasks or bad:
+        raise ValueError(f"tasks={cfg.tasks!r}: use a comma list of {', '.join(TASK_NAMES)}")
+    if not (cfg.device == "cpu" or cfg.device.startswith("cuda")):
+        raise ValueError(f"device={cfg.device!r}: use cpu, cuda or cuda:N")
+    if not cfg.out:
+        raise ValueError("out (the run folder) must not be empty")
+    if cfg.advisor_reference and cfg.advisor_every == 0:
+        raise ValueError("advisor_reference is set but advisor_every=0 (the advisor is off)")
+
+
+def to_json(cfg):
+    return json.dumps(dataclasses.asdict(cfg), indent=2, sort_keys=True)
+
+
+def from_dict(d):
+    """Config from a saved config.json / checkpoint dict; fields added since are left at defaults."""
+    known = {k: v for k, v in d.items() if k in field_names()}
+    return dataclasses.replace(Config(), **known)

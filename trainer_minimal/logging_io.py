@@ -1,0 +1,67 @@
+"""Append-only JSONL logs, atomic writes, and the log repair that makes --resume safe after kill -9.
+
+A kill can leave (a) a torn last line and (b) rows logged after the last checkpoint, which the
+resumed run will produce again. repair_jsonl() removes both and rewrites the file atomically (temp
+file + os.replace), so a reader sees either the old file or the repaired one, never a mix.
+"""
+
+import json
+import os
+
+import torch
+
+
+def append_jsonl(path, row, fsync=True):
+    """Append one JSON object as a line and flush it to disk before returning."""
+    with open(path, "a") as f:
+        f.write(json.dumps(row) + "\n")
+        f.flush()
+        if fsync:
+            os.fsync(f.fileno())
+
+
+def read_jsonl(path):
+    """All complete rows of a JSONL file; a torn last line (no final newline) is ignored.
+
+    Each row is written with one write() ending in a newline, so a kill mid-write leaves a
+    prefix without its newline; any other unparsable line is real corruption and raises.
+    """
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        *complete, _torn_tail = f.read().split("\n")
+    rows = []
+    for i, line in enumerate(complete):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            raise ValueError(f"{path}: line {i + 1} is not valid JSON") from None
+    return rows
+
+
+def repair_jsonl(path, max_step):
+    """Keep complete rows with step <= max_step; rewrite atomically. Returns the kept rows."""
+    rows = [r for r in read_jsonl(path) if r.get("step", 0) <= max_step]
+    atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in rows))
+    return rows
+
+
+def atomic_write_text(path, text):
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def atomic_write_json(path, obj):
+    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
+
+
+def atomic_torch_save(obj, path):
+    tmp = f"{path}.tmp"
+    torch.save(obj, tmp)
+    os.replace(tmp, path)

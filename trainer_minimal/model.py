@@ -1,0 +1,140 @@
+"""The policy: a tiny decoder-only transformer, or a Hugging Face causal LM from a local folder.
+
+Both are driven through one function, forward_logits(), which takes left-padded token ids, an
+attention mask over all keys (cached and new) and an optional KV cache, and returns logits. It is
+also where the FP32 LM head lives: the hidden state may come out of a bfloat16 autocast region,
+but with fp32_logits the last matmul and the softmax after it run in float32, which keeps the
+sampler's and the trainer's token probabilities close (ScaleRL's "FP32 precision at the LM head").
+"""
+
+import contextlib
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .tokenizer import CharTokenizer, HFTokenizer
+
+MAX_POSITIONS = 64  # tiny GPT context; prompts are <= 16 tokens and generations short
+
+
+class Block(nn.Module):
+    def __init__(self, d_model, n_head):
+        super().__init__()
+        self.n_head = n_head
+        self.ln1 = nn.LayerNorm(d_model)
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.proj = nn.Linear(d_model, d_model)
+        self.ln2 = nn.LayerNorm(d_model)
+        self.mlp = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(), nn.Linear(4 * d_model, d_model))
+
+    def forward(self, x, key_mask, kv=None):
+        # x (B, Tq, D); key_mask (B, Tk) bool, True for real tokens; kv: cached (k, v) of Tk - Tq keys
+        B, Tq, D = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(D, dim=-1)
+        q, k, v = (t.view(B, Tq, self.n_head, D // self.n_head).transpose(1, 2) for t in (q, k, v))
+        if kv is not None:
+            k, v = torch.cat([kv[0], k], dim=2), torch.cat([kv[1], v], dim=2)  # (B, H, Tk, hd)
+        Tk = k.shape[2]
+        query_pos = torch.arange(Tq, device=x.device)[:, None] + (Tk - Tq)
+        key_pos = torch.arange(Tk, device=x.device)[None, :]
+        # causal and not padding; every query may see itself, so a left-pad row is never all masked
+        # (an all-masked row gives NaN, which would then leak into real rows through the values)
+        allowed = ((key_pos <= query_pos) & key_mask[:, None, None, :]) | (key_pos == query_pos)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)  # (B, H, Tq, hd)
+        x = x + self.proj(y.transpose(1, 2).reshape(B, Tq, D))
+        x = x + self.mlp(self.ln2(x))
+        return x, (k, v)
+
+
+class TinyGPT(nn.Module):
+    """GPT-2 style: learned positions, pre-LayerNorm blocks, untied LM head."""
+
+    def __init__(self, vocab_size, n_layer, n_head, d_model):
+        super().__init__()
+        self.n_layer, self.d_model = n_layer, d_model
+        self.tok_emb = nn.Embedding(vocab_size, d_model)
+        self.pos_emb = nn.Embedding(MAX_POSITIONS, d_model)
+        self.blocks = nn.ModuleList(Block(d_model, n_head) for _ in range(n_layer))
+        self.ln_f = nn.LayerNorm(d_model)
+        self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
+        for m in self.modules():
+            if isinstance(m, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(m.weight, std=0.02)
+            if isinstance(m, nn.Linear) and m.bias is not None:
+                nn.init.zeros_(m.bias)
+
+    def hidden(self, ids, key_mask, positions, cache=None):
+        # ids (B, Tq); key_mask (B, Tk); positions (B, Tq) -> hidden (B, Tq, D), new cache
+        x = self.tok_emb(ids) + self.pos_emb(positions)
+        new_cache = []
+        for i, block in enumerate(self.blocks):
+            x, kv = block(x, key_mask, None if cache is None else cache[i])
+            new_cache.append(kv)
+        return self.ln_f(x), new_cache
+
+
+def forward_logits(model, ids, attn_mask, cache=None, use_cache=False, fp32_logits=False, dtype="float32"):
+    """Logits for the new tokens `ids` (B, Tq) given attn_mask (B, Tk) over cached + new tokens.
+
+    Positions count only real tokens, so left padding does not shift them. Returns
+    (logits (B, Tq, V), cache or None); logits are float32 when fp32_logits, else the compute dtype.
+    """
+    Tq = ids.shape[1]
+    positions = (attn_mask.long().cumsum(-1) - 1).clamp(min=0)[:, -Tq:]
+    device_type = ids.device.type
+    autocast = torch.autocast(device_type, dtype=torch.bfloat16, enabled=dtype == "bfloat16")
+    with autocast:
+        if isinstance(model, TinyGPT):
+            h, new_cache = model.hidden(ids, attn_mask.bool(), positions, cache)
+            head = model.lm_head
+        else:  # Hugging Face: run the backbone, apply the head ourselves (for the fp32 option)
+            out = model.base_model(input_ids=ids, attention_mask=attn_mask.long(), position_ids=positions,
+                                   past_key_values=cache, use_cache=use_cache)
+            h, new_cache = out.last_hidden_state, out.past_key_values
+            head = model.get_output_embeddings()
+        with torch.autocast(device_type, enabled=False) if fp32_logits else contextlib.nullcontext():
+            if fp32_logits:
+                bias = None if head.bias is None else head.bias.float()
+                logits = F.linear(h.float(), head.weight.float(), bias)
+            else:
+                logits = head(h)
+    return logits, (new_cache if use_cache else None)
+
+
+def build_policy(cfg, init_seed):
+    """(model, tokenizer) for the config: the tiny GPT, or the local Hugging Face model in model_path."""
+    if not cfg.model_path:
+        tok = CharTokenizer()
+        torch.manual_seed(init_seed)
+        return TinyGPT(tok.vocab_size, cfg.n_layer, cfg.n_head, cfg.d_model), tok
+    return load_hf_policy(cfg.model_path)
+
+
+def load_hf_policy(path):
+    """A causal LM from a local folder; nothing is downloaded (local_files_only).
+
+    The folder's own tokenizer is used when it has one; a folder without tokenizer files (e.g. a
+    tiny model built from a config) uses the character tokenizer, whose ids must fit the vocab.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=torch.float32)
+    model.eval()  # no dropout: the sampler and the trainer must see the same policy
+    try:
+        tok = HFTokenizer(AutoTokenizer.from_pretrained(path, local_files_only=True))
+    except (OSError, ValueError, TypeError):
+        tok = CharTokenizer()
+        if model.config.vocab_size < tok.vocab_size:
+            raise ValueError(f"{path} has no tokenizer and vocab_size={model.config.vocab_size} "
+                             f"< {tok.vocab_size} characters of the character tokenizer") from None
+    return model, tok
+
+
+def attention_shape(model):
+    """(n_layer, d_attn) for the attention term of the FLOPs model."""
+    if isinstance(model, TinyGPT):
+        return model.n_layer, model.d_model
+    c = model.config
+    head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
+    return c.num_hidden_layers, c.num_attention_heads * head_dim

@@ -1,0 +1,466 @@
+"""The RL loop: warm start, group sampling, k off-policy updates per round, evaluation, checkpoints.
+
+What it does, per generation round (one round = off_policy_k optimizer steps):
+  1. Pick k * batch_size prompts from the training pool, seeded by (seed, step); prompts retired by
+     No-Positive-Resampling (latest pass rate >= npr_threshold) are not picked again.
+  2. Sample group_size completions per prompt with the current weights (rollout.generate); keep
+     the sampler's token log-probs as pi_old. Reward = exact match with the answer.
+  3. Advantages: reward minus the group mean, scaled by the group std, the batch std, or nothing.
+     Zero-variance filtering drops prompts whose samples all got the same reward.
+  4. Split the round into k mini-batches; each is one optimizer step: re-score the tokens under the
+     current weights (pi), apply the loss (PPO-clip, CISPO or GSPO) to the ratio pi / pi_old, and
+     average with per-token weights computed over the whole mini-batch (sample / token / prompt),
+     accumulating gradients over micro-batches. The first mini-batch is on-policy (ratio 1); later
+     ones are increasingly off-policy, which is what the clipping / truncation is for.
+  5. Every eval_every steps: pass rate on the held-out set (val_samples samples per prompt),
+     one row appended to evals.jsonl, then a checkpoint; optionally ask the early-stop advisor.
+
+Compute: cumulative FLOPs of sampling (2N per prompt or generated token), re-scoring and training
+(6N per trained token), plus attention (flops.py). device_seconds: wall-clock seconds of sampling
+and training times the number of processes (device-seconds, like GPU-hours); evaluation, logging
+and checkpoints are excluded, as is the warm start (it plays the role of the base model).
+
+What it leaves out, and why:
+  - PipelineRL's streaming generators (ScaleRL uses PipelineRL-8): PPO-off-policy-k gives the same
+    kind of staleness (k updates per generation) in a single process, without an inference server.
+  - Length interruptions / penalties: generations here are a few tokens long.
+  - A KL penalty and a reference model: ScaleRL, DAPO and CISPO all train without one.
+  - DAPO's dynamic-sampling refill (re-sampling until the batch is full): zero-variance groups are
+    dropped instead (ScaleRL's choice), so a step may train on fewer prompts.
+  - Learning-rate schedules: constant LR, as in the short runs this loop is meant for.
+
+Data parallelism: under torchrun every rank picks the same prompts, samples its share of each
+mini-batch, and all-gathers the rewards, so advantages, filtering and No-Positive-Resampling are
+identical on all ranks. Gradients are summed with one explicit all_reduce per step (what DDP does
+with buckets); DDP's wrapper is not used because after filtering ranks may train on different
+numbers of micro-batches, which its backward hooks do not allow. Rank 0 writes all files.
+
+Crash safety: an eval row is appended (and fsynced) before the checkpoint is written. --resume loads
+the checkpoint, drops a torn last line and any rows logged after the checkpoint's step (atomic
+rewrite), and continues; every random draw is derived from (seed, step, prompt), so the resumed run
+reproduces the rows it dropped.
+
+Commands:
+  CPU (about a minute):  trainer-minimal train --preset scalerl --max-steps 400 --eval-every 16 --out out/scalerl-s0
+  one GPU, local HF LM:  trainer-minimal train --preset scalerl --device cuda --dtype bfloat16 \\
+                             --model-path /models/my-causal-lm --max-steps 2000 --eval-every 50 --out out/gpu
+  torchrun (8 GPUs):     torchrun --nproc_per_node 8 -m trainer_minimal train --preset scalerl --device cuda \\
+                             --dtype bfloat16 --model-path /models/my-causal-lm --batch-size 64 --out out/ddp
+  torchrun on CPU:       torchrun --nproc_per_node 2 -m trainer_minimal train --preset scalerl --out out/ddp-cpu
+"""
+
+import dataclasses
+import math
+import os
+import time
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from .config import from_dict, to_json
+from .flops import FlopsModel
+from .logging_io import (
+    append_jsonl,
+    atomic_torch_save,
+    atomic_write_json,
+    read_jsonl,
+    repair_jsonl,
+)
+from .losses import aggregation_weights, group_advantages, policy_loss, zero_variance_groups
+from .model import build_policy
+from .rollout import derive_seed, generate, left_pad, sampling_noise, score
+from .tasks import build_datasets, reward
+
+KNOB_COLUMNS = (
+    "loss_type", "aggregation", "adv_norm", "zero_var_filter", "npr_threshold", "off_policy_k",
+    "fp32_logits", "batch_size", "group_size", "gen_len", "lr",
+)
+EVAL_CHUNK = 1024  # sequences per generation call during evaluation (bounds memory)
+
+
+def run_paths(cfg):
+    join = os.path.join
+    return dict(
+        config=join(cfg.out, "config.json"), evals=join(cfg.out, "evals.jsonl"),
+        train_log=join(cfg.out, "train_log.jsonl"), ckpt=join(cfg.out, "ckpt.pt"),
+        baseline=join(cfg.out, "baseline.json"), stopped=join(cfg.out, "stopped.json"),
+        summary=join(cfg.out, "summary.json"),
+    )
+
+
+def preflight(cfg):
+    """Refuse, before any compute, what would fail later: a resume without a checkpoint, a fresh
+    run over an existing one, evaluations mid-round, a batch that does not split over the ranks."""
+    paths = run_paths(cfg)
+    if cfg.resume and not os.path.exists(paths["ckpt"]):
+        raise ValueError(f"--resume: no checkpoint at {paths['ckpt']}")
+    if not cfg.resume and (os.path.exists(paths["evals"]) or os.path.exists(paths["ckpt"])):
+        raise ValueError(f"{cfg.out} already holds a run (evals.jsonl or ckpt.pt); "
+                         "pass --resume to continue it or choose another --out")
+    if cfg.eval_every % cfg.off_policy_k:
+        raise ValueError(f"eval_every={cfg.eval_every} must be a multiple of off_policy_k="
+                         f"{cfg.off_policy_k} (checkpoints are taken between generation rounds)")
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if cfg.batch_size % world:
+        raise ValueError(f"batch_size={cfg.batch_size} must be divisible by the {world} processes")
+
+
+# ---------------------------------------------------------------------------------------------
+# distributed helpers (no-ops in a single process)
+
+
+def setup_distributed(cfg):
+    """(rank, world size, device). torchrun sets WORLD_SIZE/RANK/LOCAL_RANK."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world == 1:
+        return 0, 1, torch.device(cfg.device)
+    rank, local_rank = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
+    if cfg.device.startswith("cuda"):
+        device = torch.device(f"cuda:{local_rank}")
+        torch.cuda.set_device(device)
+        backend = "nccl"
+    else:
+        device, backend = torch.device("cpu"), "gloo"
+    if not dist.is_initialized():
+        dist.init_process_group(backend)
+    return rank, world, device
+
+
+def all_sum(tensor, world):
+    if world > 1:
+        dist.all_reduce(tensor)
+    return tensor
+
+
+def sync_gradients(params, world):
+    """Sum gradients over ranks with one flat all_reduce (weights already hold global normalisers)."""
+    if world == 1:
+        return
+    grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
+    flat = torch.cat([g.reshape(-1) for g in grads])
+    dist.all_reduce(flat)
+    offset = 0
+    for p in params:
+        p.grad = flat[offset : offset + p.numel()].view_as(p).clone()
+        offset += p.numel()
+
+
+def broadcast_object(obj, world):
+    if world == 1:
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# warm start
+
+
+def warm_start_path(cfg):
+    keys = ("model_path", "n_layer", "n_head", "d_model", "tasks", "max_size", "train_size",
+            "val_size", "data_seed", "warmup_steps", "warmup_batch", "warmup_lr", "warmup_seed", "dtype")
+    key = derive_seed(*(getattr(cfg, k) for k in keys))
+    folder = cfg.warmstart_cache or os.path.join(cfg.out, "warmstart")
+    return os.path.join(folder, f"warmstart-{key:016x}.pt")
+
+
+def warm_start(cfg, model, tok, pool, device, rank, world):
+    """Supervised warm-up on (prompt, answer) pairs, cached by its settings; loads it when cached.
+
+    Short on purpose: the policy should solve some problems (pass rate above zero) and leave room
+    for RL. Rank 0 trains and saves; the other ranks wait and load the same file.
+    """
+    path = warm_start_path(cfg)
+    if rank == 0 and not os.path.exists(path) and cfg.warmup_steps > 0:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.warmup_lr, betas=(0.9, 0.95))
+        for step in range(cfg.warmup_steps):
+            rng = np.random.default_rng(derive_seed(cfg.warmup_seed, "warmup", step))
+            batch = [pool[i] for i in rng.integers(len(pool), size=cfg.warmup_batch)]
+            prompt_ids, prompt_mask = left_pad([tok.encode(p["prompt"]) for p in batch], tok.pad_id, device)
+            answers = [tok.encode_answer(p["answer"]) for p in batch]
+            width = max(len(a) for a in answers)
+            answer_ids = torch.tensor([a + [tok.pad_id] * (width - len(a)) for a in answers], device=device)
+            answer_mask = torch.tensor([[1] * len(a) + [0] * (width - len(a)) for a in answers], device=device)
+            logp, _ = score(model, prompt_ids, prompt_mask, answer_ids, answer_mask, dtype=cfg.dtype)
+            loss = -(logp * answer_mask).sum() / answer_mask.sum()
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+        atomic_torch_save(model.state_dict(), path)
+    if world > 1:
+        dist.barrier()
+    if os.path.exists(path):
+        model.load_state_dict(torch.load(path, map_location=device, weights_only=True))
+    return path
+
+
+# ---------------------------------------------------------------------------------------------
+# evaluation
+
+
+@torch.no_grad()
+def evaluate(cfg, model, tok, val, step, device, rank, world):
+    """Mean pass rate over the held-out prompts with val_samples samples each -> (metric, n_eval)."""
+    indices = list(range(rank, len(val), world))
+    correct = torch.zeros(2, dtype=torch.float64)
+    per_chunk = max(1, EVAL_CHUNK // cfg.val_samples)
+    for start in range(0, len(indices), per_chunk):
+        chunk = indices[start : start + per_chunk]
+        prompts = [tok.encode(val[i]["prompt"]) for i in chunk for _ in range(cfg.val_samples)]
+        prompt_ids, prompt_mask = left_pad(prompts, tok.pad_id, device)
+        noise = sampling_noise([derive_seed(cfg.seed, "eval", step, i) for i in chunk], cfg.val_samples, cfg.gen_len)
+        out = generate(model, prompt_ids, prompt_mask, noise, cfg.gen_len, tok.eos_id, tok.pad_id,
+                       cfg.temperature, cfg.fp32_logits, cfg.dtype)
+        rewards = rewards_of(tok, out, [val[i]["answer"] for i in chunk for _ in range(cfg.val_samples)])
+        correct += torch.tensor([rewards.sum().item(), len(rewards)], dtype=torch.float64)
+    correct = all_sum(correct, world)
+    return correct[0].item() / correct[1].item(), int(correct[1].item())
+
+
+def rewards_of(tok, out, answers):
+    """Exact-match rewards (B,); a completion that never produced <eos> gets 0."""
+    texts = [tok.decode(ids) for ids in out["completion"].tolist()]
+    finished = out["finished"].tolist()
+    return torch.tensor([reward(t, a) if f else 0.0 for t, a, f in zip(texts, answers, finished, strict=True)])
+
+
+# ---------------------------------------------------------------------------------------------
+# one generation round -> k mini-batches
+
+
+def sample_round(cfg, model, tok, pool, state, step, device, rank, world):
+    """Pick prompts, sample G completions each, compute advantages; return this rank's mini-batches.
+
+    Prompt order: the round's k * batch_size prompts form k mini-batches; each mini-batch is split
+    evenly over the ranks, so every rank holds a slice of every mini-batch.
+    """
+    k, bs, G = cfg.off_policy_k, cfg.batch_size, cfg.group_size
+    active = np.flatnonzero(~state["retired"])
+    rng = np.random.default_rng(derive_seed(cfg.seed, "batch", step))
+    chosen = rng.choice(active, size=k * bs, replace=len(active) < k * bs)  # (k * bs,) pool indices
+    layout = np.arange(k * bs).reshape(k, world, bs // world)  # round positions per (mini-batch, rank)
+    mine = layout[:, rank].reshape(-1)  # this rank's round positions
+    prompt_ids, prompt_mask = left_pad(
+        [tok.encode(pool[chosen[p]]["prompt"]) for p in mine for _ in range(G)], tok.pad_id, device)
+    noise = sampling_noise([derive_seed(cfg.seed, "rollout", step, int(chosen[p])) for p in mine], G, cfg.gen_len)
+    out = generate(model, prompt_ids, prompt_mask, noise, cfg.gen_len, tok.eos_id, tok.pad_id,
+                   cfg.temperature, cfg.fp32_logits, cfg.dtype)
+    local_rewards = rewards_of(tok, out, [pool[chosen[p]]["answer"] for p in mine for _ in range(G)])
+    rewards = torch.zeros(k * bs, G)
+    if world > 1:
+        gathered = [torch.zeros(len(mine), G) for _ in range(world)]
+        dist.all_gather(gathered, local_rewards.view(len(mine), G))
+        for r in range(world):
+            rewards[layout[:, r].reshape(-1)] = gathered[r]
+    else:
+        rewards[mine] = local_rewards.view(len(mine), G)
+
+    advantages = group_advantages(rewards, cfg.adv_norm)  # (k * bs, G), identical on every rank
+    keep = ~zero_variance_groups(rewards) if cfg.zero_var_filter else torch.ones(k * bs, dtype=torch.bool)
+    state["pass_rate"][chosen] = rewards.mean(1).numpy()
+    if cfg.npr_threshold > 0:
+        state["retired"][chosen] |= rewards.mean(1).numpy() >= cfg.npr_threshold
+
+    seq_keep = keep[mine].repeat_interleave(G).to(device)  # (B_local,) sequences that are trained on
+    per_mb = len(mine) // k  # prompts of one mini-batch on this rank
+    minibatches = []
+    for j in range(k):
+        rows = slice(j * per_mb * G, (j + 1) * per_mb * G)
+        positions = mine[j * per_mb : (j + 1) * per_mb]
+        mb_rewards, mb_keep = rewards[j * bs : (j + 1) * bs], keep[j * bs : (j + 1) * bs]
+        minibatches.append(dict(
+            prompt_ids=prompt_ids[rows], prompt_mask=prompt_mask[rows],
+            completion=out["completion"][rows], completion_mask=out["completion_mask"][rows],
+            logp_old=out["logp_old"][rows],
+            adv=advantages[positions].reshape(-1).to(device),  # (B_mb,) one advantage per sequence
+            keep=seq_keep[rows],
+            prompt_index=torch.from_numpy(np.repeat(positions, G)).to(device),
+            n_samples=int(mb_keep.sum()) * G, n_prompts=int(mb_keep.sum()),
+            reward=mb_rewards.mean().item(), zero_var_frac=zero_variance_groups(mb_rewards).float().mean().item(),
+            gen_flops=0.0, gen_tokens=0,
+        ))
+    # global kept-token count of each mini-batch: the token average divides by the same number everywhere
+    kept_tokens = torch.tensor([float((mb["completion_mask"] * mb["keep"][:, None]).sum()) for mb in minibatches])
+    for mb, n in zip(minibatches, all_sum(kept_tokens, world).tolist(), strict=True):
+        mb["n_tokens"] = n
+    # the round's sampling is charged to its first step
+    minibatches[0]["gen_flops"] = state["flops_model"].rollout(len(mine) * G, prompt_ids.shape[1], out["decode_steps"])
+    minibatches[0]["gen_tokens"] = int(out["completion_mask"].sum()) + int(prompt_mask.sum())
+    return minibatches
+
+
+# ---------------------------------------------------------------------------------------------
+# one optimizer step
+
+
+def update(cfg, model, optimizer, mb, state, world):
+    """Loss on the kept sequences of one mini-batch, accumulated over micro-batches; one step.
+
+    Returns the step's metrics (local sums are all-reduced, so every rank logs the same numbers).
+    """
+    params = [p for p in model.parameters() if p.requires_grad]
+    idx = mb["keep"].nonzero()[:, 0]  # kept sequences on this rank
+    mask = mb["completion_mask"][idx]
+    weights = aggregation_weights(mask, mb["prompt_index"][idx], cfg.aggregation,
+                                  n_tokens=mb["n_tokens"], n_samples=mb["n_samples"], n_prompts=mb["n_prompts"])
+    optimizer.zero_grad(set_to_none=True)
+    # local sums: flops, trained tokens, loss, entropy * tokens, clipped tokens, loss tokens
+    stats = torch.zeros(6, dtype=torch.float64)
+    width = mb["prompt_ids"].shape[1] + mb["completion"].shape[1]
+    for start in range(0, len(idx), cfg.micro_batch):
+        rows = idx[start : start + cfg.micro_batch]
+        w = weights[start : start + cfg.micro_batch]  # (b, L)
+        m = mb["completion_mask"][rows]
+        logp, entropy = score(model, mb["prompt_ids"][rows], mb["prompt_mask"][rows], mb["completion"][rows], m,
+                              cfg.temperature, cfg.fp32_logits, cfg.dtype)
+        token_loss, clipped = policy_loss(cfg.loss_type, logp, mb["logp_old"][rows], mb["adv"][rows], m,
+                                          cfg.clip_low, cfg.clip_high, cfg.cispo_max)
+        loss = (w * token_loss).sum()
+        loss.backward()
+        stats += torch.tensor([state["flops_model"].train(len(rows), width), len(rows) * width, loss.item(),
+                               float((entropy * m).sum()), float((clipped * m).sum()), float(m.sum())],
+                              dtype=torch.float64)
+    stats = all_sum(stats, world)
+    grad_norm = float("nan")
+    if mb["n_samples"] > 0:  # a step with nothing kept changes nothing (AdamW would still move)
+        sync_gradients(params, world)
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip if cfg.grad_clip > 0 else math.inf))
+        optimizer.step()
+    n_loss_tokens = max(stats[5].item(), 1.0)
+    return dict(
+        reward=mb["reward"], zero_var_frac=mb["zero_var_frac"], kept_prompts=mb["n_prompts"],
+        loss=stats[2].item(), entropy=stats[3].item() / n_loss_tokens if stats[5] > 0 else None,
+        clip_frac=stats[4].item() / n_loss_tokens if stats[5] > 0 else None,
+        grad_norm=grad_norm if math.isfinite(grad_norm) else None,
+        trained_tokens=int(stats[1].item()), train_flops=stats[0].item(),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# checkpoints and the early-stop hook
+
+
+def save_checkpoint(cfg, model, optimizer, state):
+    saved = {k: v for k, v in state.items() if k != "flops_model"}
+    atomic_torch_save(dict(config=dataclasses.asdict(cfg), model=model.state_dict(),
+                           optimizer=optimizer.state_dict(), state=saved), run_paths(cfg)["ckpt"])
+
+
+def consult_advisor(cfg, eval_rows, planned_compute):
+    """Ask forecast.early_stop whether this run should continue; imported lazily (optional)."""
+    import pandas as pd
+    from forecast.early_stop import trainer_advice
+
+    return trainer_advice(evals=pd.DataFrame(eval_rows), reference_path=cfg.advisor_reference or None,
+                          planned_compute=planned_compute)
+
+
+# ---------------------------------------------------------------------------------------------
+# the loop
+
+
+def train(cfg):
+    """Run (or resume) one RL run in cfg.out. Returns a summary dict (also written to summary.json)."""
+    preflight(cfg)
+    torch.set_num_threads(cfg.threads)
+    rank, world, device = setup_distributed(cfg)
+    paths = run_paths(cfg)
+    if rank == 0:
+        os.makedirs(cfg.out, exist_ok=True)
+    model, tok = build_policy(cfg, init_seed=derive_seed(cfg.warmup_seed, "init"))
+    model.to(device)
+    pool, val = build_datasets(cfg)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
+    state = dict(step=0, compute=0.0, device_seconds=0.0, r0=None,
+                 pass_rate=np.full(len(pool), -1.0), retired=np.zeros(len(pool), dtype=bool))
+
+    if cfg.resume:
+        ckpt = torch.load(paths["ckpt"], map_location=device, weights_only=False)
+        saved_cfg = from_dict(ckpt["config"])
+        changed = [f for f in ("model_path", "n_layer", "n_head", "d_model", "tasks", "max_size", "train_size")
+                   if getattr(saved_cfg, f) != getattr(cfg, f)]
+        if changed:
+            raise ValueError(f"--resume with different {', '.join(changed)} than the checkpoint in {cfg.out}")
+        model.load_state_dict(ckpt["model"])
+        optimizer.load_state_dict(ckpt["optimizer"])
+        state.update(ckpt["state"])
+        if rank == 0:  # drop a torn line and rows after the checkpoint: they will be produced again
+            repair_jsonl(paths["evals"], state["step"])
+            repair_jsonl(paths["train_log"], state["step"])
+    else:
+        warm_start(cfg, model, tok, pool, device, rank, world)
+        if rank == 0:
+            with open(paths["config"], "w") as f:
+                f.write(to_json(cfg) + "\n")
+    state["flops_model"] = FlopsModel(model)
+    if state["r0"] is None:  # R0: the starting policy's pass rate, at zero RL compute
+        r0, n_eval = evaluate(cfg, model, tok, val, 0, device, rank, world)
+        state["r0"] = r0
+        if rank == 0:
+            atomic_write_json(paths["baseline"], dict(step=0, compute=0.0, metric=r0, n_eval=n_eval,
+                                                      warm_start=warm_start_path(cfg)))
+            save_checkpoint(cfg, model, optimizer, state)
+            print(f"[{cfg.run_id}] step 0  R0 {r0:.3f}  (n_eval {n_eval})", flush=True)
+
+    eval_rows = read_jsonl(paths["evals"]) if rank == 0 else []
+    knobs = {k: getattr(cfg, k) for k in KNOB_COLUMNS}
+    n_params = state["flops_model"].n_params
+    stopped = None
+    pending = []
+    while state["step"] < cfg.max_steps and stopped is None:
+        t0 = time.perf_counter()
+        if not pending:
+            pending = sample_round(cfg, model, tok, pool, state, state["step"], device, rank, world)
+        mb = pending.pop(0)
+        metrics = update(cfg, model, optimizer, mb, state, world)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        state["step"] += 1
+        state["device_seconds"] += (time.perf_counter() - t0) * world
+        state["compute"] += metrics.pop("train_flops") + all_sum(torch.tensor([mb["gen_flops"]], dtype=torch.float64), world).item()
+        step = state["step"]
+        if rank == 0:
+            append_jsonl(paths["train_log"], dict(
+                step=step, **metrics, gen_tokens=mb["gen_tokens"] * world, active_prompts=int((~state["retired"]).sum()),
+                compute=state["compute"], device_seconds=state["device_seconds"], lr=cfg.lr), fsync=False)
+        if step % cfg.eval_every == 0 or step == cfg.max_steps:
+            metric, n_eval = evaluate(cfg, model, tok, val, step, device, rank, world)
+            row = dict(run_id=cfg.run_id, recipe=cfg.recipe, seed=cfg.seed, compute=state["compute"],
+                       compute_unit="flops", metric=metric, n_eval=n_eval, step=step,
+                       device_seconds=state["device_seconds"], r0=state["r0"], n_params=n_params, **knobs)
+            if rank == 0:
+                append_jsonl(paths["evals"], row)  # before the checkpoint: see "Crash safety" above
+                eval_rows.append(row)
+                if not pending:  # round boundary (always, except a final step mid-round)
+                    save_checkpoint(cfg, model, optimizer, state)
+                print(f"[{cfg.run_id}] step {step}  pass {metric:.3f}  reward {metrics['reward']:.3f}  "
+                      f"compute {state['compute']:.3g}  {state['device_seconds']:.1f}s", flush=True)
+            if cfg.advisor_every and step % cfg.eval_every == 0 and (step // cfg.eval_every) % cfg.advisor_every == 0:
+                stopped = broadcast_object(advise(cfg, eval_rows, state) if rank == 0 else None, world)
+
+    if rank == 0:
+        save_checkpoint(cfg, model, optimizer, state)
+        if stopped is not None:
+            atomic_write_json(paths["stopped"], dict(step=state["step"], compute=state["compute"], advice=stopped))
+        summary = dict(run_id=cfg.run_id, recipe=cfg.recipe, seed=cfg.seed, r0=state["r0"],
+                       final_metric=eval_rows[-1]["metric"] if eval_rows else state["r0"],
+                       steps=state["step"], compute=state["compute"], device_seconds=state["device_seconds"],
+                       stopped=stopped is not None)
+        atomic_write_json(paths["summary"], summary)
+    else:
+        summary = None
+    summary = broadcast_object(summary, world)
+    if world > 1:
+        dist.barrier()
+    return summary
+
+
+def advise(cfg, eval_rows, state):
+    """The advisor's recommendation as a dict when it says stop, else None."""
+    planned = cfg.advisor_budget or state["compute"] / state["step"] * cfg.max_steps
+    rec = consult_advisor(cfg, eval_rows, planned)
+    print(f"[{cfg.run_id}] advisor: {rec.action} ({rec.rule}) {rec.message}", flush=True)
+    return rec.to_dict() if rec.action == "stop" else None
