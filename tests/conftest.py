@@ -1,0 +1,41 @@
+"""Shared fixtures. MCMC is expensive, so one small real fit is made per test session and shared
+by every test that only reads a fitted model."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from forecast.synthetic import load_table1, simulate_sweep
+
+
+def small_recipe_table(n: int = 3) -> pd.DataFrame:
+    """A few Table 1 recipes with clearly different asymptotes."""
+    t = load_table1().rename(columns={"run": "recipe"})
+    picks = ["scalerl_8b", "scalerl_scout_moe", "scalerl_8gen"][:n]
+    return t[t["recipe"].isin(picks)].reset_index(drop=True)
+
+
+@pytest.fixture(scope="session")
+def small_sweep() -> pd.DataFrame:
+    """3 recipes x 2 seeds x 16 points, synthetic (ScaleRL Table 1 shapes)."""
+    return simulate_sweep(small_recipe_table(), n_seeds=2, n_points=16, rng=7)
+
+
+@pytest.fixture(scope="session")
+def fitted(small_sweep):
+    """A real (short-chain) NUTS fit of `small_sweep`, shared by the session."""
+    from forecast import ScalingForecaster
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fc = ScalingForecaster(mode="fast").fit(small_sweep, random_seed=3, progress=False)
+    return fc
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(0)
