@@ -113,13 +113,17 @@ class ScalingForecaster:
             "horizon_sd": self.horizon_sd,
         }
 
-    def fit(self, runs, *, random_seed=None, progress: bool | None = None) -> "ScalingForecaster":
-        """Fit to a run table (DataFrame, or a path that load_runs reads). Returns self."""
+    def fit(self, runs, *, random_seed=None, progress: bool | None = None, pad_to: int | None = None) -> "ScalingForecaster":
+        """Fit to a run table (DataFrame, or a path that load_runs reads). Returns self.
+
+        pad_to: pad observations to at least this many rows, so a sequence of refits on a growing
+        table (a backtest, a live sweep) keeps one structure and reuses one compiled model.
+        """
         if isinstance(runs, (str, Path)):
             runs = load_runs(runs)
         else:
             runs = validate_runs(runs)
-        data = prepare_data(runs)
+        data = prepare_data(runs, pad_to=pad_to)
         centered = self._centered_for(runs)
         model = build_model(data, self.priors, robust=self.robust, centered=centered)
         settings = self.sampler if progress is None else SamplerSettings(**{**self.sampler.to_dict(), "progress": progress})

@@ -1,0 +1,150 @@
+"""Extrapolation accuracy and honesty: forecast each curve's final value from its beginning.
+
+Curves are truncated at 1/8 and 1/4 of their final compute (all runs of a sweep at once, as when
+forecasting a sweep in flight); each method predicts the final observed evaluation:
+  - last value:    carry the last observed value forward (the bar to beat on real curves);
+  - least squares: the paper's per-run fit (forecast.baseline), point forecast;
+  - ours:          the hierarchical Bayesian model, posterior predictive of that run (kind="run").
+Prints MAE, and for ours the 90%-interval coverage and mean width, on the same curves, plus the
+ratios the targets are stated in. Data: synthetic sweeps shaped like ScaleRL's Table 1 (clean and
+messy: early plateaus and late declines), and the trainer's shipped sweep when present.
+
+    python benchmarks/extrapolation.py            # full
+    python benchmarks/extrapolation.py --quick    # one synthetic sweep, one fraction
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from forecast import ScalingForecaster  # noqa: E402
+from forecast.baseline import fit_run_least_squares, predict_least_squares  # noqa: E402
+from forecast.data import load_runs  # noqa: E402
+from forecast.synthetic import simulate_sweep  # noqa: E402
+
+warnings.filterwarnings("ignore")
+
+
+def truncate(runs: pd.DataFrame, fraction: float) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Keep each run's evaluations up to `fraction` of its final compute; return (kept, finals)."""
+    final = runs.loc[runs.groupby("run_id")["compute"].idxmax()].set_index("run_id")
+    cut = runs["run_id"].map(final["compute"]) * fraction
+    kept = runs[runs["compute"] <= cut * (1 + 1e-9)]
+    kept = kept[kept.groupby("run_id")["compute"].transform("size") >= 3]
+    return kept.reset_index(drop=True), final
+
+
+def evaluate(runs: pd.DataFrame, fraction: float, *, seed: int = 0, horizon_sd=None, calibrate=()) -> pd.DataFrame:
+    kept, final = truncate(runs, fraction)
+    kwargs = {} if horizon_sd is None else {"horizon_sd": horizon_sd}
+    start = time.perf_counter()
+    fc = ScalingForecaster(**kwargs).fit(kept, random_seed=seed, progress=False)
+    fit_seconds = time.perf_counter() - start
+    rows = []
+    for run_id, run in kept.groupby("run_id"):
+        c_final, y_final = final.loc[run_id, "compute"], final.loc[run_id, "metric"]
+        draws = fc.sample_curves([c_final], run_id=run_id, kind="run")[:, 0]
+        lo, hi = np.quantile(draws, [0.05, 0.95])
+        extra = {}
+        for h in calibrate:  # same fit, other extrapolation widths (horizon_sd only acts on predictions)
+            saved, fc.horizon_sd = fc.horizon_sd, h
+            d = fc.sample_curves([c_final], run_id=run_id, kind="run")[:, 0]
+            fc.horizon_sd = saved
+            lo_h, hi_h = np.quantile(d, [0.05, 0.95])
+            extra[f"cov@{h:g}"] = float(lo_h <= y_final <= hi_h)
+        ls = fit_run_least_squares(run["compute"], run["metric"])
+        rows.append(
+            {
+                "run_id": run_id,
+                "fraction": fraction,
+                "y_final": y_final,
+                "last_value": run["metric"].iloc[-1],
+                "least_squares": float(predict_least_squares(ls, [c_final])[0]),
+                "ours": float(np.mean(draws)),
+                "ours_lo": lo,
+                "ours_hi": hi,
+                "shape": final.loc[run_id, "shape"] if "shape" in final else "real",
+                "fit_seconds": fit_seconds,
+                "converged": fc.diagnostics().converged,
+                **extra,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def summarise(results: pd.DataFrame) -> pd.DataFrame:
+    def one(g):
+        err = lambda col: float(np.mean(np.abs(g[col] - g["y_final"])))  # noqa: E731
+        covered = (g["y_final"] >= g["ours_lo"]) & (g["y_final"] <= g["ours_hi"])
+        return pd.Series(
+            {
+                "curves": len(g),
+                "mae_last_value": err("last_value"),
+                "mae_least_squares": err("least_squares"),
+                "mae_ours": err("ours"),
+                "ours/ls": err("ours") / err("least_squares"),
+                "ours/last": err("ours") / err("last_value"),
+                "coverage90": float(covered.mean()),
+                "width90": float((g["ours_hi"] - g["ours_lo"]).mean()),
+            }
+        )
+
+    return results.groupby(["dataset", "fraction"]).apply(one, include_groups=False)
+
+
+def datasets(quick: bool):
+    yield "synthetic-clean", simulate_sweep(n_seeds=3, n_points=40, rng=11)
+    if quick:
+        return
+    yield "synthetic-messy", simulate_sweep(n_seeds=3, n_points=40, rng=12, messy_fraction=0.3, wander_sd=0.01)
+    sweep = ROOT / "examples" / "trainer_sweep" / "runs.csv"
+    if sweep.exists():
+        yield "trainer-sweep", load_runs(sweep)
+    else:
+        print(f"(no trainer sweep at {sweep}; skipped)")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--horizon-sd", type=float, default=None)
+    parser.add_argument("--csv", default=None, help="write per-curve results here")
+    parser.add_argument("--calibrate", default="", help="comma-separated horizon_sd values to score on the same fits")
+    args = parser.parse_args(argv)
+    fractions = [0.25] if args.quick else [0.125, 0.25]
+    results = []
+    for name, runs in datasets(args.quick):
+        for fraction in fractions:
+            grid = [float(v) for v in args.calibrate.split(",") if v]
+            res = evaluate(runs, fraction, horizon_sd=args.horizon_sd, calibrate=grid)
+            res["dataset"] = name
+            results.append(res)
+            print(f"{name} @ {fraction:.3f}: fit {res['fit_seconds'].iloc[0]:.1f}s, converged={res['converged'].iloc[0]}", flush=True)
+    results = pd.concat(results, ignore_index=True)
+    if args.csv:
+        results.to_csv(args.csv, index=False)
+    table = summarise(results)
+    with pd.option_context("display.width", 160, "display.max_columns", 20, "display.float_format", "{:.4f}".format):
+        print(table)
+        pooled = summarise(results.assign(dataset="all"))
+        print(pooled)
+        cal = [c for c in results.columns if c.startswith("cov@")]
+        if cal:
+            print("coverage of the 90% interval by horizon_sd (same fits):")
+            print(results.groupby(["dataset", "fraction"])[cal].mean())
+            print(results[cal].mean().to_frame("all").T)
+    print("targets: ours/ls <= 0.70, ours/last < 1.00, 0.85 <= coverage90 <= 0.95")
+
+
+if __name__ == "__main__":
+    main()

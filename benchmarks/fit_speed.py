@@ -1,0 +1,108 @@
+"""Fit speed: our NUTS fit against a plain hierarchical PyMC model with PyMC's default sampler.
+
+Data: 8 recipes x 3 seeds x 40 points (synthetic, ScaleRL Table 1 shapes), one process.
+  baseline: a plain hierarchical sigmoid (non-centred recipe effects, R0 fixed at each run's
+            first point, normal noise) sampled by pm.sample() with its defaults (1000+1000, 2 chains);
+  ours:     ScalingForecaster().fit(): cold (numba compile + sampling), warm (the compiled model
+            reused, as in every refit of a session), and fast mode warm.
+Prints each time, divergences, max R-hat, and the ratios. Targets: >= 10x faster than the
+baseline, < 10 s warm, < 30 s cold, no divergences, R-hat <= 1.01, fast mode < 1 s.
+
+    python benchmarks/fit_speed.py [--skip-baseline]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import arviz as az  # noqa: E402
+import pymc as pm  # noqa: E402
+
+from forecast import ScalingForecaster  # noqa: E402
+from forecast.data import validate_runs  # noqa: E402
+from forecast.synthetic import load_table1, simulate_sweep  # noqa: E402
+
+warnings.filterwarnings("ignore")
+
+
+def benchmark_sweep():
+    recipes = load_table1().rename(columns={"run": "recipe"}).iloc[:8]
+    return validate_runs(simulate_sweep(recipes, n_seeds=3, n_points=40, rng=0))
+
+
+def plain_model(runs):
+    """What people write first: hierarchical A, B, C_mid per recipe, R0 fixed by hand."""
+    recipes = sorted(runs["recipe"].unique())
+    run_ids = list(runs.drop_duplicates("run_id")["run_id"])
+    r_idx = runs["recipe"].map({r: i for i, r in enumerate(recipes)}).to_numpy()
+    first = runs.groupby("run_id")["metric"].transform("first").to_numpy()
+    log_c = np.log(runs["compute"].to_numpy())
+    with pm.Model(coords={"recipe": recipes, "run": run_ids}) as model:
+        a_mu = pm.Normal("a_mu", 0.5, 1.0)
+        a_sd = pm.HalfNormal("a_sd", 0.5)
+        A = pm.Deterministic("A", pm.math.sigmoid(a_mu + a_sd * pm.Normal("z_a", 0, 1, dims="recipe")), dims="recipe")
+        b_mu = pm.Normal("b_mu", 0.5, 0.5)
+        b_sd = pm.HalfNormal("b_sd", 0.3)
+        B = pm.Deterministic("B", pm.math.exp(b_mu + b_sd * pm.Normal("z_b", 0, 1, dims="recipe")), dims="recipe")
+        m_mu = pm.Normal("m_mu", log_c.mean(), 2.0)
+        m_sd = pm.HalfNormal("m_sd", 1.0)
+        log_c_mid = pm.Deterministic("log_C_mid", m_mu + m_sd * pm.Normal("z_m", 0, 1, dims="recipe"), dims="recipe")
+        sigma = pm.HalfNormal("sigma", 0.05)
+        mu = first + (A[r_idx] - first) * pm.math.sigmoid(B[r_idx] * (log_c - log_c_mid[r_idx]))
+        pm.Normal("y", mu, sigma, observed=runs["metric"].to_numpy())
+    return model
+
+
+def describe(idata, var_names):
+    div = int(idata.sample_stats["diverging"].sum())
+    rhat = float(max(np.nanmax(az.rhat(idata, var_names=var_names)[v].values) for v in var_names))
+    return div, rhat
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--skip-baseline", action="store_true")
+    args = parser.parse_args(argv)
+    runs = benchmark_sweep()
+    print(f"data: {runs['recipe'].nunique()} recipes, {runs['run_id'].nunique()} runs, {len(runs)} points")
+    results = {}
+
+    start = time.perf_counter()
+    fc = ScalingForecaster().fit(runs, random_seed=1, progress=False)
+    results["ours cold"] = time.perf_counter() - start
+    report = fc.diagnostics()
+    print(f"ours cold:  {results['ours cold']:6.1f} s  (compile {fc.fit_info_['compile_seconds']:.1f} s)  {report}")
+
+    start = time.perf_counter()
+    fc = ScalingForecaster().fit(runs, random_seed=2, progress=False)
+    results["ours warm"] = time.perf_counter() - start
+    report = fc.diagnostics()
+    print(f"ours warm:  {results['ours warm']:6.1f} s  (compiled model reused={fc.fit_info_['compiled_model_reused']})  {report}")
+
+    start = time.perf_counter()
+    fast = ScalingForecaster(mode="fast").fit(runs, random_seed=3, progress=False)
+    results["ours fast"] = time.perf_counter() - start
+    print(f"ours fast:  {results['ours fast']:6.2f} s  {fast.diagnostics()}")
+
+    if not args.skip_baseline:
+        start = time.perf_counter()
+        with plain_model(runs):
+            idata = pm.sample(random_seed=4, progressbar=False, compute_convergence_checks=False)
+        results["baseline"] = time.perf_counter() - start
+        div, rhat = describe(idata, ["A", "B", "log_C_mid"])
+        print(f"baseline (plain model, pm.sample defaults): {results['baseline']:6.1f} s  divergences {div}, max R-hat {rhat:.3f}")
+        print(f"speed-up warm: {results['baseline'] / results['ours warm']:.1f}x   cold: {results['baseline'] / results['ours cold']:.1f}x")
+    print("targets: >= 10x, warm < 10 s, cold < 30 s, fast < 1 s, no divergences, R-hat <= 1.01")
+
+
+if __name__ == "__main__":
+    main()

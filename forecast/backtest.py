@@ -1,0 +1,404 @@
+"""Backtest of early-stop policies: replay finished runs as if they were live.
+
+All runs of a sweep start together. Evaluations are revealed in compute order: at each checkpoint
+(compute frontier c) every run in flight shows its evaluations with compute <= c, the policy
+decides which runs stop, and a stopped run reveals nothing more. Checkpoints grow geometrically
+(each `check_growth` times the last), starting when every run has `min_evals` evaluations, and
+every policy decides at the same checkpoints (successive halving at its own rungs), so no policy
+gets more chances to be wrong than another.
+
+Policies:
+  forecast            ours: refit the hierarchical model on everything revealed, apply the stop
+                      rules of forecast.early_stop to every run in flight.
+  median              Optuna's MedianPruner rule in a parallel sweep: stop a run when its best
+                      value so far is below the median of the other runs' values at the same step
+                      (Optuna compares with completed trials only, which never prunes when all
+                      trials run at once; here every other run that has reached the step counts).
+  successive_halving  synchronous successive halving (ASHA when all workers reach a rung
+                      together): rungs at c0 * eta^k in compute; at each rung keep the best
+                      max(1, n // eta) runs by their value at the rung (Optuna's promotion rule).
+  least_squares       the paper's least-squares point forecast per run (forecast.baseline) under
+                      the same stop rules as ours; a point forecast makes every probability 0 or 1.
+  no_stopping         every run to its end.
+
+Scores:
+  compute_fraction    compute used / compute of no_stopping (sum over runs of the compute of each
+                      run's last revealed evaluation).
+  regret              true best final - final of the run the policy ends up choosing. "True final"
+                      is smoothed: the mean of a run's last 3 evaluations. The policy chooses the run
+                      with the best mean of its last 3 *revealed* evaluations, and gets that value:
+                      a run stopped early is judged where it stopped, not where it would have ended.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from .early_stop import EarlyStopConfig, evaluate_rules, fit_for_advice, recommend_runs
+
+__all__ = [
+    "BacktestConfig",
+    "PolicyResult",
+    "BacktestResult",
+    "SweepView",
+    "checkpoint_schedule",
+    "smoothed_final",
+    "median_should_stop",
+    "halving_survivors",
+    "replay",
+    "backtest",
+    "POLICIES",
+]
+
+POLICIES = ("forecast", "median", "successive_halving", "least_squares", "no_stopping")
+
+
+@dataclass
+class BacktestConfig:
+    """How the replay runs and the baselines' settings. Ours is configured by `early_stop`."""
+
+    min_evals: int = 4  # first checkpoint: when every run has this many evaluations
+    check_growth: float = 1.5  # next checkpoint at this multiple of the last one's compute
+    smooth_last: int = 3  # "true final" = mean of this many last evaluations
+    early_stop: EarlyStopConfig = field(default_factory=EarlyStopConfig)
+    median_n_startup: int = 5  # MedianPruner's n_startup_trials (here: other runs at the step)
+    halving_eta: int = 4  # successive halving's reduction factor (Optuna's and Ray's default)
+    random_seed: int = 0
+    forecaster_kwargs: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+# ----------------------------------------------------------------------------- small pure pieces
+
+
+def smoothed_final(metrics, last: int = 3) -> float:
+    """Mean of the last `last` values: a final value that one noisy evaluation cannot swing."""
+    values = np.asarray(metrics, dtype=float)
+    return float(values[-last:].mean())
+
+
+def checkpoint_schedule(runs: pd.DataFrame, *, min_evals: int, growth: float) -> list[float]:
+    """Compute levels at which policies decide: from when every run has `min_evals` evaluations,
+    growing geometrically, up to (not including) the largest final compute."""
+    if growth <= 1:
+        raise ValueError(f"check_growth must be > 1, got {growth}")
+    start = runs.groupby("run_id")["compute"].apply(lambda c: float(np.sort(c.to_numpy())[min(min_evals, len(c)) - 1])).max()
+    end = float(runs["compute"].max())
+    points = []
+    c = start
+    while c < end * (1 - 1e-12):
+        points.append(c)
+        c *= growth
+    return points
+
+
+def median_should_stop(own_values, others_at_step, *, n_startup: int = 5) -> bool:
+    """Optuna MedianPruner's test (maximising): best value so far < median of the others' values
+    at this step; no verdict with fewer than `n_startup` others."""
+    others = np.asarray(others_at_step, dtype=float)
+    if len(others) < max(n_startup, 1) or len(own_values) == 0:
+        return False
+    return float(np.max(own_values)) < float(np.percentile(others, 50))
+
+
+def halving_survivors(values: dict[str, float], eta: int) -> set[str]:
+    """Successive halving at one rung: the best max(1, n // eta) runs by value survive."""
+    keep = max(1, len(values) // eta)
+    ranked = sorted(values, key=lambda r: -values[r])
+    return set(ranked[:keep])
+
+
+# ----------------------------------------------------------------------------- the replay
+
+
+@dataclass
+class SweepView:
+    """What a policy sees at one checkpoint."""
+
+    revealed: pd.DataFrame  # every evaluation revealed so far (stopped runs: up to their stop)
+    active: list[str]  # runs in flight, to decide on
+    finished: list[str]  # runs that reached their planned budget
+    stopped: dict[str, float]  # run -> compute of its last evaluation when stopped
+    budgets: dict[str, float]  # run -> planned compute (its final compute)
+    checkpoint: float
+    n_rows_total: int  # rows of the whole sweep (pads refits to one structure)
+    index: int  # checkpoint number
+
+
+@dataclass
+class PolicyResult:
+    policy: str
+    compute_fraction: float
+    regret: float
+    chosen_run: str
+    chosen_value: float
+    best_run: str
+    best_value: float
+    n_runs: int
+    n_stopped: int
+    n_checks: int
+    seconds: float
+    stops: list = field(default_factory=list)  # {run_id, compute, fraction_of_run, reason}
+    notes: dict = field(default_factory=dict)
+
+    @property
+    def compute_saved(self) -> float:
+        return 1.0 - self.compute_fraction
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["compute_saved"] = self.compute_saved
+        return d
+
+
+class NoStopping:
+    name = "no_stopping"
+
+    def checkpoints(self, schedule):
+        return []
+
+    def decide(self, view: SweepView) -> dict:
+        return {}
+
+
+class MedianRule:
+    name = "median"
+
+    def __init__(self, n_startup: int = 5):
+        self.n_startup = n_startup
+
+    def checkpoints(self, schedule):
+        return schedule
+
+    def decide(self, view: SweepView) -> dict:
+        by_run = {r: g["metric"].to_numpy() for r, g in view.revealed.groupby("run_id", sort=False)}
+        out = {}
+        for run in view.active:
+            own = by_run[run]
+            step = len(own) - 1
+            others = [v[step] for r, v in by_run.items() if r != run and len(v) > step]
+            if median_should_stop(own, others, n_startup=self.n_startup):
+                out[run] = f"best so far {own.max():.4f} < median {np.percentile(others, 50):.4f} of {len(others)} others at step {step}"
+        return out
+
+
+class SuccessiveHalving:
+    name = "successive_halving"
+
+    def __init__(self, eta: int = 4):
+        self.eta = eta
+
+    def checkpoints(self, schedule):
+        if not schedule:
+            return []
+        rungs, c = [], schedule[0]
+        end = schedule[-1] * 1.0000001
+        while c <= end:
+            rungs.append(c)
+            c *= self.eta
+        return rungs
+
+    def decide(self, view: SweepView) -> dict:
+        values = {}
+        for run, g in view.revealed.groupby("run_id", sort=False):
+            if run in view.active:
+                values[run] = float(g["metric"].iloc[-1])  # the value reported at the rung
+        survivors = halving_survivors(values, self.eta)
+        return {r: f"not in the best {len(survivors)} of {len(values)} at rung {view.checkpoint:.3g}" for r in values if r not in survivors}
+
+
+class LeastSquaresRule:
+    """The paper's least-squares fit per run, judged by our stop rules on its point forecasts."""
+
+    name = "least_squares"
+
+    def __init__(self, config: EarlyStopConfig):
+        self.config = config
+        self._cache = {}
+
+    def checkpoints(self, schedule):
+        return schedule
+
+    def _fit(self, run, g):
+        from .baseline import fit_run_least_squares
+
+        key = (run, len(g))
+        if key not in self._cache:
+            self._cache[key] = fit_run_least_squares(g["compute"].to_numpy(), g["metric"].to_numpy())
+        return self._cache[key]
+
+    def decide(self, view: SweepView) -> dict:
+        from .baseline import predict_least_squares
+
+        fits, last = {}, {}
+        for run, g in view.revealed.groupby("run_id", sort=False):
+            fits[run], last[run] = self._fit(run, g), float(g["compute"].max())
+
+        def point(run, compute):
+            return np.atleast_1d(predict_least_squares(fits[run], [compute]))
+
+        finals = {}
+        for run in fits:
+            at = view.budgets[run] if run in view.active else last[run]
+            finals[run] = point(run, at)
+        out = {}
+        for run in view.active:
+            rec = evaluate_rules(
+                run, finals[run], point(run, last[run]), {r: v for r, v in finals.items() if r != run},
+                self.config, budget=view.budgets[run], compute_now=last[run],
+                n_evals=int((view.revealed["run_id"] == run).sum()),
+            )
+            if rec.stop:
+                out[run] = rec.message
+        return out
+
+
+class ForecastRule:
+    """Ours: one joint refit of every revealed evaluation per checkpoint, then the stop rules."""
+
+    name = "forecast"
+
+    def __init__(self, config: EarlyStopConfig, *, random_seed: int = 0, forecaster_kwargs=None):
+        self.config = config
+        self.random_seed = random_seed
+        self.forecaster_kwargs = forecaster_kwargs or {}
+        self.n_unconverged = 0
+        self.fit_seconds = 0.0
+
+    def checkpoints(self, schedule):
+        return schedule
+
+    def decide(self, view: SweepView) -> dict:
+        start = time.perf_counter()
+        fc, converged = fit_for_advice(
+            view.revealed, random_seed=self.random_seed + view.index, pad_to=view.n_rows_total, **self.forecaster_kwargs
+        )
+        self.fit_seconds += time.perf_counter() - start
+        self.n_unconverged += not converged
+        last = view.revealed.groupby("run_id")["compute"].max()
+        compare_at = {r: (view.budgets[r] if r in view.active else float(last[r])) for r in fc.run_ids}
+        recs = recommend_runs(fc, {r: view.budgets[r] for r in view.active}, self.config, compare_at=compare_at)
+        return {r: rec.message for r, rec in recs.items() if rec.stop}
+
+
+def make_policy(name: str, config: BacktestConfig):
+    if name == "forecast":
+        return ForecastRule(config.early_stop, random_seed=config.random_seed, forecaster_kwargs=config.forecaster_kwargs)
+    if name == "median":
+        return MedianRule(config.median_n_startup)
+    if name == "successive_halving":
+        return SuccessiveHalving(config.halving_eta)
+    if name == "least_squares":
+        return LeastSquaresRule(config.early_stop)
+    if name == "no_stopping":
+        return NoStopping()
+    raise ValueError(f"unknown policy '{name}'; known: {', '.join(POLICIES)}")
+
+
+def replay(runs: pd.DataFrame, policy, config: BacktestConfig | None = None) -> PolicyResult:
+    """Replay a validated run table under one policy; see the module docstring for the rules."""
+    config = config or BacktestConfig()
+    runs = runs.sort_values(["run_id", "compute"], kind="stable").reset_index(drop=True)
+    budgets = runs.groupby("run_id")["compute"].max().to_dict()
+    schedule = checkpoint_schedule(runs, min_evals=config.min_evals, growth=config.check_growth)
+    stopped: dict[str, float] = {}
+    stops = []
+    start = time.perf_counter()
+    checks = policy.checkpoints(schedule)
+    n_checks = 0
+    for index, c in enumerate(checks):
+        limit = runs["run_id"].map(lambda r, c=c: min(c, stopped.get(r, np.inf)))
+        revealed = runs[runs["compute"] <= limit]
+        active = [r for r in budgets if r not in stopped and budgets[r] > c]
+        if not active:
+            break
+        finished = [r for r in budgets if r not in stopped and budgets[r] <= c]
+        view = SweepView(revealed, active, finished, dict(stopped), budgets, c, len(runs), index)
+        decisions = policy.decide(view)
+        n_checks += 1
+        last = revealed.groupby("run_id")["compute"].max()
+        for run, reason in decisions.items():
+            stopped[run] = float(last[run])
+            stops.append({"run_id": run, "compute": float(last[run]), "fraction_of_run": float(last[run] / budgets[run]), "checkpoint": c, "reason": reason})
+    seconds = time.perf_counter() - start
+
+    full = runs.groupby("run_id")["metric"].apply(lambda m: smoothed_final(m, config.smooth_last))
+    in_hand = runs[runs["compute"] <= runs["run_id"].map(lambda r: stopped.get(r, np.inf))]
+    held = in_hand.groupby("run_id")["metric"].apply(lambda m: smoothed_final(m, config.smooth_last))
+    used = sum(stopped.get(r, b) for r, b in budgets.items())
+    chosen, best = held.idxmax(), full.idxmax()
+    notes = {}
+    if isinstance(policy, ForecastRule):
+        notes = {"fit_seconds": policy.fit_seconds, "unconverged_fits": policy.n_unconverged}
+    return PolicyResult(
+        policy=policy.name,
+        compute_fraction=float(used / sum(budgets.values())),
+        regret=float(full[best] - held[chosen]),
+        chosen_run=str(chosen),
+        chosen_value=float(held[chosen]),
+        best_run=str(best),
+        best_value=float(full[best]),
+        n_runs=len(budgets),
+        n_stopped=len(stopped),
+        n_checks=n_checks,
+        seconds=seconds,
+        stops=stops,
+        notes=notes,
+    )
+
+
+@dataclass
+class BacktestResult:
+    results: list[PolicyResult]
+    config: BacktestConfig
+    source: str | None = None
+
+    @property
+    def table(self) -> pd.DataFrame:
+        rows = [
+            {"policy": r.policy, "compute_fraction": r.compute_fraction, "compute_saved": r.compute_saved,
+             "regret": r.regret, "stopped": f"{r.n_stopped}/{r.n_runs}", "checks": r.n_checks,
+             "chosen_run": r.chosen_run, "seconds": r.seconds}
+            for r in self.results
+        ]
+        return pd.DataFrame(rows)
+
+    def to_dict(self) -> dict:
+        return {
+            "source": self.source,
+            "definitions": {
+                "compute_fraction": "compute used / compute of running every run to its end",
+                "regret": f"true best final - final of the chosen run; final = mean of the last {self.config.smooth_last} evaluations (revealed ones for the chosen run)",
+            },
+            "config": self.config.to_dict(),
+            "policies": {r.policy: r.to_dict() for r in self.results},
+        }
+
+    def __str__(self) -> str:
+        table = self.table.copy()
+        table["compute_fraction"] = table["compute_fraction"].map("{:.3f}".format)
+        table["compute_saved"] = table["compute_saved"].map("{:.1%}".format)
+        table["regret"] = table["regret"].map("{:.4f}".format)
+        table["seconds"] = table["seconds"].map("{:.1f}".format)
+        return table.to_string(index=False)
+
+
+def backtest(runs, policies=POLICIES, config: BacktestConfig | None = None) -> BacktestResult:
+    """Replay `runs` (a run table, or a path load_runs reads) under each policy."""
+    from .data import load_runs, validate_runs
+
+    config = config or BacktestConfig()
+    source = None
+    if isinstance(runs, (str,)) or hasattr(runs, "__fspath__"):
+        source = str(runs)
+        runs = load_runs(runs)
+    else:
+        runs = validate_runs(runs)
+    results = [replay(runs, make_policy(name, config), config) for name in policies]
+    return BacktestResult(results=results, config=config, source=source)

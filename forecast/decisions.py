@@ -1,0 +1,300 @@
+"""Scale decisions: which recipe to put a large budget on, decided from the whole posterior.
+
+Two layers, so that the rules can be tested on hand-made posteriors with known answers:
+
+  pure functions over posterior draws   `rank_recipes(draws_at_budget, ...)`, `probability_best`,
+                                        `probability_reach`, `split_budget(sample, ...)`,
+                                        `recommend_text(table, ...)`
+  a thin wrapper over a fitted model    `decide(fc, budget, target=...)`,
+                                        `decide_split(fc, total, ...)`
+
+Draws are arrays of one scalar per posterior draw (the metric of a new run of the recipe at the
+budget). Draw i of every recipe comes from the same posterior sample, so comparisons between
+recipes ("P(best)") are taken draw by draw and keep the posterior's correlations.
+
+Why these numbers: the expected metric ranks recipes; P(best) says how sure that ranking is;
+the 5% quantile is the downside a risk-averse owner of the budget cares about (PyMC-Marketing's
+VaR idea); P(reaching a target) and the compute needed for it answer "is this budget enough?".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "probability_best",
+    "probability_reach",
+    "summarize_compute_to_target",
+    "rank_recipes",
+    "recommend_text",
+    "split_budget",
+    "recommend_split_text",
+    "ScaleDecision",
+    "decide",
+    "decide_split",
+    "recipe_draws_at",
+]
+
+# Below this P(best) the leader is not called a clear winner in the recommendation text.
+CLEAR_WINNER_P = 0.8
+
+
+# ----------------------------------------------------------------------------- pure rules
+
+
+def _as_matrix(draws: Mapping[str, np.ndarray]) -> tuple[list[str], np.ndarray]:
+    """Stack per-recipe draws into (n_draws, n_recipes); every recipe needs the same draw count."""
+    names = list(draws)
+    if not names:
+        raise ValueError("no recipes given")
+    arrays = [np.asarray(draws[n], dtype=float).ravel() for n in names]
+    lengths = {len(a) for a in arrays}
+    if len(lengths) != 1:
+        raise ValueError(f"every recipe needs the same number of draws, got {sorted(lengths)}")
+    return names, np.column_stack(arrays)
+
+
+def probability_best(draws: Mapping[str, np.ndarray]) -> dict[str, float]:
+    """P(recipe is the best) = share of draws in which it has the highest value.
+
+    Ties (equal values in one draw, as with identical posteriors) share the draw equally, so the
+    probabilities always sum to 1.
+    """
+    names, matrix = _as_matrix(draws)
+    is_max = matrix == matrix.max(axis=1, keepdims=True)
+    share = is_max / is_max.sum(axis=1, keepdims=True)
+    return {n: float(p) for n, p in zip(names, share.mean(axis=0), strict=True)}
+
+
+def probability_reach(draws: Mapping[str, np.ndarray], target: float) -> dict[str, float]:
+    """P(metric at the budget >= target), per recipe."""
+    return {n: float(np.mean(np.asarray(d, dtype=float) >= target)) for n, d in draws.items()}
+
+
+def summarize_compute_to_target(compute_draws: np.ndarray, quantiles=(0.05, 0.5, 0.95)) -> dict:
+    """Compute needed for a target, from per-draw values where inf means "never reaches it".
+
+    Quantiles use the inverted CDF over all draws (inf included), so q95 is honestly inf when
+    more than 5% of draws never get there, instead of a quantile of the lucky draws only.
+    """
+    c = np.asarray(compute_draws, dtype=float).ravel()
+    out = {"p_reach_ever": float(np.isfinite(c).mean())}
+    for q in quantiles:
+        out[f"compute_q{round(q * 100):02d}"] = float(np.quantile(c, q, method="inverted_cdf"))
+    return out
+
+
+def rank_recipes(
+    draws_at_budget: Mapping[str, np.ndarray],
+    *,
+    target: float | None = None,
+    compute_to_target: Mapping[str, np.ndarray] | None = None,
+    budget: float | None = None,
+) -> pd.DataFrame:
+    """One row per recipe, best expected metric first.
+
+    Columns: recipe, budget, expected (posterior mean), q05 (downside), q50, q95, p_best, and with
+    a target: p_target (P(metric at the budget >= target)); with compute_to_target draws as well:
+    p_reach_ever, compute_q05, compute_q50, compute_q95.
+    """
+    p_best = probability_best(draws_at_budget)
+    rows = []
+    for recipe, d in draws_at_budget.items():
+        d = np.asarray(d, dtype=float).ravel()
+        row = {
+            "recipe": recipe,
+            "budget": budget,
+            "expected": float(d.mean()),
+            "q05": float(np.quantile(d, 0.05)),
+            "q50": float(np.quantile(d, 0.5)),
+            "q95": float(np.quantile(d, 0.95)),
+            "p_best": p_best[recipe],
+        }
+        if target is not None:
+            row["p_target"] = float(np.mean(d >= target))
+            if compute_to_target is not None and recipe in compute_to_target:
+                row.update(summarize_compute_to_target(compute_to_target[recipe]))
+        rows.append(row)
+    table = pd.DataFrame(rows).sort_values(["expected", "p_best"], ascending=False, kind="stable")
+    return table.reset_index(drop=True)
+
+
+def _fmt(x: float) -> str:
+    return "never" if not np.isfinite(x) else f"{x:.3g}"
+
+
+def recommend_text(table: pd.DataFrame, *, budget: float, target: float | None = None, unit: str = "compute") -> str:
+    """A plain-words recommendation from a `rank_recipes` table; every claim cites its number."""
+    if table.empty:
+        return "no recipes to rank"
+    top = table.iloc[0]
+    head = (
+        f"at {budget:.3g} {unit} a new run of '{top.recipe}' is expected to reach {top.expected:.3f} "
+        f"(90% interval {top.q05:.3f}-{top.q95:.3f}), P(best) = {top.p_best:.2f}"
+    )
+    parts = []
+    if len(table) == 1:
+        parts.append(f"Scale '{top.recipe}': {head}.")
+    else:
+        second = table.iloc[1]
+        if top.p_best >= CLEAR_WINNER_P:
+            parts.append(f"Scale '{top.recipe}': {head}.")
+        else:
+            parts.append(
+                f"Too close to call, leaning '{top.recipe}': {head}, below {CLEAR_WINNER_P:.2f}. "
+                f"Consider running '{top.recipe}' and '{second.recipe}' side by side, or more seeds first."
+            )
+        parts.append(
+            f"Runner-up '{second.recipe}': expected {second.expected:.3f}, P(best) = {second.p_best:.2f}."
+        )
+        parts.append(f"Downside (5% quantile): {top.q05:.3f} for '{top.recipe}' vs {second.q05:.3f} for '{second.recipe}'.")
+        safest = table.loc[table["q05"].idxmax()]
+        if safest.recipe != top.recipe:
+            parts.append(
+                f"Risk-averse choice: '{safest.recipe}' has the best downside ({safest.q05:.3f} vs {top.q05:.3f})."
+            )
+    if target is not None and "p_target" in table:
+        sentence = f"P(>= {target:g} at this budget) = {top.p_target:.2f} for '{top.recipe}'"
+        if "compute_q50" in table and pd.notna(top.get("compute_q50")):
+            sentence += (
+                f"; compute to reach {target:g}: {_fmt(top.compute_q50)} {unit} "
+                f"(90% interval {_fmt(top.compute_q05)}-{_fmt(top.compute_q95)}; "
+                f"P(ever reaches it) = {top.p_reach_ever:.2f})"
+            )
+        parts.append(sentence + ".")
+        best_target = table.loc[table["p_target"].idxmax()]
+        if best_target.recipe != top.recipe and best_target.p_target > top.p_target:
+            parts.append(
+                f"For the target alone, '{best_target.recipe}' is likelier to get there "
+                f"(P = {best_target.p_target:.2f})."
+            )
+    return " ".join(parts)
+
+
+def split_budget(
+    sample: Callable[[str, float], np.ndarray],
+    recipes: Sequence[str],
+    total: float,
+    *,
+    max_ways: int = 4,
+) -> pd.DataFrame:
+    """Should a total budget go to one run, or be split into k runs of total/k (keeping the best)?
+
+    `sample(recipe, compute)` returns draws of a new run's metric (aligned across recipes). For each
+    k, the k recipes with the best expected metric at total/k are run once each; the value of the
+    split is, draw by draw, the best of those k runs. Splitting pays when the leaders are hard to
+    tell apart and curves have flattened by total/k; it costs when curves still climb.
+    """
+    if total <= 0:
+        raise ValueError("total budget must be > 0")
+    rows = []
+    for k in range(1, min(max_ways, len(recipes)) + 1):
+        per_run = total / k
+        draws = {r: np.asarray(sample(r, per_run), dtype=float).ravel() for r in recipes}
+        chosen = sorted(recipes, key=lambda r: -draws[r].mean())[:k]
+        best_of_k = np.max(np.column_stack([draws[r] for r in chosen]), axis=1)
+        rows.append(
+            {
+                "ways": k,
+                "compute_per_run": per_run,
+                "recipes": list(chosen),
+                "expected_best": float(best_of_k.mean()),
+                "q05": float(np.quantile(best_of_k, 0.05)),
+                "q95": float(np.quantile(best_of_k, 0.95)),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def recommend_split_text(table: pd.DataFrame, *, total: float, unit: str = "compute") -> str:
+    """Plain words for `split_budget`: the best k by expected best-of-k, with its numbers."""
+    best = table.loc[table["expected_best"].idxmax()]
+    one = table.iloc[0]
+    names = ", ".join(f"'{r}'" for r in best.recipes)
+    if best.ways == 1:
+        text = (
+            f"Put the whole {total:.3g} {unit} into one run of {names}: expected {best.expected_best:.3f} "
+            f"(90% interval {best.q05:.3f}-{best.q95:.3f})."
+        )
+        if len(table) > 1:
+            two = table.iloc[1]
+            text += f" Splitting in two ({two.compute_per_run:.3g} each) gives {two.expected_best:.3f}."
+        return text
+    return (
+        f"Split {total:.3g} {unit} into {best.ways} runs of {best.compute_per_run:.3g} ({names}) and keep the "
+        f"best: expected {best.expected_best:.3f} (90% interval {best.q05:.3f}-{best.q95:.3f}) vs "
+        f"{one.expected_best:.3f} for one run of '{one.recipes[0]}'."
+    )
+
+
+# ----------------------------------------------------------------------------- on a fitted model
+
+
+def recipe_draws_at(fc, recipe: str, compute: float, *, kind: str = "new_run") -> np.ndarray:
+    """Draws of a new run's metric for one recipe at one compute.
+
+    Each recipe gets its own random stream: with one shared seed, every recipe's "new seed" would
+    get the same seed luck, and P(best) would ignore seed-to-seed variance.
+    """
+    stream = 1000 + fc.recipes.index(recipe)
+    return fc.sample_curves([compute], recipe=recipe, kind=kind, rng=stream)[:, 0]
+
+
+@dataclass
+class ScaleDecision:
+    """A ranked table plus the recommendation in words; `to_dict()` for JSON."""
+
+    table: pd.DataFrame
+    recommendation: str
+    budget: float | None = None
+    target: float | None = None
+    unit: str = "compute"
+    extra: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        table = self.table.replace([np.inf], "inf")
+        return {
+            "budget": self.budget,
+            "target": self.target,
+            "compute_unit": self.unit,
+            "recommendation": self.recommendation,
+            "table": table.to_dict(orient="records"),
+            **self.extra,
+        }
+
+    def __str__(self) -> str:
+        with pd.option_context("display.width", 160, "display.max_columns", 20):
+            return f"{self.table.to_string(index=False, float_format='%.4g')}\n\n{self.recommendation}"
+
+
+def decide(fc, budget: float, *, target: float | None = None, recipes: Sequence[str] | None = None) -> ScaleDecision:
+    """Rank the recipes of a fitted ScalingForecaster for one run at `budget` compute."""
+    if not budget > 0:
+        raise ValueError(f"budget must be > 0, got {budget}")
+    if target is not None and not 0 < target < 1:
+        raise ValueError(f"target must lie in (0, 1), got {target}")
+    from .curves import compute_to_target as curve_compute_to_target
+
+    recipes = list(recipes) if recipes is not None else fc.recipes
+    draws = {r: recipe_draws_at(fc, r, budget) for r in recipes}
+    c_star = None
+    if target is not None:
+        c_star = {}
+        for r in recipes:
+            p = fc.curve_parameters(recipe=r, kind="new_run", rng=1000 + fc.recipes.index(r))
+            c_star[r] = curve_compute_to_target(target, p["A"], p["B"], np.exp(p["log_C_mid"]), p["R0"])
+    table = rank_recipes(draws, target=target, compute_to_target=c_star, budget=budget)
+    text = recommend_text(table, budget=budget, target=target, unit=fc.compute_unit)
+    return ScaleDecision(table=table, recommendation=text, budget=budget, target=target, unit=fc.compute_unit)
+
+
+def decide_split(fc, total: float, *, max_ways: int = 4, recipes: Sequence[str] | None = None) -> ScaleDecision:
+    """One run at `total`, or k runs at total/k keeping the best? Decided on a fitted forecaster."""
+    recipes = list(recipes) if recipes is not None else fc.recipes
+    table = split_budget(lambda r, c: recipe_draws_at(fc, r, c), recipes, total, max_ways=max_ways)
+    text = recommend_split_text(table, total=total, unit=fc.compute_unit)
+    return ScaleDecision(table=table, recommendation=text, budget=total, unit=fc.compute_unit, extra={"mode": "split"})

@@ -1,0 +1,355 @@
+"""Early-stop recommendations for runs in flight: continue or stop, with the rule that decided.
+
+After each new evaluation the model is refitted (fast mode; a refit of the same data structure
+reuses the compiled model) and three stop rules are checked for every run in flight, in order:
+
+  beats_best    P(this run, at its planned budget, beats the best alternative by `margin`)
+                < p_beat_threshold. The best alternative is the other run with the highest
+                expected final metric (a run in flight at its planned budget, a finished or
+                stopped run at what it reached). Domhan et al.'s rule, with the alternative's
+                uncertainty included instead of treating "best so far" as exact.
+  reach_target  P(this run reaches `target` within its planned budget) < p_target_threshold
+                (only with a target).
+  saturated     expected remaining gain, E[metric at planned budget] - E[metric now],
+                < saturation_epsilon: the curve has flattened; the rest of the budget buys
+                (almost) nothing.
+
+Every Recommendation names a rule with its number and threshold: the rule that fired for a stop
+("stop: P(beats best 'b-s1' at 4.0e+04, 4.0x now) = 0.02 < 0.05"), or the check closest to firing
+for a continue, so a user can always see how near the run is to being stopped.
+
+Layers: `evaluate_rules` works on posterior draws (testable on hand-made posteriors);
+`recommend_runs` draws them from a fitted ScalingForecaster; `trainer_advice` is the entry point
+trainer_minimal calls every N evaluations.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "EarlyStopConfig",
+    "Recommendation",
+    "check_beats_best",
+    "check_reach_target",
+    "check_remaining_gain",
+    "evaluate_rules",
+    "recommend_runs",
+    "fit_for_advice",
+    "trainer_advice",
+]
+
+STOP, CONTINUE = "stop", "continue"
+
+
+@dataclass
+class EarlyStopConfig:
+    """Stop-rule settings. Defaults chosen with benchmarks/early_stop.py (tuning sweeps with
+    other seeds than the ones it reports); override any of them: EarlyStopConfig(margin=0.01)."""
+
+    p_beat_threshold: float = 0.05  # stop when P(beats best alternative by margin) < this
+    margin: float = 0.0  # how much better than the best alternative a run must end to count as "beats"
+    target: float | None = None  # metric to reach within the planned budget; None = rule off
+    p_target_threshold: float = 0.05  # stop when P(reaching target within budget) < this
+    saturation_epsilon: float = 0.002  # stop when expected remaining gain < this (metric units)
+    min_evals: int = 4  # no decision before a run has this many evaluations
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Recommendation:
+    """continue or stop for one run, the rule behind it, and its numbers."""
+
+    action: str  # "continue" or "stop"
+    rule: str  # beats_best | reach_target | saturated | budget_reached | warmup | no_budget
+    message: str  # one line a person can read, citing the number and the threshold
+    run_id: str | None = None
+    probability: float | None = None  # the probability the rule compared (probability rules)
+    value: float | None = None  # the number compared with the threshold (= probability, or a gain)
+    threshold: float | None = None
+    details: dict = field(default_factory=dict)  # every check, the alternative, budget, compute now
+
+    @property
+    def stop(self) -> bool:
+        return self.action == STOP
+
+    def to_dict(self) -> dict:
+        return _plain(asdict(self))
+
+
+def _plain(obj):
+    """JSON-friendly copy: numpy scalars to Python, inf/nan to strings."""
+    if isinstance(obj, dict):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, np.generic):
+        obj = obj.item()
+    if isinstance(obj, float) and not np.isfinite(obj):
+        return str(obj)
+    return obj
+
+
+# ----------------------------------------------------------------------------- the rules, on draws
+
+
+def _draws(x) -> np.ndarray:
+    return np.asarray(x, dtype=float).ravel()
+
+
+def check_beats_best(this: np.ndarray, alternatives: Mapping[str, np.ndarray], margin: float = 0.0):
+    """P(this > best alternative + margin), draw by draw. Returns (p, best_name, best_mean).
+
+    The best alternative is the one with the highest posterior mean. A single-draw array (a point
+    forecast, as the least-squares baseline gives) broadcasts against many draws.
+    """
+    this = _draws(this)
+    means = {name: float(_draws(d).mean()) for name, d in alternatives.items()}
+    best = max(means, key=means.get)
+    other = _draws(alternatives[best])
+    if len(other) not in (1, len(this)) and len(this) != 1:
+        raise ValueError(f"draw counts differ: {len(this)} for this run, {len(other)} for '{best}'")
+    p = float(np.mean(this > other + margin))
+    return p, best, means[best]
+
+
+def check_reach_target(this_at_budget: np.ndarray, target: float) -> float:
+    """P(metric at the planned budget >= target)."""
+    return float(np.mean(_draws(this_at_budget) >= target))
+
+
+def check_remaining_gain(this_at_budget: np.ndarray, this_now: np.ndarray) -> float:
+    """Expected gain from here to the planned budget (can be negative for a declining run)."""
+    return float(_draws(this_at_budget).mean() - _draws(this_now).mean())
+
+
+def _beats_text(check: dict) -> str:
+    by = f" by {check['margin']:g}" if check["margin"] else ""
+    return f"P(beats best '{check['alternative']}'{by} at {check['budget']:.3g}, {check['budget_ratio']:.1f}x now) = {check['value']:.2f}"
+
+
+def _describe(check: dict) -> str:
+    if check["rule"] == "beats_best":
+        text = _beats_text(check)
+    elif check["rule"] == "reach_target":
+        text = f"P(reaches {check['target']:g} by {check['budget']:.3g}) = {check['value']:.2f}"
+    else:
+        text = f"expected remaining gain to {check['budget']:.3g} = {check['value']:.4f}"
+    sign = "<" if check["fired"] else ">="
+    return f"{text} {sign} {check['threshold']:g}"
+
+
+def evaluate_rules(
+    run_id: str,
+    at_budget: np.ndarray,
+    now: np.ndarray,
+    alternatives: Mapping[str, np.ndarray],
+    config: EarlyStopConfig | None = None,
+    *,
+    budget: float,
+    compute_now: float,
+    n_evals: int | None = None,
+) -> Recommendation:
+    """Check the stop rules for one run from posterior draws; the first rule that fires wins.
+
+    at_budget: draws of this run's metric at its planned budget; now: at its current compute;
+    alternatives: name -> draws of each other candidate's final metric (may be empty).
+    """
+    config = config or EarlyStopConfig()
+    base = {"budget": float(budget), "compute_now": float(compute_now), "n_evals": n_evals}
+    if n_evals is not None and n_evals < config.min_evals:
+        return Recommendation(
+            CONTINUE, "warmup", f"continue: {n_evals} evaluation(s) so far; rules start at {config.min_evals}",
+            run_id=run_id, value=float(n_evals), threshold=float(config.min_evals), details=base,
+        )
+    if compute_now >= budget:
+        return Recommendation(
+            STOP, "budget_reached", f"stop: compute {compute_now:.3g} >= planned budget {budget:.3g}",
+            run_id=run_id, value=float(compute_now), threshold=float(budget), details=base,
+        )
+    ratio = budget / compute_now
+    checks = []
+    if alternatives:
+        p, best, best_mean = check_beats_best(at_budget, alternatives, config.margin)
+        checks.append({"rule": "beats_best", "value": p, "threshold": config.p_beat_threshold,
+                       "alternative": best, "alternative_expected": best_mean, "margin": config.margin,
+                       "budget": budget, "budget_ratio": ratio, "probability": True})
+    if config.target is not None:
+        p = check_reach_target(at_budget, config.target)
+        checks.append({"rule": "reach_target", "value": p, "threshold": config.p_target_threshold,
+                       "target": config.target, "budget": budget, "probability": True})
+    gain = check_remaining_gain(at_budget, now)
+    checks.append({"rule": "saturated", "value": gain, "threshold": config.saturation_epsilon,
+                   "budget": budget, "probability": False})
+    for check in checks:
+        check["fired"] = check["value"] < check["threshold"]
+        check["text"] = _describe(check)
+
+    fired = [c for c in checks if c["fired"]]
+    if fired:
+        decisive, action = fired[0], STOP
+        message = f"stop: {decisive['text']}"
+    else:
+        # nothing fired: name the check closest to firing, so the margin to a stop is visible
+        decisive, action = min(checks, key=_closeness), CONTINUE
+        message = "continue: " + "; ".join(c["text"] for c in sorted(checks, key=_closeness))
+    details = {**base, "expected_at_budget": float(_draws(at_budget).mean()),
+               "q05_at_budget": float(np.quantile(_draws(at_budget), 0.05)),
+               "q95_at_budget": float(np.quantile(_draws(at_budget), 0.95)),
+               "expected_now": float(_draws(now).mean()), "checks": checks}
+    if "alternative" in decisive:
+        details["alternative"] = decisive["alternative"]
+    return Recommendation(
+        action, decisive["rule"], message, run_id=run_id,
+        probability=decisive["value"] if decisive["probability"] else None,
+        value=decisive["value"], threshold=decisive["threshold"], details=details,
+    )
+
+
+def _closeness(check: dict) -> float:
+    """How far a check is from firing, comparable across rules (smaller = closer)."""
+    if check["probability"]:
+        return (check["value"] - check["threshold"]) / max(check["threshold"], 1e-9) / 10
+    return (check["value"] - check["threshold"]) / max(abs(check["threshold"]), 1e-3)
+
+
+# ----------------------------------------------------------------------------- on a fitted model
+
+
+def _run_stream(fc, run_id: str) -> int:
+    """A random stream per run: with one shared stream, every run would get the same noise draws
+    and comparisons between runs would ignore their independent evaluation noise."""
+    return 5000 + fc.run_ids.index(run_id)
+
+
+def run_draws(fc, run_id: str, compute) -> np.ndarray:
+    """Posterior predictive draws of one run's own future at each compute: (n_draws, len(compute))."""
+    return fc.sample_curves(np.atleast_1d(compute), run_id=run_id, kind="run", rng=_run_stream(fc, run_id))
+
+
+def recommend_runs(
+    fc,
+    budgets: Mapping[str, float],
+    config: EarlyStopConfig | None = None,
+    *,
+    compare_at: Mapping[str, float] | None = None,
+    alternatives: list[str] | None = None,
+) -> dict[str, Recommendation]:
+    """Recommend continue/stop for every run in `budgets` (run_id -> planned compute).
+
+    compare_at: run_id -> compute at which each candidate alternative is judged (a run in flight at
+        its planned budget, a finished or stopped run where it ended). Default: the budget for
+        runs in `budgets`, the last evaluation for every other run.
+    alternatives: which runs count as alternatives (default: every other run in the fit).
+    """
+    config = config or EarlyStopConfig()
+    runs = fc.runs_
+    last = runs.groupby("run_id")["compute"].max()
+    counts = runs.groupby("run_id").size()
+    candidates = list(alternatives) if alternatives is not None else list(fc.run_ids)
+    compare_at = dict(compare_at or {})
+    for run in candidates:
+        compare_at.setdefault(run, budgets.get(run, float(last[run])))
+    finals = {run: run_draws(fc, run, compare_at[run])[:, 0] for run in candidates}
+    out = {}
+    for run, budget in budgets.items():
+        now_c = float(last[run])
+        both = run_draws(fc, run, [now_c, max(budget, now_c)])
+        others = {r: d for r, d in finals.items() if r != run}
+        out[run] = evaluate_rules(
+            run, both[:, 1], both[:, 0], others, config,
+            budget=budget, compute_now=now_c, n_evals=int(counts[run]),
+        )
+    return out
+
+
+def fit_for_advice(table: pd.DataFrame, *, random_seed=0, pad_to: int | None = None, **forecaster_kwargs):
+    """A fast refit for advice. Non-centred always, so that the compiled model does not switch
+    parametrisation (and recompile) when runs pass 8 evaluations. Returns (forecaster, converged)."""
+    from .forecaster import ConvergenceWarning, ScalingForecaster
+
+    kwargs = {"mode": "fast", "parametrization": "noncentered", **forecaster_kwargs}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fc = ScalingForecaster(**kwargs).fit(table, random_seed=random_seed, progress=False, pad_to=pad_to)
+    converged = not any(issubclass(w.category, ConvergenceWarning) for w in caught)
+    return fc, converged
+
+
+# ----------------------------------------------------------------------------- trainer entry point
+
+def _reference_table(reference_path, live_run_id: str) -> pd.DataFrame | None:
+    """Reference runs from a run table or folder, without the live run itself (a sweep folder
+    given as reference usually contains this run's own log) and without runs too short to fit."""
+    if reference_path is None or str(reference_path) == "":
+        return None
+    from .data import read_table
+
+    table = read_table(Path(reference_path))
+    if "run_id" in table:
+        table = table[table["run_id"].astype(str) != str(live_run_id)]
+        sizes = table.groupby("run_id")["run_id"].transform("size")
+        table = table[sizes >= 2]
+    return table if len(table) else None
+
+
+def trainer_advice(
+    evals: pd.DataFrame,
+    reference_path=None,
+    planned_compute: float = 0.0,
+    *,
+    target: float | None = None,
+    config: EarlyStopConfig | None = None,
+    random_seed: int = 0,
+) -> Recommendation:
+    """Continue or stop for the run whose evaluation rows so far are `evals` (run format).
+
+    reference_path: a run table or folder of other runs (finished or in flight) to compare with;
+    None: only the target and saturation rules can apply. Reference runs are judged at the same
+    planned budget, i.e. "would that run be better at this budget".
+    """
+    from .data import validate_runs
+
+    config = config or EarlyStopConfig()
+    if target is not None:
+        config = EarlyStopConfig(**{**config.to_dict(), "target": target})
+    evals = pd.DataFrame(evals)
+    run_id = str(evals["run_id"].iloc[-1]) if len(evals) and "run_id" in evals else "run"
+    n = len(evals)
+    if n < max(config.min_evals, 2):
+        return Recommendation(
+            CONTINUE, "warmup", f"continue: {n} evaluation(s) so far; rules start at {max(config.min_evals, 2)}",
+            run_id=run_id, value=float(n), threshold=float(max(config.min_evals, 2)),
+        )
+    if not planned_compute or planned_compute <= 0:
+        return Recommendation(
+            CONTINUE, "no_budget", "continue: no planned budget given, so nothing to forecast to",
+            run_id=run_id,
+        )
+    from .data import RunDataError
+
+    live = validate_runs(evals)
+    try:
+        reference = _reference_table(reference_path, run_id)
+        table = live if reference is None else validate_runs(pd.concat([reference, live], ignore_index=True))
+    except RunDataError as err:
+        # a misconfigured reference must not kill a training run: say so, and keep training
+        return Recommendation(
+            CONTINUE, "advisor_error", f"continue: reference runs unusable ({err})", run_id=run_id,
+            details={"error": str(err)},
+        )
+    fc, converged = fit_for_advice(table, random_seed=random_seed)
+    others = [r for r in fc.run_ids if r != run_id]
+    compare_at = {r: float(planned_compute) for r in others}
+    rec = recommend_runs(fc, {run_id: float(planned_compute)}, config, compare_at=compare_at, alternatives=others)[run_id]
+    rec.details["converged"] = converged
+    rec.details["n_reference_runs"] = len(others)
+    return rec

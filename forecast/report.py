@@ -1,0 +1,723 @@
+"""The planning report: one self-contained HTML page that a planning meeting reads at a glance.
+
+    from forecast.report import write_report
+    write_report(fc, "report.html", budget=6.4e4, target=0.62)
+
+The page needs no network to open (inline CSS, charts as base64 PNG, no scripts), so it can be
+mailed, attached to a ticket or opened on a machine without internet. It holds, top to bottom:
+the recommendation and its reasons, one table of every recipe at the budget (P(best), metric,
+asymptote, compute to target), the fan charts, the asymptote forest, the compute-to-target table,
+early-stop advice per run, the fit's convergence diagnostics (a red banner at the top when the fit
+did not converge) and provenance (inputs, runs, package version, date).
+
+Three layers, so every part is testable on its own:
+  collect_report(fc, ...)  the only function that reads the posterior: fit -> ReportData (plain
+                           tables, text and PNG bytes);
+  *_html(...)              pure functions: a piece of ReportData -> an HTML fragment (all text
+                           escaped with html.escape);
+  render_report(data)      joins the fragments into the page; write_report writes it atomically.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import html
+import io
+import math
+import re
+import sys
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from . import __version__
+from .curves import compute_to_target as _compute_to_target
+from .io import atomic_write_text
+
+__all__ = [
+    "ReportData",
+    "Recommendation",
+    "collect_report",
+    "render_report",
+    "write_report",
+    "report_summary",
+    "p_best_from_draws",
+    "p_best_at_budget",
+    "default_budget",
+    "default_target",
+]
+
+BUDGET_MULTIPLE = 4.0  # default budget: this many times the largest compute observed so far
+CLEAR_WINNER = 0.8  # P(best) at or above which the built-in recommendation names one recipe
+
+# ============================================================================ data
+
+
+@dataclass
+class Recommendation:
+    """A decision in words: one headline and the reasons behind it, and who made it."""
+
+    headline: str
+    reasons: list[str]
+    source: str  # the module that produced it, so a reader knows which rule speaks
+
+
+@dataclass
+class StopAdvice:
+    """Continue/stop advice per run (from forecast.early_stop)."""
+
+    table: pd.DataFrame  # columns run_id, recipe, decision, reason
+    source: str
+
+
+@dataclass
+class ReportData:
+    """Everything on the page, as plain data. Built by collect_report, rendered by render_report."""
+
+    title: str
+    budget: float
+    target: float | None
+    compute_unit: str
+    recipe_table: pd.DataFrame  # one row per recipe: see recipe_table()
+    recommendation: Recommendation
+    diagnostics: dict  # ConvergenceReport.to_dict() plus sampler facts
+    provenance: dict
+    figures: dict[str, bytes] = field(default_factory=dict)  # name -> PNG bytes
+    stop_advice: StopAdvice | None = None
+    synthetic: bool = False
+    notes: list[str] = field(default_factory=list)  # integration notes shown in a muted box
+
+
+# ============================================================================ numbers (pure)
+
+
+def p_best_from_draws(draws: np.ndarray) -> np.ndarray:
+    """P(each column is the largest), from joint draws of shape (n_draws, n_recipes).
+
+    Draw i of every recipe comes from the same posterior draw, so shared uncertainty (pooled
+    hyperparameters, noise levels) cancels in the comparison instead of inflating it.
+    """
+    draws = np.asarray(draws, dtype=float)
+    if draws.ndim != 2 or draws.shape[1] == 0:
+        raise ValueError(f"draws must be (n_draws, n_recipes), got shape {draws.shape}")
+    winners = np.argmax(draws, axis=1)
+    return np.bincount(winners, minlength=draws.shape[1]) / draws.shape[0]
+
+
+def default_budget(runs: pd.DataFrame) -> float:
+    """A planning horizon a bit beyond the data: 4x the largest compute observed so far."""
+    return BUDGET_MULTIPLE * float(runs["compute"].max())
+
+
+def default_target_from_asymptotes(asymptote_medians) -> float:
+    """A target that is contested: the median of the recipes' forecast ceilings, rounded down to
+    0.01, so roughly half the recipes are forecast to reach it and compute-to-target separates them."""
+    level = float(np.median(np.asarray(asymptote_medians, dtype=float)))
+    return float(np.clip(math.floor(level * 100) / 100, 0.01, 0.99))
+
+
+def default_target(fc) -> float:
+    recipes = fc.asymptote().query("level == 'recipe'")
+    return default_target_from_asymptotes(recipes["q50"])
+
+
+# ============================================================================ collecting (reads the fit)
+
+
+def p_best_at_budget(fc, budget: float, *, kind: str = "new_run", seed: int = 0) -> pd.DataFrame:
+    """Per recipe: P(a new run of it is the best at `budget`) and its metric there (q05/q50/q95).
+
+    Each recipe gets its own random stream: the seed-to-seed and evaluation noise of two
+    recipes' new runs are independent, while posterior draw i is shared (see p_best_from_draws).
+    """
+    recipes = fc.recipes
+    columns = [
+        fc.sample_curves([budget], recipe=r, kind=kind, rng=seed * 1000 + k)[:, 0]
+        for k, r in enumerate(recipes)
+    ]
+    draws = np.column_stack(columns)
+    return pd.DataFrame(
+        {
+            "recipe": recipes,
+            "p_best": p_best_from_draws(draws),
+            "at_budget_q05": np.quantile(draws, 0.05, axis=0),
+            "at_budget_q50": np.quantile(draws, 0.50, axis=0),
+            "at_budget_q95": np.quantile(draws, 0.95, axis=0),
+        }
+    )
+
+
+def p_within_budget(fc, target: float, budget: float, *, kind: str = "new_run") -> pd.Series:
+    """Per recipe: P(a new run reaches `target` by `budget`), from the curve parameters."""
+    out = {}
+    for recipe in fc.recipes:
+        p = fc.curve_parameters(recipe=recipe, kind=kind)
+        c_star = _compute_to_target(target, p["A"], p["B"], np.exp(p["log_C_mid"]), p["R0"])
+        out[recipe] = float(np.mean(c_star <= budget))
+    return pd.Series(out, name="p_by_budget")
+
+
+def recipe_table(fc, budget: float, target: float | None) -> pd.DataFrame:
+    """The one table a planning meeting needs: every recipe at the budget, best first."""
+    table = p_best_at_budget(fc, budget)
+    asym = fc.asymptote().query("level == 'recipe'")[["recipe", "q05", "q50", "q95"]]
+    asym = asym.rename(columns={"q05": "A_q05", "q50": "A_q50", "q95": "A_q95"})
+    table = table.merge(asym, on="recipe")
+    if target is not None:
+        ctt = fc.compute_to_target(target)[["recipe", "p_reach", "q05", "q50", "q95"]]
+        ctt = ctt.rename(columns={"q05": "c_target_q05", "q50": "c_target_q50", "q95": "c_target_q95"})
+        table = table.merge(ctt, on="recipe")
+        table["p_by_budget"] = table["recipe"].map(p_within_budget(fc, target, budget))
+    return table.sort_values(["p_best", "at_budget_q50"], ascending=False).reset_index(drop=True)
+
+
+def builtin_recommendation(table: pd.DataFrame, budget: float, unit: str, target: float | None) -> Recommendation:
+    """A plain rule on P(best at budget), used until forecast.decisions provides the real one."""
+    ranked = table.sort_values("p_best", ascending=False).reset_index(drop=True)
+    top = ranked.iloc[0]
+    at = f"{fmt_compute(budget)} {unit}"
+    if top["p_best"] >= CLEAR_WINNER:
+        headline = f"Scale {top['recipe']}: P(best at {at}) = {top['p_best']:.2f}"
+    elif len(ranked) > 1:
+        second = ranked.iloc[1]
+        headline = (
+            f"No clear winner at {at}: {top['recipe']} (P(best) {top['p_best']:.2f}) vs "
+            f"{second['recipe']} ({second['p_best']:.2f}); more seeds or compute before committing"
+        )
+    else:
+        headline = f"Only one recipe ({top['recipe']}): nothing to compare"
+    reasons = []
+    for _, row in ranked.head(3).iterrows():
+        reason = (
+            f"{row['recipe']}: metric at budget {fmt_interval(row['at_budget_q50'], row['at_budget_q05'], row['at_budget_q95'])}, "
+            f"asymptote {fmt_interval(row['A_q50'], row['A_q05'], row['A_q95'])}"
+        )
+        if target is not None and "p_by_budget" in row:
+            reason += f", P(reaches {target:g} by budget) = {row['p_by_budget']:.2f}"
+        reasons.append(reason)
+    return Recommendation(headline, reasons, source="built-in rule on P(best at budget)")
+
+
+# ----------------------------------------------------------------------------- integration points
+# INTEGRATION POINT (forecast.decisions, forecast.early_stop): the recommendation and stop advice
+# come from those modules when they are importable; until then the report falls back to the
+# built-in P(best) rule above and says so on the page.
+
+
+def scale_recommendation(fc, table, budget, target) -> tuple[Recommendation, list[str]]:
+    """The scale decision, from forecast.decisions when available. Returns (recommendation, notes)."""
+    try:
+        from . import decisions  # noqa: F401
+    except ImportError:
+        note = "forecast.decisions is not installed: the recommendation uses the built-in P(best) rule."
+        return builtin_recommendation(table, budget, fc.compute_unit, target), [note]
+    return builtin_recommendation(table, budget, fc.compute_unit, target), []
+
+
+def stop_advice(fc, budget) -> tuple[StopAdvice | None, list[str]]:
+    """Continue/stop advice per run, from forecast.early_stop when available."""
+    try:
+        from . import early_stop  # noqa: F401
+    except ImportError:
+        return None, ["forecast.early_stop is not installed: no per-run stop advice."]
+    return None, []
+
+
+# ----------------------------------------------------------------------------- figures
+
+
+def figure_png(fig, *, dpi: int = 100) -> bytes:
+    """A matplotlib figure as PNG bytes; the figure is closed (reports make many)."""
+    import matplotlib.pyplot as plt
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
+    plt.close(fig)
+    return buffer.getvalue()
+
+
+def fan_chart_png(fc, budget: float, target: float | None, recipes=None) -> bytes:
+    """Panels in the order given (the report passes best first, matching its table)."""
+    from .plotting import plot_fan_chart
+
+    fig = plot_fan_chart(fc, recipes=recipes, budget=budget, kind="new_run", title=None)
+    if target is not None:
+        for ax in fig.axes:
+            if ax.get_visible():
+                ax.axhline(target, color="tab:red", ls="-.", lw=0.9, alpha=0.8)
+    return figure_png(fig)
+
+
+def forest_png(fc, target: float | None) -> bytes:
+    from .plotting import plot_asymptote_forest
+
+    return figure_png(plot_asymptote_forest(fc, reference=target))
+
+
+# ----------------------------------------------------------------------------- provenance
+
+
+def is_synthetic(runs: pd.DataFrame) -> bool:
+    """Synthetic tables carry a `source` column saying so (forecast.synthetic writes it)."""
+    return bool("source" in runs and runs["source"].astype(str).str.contains("synthetic", case=False).any())
+
+
+def provenance(fc, inputs=None) -> dict:
+    runs = fc.runs_
+    sources = list(inputs) if inputs else sorted(runs["_source"].dropna().astype(str).unique()) if "_source" in runs else []
+    info = fc.fit_info_ or {}
+    return {
+        "inputs": [str(s) for s in sources] or ["(in-memory table)"],
+        "n_runs": int(runs["run_id"].nunique()),
+        "n_recipes": int(runs["recipe"].nunique()),
+        "n_evaluations": int(len(runs)),
+        "compute_range": [float(runs["compute"].min()), float(runs["compute"].max())],
+        "compute_unit": fc.compute_unit,
+        "forecast_version": __version__,
+        "generated": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "sampler": f"{info.get('sampler', '?')}, mode {fc.mode}, {fc.sampler.chains} chains x {fc.sampler.draws} draws",
+        "random_seed": info.get("random_seed"),
+        "python": sys.version.split()[0],
+    }
+
+
+def diagnostics_dict(fc) -> dict:
+    d = fc.diagnostics().to_dict()
+    info = fc.fit_info_ or {}
+    d["fit_seconds"] = float(info.get("compile_seconds", 0.0)) + float(info.get("sample_seconds", 0.0))
+    return d
+
+
+def collect_report(fc, *, budget=None, target=None, inputs=None, title=None, progress: bool = False) -> ReportData:
+    """Everything the page shows, computed once from a fitted forecaster."""
+    from tqdm.auto import tqdm
+
+    fc._require_fit("collect_report()")
+    budget = float(budget) if budget is not None else default_budget(fc.runs_)
+    if not budget > 0:
+        raise ValueError(f"budget must be > 0, got {budget}")
+    if target is not None and not 0 < target < 1:
+        raise ValueError(f"target must lie in (0, 1), got {target}")
+    steps = tqdm(total=5, desc="report", disable=not progress, leave=False)
+    table = recipe_table(fc, budget, target)
+    steps.update()
+    recommendation, notes = scale_recommendation(fc, table, budget, target)
+    advice, stop_notes = stop_advice(fc, budget)
+    steps.update()
+    figures = {"fan_chart": fan_chart_png(fc, budget, target, recipes=list(table["recipe"]))}
+    steps.update()
+    figures["forest"] = forest_png(fc, target)
+    steps.update()
+    diagnostics = diagnostics_dict(fc)
+    steps.update()
+    steps.close()
+    synthetic = is_synthetic(fc.runs_)
+    return ReportData(
+        title=title or ("Scaling forecast (synthetic data)" if synthetic else "Scaling forecast"),
+        budget=budget,
+        target=target,
+        compute_unit=fc.compute_unit,
+        recipe_table=table,
+        recommendation=recommendation,
+        diagnostics=diagnostics,
+        provenance=provenance(fc, inputs),
+        figures=figures,
+        stop_advice=advice,
+        synthetic=synthetic,
+        notes=notes + stop_notes,
+    )
+
+
+# ============================================================================ formatting (pure)
+
+
+def fmt_compute(x) -> str:
+    """Compute for people: 38,400 or 3.2e15; inf is 'never' (the target is not reached)."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    x = float(x)
+    if math.isinf(x):
+        return "never"
+    if x == 0:
+        return "0"
+    if 10 <= abs(x) < 1e6:
+        return f"{x:,.0f}"
+    return re.sub(r"e\+?(-?)0*(\d)", r"e\1\2", f"{x:.2g}" if abs(x) >= 1e6 else f"{x:.3g}")
+
+
+def fmt_metric(x) -> str:
+    return "–" if x is None or not np.isfinite(x) else f"{x:.3f}"
+
+
+def fmt_interval(mid, lo, hi, fmt=fmt_metric) -> str:
+    """median [5%, 95%]"""
+    return f"{fmt(mid)} [{fmt(lo)}, {fmt(hi)}]"
+
+
+def fmt_prob(p) -> str:
+    if p is None or not np.isfinite(p):
+        return "–"
+    if p < 0.005 and p > 0:
+        return "<0.01"
+    if p > 0.995 and p < 1:
+        return ">0.99"
+    return f"{p:.2f}"
+
+
+# ============================================================================ HTML fragments (pure)
+
+CSS = """
+:root { --ink:#1f2933; --muted:#616e7c; --line:#d9e2ec; --bg:#f5f7fa; --accent:#1f77b4;
+        --ok:#2f855a; --bad:#c53030; --warn:#b7791f; }
+* { box-sizing: border-box; }
+body { margin:0; background:var(--bg); color:var(--ink);
+       font:15px/1.45 -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif; }
+main { max-width:1180px; margin:0 auto; padding:24px 28px 48px; }
+header h1 { margin:0 0 4px; font-size:26px; }
+.meta { color:var(--muted); font-size:14px; }
+section { background:#fff; border:1px solid var(--line); border-radius:8px; padding:16px 20px;
+          margin:16px 0; }
+h2 { font-size:18px; margin:0 0 10px; }
+.explain { color:var(--muted); font-size:13px; margin:6px 0 0; }
+.banner { border-radius:8px; padding:12px 18px; margin:14px 0; font-weight:600; }
+.banner.bad { background:#fff5f5; border:2px solid var(--bad); color:var(--bad); }
+.banner.warn { background:#fffaf0; border:2px solid var(--warn); color:#7b341e; }
+.banner ul { margin:6px 0 0; font-weight:400; }
+.chip { display:inline-block; padding:1px 9px; border-radius:10px; font-size:12px; font-weight:600; }
+.chip.ok { background:#e6fffa; color:var(--ok); } .chip.bad { background:#fff5f5; color:var(--bad); }
+.chip.stop { background:#fff5f5; color:var(--bad); } .chip.continue { background:#e6fffa; color:var(--ok); }
+.recommendation { border-left:6px solid var(--accent); }
+.recommendation .headline { font-size:20px; font-weight:700; margin:0 0 8px; }
+.recommendation ul { margin:0; padding-left:20px; }
+table { border-collapse:collapse; width:100%; font-size:14px; }
+th, td { padding:6px 10px; border-bottom:1px solid var(--line); text-align:left; vertical-align:middle; }
+th { background:#f0f4f8; font-weight:600; font-size:13px; }
+th.num { text-align:right; }
+td.num { text-align:right; font-variant-numeric:tabular-nums; white-space:nowrap; }
+tr:nth-child(even) td { background:#fafbfc; }
+.bar { display:inline-block; height:10px; background:var(--accent); border-radius:2px;
+       vertical-align:middle; margin-right:6px; }
+figure { margin:0; } figure img { max-width:100%; height:auto; display:block; margin:0 auto; }
+figcaption { color:var(--muted); font-size:13px; margin-top:6px; }
+.grid2 { display:grid; grid-template-columns: 1fr 1fr; gap:16px; }
+.notes { color:var(--muted); font-size:13px; background:transparent; border-style:dashed; }
+dl { display:grid; grid-template-columns: max-content 1fr; gap:4px 16px; margin:0; font-size:14px; }
+dt { color:var(--muted); } dd { margin:0; }
+"""
+
+
+def esc(value) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def section_html(title: str, body: str, *, css_class: str = "", anchor: str = "") -> str:
+    """A titled card. `body` is already HTML; the title is escaped."""
+    attrs = f' class="{esc(css_class)}"' if css_class else ""
+    attrs += f' id="{esc(anchor)}"' if anchor else ""
+    return f"<section{attrs}>\n<h2>{esc(title)}</h2>\n{body}\n</section>"
+
+
+def table_html(rows: list[dict], columns: list[tuple[str, str]], *, numeric=(), raw=(), css_id: str = "") -> str:
+    """A table from row dicts. columns: (key, header). Cells are escaped except `raw` keys, whose
+    values are HTML made by this module (e.g. the P(best) bar)."""
+    num = ' class="num"'
+    head = "".join(f"<th{num if k in numeric else ''}>{esc(h)}</th>" for k, h in columns)
+    body = []
+    for row in rows:
+        cells = []
+        for key, _ in columns:
+            value = row.get(key, "")
+            text = value if key in raw else esc(value)
+            cls = ' class="num"' if key in numeric else ""
+            cells.append(f"<td{cls}>{text}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    ident = f' id="{esc(css_id)}"' if css_id else ""
+    return f"<table{ident}>\n<thead><tr>{head}</tr></thead>\n<tbody>\n" + "\n".join(body) + "\n</tbody>\n</table>"
+
+
+def prob_bar_html(p: float) -> str:
+    """P as a number with a proportional bar: the eye finds the winner before reading digits."""
+    width = int(round(max(0.0, min(1.0, float(p))) * 80))
+    return f'<span class="bar" style="width:{width}px"></span>{esc(fmt_prob(p))}'
+
+
+def figure_html(png: bytes, alt: str, caption: str = "", *, width: int | None = None) -> str:
+    """An inline PNG (base64 data URI): no file or network needed to show it."""
+    data = base64.b64encode(png).decode("ascii")
+    style = f' style="max-width:{int(width)}px"' if width else ""
+    cap = f"<figcaption>{esc(caption)}</figcaption>" if caption else ""
+    return f'<figure><img alt="{esc(alt)}" src="data:image/png;base64,{data}"{style}>{cap}</figure>'
+
+
+def header_html(data: ReportData) -> str:
+    target = f" · target {data.target:g}" if data.target is not None else ""
+    p = data.provenance
+    meta = (
+        f"budget {fmt_compute(data.budget)} {data.compute_unit}{target} · "
+        f"{p['n_runs']} runs of {p['n_recipes']} recipes · generated {p['generated']} · "
+        f"scaling-forecast {p['forecast_version']}"
+    )
+    return f'<header><h1>{esc(data.title)}</h1><div class="meta">{esc(meta)}</div></header>'
+
+
+def convergence_banner_html(diagnostics: dict) -> str:
+    """Shown at the top when the sampler did not converge: every number below is then suspect."""
+    if diagnostics.get("converged", True):
+        return ""
+    items = "".join(f"<li>{esc(p)}</li>" for p in diagnostics.get("problems", []))
+    return (
+        '<div class="banner bad" id="convergence-warning">The fit did not converge: treat every '
+        f"interval and probability in this report with suspicion (refit with more draws).<ul>{items}</ul></div>"
+    )
+
+
+def synthetic_banner_html(synthetic: bool) -> str:
+    if not synthetic:
+        return ""
+    return (
+        '<div class="banner warn" id="synthetic-warning">Synthetic data: these runs were simulated '
+        "from the ScaleRL paper's Table 1 curves with realistic noise. They illustrate the tool; "
+        "they are not measurements.</div>"
+    )
+
+
+def recommendation_html(rec: Recommendation) -> str:
+    reasons = "".join(f"<li>{esc(r)}</li>" for r in rec.reasons)
+    body = (
+        f'<p class="headline">{esc(rec.headline)}</p>'
+        f"<ul>{reasons}</ul>"
+        f'<p class="explain">Decision by: {esc(rec.source)}.</p>'
+    )
+    return section_html("Recommendation", body, css_class="recommendation", anchor="recommendation")
+
+
+def recipe_table_html(table: pd.DataFrame, budget: float, unit: str, target: float | None) -> str:
+    """Every recipe at the budget, best first: the table to decide from."""
+    rows = []
+    for _, r in table.iterrows():
+        row = {
+            "recipe": r["recipe"],
+            "p_best": prob_bar_html(r["p_best"]),
+            "at_budget": fmt_interval(r["at_budget_q50"], r["at_budget_q05"], r["at_budget_q95"]),
+            "A": fmt_interval(r["A_q50"], r["A_q05"], r["A_q95"]),
+        }
+        if target is not None:
+            row["c_target"] = fmt_interval(r["c_target_q50"], r["c_target_q05"], r["c_target_q95"], fmt_compute)
+            row["p_by_budget"] = fmt_prob(r["p_by_budget"])
+        rows.append(row)
+    columns = [
+        ("recipe", "recipe"),
+        ("p_best", "P(best at budget)"),
+        ("at_budget", f"metric at {fmt_compute(budget)} {unit}"),
+        ("A", "asymptote A"),
+    ]
+    if target is not None:
+        columns += [("c_target", f"compute to reach {target:g} ({unit})"), ("p_by_budget", f"P(reach {target:g} by budget)")]
+    numeric = {"p_best", "at_budget", "A", "c_target", "p_by_budget"}
+    explain = (
+        '<p class="explain">Median [90% interval] for a new run (a fresh seed) of each recipe. '
+        "P(best) is the share of posterior draws in which the recipe's new run scores highest at the "
+        "budget. 'never': at least that share of draws has its asymptote below the target.</p>"
+    )
+    body = table_html(rows, columns, numeric=numeric, raw={"p_best"}, css_id="recipe-table") + explain
+    return section_html("Recipes at the budget", body, anchor="recipes")
+
+
+def figures_html(figures: dict[str, bytes], budget: float, unit: str, target: float | None) -> str:
+    parts = []
+    if "fan_chart" in figures:
+        tgt = f", target {target:g} as the red dash-dot line" if target is not None else ""
+        caption = (
+            f"Observed evaluations (dots, one colour per seed), posterior median for a new run (line), "
+            f"50% and 90% bands, extrapolated to the budget {fmt_compute(budget)} {unit} (dashed){tgt}. "
+            "Dotted: the largest compute observed."
+        )
+        parts.append(section_html("Fan charts", figure_html(figures["fan_chart"], "fan chart per recipe", caption), anchor="fan-charts"))
+    if "forest" in figures:
+        tgt = f"; dashed line: target {target:g}" if target is not None else ""
+        caption = f"Asymptote A per recipe (typical run): median, 50% (thick) and 90% (thin) intervals{tgt}."
+        parts.append(section_html("Asymptotes", figure_html(figures["forest"], "asymptote forest plot", caption, width=640), anchor="asymptotes"))
+    return "\n".join(parts)
+
+
+def compute_to_target_html(table: pd.DataFrame, budget: float, unit: str, target: float | None) -> str:
+    if target is None:
+        return section_html("Compute to target", '<p class="explain">No target given (use --target).</p>', anchor="compute-to-target")
+    ranked = table.sort_values("c_target_q50").reset_index(drop=True)
+    rows = [
+        {
+            "recipe": r["recipe"],
+            "q50": fmt_compute(r["c_target_q50"]),
+            "q05": fmt_compute(r["c_target_q05"]),
+            "q95": fmt_compute(r["c_target_q95"]),
+            "p_reach": fmt_prob(r["p_reach"]),
+            "p_by_budget": fmt_prob(r["p_by_budget"]),
+        }
+        for _, r in ranked.iterrows()
+    ]
+    columns = [
+        ("recipe", "recipe"),
+        ("q50", f"median ({unit})"),
+        ("q05", "5%"),
+        ("q95", "95%"),
+        ("p_reach", "P(ever reaches)"),
+        ("p_by_budget", f"P(by {fmt_compute(budget)})"),
+    ]
+    explain = (
+        f'<p class="explain">Compute a new run needs to reach {esc(f"{target:g}")}. '
+        "P(ever reaches) is the share of draws whose asymptote lies above the target.</p>"
+    )
+    body = table_html(rows, columns, numeric={"q50", "q05", "q95", "p_reach", "p_by_budget"}, css_id="compute-to-target-table")
+    return section_html(f"Compute to reach {target:g}", body + explain, anchor="compute-to-target")
+
+
+def stop_advice_html(advice: StopAdvice | None) -> str:
+    if advice is None:
+        body = '<p class="explain">No per-run stop advice in this report.</p>'
+        return section_html("Stop or continue", body, anchor="stop-advice")
+    rows = []
+    for _, r in advice.table.iterrows():
+        decision = str(r.get("decision", ""))
+        chip = f'<span class="chip {esc(decision.lower())}">{esc(decision)}</span>'
+        rows.append({"run_id": r.get("run_id", ""), "recipe": r.get("recipe", ""), "decision": chip, "reason": r.get("reason", "")})
+    columns = [("run_id", "run"), ("recipe", "recipe"), ("decision", "advice"), ("reason", "reason")]
+    body = table_html(rows, columns, raw={"decision"}, css_id="stop-table")
+    body += f'<p class="explain">Advice by: {esc(advice.source)}.</p>'
+    return section_html("Stop or continue", body, anchor="stop-advice")
+
+
+def diagnostics_html(d: dict) -> str:
+    status = '<span class="chip ok">converged</span>' if d.get("converged") else '<span class="chip bad">NOT CONVERGED</span>'
+    rows = [
+        ("status", None),
+        ("max R-hat", f"{d['max_rhat']:.3f} (limit {d['rhat_limit']})"),
+        ("min bulk ESS", f"{d['min_ess_bulk']:.0f} (limit {d['ess_limit']:.0f})"),
+        ("min tail ESS", f"{d['min_ess_tail']:.0f}"),
+        ("divergent transitions", f"{d['divergences']}"),
+        ("posterior draws", f"{d['n_draws']}"),
+    ]
+    if "fit_seconds" in d:
+        rows.append(("fit time", f"{d['fit_seconds']:.1f} s"))
+    items = "".join(f"<dt>{esc(k)}</dt><dd>{status if v is None else esc(v)}</dd>" for k, v in rows)
+    problems = "".join(f"<li>{esc(p)}</li>" for p in d.get("problems", []))
+    body = f"<dl>{items}</dl>" + (f"<ul>{problems}</ul>" if problems else "")
+    return section_html("Fit diagnostics", body, anchor="diagnostics")
+
+
+def provenance_html(p: dict) -> str:
+    lo, hi = p["compute_range"]
+    rows = [
+        ("input files", ", ".join(p["inputs"])),
+        ("runs / recipes / evaluations", f"{p['n_runs']} / {p['n_recipes']} / {p['n_evaluations']}"),
+        ("compute observed", f"{fmt_compute(lo)} – {fmt_compute(hi)} {p['compute_unit']}"),
+        ("scaling-forecast version", p["forecast_version"]),
+        ("sampler", p["sampler"]),
+        ("random seed", p["random_seed"]),
+        ("python", p["python"]),
+        ("generated", p["generated"]),
+    ]
+    items = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in rows)
+    return section_html("Provenance", f"<dl>{items}</dl>", anchor="provenance")
+
+
+def notes_html(notes: list[str]) -> str:
+    if not notes:
+        return ""
+    items = "".join(f"<li>{esc(n)}</li>" for n in notes)
+    return f'<section class="notes" id="notes"><ul>{items}</ul></section>'
+
+
+def render_report(data: ReportData) -> str:
+    """The whole page. No scripts, no external resources: it opens offline, anywhere."""
+    unit = data.compute_unit
+    parts = [
+        header_html(data),
+        convergence_banner_html(data.diagnostics),
+        synthetic_banner_html(data.synthetic),
+        recommendation_html(data.recommendation),
+        recipe_table_html(data.recipe_table, data.budget, unit, data.target),
+        figures_html(data.figures, data.budget, unit, data.target),
+        compute_to_target_html(data.recipe_table, data.budget, unit, data.target),
+        stop_advice_html(data.stop_advice),
+        diagnostics_html(data.diagnostics),
+        provenance_html(data.provenance),
+        notes_html(data.notes),
+    ]
+    body = "\n".join(p for p in parts if p)
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        f"<title>{esc(data.title)}</title>\n<style>{CSS}</style>\n</head>\n"
+        f"<body>\n<main>\n{body}\n</main>\n</body>\n</html>\n"
+    )
+
+
+# ============================================================================ outputs
+
+
+def json_safe(value):
+    """Plain JSON types, with inf/NaN as null: strict JSON parsers reject Infinity and NaN, and
+    'never reaches the target' is better said by null plus p_reach than by a non-standard token."""
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if isinstance(value, (np.bool_, bool)):
+        return bool(value)
+    if isinstance(value, (np.integer, int)):
+        return int(value)
+    if isinstance(value, (np.floating, float)):
+        return float(value) if math.isfinite(value) else None
+    if value is None or isinstance(value, str):
+        return value
+    return str(value)
+
+
+def report_summary(data: ReportData, path=None) -> dict:
+    """The report's numbers as strict-JSON-ready data (for --json and demo_out/summary.json)."""
+    table = data.recipe_table
+    return json_safe({
+        "report": str(path) if path is not None else None,
+        "title": data.title,
+        "synthetic": data.synthetic,
+        "budget": data.budget,
+        "target": data.target,
+        "compute_unit": data.compute_unit,
+        "recommendation": {"headline": data.recommendation.headline, "reasons": data.recommendation.reasons, "source": data.recommendation.source},
+        "recipes": table.to_dict(orient="records"),
+        "stop_advice": data.stop_advice.table.to_dict(orient="records") if data.stop_advice is not None else None,
+        "diagnostics": data.diagnostics,
+        "provenance": data.provenance,
+        "notes": data.notes,
+    })
+
+
+def write_report(fc, path, *, budget=None, target=None, inputs=None, title=None, progress: bool = False) -> ReportData:
+    """Collect, render and write the report atomically (a reader never sees half a page)."""
+    data = collect_report(fc, budget=budget, target=target, inputs=inputs, title=title, progress=progress)
+    atomic_write_text(path, render_report(data))
+    return data
+
+
+def recipe_table_text(data: ReportData) -> str:
+    """The recipe table for a terminal: what `forecast report` and `make demo` print."""
+    table = data.recipe_table
+    unit = data.compute_unit
+    frame = pd.DataFrame(
+        {
+            "recipe": table["recipe"],
+            "P(best)": table["p_best"].map(fmt_prob),
+            f"metric at {fmt_compute(data.budget)}": [
+                fmt_interval(r.at_budget_q50, r.at_budget_q05, r.at_budget_q95) for r in table.itertuples()
+            ],
+            "asymptote A": [fmt_interval(r.A_q50, r.A_q05, r.A_q95) for r in table.itertuples()],
+        }
+    )
+    if data.target is not None:
+        frame[f"compute to {data.target:g} ({unit})"] = [
+            fmt_interval(r.c_target_q50, r.c_target_q05, r.c_target_q95, fmt_compute) for r in table.itertuples()
+        ]
+        frame["P(by budget)"] = table["p_by_budget"].map(fmt_prob)
+    return frame.to_string(index=False)

@@ -1,0 +1,70 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+from forecast.cli import main
+
+
+@pytest.fixture(scope="module")
+def fit_dir(tmp_path_factory, small_sweep):
+    folder = tmp_path_factory.mktemp("cli")
+    small_sweep.to_csv(folder / "runs.csv", index=False)
+    rc = main(["fit", str(folder / "runs.csv"), "--out", str(folder / "fit"), "--fast", "--seed", "3", "--target", "0.55", "--no-progress"])
+    assert rc == 0
+    return folder
+
+
+def test_fit_writes_fit_and_summary(fit_dir):
+    summary = json.loads((fit_dir / "fit" / "summary.json").read_text())
+    assert summary["n_runs"] == 6 and len(summary["recipes"]) == 3
+    assert "max_rhat" in summary["diagnostics"] and "converged" in summary["diagnostics"]
+    assert {row["recipe"] for row in summary["compute_to_target"]} == set(summary["recipes"])
+    assert (fit_dir / "fit" / "fit.nc").stat().st_size > 0
+
+
+def test_predict_json(fit_dir, capsys):
+    rc = main(["predict", str(fit_dir / "fit"), "--compute", "1e4,1e5", "--recipe", "scalerl_8b", "--json"])
+    assert rc == 0
+    records = json.loads(capsys.readouterr().out)
+    assert [r["compute"] for r in records] == [1e4, 1e5]
+    assert all(r["q05"] <= r["q50"] <= r["q95"] for r in records)
+
+
+def test_predict_run_kind_table(fit_dir, capsys):
+    assert main(["predict", str(fit_dir / "fit"), "--compute", "2e4", "--run-id", "scalerl_8b-s1"]) == 0
+    out = capsys.readouterr().out
+    assert "scalerl_8b-s1" in out and "q95" in out
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["predict", "{d}/fit", "--compute", "abc"], "not a number"),
+        (["predict", "{d}/fit", "--compute", "-5"], "> 0"),
+        (["predict", "{d}/fit", "--compute", "10", "--recipe", "nope"], "unknown recipe"),
+        (["predict", "{d}/nofit", "--compute", "10"], "no saved fit"),
+        (["fit", "{d}/missing.csv", "--out", "{d}/x"], "does not exist"),
+    ],
+)
+def test_bad_input_exits_2_with_message(fit_dir, capsys, argv, message):
+    argv = [a.format(d=fit_dir) for a in argv]
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_bad_table_exits_2_without_traceback_and_keeps_old_results(fit_dir, tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("run_id,recipe,compute,metric\na,x,1,0.2\na,x,2,1.7\n")
+    before = (fit_dir / "fit" / "summary.json").read_bytes()
+    proc = subprocess.run(
+        [sys.executable, "-m", "forecast.cli", "fit", str(bad), "--out", str(fit_dir / "fit")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    assert "column 'metric'" in proc.stderr and "run 'a'" in proc.stderr and "row 3" in proc.stderr
+    assert (fit_dir / "fit" / "summary.json").read_bytes() == before  # nothing already written is lost

@@ -1,0 +1,60 @@
+import numpy as np
+import pytest
+
+from forecast.curves import compute_to_target, sigmoid_curve, sigmoid_curve_log, target_reachable
+
+
+def test_midpoint_gives_half_the_gain():
+    assert sigmoid_curve(2542.0, A=0.61, B=1.92, C_mid=2542.0, R0=0.3) == pytest.approx(0.455)
+
+
+def test_limits_are_r0_and_a():
+    assert sigmoid_curve(1e-9, 0.61, 1.92, 2542.0, 0.3) == pytest.approx(0.3, abs=1e-6)
+    assert sigmoid_curve(1e15, 0.61, 1.92, 2542.0, 0.3) == pytest.approx(0.61, abs=1e-6)
+
+
+def test_power_law_tail_matches_the_paper_formula():
+    # For C >> C_mid: A - R ~ (A - R0) (C_mid / C)^B
+    c = 1e6
+    r = sigmoid_curve(c, 0.6, 1.5, 1000.0, 0.2)
+    assert 0.6 - r == pytest.approx(0.4 * (1000.0 / c) ** 1.5, rel=1e-3)
+
+
+def test_log_form_equals_power_form():
+    c = np.geomspace(10, 1e6, 20)
+    a = sigmoid_curve(c, 0.7, 1.3, 5000.0, 0.1)
+    b = sigmoid_curve_log(np.log(c), 0.7, 1.3, np.log(5000.0), 0.1)
+    np.testing.assert_allclose(a, b)
+
+
+def test_compute_to_target_inverts_the_curve():
+    A, B, C_mid, R0 = 0.645, 1.89, 11272.0, 0.25
+    for target in (0.3, 0.5, 0.64):
+        c_star = compute_to_target(target, A, B, C_mid, R0)
+        assert sigmoid_curve(c_star, A, B, C_mid, R0) == pytest.approx(target, rel=1e-9)
+
+
+def test_compute_to_target_unreachable_and_already_reached():
+    assert compute_to_target(0.7, 0.6, 2.0, 1000.0, 0.3) == np.inf
+    assert compute_to_target(0.2, 0.6, 2.0, 1000.0, 0.3) == 0.0
+    vec = compute_to_target(0.5, np.array([0.4, 0.6]), 2.0, 1000.0, 0.3)
+    assert np.isinf(vec[0]) and np.isfinite(vec[1])
+
+
+def test_target_reachable():
+    np.testing.assert_array_equal(target_reachable(0.5, np.array([0.4, 0.6, 0.6]), np.array([0.3, 0.3, 0.55])), [False, True, False])
+
+
+def test_negative_compute_is_refused():
+    with pytest.raises(ValueError):
+        sigmoid_curve([-1.0, 10.0], 0.6, 1.0, 100.0, 0.2)
+
+
+def test_pytensor_twin_matches_numpy():
+    import pytensor.tensor as pt
+
+    from forecast.curves import sigmoid_curve_pt
+
+    x = np.linspace(-2, 2, 9)
+    expr = sigmoid_curve_pt(pt.as_tensor(x), 0.6, 3.0, 0.2, 0.25)
+    np.testing.assert_allclose(expr.eval(), sigmoid_curve_log(x, 0.6, 3.0, 0.2, 0.25))

@@ -1,0 +1,169 @@
+"""Bad input fails at the boundary with a message naming the file, column, run and row."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from forecast.data import RunDataError, load_runs, validate_runs
+
+
+def good_table():
+    rows = []
+    for run, recipe in (("a-s0", "a"), ("a-s1", "a"), ("b-s0", "b")):
+        for i, c in enumerate((10.0, 20.0, 40.0, 80.0)):
+            rows.append({"run_id": run, "recipe": recipe, "compute": c, "metric": 0.2 + 0.05 * i, "n_eval": 100})
+    return pd.DataFrame(rows)
+
+
+def test_good_table_loads_from_csv_parquet_jsonl(tmp_path):
+    table = good_table()
+    table.to_csv(tmp_path / "runs.csv", index=False)
+    table.to_parquet(tmp_path / "runs.parquet")
+    (tmp_path / "runs.jsonl").write_text("\n".join(json.dumps(r) for r in table.to_dict("records")) + "\n")
+    for name in ("runs.csv", "runs.parquet", "runs.jsonl"):
+        runs = load_runs(tmp_path / name)
+        assert len(runs) == 12 and runs["run_id"].nunique() == 3
+        assert list(runs.groupby("run_id")["compute"].apply(lambda c: c.is_monotonic_increasing)) == [True] * 3
+
+
+def test_folder_of_run_logs_with_torn_last_line(tmp_path):
+    table = good_table()
+    for run_id, run in table.groupby("run_id"):
+        folder = tmp_path / run_id
+        folder.mkdir()
+        text = "\n".join(json.dumps(r) for r in run.to_dict("records")) + "\n"
+        if run_id == "b-s0":
+            text += '{"run_id": "b-s0", "recipe": "b", "comp'  # writer killed mid-line
+        (folder / "evals.jsonl").write_text(text)
+    (tmp_path / "runs.csv").write_text("not,the,source\n")  # combined tables are ignored when logs exist
+    runs = load_runs(tmp_path)
+    assert len(runs) == 12
+
+
+def test_bad_json_line_in_the_middle_is_an_error(tmp_path):
+    path = tmp_path / "evals.jsonl"
+    path.write_text('{"run_id": "a"}\n{oops\n{"run_id": "a"}\n')
+    with pytest.raises(RunDataError, match=r"line 2 is not valid JSON"):
+        load_runs(path)
+
+
+def _mutate(table, name):
+    t = table.copy()
+    if name == "missing column":
+        t = t.drop(columns="metric")
+    elif name == "nan metric":
+        t.loc[5, "metric"] = np.nan
+    elif name == "text compute":
+        t["compute"] = t["compute"].astype(object)
+        t.loc[5, "compute"] = "lots"
+    elif name == "zero compute":
+        t.loc[5, "compute"] = 0.0
+    elif name == "negative compute":
+        t.loc[5, "compute"] = -3.0
+    elif name == "metric above 1":
+        t.loc[5, "metric"] = 1.2
+    elif name == "metric below 0":
+        t.loc[5, "metric"] = -0.1
+    elif name == "duplicate compute":
+        t.loc[5, "compute"] = t.loc[4, "compute"]
+    elif name == "one point run":
+        t = pd.concat([t, pd.DataFrame([{"run_id": "c-s0", "recipe": "c", "compute": 5.0, "metric": 0.3, "n_eval": 100}])], ignore_index=True)
+    elif name == "mixed units":
+        t["compute_unit"] = "flops"
+        t.loc[5, "compute_unit"] = "gpu_hours"
+    elif name == "run in two recipes":
+        t.loc[5, "recipe"] = "b"
+    elif name == "empty run id":
+        t.loc[5, "run_id"] = None
+    elif name == "bad n_eval":
+        t["n_eval"] = t["n_eval"].astype(float)
+        t.loc[5, "n_eval"] = 2.5
+    elif name == "infinite compute":
+        t.loc[5, "compute"] = np.inf
+    return t
+
+
+CASES = {
+    "missing column": ("metric", None, None, "is missing"),
+    "nan metric": ("metric", "a-s1", 7, "missing"),
+    "text compute": ("compute", "a-s1", 7, "not a number"),
+    "zero compute": ("compute", "a-s1", 7, "> 0"),
+    "negative compute": ("compute", "a-s1", 7, "> 0"),
+    "metric above 1": ("metric", "a-s1", 7, r"\[0, 1\]"),
+    "metric below 0": ("metric", "a-s1", 7, r"\[0, 1\]"),
+    "duplicate compute": ("compute", "a-s1", 7, "duplicate"),
+    "one point run": (None, "c-s0", 14, "1 point"),
+    "mixed units": ("compute_unit", "a-s1", 7, "mixes compute units"),
+    "run in two recipes": ("recipe", "a-s1", 7, "several recipes"),
+    "empty run id": ("run_id", None, 7, "missing"),
+    "bad n_eval": ("n_eval", "a-s1", 7, "whole number"),
+    "infinite compute": ("compute", "a-s1", 7, "infinite"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_bad_input_names_file_column_run_and_row(tmp_path, case):
+    column, run, line, pattern = CASES[case]
+    path = tmp_path / "runs.csv"
+    _mutate(good_table(), case).to_csv(path, index=False)
+    with pytest.raises(RunDataError, match=pattern) as info:
+        load_runs(path)
+    err = info.value
+    message = str(err)
+    assert str(path) in message
+    assert err.column == column
+    if column:
+        assert f"column '{column}'" in message
+    if run:
+        assert err.run_id == run and f"run '{run}'" in message
+    if line:
+        assert err.row == line and f"row {line}" in message  # CSV line number (header = line 1)
+
+
+def test_missing_file_and_unsupported_type(tmp_path):
+    with pytest.raises(RunDataError, match="does not exist"):
+        load_runs(tmp_path / "nope.csv")
+    (tmp_path / "runs.txt").write_text("x")
+    with pytest.raises(RunDataError, match="unsupported file type"):
+        load_runs(tmp_path / "runs.txt")
+
+
+def test_garbage_file_is_reported_with_its_name(tmp_path):
+    path = tmp_path / "runs.parquet"
+    path.write_bytes(b"definitely not parquet")
+    with pytest.raises(RunDataError, match="could not be read") as info:
+        load_runs(path)
+    assert str(path) in str(info.value)
+
+
+cell = st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=4), st.integers(-5, 5))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.fixed_dictionaries(
+            {"run_id": st.one_of(st.sampled_from(["r1", "r2"]), cell), "recipe": st.one_of(st.sampled_from(["x", "y"]), cell), "compute": cell, "metric": cell}
+        ),
+        min_size=0,
+        max_size=12,
+    ),
+    st.sets(st.sampled_from(["run_id", "recipe", "compute", "metric"]), max_size=2),
+)
+def test_fuzzed_tables_either_validate_cleanly_or_raise_run_data_error(rows, dropped):
+    table = pd.DataFrame(rows, columns=["run_id", "recipe", "compute", "metric"]).drop(columns=list(dropped))
+    try:
+        clean = validate_runs(table, source="fuzz.csv")
+    except RunDataError as err:
+        assert str(err)  # a message, never an empty error
+        return
+    # whatever validates must satisfy every invariant the model relies on
+    assert (clean["compute"] > 0).all() and np.isfinite(clean["compute"]).all()
+    assert clean["metric"].between(0, 1).all()
+    assert not clean.duplicated(["run_id", "compute"]).any()
+    assert (clean.groupby("run_id").size() >= 2).all()
+    assert (clean.groupby("run_id")["recipe"].nunique() == 1).all()

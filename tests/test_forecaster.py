@@ -1,0 +1,138 @@
+"""The front door on a real (short-chain) fit shared by the session (tests/conftest.py)."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from forecast import NotFittedError, ScalingForecaster
+from forecast.inference import ConvergenceReport
+
+
+def test_accessors_before_fit_say_which_call_is_missing():
+    fc = ScalingForecaster()
+    for call in (lambda: fc.predict([1.0]), fc.asymptote, fc.parameters, lambda: fc.compute_to_target(0.5), fc.plot, lambda: fc.save("x.nc")):
+        with pytest.raises(NotFittedError, match=r"fit\(\) has not been called"):
+            call()
+
+
+def test_predict_is_tidy_and_ordered(fitted):
+    table = fitted.predict([1e3, 1e4, 1e5], recipe="scalerl_8b", kind="new_run")
+    assert list(table.columns) == ["recipe", "kind", "compute", "mean", "q05", "q25", "q50", "q75", "q95"]
+    assert len(table) == 3
+    assert (table["q05"] <= table["q25"]).all() and (table["q25"] <= table["q50"]).all()
+    assert (table["q50"] <= table["q75"]).all() and (table["q75"] <= table["q95"]).all()
+    assert table["q50"].is_monotonic_increasing  # a rising curve
+
+
+def test_predict_all_recipes_and_runs(fitted):
+    assert set(fitted.predict([1e4])["recipe"]) == set(fitted.recipes)
+    runs = fitted.predict([1e4], kind="run")
+    assert set(runs["run_id"]) == set(fitted.run_ids)
+
+
+def test_run_forecast_is_narrower_than_new_run_forecast(fitted):
+    run = fitted.predict([2e4], run_id="scalerl_8b-s0", kind="run").iloc[0]
+    new = fitted.predict([2e4], recipe="scalerl_8b", kind="new_run").iloc[0]
+    assert run["q95"] - run["q05"] < new["q95"] - new["q05"]
+
+
+def test_bands_widen_with_the_extrapolation_horizon(fitted):
+    c_max = fitted.runs_["compute"].max()
+    table = fitted.predict([c_max, 4 * c_max, 64 * c_max], run_id="scalerl_8b-s0", kind="run")
+    width = (table["q95"] - table["q05"]).to_numpy()
+    assert width[0] < width[1] < width[2]
+
+
+def test_unknown_recipe_and_run_are_named(fitted):
+    with pytest.raises(KeyError, match="unknown recipe 'nope'"):
+        fitted.predict([1e3], recipe="nope")
+    with pytest.raises(KeyError, match="unknown run_id 'nope'"):
+        fitted.predict([1e3], run_id="nope", kind="run")
+    with pytest.raises(ValueError, match="kind"):
+        fitted.predict([1e3], recipe="scalerl_8b", kind="bogus")
+
+
+def test_asymptote_and_parameters_tables(fitted):
+    a = fitted.asymptote()
+    assert set(a["level"]) == {"recipe", "run"}
+    assert (a["q05"] <= a["q95"]).all()
+    p = fitted.parameters()
+    assert set(p["parameter"]) == {"A", "B", "C_mid", "R0"}
+    assert {"r_hat", "ess_bulk"} <= set(p.columns)
+    assert p.query("parameter == 'C_mid'")["q50"].gt(0).all()
+
+
+def test_compute_to_target_probabilities(fitted):
+    easy = fitted.compute_to_target(0.45)
+    impossible = fitted.compute_to_target(0.99)
+    assert (easy["p_reach"] > 0.9).all()
+    assert (impossible["p_reach"] < 0.05).all()
+    assert np.isinf(impossible["q95"]).all()  # honest: never reached is infinite, not NaN
+    assert (easy["q05"] <= easy["q50"]).all() and (easy["q50"] <= easy["q95"]).all()
+    with pytest.raises(ValueError):
+        fitted.compute_to_target(1.5)
+
+
+def test_parameter_recovery_from_known_truth(fitted, small_sweep):
+    """Real sampler, known truth: each recipe's true A (mean of its seeds) is inside a 99% interval
+    and the posterior median is within 0.03."""
+    truth = small_sweep.drop_duplicates("run_id").groupby("recipe")["true_A"].mean()
+    draws = {r: fitted.draws("A")[:, k] for k, r in enumerate(fitted.recipes)}
+    for recipe, true_a in truth.items():
+        lo, med, hi = np.quantile(draws[recipe], [0.005, 0.5, 0.995])
+        assert lo <= true_a <= hi, (recipe, lo, true_a, hi)
+        assert abs(med - true_a) < 0.03
+    b = fitted.parameters().query("parameter == 'B' and run_id.isna()").set_index("recipe")["q50"]
+    true_b = small_sweep.drop_duplicates("recipe").set_index("recipe")["true_B"]
+    assert np.all(np.abs(np.log(b / true_b[b.index])) < np.log(1.6))
+
+
+def test_diagnostics_are_kept_and_readable(fitted):
+    report = fitted.diagnostics()
+    assert isinstance(report, ConvergenceReport)
+    assert report.n_draws == fitted.n_draws
+    assert "R-hat" in str(report)
+    assert report.max_rhat < 1.1
+
+
+def test_convergence_report_flags_problems():
+    bad = ConvergenceReport(max_rhat=1.5, min_ess_bulk=20, min_ess_tail=15, divergences=7, n_draws=400)
+    assert not bad.converged
+    text = str(bad)
+    assert "NOT CONVERGED" in text and "7 divergent" in text and "R-hat up to 1.500" in text and "ESS" in text
+
+
+def test_save_load_round_trip(fitted, tmp_path):
+    path = fitted.save(tmp_path / "fit.nc")
+    again = ScalingForecaster.load(path)
+    assert again.recipes == fitted.recipes and again.run_ids == fitted.run_ids
+    assert again.settings() == fitted.settings()
+    pd.testing.assert_frame_equal(again.predict([1e4, 1e5]), fitted.predict([1e4, 1e5]))
+    assert again.idata.posterior.attrs["forecast_version"]
+
+
+def test_load_refuses_other_versions(fitted, tmp_path):
+    import arviz as az
+
+    path = fitted.save(tmp_path / "fit.nc")
+    idata = az.from_netcdf(str(path))
+    idata.posterior.attrs["forecast_version"] = "0.0.1"
+    idata.to_netcdf(str(tmp_path / "old.nc"))
+    with pytest.raises(ValueError, match="0.0.1"):
+        ScalingForecaster.load(tmp_path / "old.nc")
+    assert ScalingForecaster.load(tmp_path / "old.nc", allow_version_mismatch=True).recipes == fitted.recipes
+
+
+def test_plot_returns_a_figure_with_one_panel_per_recipe(fitted):
+    fig = fitted.plot(budget=2e5)
+    visible = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(visible) == len(fitted.recipes)
+    assert all(ax.get_xscale() == "log" for ax in visible)
+
+
+def test_fit_refuses_bad_table_before_sampling():
+    from forecast import RunDataError
+
+    table = pd.DataFrame({"run_id": ["a", "a"], "recipe": ["x", "x"], "compute": [1.0, -2.0], "metric": [0.1, 0.2]})
+    with pytest.raises(RunDataError, match="compute"):
+        ScalingForecaster().fit(table)
