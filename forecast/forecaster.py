@@ -77,7 +77,7 @@ class ScalingForecaster:
         parametrization: str = "auto",
         mode: str = "nuts",
         sampler: SamplerSettings | None = None,
-        horizon_sd: float = 0.01,
+        horizon_sd: float = 0.005,
     ):
         if parametrization not in ("auto", "centered", "noncentered"):
             raise ValueError("parametrization must be 'auto', 'centered' or 'noncentered'")

@@ -176,5 +176,6 @@ def convergence_report(idata, var_names=SUMMARY_VARS, *, ess_limit: float | None
         min_ess_tail=_extreme(ess_tail, np.min),
         divergences=divergences,
         n_draws=n_draws,
-        ess_limit=ess_limit if ess_limit is not None else min(400.0, 0.25 * n_draws),
+        # 100 effective draws per chain (Vehtari et al. 2021), capped for very short fast-mode chains
+        ess_limit=ess_limit if ess_limit is not None else min(100.0 * idata.posterior.sizes["chain"], 0.25 * n_draws),
     )
