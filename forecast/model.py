@@ -207,14 +207,21 @@ def build_model(
 
         # recipe level, partially pooled
         a_mu = pm.Normal("a_mu", a_centre, priors.a_mu_sd)
-        a_sd = pm.HalfNormal("a_sd", priors.a_sd)
         b_mu = pm.Normal("b_mu", priors.b_mu, priors.b_mu_sd)
-        b_sd = pm.HalfNormal("b_sd", priors.b_sd)
         m_mu = pm.Normal("m_mu", priors.m_mu, priors.m_mu_sd)
-        m_sd = pm.HalfNormal("m_sd", priors.m_sd)
-        logit_A_recipe = _hier("logit_A_recipe", a_mu, a_sd, "recipe", centered)
-        b = pt.exp(_hier("log_b", b_mu, b_sd, "recipe", centered))
-        m = _hier("m", m_mu, m_sd, "recipe", centered)
+        if len(data.recipes) > 1:
+            a_sd = pm.HalfNormal("a_sd", priors.a_sd)
+            b_sd = pm.HalfNormal("b_sd", priors.b_sd)
+            m_sd = pm.HalfNormal("m_sd", priors.m_sd)
+            logit_A_recipe = _hier("logit_A_recipe", a_mu, a_sd, "recipe", centered)
+            b = pt.exp(_hier("log_b", b_mu, b_sd, "recipe", centered))
+            m = _hier("m", m_mu, m_sd, "recipe", centered)
+        else:
+            # One recipe: a spread across recipes means nothing, and its redundant scale
+            # parameters would only add ridges for the sampler to slide along.
+            logit_A_recipe = pm.Deterministic("logit_A_recipe", a_mu[None], dims="recipe")
+            b = pt.exp(b_mu)[None]
+            m = m_mu[None]
 
         # run level: seed-to-seed asymptote and start
         a_run_sd = pm.HalfNormal("a_run_sd", priors.a_run_sd)

@@ -1,0 +1,90 @@
+"""The model works for one recipe and for many, for finished runs and runs still in progress."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+from forecast import ConvergenceWarning, ScalingForecaster
+from forecast.model import Priors, build_model, prepare_data
+from forecast.synthetic import load_table1, simulate_sweep
+
+
+def test_prepare_data_pads_and_links_observations(small_sweep):
+    from forecast.data import validate_runs
+
+    data = prepare_data(validate_runs(small_sweep))
+    assert len(data.y) % 64 == 0 and data.n_obs == len(small_sweep)
+    real = data.weight > 0
+    assert np.all(data.prev[real][data.prev[real] >= 0] == np.flatnonzero(real & (data.prev >= 0)) - 1)
+    assert data.x[real].min() == pytest.approx(-1) and data.x[real].max() == pytest.approx(1)
+    # the first observation of every run has no predecessor
+    firsts = [np.flatnonzero((data.obs_run == r) & real)[0] for r in range(len(data.runs))]
+    assert np.all(data.prev[firsts] == -1)
+
+
+def test_model_has_named_dims(small_sweep):
+    from forecast.data import validate_runs
+
+    model = build_model(prepare_data(validate_runs(small_sweep)), Priors())
+    assert set(model.coords) >= {"recipe", "run", "obs"}
+    assert model.named_vars_to_dims["A"] == ("recipe",)
+    assert model.named_vars_to_dims["A_run"] == ("run",)
+
+
+def test_single_short_run_in_progress_fits_and_is_uncertain():
+    """One recipe, one seed, six evaluations well before the midpoint: the fit works, the
+    parametrisation falls back to non-centred, and the asymptote interval is honestly wide."""
+    recipe = load_table1().rename(columns={"run": "recipe"}).query("recipe == 'scalerl_8b'")
+    runs = simulate_sweep(recipe, n_seeds=1, n_points=40, rng=3)
+    runs = runs[runs["compute"] <= 2542.0].head(6)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fc = ScalingForecaster(mode="fast").fit(runs, random_seed=0, progress=False)
+    assert fc.fit_info_["centered"] is False
+    a = fc.asymptote().query("level == 'recipe'").iloc[0]
+    assert a["q95"] - a["q05"] > 0.1  # early data cannot pin the asymptote down
+    # such a posterior is hard to sample; whatever happened must be said, never hidden
+    warned = any(issubclass(w.category, ConvergenceWarning) for w in caught)
+    assert warned == (not fc.diagnostics().converged)
+
+
+@pytest.mark.slow
+def test_thirty_recipes_converge():
+    t = load_table1().rename(columns={"run": "recipe"})
+    rng = np.random.default_rng(0)
+    many = t.sample(30, replace=True, random_state=1).reset_index(drop=True)
+    many["recipe"] = [f"r{i:02d}" for i in range(30)]
+    many["A"] = np.clip(many["A"] + rng.normal(0, 0.03, 30), 0.4, 0.9)
+    runs = simulate_sweep(many, n_seeds=2, n_points=20, rng=2)
+    fc = ScalingForecaster().fit(runs, random_seed=0, progress=False)
+    report = fc.diagnostics()
+    assert report.max_rhat <= 1.02 and report.divergences <= 2, str(report)
+    truth = runs.drop_duplicates("run_id").groupby("recipe")["true_A"].mean()
+    est = fc.asymptote().query("level == 'recipe'").set_index("recipe")
+    inside = ((est["q05"] <= truth[est.index]) & (truth[est.index] <= est["q95"])).mean()
+    assert inside >= 0.8
+
+
+@pytest.mark.slow
+def test_pymc_fallback_sampler_runs(small_sweep):
+    from forecast import SamplerSettings
+
+    fc = ScalingForecaster(sampler=SamplerSettings(draws=100, tune=100, sampler="pymc", progress=False))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fc.fit(small_sweep, random_seed=1)
+    assert fc.fit_info_["sampler"] == "pymc"
+    assert fc.idata.posterior.sizes["draw"] == 100
+    assert fc.predict([1e4], recipe="scalerl_8b")["q50"].between(0.3, 0.8).all()
+
+
+def test_robust_likelihood_shrugs_off_an_outlier(small_sweep):
+    runs = small_sweep.copy()
+    idx = runs.index[(runs["run_id"] == "scalerl_8b-s0")][-1]
+    runs.loc[idx, "metric"] = 0.05  # a broken evaluation at the end of a run
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fc = ScalingForecaster(robust=True, mode="fast").fit(runs, random_seed=0, progress=False)
+    a = fc.asymptote().set_index("run_id").loc["scalerl_8b-s0"]
+    assert a["q50"] > 0.55
