@@ -160,7 +160,7 @@ class PolicyResult:
 class NoStopping:
     name = "no_stopping"
 
-    def checkpoints(self, schedule):
+    def checkpoints(self, schedule, end):
         return []
 
     def decide(self, view: SweepView) -> dict:
@@ -173,7 +173,7 @@ class MedianRule:
     def __init__(self, n_startup: int = 5):
         self.n_startup = n_startup
 
-    def checkpoints(self, schedule):
+    def checkpoints(self, schedule, end):
         return schedule
 
     def decide(self, view: SweepView) -> dict:
@@ -194,12 +194,11 @@ class SuccessiveHalving:
     def __init__(self, eta: int = 4):
         self.eta = eta
 
-    def checkpoints(self, schedule):
+    def checkpoints(self, schedule, end):
         if not schedule:
             return []
         rungs, c = [], schedule[0]
-        end = schedule[-1] * 1.0000001
-        while c <= end:
+        while c < end * (1 - 1e-12):
             rungs.append(c)
             c *= self.eta
         return rungs
@@ -222,7 +221,7 @@ class LeastSquaresRule:
         self.config = config
         self._cache = {}
 
-    def checkpoints(self, schedule):
+    def checkpoints(self, schedule, end):
         return schedule
 
     def _fit(self, run, g):
@@ -271,7 +270,7 @@ class ForecastRule:
         self.n_unconverged = 0
         self.fit_seconds = 0.0
 
-    def checkpoints(self, schedule):
+    def checkpoints(self, schedule, end):
         return schedule
 
     def decide(self, view: SweepView) -> dict:
@@ -310,7 +309,7 @@ def replay(runs: pd.DataFrame, policy, config: BacktestConfig | None = None) -> 
     stopped: dict[str, float] = {}
     stops = []
     start = time.perf_counter()
-    checks = policy.checkpoints(schedule)
+    checks = policy.checkpoints(schedule, float(runs["compute"].max()))
     n_checks = 0
     for index, c in enumerate(checks):
         limit = runs["run_id"].map(lambda r, c=c: min(c, stopped.get(r, np.inf)))

@@ -224,6 +224,201 @@ def run_report(args) -> int:
     return EXIT_OK
 
 
+# ----------------------------------------------------------------------------- decide, watch, backtest
+# (early-stop and scale decisions: forecast/decisions.py, early_stop.py, watch.py, backtest.py)
+
+DECIDE_EPILOG = """examples:
+  forecast decide fits/sweep --budget 6.4e4 --target 0.62
+  forecast decide runs.csv --budget 2.56e5 --total --max-ways 3 --fast
+  forecast decide fits/sweep --budget 6.4e4 --json
+
+RUNS_OR_FIT is a run table (fitted here; --fast for short chains) or a saved fit.
+--budget is compute for one run; with --total it is a total that may be split over k runs.
+"""
+
+
+def add_decide_parser(sub):
+    p = sub.add_parser("decide", help="which recipe to scale: rank recipes at a budget", epilog=DECIDE_EPILOG,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("runs", metavar="RUNS_OR_FIT", help="run table or folder of run logs, or a saved fit")
+    p.add_argument("--budget", type=float, required=True, help="compute per run (or the total, with --total)")
+    p.add_argument("--target", type=float, default=None, help="metric to reach: adds P(target) and compute to target")
+    p.add_argument("--total", action="store_true", help="--budget is a total to split over up to --max-ways runs")
+    p.add_argument("--max-ways", type=int, default=4, help="with --total: most runs to split into (default 4)")
+    p.add_argument("--seed", type=int, default=0, help="random seed of the fit (default 0)")
+    p.add_argument("--fast", action="store_true", help="short chains when fitting a run table")
+    p.add_argument("--json", action="store_true", help="print the table and recommendation as JSON")
+    p.set_defaults(func=run_decide)
+
+
+def _fit_or_load(source: Path, *, fast: bool, seed: int):
+    if _is_saved_fit(source):
+        return load_fit(source)
+    from .data import load_runs
+    from .forecaster import ScalingForecaster
+
+    runs = load_runs(source)
+    fc = ScalingForecaster(mode="fast" if fast else "nuts")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fc.fit(runs, random_seed=seed, progress=False)
+    return fc
+
+
+def run_decide(args) -> int:
+    from .decisions import decide, decide_split
+
+    if not args.budget > 0:
+        raise BadInput(f"--budget must be > 0, got {args.budget:g}")
+    if args.target is not None and not 0 < args.target < 1:
+        raise BadInput(f"--target must lie in (0, 1), got {args.target:g}")
+    if args.max_ways < 1:
+        raise BadInput(f"--max-ways must be >= 1, got {args.max_ways}")
+    fc = _fit_or_load(Path(args.runs), fast=args.fast, seed=args.seed)
+    if args.total:
+        decision = decide_split(fc, args.budget, max_ways=args.max_ways)
+    else:
+        decision = decide(fc, args.budget, target=args.target)
+    if args.json:
+        print(json.dumps(decision.to_dict(), indent=2, default=str))
+    else:
+        print(decision)
+    return EXIT_OK
+
+
+def _add_rule_options(p):
+    p.add_argument("--target", type=float, default=None, help="metric to reach within the budget (adds the target rule)")
+    p.add_argument("--threshold", type=float, default=None, help="stop when P(beats best) < this (default 0.05)")
+    p.add_argument("--margin", type=float, default=None, help="'beats' means by at least this much (default 0)")
+    p.add_argument("--epsilon", type=float, default=None, help="stop when expected remaining gain < this (default 0.002)")
+    p.add_argument("--min-evals", type=int, default=None, help="no decision before this many evaluations (default 4)")
+    p.add_argument("--seed", type=int, default=0, help="random seed of the refits (default 0)")
+
+
+def _rule_config(args):
+    from .early_stop import EarlyStopConfig
+
+    if args.target is not None and not 0 < args.target < 1:
+        raise BadInput(f"--target must lie in (0, 1), got {args.target:g}")
+    if args.threshold is not None and not 0 < args.threshold < 1:
+        raise BadInput(f"--threshold must lie in (0, 1), got {args.threshold:g}")
+    if args.min_evals is not None and args.min_evals < 2:
+        raise BadInput(f"--min-evals must be >= 2, got {args.min_evals}")
+    given = {"target": args.target, "p_beat_threshold": args.threshold, "margin": args.margin,
+             "saturation_epsilon": args.epsilon, "min_evals": args.min_evals}
+    return EarlyStopConfig(**{k: v for k, v in given.items() if v is not None})
+
+
+WATCH_EPILOG = """examples:
+  forecast watch out/sweep --budget 4e15 --interval 30
+  forecast watch out/sweep --once --json            # one look, JSON lines
+  forecast watch out/sweep --target 0.5 --max-polls 100 --out advice.json
+
+Reads RUNS_DIR/*/evals.jsonl (trainer_minimal's run logs) while they are written and writes
+the latest recommendation per run to RUNS_DIR/recommendations.json (atomically).
+"""
+
+
+def add_watch_parser(sub):
+    p = sub.add_parser("watch", help="follow run logs and recommend continue/stop as evaluations arrive",
+                       epilog=WATCH_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("runs_dir", metavar="RUNS_DIR", help="folder of run folders with evals.jsonl")
+    p.add_argument("--interval", type=float, default=30.0, help="seconds between polls (default 30)")
+    p.add_argument("--budget", type=float, default=None, help="planned compute per run (default: from each run's config.json)")
+    p.add_argument("--reference", default=None, help="run table of finished reference runs to compare with")
+    p.add_argument("--out", default=None, help="JSON file for the latest advice (default RUNS_DIR/recommendations.json)")
+    p.add_argument("--once", action="store_true", help="poll once and exit")
+    p.add_argument("--max-polls", type=int, default=None, help="exit after this many polls")
+    p.add_argument("--json", action="store_true", help="print each recommendation as one JSON line")
+    _add_rule_options(p)
+    p.set_defaults(func=run_watch)
+
+
+def run_watch(args) -> int:
+    from .watch import watch
+
+    config = _rule_config(args)
+    if args.budget is not None and not args.budget > 0:
+        raise BadInput(f"--budget must be > 0, got {args.budget:g}")
+    if args.interval < 0:
+        raise BadInput(f"--interval must be >= 0, got {args.interval:g}")
+    if args.max_polls is not None and args.max_polls < 1:
+        raise BadInput(f"--max-polls must be >= 1, got {args.max_polls}")
+    if not Path(args.runs_dir).is_dir():
+        raise BadInput(f"{args.runs_dir}: is not a folder")
+    if args.reference is not None and not Path(args.reference).exists():
+        raise BadInput(f"--reference {args.reference}: does not exist")
+    polls = 1 if args.once else args.max_polls
+    if args.json:
+        def emit(rec):
+            print(json.dumps(rec.to_dict(), default=str), flush=True)
+
+        def say(text):
+            print(text, file=sys.stderr, flush=True)
+    else:
+        emit = None
+
+        def say(text):
+            print(text, flush=True)
+
+    watch(args.runs_dir, interval=args.interval, budget=args.budget, config=config, reference=args.reference,
+          out=args.out, max_polls=polls, emit=emit, say=say, random_seed=args.seed)
+    return EXIT_OK
+
+
+BACKTEST_EPILOG = """examples:
+  forecast backtest examples/trainer_sweep/runs.csv
+  forecast backtest runs.csv --policies forecast,median --json
+
+Replays finished runs as if live (all runs in parallel, evaluations revealed in compute order)
+under each policy, and reports compute used (fraction of running everything to the end) and
+regret (true best final - final of the run chosen; final = mean of the last 3 evaluations).
+"""
+
+
+def add_backtest_parser(sub):
+    from_policies = "forecast,median,successive_halving,least_squares,no_stopping"
+    p = sub.add_parser("backtest", help="replay finished runs under early-stop policies: compute saved vs regret",
+                       epilog=BACKTEST_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("runs", help="run table or folder of run logs (finished runs)")
+    p.add_argument("--policies", default=from_policies, help=f"comma list (default {from_policies})")
+    p.add_argument("--growth", type=float, default=None, help="decide each time compute grows by this factor (default 1.5)")
+    p.add_argument("--json", action="store_true", help="print per policy compute_fraction, regret and the rest as JSON")
+    p.add_argument("--out", default=None, help="also write the JSON result to this file")
+    _add_rule_options(p)
+    p.set_defaults(func=run_backtest)
+
+
+def run_backtest(args) -> int:
+    from .backtest import POLICIES, BacktestConfig, backtest
+    from .data import load_runs
+    from .io import atomic_write_json
+
+    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    unknown = [p for p in policies if p not in POLICIES]
+    if unknown or not policies:
+        raise BadInput(f"--policies: unknown {', '.join(unknown) or '(none given)'}; known: {', '.join(POLICIES)}")
+    if args.growth is not None and not args.growth > 1:
+        raise BadInput(f"--growth must be > 1, got {args.growth:g}")
+    rules = _rule_config(args)
+    config = BacktestConfig(early_stop=rules, min_evals=rules.min_evals, random_seed=args.seed)
+    if args.growth is not None:
+        config.check_growth = args.growth
+    runs = load_runs(args.runs)
+    result = backtest(runs, policies, config)
+    result.source = str(args.runs)
+    payload = result.to_dict()
+    if args.out:
+        atomic_write_json(args.out, payload)
+    if args.json:
+        print(json.dumps(payload, indent=2, default=str))
+    else:
+        print(result)
+        print(f"\ncompute_fraction = compute used / running every run to its end; regret = true best final - "
+              f"final of the chosen run (final = mean of the last {config.smooth_last} evaluations)")
+    return EXIT_OK
+
+
 # ----------------------------------------------------------------------------- main
 
 # Each entry adds one subcommand. Modules are imported lazily so `forecast --help` stays fast.
@@ -231,6 +426,9 @@ COMMANDS = [
     ("forecast.cli", "add_fit_parser"),
     ("forecast.cli", "add_predict_parser"),
     ("forecast.cli", "add_report_parser"),
+    ("forecast.cli", "add_decide_parser"),
+    ("forecast.cli", "add_watch_parser"),
+    ("forecast.cli", "add_backtest_parser"),
 ]
 
 
@@ -254,8 +452,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    from forecast.cli import BadInput as RegisteredBadInput
+
     from .data import RunDataError
 
+    # Run as `python -m forecast.cli`, this file is both __main__ and forecast.cli, and handlers
+    # raise forecast.cli.BadInput: catch both classes so bad input always exits 2.
+    bad_input = (RunDataError, BadInput, RegisteredBadInput)
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
@@ -265,7 +468,7 @@ def main(argv=None) -> int:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*BLAS.*")
             return int(args.func(args) or 0)
-    except (RunDataError, BadInput) as err:
+    except bad_input as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:

@@ -6,7 +6,7 @@
 Data: the shipped trainer sweep (examples/trainer_sweep/runs.csv) when it is there, else the
 synthetic sweep built from the ScaleRL paper's Table 1 (examples/synthetic_table1/runs.csv),
 which every output labels as synthetic. Outputs go to demo_out/: report.html (one
-self-contained page), fan_chart.png, forest.png and summary.json.
+self-contained page), fan_chart.png, forest.png, summary.json and fit.nc (the saved fit).
 """
 
 from __future__ import annotations
@@ -34,8 +34,9 @@ LIVE_SEEDS = "0,1"
 LIVE_FLAGS = ("--max-steps", "200", "--eval-every", "10")
 
 # The late recipes of the synthetic sweep (C_mid near the end of the data) trade A against C_mid
-# in the posterior, which halves the effective sample size; 2000 draws per chain keep the bulk
-# ESS above 400 so the demo's intervals are not noise. Sampling costs ~10 s more than the default.
+# in the posterior, which cuts the effective sample size to ~15% of the draws; with the default
+# 1000 draws per chain R-hat sat at the 1.01 limit. 2000 draws per chain gave R-hat 1.004 and bulk
+# ESS ~600, so the demo's intervals are not noise. Sampling costs ~10 s more than the default.
 DEMO_DRAWS = 2000
 
 
@@ -52,6 +53,28 @@ def write_synthetic_example(path=SYNTHETIC_EXAMPLE) -> Path:
     runs = runs.round({"compute": 1, "metric": 6, "true_metric": 5, "true_A": 5, "true_R0": 5})
     atomic_write_text(path, runs.to_csv(index=False))
     return Path(path)
+
+
+def shown_path(path) -> Path:
+    """Relative to the working directory when inside it: provenance that reads the same on
+    every machine that runs `make demo` from the repository root."""
+    path = Path(path)
+    try:
+        return path.resolve().relative_to(Path.cwd().resolve())
+    except ValueError:
+        return path
+
+
+def subset_runs(runs, n_recipes: int = 3, n_runs: int = 2):
+    """A small slice of a sweep for quick looks and the notebooks' test mode: the best, a middle
+    and the worst recipe by final metric (so the slice still has a spread), n_runs runs each."""
+    import numpy as np
+
+    final = runs.sort_values("compute").groupby("recipe")["metric"].apply(lambda m: m.tail(3).mean())
+    ranked = list(final.sort_values(ascending=False).index)
+    picks = [ranked[int(i)] for i in np.unique(np.linspace(0, len(ranked) - 1, min(n_recipes, len(ranked))).round())]
+    keep = [run for recipe in picks for run in sorted(runs.loc[runs["recipe"] == recipe, "run_id"].unique())[:n_runs]]
+    return runs[runs["run_id"].isin(keep)].reset_index(drop=True)
 
 
 def default_runs_path() -> Path:
@@ -90,8 +113,9 @@ def fit(runs, *, fast: bool, seed: int):
     return fc
 
 
-def write_outputs(fc, data, out: Path, runs_path: Path) -> dict[str, Path]:
-    """report.html (written by write_report), the chart PNGs and summary.json, all atomically."""
+def write_outputs(fc, data, out: Path) -> dict[str, Path]:
+    """report.html (written by write_report), the chart PNGs, summary.json and the fit itself
+    (fit.nc, so `forecast report/decide demo_out` can reuse it without refitting), all atomically."""
     from .io import atomic_path, atomic_write_json
     from .report import report_summary
 
@@ -102,6 +126,7 @@ def write_outputs(fc, data, out: Path, runs_path: Path) -> dict[str, Path]:
             tmp.write_bytes(data.figures[name])
     paths["summary"] = out / "summary.json"
     atomic_write_json(paths["summary"], report_summary(data, paths["report"]))
+    paths["fit"] = fc.save(out / "fit.nc")
     return paths
 
 
@@ -123,31 +148,50 @@ def parse_args(argv=None):
 
 
 def main(argv=None) -> int:
-    from .data import load_runs
-    from .report import default_target, fmt_compute, recipe_table_text, write_report
+    """Exit codes as the CLI's: 0 ok, 2 bad input (a bad run table or option), 1 a failed sweep."""
+    from .data import RunDataError
 
     args = parse_args(argv)
     if args.write_synthetic is not None:
         print(f"wrote {write_synthetic_example(args.write_synthetic)}")
         return 0
+    try:
+        return run_demo(args)
+    except (RunDataError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except subprocess.CalledProcessError as err:
+        print(f"error: the live sweep failed (exit {err.returncode}): {' '.join(map(str, err.cmd))}", file=sys.stderr)
+        return 1
+
+
+def run_demo(args) -> int:
+    from .data import load_runs
+    from .report import default_target, fmt_compute, is_synthetic, recipe_table_text, write_report
+
     start = time.perf_counter()
     args.out.mkdir(parents=True, exist_ok=True)
     runs_path = run_live_sweep(args.out / "live_sweep") if args.live else (args.runs or default_runs_path())
+    runs_path = shown_path(runs_path)
     runs = load_runs(runs_path)
-    label = " (SYNTHETIC: simulated from ScaleRL Table 1 curves)" if runs_path == SYNTHETIC_EXAMPLE else ""
+    label = " (SYNTHETIC: simulated from ScaleRL Table 1 curves)" if is_synthetic(runs) else ""
     print(f"data: {runs_path}{label}: {runs['run_id'].nunique()} runs of {runs['recipe'].nunique()} recipes, "
           f"{len(runs)} evaluations", flush=True)
+    fit_start = time.perf_counter()
     fc = fit(runs, fast=args.fast, seed=args.seed)
-    fitted_at = time.perf_counter()
+    fit_seconds = time.perf_counter() - fit_start
     target = args.target if args.target is not None else default_target(fc)
     data = write_report(fc, args.out / "report.html", budget=args.budget, target=target, inputs=[str(runs_path)])
-    paths = write_outputs(fc, data, args.out, runs_path)
-    print(f"fit: {fitted_at - start:.0f} s; {fc.diagnostics()}")
+    paths = write_outputs(fc, data, args.out)
+    print(f"fit: {fit_seconds:.0f} s; {fc.diagnostics()}")
     why_budget = "" if args.budget is not None else " (4x the largest observed compute)"
     why_target = "" if args.target is not None else " (median of the recipes' forecast asymptotes)"
     print(f"\nbudget {fmt_compute(data.budget)} {data.compute_unit}{why_budget}, target {target:g}{why_target}\n")
     print(recipe_table_text(data))
     print(f"\n=> {data.recommendation.headline}")
+    for reason in data.recommendation.reasons:
+        print(f"   - {reason}")
+    print()
     for name, path in paths.items():
         print(f"   {name:9s} {path}")
     print(f"done in {time.perf_counter() - start:.0f} s")

@@ -14,6 +14,11 @@ reuses the compiled model) and three stop rules are checked for every run in fli
                 < saturation_epsilon: the curve has flattened; the rest of the budget buys
                 (almost) nothing.
 
+Two guards come first: no decision before `min_evals` evaluations, and none while the planned
+budget is more than `max_extrapolation` times the compute so far (that far out the curve prior
+decides, not the data; in the tuning sweeps the only early stops of eventual winners were made
+at 100x+ extrapolations). A run at or past its planned budget gets "stop: budget_reached".
+
 Every Recommendation names a rule with its number and threshold: the rule that fired for a stop
 ("stop: P(beats best 'b-s1' at 4.0e+04, 4.0x now) = 0.02 < 0.05"), or the check closest to firing
 for a continue, so a user can always see how near the run is to being stopped.
@@ -57,8 +62,11 @@ class EarlyStopConfig:
     margin: float = 0.0  # how much better than the best alternative a run must end to count as "beats"
     target: float | None = None  # metric to reach within the planned budget; None = rule off
     p_target_threshold: float = 0.05  # stop when P(reaching target within budget) < this
-    saturation_epsilon: float = 0.002  # stop when expected remaining gain < this (metric units)
+    saturation_epsilon: float | None = 0.002  # stop when expected remaining gain < this; None = rule off
     min_evals: int = 4  # no decision before a run has this many evaluations
+    # no decision while the planned budget is more than this many times the compute so far: that
+    # far out the curve prior, not the data, decides (and on a log-compute grid waiting is cheap)
+    max_extrapolation: float | None = 16.0
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -69,7 +77,7 @@ class Recommendation:
     """continue or stop for one run, the rule behind it, and its numbers."""
 
     action: str  # "continue" or "stop"
-    rule: str  # beats_best | reach_target | saturated | budget_reached | warmup | no_budget
+    rule: str  # beats_best | reach_target | saturated; or why no rule ran: warmup, too_early, no_budget, ...
     message: str  # one line a person can read, citing the number and the threshold
     run_id: str | None = None
     probability: float | None = None  # the probability the rule compared (probability rules)
@@ -176,6 +184,12 @@ def evaluate_rules(
             run_id=run_id, value=float(compute_now), threshold=float(budget), details=base,
         )
     ratio = budget / compute_now
+    if config.max_extrapolation is not None and ratio > config.max_extrapolation:
+        return Recommendation(
+            CONTINUE, "too_early",
+            f"continue: planned budget is {ratio:.1f}x the compute so far > {config.max_extrapolation:g}x; rules start below",
+            run_id=run_id, value=float(ratio), threshold=float(config.max_extrapolation), details=base,
+        )
     checks = []
     if alternatives:
         p, best, best_mean = check_beats_best(at_budget, alternatives, config.margin)
@@ -186,9 +200,15 @@ def evaluate_rules(
         p = check_reach_target(at_budget, config.target)
         checks.append({"rule": "reach_target", "value": p, "threshold": config.p_target_threshold,
                        "target": config.target, "budget": budget, "probability": True})
-    gain = check_remaining_gain(at_budget, now)
-    checks.append({"rule": "saturated", "value": gain, "threshold": config.saturation_epsilon,
-                   "budget": budget, "probability": False})
+    if config.saturation_epsilon is not None:
+        gain = check_remaining_gain(at_budget, now)
+        checks.append({"rule": "saturated", "value": gain, "threshold": config.saturation_epsilon,
+                       "budget": budget, "probability": False})
+    if not checks:
+        return Recommendation(
+            CONTINUE, "no_rule", "continue: no rule applies (no alternative, no target, saturation rule off)",
+            run_id=run_id, details=base,
+        )
     for check in checks:
         check["fired"] = check["value"] < check["threshold"]
         check["text"] = _describe(check)

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import matplotlib
-
-matplotlib.use("Agg", force=False)
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import matplotlib.pyplot as plt  # no backend forced: notebooks keep inline figures
+import numpy as np
 
 
 def _grid(fc, budget, n=80):

@@ -11,8 +11,8 @@ early-stop advice per run, the fit's convergence diagnostics (a red banner at th
 did not converge) and provenance (inputs, runs, package version, date).
 
 Three layers, so every part is testable on its own:
-  collect_report(fc, ...)  the only function that reads the posterior: fit -> ReportData (plain
-                           tables, text and PNG bytes);
+  collect_report(fc, ...)  fit -> ReportData (plain tables, text and PNG bytes); it and the
+                           helpers above it are the only code here that reads the posterior;
   *_html(...)              pure functions: a piece of ReportData -> an HTML fragment (all text
                            escaped with html.escape);
   render_report(data)      joins the fragments into the page; write_report writes it atomically.
@@ -33,7 +33,6 @@ import numpy as np
 import pandas as pd
 
 from . import __version__
-from .curves import compute_to_target as _compute_to_target
 from .io import atomic_write_text
 
 __all__ = [
@@ -44,7 +43,8 @@ __all__ = [
     "write_report",
     "report_summary",
     "p_best_from_draws",
-    "p_best_at_budget",
+    "budget_draws",
+    "budget_table",
     "default_budget",
     "default_target",
 ]
@@ -68,7 +68,7 @@ class Recommendation:
 class StopAdvice:
     """Continue/stop advice per run (from forecast.early_stop)."""
 
-    table: pd.DataFrame  # columns run_id, recipe, decision, reason
+    table: pd.DataFrame  # columns run_id, recipe, decision (stop/continue), rule, reason
     source: str
 
 
@@ -80,7 +80,7 @@ class ReportData:
     budget: float
     target: float | None
     compute_unit: str
-    recipe_table: pd.DataFrame  # one row per recipe: see recipe_table()
+    recipe_table: pd.DataFrame  # one row per recipe, columns as builtin_recipe_table()
     recommendation: Recommendation
     diagnostics: dict  # ConvergenceReport.to_dict() plus sampler facts
     provenance: dict
@@ -126,55 +126,84 @@ def default_target(fc) -> float:
 # ============================================================================ collecting (reads the fit)
 
 
-def p_best_at_budget(fc, budget: float, *, kind: str = "new_run", seed: int = 0) -> pd.DataFrame:
-    """Per recipe: P(a new run of it is the best at `budget`) and its metric there (q05/q50/q95).
+def budget_draws(fc, budget: float, *, kind: str = "new_run") -> np.ndarray:
+    """Draws of each recipe's new run at `budget`: (n_draws, n_recipes), in fc.recipes order.
 
     Each recipe gets its own random stream: the seed-to-seed and evaluation noise of two
     recipes' new runs are independent, while posterior draw i is shared (see p_best_from_draws).
     """
-    recipes = fc.recipes
-    columns = [
-        fc.sample_curves([budget], recipe=r, kind=kind, rng=seed * 1000 + k)[:, 0]
-        for k, r in enumerate(recipes)
-    ]
-    draws = np.column_stack(columns)
-    return pd.DataFrame(
+    columns = [fc.sample_curves([budget], recipe=r, kind=kind, rng=1000 + k)[:, 0] for k, r in enumerate(fc.recipes)]
+    return np.column_stack(columns)
+
+
+def budget_table(recipes, draws: np.ndarray, target: float | None = None) -> pd.DataFrame:
+    """Per recipe: P(best), metric at the budget (mean, q05/q50/q95), and P(metric >= target)."""
+    table = pd.DataFrame(
         {
-            "recipe": recipes,
+            "recipe": list(recipes),
             "p_best": p_best_from_draws(draws),
+            "at_budget_mean": draws.mean(axis=0),
             "at_budget_q05": np.quantile(draws, 0.05, axis=0),
             "at_budget_q50": np.quantile(draws, 0.50, axis=0),
             "at_budget_q95": np.quantile(draws, 0.95, axis=0),
         }
     )
+    if target is not None:
+        table["p_target"] = (draws >= target).mean(axis=0)
+    return table
 
 
-def p_within_budget(fc, target: float, budget: float, *, kind: str = "new_run") -> pd.Series:
-    """Per recipe: P(a new run reaches `target` by `budget`), from the curve parameters."""
-    out = {}
-    for recipe in fc.recipes:
-        p = fc.curve_parameters(recipe=recipe, kind=kind)
-        c_star = _compute_to_target(target, p["A"], p["B"], np.exp(p["log_C_mid"]), p["R0"])
-        out[recipe] = float(np.mean(c_star <= budget))
-    return pd.Series(out, name="p_by_budget")
-
-
-def recipe_table(fc, budget: float, target: float | None) -> pd.DataFrame:
-    """The one table a planning meeting needs: every recipe at the budget, best first."""
-    table = p_best_at_budget(fc, budget)
+def add_asymptotes(table: pd.DataFrame, fc) -> pd.DataFrame:
+    """Join the recipe asymptote A (median and 90% interval) onto a per-recipe table."""
     asym = fc.asymptote().query("level == 'recipe'")[["recipe", "q05", "q50", "q95"]]
     asym = asym.rename(columns={"q05": "A_q05", "q50": "A_q50", "q95": "A_q95"})
-    table = table.merge(asym, on="recipe")
+    return table.merge(asym, on="recipe", how="left")
+
+
+def builtin_recipe_table(fc, budget: float, target: float | None) -> pd.DataFrame:
+    """The recipe table without forecast.decisions: P(best) and metric at the budget computed
+    here, compute to target from the forecaster. Same columns as table_from_decision()."""
+    table = budget_table(fc.recipes, budget_draws(fc, budget), target)
     if target is not None:
         ctt = fc.compute_to_target(target)[["recipe", "p_reach", "q05", "q50", "q95"]]
         ctt = ctt.rename(columns={"q05": "c_target_q05", "q50": "c_target_q50", "q95": "c_target_q95"})
         table = table.merge(ctt, on="recipe")
-        table["p_by_budget"] = table["recipe"].map(p_within_budget(fc, target, budget))
+    table = add_asymptotes(table, fc)
     return table.sort_values(["p_best", "at_budget_q50"], ascending=False).reset_index(drop=True)
 
 
+DECISION_COLUMNS = {
+    "q05": "at_budget_q05",
+    "q50": "at_budget_q50",
+    "q95": "at_budget_q95",
+    "expected": "at_budget_mean",
+    "p_reach_ever": "p_reach",
+    "compute_q05": "c_target_q05",
+    "compute_q50": "c_target_q50",
+    "compute_q95": "c_target_q95",
+}
+
+
+def table_from_decision(decision_table: pd.DataFrame) -> pd.DataFrame:
+    """forecast.decisions' rank_recipes table in this module's column names (order kept: best
+    expected metric first, the order its recommendation text argues in)."""
+    return decision_table.rename(columns=DECISION_COLUMNS).drop(columns=["budget"], errors="ignore")
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences of a recommendation paragraph: split after a full stop followed by a capital
+    (numbers such as 0.62 or 6.4e+04 have no space after their dot)."""
+    return [part.strip() for part in re.split(r"(?<=[.!?])\s+(?=[A-Z'])", text.strip()) if part.strip()]
+
+
+def recommendation_from_text(text: str, source: str, extra: list[str] = ()) -> Recommendation:
+    """First sentence as the headline, the rest (and `extra` lines) as its reasons."""
+    sentences = split_sentences(text) or ["(no recommendation)"]
+    return Recommendation(sentences[0], sentences[1:] + list(extra), source=source)
+
+
 def builtin_recommendation(table: pd.DataFrame, budget: float, unit: str, target: float | None) -> Recommendation:
-    """A plain rule on P(best at budget), used until forecast.decisions provides the real one."""
+    """A plain rule on P(best at budget), used when forecast.decisions is not available."""
     ranked = table.sort_values("p_best", ascending=False).reset_index(drop=True)
     top = ranked.iloc[0]
     at = f"{fmt_compute(budget)} {unit}"
@@ -194,35 +223,55 @@ def builtin_recommendation(table: pd.DataFrame, budget: float, unit: str, target
             f"{row['recipe']}: metric at budget {fmt_interval(row['at_budget_q50'], row['at_budget_q05'], row['at_budget_q95'])}, "
             f"asymptote {fmt_interval(row['A_q50'], row['A_q05'], row['A_q95'])}"
         )
-        if target is not None and "p_by_budget" in row:
-            reason += f", P(reaches {target:g} by budget) = {row['p_by_budget']:.2f}"
+        if target is not None and "p_target" in row:
+            reason += f", P(>= {target:g} at budget) = {row['p_target']:.2f}"
         reasons.append(reason)
-    return Recommendation(headline, reasons, source="built-in rule on P(best at budget)")
+    return Recommendation(headline, reasons, source="built-in rule on P(best at budget) (forecast.decisions unavailable)")
 
 
-# ----------------------------------------------------------------------------- integration points
-# INTEGRATION POINT (forecast.decisions, forecast.early_stop): the recommendation and stop advice
-# come from those modules when they are importable; until then the report falls back to the
-# built-in P(best) rule above and says so on the page.
+# ----------------------------------------------------------------------------- decisions
+# The scale decision comes from forecast.decisions and the stop advice from forecast.early_stop,
+# so the report says exactly what `forecast decide` and the watcher say. If either module is
+# missing (a trimmed install), the report falls back to the built-in P(best) rule and says so.
 
 
-def scale_recommendation(fc, table, budget, target) -> tuple[Recommendation, list[str]]:
-    """The scale decision, from forecast.decisions when available. Returns (recommendation, notes)."""
+def scale_decision(fc, budget: float, target: float | None) -> tuple[pd.DataFrame, Recommendation, list[str]]:
+    """(recipe table, recommendation, notes) for the budget."""
     try:
-        from . import decisions  # noqa: F401
+        from .decisions import decide, decide_split
     except ImportError:
+        table = builtin_recipe_table(fc, budget, target)
         note = "forecast.decisions is not installed: the recommendation uses the built-in P(best) rule."
-        return builtin_recommendation(table, budget, fc.compute_unit, target), [note]
-    return builtin_recommendation(table, budget, fc.compute_unit, target), []
+        return table, builtin_recommendation(table, budget, fc.compute_unit, target), [note]
+    decision = decide(fc, budget, target=target)
+    table = add_asymptotes(table_from_decision(decision.table), fc)
+    extra = []
+    if len(fc.recipes) > 1:
+        # one run at the budget, or several smaller runs keeping the best: a question every
+        # planning meeting asks once a recipe looks good
+        extra.append("Budget split: " + decide_split(fc, budget).recommendation)
+    return table, recommendation_from_text(decision.recommendation, "forecast.decisions", extra), []
 
 
-def stop_advice(fc, budget) -> tuple[StopAdvice | None, list[str]]:
-    """Continue/stop advice per run, from forecast.early_stop when available."""
+def stop_advice(fc, budget: float, target: float | None) -> tuple[StopAdvice | None, list[str]]:
+    """Should each run continue to the budget? forecast.early_stop's rules, every run compared
+    with every other run at the budget."""
     try:
-        from . import early_stop  # noqa: F401
+        from .early_stop import EarlyStopConfig, recommend_runs
     except ImportError:
         return None, ["forecast.early_stop is not installed: no per-run stop advice."]
-    return None, []
+    last = fc.runs_.groupby("run_id")["compute"].max()
+    budgets = {run: max(float(budget), float(last[run])) for run in fc.run_ids}
+    recs = recommend_runs(fc, budgets, EarlyStopConfig(target=target))
+    recipe_of = fc.runs_.groupby("run_id")["recipe"].first()
+    rows = [
+        {"run_id": run, "recipe": recipe_of[run], "decision": rec.action, "rule": rec.rule, "reason": rec.message}
+        for run, rec in recs.items()
+    ]
+    table = pd.DataFrame(rows)
+    # stops first (they are the news), then by recipe
+    table = table.sort_values(["decision", "recipe", "run_id"], ascending=[False, True, True])
+    return StopAdvice(table.reset_index(drop=True), source="forecast.early_stop (default rules)"), []
 
 
 # ----------------------------------------------------------------------------- figures
@@ -276,7 +325,7 @@ def provenance(fc, inputs=None) -> dict:
         "compute_range": [float(runs["compute"].min()), float(runs["compute"].max())],
         "compute_unit": fc.compute_unit,
         "forecast_version": __version__,
-        "generated": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "generated": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "sampler": f"{info.get('sampler', '?')}, mode {fc.mode}, {fc.sampler.chains} chains x {fc.sampler.draws} draws",
         "random_seed": info.get("random_seed"),
         "python": sys.version.split()[0],
@@ -301,10 +350,9 @@ def collect_report(fc, *, budget=None, target=None, inputs=None, title=None, pro
     if target is not None and not 0 < target < 1:
         raise ValueError(f"target must lie in (0, 1), got {target}")
     steps = tqdm(total=5, desc="report", disable=not progress, leave=False)
-    table = recipe_table(fc, budget, target)
+    table, recommendation, notes = scale_decision(fc, budget, target)
     steps.update()
-    recommendation, notes = scale_recommendation(fc, table, budget, target)
-    advice, stop_notes = stop_advice(fc, budget)
+    advice, stop_notes = stop_advice(fc, budget, target)
     steps.update()
     figures = {"fan_chart": fan_chart_png(fc, budget, target, recipes=list(table["recipe"]))}
     steps.update()
@@ -402,6 +450,7 @@ tr:nth-child(even) td { background:#fafbfc; }
 figure { margin:0; } figure img { max-width:100%; height:auto; display:block; margin:0 auto; }
 figcaption { color:var(--muted); font-size:13px; margin-top:6px; }
 .grid2 { display:grid; grid-template-columns: 1fr 1fr; gap:16px; }
+details summary { cursor:pointer; color:var(--accent); margin:6px 0; font-size:14px; }
 .notes { color:var(--muted); font-size:13px; background:transparent; border-style:dashed; }
 dl { display:grid; grid-template-columns: max-content 1fr; gap:4px 16px; margin:0; font-size:14px; }
 dt { color:var(--muted); } dd { margin:0; }
@@ -469,7 +518,8 @@ def convergence_banner_html(diagnostics: dict) -> str:
     items = "".join(f"<li>{esc(p)}</li>" for p in diagnostics.get("problems", []))
     return (
         '<div class="banner bad" id="convergence-warning">The fit did not converge: treat every '
-        f"interval and probability in this report with suspicion (refit with more draws).<ul>{items}</ul></div>"
+        "interval and probability in this report with suspicion (more draws help low ESS and R-hat; "
+        f"divergences call for --robust or more data; see Fit diagnostics).<ul>{items}</ul></div>"
     )
 
 
@@ -505,7 +555,7 @@ def recipe_table_html(table: pd.DataFrame, budget: float, unit: str, target: flo
         }
         if target is not None:
             row["c_target"] = fmt_interval(r["c_target_q50"], r["c_target_q05"], r["c_target_q95"], fmt_compute)
-            row["p_by_budget"] = fmt_prob(r["p_by_budget"])
+            row["p_target"] = fmt_prob(r["p_target"])
         rows.append(row)
     columns = [
         ("recipe", "recipe"),
@@ -514,12 +564,13 @@ def recipe_table_html(table: pd.DataFrame, budget: float, unit: str, target: flo
         ("A", "asymptote A"),
     ]
     if target is not None:
-        columns += [("c_target", f"compute to reach {target:g} ({unit})"), ("p_by_budget", f"P(reach {target:g} by budget)")]
-    numeric = {"p_best", "at_budget", "A", "c_target", "p_by_budget"}
+        columns += [("c_target", f"compute to reach {target:g} ({unit})"), ("p_target", f"P(≥ {target:g} at budget)")]
+    numeric = {"p_best", "at_budget", "A", "c_target", "p_target"}
     explain = (
-        '<p class="explain">Median [90% interval] for a new run (a fresh seed) of each recipe. '
-        "P(best) is the share of posterior draws in which the recipe's new run scores highest at the "
-        "budget. 'never': at least that share of draws has its asymptote below the target.</p>"
+        '<p class="explain">Median [90% interval] for a new run (a fresh seed) of each recipe, best '
+        "expected metric first. P(best): the share of posterior draws in which the recipe's new run "
+        "scores highest at the budget. P(≥ target): the share in which its evaluation at the budget "
+        "reaches the target. 'never': at least that share of draws has its asymptote below the target.</p>"
     )
     body = table_html(rows, columns, numeric=numeric, raw={"p_best"}, css_id="recipe-table") + explain
     return section_html("Recipes at the budget", body, anchor="recipes")
@@ -553,7 +604,7 @@ def compute_to_target_html(table: pd.DataFrame, budget: float, unit: str, target
             "q05": fmt_compute(r["c_target_q05"]),
             "q95": fmt_compute(r["c_target_q95"]),
             "p_reach": fmt_prob(r["p_reach"]),
-            "p_by_budget": fmt_prob(r["p_by_budget"]),
+            "p_target": fmt_prob(r["p_target"]),
         }
         for _, r in ranked.iterrows()
     ]
@@ -563,17 +614,35 @@ def compute_to_target_html(table: pd.DataFrame, budget: float, unit: str, target
         ("q05", "5%"),
         ("q95", "95%"),
         ("p_reach", "P(ever reaches)"),
-        ("p_by_budget", f"P(by {fmt_compute(budget)})"),
+        ("p_target", f"P(≥ {target:g} at {fmt_compute(budget)})"),
     ]
     explain = (
-        f'<p class="explain">Compute a new run needs to reach {esc(f"{target:g}")}. '
-        "P(ever reaches) is the share of draws whose asymptote lies above the target.</p>"
+        f'<p class="explain">Compute a new run needs to reach {esc(f"{target:g}")}, fastest first. '
+        "P(ever reaches): the share of draws whose asymptote lies above the target.</p>"
     )
-    body = table_html(rows, columns, numeric={"q50", "q05", "q95", "p_reach", "p_by_budget"}, css_id="compute-to-target-table")
+    body = table_html(rows, columns, numeric={"q50", "q05", "q95", "p_reach", "p_target"}, css_id="compute-to-target-table")
     return section_html(f"Compute to reach {target:g}", body + explain, anchor="compute-to-target")
 
 
-def stop_advice_html(advice: StopAdvice | None) -> str:
+def stop_summary_html(table: pd.DataFrame) -> str:
+    """Two lines a meeting reads: which runs continue, and how many stop by which rule."""
+    lines = []
+    for decision in ("continue", "stop"):
+        part = table[table["decision"] == decision]
+        if part.empty:
+            continue
+        chip = f'<span class="chip {decision}">{decision}</span>'
+        if decision == "continue" or len(part) <= 6:
+            what = ", ".join(esc(r) for r in part["run_id"])
+        else:
+            counts = part["rule"].value_counts()
+            what = "; ".join(f"{n} by rule {esc(rule)}" for rule, n in counts.items())
+            what += f" (e.g. {esc(part['reason'].iloc[0])})"
+        lines.append(f"<p>{chip} {len(part)} run{'s' if len(part) != 1 else ''}: {what}</p>")
+    return "\n".join(lines)
+
+
+def stop_advice_html(advice: StopAdvice | None, *, open_rows: int = 12) -> str:
     if advice is None:
         body = '<p class="explain">No per-run stop advice in this report.</p>'
         return section_html("Stop or continue", body, anchor="stop-advice")
@@ -581,10 +650,18 @@ def stop_advice_html(advice: StopAdvice | None) -> str:
     for _, r in advice.table.iterrows():
         decision = str(r.get("decision", ""))
         chip = f'<span class="chip {esc(decision.lower())}">{esc(decision)}</span>'
-        rows.append({"run_id": r.get("run_id", ""), "recipe": r.get("recipe", ""), "decision": chip, "reason": r.get("reason", "")})
-    columns = [("run_id", "run"), ("recipe", "recipe"), ("decision", "advice"), ("reason", "reason")]
-    body = table_html(rows, columns, raw={"decision"}, css_id="stop-table")
-    body += f'<p class="explain">Advice by: {esc(advice.source)}.</p>'
+        rows.append({"run_id": r.get("run_id", ""), "recipe": r.get("recipe", ""), "decision": chip,
+                     "rule": r.get("rule", ""), "reason": r.get("reason", "")})
+    columns = [("run_id", "run"), ("recipe", "recipe"), ("decision", "advice"), ("rule", "rule"), ("reason", "reason")]
+    table = table_html(rows, columns, raw={"decision"}, css_id="stop-table")
+    # a long sweep's table is folded (no script needed: <details>), the summary above says it all
+    opened = " open" if len(rows) <= open_rows else ""
+    body = stop_summary_html(advice.table)
+    body += f"<details{opened}><summary>advice and reason for every run</summary>{table}</details>"
+    body += (
+        '<p class="explain">Should each run continue to the budget? Each is compared with every other '
+        f"run at the budget. Advice by: {esc(advice.source)}.</p>"
+    )
     return section_html("Stop or continue", body, anchor="stop-advice")
 
 
@@ -719,5 +796,5 @@ def recipe_table_text(data: ReportData) -> str:
         frame[f"compute to {data.target:g} ({unit})"] = [
             fmt_interval(r.c_target_q50, r.c_target_q05, r.c_target_q95, fmt_compute) for r in table.itertuples()
         ]
-        frame["P(by budget)"] = table["p_by_budget"].map(fmt_prob)
+        frame[f"P(>={data.target:g} at budget)"] = table["p_target"].map(fmt_prob)
     return frame.to_string(index=False)

@@ -19,7 +19,7 @@ import re
 import sys
 
 from . import config as config_module
-from .config import PRESETS, Config, field_names, from_dict, make_config, validate
+from .config import CHOICES, PRESETS, Config, field_names, from_dict, make_config, validate
 
 SWEEP_FIXED = ("out", "preset", "seed", "recipe", "run_id", "resume")  # set by the sweep per run
 
@@ -40,7 +40,8 @@ def add_config_flags(parser, exclude=()):
         if kind is bool:
             parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=helps.get(f.name))
         else:
-            parser.add_argument(flag, type=kind, default=None, metavar=kind.__name__.upper(),
+            parser.add_argument(flag, type=kind, default=None, choices=CHOICES.get(f.name),
+                                metavar=None if f.name in CHOICES else kind.__name__.upper(),
                                 help=f"{helps.get(f.name, '')} (default {f.default!r})")
 
 
@@ -85,7 +86,10 @@ def resolve_train_config(args):
 
 
 def main(argv=None):
-    args = build_parser().parse_args(argv)  # unknown flags / bad types: argparse exits with 2
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as e:  # unknown flag or bad type (argparse printed why): 2; --help: 0
+        return e.code
     from .train import preflight  # torch is imported only once the arguments are known to be sane
 
     try:

@@ -8,6 +8,9 @@ sampler's and the trainer's token probabilities close (ScaleRL's "FP32 precision
 """
 
 import contextlib
+import functools
+import inspect
+import os
 
 import torch
 import torch.nn as nn
@@ -15,7 +18,8 @@ import torch.nn.functional as F
 
 from .tokenizer import CharTokenizer, HFTokenizer
 
-MAX_POSITIONS = 64  # tiny GPT context; prompts are <= 16 tokens and generations short
+ARCHITECTURE = "tiny-gpt-1"  # part of the warm-start cache key: bump when TinyGPT changes
+MAX_POSITIONS = 64  # learned positions; prompts are <= 16 tokens and generations short
 
 
 class Block(nn.Module):
@@ -48,7 +52,11 @@ class Block(nn.Module):
 
 
 class TinyGPT(nn.Module):
-    """GPT-2 style: learned positions, pre-LayerNorm blocks, untied LM head."""
+    """GPT-2 style: learned positions, pre-LayerNorm blocks, untied LM head.
+
+    Learned absolute positions rather than rotary ones: positions count real tokens from <bos>,
+    and on these short prompts they were learnt faster (rotary was tried; reversal learnt slower).
+    """
 
     def __init__(self, vocab_size, n_layer, n_head, d_model):
         super().__init__()
@@ -89,9 +97,10 @@ def forward_logits(model, ids, attn_mask, cache=None, use_cache=False, fp32_logi
             h, new_cache = model.hidden(ids, attn_mask.bool(), positions, cache)
             head = model.lm_head
         else:  # Hugging Face: run the backbone, apply the head ourselves (for the fp32 option)
+            name = hf_cache_argument(type(model.base_model))
             out = model.base_model(input_ids=ids, attention_mask=attn_mask.long(), position_ids=positions,
-                                   past_key_values=cache, use_cache=use_cache)
-            h, new_cache = out.last_hidden_state, out.past_key_values
+                                   use_cache=use_cache, **{name: cache})
+            h, new_cache = out.last_hidden_state, getattr(out, name)
             head = model.get_output_embeddings()
         with torch.autocast(device_type, enabled=False) if fp32_logits else contextlib.nullcontext():
             if fp32_logits:
@@ -100,6 +109,12 @@ def forward_logits(model, ids, attn_mask, cache=None, use_cache=False, fp32_logi
             else:
                 logits = head(h)
     return logits, (new_cache if use_cache else None)
+
+
+@functools.cache
+def hf_cache_argument(backbone_class):
+    """The KV-cache argument's name: `cache` in transformers >= 5.x, `past_key_values` before."""
+    return "cache" if "cache" in inspect.signature(backbone_class.forward).parameters else "past_key_values"
 
 
 def build_policy(cfg, init_seed):
@@ -121,13 +136,12 @@ def load_hf_policy(path):
 
     model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=torch.float32)
     model.eval()  # no dropout: the sampler and the trainer must see the same policy
-    try:
-        tok = HFTokenizer(AutoTokenizer.from_pretrained(path, local_files_only=True))
-    except (OSError, ValueError, TypeError):
-        tok = CharTokenizer()
-        if model.config.vocab_size < tok.vocab_size:
-            raise ValueError(f"{path} has no tokenizer and vocab_size={model.config.vocab_size} "
-                             f"< {tok.vocab_size} characters of the character tokenizer") from None
+    if any(os.path.exists(os.path.join(path, f)) for f in ("tokenizer.json", "tokenizer_config.json")):
+        return model, HFTokenizer(AutoTokenizer.from_pretrained(path, local_files_only=True))
+    tok = CharTokenizer()
+    if model.config.vocab_size < tok.vocab_size:
+        raise ValueError(f"{path} has no tokenizer and vocab_size={model.config.vocab_size} "
+                         f"< {tok.vocab_size} characters of the character tokenizer")
     return model, tok
 
 

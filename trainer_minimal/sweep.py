@@ -35,7 +35,8 @@ def plan_sweep(presets, seeds, out, overrides):
         raise ValueError("a sweep needs at least one preset and one seed")
     if len(set(names)) < len(names) or len(set(seed_values)) < len(seed_values):
         raise ValueError(f"duplicate presets or seeds in --presets {presets} --seeds {seeds}")
-    cache = os.path.join(out, "_warmstart")
+    overrides = dict(overrides)
+    cache = overrides.pop("warmstart_cache", "") or os.path.join(out, "_warmstart")
     plan = []
     for name in names:
         for seed in seed_values:
@@ -146,4 +147,4 @@ def slim_down(out, run_dirs):
             path = os.path.join(d, name)
             if os.path.exists(path):
                 os.remove(path)
-    shutil.rmtree(os.path.join(out, "_warmstart"), ignore_errors=True)
+    shutil.rmtree(os.path.join(out, "_warmstart"), ignore_errors=True)  # only the sweep's own cache

@@ -23,6 +23,12 @@ def make_problem(rng, task, size):
     if task == "sort":
         digits = "".join(str(d) for d in rng.integers(0, 10, size + 2))
         return f"s{digits}=", "".join(sorted(digits))
+    if task == "rev":
+        digits = "".join(str(d) for d in rng.integers(0, 10, size + 2))
+        return f"r{digits}=", digits[::-1]
+    if task == "max":
+        digits = "".join(str(d) for d in rng.integers(0, 10, 2 * size + 1))
+        return f"m{digits}=", max(digits)
     if task == "count":
         digits = "".join(str(d) for d in rng.integers(0, 4, 2 * size + 2))
         target = str(int(rng.integers(0, 4)))

@@ -5,7 +5,7 @@ loop uses. The character vocabulary is tiny (the tasks only use digits and a few
 model spends its parameters on the task rather than on an embedding table.
 """
 
-CHARS = "0123456789+*=:sc"  # every character the tasks in tasks.py can produce
+CHARS = "0123456789+*=:scrm"  # every character the tasks in tasks.py can produce
 SPECIALS = ("<pad>", "<bos>", "<eos>")
 
 

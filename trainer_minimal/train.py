@@ -68,7 +68,7 @@ from .logging_io import (
     repair_jsonl,
 )
 from .losses import aggregation_weights, group_advantages, policy_loss, zero_variance_groups
-from .model import build_policy
+from .model import ARCHITECTURE, build_policy
 from .rollout import derive_seed, generate, left_pad, sampling_noise, score
 from .tasks import build_datasets, reward
 
@@ -101,6 +101,8 @@ def preflight(cfg):
     if cfg.eval_every % cfg.off_policy_k:
         raise ValueError(f"eval_every={cfg.eval_every} must be a multiple of off_policy_k="
                          f"{cfg.off_policy_k} (checkpoints are taken between generation rounds)")
+    if cfg.model_path and not os.path.isfile(os.path.join(cfg.model_path, "config.json")):
+        raise ValueError(f"model_path={cfg.model_path!r} is not a local Hugging Face model folder (no config.json)")
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if cfg.batch_size % world:
         raise ValueError(f"batch_size={cfg.batch_size} must be divisible by the {world} processes")
@@ -161,7 +163,7 @@ def broadcast_object(obj, world):
 def warm_start_path(cfg):
     keys = ("model_path", "n_layer", "n_head", "d_model", "tasks", "max_size", "train_size",
             "val_size", "data_seed", "warmup_steps", "warmup_batch", "warmup_lr", "warmup_seed", "dtype")
-    key = derive_seed(*(getattr(cfg, k) for k in keys))
+    key = derive_seed(ARCHITECTURE, *(getattr(cfg, k) for k in keys))
     folder = cfg.warmstart_cache or os.path.join(cfg.out, "warmstart")
     return os.path.join(folder, f"warmstart-{key:016x}.pt")
 
@@ -203,9 +205,13 @@ def warm_start(cfg, model, tok, pool, device, rank, world):
 
 @torch.no_grad()
 def evaluate(cfg, model, tok, val, step, device, rank, world):
-    """Mean pass rate over the held-out prompts with val_samples samples each -> (metric, n_eval)."""
+    """Pass rate on the held-out prompts, val_samples samples each -> (metric, n_eval, per task).
+
+    Per task: {"pass_add": ..., ...}, the same mean restricted to one task family (diagnostics).
+    """
     indices = list(range(rank, len(val), world))
-    correct = torch.zeros(2, dtype=torch.float64)
+    task_names = sorted({v["task"] for v in val})
+    sums = torch.zeros(len(task_names), 2, dtype=torch.float64)  # (task, [correct, graded])
     per_chunk = max(1, EVAL_CHUNK // cfg.val_samples)
     for start in range(0, len(indices), per_chunk):
         chunk = indices[start : start + per_chunk]
@@ -215,9 +221,12 @@ def evaluate(cfg, model, tok, val, step, device, rank, world):
         out = generate(model, prompt_ids, prompt_mask, noise, cfg.gen_len, tok.eos_id, tok.pad_id,
                        cfg.temperature, cfg.fp32_logits, cfg.dtype)
         rewards = rewards_of(tok, out, [val[i]["answer"] for i in chunk for _ in range(cfg.val_samples)])
-        correct += torch.tensor([rewards.sum().item(), len(rewards)], dtype=torch.float64)
-    correct = all_sum(correct, world)
-    return correct[0].item() / correct[1].item(), int(correct[1].item())
+        for i, r in zip(chunk, rewards.view(len(chunk), cfg.val_samples).sum(1).tolist(), strict=True):
+            sums[task_names.index(val[i]["task"])] += torch.tensor([r, cfg.val_samples], dtype=torch.float64)
+    sums = all_sum(sums, world)
+    by_task = {f"pass_{t}": (sums[j, 0] / sums[j, 1]).item() for j, t in enumerate(task_names)}
+    total = sums.sum(0)
+    return total[0].item() / total[1].item(), int(total[1].item()), by_task
 
 
 def rewards_of(tok, out, answers):
@@ -239,8 +248,10 @@ def sample_round(cfg, model, tok, pool, state, step, device, rank, world):
     """
     k, bs, G = cfg.off_policy_k, cfg.batch_size, cfg.group_size
     active = np.flatnonzero(~state["retired"])
+    if len(active) < k * bs:  # nearly everything retired: draw from the whole pool again
+        active = np.arange(len(pool))
     rng = np.random.default_rng(derive_seed(cfg.seed, "batch", step))
-    chosen = rng.choice(active, size=k * bs, replace=len(active) < k * bs)  # (k * bs,) pool indices
+    chosen = rng.choice(active, size=k * bs, replace=False)  # (k * bs,) pool indices
     layout = np.arange(k * bs).reshape(k, world, bs // world)  # round positions per (mini-batch, rank)
     mine = layout[:, rank].reshape(-1)  # this rank's round positions
     prompt_ids, prompt_mask = left_pad(
@@ -326,6 +337,8 @@ def update(cfg, model, optimizer, mb, state, world):
     stats = all_sum(stats, world)
     grad_norm = float("nan")
     if mb["n_samples"] > 0:  # a step with nothing kept changes nothing (AdamW would still move)
+        for group in optimizer.param_groups:
+            group["lr"] = cfg.lr * min(1.0, (state["step"] + 1) / max(cfg.lr_warmup, 1))
         sync_gradients(params, world)
         grad_norm = float(torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip if cfg.grad_clip > 0 else math.inf))
         optimizer.step()
@@ -397,10 +410,10 @@ def train(cfg):
                 f.write(to_json(cfg) + "\n")
     state["flops_model"] = FlopsModel(model)
     if state["r0"] is None:  # R0: the starting policy's pass rate, at zero RL compute
-        r0, n_eval = evaluate(cfg, model, tok, val, 0, device, rank, world)
+        r0, n_eval, by_task = evaluate(cfg, model, tok, val, 0, device, rank, world)
         state["r0"] = r0
         if rank == 0:
-            atomic_write_json(paths["baseline"], dict(step=0, compute=0.0, metric=r0, n_eval=n_eval,
+            atomic_write_json(paths["baseline"], dict(step=0, compute=0.0, metric=r0, n_eval=n_eval, **by_task,
                                                       warm_start=warm_start_path(cfg)))
             save_checkpoint(cfg, model, optimizer, state)
             print(f"[{cfg.run_id}] step 0  R0 {r0:.3f}  (n_eval {n_eval})", flush=True)
@@ -425,12 +438,13 @@ def train(cfg):
         if rank == 0:
             append_jsonl(paths["train_log"], dict(
                 step=step, **metrics, gen_tokens=mb["gen_tokens"] * world, active_prompts=int((~state["retired"]).sum()),
-                compute=state["compute"], device_seconds=state["device_seconds"], lr=cfg.lr), fsync=False)
+                compute=state["compute"], device_seconds=state["device_seconds"], lr=optimizer.param_groups[0]["lr"]), fsync=False)
         if step % cfg.eval_every == 0 or step == cfg.max_steps:
-            metric, n_eval = evaluate(cfg, model, tok, val, step, device, rank, world)
+            metric, n_eval, by_task = evaluate(cfg, model, tok, val, step, device, rank, world)
             row = dict(run_id=cfg.run_id, recipe=cfg.recipe, seed=cfg.seed, compute=state["compute"],
                        compute_unit="flops", metric=metric, n_eval=n_eval, step=step,
-                       device_seconds=state["device_seconds"], r0=state["r0"], n_params=n_params, **knobs)
+                       device_seconds=state["device_seconds"], r0=state["r0"], n_params=n_params, **knobs,
+                       **by_task)
             if rank == 0:
                 append_jsonl(paths["evals"], row)  # before the checkpoint: see "Crash safety" above
                 eval_rows.append(row)

@@ -1,0 +1,219 @@
+"""`forecast watch RUNS_DIR`: follow run logs while they are written and recommend continue/stop.
+
+Every `interval` seconds the folder's run logs (`*/evals.jsonl`, as trainer_minimal writes) are
+read again. When any run has new evaluations, the model is refitted on all of them (fast mode)
+and every run still in flight gets a Recommendation (forecast.early_stop), printed and written
+atomically to a JSON file, so a scheduler or a person can act on it.
+
+Logs are read while trainers append to them: a torn last line (a write in progress) is skipped by
+forecast.data's reader and picked up whole at the next poll. A run is finished when its folder
+holds summary.json (trainer_minimal writes it at the end, stopped or not); finished runs are
+alternatives for the others, judged where they ended.
+
+Planned budget per run: --budget if given, else the run folder's config.json (advisor_budget, or
+max_steps times the compute per step so far), else the run gets a "no_budget" continue.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .data import RUN_LOG_NAME, RunDataError, read_table, validate_runs
+from .early_stop import CONTINUE, EarlyStopConfig, Recommendation, fit_for_advice, recommend_runs
+from .io import atomic_write_json
+
+__all__ = ["WatchState", "scan_runs", "planned_budget", "advise_table", "poll", "watch", "DEFAULT_OUT_NAME"]
+
+DEFAULT_OUT_NAME = "recommendations.json"
+PAD_BUCKET = 256  # refits pad to a multiple of this, so a growing sweep recompiles rarely
+
+
+@dataclass
+class WatchState:
+    """What the watcher remembers between polls."""
+
+    seen: dict = field(default_factory=dict)  # run_id -> evaluations seen at the last advice
+    latest: dict = field(default_factory=dict)  # run_id -> latest Recommendation
+    polls: int = 0
+    fits: int = 0
+
+
+def scan_runs(runs_dir) -> tuple[pd.DataFrame, dict[str, Path]]:
+    """All evaluation rows under `runs_dir` and the folder of each run. Logs that are empty or
+    hold only a torn first line are skipped (the run has not evaluated yet)."""
+    runs_dir = Path(runs_dir)
+    frames, folders = [], {}
+    for log in sorted(runs_dir.rglob(RUN_LOG_NAME)):
+        try:
+            frame = read_table(log)
+        except RunDataError:
+            continue  # no complete row yet
+        if "run_id" not in frame:
+            continue
+        frames.append(frame)
+        for run in frame["run_id"].astype(str).unique():
+            folders[run] = log.parent
+    table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    if len(table):
+        table["run_id"] = table["run_id"].astype(str)
+    return table, folders
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def planned_budget(folder: Path | None, rows: pd.DataFrame, override: float | None = None) -> float | None:
+    """Planned compute of one run: the override, else what its config.json implies, else None."""
+    if override:
+        return float(override)
+    if folder is None:
+        return None
+    config = _read_json(folder / "config.json")
+    if config.get("advisor_budget"):
+        return float(config["advisor_budget"])
+    if config.get("max_steps") and "step" in rows and rows["step"].notna().any():
+        last = rows.sort_values("compute").iloc[-1]
+        if last["step"] > 0:
+            return float(last["compute"] / last["step"] * config["max_steps"])
+    return None
+
+
+def is_finished(folder: Path | None) -> bool:
+    return folder is not None and (folder / "summary.json").exists()
+
+
+def advise_table(table: pd.DataFrame, budgets: dict, config: EarlyStopConfig, *, random_seed: int = 0) -> dict:
+    """Fit every run in `table` and recommend for the runs in `budgets` (the default advisor)."""
+    pad = int(np.ceil(len(table) / PAD_BUCKET) * PAD_BUCKET)
+    fc, converged = fit_for_advice(table, random_seed=random_seed, pad_to=pad)
+    last = table.groupby("run_id")["compute"].max()
+    compare_at = {r: budgets.get(r, float(last[r])) for r in fc.run_ids}
+    recs = recommend_runs(fc, budgets, config, compare_at=compare_at)
+    for rec in recs.values():
+        rec.details["converged"] = converged
+    return recs
+
+
+def poll(
+    runs_dir,
+    state: WatchState,
+    *,
+    config: EarlyStopConfig,
+    budget: float | None = None,
+    reference=None,
+    advisor: Callable | None = None,
+    random_seed: int = 0,
+) -> list[Recommendation]:
+    """One look at the folder. Returns the recommendations made for runs with new evaluations
+    (empty when nothing changed). Updates `state`."""
+    advisor = advisor or (lambda t, b, c: advise_table(t, b, c, random_seed=random_seed + state.fits))
+    state.polls += 1
+    table, folders = scan_runs(runs_dir)
+    if table.empty:
+        return []
+    counts = table.groupby("run_id").size().to_dict()
+    changed = [r for r, n in counts.items() if n != state.seen.get(r)]
+    if not changed:
+        return []
+    finished = {r for r in counts if is_finished(folders.get(r))}
+    in_flight = [r for r in counts if r not in finished]
+    recs = {}
+    budgets = {}
+    for run in in_flight:
+        rows = table[table["run_id"] == run]
+        if counts[run] < max(config.min_evals, 2):
+            recs[run] = Recommendation(CONTINUE, "warmup", f"continue: {counts[run]} evaluation(s) so far; rules start at {max(config.min_evals, 2)}",
+                                       run_id=run, value=float(counts[run]), threshold=float(max(config.min_evals, 2)))
+            continue
+        b = planned_budget(folders.get(run), rows, budget)
+        if b is None:
+            recs[run] = Recommendation(CONTINUE, "no_budget", "continue: no planned budget known (pass --budget)", run_id=run)
+            continue
+        budgets[run] = b
+    fit_rows = table[table["run_id"].map(counts) >= 2]
+    if reference is not None:
+        fit_rows = pd.concat([read_table(reference), fit_rows], ignore_index=True)
+    if budgets:
+        recs.update(advisor(validate_runs(fit_rows), budgets, config))
+        state.fits += 1
+    for run in changed:
+        state.seen[run] = counts[run]
+    new = [recs[r] for r in changed if r in recs]
+    for rec in recs.values():
+        rec.details.setdefault("n_evals", counts.get(rec.run_id))
+    state.latest.update(recs)
+    for run in finished:
+        state.latest.pop(run, None)
+    return new
+
+
+def _line(rec: Recommendation) -> str:
+    n = rec.details.get("n_evals")
+    at = rec.details.get("compute_now")
+    where = f" eval {n}" if n is not None else ""
+    where += f" @ {at:.3g}" if at is not None else ""
+    return f"[{rec.run_id}]{where}: {rec.message}"
+
+
+def write_recommendations(path, runs_dir, state: WatchState) -> None:
+    atomic_write_json(
+        path,
+        {
+            "runs_dir": str(runs_dir),
+            "updated": datetime.now(UTC).isoformat(timespec="seconds"),
+            "polls": state.polls,
+            "recommendations": {r: rec.to_dict() for r, rec in sorted(state.latest.items())},
+        },
+    )
+
+
+def watch(
+    runs_dir,
+    *,
+    interval: float = 30.0,
+    budget: float | None = None,
+    config: EarlyStopConfig | None = None,
+    reference=None,
+    out=None,
+    max_polls: int | None = None,
+    advisor: Callable | None = None,
+    emit: Callable[[Recommendation], None] | None = None,
+    say: Callable[[str], None] = print,
+    sleep: Callable[[float], None] = time.sleep,
+    random_seed: int = 0,
+) -> WatchState:
+    """Poll `runs_dir` until `max_polls` polls (None: forever), emitting and writing advice.
+
+    emit(rec) is called for each new recommendation (default: say() one readable line);
+    say(text) gets status lines; sleep(seconds) waits between polls (tests pass their own).
+    """
+    emit = emit or (lambda rec: say(_line(rec)))
+    runs_dir = Path(runs_dir)
+    if not runs_dir.is_dir():
+        raise RunDataError("is not a folder", source=runs_dir)
+    config = config or EarlyStopConfig()
+    out = Path(out) if out is not None else runs_dir / DEFAULT_OUT_NAME
+    state = WatchState()
+    while True:
+        new = poll(runs_dir, state, config=config, budget=budget, reference=reference, advisor=advisor, random_seed=random_seed)
+        for rec in new:
+            emit(rec)
+        if new or state.polls == 1:
+            write_recommendations(out, runs_dir, state)
+        if state.polls == 1 and not state.seen:
+            say(f"waiting for {RUN_LOG_NAME} under {runs_dir}")
+        if max_polls is not None and state.polls >= max_polls:
+            return state
+        sleep(interval)

@@ -1,0 +1,130 @@
+"""Backtest: the replay, the baseline policies (checked against Optuna's own pruner), and
+`forecast backtest --json` on a small synthetic sweep."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import optuna
+import pandas as pd
+import pytest
+
+from forecast.backtest import (
+    BacktestConfig,
+    MedianRule,
+    NoStopping,
+    SuccessiveHalving,
+    checkpoint_schedule,
+    halving_survivors,
+    median_should_stop,
+    replay,
+    smoothed_final,
+)
+from forecast.cli import main
+from forecast.synthetic import load_table1, simulate_sweep
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+def curve_table(finals: dict[str, float], n: int = 10, slow: tuple = ()) -> pd.DataFrame:
+    """Straight-line runs from 0.2 to their final value; `slow` runs stay flat for half the run,
+    then climb twice as fast to a higher final."""
+    rows = []
+    for run, final in finals.items():
+        for i in range(n):
+            frac = (i + 1) / n
+            metric = 0.2 + (final - 0.2) * (max(0.0, 2 * frac - 1) if run in slow else frac)
+            rows.append({"run_id": run, "recipe": run, "compute": 10.0 * (i + 1), "metric": metric})
+    return pd.DataFrame(rows)
+
+
+def test_smoothed_final_and_schedule():
+    assert smoothed_final([0.1, 0.5, 0.6, 0.7]) == pytest.approx(0.6)
+    table = curve_table({"a": 0.5, "b": 0.6}, n=10)
+    assert checkpoint_schedule(table, min_evals=4, growth=2.0) == [40.0, 80.0]
+
+
+@pytest.mark.parametrize("own, others", [
+    ([0.1, 0.3], [0.2, 0.25, 0.4, 0.5, 0.6]),  # best so far 0.3 < median 0.4: prune
+    ([0.5, 0.3], [0.2, 0.25, 0.4, 0.5, 0.6]),  # best so far 0.5 >= median: keep
+    ([0.1, 0.2], [0.3, 0.4, 0.5]),  # fewer than 5 others: no verdict yet
+])
+def test_median_rule_agrees_with_optunas_median_pruner(own, others):
+    """Optuna prunes against completed trials; give it the others as completed trials."""
+    study = optuna.create_study(direction="maximize", pruner=optuna.pruners.MedianPruner(n_startup_trials=5))
+    step = len(own) - 1
+    for value in others:
+        study.add_trial(optuna.trial.create_trial(value=value, intermediate_values={step: value}))
+    trial = study.ask()
+    for s, v in enumerate(own):
+        trial.report(v, s)
+    expected = trial.should_prune()
+    assert median_should_stop(own, others, n_startup=5) == expected
+
+
+def test_halving_keeps_the_top_share():
+    assert halving_survivors({"a": 0.1, "b": 0.4, "c": 0.3, "d": 0.2}, eta=4) == {"b"}
+    assert halving_survivors({"a": 0.1, "b": 0.4}, eta=4) == {"b"}  # always one survivor
+    assert len(halving_survivors({str(i): i for i in range(9)}, eta=3)) == 3
+
+
+def test_replay_scores_no_stopping_median_and_halving():
+    table = curve_table({f"r{i}": 0.3 + 0.03 * i for i in range(8)} | {"late": 0.7}, slow=("late",))
+    config = BacktestConfig(min_evals=3, check_growth=1.5)
+    none = replay(table, NoStopping(), config)
+    assert (none.compute_fraction, none.regret, none.chosen_run) == (1.0, 0.0, "late")
+    median = replay(table, MedianRule(n_startup=5), config)
+    assert median.compute_fraction < 0.7
+    assert "late" in {s["run_id"] for s in median.stops}  # the slow starter is killed early...
+    assert median.regret > 0.1  # ...and that is the regret
+    assert all("median" in s["reason"] for s in median.stops)
+    halving = replay(table, SuccessiveHalving(eta=3), config)
+    assert halving.n_stopped == 8 and halving.regret > 0.1
+
+
+def test_regret_counts_a_stopped_run_where_it_stopped():
+    table = curve_table({"a": 0.5, "b": 0.6})
+
+    class StopBAtOnce:
+        name = "stop_b"
+
+        def checkpoints(self, schedule, end):
+            return schedule[:1]
+
+        def decide(self, view):
+            return {"b": "test"}
+
+    result = replay(table, StopBAtOnce(), BacktestConfig(min_evals=4))
+    # b stopped at its 4th evaluation: mean of evaluations 2-4 of b is what it has
+    held_b = np.mean([0.2 + 0.4 * k / 10 for k in (2, 3, 4)])
+    assert result.chosen_run == "a"  # a's final (0.48) beats what b has in hand
+    assert result.regret == pytest.approx(smoothed_final([0.2 + 0.4 * k / 10 for k in (8, 9, 10)]) - smoothed_final([0.2 + 0.3 * k / 10 for k in (8, 9, 10)]))
+    assert held_b < result.chosen_value
+    assert result.compute_fraction == pytest.approx((100 + 40) / 200)
+
+
+def test_backtest_json_on_a_small_synthetic_sweep(tmp_path, capsys):
+    """Every policy, ours included (real refits: 2 runs x 32 points, the structure other advice
+    tests share, so the compiled model is reused)."""
+    recipes = load_table1().rename(columns={"run": "recipe"})
+    recipes = recipes[recipes["recipe"].isin(["scalerl_8gen", "scalerl_32k_gen"])]
+    simulate_sweep(recipes, n_seeds=1, n_points=32, rng=5).to_csv(tmp_path / "runs.csv", index=False)
+    code = main(["backtest", str(tmp_path / "runs.csv"), "--json", "--growth", "4", "--out", str(tmp_path / "bt.json")])
+    assert code == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert set(payload["policies"]) == {"forecast", "median", "successive_halving", "least_squares", "no_stopping"}
+    for name, result in payload["policies"].items():
+        assert 0 < result["compute_fraction"] <= 1, name
+        assert result["regret"] >= -0.05, name
+    assert payload["policies"]["no_stopping"] | {} and payload["policies"]["no_stopping"]["compute_fraction"] == 1.0
+    assert "mean of the last 3" in payload["definitions"]["regret"]
+    assert json.loads((tmp_path / "bt.json").read_text())["policies"].keys() == payload["policies"].keys()
+
+
+def test_backtest_cli_bad_input(tmp_path, capsys):
+    table = curve_table({"a": 0.5, "b": 0.6})
+    table.to_csv(tmp_path / "runs.csv", index=False)
+    assert main(["backtest", str(tmp_path / "runs.csv"), "--policies", "forecast,coinflip"]) == 2
+    assert "unknown coinflip" in capsys.readouterr().err
+    assert main(["backtest", str(tmp_path / "runs.csv"), "--growth", "1"]) == 2

@@ -1,0 +1,128 @@
+"""Scale decisions on hand-made posteriors with known answers, and the thin wrappers on a real fit."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from scipy.stats import norm
+
+from forecast.cli import main
+from forecast.decisions import (
+    decide,
+    decide_split,
+    probability_best,
+    probability_reach,
+    rank_recipes,
+    recommend_text,
+    split_budget,
+    summarize_compute_to_target,
+)
+
+
+def test_probability_best_counts_draws_and_splits_ties():
+    draws = {"a": np.array([1.0, 1.0, 0.0, 0.5]), "b": np.array([0.0, 0.0, 1.0, 0.5])}
+    p = probability_best(draws)
+    assert p == {"a": pytest.approx(0.625), "b": pytest.approx(0.375)}  # 2 + 0.5 of 4 draws
+    assert sum(p.values()) == pytest.approx(1.0)
+
+
+def test_probability_best_needs_aligned_draws():
+    with pytest.raises(ValueError, match="same number of draws"):
+        probability_best({"a": np.zeros(3), "b": np.zeros(4)})
+
+
+def test_rank_recipes_known_answer(rng):
+    # a: clearly higher mean; c: lower mean but tight, so its downside beats b's
+    draws = {
+        "a": rng.normal(0.70, 0.01, 4000),
+        "b": rng.normal(0.60, 0.05, 4000),
+        "c": rng.normal(0.58, 0.002, 4000),
+    }
+    table = rank_recipes(draws, target=0.65, budget=1e4)
+    assert list(table["recipe"]) == ["a", "b", "c"]
+    row = table.set_index("recipe")
+    # P(b > a) = P(N(-0.1, sqrt(0.01^2 + 0.05^2)) > 0) = 0.025; c never wins
+    assert row.loc["a", "p_best"] == pytest.approx(norm.cdf(0.1 / np.hypot(0.01, 0.05)), abs=0.01)
+    assert row.loc["c", "p_best"] < 0.01
+    assert row.loc["a", "expected"] == pytest.approx(0.70, abs=0.002)
+    assert row.loc["a", "q05"] == pytest.approx(0.70 - 1.645 * 0.01, abs=0.002)
+    assert row.loc["a", "p_target"] == pytest.approx(1.0)
+    assert row.loc["b", "p_target"] == pytest.approx(1 - 0.8413, abs=0.02)  # P(N(.6,.05) >= .65)
+    assert row.loc["c", "q05"] > row.loc["b", "q05"]
+
+
+def test_probability_reach():
+    assert probability_reach({"a": np.array([0.1, 0.5, 0.7, 0.9])}, 0.6) == {"a": 0.5}
+
+
+def test_compute_to_target_summary_is_honest_about_never():
+    c = np.array([1.0, 2.0, 3.0, np.inf, np.inf] * 20)
+    s = summarize_compute_to_target(c)
+    assert s["p_reach_ever"] == pytest.approx(0.6)
+    assert s["compute_q50"] == 3.0
+    assert np.isinf(s["compute_q95"])
+
+
+def test_recommendation_cites_its_numbers(rng):
+    draws = {"a": rng.normal(0.70, 0.01, 2000), "b": rng.normal(0.60, 0.01, 2000)}
+    c_star = {"a": np.full(2000, 5e3), "b": np.full(2000, np.inf)}
+    table = rank_recipes(draws, target=0.65, compute_to_target=c_star, budget=1e4)
+    text = recommend_text(table, budget=1e4, target=0.65, unit="gpu_hours")
+    top = table.iloc[0]
+    assert text.startswith("Scale 'a'")
+    assert f"{top.expected:.3f}" in text and f"P(best) = {top.p_best:.2f}" in text
+    assert f"{top.q05:.3f}" in text  # the downside
+    assert "Runner-up 'b'" in text
+    assert "compute to reach 0.65: 5e+03" in text
+
+
+def test_recommendation_says_too_close_to_call(rng):
+    draws = {"a": rng.normal(0.601, 0.02, 2000), "b": rng.normal(0.600, 0.02, 2000)}
+    text = recommend_text(rank_recipes(draws, budget=1.0), budget=1.0)
+    assert text.startswith("Too close to call")
+
+
+def test_recommendation_names_the_risk_averse_choice(rng):
+    draws = {"risky": rng.normal(0.66, 0.06, 4000), "safe": rng.normal(0.64, 0.003, 4000)}
+    text = recommend_text(rank_recipes(draws, budget=1.0), budget=1.0)
+    assert "Risk-averse choice: 'safe'" in text
+
+
+def test_split_budget_known_answers():
+    # flat curves and two equally uncertain recipes: splitting buys the best of two at no cost
+    rng = np.random.default_rng(1)
+    noise = {"a": rng.normal(0, 0.05, 4000), "b": rng.normal(0, 0.05, 4000)}
+    flat = split_budget(lambda r, c: 0.6 + noise[r], ["a", "b"], 100.0, max_ways=2)
+    assert flat.loc[1, "expected_best"] > flat.loc[0, "expected_best"] + 0.02  # E[max] of two N(0, .05)
+    # steep curves and no doubt about the best: one run at the whole budget wins
+    steep = split_budget(lambda r, c: np.full(10, (0.7 if r == "a" else 0.5) * c / 100.0), ["a", "b"], 100.0)
+    assert steep.loc[steep["expected_best"].idxmax(), "ways"] == 1
+    assert steep.loc[0, "recipes"] == ["a"]
+
+
+def test_decide_on_a_fitted_model(fitted):
+    budget = 4 * float(fitted.runs_["compute"].max())
+    decision = decide(fitted, budget, target=0.6)
+    table = decision.table
+    assert set(table["recipe"]) == set(fitted.recipes)
+    assert table["p_best"].sum() == pytest.approx(1.0)
+    assert table["expected"].is_monotonic_decreasing
+    # scout (A = 0.71 in Table 1) is far ahead of the others in the shared sweep
+    assert table.iloc[0]["recipe"] == "scalerl_scout_moe"
+    assert "scalerl_scout_moe" in decision.recommendation
+    payload = json.loads(json.dumps(decision.to_dict(), default=str))
+    assert payload["table"][0]["recipe"] == "scalerl_scout_moe"
+    split = decide_split(fitted, budget, max_ways=2)
+    assert list(split.table["ways"]) == [1, 2]
+
+
+def test_decide_cli_on_a_saved_fit(fitted, tmp_path, capsys):
+    fitted.save(tmp_path / "fit.nc")
+    budget = 4 * float(fitted.runs_["compute"].max())
+    assert main(["decide", str(tmp_path), "--budget", f"{budget}", "--target", "0.6", "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["recommendation"] and payload["table"][0]["recipe"] == "scalerl_scout_moe"
+    assert main(["decide", str(tmp_path), "--budget", "-1"]) == 2
+    assert "--budget must be > 0" in capsys.readouterr().err

@@ -1,0 +1,71 @@
+"""`make demo`: the shipped example data, the end-to-end run (fast mode, on the session's small
+sweep so the compiled model is reused), and the live sweep's command line."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from forecast import demo, load_runs
+
+
+def test_shipped_synthetic_example_is_labelled_and_reproducible(tmp_path):
+    shipped = load_runs(demo.SYNTHETIC_EXAMPLE)
+    assert shipped["source"].str.contains("synthetic").all()  # never mistaken for real runs
+    assert shipped["recipe"].nunique() == 10 and shipped["run_id"].nunique() == 30
+    again = pd.read_csv(demo.write_synthetic_example(tmp_path / "runs.csv"))
+    pd.testing.assert_frame_equal(again, pd.read_csv(demo.SYNTHETIC_EXAMPLE))
+
+
+def test_default_data_prefers_the_trainer_sweep(tmp_path, monkeypatch):
+    monkeypatch.setattr(demo, "TRAINER_SWEEP", tmp_path / "absent.csv")
+    assert demo.default_runs_path() == demo.SYNTHETIC_EXAMPLE
+    present = tmp_path / "runs.csv"
+    present.write_text("run_id,recipe,compute,metric\n")
+    monkeypatch.setattr(demo, "TRAINER_SWEEP", present)
+    assert demo.default_runs_path() == present
+
+
+def test_demo_end_to_end(fitted, small_sweep, tmp_path, capsys):
+    """The whole demo on the small sweep in fast mode (same structure as `fitted`: no recompile)."""
+    runs = tmp_path / "runs.csv"
+    small_sweep.to_csv(runs, index=False)
+    out = tmp_path / "demo_out"
+    assert demo.main(["--runs", str(runs), "--out", str(out), "--fast"]) == 0
+    printed = capsys.readouterr().out
+    assert "P(best)" in printed and "asymptote A" in printed and "=> " in printed
+    assert "scalerl_scout_moe" in printed
+    for name in ("report.html", "fan_chart.png", "forest.png", "summary.json"):
+        assert (out / name).stat().st_size > 1000, name
+    assert (out / "fan_chart.png").read_bytes().startswith(b"\x89PNG")
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["synthetic"] is True and len(summary["recipes"]) == 3
+    assert summary["budget"] == pytest.approx(4 * small_sweep["compute"].max())
+
+
+def test_live_sweep_command_uses_real_trainer_flags(tmp_path, monkeypatch):
+    """The --live command line parses with trainer_minimal's own parser (flags not invented)."""
+    trainer_cli = pytest.importorskip("trainer_minimal.cli")
+    seen = {}
+
+    def fake_run(command, check):
+        seen["command"] = command
+        (tmp_path / "sweep").mkdir()
+        (tmp_path / "sweep" / "runs.csv").write_text("")
+
+    monkeypatch.setattr(demo.subprocess, "run", fake_run)
+    assert demo.run_live_sweep(tmp_path / "sweep") == tmp_path / "sweep" / "runs.csv"
+    args = trainer_cli.build_parser().parse_args(seen["command"][3:])
+    assert args.command == "sweep" and args.presets == demo.LIVE_PRESETS and args.slim
+    # the presets exist and the overrides are valid (the trainer's own check, run before any compute)
+    from trainer_minimal.sweep import plan_sweep
+
+    plan = plan_sweep(args.presets, args.seeds, str(tmp_path / "plan"), trainer_cli.explicit_overrides(args, trainer_cli.SWEEP_FIXED))
+    assert len(plan) == len(demo.LIVE_PRESETS.split(",")) * len(demo.LIVE_SEEDS.split(","))
+
+
+def test_demo_bad_runs_file_exits_2(tmp_path, capsys):
+    assert demo.main(["--runs", str(tmp_path / "missing.csv"), "--out", str(tmp_path / "out")]) == 2
+    assert "does not exist" in capsys.readouterr().err

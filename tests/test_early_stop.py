@@ -1,0 +1,147 @@
+"""Early-stop rules on hand-made posteriors (known answers), and the wrappers on a real fit."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from forecast.early_stop import (
+    EarlyStopConfig,
+    Recommendation,
+    check_beats_best,
+    check_reach_target,
+    check_remaining_gain,
+    evaluate_rules,
+    recommend_runs,
+    trainer_advice,
+)
+
+
+def spread(centre: float, n: int = 1000) -> np.ndarray:
+    """Draws evenly spread over [centre - 0.05, centre + 0.05): exact, seed-free probabilities."""
+    return centre - 0.05 + 0.1 * (np.arange(n) + 0.5) / n
+
+
+def test_check_beats_best_picks_the_best_alternative_and_counts_draws():
+    this = spread(0.50)
+    alternatives = {"weak": np.full(1000, 0.30), "strong": np.full(1000, 0.54)}
+    p, best, best_mean = check_beats_best(this, alternatives)
+    assert best == "strong" and best_mean == pytest.approx(0.54)
+    assert p == pytest.approx(0.10)  # 0.50 +- 0.05 uniform above 0.54: 1/10 of the draws
+    p_margin, _, _ = check_beats_best(this, alternatives, margin=0.03)
+    assert p_margin == pytest.approx(0.0, abs=1e-9)  # needs > 0.57: impossible
+
+
+def test_point_forecasts_broadcast():
+    p, best, _ = check_beats_best(np.array([0.6]), {"x": np.array([0.5])})
+    assert (p, best) == (1.0, "x")
+
+
+def test_target_and_gain():
+    assert check_reach_target(spread(0.50), 0.52) == pytest.approx(0.30)
+    assert check_remaining_gain(spread(0.60), spread(0.58)) == pytest.approx(0.02)
+
+
+def test_stop_when_it_cannot_beat_the_best():
+    rec = evaluate_rules(
+        "a-s0", spread(0.50), spread(0.45), {"b-s1": np.full(1000, 0.548)},
+        EarlyStopConfig(), budget=4e4, compute_now=1e4, n_evals=8,
+    )
+    assert rec.action == "stop" and rec.stop
+    assert rec.rule == "beats_best"
+    assert rec.probability == pytest.approx(0.02) and rec.value == rec.probability
+    assert rec.threshold == 0.05
+    assert rec.message == "stop: P(beats best 'b-s1' at 4e+04, 4.0x now) = 0.02 < 0.05"
+    assert rec.details["alternative"] == "b-s1"
+
+
+def test_stop_when_the_target_is_out_of_reach():
+    config = EarlyStopConfig(target=0.60, p_target_threshold=0.05)
+    rec = evaluate_rules("a", spread(0.50), spread(0.40), {}, config, budget=2.0, compute_now=1.0, n_evals=5)
+    assert (rec.action, rec.rule, rec.probability, rec.threshold) == ("stop", "reach_target", 0.0, 0.05)
+    assert "P(reaches 0.6 by 2) = 0.00 < 0.05" in rec.message
+
+
+def test_stop_when_saturated():
+    config = EarlyStopConfig(saturation_epsilon=0.005)
+    rec = evaluate_rules("a", spread(0.601), spread(0.60), {"b": spread(0.55)}, config, budget=2.0, compute_now=1.0, n_evals=9)
+    assert (rec.action, rec.rule) == ("stop", "saturated")
+    assert rec.value == pytest.approx(0.001) and rec.probability is None and rec.threshold == 0.005
+    assert rec.message == "stop: expected remaining gain to 2 = 0.0010 < 0.005"
+
+
+def test_continue_names_the_check_closest_to_firing():
+    other = np.random.default_rng(0).permutation(spread(0.62, 4000))  # independent of this run's draws
+    rec = evaluate_rules("a", spread(0.60, 4000), spread(0.50, 4000), {"b": other}, EarlyStopConfig(), budget=8.0, compute_now=1.0, n_evals=6)
+    assert rec.action == "continue"
+    assert rec.rule == "beats_best"
+    # two independent uniforms of width 0.1, 0.02 apart: P(U1 > U2 + 0.02) = 0.08^2 / 2 / 0.01 = 0.32
+    assert rec.probability == pytest.approx(0.32, abs=0.03) and rec.threshold == 0.05
+    assert rec.message.startswith("continue: P(beats best 'b' at 8, 8.0x now) = ")
+    assert "expected remaining gain" in rec.message  # every check is listed
+    assert {c["rule"] for c in rec.details["checks"]} == {"beats_best", "saturated"}
+
+
+def test_rules_in_order_first_fired_wins():
+    config = EarlyStopConfig(target=0.9)
+    rec = evaluate_rules("a", spread(0.50), spread(0.50), {"b": np.full(1000, 0.7)}, config, budget=2.0, compute_now=1.0, n_evals=9)
+    assert rec.rule == "beats_best"
+    assert [c["fired"] for c in rec.details["checks"]] == [True, True, True]
+
+
+def test_warmup_and_budget_reached():
+    rec = evaluate_rules("a", spread(0.5), spread(0.5), {}, EarlyStopConfig(min_evals=4), budget=2.0, compute_now=1.0, n_evals=3)
+    assert (rec.action, rec.rule, rec.value, rec.threshold) == ("continue", "warmup", 3.0, 4.0)
+    rec = evaluate_rules("a", spread(0.5), spread(0.5), {}, EarlyStopConfig(), budget=2.0, compute_now=2.0, n_evals=9)
+    assert (rec.action, rec.rule) == ("stop", "budget_reached")
+
+
+def test_saturation_rule_can_be_switched_off():
+    config = EarlyStopConfig(saturation_epsilon=None)
+    rec = evaluate_rules("a", spread(0.5), spread(0.5), {}, config, budget=2.0, compute_now=1.0, n_evals=9)
+    assert (rec.action, rec.rule) == ("continue", "no_rule")
+
+
+def test_to_dict_is_json():
+    rec = evaluate_rules("a", spread(0.5), spread(0.4), {"b": spread(0.6)}, EarlyStopConfig(), budget=2.0, compute_now=1.0, n_evals=9)
+    payload = json.loads(json.dumps(rec.to_dict()))
+    assert set(payload) >= {"action", "rule", "message", "probability", "value", "threshold", "run_id", "details"}
+    assert isinstance(Recommendation(**{k: payload[k] for k in ("action", "rule", "message")}), Recommendation)
+
+
+def test_recommend_runs_on_a_fitted_model(fitted):
+    last = fitted.runs_.groupby("run_id")["compute"].max()
+    budgets = {r: 4 * float(last[r]) for r in fitted.run_ids}
+    recs = recommend_runs(fitted, budgets, EarlyStopConfig(target=0.68))
+    assert set(recs) == set(fitted.run_ids)
+    for rec in recs.values():
+        assert rec.action in ("continue", "stop")
+        assert rec.threshold is not None and rec.value is not None
+        assert f"{rec.threshold:g}" in rec.message
+    # the 8-generation recipe (A = 0.585) cannot catch the Scout MoE (A = 0.71)
+    weak = [r for r in fitted.run_ids if r.startswith("scalerl_8gen")]
+    assert all(recs[r].stop for r in weak)
+    assert {recs[r].rule for r in weak} <= {"beats_best", "reach_target", "saturated"}
+    best = [r for r in fitted.run_ids if r.startswith("scalerl_scout_moe")]
+    assert any(not recs[r].stop or recs[r].rule == "saturated" for r in best)
+
+
+def test_trainer_advice_warms_up_without_fitting():
+    rows = pd.DataFrame({"run_id": ["x"] * 3, "recipe": ["r"] * 3, "compute": [1.0, 2.0, 3.0], "metric": [0.1, 0.2, 0.3]})
+    rec = trainer_advice(evals=rows, reference_path=None, planned_compute=10.0)
+    assert (rec.action, rec.rule) == ("continue", "warmup")
+    assert rec.to_dict()["run_id"] == "x"
+
+
+def test_trainer_advice_reports_an_unusable_reference(tmp_path):
+    rows = pd.DataFrame({"run_id": ["x"] * 5, "recipe": ["r"] * 5, "compute": [1.0, 2, 3, 4, 5], "metric": [0.1] * 5,
+                         "compute_unit": ["flops"] * 5})
+    ref = pd.DataFrame({"run_id": ["y"] * 3, "recipe": ["q"] * 3, "compute": [1.0, 2, 3], "metric": [0.5] * 3,
+                        "compute_unit": ["gpu_hours"] * 3})
+    ref.to_csv(tmp_path / "ref.csv", index=False)
+    rec = trainer_advice(evals=rows, reference_path=tmp_path / "ref.csv", planned_compute=10.0)
+    assert (rec.action, rec.rule) == ("continue", "advisor_error")
+    assert "mixes compute units" in rec.message

@@ -1,0 +1,39 @@
+"""trainer_minimal consults forecast.early_stop every N evaluations and stops on its advice."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+train_module = pytest.importorskip("trainer_minimal.train")
+config_module = pytest.importorskip("trainer_minimal.config")
+
+
+def strong_reference(path) -> None:
+    """A finished reference run far better than a tiny CPU run can get, over a wide FLOPs range."""
+    compute = np.geomspace(1e5, 1e9, 12)
+    metric = 0.3 + 0.65 * (1 - np.exp(-compute / 3e6))
+    pd.DataFrame({"run_id": "strong-s0", "recipe": "strong", "compute": compute, "metric": metric.round(4),
+                  "n_eval": 32, "compute_unit": "flops"}).to_csv(path, index=False)
+
+
+def test_trainer_stops_when_the_advisor_says_stop(tmp_path):
+    strong_reference(tmp_path / "reference.csv")
+    cfg = config_module.make_config(
+        "scalerl", out=str(tmp_path / "run"), max_steps=16, eval_every=2, warmup_steps=5, train_size=64,
+        val_size=16, val_samples=2, batch_size=4, group_size=2, n_layer=1, d_model=16, n_head=2,
+        advisor_every=2, advisor_reference=str(tmp_path / "reference.csv"),
+    )
+    summary = train_module.train(cfg)
+    assert summary["stopped"] is True
+    assert summary["steps"] < cfg.max_steps  # compute saved
+    stopped = json.loads((tmp_path / "run" / "stopped.json").read_text())
+    advice = stopped["advice"]
+    assert (advice["action"], advice["rule"]) == ("stop", "beats_best")
+    assert advice["probability"] < advice["threshold"] == 0.05
+    assert advice["message"].startswith("stop: P(beats best 'strong-s0'") and "< 0.05" in advice["message"]
+    evals = [json.loads(line) for line in (tmp_path / "run" / "evals.jsonl").read_text().splitlines()]
+    assert len(evals) == 4  # advice at evaluations 2 (warm-up: too few) and 4 (stop)

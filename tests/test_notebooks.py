@@ -1,0 +1,84 @@
+"""The notebooks execute, top to bottom, in a fresh kernel (FORECAST_NOTEBOOK_FAST=1: short chains
+on a 3-recipe slice), and are committed with their outputs cleared.
+
+Each notebook compiles the model at least once (~20 s of numba per new model structure), so the
+three run side by side in their own processes, started together the first time any of them is
+needed; each test then waits for its own notebook.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+NOTEBOOK_DIR = Path(__file__).resolve().parent.parent / "notebooks"
+NOTEBOOKS = sorted(p.name for p in NOTEBOOK_DIR.glob("*.ipynb"))
+TIMEOUT = 600  # seconds per notebook, generous for a loaded 2-core machine
+
+# Runs in a child process: execute one notebook with nbclient, write it executed, exit 1 with the
+# failing cell's error on failure.
+RUNNER = """
+import sys, nbformat
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
+source, target, folder, timeout = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+nb = nbformat.read(source, as_version=4)
+client = NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": folder}})
+try:
+    client.execute()
+except CellExecutionError as err:
+    print(err, file=sys.stderr)
+    sys.exit(1)
+finally:
+    nbformat.write(nb, target)
+"""
+
+
+@pytest.fixture(scope="module")
+def executions(tmp_path_factory):
+    """Start every notebook at once; {name: (process, executed copy path)}."""
+    out = tmp_path_factory.mktemp("notebooks")
+    env = {**os.environ, "FORECAST_NOTEBOOK_FAST": "1", "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
+    started = {}
+    for name in NOTEBOOKS:
+        target = out / name
+        command = [sys.executable, "-c", RUNNER, str(NOTEBOOK_DIR / name), str(target), str(NOTEBOOK_DIR), str(TIMEOUT)]
+        started[name] = (subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True), target)
+    yield started
+    for process, _ in started.values():
+        if process.poll() is None:
+            process.kill()
+
+
+def test_the_three_notebooks_are_there():
+    assert NOTEBOOKS == ["01_quickstart.ipynb", "02_budget_planning.ipynb", "03_early_stopping.ipynb"]
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_notebook_is_committed_without_outputs(name):
+    nb = nbformat.read(NOTEBOOK_DIR / name, as_version=4)
+    nbformat.validate(nb)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert code, "no code cells"
+    assert all(not c.outputs and c.execution_count is None for c in code), "clear outputs before committing"
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_notebook_executes(name, executions):
+    process, target = executions[name]
+    try:
+        _, stderr = process.communicate(timeout=TIMEOUT + 60)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        pytest.fail(f"{name} did not finish in {TIMEOUT + 60} s")
+    assert process.returncode == 0, f"{name} failed:\n{stderr[-4000:]}"
+    executed = nbformat.read(target, as_version=4)
+    errors = [o for c in executed.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
+    assert not errors
+    figures = [o for c in executed.cells if c.cell_type == "code" for o in c.outputs if "image/png" in o.get("data", {})]
+    assert figures, f"{name} drew no figure"

@@ -1,0 +1,63 @@
+"""ForecastPruner inside a small real Optuna study: a clearly worse trial is pruned with a stated
+reason, good trials run to the end, and the study's best trial is a good one."""
+
+from __future__ import annotations
+
+import numpy as np
+import optuna
+import pytest
+
+from forecast.curves import sigmoid_curve
+from forecast.optuna_pruner import ForecastPruner
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+STEPS = [int(round(100 * 1.25**i)) for i in range(16)]  # compute at each report
+N_EVAL = 1000
+ASYMPTOTE = {"good": 0.70, "good_too": 0.69, "bad": 0.42}
+
+
+def make_objective():
+    def objective(trial):
+        recipe = trial.suggest_categorical("recipe", list(ASYMPTOTE))
+        rng = np.random.default_rng(trial.number)
+        value = None
+        for step in STEPS:
+            p = sigmoid_curve(step, ASYMPTOTE[recipe], 1.5, 400.0, 0.2)
+            value = rng.binomial(N_EVAL, p) / N_EVAL
+            trial.report(value, step)
+            if trial.should_prune():
+                raise optuna.TrialPruned()
+        return value
+
+    return objective
+
+
+def test_forecast_pruner_in_a_real_study():
+    pruner = ForecastPruner(max_step=STEPS[-1], n_warmup_steps=4, interval_steps=4, n_eval=N_EVAL)
+    study = optuna.create_study(direction="maximize", pruner=pruner, sampler=optuna.samplers.RandomSampler(seed=0))
+    for recipe in ("good", "bad", "good_too"):
+        study.enqueue_trial({"recipe": recipe})
+    study.optimize(make_objective(), n_trials=3)
+    states = [t.state for t in study.trials]
+    assert states == [optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED, optuna.trial.TrialState.COMPLETE]
+    assert study.best_trial.params["recipe"] in ("good", "good_too")
+
+    why = pruner.advice[1]
+    assert (why.action, why.rule) == ("stop", "beats_best")
+    assert why.probability < why.threshold == 0.05
+    assert why.message.startswith("stop: P(beats best 'trial-0'") and "< 0.05" in why.message
+    assert len(study.trials[1].intermediate_values) < len(STEPS)  # stopped early: compute saved
+    assert pruner.advice[0].rule == "no_reference"  # the first trial had nothing to compare with
+    assert pruner.advice[2].action == "continue"
+
+
+def test_forecast_pruner_rejects_values_that_are_not_rates():
+    pruner = ForecastPruner(max_step=10)
+    study = optuna.create_study(direction="maximize", pruner=pruner)
+    study.add_trial(optuna.trial.create_trial(value=0.5, intermediate_values={1: 0.3, 2: 0.5}))
+    trial = study.ask()
+    for step in range(1, 5):
+        trial.report(float(step), step)  # accuracy in percent, say: not a rate
+    with pytest.raises(ValueError, match=r"rates in \[0, 1\]"):
+        trial.should_prune()

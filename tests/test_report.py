@@ -1,0 +1,355 @@
+"""The planning report: pure fragments on hand-made data, one real report from the shared fit,
+the CLI's exit codes, and the page rendered in headless Chromium."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import shutil
+import subprocess
+import sys
+from html.parser import HTMLParser
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from forecast import report as rp
+
+# ----------------------------------------------------------------------------- pure pieces
+
+
+def test_p_best_from_draws_counts_winners():
+    draws = np.array([[0.5, 0.6, 0.1], [0.7, 0.6, 0.1], [0.2, 0.9, 0.1], [0.3, 0.4, 0.1]])
+    np.testing.assert_allclose(rp.p_best_from_draws(draws), [0.25, 0.75, 0.0])
+    with pytest.raises(ValueError, match="n_draws, n_recipes"):
+        rp.p_best_from_draws(np.ones(3))
+
+
+def test_default_budget_and_target():
+    runs = pd.DataFrame({"compute": [1.0, 10.0, 250.0]})
+    assert rp.default_budget(runs) == 1000.0
+    # median of the ceilings, rounded down to 0.01: about half the recipes reach it
+    assert rp.default_target_from_asymptotes([0.58, 0.612, 0.70]) == 0.61
+
+
+@pytest.mark.parametrize(
+    "value, text",
+    [(38400.0, "38,400"), (3.2e15, "3.2e15"), (float("inf"), "never"), (0.0, "0"), (2.5, "2.5"), (float("nan"), "–")],
+)
+def test_fmt_compute(value, text):
+    assert rp.fmt_compute(value) == text
+
+
+def test_fmt_prob_ends():
+    assert rp.fmt_prob(0.001) == "<0.01"
+    assert rp.fmt_prob(0.999) == ">0.99"
+    assert rp.fmt_prob(1.0) == "1.00"
+    assert rp.fmt_prob(0.4567) == "0.46"
+
+
+def test_table_html_escapes_cells_but_not_raw_columns():
+    rows = [{"name": "<b>x</b> & y", "bar": '<span class="bar"></span>', "v": 1.5}]
+    out = rp.table_html(rows, [("name", "Name <1>"), ("bar", "bar"), ("v", "v")], numeric={"v"}, raw={"bar"})
+    assert "&lt;b&gt;x&lt;/b&gt; &amp; y" in out
+    assert "Name &lt;1&gt;" in out
+    assert '<span class="bar"></span>' in out
+    assert '<td class="num">1.5</td>' in out
+
+
+def test_figure_html_is_an_inline_png():
+    out = rp.figure_html(b"\x89PNG fake", alt='a "chart"', caption="c")
+    assert 'src="data:image/png;base64,' in out
+    assert 'alt="a &quot;chart&quot;"' in out
+
+
+def test_convergence_banner_only_when_not_converged():
+    assert rp.convergence_banner_html({"converged": True, "problems": []}) == ""
+    banner = rp.convergence_banner_html({"converged": False, "problems": ["R-hat up to 1.2 <bad>"]})
+    assert "did not converge" in banner and "&lt;bad&gt;" in banner
+
+
+def test_split_sentences_keeps_numbers_whole():
+    text = "Scale 'a': expected 0.693 (90% interval 0.645-0.739), P(best) = 0.89. Runner-up 'b': 6.4e+04 gpu_hours. P(>= 0.6) = 0.9."
+    assert rp.split_sentences(text) == [
+        "Scale 'a': expected 0.693 (90% interval 0.645-0.739), P(best) = 0.89.",
+        "Runner-up 'b': 6.4e+04 gpu_hours.",
+        "P(>= 0.6) = 0.9.",
+    ]
+    rec = rp.recommendation_from_text(text, "test", extra=["Budget split: one run."])
+    assert rec.headline.startswith("Scale 'a'") and rec.reasons[-1] == "Budget split: one run."
+
+
+def test_json_safe_turns_inf_and_nan_into_null():
+    out = rp.json_safe({"a": np.float64(np.inf), "b": [np.nan, np.int64(3)], "c": np.bool_(True)})
+    assert out == {"a": None, "b": [None, 3], "c": True}
+    json.dumps(out, allow_nan=False)
+
+
+def hand_made_report(*, converged=True, title="Plan <Q3>") -> rp.ReportData:
+    """A ReportData without a fit: the renderer is a pure function of it."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(2, 1))
+    ax.plot([0, 1], [0, 1])
+    png = rp.figure_png(fig)
+    table = pd.DataFrame(
+        {
+            "recipe": ["a<script>", "b"],
+            "p_best": [0.9, 0.1],
+            "at_budget_q05": [0.5, 0.4], "at_budget_q50": [0.6, 0.5], "at_budget_q95": [0.7, 0.6],
+            "A_q05": [0.55, 0.45], "A_q50": [0.62, 0.52], "A_q95": [0.7, 0.6],
+            "p_reach": [1.0, 0.2],
+            "c_target_q05": [10.0, 100.0], "c_target_q50": [20.0, np.inf], "c_target_q95": [40.0, np.inf],
+            "p_target": [1.0, 0.1],
+        }
+    )  # fmt: skip
+    diagnostics = {
+        "max_rhat": 1.002 if converged else 1.2, "min_ess_bulk": 900.0, "min_ess_tail": 800.0,
+        "divergences": 0, "n_draws": 2000, "rhat_limit": 1.01, "ess_limit": 400.0,
+        "converged": converged, "problems": [] if converged else ["R-hat up to 1.200 (> 1.01): chains disagree"],
+    }  # fmt: skip
+    provenance = {
+        "inputs": ["runs.csv"], "n_runs": 4, "n_recipes": 2, "n_evaluations": 40, "compute_range": [1.0, 100.0],
+        "compute_unit": "gpu_hours", "forecast_version": "0.0.test", "generated": "2025-01-01 00:00 UTC",
+        "sampler": "nutpie", "random_seed": 0, "python": "3.11",
+    }  # fmt: skip
+    rec = rp.Recommendation("Scale a<script>", ["because <reasons>"], source="test")
+    return rp.ReportData(
+        title=title, budget=400.0, target=0.6, compute_unit="gpu_hours", recipe_table=table,
+        recommendation=rec, diagnostics=diagnostics, provenance=provenance,
+        figures={"fan_chart": png, "forest": png}, notes=["a note"],
+    )  # fmt: skip
+
+
+class _Tags(HTMLParser):
+    """Counts tags and collects external references, to check structure without a browser."""
+
+    def __init__(self):
+        super().__init__()
+        self.tags, self.external = {}, []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags[tag] = self.tags.get(tag, 0) + 1
+        for name, value in attrs:
+            if name in ("src", "href") and value and not value.startswith(("data:", "#")):
+                self.external.append(value)
+
+
+def parse(page: str) -> _Tags:
+    tags = _Tags()
+    tags.feed(page)
+    return tags
+
+
+def test_render_report_from_hand_made_data():
+    page = rp.render_report(hand_made_report())
+    tags = parse(page)
+    assert tags.tags["img"] == 2 and tags.tags["table"] >= 2
+    assert tags.tags.get("script", 0) == 0 and tags.external == []  # opens offline, runs nothing
+    assert "<script>" not in page.split("<style>")[1]  # user text is escaped everywhere
+    assert "Plan &lt;Q3&gt;" in page and "a&lt;script&gt;" in page
+    assert "convergence-warning" not in page
+    for anchor in ("recommendation", "recipe-table", "fan-charts", "asymptotes", "compute-to-target", "diagnostics", "provenance"):
+        assert f'id="{anchor}"' in page, anchor
+    assert "never" in page  # an infinite compute-to-target is said in words
+
+
+def test_render_report_without_a_target():
+    data = hand_made_report()
+    data.target = None
+    data.recipe_table = data.recipe_table.drop(columns=["p_reach", "p_target", "c_target_q05", "c_target_q50", "c_target_q95"])
+    page = rp.render_report(data)
+    assert "No target given" in page and "compute to reach" not in page
+    assert "P(best)" in rp.recipe_table_text(data)
+
+
+def test_not_converged_fit_is_flagged_at_the_top():
+    page = rp.render_report(hand_made_report(converged=False))
+    banner = page.index('id="convergence-warning"')
+    assert banner < page.index('id="recommendation"')
+    assert "NOT CONVERGED" in page
+
+
+# ----------------------------------------------------------------------------- from a real fit
+
+
+@pytest.fixture(scope="module")
+def report_file(fitted, tmp_path_factory):
+    path = tmp_path_factory.mktemp("report") / "report.html"
+    data = rp.write_report(fitted, path, target=0.6, inputs=["small_sweep.csv"])
+    return path, data
+
+
+def test_report_numbers_from_the_fit(fitted, report_file):
+    _, data = report_file
+    table = data.recipe_table
+    assert sorted(table["recipe"]) == sorted(fitted.recipes)
+    assert table["p_best"].sum() == pytest.approx(1.0)
+    assert table["at_budget_mean"].is_monotonic_decreasing  # best expected metric first
+    assert (table["at_budget_q05"] <= table["at_budget_q95"]).all()
+    assert data.budget == pytest.approx(4 * fitted.runs_["compute"].max())
+    # scalerl_scout_moe has the highest Table 1 asymptote (0.71 vs 0.61, 0.585)
+    assert table.iloc[0]["recipe"] == "scalerl_scout_moe"
+    assert data.synthetic and data.provenance["n_runs"] == 6
+    png = data.figures["fan_chart"]
+    assert png.startswith(b"\x89PNG")
+
+
+def test_report_speaks_with_the_decision_and_stop_modules(fitted, report_file):
+    _, data = report_file
+    assert data.recommendation.source == "forecast.decisions"
+    assert "scalerl_scout_moe" in data.recommendation.headline
+    assert any(r.startswith("Budget split:") for r in data.recommendation.reasons)
+    advice = data.stop_advice.table
+    assert sorted(advice["run_id"]) == sorted(fitted.run_ids)
+    assert set(advice["decision"]) <= {"stop", "continue"}
+    assert data.notes == []
+
+
+def test_report_falls_back_without_the_decision_modules(fitted, monkeypatch):
+    """A trimmed install without forecast.decisions/early_stop still gets a report, and says so."""
+    monkeypatch.setitem(sys.modules, "forecast.decisions", None)  # import now raises ImportError
+    monkeypatch.setitem(sys.modules, "forecast.early_stop", None)
+    table, rec, notes = rp.scale_decision(fitted, 1e5, 0.6)
+    assert "built-in" in rec.source and notes
+    assert table["p_best"].sum() == pytest.approx(1.0)
+    assert {"p_target", "c_target_q50", "A_q50", "at_budget_q50"} <= set(table.columns)
+    advice, notes = rp.stop_advice(fitted, 1e5, 0.6)
+    assert advice is None and "early_stop" in notes[0]
+
+
+def test_written_report_is_self_contained(report_file):
+    path, _ = report_file
+    page = path.read_text(encoding="utf-8")
+    tags = parse(page)
+    assert tags.tags["img"] == 2 and tags.external == [] and tags.tags.get("script", 0) == 0
+    assert "Synthetic data" in page and "scaling-forecast" in page
+    assert not list(path.parent.glob(".*.tmp"))  # atomic write left nothing behind
+
+
+def test_report_summary_is_strict_json(report_file):
+    path, data = report_file
+    text = json.dumps(rp.report_summary(data, path), allow_nan=False)
+    assert json.loads(text)["recipes"][0]["recipe"] == data.recipe_table.iloc[0]["recipe"]
+
+
+# ----------------------------------------------------------------------------- CLI
+
+
+def test_cli_report_from_a_saved_fit(fitted, tmp_path, capsys):
+    from forecast.cli import main
+
+    fitted.save(tmp_path / "fit.nc")
+    out = tmp_path / "r.html"
+    assert main(["report", str(tmp_path), "--target", "0.6", "--budget", "5e4", "-o", str(out), "--json", "--no-progress"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["budget"] == 5e4 and summary["target"] == 0.6 and out.exists()
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--budget", "-3"], "--budget must be > 0"),
+        (["--target", "1.5"], "--target must lie in (0, 1)"),
+    ],
+)
+def test_cli_report_bad_input_exits_2(tmp_path, capsys, args, message):
+    from forecast.cli import main
+
+    runs = tmp_path / "runs.csv"
+    runs.write_text("run_id,recipe,compute,metric\na,r,1,0.1\na,r,2,0.2\n")
+    assert main(["report", str(runs), *args]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_cli_report_missing_file_exits_2(tmp_path, capsys):
+    from forecast.cli import main
+
+    assert main(["report", str(tmp_path / "nope.csv")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- in a real browser
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (make chromium installs it)")
+
+
+def chromium(*args, timeout=60) -> subprocess.CompletedProcess:
+    """Headless Chromium with console logging on stderr and every host unresolvable: a page that
+    tried to fetch anything from the network would render broken."""
+    command = [
+        CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+        "--enable-logging=stderr", "--v=0", "--host-resolver-rules=MAP * ~NOTFOUND", *args,
+    ]  # fmt: skip
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+
+
+def console_messages(stderr: str) -> list[str]:
+    """Lines the page logged to its console. The report has no scripts, so any line is an error."""
+    return [line for line in stderr.splitlines() if ":CONSOLE" in line]
+
+
+def ink_and_band_share(png_path) -> tuple[float, float]:
+    """(share of non-background pixels, share of pixels in the fan charts' 50% band colour).
+
+    The 50% band (tab:blue at alpha 0.35 over the 90% band) is a colour nothing else on the page
+    uses, so it is present only if the chart images were decoded and drawn."""
+    import matplotlib.image as mpimg
+    from matplotlib.colors import to_rgb
+
+    rgb = mpimg.imread(png_path)[..., :3]
+    blue = np.array(to_rgb("tab:blue"))
+    band90 = 1 - 0.18 * (1 - blue)
+    band50 = band90 * (1 - 0.35) + 0.35 * blue
+    inked = 1 - np.all(rgb > 0.94, axis=-1).mean()
+    band = np.all(np.abs(rgb - band50) < 0.04, axis=-1).mean()
+    return float(inked), float(band)
+
+
+@needs_chromium
+def test_console_check_catches_a_broken_page(tmp_path):
+    """The no-console-error check below is not vacuous: a page that errors is caught."""
+    bad = tmp_path / "bad.html"
+    bad.write_text('<html><body><script>console.error("boom"); missingFunction();</script></body></html>')
+    result = chromium("--dump-dom", bad.as_uri())
+    messages = console_messages(result.stderr)
+    assert any("boom" in m for m in messages) and any("missingFunction" in m for m in messages)
+
+
+@needs_chromium
+def test_report_renders_in_headless_chromium(report_file, tmp_path):
+    path, data = report_file
+    shot = tmp_path / "report.png"
+    result = chromium(f"--screenshot={shot}", "--window-size=1280,2400", path.as_uri())
+    assert shot.exists(), result.stderr[-2000:]
+    assert console_messages(result.stderr) == []
+
+    dom = chromium("--dump-dom", path.as_uri())
+    assert console_messages(dom.stderr) == []
+    tags = parse(dom.stdout)
+    assert tags.tags.get("img") == 2 and tags.tags.get("table", 0) >= 2
+    assert re.search(r'<table id="recipe-table">', dom.stdout)
+    assert re.search(r'<table id="compute-to-target-table">', dom.stdout)
+    assert dom.stdout.count('src="data:image/png;base64,') == 2
+    for recipe in data.recipe_table["recipe"]:
+        assert recipe in dom.stdout
+
+    inked, band = ink_and_band_share(shot)
+    assert inked > 0.05, "the screenshot is (almost) blank"
+    # measured: ~0.003 with the charts drawn, ~0.000002 with the images blanked out
+    assert band > 0.0005, f"the fan charts were not drawn ({band:.6f} of pixels in band colour)"
+
+
+def test_page_image_is_decodable(report_file):
+    """The inline PNGs decode (a browser shows a broken-image icon otherwise)."""
+    import base64
+
+    import matplotlib.image as mpimg
+
+    path, _ = report_file
+    for blob in re.findall(r'src="data:image/png;base64,([^"]+)"', path.read_text()):
+        image = mpimg.imread(io.BytesIO(base64.b64decode(blob)), format="png")
+        assert image.shape[0] > 100 and image.shape[1] > 100

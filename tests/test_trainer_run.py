@@ -1,0 +1,187 @@
+"""End-to-end tests of trainer_minimal on a tiny config: learning, crash-resume, the early-stop hook,
+refusal of bad input, the Hugging Face path, bfloat16, and the sweep."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import types
+
+import pytest
+import torch
+
+from trainer_minimal import make_config
+from trainer_minimal.cli import main
+from trainer_minimal.logging_io import read_jsonl
+from trainer_minimal.tokenizer import CharTokenizer
+from trainer_minimal.train import train
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Reversing 3 digits with a one-layer model: learnt in seconds, so a few steps show a rise.
+TINY = dict(d_model=32, n_layer=1, n_head=2, tasks="rev", max_size=1, train_size=400, val_size=50,
+            val_samples=4, warmup_steps=60, warmup_batch=32, batch_size=8, group_size=4, gen_len=5, lr=2e-3)
+RUN_FORMAT = {"run_id", "recipe", "seed", "compute", "compute_unit", "metric", "n_eval", "step", "device_seconds"}
+
+
+@pytest.fixture(scope="session")
+def warm_cache(tmp_path_factory):
+    """One warm start for every test of this module (it is keyed by its settings)."""
+    return str(tmp_path_factory.mktemp("warmstart"))
+
+
+def tiny(out, warm_cache, preset="scalerl", **overrides):
+    return make_config(preset, out=str(out), warmstart_cache=warm_cache, **{**TINY, **overrides})
+
+
+def tiny_flags(**overrides):
+    flags = []
+    for key, value in {**TINY, **overrides}.items():
+        flags += ["--" + key.replace("_", "-"), str(value)]
+    return flags
+
+
+def child_env():
+    # the source tree first, one thread: the child sees the same package and the same numerics
+    return {**os.environ, "PYTHONPATH": REPO + os.pathsep + os.environ.get("PYTHONPATH", ""), "OMP_NUM_THREADS": "1"}
+
+
+def test_seeded_smoke_run_reward_rises(tmp_path, warm_cache):
+    summary = train(tiny(tmp_path / "run", warm_cache, max_steps=40, eval_every=10))
+    evals = read_jsonl(tmp_path / "run" / "evals.jsonl")
+    log = read_jsonl(tmp_path / "run" / "train_log.jsonl")
+    assert [r["step"] for r in evals] == [10, 20, 30, 40]
+    assert RUN_FORMAT <= set(evals[0])
+    assert {r["compute_unit"] for r in evals} == {"flops"} and evals[0]["n_eval"] == 200
+    assert all(b["compute"] > a["compute"] > 0 for a, b in zip(evals, evals[1:]))
+    assert evals[-1]["metric"] > summary["r0"] + 0.1, (summary["r0"], [r["metric"] for r in evals])
+    first, last = (sum(r["reward"] for r in chunk) / len(chunk) for chunk in (log[:10], log[-10:]))
+    assert last > first + 0.1
+    assert {"reward", "entropy", "clip_frac", "zero_var_frac", "trained_tokens", "grad_norm"} <= set(log[0])
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert config["loss_type"] == "cispo" and config["run_id"] == "scalerl-s0"
+
+
+def test_resume_after_kill_9_keeps_the_eval_log_exact(tmp_path, warm_cache):
+    run = tmp_path / "killed"
+    cmd = [sys.executable, "-m", "trainer_minimal", "train", "--out", str(run), "--warmstart-cache", warm_cache,
+           "--max-steps", "400", "--eval-every", "2", *tiny_flags()]
+    child = subprocess.Popen(cmd, env=child_env(), cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.time() + 120
+    while len(read_jsonl(run / "evals.jsonl")) < 3:
+        assert child.poll() is None, child.stderr.read().decode()
+        assert time.time() < deadline, "the child wrote no evaluations in time"
+        time.sleep(0.05)
+    os.kill(child.pid, signal.SIGKILL)
+    assert child.wait() == -signal.SIGKILL
+    with open(run / "evals.jsonl", "a") as f:  # as if the kill had hit mid-write
+        f.write('{"run_id": "scalerl-s0", "metr')
+
+    ckpt_step = torch.load(run / "ckpt.pt", weights_only=False)["state"]["step"]
+    end = ckpt_step + 6
+    assert main(["train", "--out", str(run), "--resume", "--max-steps", str(end)]) == 0
+    rows = read_jsonl(run / "evals.jsonl")
+    assert [r["step"] for r in rows] == list(range(2, end + 1, 2))  # none lost, none duplicated
+    assert (run / "evals.jsonl").read_text().endswith("\n")
+
+    # the resumed run is the run that was never killed
+    train(tiny(tmp_path / "reference", warm_cache, max_steps=end, eval_every=2))
+    reference = read_jsonl(tmp_path / "reference" / "evals.jsonl")
+    assert [r["metric"] for r in rows] == [r["metric"] for r in reference]
+    assert [r["compute"] for r in rows] == [r["compute"] for r in reference]
+
+
+def test_advisor_stop_ends_the_run_with_stopped_json(tmp_path, warm_cache, monkeypatch):
+    calls = []
+
+    def trainer_advice(evals, reference_path, planned_compute):
+        calls.append(dict(rows=len(evals), columns=set(evals.columns), reference=reference_path,
+                          planned=planned_compute))
+        action = "stop" if len(calls) == 2 else "continue"
+        return types.SimpleNamespace(action=action, rule="fake", message=f"call {len(calls)}",
+                                     to_dict=lambda: dict(action=action, rule="fake"))
+
+    monkeypatch.setitem(sys.modules, "forecast.early_stop", types.SimpleNamespace(trainer_advice=trainer_advice))
+    summary = train(tiny(tmp_path / "run", warm_cache, max_steps=40, eval_every=2, advisor_every=2))
+    assert summary["stopped"] and summary["steps"] == 8  # consulted after evals 2 and 4 (steps 4, 8)
+    assert [c["rows"] for c in calls] == [2, 4] and RUN_FORMAT <= calls[0]["columns"]
+    assert calls[0]["reference"] is None and calls[0]["planned"] > 0
+    stopped = json.loads((tmp_path / "run" / "stopped.json").read_text())
+    assert stopped["step"] == 8 and stopped["advice"] == {"action": "stop", "rule": "fake"}
+    assert stopped["compute"] == read_jsonl(tmp_path / "run" / "evals.jsonl")[-1]["compute"]
+    assert torch.load(tmp_path / "run" / "ckpt.pt", weights_only=False)["state"]["step"] == 8
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["train", "--preset", "nope"], "unknown preset 'nope'"),
+    (["train", "--loss-type", "ppo2"], "invalid choice"),
+    (["train", "--not-a-knob", "1"], "unrecognized arguments"),
+    (["train", "--lr", "-1"], "lr must be > 0"),
+    (["train", "--group-size", "1"], "group_size must be >= 2"),
+    (["train", "--batch-size", "abc"], "invalid int value"),
+    (["train", "--eval-every", "3", "--off-policy-k", "2"], "multiple of off_policy_k"),
+    (["train", "--resume"], "no checkpoint"),
+    (["train", "--model-path", "/nonexistent/model"], "not a local Hugging Face model folder"),
+    (["sweep", "--presets", "grpo,nope", "--seeds", "0"], "unknown preset 'nope'"),
+    (["sweep", "--presets", "grpo", "--seeds", "0,x"], "comma list of integers"),
+])
+def test_bad_input_is_refused_with_exit_2_before_any_compute(tmp_path, capsys, argv, message):
+    out = tmp_path / "out"
+    code = main([*argv, "--out", str(out)])
+    assert code == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()  # nothing created, nothing computed
+
+
+def test_a_fresh_run_never_overwrites_an_existing_one(tmp_path, warm_cache, capsys):
+    train(tiny(tmp_path / "run", warm_cache, max_steps=2, eval_every=2))
+    before = (tmp_path / "run" / "evals.jsonl").read_text()
+    assert main(["train", "--out", str(tmp_path / "run")]) == 2
+    assert "already holds a run" in capsys.readouterr().err
+    assert (tmp_path / "run" / "evals.jsonl").read_text() == before
+
+
+def test_hugging_face_tiny_model_runs_a_step_on_cpu(tmp_path, warm_cache):
+    transformers = pytest.importorskip("transformers")
+    config = transformers.LlamaConfig(vocab_size=CharTokenizer().vocab_size, hidden_size=32, intermediate_size=64,
+                                      num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
+                                      max_position_embeddings=64)
+    torch.manual_seed(0)
+    transformers.LlamaForCausalLM(config).save_pretrained(tmp_path / "llama")
+    summary = train(tiny(tmp_path / "run", warm_cache, model_path=str(tmp_path / "llama"), warmup_steps=5,
+                         max_steps=2, eval_every=2, zero_var_filter=False, dtype="bfloat16"))
+    assert summary["steps"] == 2
+    log = read_jsonl(tmp_path / "run" / "train_log.jsonl")
+    assert all(r["grad_norm"] is not None and r["trained_tokens"] > 0 for r in log)
+    (row,) = read_jsonl(tmp_path / "run" / "evals.jsonl")
+    assert row["compute"] > 0 and 0 <= row["metric"] <= 1 and row["n_params"] > 0
+
+
+def test_bfloat16_with_and_without_fp32_head(tmp_path, warm_cache):
+    for fp32 in (True, False):
+        out = tmp_path / f"fp32-{fp32}"
+        summary = train(tiny(out, warm_cache, dtype="bfloat16", fp32_logits=fp32, warmup_steps=0,
+                             max_steps=2, eval_every=2, zero_var_filter=False))
+        assert summary["steps"] == 2
+        assert all(r["grad_norm"] is not None for r in read_jsonl(out / "train_log.jsonl"))
+
+
+def test_sweep_runs_recipes_in_parallel_and_writes_runs_csv(tmp_path, warm_cache, monkeypatch, capsys):
+    pd = pytest.importorskip("pandas")
+    monkeypatch.setenv("PYTHONPATH", REPO)  # the runs are child processes of this one
+    out = tmp_path / "sweep"
+    argv = ["sweep", "--presets", "grpo,cispo", "--seeds", "0", "--out", str(out), "--workers", "2",
+            "--warmstart-cache", warm_cache, "--max-steps", "4", "--eval-every", "2", *tiny_flags()]
+    assert main(argv) == 0
+    table = pd.read_csv(out / "runs.csv")
+    assert set(table["run_id"]) == {"grpo-s0", "cispo-s0"} and len(table) == 4
+    assert list(table.columns[:9]) == ["run_id", "recipe", "seed", "compute", "compute_unit", "metric", "n_eval",
+                                       "step", "device_seconds"]
+    assert (table["compute"] > 0).all() and set(table["compute_unit"]) == {"flops"}
+    assert set(table["loss_type"]) == {"ppo", "cispo"}
+    # running it again skips the finished runs and rewrites the same table
+    capsys.readouterr()
+    assert main(argv) == 0
+    assert capsys.readouterr().out.count("finished, skipped") == 2
+    pd.testing.assert_frame_equal(pd.read_csv(out / "runs.csv"), table)

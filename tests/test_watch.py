@@ -1,0 +1,140 @@
+"""`forecast watch`: following run logs while they are appended to, torn last lines included.
+
+The advisor (fit + rules) is replaced by a recording fake here: what is tested is the polling —
+which evaluations are seen when, that a half-written line is skipped and picked up whole later,
+and that advice is written atomically. The rules themselves are tested in test_early_stop.py.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from forecast.cli import main
+from forecast.early_stop import EarlyStopConfig, Recommendation
+from forecast.watch import WatchState, planned_budget, poll, scan_runs, watch
+
+
+def row(run_id: str, i: int, metric: float) -> str:
+    return json.dumps({"run_id": run_id, "recipe": run_id.split("-")[0], "compute": 100.0 * (i + 1),
+                       "metric": metric, "n_eval": 800, "step": 10 * (i + 1), "compute_unit": "flops"}) + "\n"
+
+
+def append(path, text: str) -> None:
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(text)
+
+
+class FakeAdvisor:
+    """Records what it was asked; says stop for runs whose name starts with 'bad'."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, table, budgets, config):
+        self.calls.append({r: int((table["run_id"] == r).sum()) for r in sorted(budgets)} | {"_budgets": dict(budgets)})
+        return {
+            r: Recommendation("stop" if r.startswith("bad") else "continue", "beats_best",
+                              f"{'stop' if r.startswith('bad') else 'continue'}: P(beats best) = 0.01 < 0.05",
+                              run_id=r, probability=0.01, value=0.01, threshold=0.05)
+            for r in budgets
+        }
+
+
+@pytest.fixture
+def sweep(tmp_path):
+    for run in ("good-s0", "bad-s0"):
+        (tmp_path / run).mkdir()
+    return tmp_path
+
+
+def test_poll_follows_appends_and_skips_a_torn_last_line(sweep):
+    good, bad = sweep / "good-s0" / "evals.jsonl", sweep / "bad-s0" / "evals.jsonl"
+    for i in range(4):
+        append(good, row("good-s0", i, 0.1 + 0.05 * i))
+        append(bad, row("bad-s0", i, 0.1))
+    torn = row("good-s0", 4, 0.35)
+    append(good, torn[:25])  # a write in progress
+    advisor, state = FakeAdvisor(), WatchState()
+    config = EarlyStopConfig(min_evals=4)
+
+    new = poll(sweep, state, config=config, budget=1e4, advisor=advisor)
+    assert {r.run_id for r in new} == {"good-s0", "bad-s0"}
+    assert advisor.calls[-1]["good-s0"] == 4  # the torn fifth row is not read
+    assert advisor.calls[-1]["_budgets"] == {"good-s0": 1e4, "bad-s0": 1e4}
+
+    assert poll(sweep, state, config=config, budget=1e4, advisor=advisor) == []  # nothing new: no refit
+    assert len(advisor.calls) == 1
+
+    append(good, torn[25:])  # the line completes
+    new = poll(sweep, state, config=config, budget=1e4, advisor=advisor)
+    assert [r.run_id for r in new] == ["good-s0"]
+    assert advisor.calls[-1]["good-s0"] == 5
+    assert state.latest["bad-s0"].action == "stop"
+
+
+def test_runs_in_warmup_and_finished_runs(sweep):
+    good, bad = sweep / "good-s0" / "evals.jsonl", sweep / "bad-s0" / "evals.jsonl"
+    append(good, row("good-s0", 0, 0.1))
+    for i in range(5):
+        append(bad, row("bad-s0", i, 0.1))
+    (sweep / "bad-s0" / "summary.json").write_text("{}")  # finished: an alternative, not advised
+    advisor, state = FakeAdvisor(), WatchState()
+    new = poll(sweep, state, config=EarlyStopConfig(min_evals=4), budget=1e4, advisor=advisor)
+    assert [(r.run_id, r.rule) for r in new] == [("good-s0", "warmup")]
+    assert advisor.calls == []  # nobody to advise yet: no fit
+
+
+def test_budget_from_the_run_config(sweep):
+    folder = sweep / "good-s0"
+    for i in range(3):
+        append(folder / "evals.jsonl", row("good-s0", i, 0.2))
+    table, folders = scan_runs(sweep)
+    rows = table[table["run_id"] == "good-s0"]
+    assert planned_budget(folder, rows) is None
+    (folder / "config.json").write_text(json.dumps({"max_steps": 120, "advisor_budget": 0.0}))
+    assert planned_budget(folder, rows) == pytest.approx(300.0 / 30 * 120)  # compute per step x steps
+    (folder / "config.json").write_text(json.dumps({"max_steps": 120, "advisor_budget": 5e3}))
+    assert planned_budget(folder, rows) == 5e3
+    assert planned_budget(folder, rows, override=7.0) == 7.0
+
+
+def test_watch_loop_prints_and_writes_atomically_while_the_log_grows(sweep):
+    good, bad = sweep / "good-s0" / "evals.jsonl", sweep / "bad-s0" / "evals.jsonl"
+    for i in range(4):
+        append(good, row("good-s0", i, 0.1 + 0.05 * i))
+        append(bad, row("bad-s0", i, 0.1))
+    pending = [row("good-s0", 4, 0.35)[:30], row("good-s0", 4, 0.35)[30:] + row("good-s0", 5, 0.4)]
+    lines, writes = [], []
+
+    def sleep(_seconds):  # between polls the trainer writes: first half a line, then the rest
+        writes.append(json.loads((sweep / "recommendations.json").read_text()))
+        if pending:
+            append(good, pending.pop(0))
+
+    state = watch(sweep, interval=0, budget=1e4, config=EarlyStopConfig(min_evals=4), max_polls=4,
+                  advisor=FakeAdvisor(), say=lines.append, sleep=sleep)
+    assert state.polls == 4
+    assert len(lines) == 3  # both runs at the first poll, good-s0 again when its rows completed
+    assert lines[0].startswith("[") and "P(beats best) = 0.01 < 0.05" in lines[0]
+    final = json.loads((sweep / "recommendations.json").read_text())
+    assert final["recommendations"]["bad-s0"]["action"] == "stop"
+    assert final["recommendations"]["good-s0"]["details"]["n_evals"] == 6
+    assert all("recommendations" in w for w in writes)
+    assert not list(sweep.glob(".recommendations.json.*"))  # no temporary file left behind
+
+
+def test_watch_cli_once_json(sweep, capsys):
+    append(sweep / "good-s0" / "evals.jsonl", row("good-s0", 0, 0.1) + row("good-s0", 1, 0.12))
+    out = sweep / "advice.json"
+    assert main(["watch", str(sweep), "--once", "--json", "--budget", "1e4", "--out", str(out)]) == 0
+    printed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert printed == [json.loads(json.dumps(printed[0]))] and printed[0]["rule"] == "warmup"
+    assert json.loads(out.read_text())["recommendations"]["good-s0"]["rule"] == "warmup"
+
+
+def test_watch_cli_bad_input(tmp_path, capsys):
+    assert main(["watch", str(tmp_path / "missing"), "--once"]) == 2
+    assert "is not a folder" in capsys.readouterr().err
+    assert main(["watch", str(tmp_path), "--once", "--threshold", "2"]) == 2
