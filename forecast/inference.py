@@ -31,6 +31,7 @@ class SamplerSettings:
     cores: int = 2
     target_accept: float = 0.9  # higher than the usual 0.8: fewer divergences on curved posteriors
     sampler: str = "auto"  # "auto" (nutpie if installed), "nutpie" or "pymc"
+    low_rank_mass_matrix: bool = True  # nutpie: learns the A-C_mid correlation of unfinished curves
     progress: bool | None = None  # None: a progress bar only when stderr is a terminal
 
     def to_dict(self) -> dict:
@@ -94,6 +95,7 @@ def sample_model(model, settings: SamplerSettings, *, random_seed=None, cache_ke
             progress_bar=progress,
             save_warmup=False,
             target_accept=settings.target_accept,
+            low_rank_modified_mass_matrix=settings.low_rank_mass_matrix,
         )
     else:
         with model:
