@@ -235,13 +235,14 @@ def recommend_split_text(table: pd.DataFrame, *, total: float, unit: str = "comp
 
 
 def recipe_draws_at(fc, recipe: str, compute: float, *, kind: str = "new_run") -> np.ndarray:
-    """Draws of a new run's metric for one recipe at one compute.
+    """Draws of a new run's true pass rate for one recipe at one compute (seed-to-seed spread,
+    wander and extrapolation uncertainty; no white noise of a single evaluation).
 
     Each recipe gets its own random stream: with one shared seed, every recipe's "new seed" would
     get the same seed luck, and P(best) would ignore seed-to-seed variance.
     """
     stream = 1000 + fc.recipes.index(recipe)
-    return fc.sample_curves([compute], recipe=recipe, kind=kind, rng=stream)[:, 0]
+    return fc.sample_curves([compute], recipe=recipe, kind=kind, rng=stream, eval_noise=False)[:, 0]
 
 
 @dataclass

@@ -251,8 +251,14 @@ def _run_stream(fc, run_id: str) -> int:
 
 
 def run_draws(fc, run_id: str, compute) -> np.ndarray:
-    """Posterior predictive draws of one run's own future at each compute: (n_draws, len(compute))."""
-    return fc.sample_curves(np.atleast_1d(compute), run_id=run_id, kind="run", rng=_run_stream(fc, run_id))
+    """Draws of one run's true pass rate at each compute: (n_draws, len(compute)).
+
+    Its own curve, its persisting wander and the extrapolation uncertainty, but not the white
+    noise of a future evaluation: the question is which run *is* better at the budget, not which
+    one's next noisy evaluation scores higher (with 800 graded samples that noise alone has an sd
+    of 0.016, and would keep every run of a close sweep alive).
+    """
+    return fc.sample_curves(np.atleast_1d(compute), run_id=run_id, kind="run", rng=_run_stream(fc, run_id), eval_noise=False)
 
 
 def recommend_runs(

@@ -241,11 +241,13 @@ class ScalingForecaster:
             "R0": expit(r0),
         }
 
-    def sample_curves(self, compute, *, recipe=None, run_id=None, kind="new_run", noise=True, rng=None) -> np.ndarray:
+    def sample_curves(self, compute, *, recipe=None, run_id=None, kind="new_run", noise=True, rng=None, eval_noise=True) -> np.ndarray:
         """Posterior predictive draws of the metric at `compute`: array (n_draws, len(compute)).
 
         noise=True predicts an evaluation (with evaluation noise, wander and extrapolation
-        uncertainty); noise=False gives the underlying curve only.
+        uncertainty); noise=False gives the underlying curve only. eval_noise=False (with
+        noise=True) leaves out the white evaluation noise of the predicted points: the true
+        pass rate of the checkpoint there, which is what decisions between runs are about.
         """
         compute = np.atleast_1d(np.asarray(compute, dtype=float))
         if np.any(~np.isfinite(compute)) or np.any(compute <= 0):
@@ -271,6 +273,7 @@ class ScalingForecaster:
             n_last = d.n_eval[last]
             white_last = (np.clip(mu_last, 1e-4, 1 - 1e-4) * (1 - np.clip(mu_last, 1e-4, 1 - 1e-4)) / n_last if n_last > 0 else 0.0) + sigma_extra**2
             white = (mu_c * (1 - mu_c) / n_eval if n_eval > 0 else 0.0) + sigma_extra**2
+            white = white if eval_noise else 0.0 * white
             ahead = (x > x_last).astype(float)
             mean, var = residual_process(y_last - mu_last, x, x_last, white, white_last, wander_sd, wander_scale, ahead)
             horizon = np.clip(np.log2(compute / np.exp(d.loc + d.scale * x_last)), 0, None)[None, :]
@@ -279,6 +282,7 @@ class ScalingForecaster:
             runs_of_recipe = np.flatnonzero(d.run_recipe == k)
             n_eval = self._typical_n_eval()
             white = (mu_c * (1 - mu_c) / n_eval if n_eval > 0 else 0.0) + sigma_extra**2
+            white = white if eval_noise else 0.0 * white
             mean, var = 0.0, white + wander_sd**2
             c_max = max(np.exp(d.loc + d.scale * d.x[d.run_last_obs[r]]) for r in runs_of_recipe)
             horizon = np.clip(np.log2(compute / c_max), 0, None)[None, :]

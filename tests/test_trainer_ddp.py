@@ -1,5 +1,6 @@
 """Data parallelism: torchrun with 2 CPU processes (gloo) trains the same run as one process."""
 
+import json
 import os
 import subprocess
 import sys
@@ -26,6 +27,7 @@ def test_torchrun_gloo_two_processes(tmp_path):
     done = subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 
+    assert json.loads((tmp_path / "ddp" / "summary.json").read_text())["world_size"] == 2
     evals = read_jsonl(tmp_path / "ddp" / "evals.jsonl")
     log = read_jsonl(tmp_path / "ddp" / "train_log.jsonl")
     assert [r["step"] for r in evals] == [2, 4]  # rank 0 alone writes: no duplicated rows

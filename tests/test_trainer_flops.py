@@ -41,7 +41,18 @@ def tiny_llama():
     return transformers.LlamaForCausalLM(config).eval()
 
 
-@pytest.mark.parametrize("make_model", [tiny_gpt, tiny_llama], ids=["tiny-gpt", "hf-llama"])
+def tiny_gpt2():
+    """GPT-2: Conv1D layers and a head tied to the embedding, both counted as matmuls."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.GPT2Config(vocab_size=TOK.vocab_size, n_embd=64, n_layer=2, n_head=4, n_positions=64)
+    torch.manual_seed(0)
+    return transformers.GPT2LMHeadModel(config).eval()
+
+
+MODELS = pytest.mark.parametrize("make_model", [tiny_gpt, tiny_llama, tiny_gpt2], ids=["tiny-gpt", "hf-llama", "hf-gpt2"])
+
+
+@MODELS
 def test_training_flops_match_flop_counter(make_model):
     model = make_model()
     prompt_ids, prompt_mask, completion, completion_mask = batch()
@@ -55,7 +66,7 @@ def test_training_flops_match_flop_counter(make_model):
     assert predicted == pytest.approx(measured, rel=0.10)
 
 
-@pytest.mark.parametrize("make_model", [tiny_gpt, tiny_llama], ids=["tiny-gpt", "hf-llama"])
+@MODELS
 def test_rollout_flops_match_flop_counter(make_model):
     model = make_model()
     prompt_ids, prompt_mask, _, _ = batch()

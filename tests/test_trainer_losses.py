@@ -46,11 +46,11 @@ def aggregate(token_loss, mask, prompt_index, mode):
 def test_on_policy_ppo_clip_gradient_equals_reinforce():
     logits, targets, mask, adv, idx = make_batch()
     for mode in ("sample", "token", "prompt"):
-        def ppo():
+        def ppo(mode=mode):
             logp = token_logprobs(logits, targets)
             return aggregate(ppo_clip_loss(logp, logp.detach(), adv, 0.2, 0.28)[0], mask, idx, mode)
 
-        def reinforce():
+        def reinforce(mode=mode):
             return aggregate(reinforce_loss(token_logprobs(logits, targets), adv), mask, idx, mode)
 
         torch.testing.assert_close(grad_of(ppo, logits), grad_of(reinforce, logits))

@@ -15,7 +15,8 @@ import torch
 from trainer_minimal import make_config
 from trainer_minimal.cli import main
 from trainer_minimal.logging_io import read_jsonl
-from trainer_minimal.tokenizer import CharTokenizer
+from trainer_minimal.model import load_hf_policy
+from trainer_minimal.tokenizer import CharTokenizer, HFTokenizer
 from trainer_minimal.train import train
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -54,7 +55,7 @@ def test_seeded_smoke_run_reward_rises(tmp_path, warm_cache):
     assert [r["step"] for r in evals] == [10, 20, 30, 40]
     assert RUN_FORMAT <= set(evals[0])
     assert {r["compute_unit"] for r in evals} == {"flops"} and evals[0]["n_eval"] == 200
-    assert all(b["compute"] > a["compute"] > 0 for a, b in zip(evals, evals[1:]))
+    assert all(b["compute"] > a["compute"] > 0 for a, b in zip(evals, evals[1:], strict=False))
     assert evals[-1]["metric"] > summary["r0"] + 0.1, (summary["r0"], [r["metric"] for r in evals])
     first, last = (sum(r["reward"] for r in chunk) / len(chunk) for chunk in (log[:10], log[-10:]))
     assert last > first + 0.1
@@ -134,22 +135,51 @@ def test_bad_input_is_refused_with_exit_2_before_any_compute(tmp_path, capsys, a
     assert not out.exists()  # nothing created, nothing computed
 
 
-def test_a_fresh_run_never_overwrites_an_existing_one(tmp_path, warm_cache, capsys):
+def test_an_existing_run_is_neither_overwritten_nor_resumed_with_another_model(tmp_path, warm_cache, capsys):
     train(tiny(tmp_path / "run", warm_cache, max_steps=2, eval_every=2))
     before = (tmp_path / "run" / "evals.jsonl").read_text()
     assert main(["train", "--out", str(tmp_path / "run")]) == 2
     assert "already holds a run" in capsys.readouterr().err
+    assert main(["train", "--out", str(tmp_path / "run"), "--resume", "--d-model", "48"]) == 2
+    assert "cannot change mid-run" in capsys.readouterr().err
     assert (tmp_path / "run" / "evals.jsonl").read_text() == before
 
 
-def test_hugging_face_tiny_model_runs_a_step_on_cpu(tmp_path, warm_cache):
+def save_tiny_hf_model(folder, arch):
+    """A tiny causal LM built from a transformers config (nothing downloaded), saved to a folder.
+
+    llama: no tokenizer files, so the trainer uses its character tokenizer;
+    gpt2: saved with a character-level Hugging Face tokenizer, so the trainer uses the HF adapter.
+    """
     transformers = pytest.importorskip("transformers")
-    config = transformers.LlamaConfig(vocab_size=CharTokenizer().vocab_size, hidden_size=32, intermediate_size=64,
-                                      num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
-                                      max_position_embeddings=64)
+    vocab_size = CharTokenizer().vocab_size
     torch.manual_seed(0)
-    transformers.LlamaForCausalLM(config).save_pretrained(tmp_path / "llama")
-    summary = train(tiny(tmp_path / "run", warm_cache, model_path=str(tmp_path / "llama"), warmup_steps=5,
+    if arch == "llama":
+        config = transformers.LlamaConfig(vocab_size=vocab_size, hidden_size=32, intermediate_size=64,
+                                          num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
+                                          max_position_embeddings=64)
+        transformers.LlamaForCausalLM(config).save_pretrained(folder)
+        return
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    tokenizer = Tokenizer(models.WordLevel(dict(zip(CharTokenizer().itos, range(vocab_size), strict=True)),
+                                           unk_token="<pad>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Split("", behavior="isolated")  # one token per character
+    tokenizer.decoder = decoders.Fuse()
+    transformers.PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<bos>", eos_token="<eos>",
+                                         pad_token="<pad>").save_pretrained(folder)
+    config = transformers.GPT2Config(vocab_size=vocab_size, n_embd=32, n_layer=1, n_head=2, n_positions=64,
+                                     bos_token_id=1, eos_token_id=2)
+    transformers.GPT2LMHeadModel(config).save_pretrained(folder)
+
+
+@pytest.mark.parametrize("arch", ["llama", "gpt2"])
+def test_hugging_face_tiny_model_runs_a_step_on_cpu(tmp_path, warm_cache, arch):
+    save_tiny_hf_model(tmp_path / arch, arch)
+    _, tokenizer = load_hf_policy(str(tmp_path / arch))
+    assert isinstance(tokenizer, CharTokenizer if arch == "llama" else HFTokenizer)
+    assert tokenizer.decode(tokenizer.encode("r123=")[1:]) == "r123="
+    summary = train(tiny(tmp_path / "run", warm_cache, model_path=str(tmp_path / arch), warmup_steps=5,
                          max_steps=2, eval_every=2, zero_var_filter=False, dtype="bfloat16"))
     assert summary["steps"] == 2
     log = read_jsonl(tmp_path / "run" / "train_log.jsonl")

@@ -130,7 +130,7 @@ def test_watch_cli_once_json(sweep, capsys):
     out = sweep / "advice.json"
     assert main(["watch", str(sweep), "--once", "--json", "--budget", "1e4", "--out", str(out)]) == 0
     printed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert printed == [json.loads(json.dumps(printed[0]))] and printed[0]["rule"] == "warmup"
+    assert len(printed) == 1 and printed[0]["rule"] == "warmup"
     assert json.loads(out.read_text())["recommendations"]["good-s0"]["rule"] == "warmup"
 
 

@@ -77,8 +77,12 @@ def resolve_train_config(args):
             raise ValueError(f"--resume: no checkpoint in {out} (expected ckpt.pt and config.json)")
         with open(saved) as f:
             cfg = from_dict(json.load(f))
-        if "preset" in overrides and overrides["preset"] != cfg.preset:
-            raise ValueError(f"--resume: the run in {out} uses preset {cfg.preset!r}, not {overrides['preset']!r}")
+        fixed = ("preset", "model_path", "n_layer", "n_head", "d_model", "tasks", "max_size", "train_size",
+                 "val_size", "data_seed", "group_size", "batch_size", "off_policy_k")
+        changed = [k for k in fixed if k in overrides and overrides[k] != getattr(cfg, k)]
+        if changed:
+            raise ValueError(f"--resume: the run in {out} was started with other {', '.join(changed)}; "
+                             "these cannot change mid-run")
         cfg = dataclasses.replace(cfg, **overrides)
         validate(cfg)
         return cfg

@@ -84,7 +84,7 @@ PRESETS = {
     "scalerl-g16": dict(group_size=16),  # twice the samples per prompt
     "scalerl-bs8": dict(batch_size=8),  # half the prompts per step
     "scalerl-k8": dict(off_policy_k=8),  # far more off-policy: 8 updates per generation round
-    "scalerl-lr2e-3": dict(lr=2e-3),  # 4x the learning rate
+    "scalerl-lr2e-3": dict(lr=2e-3),  # 4x the learning rate: falls below R0 (a run to stop early)
     "scalerl-nofilter": dict(zero_var_filter=False, npr_threshold=0.0),  # no prompt filtering
 }
 

@@ -14,7 +14,7 @@ import torch
 def append_jsonl(path, row, fsync=True):
     """Append one JSON object as a line and flush it to disk before returning."""
     with open(path, "a") as f:
-        f.write(json.dumps(row) + "\n")
+        f.write(json.dumps(row, default=_plain) + "\n")
         f.flush()
         if fsync:
             os.fsync(f.fileno())
@@ -58,7 +58,12 @@ def atomic_write_text(path, text):
 
 
 def atomic_write_json(path, obj):
-    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
+    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=_plain) + "\n")
+
+
+def _plain(value):
+    """numpy scalars (e.g. in an advisor's recommendation) -> Python numbers; anything else -> str."""
+    return value.item() if hasattr(value, "item") else str(value)
 
 
 def atomic_torch_save(obj, path):

@@ -49,6 +49,7 @@ def generate(model, prompt_ids, prompt_mask, noise, gen_len, eos_id, pad_id, tem
     produced, and decode_steps (forward calls after the prefill, for the FLOPs model).
     """
     B = prompt_ids.shape[0]
+    noise = noise.to(prompt_ids.device)
     logits, cache = forward_logits(model, prompt_ids, prompt_mask, use_cache=True,
                                    fp32_logits=fp32_logits, dtype=dtype)
     next_logits, attn_mask = logits[:, -1], prompt_mask
@@ -57,7 +58,7 @@ def generate(model, prompt_ids, prompt_mask, noise, gen_len, eos_id, pad_id, tem
     for t in range(gen_len):
         logp_all = F.log_softmax(next_logits.float() / temperature, dim=-1)  # (B, V)
         cdf = logp_all.exp().cumsum(-1)
-        tok = (cdf < noise[:, t : t + 1].to(cdf.device)).sum(-1).clamp(max=cdf.shape[-1] - 1)  # (B,)
+        tok = (cdf < noise[:, t : t + 1]).sum(-1).clamp(max=cdf.shape[-1] - 1)  # (B,)
         tok = torch.where(done, torch.full_like(tok, pad_id), tok)
         tokens.append(tok)
         logps.append(logp_all.gather(-1, tok[:, None])[:, 0])

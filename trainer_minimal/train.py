@@ -27,7 +27,7 @@ What it leaves out, and why:
   - A KL penalty and a reference model: ScaleRL, DAPO and CISPO all train without one.
   - DAPO's dynamic-sampling refill (re-sampling until the batch is full): zero-variance groups are
     dropped instead (ScaleRL's choice), so a step may train on fewer prompts.
-  - Learning-rate schedules: constant LR, as in the short runs this loop is meant for.
+  - Learning-rate decay: constant LR after a short linear warm-up, as in the ScaleRL runs.
 
 Data parallelism: under torchrun every rank picks the same prompts, samples its share of each
 mini-batch, and all-gathers the rewards, so advantages, filtering and No-Positive-Resampling are
@@ -41,12 +41,12 @@ rewrite), and continues; every random draw is derived from (seed, step, prompt),
 reproduces the rows it dropped.
 
 Commands:
-  CPU (about a minute):  trainer-minimal train --preset scalerl --max-steps 400 --eval-every 16 --out out/scalerl-s0
+  CPU (about a minute):  trainer-minimal train --preset scalerl --max-steps 640 --eval-every 16 --out out/scalerl-s0
   one GPU, local HF LM:  trainer-minimal train --preset scalerl --device cuda --dtype bfloat16 \\
                              --model-path /models/my-causal-lm --max-steps 2000 --eval-every 50 --out out/gpu
-  torchrun (8 GPUs):     torchrun --nproc_per_node 8 -m trainer_minimal train --preset scalerl --device cuda \\
+  torchrun (8 GPUs):     torchrun --standalone --nproc_per_node 8 -m trainer_minimal train --preset scalerl --device cuda \\
                              --dtype bfloat16 --model-path /models/my-causal-lm --batch-size 64 --out out/ddp
-  torchrun on CPU:       torchrun --nproc_per_node 2 -m trainer_minimal train --preset scalerl --out out/ddp-cpu
+  torchrun on CPU:       torchrun --standalone --nproc_per_node 2 -m trainer_minimal train --preset scalerl --out out/ddp-cpu
 """
 
 import dataclasses
@@ -64,6 +64,7 @@ from .logging_io import (
     append_jsonl,
     atomic_torch_save,
     atomic_write_json,
+    atomic_write_text,
     read_jsonl,
     repair_jsonl,
 )
@@ -103,6 +104,8 @@ def preflight(cfg):
                          f"{cfg.off_policy_k} (checkpoints are taken between generation rounds)")
     if cfg.model_path and not os.path.isfile(os.path.join(cfg.model_path, "config.json")):
         raise ValueError(f"model_path={cfg.model_path!r} is not a local Hugging Face model folder (no config.json)")
+    if cfg.device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"device={cfg.device!r} but this torch build sees no CUDA device")
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if cfg.batch_size % world:
         raise ValueError(f"batch_size={cfg.batch_size} must be divisible by the {world} processes")
@@ -129,10 +132,25 @@ def setup_distributed(cfg):
     return rank, world, device
 
 
+def collective_device():
+    """NCCL only moves CUDA tensors, gloo CPU ones; small metric tensors live on the CPU."""
+    return torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
+
+
 def all_sum(tensor, world):
-    if world > 1:
-        dist.all_reduce(tensor)
-    return tensor
+    """Sum a tensor over ranks (returned where it came from)."""
+    if world == 1:
+        return tensor
+    buffer = tensor.to(collective_device())
+    dist.all_reduce(buffer)
+    return buffer.to(tensor.device)
+
+
+def all_gather(tensor, world):
+    """[tensor of rank 0, tensor of rank 1, ...], on the tensor's device."""
+    buffers = [torch.zeros_like(tensor, device=collective_device()) for _ in range(world)]
+    dist.all_gather(buffers, tensor.to(collective_device()))
+    return [b.to(tensor.device) for b in buffers]
 
 
 def sync_gradients(params, world):
@@ -262,16 +280,13 @@ def sample_round(cfg, model, tok, pool, state, step, device, rank, world):
     local_rewards = rewards_of(tok, out, [pool[chosen[p]]["answer"] for p in mine for _ in range(G)])
     rewards = torch.zeros(k * bs, G)
     if world > 1:
-        gathered = [torch.zeros(len(mine), G) for _ in range(world)]
-        dist.all_gather(gathered, local_rewards.view(len(mine), G))
-        for r in range(world):
-            rewards[layout[:, r].reshape(-1)] = gathered[r]
+        for r, gathered in enumerate(all_gather(local_rewards.view(len(mine), G), world)):
+            rewards[layout[:, r].reshape(-1)] = gathered
     else:
         rewards[mine] = local_rewards.view(len(mine), G)
 
     advantages = group_advantages(rewards, cfg.adv_norm)  # (k * bs, G), identical on every rank
     keep = ~zero_variance_groups(rewards) if cfg.zero_var_filter else torch.ones(k * bs, dtype=torch.bool)
-    state["pass_rate"][chosen] = rewards.mean(1).numpy()
     if cfg.npr_threshold > 0:
         state["retired"][chosen] |= rewards.mean(1).numpy() >= cfg.npr_threshold
 
@@ -365,6 +380,7 @@ def save_checkpoint(cfg, model, optimizer, state):
 def consult_advisor(cfg, eval_rows, planned_compute):
     """Ask forecast.early_stop whether this run should continue; imported lazily (optional)."""
     import pandas as pd
+
     from forecast.early_stop import trainer_advice
 
     return trainer_advice(evals=pd.DataFrame(eval_rows), reference_path=cfg.advisor_reference or None,
@@ -387,8 +403,7 @@ def train(cfg):
     model.to(device)
     pool, val = build_datasets(cfg)
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
-    state = dict(step=0, compute=0.0, device_seconds=0.0, r0=None,
-                 pass_rate=np.full(len(pool), -1.0), retired=np.zeros(len(pool), dtype=bool))
+    state = dict(step=0, compute=0.0, device_seconds=0.0, r0=None, retired=np.zeros(len(pool), dtype=bool))
 
     if cfg.resume:
         ckpt = torch.load(paths["ckpt"], map_location=device, weights_only=False)
@@ -405,9 +420,8 @@ def train(cfg):
             repair_jsonl(paths["train_log"], state["step"])
     else:
         warm_start(cfg, model, tok, pool, device, rank, world)
-        if rank == 0:
-            with open(paths["config"], "w") as f:
-                f.write(to_json(cfg) + "\n")
+    if rank == 0:  # the resolved config (on --resume: with the flags given this time)
+        atomic_write_text(paths["config"], to_json(cfg) + "\n")
     state["flops_model"] = FlopsModel(model)
     if state["r0"] is None:  # R0: the starting policy's pass rate, at zero RL compute
         r0, n_eval, by_task = evaluate(cfg, model, tok, val, 0, device, rank, world)
@@ -433,11 +447,12 @@ def train(cfg):
             torch.cuda.synchronize(device)
         state["step"] += 1
         state["device_seconds"] += (time.perf_counter() - t0) * world
-        state["compute"] += metrics.pop("train_flops") + all_sum(torch.tensor([mb["gen_flops"]], dtype=torch.float64), world).item()
+        gen_flops, gen_tokens = all_sum(torch.tensor([mb["gen_flops"], mb["gen_tokens"]], dtype=torch.float64), world).tolist()
+        state["compute"] += metrics.pop("train_flops") + gen_flops
         step = state["step"]
         if rank == 0:
             append_jsonl(paths["train_log"], dict(
-                step=step, **metrics, gen_tokens=mb["gen_tokens"] * world, active_prompts=int((~state["retired"]).sum()),
+                step=step, **metrics, gen_tokens=int(gen_tokens), active_prompts=int((~state["retired"]).sum()),
                 compute=state["compute"], device_seconds=state["device_seconds"], lr=optimizer.param_groups[0]["lr"]), fsync=False)
         if step % cfg.eval_every == 0 or step == cfg.max_steps:
             metric, n_eval, by_task = evaluate(cfg, model, tok, val, step, device, rank, world)
@@ -462,7 +477,7 @@ def train(cfg):
         summary = dict(run_id=cfg.run_id, recipe=cfg.recipe, seed=cfg.seed, r0=state["r0"],
                        final_metric=eval_rows[-1]["metric"] if eval_rows else state["r0"],
                        steps=state["step"], compute=state["compute"], device_seconds=state["device_seconds"],
-                       stopped=stopped is not None)
+                       world_size=world, stopped=stopped is not None)
         atomic_write_json(paths["summary"], summary)
     else:
         summary = None
