@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 # CPU build of torch first: an unpinned torch would pull a multi-gigabyte CUDA build.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: setup demo demo-live test test-fast lint bench chromium clean
+.PHONY: setup demo demo-live test test-fast lint bench chromium trainer-sweep clean
 
 setup: $(STAMP) chromium
 
@@ -37,12 +37,17 @@ test-fast: setup
 	$(PY) -m pytest -m "not slow"
 
 lint: setup
-	$(PY) -m ruff check forecast trainer_minimal tests benchmarks
+	$(PY) -m ruff check forecast trainer_minimal tests benchmarks notebooks
 
 bench: setup
+	$(PY) benchmarks/trainer_default_run.py
 	$(PY) benchmarks/fit_speed.py
 	$(PY) benchmarks/extrapolation.py
 	$(PY) benchmarks/early_stop.py
+
+trainer-sweep: setup
+	$(VENV)/bin/trainer-minimal sweep --presets scalerl,grpo,dapo,cispo,gspo,scalerl-bs8,scalerl-g4 \
+	  --seeds 0,1,2 --out out/trainer_sweep --workers 2 --slim
 
 clean:
 	rm -rf $(VENV) demo_out .pytest_cache
