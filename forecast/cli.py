@@ -17,8 +17,8 @@ EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT = 0, 1, 2
 
 EPILOG = """examples:
   forecast fit examples/trainer_sweep/runs.csv --out fits/sweep
-  forecast predict fits/sweep --compute 1e15 1e16 --recipe scalerl
-  forecast predict fits/sweep --compute 1e16 --run-id scalerl-s0 --kind run --json
+  forecast predict fits/sweep --compute 2e12 4e12 --recipe dapo
+  forecast predict fits/sweep --compute 4e12 --run-id dapo-s0 --kind run --json
 """
 
 
