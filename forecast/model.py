@@ -43,14 +43,14 @@ class Priors:
 
     a_mu_offset: float = 0.5  # centre of logit A: logit(best observed) + this (A lies above the data)
     a_mu_sd: float = 1.0  # uncertainty of that centre, logit units
-    a_sd: float = 0.5  # half-normal scale of recipe-to-recipe spread of logit A
+    a_sd: float = 0.5  # recipe-to-recipe spread of logit A: Gamma(2, 4 / a_sd) prior, mean a_sd / 2
     a_run_sd: float = 0.1  # half-normal scale of seed-to-seed spread of logit A
     b_mu: float = 1.0  # centre of log b; b = B * scale, so exp(1) ~ 2.7 ~ B of 1.5 over a 30x range
     b_mu_sd: float = 0.75
-    b_sd: float = 0.3  # half-normal scale of recipe spread of log b
+    b_sd: float = 0.3  # recipe spread of log b: Gamma(2, 4 / b_sd) prior
     m_mu: float = 0.0  # centre of the midpoint on the normalised axis (0 = middle of the data)
     m_mu_sd: float = 1.0
-    m_sd: float = 0.5  # half-normal scale of recipe spread of midpoints
+    m_sd: float = 0.5  # recipe spread of midpoints: Gamma(2, 4 / m_sd) prior
     r0_mu_sd: float = 0.5  # uncertainty of the pooled start around logit(first evaluations)
     r0_sd: float = 0.3  # half-normal scale of run-to-run spread of logit R0
     noise_sd: float = 0.01  # half-normal scale of extra white noise beyond binomial evaluation noise
@@ -210,9 +210,12 @@ def build_model(
         b_mu = pm.Normal("b_mu", priors.b_mu, priors.b_mu_sd)
         m_mu = pm.Normal("m_mu", priors.m_mu, priors.m_mu_sd)
         if len(data.recipes) > 1:
-            a_sd = pm.HalfNormal("a_sd", priors.a_sd)
-            b_sd = pm.HalfNormal("b_sd", priors.b_sd)
-            m_sd = pm.HalfNormal("m_sd", priors.m_sd)
+            # Zero-avoiding Gamma(2, 4/s) priors (mean s/2) on the recipe spreads: with centred
+            # recipe effects, a spread near zero is a funnel NUTS cannot enter (divergences on
+            # sweeps whose recipes are alike); a few recipes cannot tell 0 from small anyway.
+            a_sd = pm.Gamma("a_sd", alpha=2.0, beta=4.0 / priors.a_sd)
+            b_sd = pm.Gamma("b_sd", alpha=2.0, beta=4.0 / priors.b_sd)
+            m_sd = pm.Gamma("m_sd", alpha=2.0, beta=4.0 / priors.m_sd)
             logit_A_recipe = _hier("logit_A_recipe", a_mu, a_sd, "recipe", centered)
             b = pt.exp(_hier("log_b", b_mu, b_sd, "recipe", centered))
             m = _hier("m", m_mu, m_sd, "recipe", centered)
@@ -228,7 +231,9 @@ def build_model(
         r0_mu = pm.Normal("r0_mu", r0_centre, priors.r0_mu_sd)
         r0_sd = pm.HalfNormal("r0_sd", priors.r0_sd)
         logit_A_run = _hier("logit_A_run", logit_A_recipe[run_recipe], a_run_sd, "run", centered)
-        logit_R0_run = _hier("logit_R0_run", r0_mu, r0_sd, "run", centered)
+        # Always non-centred: runs of one sweep usually start from the same checkpoint, so the
+        # spread of R0 is near zero, exactly where the centred form has its funnel.
+        logit_R0_run = _hier("logit_R0_run", r0_mu, r0_sd, "run", False)
         A_run = pm.math.sigmoid(logit_A_run)
         R0_run = pm.math.sigmoid(logit_R0_run)
 
