@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/early_stop.py            # every sweep below (~10-20 min on 2 cores)
     .venv/bin/python benchmarks/early_stop.py --quick    # two synthetic sweeps
     .venv/bin/python benchmarks/early_stop.py --json results.json
+    .venv/bin/python benchmarks/early_stop.py --runs path/to/other_sweep.csv   # add a sweep
 
 Sweeps:
   trainer_sweep     examples/trainer_sweep/runs.csv, made by trainer_minimal (skipped with a
@@ -100,6 +101,7 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="two synthetic sweeps only")
     parser.add_argument("--json", default=None, help="write all results to this JSON file")
     parser.add_argument("--policies", default=",".join(POLICIES))
+    parser.add_argument("--runs", action="append", default=[], help="another finished sweep to replay (repeatable)")
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
     policies = args.policies.split(",")
@@ -109,6 +111,8 @@ def main(argv=None) -> int:
         sweeps["trainer_sweep"] = load_runs(TRAINER_SWEEP)
     else:
         print(f"trainer sweep: {TRAINER_SWEEP.relative_to(ROOT)} not found, skipped (trainer_minimal writes it)")
+    for path in args.runs:
+        sweeps[Path(path).stem if Path(path).is_file() else Path(path).name] = load_runs(path)
     sweeps.update(synthetic_sweeps(args.quick))
 
     everything = {}

@@ -11,8 +11,9 @@
 
 What it does at each check: fit the ScaleRL model to this trial's reported values together with
 the best completed trial's (so the fit borrows noise and shape from a whole curve), forecast this
-trial at `max_step`, and prune when P(it beats the best completed trial) < the threshold (plus the
-target rule when a target is set). Unlike MedianPruner it compares forecasts at the planned budget,
+trial at `max_step`, and prune when P(it beats the best completed trial by the margin) < the
+threshold (forecast.early_stop's beats_best rule and defaults; plus the target rule when a target
+is set). The first trial has nothing to compare with and is never pruned. Unlike MedianPruner it compares forecasts at the planned budget,
 not values at the same step, so a slow starter with a higher ceiling survives.
 
 Steps are compute (`step_to_compute` maps other step units to compute; steps <= 0 are ignored,
@@ -70,7 +71,7 @@ class ForecastPruner(BasePruner):
     Parameters
     ----------
     max_step : the step (compute) every trial is planned to reach; forecasts are made there.
-    config : EarlyStopConfig; default: P(beats best) < 0.05 stops, saturation rule off.
+    config : EarlyStopConfig; default: EarlyStopConfig's defaults with the saturation rule off.
     n_warmup_steps : reports a trial needs before it can be pruned (the curve must show a trend).
     interval_steps : check every this many reports (each check is a refit, about a second).
     step_to_compute : maps a reported step to compute (default: the step is compute).

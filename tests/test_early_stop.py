@@ -48,7 +48,7 @@ def test_target_and_gain():
 def test_stop_when_it_cannot_beat_the_best():
     rec = evaluate_rules(
         "a-s0", spread(0.50), spread(0.45), {"b-s1": np.full(1000, 0.548)},
-        EarlyStopConfig(), budget=4e4, compute_now=1e4, n_evals=8,
+        EarlyStopConfig(margin=0.0, p_beat_threshold=0.05), budget=4e4, compute_now=1e4, n_evals=8,
     )
     assert rec.action == "stop" and rec.stop
     assert rec.rule == "beats_best"
@@ -56,6 +56,23 @@ def test_stop_when_it_cannot_beat_the_best():
     assert rec.threshold == 0.05
     assert rec.message == "stop: P(beats best 'b-s1' at 4e+04, 4.0x now) = 0.02 < 0.05"
     assert rec.details["alternative"] == "b-s1"
+
+
+def test_the_default_margin_asks_for_a_real_gain():
+    # 0.50 +- 0.05 (uniform) against 0.53: P(beats) = 0.20, P(beats by 0.01) = 0.10, by 0.04: 0
+    config = EarlyStopConfig()
+    assert config.margin == 0.01 and config.p_beat_threshold == 0.1
+    rec = evaluate_rules("a", spread(0.50), spread(0.45), {"b": np.full(1000, 0.53)}, config,
+                         budget=4.0, compute_now=1.0, n_evals=8)
+    assert (rec.action, rec.probability) == ("continue", pytest.approx(0.10))
+    assert "P(beats best 'b' by 0.01 at 4, 4.0x now) = 0.10 >= 0.1" in rec.message
+    rec = evaluate_rules("a", spread(0.50), spread(0.45), {"b": np.full(1000, 0.53)}, EarlyStopConfig(margin=0.04),
+                         budget=4.0, compute_now=1.0, n_evals=8)
+    assert rec.stop and rec.message == "stop: P(beats best 'b' by 0.04 at 4, 4.0x now) = 0.00 < 0.1"
+    # the run expected to lead is compared without the margin: near-tied leaders must not stop each other
+    rec = evaluate_rules("a", spread(0.54), spread(0.45), {"b": np.random.default_rng(1).permutation(spread(0.535))},
+                         config, budget=4.0, compute_now=1.0, n_evals=8)
+    assert rec.action == "continue" and rec.details["checks"][0]["margin"] == 0.0
 
 
 def test_stop_when_the_target_is_out_of_reach():
@@ -75,7 +92,8 @@ def test_stop_when_saturated():
 
 def test_continue_names_the_check_closest_to_firing():
     other = np.random.default_rng(0).permutation(spread(0.62, 4000))  # independent of this run's draws
-    rec = evaluate_rules("a", spread(0.60, 4000), spread(0.50, 4000), {"b": other}, EarlyStopConfig(), budget=8.0, compute_now=1.0, n_evals=6)
+    config = EarlyStopConfig(margin=0.0, p_beat_threshold=0.05)
+    rec = evaluate_rules("a", spread(0.60, 4000), spread(0.50, 4000), {"b": other}, config, budget=8.0, compute_now=1.0, n_evals=6)
     assert rec.action == "continue"
     assert rec.rule == "beats_best"
     # two independent uniforms of width 0.1, 0.02 apart: P(U1 > U2 + 0.02) = 0.08^2 / 2 / 0.01 = 0.32
@@ -90,6 +108,13 @@ def test_rules_in_order_first_fired_wins():
     rec = evaluate_rules("a", spread(0.50), spread(0.50), {"b": np.full(1000, 0.7)}, config, budget=2.0, compute_now=1.0, n_evals=9)
     assert rec.rule == "beats_best"
     assert [c["fired"] for c in rec.details["checks"]] == [True, True, True]
+
+
+def test_no_decision_from_a_far_extrapolation():
+    rec = evaluate_rules("a", spread(0.1), spread(0.1), {"b": spread(0.9)}, EarlyStopConfig(max_extrapolation=8),
+                         budget=100.0, compute_now=1.0, n_evals=9)
+    assert (rec.action, rec.rule, rec.value, rec.threshold) == ("continue", "too_early", 100.0, 8.0)
+    assert "100.0x the compute so far > 8x" in rec.message
 
 
 def test_warmup_and_budget_reached():
