@@ -1,7 +1,7 @@
 """Benchmark: early-stop policies replayed on finished sweeps — compute saved vs regret.
 
-    .venv/bin/python benchmarks/early_stop.py            # every sweep below (~10-20 min on 2 cores)
-    .venv/bin/python benchmarks/early_stop.py --quick    # two synthetic sweeps
+    .venv/bin/python benchmarks/early_stop.py            # every sweep below (~15-25 min on 2 cores)
+    .venv/bin/python benchmarks/early_stop.py --quick    # trainer sweep (if present) + two synthetic
     .venv/bin/python benchmarks/early_stop.py --json results.json
     .venv/bin/python benchmarks/early_stop.py --runs path/to/other_sweep.csv   # add a sweep
 
@@ -13,6 +13,9 @@ Sweeps:
   table1_no_scout   the same without the Scout MoE, so the winners (32k generation length, batch
                     2048) are slow starters whose curves cross the fast-saturating recipes late
   *_messy           the same with 30% of runs that plateau early or decline late (messy_fraction)
+  trainer_subset_k  k = 1..--subsets: the trainer sweep with 2 of the 3 seeds of every recipe
+                    (drawn at random, fixed seed). One sweep is one draw of seed luck; subsets show
+                    how much each policy's regret depends on it.
 
 For each sweep and policy (forecast.backtest): compute used as a fraction of running every run
 to the end, compute saved (1 - that), regret (true best final - final of the run the policy
@@ -61,6 +64,22 @@ def synthetic_sweeps(quick: bool) -> dict:
     }
 
 
+def seed_subsets(runs, n: int, *, keep: int = 2, rng: int = 0) -> dict:
+    """`n` sub-sweeps keeping `keep` random runs of every recipe (recipes with fewer keep all)."""
+    rng = np.random.default_rng(rng)
+    by_recipe = runs.groupby("recipe")["run_id"].unique()
+    out, seen = {}, set()
+    for _ in range(50 * n):  # distinct subsets only
+        if len(out) == n:
+            break
+        chosen = tuple(sorted(r for ids in by_recipe for r in (rng.choice(sorted(ids), keep, replace=False) if len(ids) > keep else ids)))
+        if chosen in seen:
+            continue
+        seen.add(chosen)
+        out[f"trainer_subset_{len(out) + 1}"] = runs[runs["run_id"].isin(chosen)].reset_index(drop=True)
+    return out
+
+
 def ratios(results: dict) -> list[str]:
     """Ours against each baseline: compute used ratio and regret difference, in words."""
     ours = results["forecast"]
@@ -102,6 +121,7 @@ def main(argv=None) -> int:
     parser.add_argument("--json", default=None, help="write all results to this JSON file")
     parser.add_argument("--policies", default=",".join(POLICIES))
     parser.add_argument("--runs", action="append", default=[], help="another finished sweep to replay (repeatable)")
+    parser.add_argument("--subsets", type=int, default=4, help="2-seed subsets of the trainer sweep to replay too (default 4)")
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
     policies = args.policies.split(",")
@@ -109,6 +129,8 @@ def main(argv=None) -> int:
     sweeps = {}
     if TRAINER_SWEEP.exists():
         sweeps["trainer_sweep"] = load_runs(TRAINER_SWEEP)
+        if not args.quick:
+            sweeps.update(seed_subsets(sweeps["trainer_sweep"], args.subsets))
     else:
         print(f"trainer sweep: {TRAINER_SWEEP.relative_to(ROOT)} not found, skipped (trainer_minimal writes it)")
     for path in args.runs:
