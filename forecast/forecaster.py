@@ -17,20 +17,18 @@ derived from it. Three kinds of prediction:
 from __future__ import annotations
 
 import json
-import sys
 import warnings
-from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import xarray as xr
-from scipy.special import expit, logit
+from scipy.special import expit
 
 from . import __version__
 from .curves import compute_to_target as _compute_to_target
 from .curves import sigmoid_curve_log
-from .data import RunDataError, load_runs, validate_runs
+from .data import load_runs, validate_runs
 from .inference import SamplerSettings, convergence_report, sample_model
 from .io import atomic_path
 from .model import Priors, build_model, prepare_data, residual_process
@@ -114,7 +112,7 @@ class ScalingForecaster:
             "horizon_sd": self.horizon_sd,
         }
 
-    def fit(self, runs, *, random_seed=None, progress: bool | None = None, pad_to: int | None = None) -> "ScalingForecaster":
+    def fit(self, runs, *, random_seed=None, progress: bool | None = None, pad_to: int | None = None) -> ScalingForecaster:
         """Fit to a run table (DataFrame, or a path that load_runs reads). Returns self.
 
         pad_to: pad observations to at least this many rows, so a sequence of refits on a growing
@@ -424,7 +422,7 @@ class ScalingForecaster:
         return path
 
     @classmethod
-    def load(cls, path, *, allow_version_mismatch: bool = False) -> "ScalingForecaster":
+    def load(cls, path, *, allow_version_mismatch: bool = False) -> ScalingForecaster:
         """Load a saved fit. Refuses a file written by another package version unless allowed."""
         import arviz as az
 

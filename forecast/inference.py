@@ -38,7 +38,7 @@ class SamplerSettings:
         return asdict(self)
 
     @classmethod
-    def fast(cls, **overrides) -> "SamplerSettings":
+    def fast(cls, **overrides) -> SamplerSettings:
         base = dict(draws=300, tune=300, chains=2)
         base.update(overrides)
         return cls(**base)

@@ -20,7 +20,7 @@ and midpoints live on the normalised compute axis. Everything is overridable thr
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import pandas as pd

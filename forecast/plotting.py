@@ -29,7 +29,7 @@ def plot_fan_chart(fc, *, recipes=None, budget=None, kind="new_run", ax=None, nc
             extra.set_visible(False)
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     c_max = float(fc.runs_["compute"].max())
-    for panel, recipe in zip(axes, recipes):
+    for panel, recipe in zip(axes, recipes, strict=False):
         pred = fc.predict(grid, recipe=recipe, kind=kind)
         panel.fill_between(pred["compute"], pred["q05"], pred["q95"], color="tab:blue", alpha=0.18, lw=0, label="90%")
         panel.fill_between(pred["compute"], pred["q25"], pred["q75"], color="tab:blue", alpha=0.35, lw=0, label="50%")
