@@ -4,18 +4,24 @@ The model, per observation i of run r (recipe k = recipe[r]) at compute C_i:
 
     x_i        = (log C_i - loc) / scale                 compute normalised by its own log-range
     mu_i       = R0_r + (A_r - R0_r) * sigmoid(b_k * (x_i - m_k))
-    metric_i   ~ Normal(mu_i, sqrt(mu_i (1 - mu_i) / n_eval_i + sigma_extra^2))   (StudentT if robust)
+    resid_i    = metric_i - mu_i = wander (OU process in x, per run) + white noise,
+                 white variance = mu_i (1 - mu_i) / n_eval_i + sigma_extra^2
+                 likelihood: each residual given the previous one of its run (Normal, or
+                 Student-t if robust), see `residual_process`
 
-    logit A_k  = a_mu + a_sd * z_A[k]          recipe asymptotes, partially pooled
-    log   b_k  = b_mu + b_sd * z_b[k]          recipe steepness; B = b / scale in log-compute units
-    m_k        = m_mu + m_sd * z_m[k]          recipe midpoint; log C_mid = loc + scale * m
-    logit A_r  = logit A_k + a_run_sd * z_Ar[r]    seed-to-seed spread of the asymptote
-    logit R0_r = r0_mu + r0_sd * z_R0[r]           start of each run, learnt (not fixed by hand)
+    logit A_k  ~ Normal(a_mu, a_sd)            recipe asymptotes, partially pooled
+    log   b_k  ~ Normal(b_mu, b_sd)            recipe steepness; B = b / scale in log-compute units
+    m_k        ~ Normal(m_mu, m_sd)            recipe midpoint; log C_mid = loc + scale * m
+    logit A_r  ~ Normal(logit A_k, a_run_sd)   seed-to-seed spread of the asymptote
+    logit R0_r = r0_mu + r0_sd * z_R0[r]       start of each run, learnt (not fixed by hand)
 
-All hierarchies are non-centred (z ~ Normal(0, 1)) because with few recipes or seeds the
-centred form has funnels that NUTS cannot cross. Priors are on the scale of the data: the
-location of logit A follows the best observed pass rates, R0 follows the first evaluations,
-and midpoints live on the normalised compute axis. Everything is overridable through `Priors`.
+Parametrisation: recipe and run asymptotes are centred when every run has enough evaluations
+to pin itself down (`centered=True`, chosen by the forecaster), non-centred (z-scores) otherwise;
+R0 is always non-centred, because runs of a sweep usually share their start checkpoint and a
+near-zero spread is exactly the centred form's funnel. The recipe spreads get zero-avoiding
+Gamma priors for the same reason. With a single recipe the recipe level is dropped. Priors are
+on the scale of the data: logit A is centred on the best observed pass rates, R0 on the first
+evaluations, midpoints on the normalised compute axis. Everything is overridable via `Priors`.
 """
 
 from __future__ import annotations
