@@ -48,6 +48,13 @@ class NotFittedError(RuntimeError):
     pass
 
 
+def _white_variance(mu, n_eval: float, sigma_extra):
+    """Binomial evaluation noise of n_eval graded samples (none if unknown) plus extra white noise,
+    the numpy twin of the model's white variance."""
+    mu = np.clip(mu, 1e-4, 1 - 1e-4)
+    return (mu * (1 - mu) / n_eval if n_eval > 0 else 0.0) + sigma_extra**2
+
+
 def _qname(q: float) -> str:
     return f"q{round(q * 100):02d}"
 
@@ -211,6 +218,9 @@ class ScalingForecaster:
         except ValueError:
             raise KeyError(f"unknown run_id '{run_id}'; known: {', '.join(self.data_.runs)}") from None
 
+    def _recipe_of(self, run_id: str) -> str:
+        return self.data_.recipes[int(self.data_.run_recipe[self._run_index(run_id)])]
+
     def _typical_n_eval(self, run: int | None = None) -> float:
         d = self.data_
         real = (d.weight > 0) & (d.n_eval > 0)
@@ -237,7 +247,7 @@ class ScalingForecaster:
         if recipe is None:
             if run_id is None:
                 raise ValueError("give recipe= (or run_id=)")
-            recipe = self.data_.recipes[int(self.data_.run_recipe[self._run_index(run_id)])]
+            recipe = self._recipe_of(run_id)
         k = self._recipe_index(recipe)
         logit_A = self.draws("logit_A_recipe")[:, k]
         r0 = self.draws("r0_mu")
@@ -273,7 +283,6 @@ class ScalingForecaster:
         sigma_extra = self.draws("sigma_extra")[:, None]
         wander_sd = self.draws("wander_sd")[:, None]
         wander_scale = self.draws("wander_scale")[:, None]
-        mu_c = np.clip(curve, 1e-4, 1 - 1e-4)
         x = d.to_x(compute)[None, :]
         if kind == "run":
             r = self._run_index(run_id)
@@ -282,18 +291,16 @@ class ScalingForecaster:
             x_last, y_last = d.x[last], d.y[last]
             mu_last = sigmoid_curve_log(d.loc + d.scale * x_last, p["A"], p["B"], p["log_C_mid"], p["R0"])[:, None]
             n_last = d.n_eval[last]
-            white_last = (np.clip(mu_last, 1e-4, 1 - 1e-4) * (1 - np.clip(mu_last, 1e-4, 1 - 1e-4)) / n_last if n_last > 0 else 0.0) + sigma_extra**2
-            white = (mu_c * (1 - mu_c) / n_eval if n_eval > 0 else 0.0) + sigma_extra**2
-            white = white if eval_noise else 0.0 * white
+            white_last = _white_variance(mu_last, n_last, sigma_extra)
+            white = _white_variance(curve, n_eval, sigma_extra) if eval_noise else np.zeros_like(curve)
             ahead = (x > x_last).astype(float)
             mean, var = residual_process(y_last - mu_last, x, x_last, white, white_last, wander_sd, wander_scale, ahead)
             horizon = np.clip(np.log2(compute / np.exp(d.loc + d.scale * x_last)), 0, None)[None, :]
         else:
-            k = self._recipe_index(recipe if recipe is not None else d.recipes[int(d.run_recipe[self._run_index(run_id)])])
+            k = self._recipe_index(recipe if recipe is not None else self._recipe_of(run_id))
             runs_of_recipe = np.flatnonzero(d.run_recipe == k)
             n_eval = self._typical_n_eval()
-            white = (mu_c * (1 - mu_c) / n_eval if n_eval > 0 else 0.0) + sigma_extra**2
-            white = white if eval_noise else 0.0 * white
+            white = _white_variance(curve, n_eval, sigma_extra) if eval_noise else np.zeros_like(curve)
             mean, var = 0.0, white + wander_sd**2
             c_max = max(np.exp(d.loc + d.scale * d.x[d.run_last_obs[r]]) for r in runs_of_recipe)
             horizon = np.clip(np.log2(compute / c_max), 0, None)[None, :]
@@ -312,10 +319,10 @@ class ScalingForecaster:
         compute = np.atleast_1d(np.asarray(compute, dtype=float))
         if kind == "run":
             targets = [run_id] if run_id is not None else self.run_ids
-            pairs = [(self.data_.recipes[int(self.data_.run_recipe[self._run_index(t)])], t) for t in targets]
+            pairs = [(self._recipe_of(t), t) for t in targets]
         else:
             if recipe is None and run_id is not None:
-                recipe = self.data_.recipes[int(self.data_.run_recipe[self._run_index(run_id)])]
+                recipe = self._recipe_of(run_id)
             pairs = [(r, None) for r in ([recipe] if recipe is not None else self.recipes)]
         rows = []
         for rec, run in pairs:
@@ -338,7 +345,7 @@ class ScalingForecaster:
         self._require_fit("asymptote()")
         rows = [{"level": "recipe", "recipe": r, "run_id": None, **self._summarise(self.draws("A")[:, k])} for k, r in enumerate(self.recipes)]
         for i, run in enumerate(self.run_ids):
-            rec = self.data_.recipes[int(self.data_.run_recipe[i])]
+            rec = self._recipe_of(run)
             rows.append({"level": "run", "recipe": rec, "run_id": run, **self._summarise(self.draws("A_run")[:, i])})
         return pd.DataFrame(rows)
 
@@ -364,7 +371,7 @@ class ScalingForecaster:
             add("C_mid", r, None, np.exp(self.draws("log_C_mid")[:, k]), f"log_C_mid[{r}]")
             add("R0", r, None, self.draws("R0"), "R0")
         for i, run in enumerate(self.run_ids):
-            rec = self.data_.recipes[int(self.data_.run_recipe[i])]
+            rec = self._recipe_of(run)
             add("A", rec, run, self.draws("A_run")[:, i], f"A_run[{run}]")
             add("R0", rec, run, self.draws("R0_run")[:, i], f"R0_run[{run}]")
         return pd.DataFrame(rows)
@@ -380,7 +387,7 @@ class ScalingForecaster:
         if not 0 < target < 1:
             raise ValueError(f"target must lie in (0, 1), got {target}")
         if kind == "run":
-            items = [(self.data_.recipes[int(self.data_.run_recipe[i])], run) for i, run in enumerate(self.run_ids)]
+            items = [(self._recipe_of(run), run) for run in self.run_ids]
         else:
             items = [(r, None) for r in self.recipes]
         rows = []
