@@ -5,6 +5,11 @@ Data: 8 recipes x 3 seeds x 40 points (synthetic, ScaleRL Table 1 shapes), one p
             first point, normal noise) sampled by pm.sample() with its defaults (1000+1000, 2 chains);
   ours:     ScalingForecaster().fit(): cold (numba compile + sampling), warm (the compiled model
             reused, as in every refit of a session), and fast mode warm.
+  fast refits: the frequent-refit case of fast mode (forecast watch, the trainer's advisor, the
+            Optuna pruner): a fast fit of the sweep without the last evaluation of one run, then
+            refit() when that evaluation arrives (reweighting, forecast/reweight.py), for 5 runs;
+            and once more with a new evaluation of every run at once (too much news to reweight:
+            refit() samples).
 Prints each time, divergences, max R-hat, and the ratios. Targets: >= 10x faster than the
 baseline, < 10 s warm, < 30 s cold, no divergences, R-hat <= 1.01, fast mode < 1 s.
 
@@ -68,6 +73,25 @@ def describe(idata, var_names):
     return div, rhat
 
 
+def fast_refits(runs):
+    """refit() after one new evaluation of one run (5 runs in turn), then of every run."""
+    last = runs.groupby("run_id").cumcount(ascending=False) == 0
+    times, ks = [], []
+    for run in runs["run_id"].unique()[::5][:5]:
+        fc = ScalingForecaster(mode="fast").fit(runs[~(last & (runs["run_id"] == run))], random_seed=5, progress=False)
+        start = time.perf_counter()
+        fc.refit(runs, random_seed=6)
+        times.append(time.perf_counter() - start)
+        ks.append(fc.diagnostics().pareto_k if fc.fit_info_["reweighted"] else float("nan"))
+        print(f"fast refit, 1 new evaluation of {run}: {times[-1]:5.2f} s  reweighted={fc.fit_info_['reweighted']}  {fc.diagnostics()}")
+    print(f"fast refit, 1 new evaluation of 1 run: median {np.median(times):.2f} s, max {max(times):.2f} s, Pareto k up to {np.nanmax(ks):.2f}")
+    fc = ScalingForecaster(mode="fast").fit(runs[~last], random_seed=7, progress=False)
+    start = time.perf_counter()
+    fc.refit(runs, random_seed=8)
+    print(f"fast refit, 1 new evaluation of every run: {time.perf_counter() - start:5.2f} s  reweighted={fc.fit_info_['reweighted']}  {fc.diagnostics()}")
+    return times
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser()
     parser.add_argument("--skip-baseline", action="store_true")
@@ -92,6 +116,8 @@ def main(argv=None):
     fast = ScalingForecaster(mode="fast").fit(runs, random_seed=3, progress=False)
     results["ours fast"] = time.perf_counter() - start
     print(f"ours fast:  {results['ours fast']:6.2f} s  {fast.diagnostics()}")
+
+    fast_refits(runs)
 
     if not args.skip_baseline:
         start = time.perf_counter()

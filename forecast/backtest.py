@@ -269,6 +269,7 @@ class ForecastRule:
         self.forecaster_kwargs = forecaster_kwargs or {}
         self.n_unconverged = 0
         self.fit_seconds = 0.0
+        self._previous = None  # the last checkpoint's fit, refitted at the next one
 
     def checkpoints(self, schedule, end):
         return schedule
@@ -276,8 +277,10 @@ class ForecastRule:
     def decide(self, view: SweepView) -> dict:
         start = time.perf_counter()
         fc, converged = fit_for_advice(
-            view.revealed, random_seed=self.random_seed + view.index, pad_to=view.n_rows_total, **self.forecaster_kwargs
+            view.revealed, random_seed=self.random_seed + view.index, pad_to=view.n_rows_total,
+            previous=self._previous, **self.forecaster_kwargs
         )
+        self._previous = fc
         self.fit_seconds += time.perf_counter() - start
         self.n_unconverged += not converged
         last = view.revealed.groupby("run_id")["compute"].max()

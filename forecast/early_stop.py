@@ -314,20 +314,30 @@ def recommend_runs(
     return out
 
 
-def fit_for_advice(table: pd.DataFrame, *, random_seed=0, pad_to: int | None = None, **forecaster_kwargs):
+def fit_for_advice(table: pd.DataFrame, *, random_seed=0, pad_to: int | None = None, previous=None, **forecaster_kwargs):
     """A fast refit for advice. Non-centred always, so that the compiled model does not switch
-    parametrisation (and recompile) when runs pass 8 evaluations. Returns (forecaster, converged)."""
+    parametrisation (and recompile) when runs pass 8 evaluations. With `previous` (the forecaster
+    of the last advice) this is previous.refit(table): a few new evaluations of the same runs are
+    absorbed by reweighting its posterior instead of sampling again. Returns (forecaster, converged)."""
     from .forecaster import ConvergenceWarning, ScalingForecaster
 
     kwargs = {"mode": "fast", "parametrization": "noncentered", **forecaster_kwargs}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        fc = ScalingForecaster(**kwargs).fit(table, random_seed=random_seed, progress=False, pad_to=pad_to)
+        if previous is not None:
+            fc = previous.refit(table, random_seed=random_seed, progress=False, pad_to=pad_to)
+        else:
+            fc = ScalingForecaster(**kwargs).fit(table, random_seed=random_seed, progress=False, pad_to=pad_to)
     converged = not any(issubclass(w.category, ConvergenceWarning) for w in caught)
     return fc, converged
 
 
 # ----------------------------------------------------------------------------- trainer entry point
+
+# The last advice fit of each live run in this process: the trainer asks every few evaluations,
+# and the next fit starts from this one (ScalingForecaster.refit).
+_ADVICE_FITS: dict = {}
+
 
 def _reference_table(reference_path, live_run_id: str) -> pd.DataFrame | None:
     """Reference runs from a run table or folder, without the live run itself (a sweep folder
@@ -389,7 +399,8 @@ def trainer_advice(
             CONTINUE, "advisor_error", f"continue: reference runs unusable ({err})", run_id=run_id,
             details={"error": str(err)},
         )
-    fc, converged = fit_for_advice(table, random_seed=random_seed)
+    fc, converged = fit_for_advice(table, random_seed=random_seed, previous=_ADVICE_FITS.get(run_id))
+    _ADVICE_FITS[run_id] = fc
     others = [r for r in fc.run_ids if r != run_id]
     compare_at = {r: float(planned_compute) for r in others}
     rec = recommend_runs(fc, {run_id: float(planned_compute)}, config, compare_at=compare_at, alternatives=others)[run_id]

@@ -29,15 +29,18 @@ from . import __version__
 from .curves import compute_to_target as _compute_to_target
 from .curves import sigmoid_curve_log
 from .data import load_runs, validate_runs
-from .inference import SamplerSettings, convergence_report, sample_model
+from .inference import ConvergenceReport, SamplerSettings, convergence_report, sample_model
 from .io import atomic_path
-from .model import Priors, build_model, prepare_data, residual_process
+from .model import Priors, build_model, prepare_data, residual_process, white_variance
 
 __all__ = ["ScalingForecaster", "ConvergenceWarning", "NotFittedError"]
 
 DEFAULT_QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 KINDS = ("run", "new_run", "mean")
 RETRY_TARGET_ACCEPT = 0.97
+# refit() reweights the last sampled fit only while the weights keep at least this share of its
+# draws' information; below it the new data carry enough news to be worth a sampler run
+MIN_REWEIGHT_EFFICIENCY = 0.5
 
 
 class ConvergenceWarning(UserWarning):
@@ -48,11 +51,22 @@ class NotFittedError(RuntimeError):
     pass
 
 
-def _white_variance(mu, n_eval: float, sigma_extra):
-    """Binomial evaluation noise of n_eval graded samples (none if unknown) plus extra white noise,
-    the numpy twin of the model's white variance."""
-    mu = np.clip(mu, 1e-4, 1 - 1e-4)
-    return (mu * (1 - mu) / n_eval if n_eval > 0 else 0.0) + sigma_extra**2
+def _resampled(idata, indices):
+    """A copy of idata whose posterior holds the stacked draws at `indices`, in the same
+    (chain, draw) shape; sample_stats stay those of the sampler run."""
+    import arviz as az
+
+    post = idata.posterior
+    n_chain, n_draw = post.sizes["chain"], post.sizes["draw"]
+    data_vars = {}
+    for name, var in post.data_vars.items():
+        flat = var.values.reshape((n_chain * n_draw,) + var.shape[2:])
+        data_vars[name] = (var.dims, flat[indices].reshape(var.shape))
+    posterior = xr.Dataset(data_vars, coords=post.coords, attrs=dict(post.attrs))
+    groups = {"posterior": posterior}
+    if "sample_stats" in idata.groups():
+        groups["sample_stats"] = idata.sample_stats
+    return az.InferenceData(**groups)
 
 
 def _qname(q: float) -> str:
@@ -100,6 +114,8 @@ class ScalingForecaster:
         self.data_ = None
         self.fit_info_ = {}
         self._draw_cache = {}
+        self._report = None
+        self._base = None  # the last sampled fit, which refit() reweights
 
     # ------------------------------------------------------------------ fitting
 
@@ -125,10 +141,7 @@ class ScalingForecaster:
         pad_to: pad observations to at least this many rows, so a sequence of refits on a growing
         table (a backtest, a live sweep) keeps one structure and reuses one compiled model.
         """
-        if isinstance(runs, (str, Path)):
-            runs = load_runs(runs)
-        else:
-            runs = validate_runs(runs)
+        runs = self._validated(runs)
         data = prepare_data(runs, pad_to=pad_to)
         centered = self._centered_for(runs)
         model = build_model(data, self.priors, robust=self.robust, centered=centered)
@@ -146,17 +159,101 @@ class ScalingForecaster:
             info["retry"] = {"target_accept": RETRY_TARGET_ACCEPT, "divergences_before": report.divergences, "divergences_after": retry_report.divergences}
             info["sample_seconds"] += retry_info["sample_seconds"]
             if (retry_report.divergences, retry_report.max_rhat) < (report.divergences, report.max_rhat):
-                idata = retry
+                idata, report = retry, retry_report
         info["centered"] = centered
         info["random_seed"] = random_seed
-        self._set_fit(runs, data, idata, info)
+        self._set_fit(runs, data, idata, info, report)
+        self._base = {"data": data, "idata": idata, "report": report, "params": None, "loglik": None}
+        self._warn_if_unconverged()
+        return self
+
+    def refit(
+        self, runs, *, random_seed=None, progress: bool | None = None, pad_to: int | None = None, reweight: bool = True
+    ) -> ScalingForecaster:
+        """Refit on a grown run table (new evaluations of the same runs), fast when it can be.
+
+        When the runs are the same as in the last sampled fit, that fit's draws are reweighted
+        to the new data by Pareto-smoothed importance sampling (forecast.reweight): a fraction
+        of a second instead of a sampler run. The reweighted posterior is used when it is
+        reliable (Pareto k <= 0.7) and keeps at least half of the draws' information
+        (MIN_REWEIGHT_EFFICIENCY); otherwise, or with new runs or recipes, or reweight=False,
+        this is fit(). Its diagnostics are the sampled fit's R-hat and divergences, its ESS
+        scaled by the weights' efficiency, and Pareto k, so a reweighted fit is flagged exactly
+        when it should be. `fit_info_["reweighted"]` says which happened. Returns self.
+        """
+        runs = self._validated(runs)
+        base = self._base
+        if reweight and base is not None and self._same_runs(runs, base["data"]):
+            if self._try_reweight(runs, base, pad_to=pad_to, random_seed=random_seed) is not None:
+                self._warn_if_unconverged()
+                return self
+        self.fit(runs, random_seed=random_seed, progress=progress, pad_to=pad_to)
+        self.fit_info_["reweighted"] = False
+        return self
+
+    @staticmethod
+    def _same_runs(runs: pd.DataFrame, data) -> bool:
+        pairs = runs.drop_duplicates("run_id").set_index("run_id")["recipe"]
+        return sorted(pairs.index) == sorted(data.runs) and all(
+            data.recipes[data.run_recipe[i]] == pairs[run] for i, run in enumerate(data.runs)
+        )
+
+    def _try_reweight(self, runs, base, *, pad_to, random_seed):
+        """Reweight the base fit's draws to `runs`; sets the fit and returns the update, or None
+        (and leaves the current fit alone) when the reweighted posterior would not pass."""
+        import time
+
+        from .reweight import PARAMETERS, importance_update, log_likelihood
+
+        start = time.perf_counter()
+        base_data, base_idata = base["data"], base["idata"]
+        if base["params"] is None:
+            post = base_idata.posterior
+            base["params"] = {v: post[v].values.reshape((-1,) + post[v].shape[2:]) for v in PARAMETERS}
+            base["loglik"] = log_likelihood(base["params"], base_data, robust=self.robust, nu=self.priors.student_nu)
+        data = prepare_data(runs, pad_to=pad_to or len(base_data.y), frame=base_data.frame())
+        update = importance_update(
+            base["params"], base["loglik"], data, robust=self.robust, nu=self.priors.student_nu, rng=random_seed
+        )
+        b = base["report"]
+        report = ConvergenceReport(
+            max_rhat=b.max_rhat,
+            min_ess_bulk=b.min_ess_bulk * update.efficiency,
+            min_ess_tail=b.min_ess_tail * update.efficiency,
+            divergences=b.divergences,
+            n_draws=b.n_draws,
+            rhat_limit=b.rhat_limit,
+            ess_limit=b.ess_limit,
+            pareto_k=update.pareto_k,
+            reweight_efficiency=update.efficiency,
+        )
+        if update.pareto_k > report.pareto_k_limit or update.efficiency < MIN_REWEIGHT_EFFICIENCY:
+            return None
+        idata = _resampled(base_idata, update.indices)
+        info = {
+            **{k: v for k, v in self.fit_info_.items() if k not in ("retry",)},
+            "reweighted": True,
+            "base_n_obs": base_data.n_obs,
+            "reweight_seconds": time.perf_counter() - start,
+            "random_seed": random_seed,
+        }
+        self._set_fit(runs, data, idata, info, report)
+        return update
+
+    def _validated(self, runs) -> pd.DataFrame:
+        if isinstance(runs, (str, Path)):
+            return load_runs(runs)
+        return validate_runs(runs)
+
+    def _warn_if_unconverged(self):
         report = self.diagnostics()
         if not report.converged:
             message = f"The fit did not converge; treat its intervals with suspicion.\n  {report}"
-            warnings.warn(message, ConvergenceWarning, stacklevel=2)
-        return self
+            warnings.warn(message, ConvergenceWarning, stacklevel=3)
 
-    def _set_fit(self, runs, data, idata, info):
+    def _set_fit(self, runs, data, idata, info, report=None):
+        self._report = report if report is not None else convergence_report(idata)
+        info = {**info, "frame": data.frame(), "diagnostics": self._report.to_dict()}
         self.runs_, self.data_, self.idata, self.fit_info_ = runs, data, idata, info
         self._draw_cache = {}
         attrs = {
@@ -190,7 +287,7 @@ class ScalingForecaster:
     def diagnostics(self):
         """R-hat, ESS and divergences of this fit (a ConvergenceReport; str() it to read it)."""
         self._require_fit("diagnostics()")
-        return convergence_report(self.idata)
+        return self._report
 
     # ------------------------------------------------------------------ posterior draws
 
@@ -291,8 +388,8 @@ class ScalingForecaster:
             x_last, y_last = d.x[last], d.y[last]
             mu_last = sigmoid_curve_log(d.loc + d.scale * x_last, p["A"], p["B"], p["log_C_mid"], p["R0"])[:, None]
             n_last = d.n_eval[last]
-            white_last = _white_variance(mu_last, n_last, sigma_extra)
-            white = _white_variance(curve, n_eval, sigma_extra) if eval_noise else np.zeros_like(curve)
+            white_last = white_variance(mu_last, n_last, sigma_extra)
+            white = white_variance(curve, n_eval, sigma_extra) if eval_noise else np.zeros_like(curve)
             ahead = (x > x_last).astype(float)
             mean, var = residual_process(y_last - mu_last, x, x_last, white, white_last, wander_sd, wander_scale, ahead)
             horizon = np.clip(np.log2(compute / np.exp(d.loc + d.scale * x_last)), 0, None)[None, :]
@@ -300,7 +397,7 @@ class ScalingForecaster:
             k = self._recipe_index(recipe if recipe is not None else self._recipe_of(run_id))
             runs_of_recipe = np.flatnonzero(d.run_recipe == k)
             n_eval = self._typical_n_eval()
-            white = _white_variance(curve, n_eval, sigma_extra) if eval_noise else np.zeros_like(curve)
+            white = white_variance(curve, n_eval, sigma_extra) if eval_noise else np.zeros_like(curve)
             mean, var = 0.0, white + wander_sd**2
             c_max = max(np.exp(d.loc + d.scale * d.x[d.run_last_obs[r]]) for r in runs_of_recipe)
             horizon = np.clip(np.log2(compute / c_max), 0, None)[None, :]
@@ -457,7 +554,9 @@ class ScalingForecaster:
         )
         table = idata.run_table.to_dataframe().reset_index(drop=True)
         runs = validate_runs(table, source=path)
-        fc._set_fit(runs, prepare_data(runs), idata, json.loads(attrs.get("fit_info", "{}")))
+        info = json.loads(attrs.get("fit_info", "{}"))
+        report = ConvergenceReport.from_dict(info["diagnostics"]) if "diagnostics" in info else None
+        fc._set_fit(runs, prepare_data(runs, frame=info.get("frame")), idata, info, report)
         return fc
 
     def __repr__(self) -> str:

@@ -124,10 +124,16 @@ class ConvergenceReport:
     n_draws: int
     rhat_limit: float = 1.01
     ess_limit: float = 400.0
+    # set when the posterior was reweighted from an earlier fit (forecast.reweight): the Pareto k
+    # of the smoothed importance weights and the share of draws that kept their information
+    pareto_k: float | None = None
+    reweight_efficiency: float | None = None
+    pareto_k_limit: float = 0.7
 
     @property
     def converged(self) -> bool:
-        return self.max_rhat <= self.rhat_limit and self.divergences == 0 and self.min_ess_bulk >= self.ess_limit
+        reweight_ok = self.pareto_k is None or self.pareto_k <= self.pareto_k_limit
+        return self.max_rhat <= self.rhat_limit and self.divergences == 0 and self.min_ess_bulk >= self.ess_limit and reweight_ok
 
     def problems(self) -> list[str]:
         out = []
@@ -137,6 +143,8 @@ class ConvergenceReport:
             out.append(f"{self.divergences} divergent transitions: the posterior geometry was not explored reliably")
         if self.min_ess_bulk < self.ess_limit:
             out.append(f"bulk ESS as low as {self.min_ess_bulk:.0f} (< {self.ess_limit:.0f}): intervals are noisy")
+        if self.pareto_k is not None and self.pareto_k > self.pareto_k_limit:
+            out.append(f"Pareto k {self.pareto_k:.2f} (> {self.pareto_k_limit}): the new data moved the posterior too far to reweight")
         return out
 
     def to_dict(self) -> dict:
@@ -145,12 +153,18 @@ class ConvergenceReport:
         d["problems"] = self.problems()
         return d
 
+    @classmethod
+    def from_dict(cls, d: dict) -> ConvergenceReport:
+        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+
     def __str__(self) -> str:
         status = "converged" if self.converged else "NOT CONVERGED"
         head = (
             f"{status}: max R-hat {self.max_rhat:.3f}, min bulk ESS {self.min_ess_bulk:.0f}, "
             f"min tail ESS {self.min_ess_tail:.0f}, divergences {self.divergences} ({self.n_draws} draws)"
         )
+        if self.pareto_k is not None:
+            head += f"; reweighted: Pareto k {self.pareto_k:.2f}, efficiency {self.reweight_efficiency:.0%}"
         return "\n  ".join([head, *self.problems()])
 
 

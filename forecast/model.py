@@ -36,7 +36,7 @@ from scipy.special import logit
 
 from .curves import sigmoid_curve_pt
 
-__all__ = ["Priors", "ModelData", "prepare_data", "build_model"]
+__all__ = ["Priors", "ModelData", "prepare_data", "build_model", "residual_process", "white_variance"]
 
 
 @dataclass
@@ -101,6 +101,11 @@ class ModelData:
         real = self.weight > 0
         return bool(np.all(self.n_eval[real] > 0))
 
+    def frame(self) -> dict:
+        """The data-dependent constants of the model (compute axis and prior centres). A refit
+        that keeps the frame keeps the prior, which reweighting an earlier posterior needs."""
+        return {"loc": self.loc, "scale": self.scale, "best_metric": self.best_metric, "start_metric": self.start_metric}
+
     def to_x(self, compute) -> np.ndarray:
         return (np.log(np.asarray(compute, dtype=float)) - self.loc) / self.scale
 
@@ -116,8 +121,24 @@ def _padded_length(n: int, bucket: int = 64) -> int:
     return int(np.ceil(n / bucket) * bucket)
 
 
-def prepare_data(runs: pd.DataFrame, *, pad_to: int | None = None) -> ModelData:
-    """Arrays for the model from a validated run table (see data.validate_runs)."""
+def _frame_from(log_c: np.ndarray, per_run) -> dict:
+    """Compute axis: the observed log-compute range mapped to [-1, 1]. Prior centres: the median
+    over runs of each run's best and of its first metric."""
+    lo, hi = float(log_c.min()), float(log_c.max())
+    return {
+        "loc": 0.5 * (lo + hi),
+        "scale": max(0.5 * (hi - lo), 0.5),  # a table spanning little compute still gets a sane axis
+        "best_metric": float(per_run.max().median()),
+        "start_metric": float(per_run.first().median()),
+    }
+
+
+def prepare_data(runs: pd.DataFrame, *, pad_to: int | None = None, frame: dict | None = None) -> ModelData:
+    """Arrays for the model from a validated run table (see data.validate_runs).
+
+    frame: keep the compute axis and prior centres of an earlier fit (ModelData.frame()) instead
+    of deriving them from this table.
+    """
     runs = runs.sort_values(["recipe", "run_id", "compute"], kind="stable").reset_index(drop=True)
     recipes = sorted(runs["recipe"].unique())
     run_table = runs.drop_duplicates("run_id")[["run_id", "recipe"]]
@@ -125,9 +146,6 @@ def prepare_data(runs: pd.DataFrame, *, pad_to: int | None = None) -> ModelData:
     recipe_index = {r: i for i, r in enumerate(recipes)}
     run_index = {r: i for i, r in enumerate(run_ids)}
     log_c = np.log(runs["compute"].to_numpy(float))
-    lo, hi = float(log_c.min()), float(log_c.max())
-    loc = 0.5 * (lo + hi)
-    scale = max(0.5 * (hi - lo), 0.5)  # a table spanning little compute still gets a sane axis
     n = len(runs)
     n_pad = max(pad_to or 0, _padded_length(n))
     pad = n_pad - n
@@ -138,6 +156,8 @@ def prepare_data(runs: pd.DataFrame, *, pad_to: int | None = None) -> ModelData:
     run_last = np.array([np.flatnonzero(obs_run == r).max() for r in range(len(run_ids))])
     n_eval = runs["n_eval"].fillna(0).to_numpy(float) if "n_eval" in runs else np.zeros(n)
     per_run = runs.groupby("run_id")["metric"]
+    frame = frame or _frame_from(log_c, per_run)
+    loc, scale = frame["loc"], frame["scale"]
     return ModelData(
         recipes=recipes,
         runs=run_ids,
@@ -150,8 +170,8 @@ def prepare_data(runs: pd.DataFrame, *, pad_to: int | None = None) -> ModelData:
         prev=np.r_[prev, np.full(pad, -1)],
         loc=loc,
         scale=scale,
-        best_metric=float(per_run.max().median()),
-        start_metric=float(per_run.first().median()),
+        best_metric=frame["best_metric"],
+        start_metric=frame["start_metric"],
         run_last_obs=run_last,
     )
 
@@ -167,6 +187,15 @@ def _hier(name, mu, sd, dim, centered):
         return pm.Normal(name, mu, sd, dims=dim)
     z = pm.Normal(f"{name}_z", 0.0, 1.0, dims=dim)
     return pm.Deterministic(name, mu + sd * z, dims=dim)
+
+
+def white_variance(mu, n_eval, sigma_extra):
+    """Numpy twin of the model's white variance: binomial evaluation noise of n_eval graded
+    samples (no binomial term where n_eval is 0, i.e. unknown) plus extra white noise."""
+    mu = np.clip(mu, 1e-4, 1 - 1e-4)
+    n_eval = np.asarray(n_eval, dtype=float)
+    binomial = np.where(n_eval > 0, mu * (1 - mu) / np.where(n_eval > 0, n_eval, 1.0), 0.0)
+    return binomial + sigma_extra**2
 
 
 def residual_process(resid_prev, x, x_prev, white_var, white_var_prev, wander_sd, wander_scale, has_prev):

@@ -102,6 +102,7 @@ class ForecastPruner(BasePruner):
         self.forecaster_kwargs = forecaster_kwargs or {}
         self.advice: dict[int, Recommendation] = {}
         self.n_fits = 0
+        self._previous = {}  # trial number -> its last fit, refitted at its next report
 
     def _best_completed(self, study):
         complete = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if t.value is not None]
@@ -137,7 +138,10 @@ class ForecastPruner(BasePruner):
             table = pd.concat([reference, table], ignore_index=True)
             alternatives = [f"trial-{best.number}"]
         pad = int(np.ceil(len(table) / 64) * 64)
-        fc, converged = fit_for_advice(table, random_seed=self.random_seed + self.n_fits, pad_to=pad, **self.forecaster_kwargs)
+        fc, converged = fit_for_advice(
+            table, random_seed=self.random_seed + self.n_fits, pad_to=pad, previous=self._previous.get(trial.number), **self.forecaster_kwargs
+        )
+        self._previous = {trial.number: fc}  # the next report of this trial refits this fit
         self.n_fits += 1
         # the best completed trial is judged where it ended: that is the value it already has
         rec = recommend_runs(fc, {run_id: budget}, self.config, alternatives=alternatives)[run_id]

@@ -1,8 +1,9 @@
 """`forecast watch RUNS_DIR`: follow run logs while they are written and recommend continue/stop.
 
 Every `interval` seconds the folder's run logs (`*/evals.jsonl`, as trainer_minimal writes) are
-read again. When any run has new evaluations, the model is refitted on all of them (fast mode)
-and every run still in flight gets a Recommendation (forecast.early_stop), printed and written
+read again. When any run has new evaluations, the model is refitted on all of them (fast mode;
+a few new evaluations of the same runs are absorbed by reweighting the last posterior, see
+ScalingForecaster.refit) and every run still in flight gets a Recommendation (forecast.early_stop), printed and written
 atomically to a JSON file, so a scheduler or a person can act on it.
 
 Logs are read while trainers append to them: a torn last line (a write in progress) is skipped by
@@ -44,6 +45,7 @@ class WatchState:
     latest: dict = field(default_factory=dict)  # run_id -> latest Recommendation
     polls: int = 0
     fits: int = 0
+    forecaster: object = None  # the last fit, refitted (reweighted when it can be) at the next poll
 
 
 def scan_runs(runs_dir) -> tuple[pd.DataFrame, dict[str, Path]]:
@@ -94,16 +96,18 @@ def is_finished(folder: Path | None) -> bool:
     return folder is not None and (folder / "summary.json").exists()
 
 
-def advise_table(table: pd.DataFrame, budgets: dict, config: EarlyStopConfig, *, random_seed: int = 0) -> dict:
-    """Fit every run in `table` and recommend for the runs in `budgets` (the default advisor)."""
+def advise_table(table: pd.DataFrame, budgets: dict, config: EarlyStopConfig, *, random_seed: int = 0, previous=None):
+    """Fit every run in `table` (a refit of `previous` when given) and recommend for the runs in
+    `budgets` (the default advisor). Returns (recommendations, forecaster)."""
     pad = int(np.ceil(len(table) / PAD_BUCKET) * PAD_BUCKET)
-    fc, converged = fit_for_advice(table, random_seed=random_seed, pad_to=pad)
+    fc, converged = fit_for_advice(table, random_seed=random_seed, pad_to=pad, previous=previous)
     last = table.groupby("run_id")["compute"].max()
     compare_at = {r: budgets.get(r, float(last[r])) for r in fc.run_ids}
     recs = recommend_runs(fc, budgets, config, compare_at=compare_at)
     for rec in recs.values():
         rec.details["converged"] = converged
-    return recs
+        rec.details["reweighted"] = bool(fc.fit_info_.get("reweighted", False))
+    return recs, fc
 
 
 def poll(
@@ -118,7 +122,11 @@ def poll(
 ) -> list[Recommendation]:
     """One look at the folder. Returns the recommendations made for runs with new evaluations
     (empty when nothing changed). Updates `state`."""
-    advisor = advisor or (lambda t, b, c: advise_table(t, b, c, random_seed=random_seed + state.fits))
+    def default_advisor(table, budgets, config):
+        recs, state.forecaster = advise_table(table, budgets, config, random_seed=random_seed + state.fits, previous=state.forecaster)
+        return recs
+
+    advisor = advisor or default_advisor
     state.polls += 1
     table, folders = scan_runs(runs_dir)
     if table.empty:

@@ -138,3 +138,28 @@ def test_watch_cli_bad_input(tmp_path, capsys):
     assert main(["watch", str(tmp_path / "missing"), "--once"]) == 2
     assert "is not a folder" in capsys.readouterr().err
     assert main(["watch", str(tmp_path), "--once", "--threshold", "2"]) == 2
+
+
+@pytest.mark.slow
+def test_the_default_advisor_reweights_when_one_evaluation_arrives(sweep):
+    """Real fits: the first poll samples, the next (one new evaluation) reweights that posterior."""
+    import warnings
+
+    import numpy as np
+
+    def curve(i, top):
+        return round(0.1 + (top - 0.1) / (1 + (6.0 / (i + 1)) ** 1.5), 4)
+
+    for run, top in (("good-s0", 0.6), ("bad-s0", 0.3)):
+        append(sweep / run / "evals.jsonl", "".join(row(run, i, curve(i, top)) for i in range(10)))
+    state, config = WatchState(), EarlyStopConfig()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # short fast-mode chains may warn; not what is tested here
+        first = poll(sweep, state, config=config, budget=4e3)
+        assert {r.run_id for r in first} == {"good-s0", "bad-s0"}
+        assert first[0].details["reweighted"] is False
+        append(sweep / "bad-s0" / "evals.jsonl", row("bad-s0", 10, curve(10, 0.3)))
+        second = poll(sweep, state, config=config, budget=4e3)
+    assert [r.run_id for r in second] == ["bad-s0"]
+    assert second[0].details["reweighted"] is True
+    assert state.forecaster.data_.n_obs == 21 and np.isfinite(state.forecaster.diagnostics().pareto_k)

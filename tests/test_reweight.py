@@ -1,0 +1,102 @@
+"""Fast refits by reweighting: the numpy likelihood is the model's, and refit() reweights only
+when that is reliable, falling back to sampling otherwise."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from forecast import ScalingForecaster
+from forecast.data import validate_runs
+from forecast.model import build_model, prepare_data
+from forecast.reweight import PARAMETERS, importance_update, log_likelihood, systematic_resample
+
+
+@pytest.mark.parametrize("centered,robust", [(True, False), (False, False), (True, True)])
+def test_numpy_likelihood_is_the_models_potential(small_sweep, centered, robust):
+    data = prepare_data(validate_runs(small_sweep))
+    model = build_model(data, robust=robust, centered=centered)
+    rng = np.random.default_rng(1)
+    point = {k: v + 0.2 * rng.standard_normal(np.shape(v)) for k, v in model.initial_point().items()}
+    # one call: compiled functions may reuse their input buffers
+    values = model.compile_fn(
+        [model.potentials[0], *[model[v] for v in PARAMETERS]], inputs=model.value_vars, on_unused_input="ignore"
+    )(point)
+    params = {v: np.asarray(x)[None] for v, x in zip(PARAMETERS, values[1:], strict=True)}
+    assert log_likelihood(params, data, robust=robust)[0] == pytest.approx(float(values[0]), rel=1e-6)
+
+
+def test_systematic_resample_follows_the_weights():
+    weights = np.array([0.5, 0.25, 0.25, 0.0])
+    counts = np.bincount(systematic_resample(np.repeat(weights, 100) / 100, np.random.default_rng(0)) // 100, minlength=4)
+    assert counts.tolist() == [200, 100, 100, 0]
+
+
+def test_unchanged_data_keeps_every_draw(fitted):
+    base = fitted._base
+    post = base["idata"].posterior
+    params = {v: post[v].values.reshape((-1,) + post[v].shape[2:]) for v in PARAMETERS}
+    loglik = log_likelihood(params, base["data"])
+    update = importance_update(params, loglik, base["data"], rng=0)
+    assert update.efficiency == pytest.approx(1.0)
+    assert sorted(update.indices.tolist()) == list(range(len(loglik)))
+
+
+def _fast_fit(table, seed):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return ScalingForecaster(mode="fast").fit(table, random_seed=seed, progress=False)
+
+
+def test_refit_reweights_one_new_evaluation_and_matches_a_fresh_fit(small_sweep):
+    last_of_first_run = small_sweep.index[small_sweep["run_id"] == small_sweep["run_id"].iloc[0]][-1]
+    fc = _fast_fit(small_sweep.drop(index=last_of_first_run), seed=1)
+    sampled_report = fc.diagnostics()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fc.refit(small_sweep, random_seed=2)
+    assert fc.fit_info_["reweighted"] is True
+    report = fc.diagnostics()
+    assert report.pareto_k is not None and report.pareto_k <= 0.7 and "reweighted" in str(report)
+    assert report.max_rhat == sampled_report.max_rhat  # the sampler's own diagnostics are kept
+    assert fc.data_.n_obs == len(small_sweep) and len(fc.runs_) == len(small_sweep)
+    fresh = _fast_fit(small_sweep, seed=3)
+    a = fc.predict([2e5], kind="new_run").set_index("recipe")
+    b = fresh.predict([2e5], kind="new_run").set_index("recipe")
+    width = (b["q95"] - b["q05"]).to_numpy()
+    assert np.all(np.abs(a["q50"] - b["q50"]).to_numpy() < 0.25 * width)
+
+
+def test_refit_samples_again_when_the_news_are_large(small_sweep):
+    first_half = small_sweep[small_sweep.groupby("run_id").cumcount() < 8]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        # padded like the whole sweep: one compiled model serves both fits
+        fc = ScalingForecaster(mode="fast").fit(first_half, random_seed=1, progress=False, pad_to=len(prepare_data(small_sweep).y))
+        fc.refit(small_sweep, random_seed=2)  # twice the data: far too much news to reweight
+    assert fc.fit_info_["reweighted"] is False and fc.diagnostics().pareto_k is None
+    assert fc.data_.n_obs == len(small_sweep)
+
+
+def test_only_the_same_runs_can_be_reweighted(small_sweep):
+    data = prepare_data(validate_runs(small_sweep))
+    first = small_sweep["run_id"].iloc[0]
+    assert ScalingForecaster._same_runs(small_sweep.iloc[::-1], data)
+    assert not ScalingForecaster._same_runs(small_sweep[small_sweep["run_id"] != first], data)
+    moved = small_sweep.assign(recipe=np.where(small_sweep["run_id"] == first, "another_recipe", small_sweep["recipe"]))
+    assert not ScalingForecaster._same_runs(moved, data)
+
+
+def test_a_reweighted_fit_saves_and_loads_with_its_diagnostics(small_sweep, tmp_path):
+    last = small_sweep.groupby("run_id").cumcount() == 15
+    fc = _fast_fit(small_sweep[~last | (small_sweep["run_id"] != small_sweep["run_id"].iloc[0])], seed=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fc.refit(small_sweep, random_seed=2)
+    assert fc.fit_info_["reweighted"]
+    again = ScalingForecaster.load(fc.save(tmp_path / "fit.nc"))
+    assert again.diagnostics().pareto_k == pytest.approx(fc.diagnostics().pareto_k)
+    assert again.data_.loc == pytest.approx(fc.data_.loc) and again.data_.scale == pytest.approx(fc.data_.scale)
+    np.testing.assert_allclose(again.predict([2e5])["q50"], fc.predict([2e5])["q50"])
