@@ -31,7 +31,7 @@ from .curves import sigmoid_curve_log
 from .data import load_runs, validate_runs
 from .inference import ConvergenceReport, SamplerSettings, convergence_report, sample_model
 from .io import atomic_path
-from .model import Priors, build_model, prepare_data, residual_process, white_variance
+from .model import Priors, build_model, data_values, prepare_data, residual_process, white_variance
 
 __all__ = ["ScalingForecaster", "ConvergenceWarning", "NotFittedError"]
 
@@ -144,17 +144,21 @@ class ScalingForecaster:
         runs = self._validated(runs)
         data = prepare_data(runs, pad_to=pad_to)
         centered = self._centered_for(runs)
-        model = build_model(data, self.priors, robust=self.robust, centered=centered)
+        values = data_values(data, self.priors)
+
+        def model():  # built only when no compiled model of this structure exists yet
+            return build_model(data, self.priors, robust=self.robust, centered=centered)
+
         settings = self.sampler if progress is None else SamplerSettings(**{**self.sampler.to_dict(), "progress": progress})
         key = (data.structure_key(), centered, self.robust, json.dumps(self.priors.to_dict(), sort_keys=True))
-        idata, info = sample_model(model, settings, random_seed=random_seed, cache_key=key)
+        idata, info = sample_model(model, settings, random_seed=random_seed, cache_key=key, data_values=values)
         report = convergence_report(idata)
         if report.divergences and self.mode == "nuts" and settings.target_accept < RETRY_TARGET_ACCEPT:
             # Divergences usually mean step sizes too large for a curved region (a funnel of a
             # small recipe spread). Smaller steps cost only sampling time: the compiled model is
             # reused. Keep whichever run has fewer problems, and say that we retried.
             retry_settings = SamplerSettings(**{**settings.to_dict(), "target_accept": RETRY_TARGET_ACCEPT})
-            retry, retry_info = sample_model(model, retry_settings, random_seed=random_seed, cache_key=key)
+            retry, retry_info = sample_model(model, retry_settings, random_seed=random_seed, cache_key=key, data_values=values)
             retry_report = convergence_report(retry)
             info["retry"] = {"target_accept": RETRY_TARGET_ACCEPT, "divergences_before": report.divergences, "divergences_after": retry_report.divergences}
             info["sample_seconds"] += retry_info["sample_seconds"]

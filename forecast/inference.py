@@ -12,9 +12,9 @@ import time
 import warnings
 from dataclasses import asdict, dataclass
 
-import arviz as az
 import numpy as np
 import pymc as pm
+from scipy import stats
 
 __all__ = ["SamplerSettings", "sample_model", "convergence_report", "ConvergenceReport"]
 
@@ -52,27 +52,28 @@ def _nutpie_available() -> bool:
     return True
 
 
-def _compiled(model, key):
+def _compiled(build_model, key, data_values):
+    """The compiled model for `key` with `data_values` swapped in (no PyMC model is built then),
+    or a freshly built and compiled one. Returns (compiled, reused)."""
     import nutpie
 
     if key is not None and key in _COMPILED_CACHE:
-        compiled = _COMPILED_CACHE[key]
-        data = {name: var.get_value() for name, var in _shared_data(model).items()}
-        return compiled.with_data(**data), True
+        return _COMPILED_CACHE[key].with_data(**data_values), True
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        compiled = nutpie.compile_pymc_model(model)
+        compiled = nutpie.compile_pymc_model(build_model())
     if key is not None:
         _COMPILED_CACHE[key] = compiled
     return compiled, False
 
 
-def _shared_data(model) -> dict:
-    return {name: var for name, var in model.named_vars.items() if hasattr(var, "get_value")}
+def sample_model(build_model, settings: SamplerSettings, *, random_seed=None, cache_key=None, data_values=None):
+    """Sample the model that `build_model()` returns; returns (InferenceData, info dict with
+    sampler name and timings).
 
-
-def sample_model(model, settings: SamplerSettings, *, random_seed=None, cache_key=None):
-    """Sample `model`; returns (InferenceData, info dict with sampler name and timings)."""
+    With nutpie, a model compiled earlier under the same `cache_key` is reused with
+    `data_values` (the values of its pm.Data nodes) and build_model is not even called.
+    """
     progress = settings.progress if settings.progress is not None else sys.stderr.isatty()
     use_nutpie = settings.sampler == "nutpie" or (settings.sampler == "auto" and _nutpie_available())
     info = {"sampler": "nutpie" if use_nutpie else "pymc"}
@@ -80,12 +81,12 @@ def sample_model(model, settings: SamplerSettings, *, random_seed=None, cache_ke
     if use_nutpie:
         import nutpie
 
-        compiled, reused = _compiled(model, cache_key)
+        compiled, reused = _compiled(build_model, cache_key if data_values is not None else None, data_values)
         info["compile_seconds"] = time.perf_counter() - start
         info["compiled_model_reused"] = reused
         start = time.perf_counter()
         seed = int(np.random.SeedSequence(random_seed).generate_state(1)[0]) if random_seed is not None else None
-        idata = nutpie.sample(
+        raw = nutpie.sample(
             compiled,
             draws=settings.draws,
             tune=settings.tune,
@@ -96,9 +97,11 @@ def sample_model(model, settings: SamplerSettings, *, random_seed=None, cache_ke
             save_warmup=False,
             target_accept=settings.target_accept,
             low_rank_modified_mass_matrix=settings.low_rank_mass_matrix,
+            return_raw_trace=True,
         )
+        idata = _trace_to_idata(*raw.get_arrow_trace(), coords=compiled.coords)
     else:
-        with model:
+        with build_model():
             idata = pm.sample(
                 draws=settings.draws,
                 tune=settings.tune,
@@ -113,6 +116,55 @@ def sample_model(model, settings: SamplerSettings, *, random_seed=None, cache_ke
         info["compiled_model_reused"] = False
     info["sample_seconds"] = time.perf_counter() - start
     return idata, info
+
+
+# sampler statistics nutpie records that are only needed for debugging the sampler itself
+_SKIPPED_STATS = ("chain", "draw", "gradient", "unconstrained_draw", "mass_matrix_inv", "mass_matrix_eigvals", "mass_matrix_stds",
+                  "divergence_start", "divergence_end", "divergence_momentum", "divergence_start_gradient")
+
+
+def _arrow_columns(batches, kept_rows, skip=()) -> dict:
+    """{name: (dims, array (chain, draw, ...))} of the kept rows of nutpie's Arrow batches."""
+    import pyarrow
+
+    out = {}
+    for batch, keep in zip(batches, kept_rows, strict=True):
+        for name in batch.column_names:
+            if name in skip:
+                continue
+            column = batch.column(name)
+            meta = column.field.metadata or {}
+            shape = [int(n) for n in meta.get(b"shape", b"").decode().split(",") if n]
+            dims = [d for d in meta.get(b"dims", b"").decode().split(",") if d] or [f"{name}_dim_{i}" for i in range(len(shape))]
+            values = pyarrow.array(column)
+            if hasattr(values, "flatten"):  # list-typed column of a vector-valued variable
+                values = values.flatten()
+            values = values.to_numpy(zero_copy_only=False).reshape([batch.num_rows, *shape])[keep]
+            out.setdefault(name, (dims, []))[1].append(values)
+    return {name: (dims, np.stack(chains)) for name, (dims, chains) in out.items()}
+
+
+def _trace_to_idata(draw_batches, stat_batches, *, coords):
+    """InferenceData (posterior, sample_stats) from nutpie's raw Arrow trace, built directly with
+    xarray: ArviZ's generic from_dict costs more than a short fast-mode run's sampling does."""
+    import arviz as az
+    import xarray as xr
+
+    def dataset(columns):
+        variables = {name: (["chain", "draw", *dims], values) for name, (dims, values) in columns.items()}
+        used = {d for dims, _ in columns.values() for d in dims}
+        n_chain, n_draw = next(iter(columns.values()))[1].shape[:2]
+        extra = {name: np.asarray(values) for name, values in coords.items() if name in used}
+        return xr.Dataset(variables, coords={"chain": np.arange(n_chain), "draw": np.arange(n_draw), **extra})
+
+    import pyarrow
+
+    # nutpie keeps the warm-up rows in the raw trace; they are marked by the "tuning" statistic
+    kept = [~pyarrow.array(stat.column("tuning")).to_numpy(zero_copy_only=False).astype(bool) for stat in stat_batches]
+    return az.InferenceData(
+        posterior=dataset(_arrow_columns(draw_batches, kept)),
+        sample_stats=dataset(_arrow_columns(stat_batches, kept, _SKIPPED_STATS)),
+    )
 
 
 @dataclass
@@ -171,20 +223,82 @@ class ConvergenceReport:
 SUMMARY_VARS = ("A", "B", "log_C_mid", "A_run", "R0_run", "a_run_sd", "sigma_extra", "wander_sd")
 
 
-def convergence_report(idata, var_names=SUMMARY_VARS, *, ess_limit: float | None = None) -> ConvergenceReport:
-    names = [v for v in var_names if v in idata.posterior]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        rhat = az.rhat(idata, var_names=names)
-        ess_bulk = az.ess(idata, var_names=names, method="bulk")
-        ess_tail = az.ess(idata, var_names=names, method="tail")
+def _split_chains(x: np.ndarray) -> np.ndarray:
+    """(chain, draw, p) -> (2 chain, draw // 2, p): each chain's halves as separate chains."""
+    half = x.shape[1] // 2
+    return np.concatenate([x[:, :half], x[:, -half:]], axis=0)
 
-    def _extreme(ds, fn):
-        values = np.concatenate([np.ravel(ds[v].values) for v in ds.data_vars])
+
+def _z_scale(x: np.ndarray) -> np.ndarray:
+    """Rank-normalise each column over all chains and draws (Blom's offset c = 3/8)."""
+    flat = x.reshape(-1, x.shape[-1])
+    ranks = stats.rankdata(flat, method="average", axis=0)
+    return stats.norm.ppf((ranks - 3 / 8) / (len(flat) + 1 / 4)).reshape(x.shape)
+
+
+def _split_rhat(x: np.ndarray) -> np.ndarray:
+    n = x.shape[1]
+    between = n * np.var(x.mean(axis=1), axis=0, ddof=1)
+    within = np.var(x, axis=1, ddof=1).mean(axis=0)
+    return np.sqrt((between / within + n - 1) / n)
+
+
+def _ess(x: np.ndarray) -> np.ndarray:
+    """ESS of each column of (chain, draw, p), with Geyer's initial monotone sequence, as
+    ArviZ computes it for one parameter at a time, here for all parameters at once."""
+    n_chain, n, p = x.shape
+    centred = x - x.mean(axis=1, keepdims=True)
+    size = 2 * n
+    spectrum = np.fft.rfft(centred, n=size, axis=1)
+    acov = np.fft.irfft(spectrum * np.conjugate(spectrum), n=size, axis=1)[:, :n] / n
+    mean_var = acov[:, 0].mean(axis=0) * n / (n - 1.0)
+    var_plus = mean_var * (n - 1.0) / n + (np.var(x.mean(axis=1), axis=0, ddof=1) if n_chain > 1 else 0.0)
+    rho = 1.0 - (mean_var - acov.mean(axis=0)) / var_plus  # (n, p) autocorrelation by lag
+    rho[0] = 1.0
+    n_pairs = (n - 2 + 1) // 2  # pairs (rho[2k], rho[2k+1]) that ArviZ's loop can reach
+    pairs = rho[: 2 * n_pairs : 2] + rho[1 : 2 * n_pairs : 2]  # (n_pairs, p)
+    positive = pairs > 0
+    # K: first pair k >= 1 whose sum is not positive (0 when even the first is not), else the last
+    first_bad = np.where((~positive[1:]).any(axis=0), (~positive[1:]).argmax(axis=0) + 1, n_pairs - 1)
+    K = np.where(positive[0], first_bad, 0)
+    monotone = np.minimum.accumulate(pairs, axis=0)
+    keep = np.arange(n_pairs)[:, None] < K[None, :]
+    rho_2k = rho[np.minimum(2 * K, n - 1), np.arange(p)]
+    kept_pair_k = pairs[np.minimum(K, n_pairs - 1), np.arange(p)] >= 0
+    last = np.where((rho_2k > 0) | ((K > 0) & kept_pair_k), rho_2k, 0.0)
+    last = np.where(K == 0, 1.0, last)
+    tau = -1.0 + 2.0 * np.where(keep, monotone, 0.0).sum(axis=0) + last
+    total = n_chain * n
+    ess = total / np.maximum(tau, 1.0 / np.log10(total))
+    constant = np.ptp(x.reshape(-1, p), axis=0) < np.finfo(float).resolution
+    return np.where(constant, float(total), ess)
+
+
+def diagnostics_arrays(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rank-normalised split R-hat, bulk ESS and tail ESS of each column of x (chain, draw, p)
+    (Vehtari et al. 2021, the definitions ArviZ uses), vectorised over the columns."""
+    split = _split_chains(x)
+    folded = np.abs(split - np.median(split.reshape(-1, split.shape[-1]), axis=0))
+    rhat = np.maximum(_split_rhat(_z_scale(split)), _split_rhat(_z_scale(folded)))
+    ess_bulk = _ess(_z_scale(split))
+    flat = x.reshape(-1, x.shape[-1])
+    tails = [_ess(_split_chains((x <= np.quantile(flat, q, axis=0)).astype(float))) for q in (0.05, 0.95)]
+    return rhat, ess_bulk, np.minimum(*tails)
+
+
+def convergence_report(idata, var_names=SUMMARY_VARS, *, ess_limit: float | None = None) -> ConvergenceReport:
+    post = idata.posterior
+    names = [v for v in var_names if v in post]
+    n_chain, n_draw = post.sizes["chain"], post.sizes["draw"]
+    columns = np.concatenate([post[v].values.reshape(n_chain, n_draw, -1) for v in names], axis=2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rhat, ess_bulk, ess_tail = diagnostics_arrays(columns)
+
+    def _extreme(values, fn):
         values = values[np.isfinite(values)]
         return float(fn(values)) if len(values) else float("nan")
 
-    n_draws = int(idata.posterior.sizes["chain"] * idata.posterior.sizes["draw"])
+    n_draws = int(n_chain * n_draw)
     divergences = int(idata.sample_stats["diverging"].sum()) if "diverging" in idata.sample_stats else 0
     return ConvergenceReport(
         max_rhat=_extreme(rhat, np.max),
@@ -193,5 +307,5 @@ def convergence_report(idata, var_names=SUMMARY_VARS, *, ess_limit: float | None
         divergences=divergences,
         n_draws=n_draws,
         # 100 effective draws per chain (Vehtari et al. 2021), capped for very short fast-mode chains
-        ess_limit=ess_limit if ess_limit is not None else min(100.0 * idata.posterior.sizes["chain"], 0.25 * n_draws),
+        ess_limit=ess_limit if ess_limit is not None else min(100.0 * n_chain, 0.25 * n_draws),
     )

@@ -36,7 +36,7 @@ from scipy.special import logit
 
 from .curves import sigmoid_curve_pt
 
-__all__ = ["Priors", "ModelData", "prepare_data", "build_model", "residual_process", "white_variance"]
+__all__ = ["Priors", "ModelData", "prepare_data", "build_model", "residual_process", "white_variance", "data_values"]
 
 
 @dataclass
@@ -216,6 +216,25 @@ def residual_process(resid_prev, x, x_prev, white_var, white_var_prev, wander_sd
     return mean, var
 
 
+def data_values(data: ModelData, priors: Priors) -> dict:
+    """The values of the model's pm.Data nodes. A compiled model takes new data as exactly this
+    dict, so a refit of the same structure need not build the PyMC model again."""
+    return {
+        "x": data.x,
+        "y": data.y,
+        "n_eval": np.where(data.n_eval > 0, data.n_eval, 1.0),
+        "weight": data.weight,
+        "prev": np.maximum(data.prev, 0),
+        "has_prev": (data.prev >= 0).astype(float),
+        "obs_run": data.obs_run,
+        "run_recipe": data.run_recipe,
+        "loc": np.asarray(data.loc),
+        "scale": np.asarray(data.scale),
+        "a_centre": np.asarray(_clipped_logit(data.best_metric) + priors.a_mu_offset),
+        "r0_centre": np.asarray(_clipped_logit(data.start_metric)),
+    }
+
+
 def build_model(
     data: ModelData, priors: Priors | None = None, *, robust: bool = False, centered: bool = True
 ) -> pm.Model:
@@ -226,19 +245,16 @@ def build_model(
     """
     priors = priors or Priors()
     has_n_eval = data.has_n_eval
+    values = data_values(data, priors)
     with pm.Model(coords=data.coords()) as model:
-        x = pm.Data("x", data.x, dims="obs")
-        y = pm.Data("y", data.y, dims="obs")
-        n_eval = pm.Data("n_eval", np.where(data.n_eval > 0, data.n_eval, 1.0), dims="obs")
-        weight = pm.Data("weight", data.weight, dims="obs")
-        prev = pm.Data("prev", np.maximum(data.prev, 0), dims="obs")
-        has_prev = pm.Data("has_prev", (data.prev >= 0).astype(float), dims="obs")
-        obs_run = pm.Data("obs_run", data.obs_run, dims="obs")
-        run_recipe = pm.Data("run_recipe", data.run_recipe, dims="run")
-        loc = pm.Data("loc", data.loc)
-        scale = pm.Data("scale", data.scale)
-        a_centre = pm.Data("a_centre", _clipped_logit(data.best_metric) + priors.a_mu_offset)
-        r0_centre = pm.Data("r0_centre", _clipped_logit(data.start_metric))
+        def data_node(name, dims=None):
+            return pm.Data(name, values[name], dims=dims)
+
+        x, y, n_eval, weight, prev, has_prev, obs_run = (
+            data_node(name, "obs") for name in ("x", "y", "n_eval", "weight", "prev", "has_prev", "obs_run")
+        )
+        run_recipe = data_node("run_recipe", "run")
+        loc, scale, a_centre, r0_centre = (data_node(name) for name in ("loc", "scale", "a_centre", "r0_centre"))
 
         # recipe level, partially pooled
         a_mu = pm.Normal("a_mu", a_centre, priors.a_mu_sd)

@@ -91,6 +91,9 @@ def test_diagnostics_are_kept_and_readable(fitted):
     report = fitted.diagnostics()
     assert isinstance(report, ConvergenceReport)
     assert report.n_draws == fitted.n_draws
+    # warm-up draws are not part of the posterior
+    assert fitted.idata.posterior.sizes["draw"] == fitted.sampler.draws
+    assert not fitted.idata.sample_stats["tuning"].values.any()
     assert "R-hat" in str(report)
     assert report.max_rhat < 1.1
 
@@ -136,3 +139,22 @@ def test_fit_refuses_bad_table_before_sampling():
     table = pd.DataFrame({"run_id": ["a", "a"], "recipe": ["x", "x"], "compute": [1.0, -2.0], "metric": [0.1, 0.2]})
     with pytest.raises(RunDataError, match="compute"):
         ScalingForecaster().fit(table)
+
+
+def test_vectorised_diagnostics_match_arviz(fitted):
+    import arviz as az
+
+    from forecast.inference import diagnostics_arrays
+
+    post = fitted.idata.posterior
+    names = ["A", "A_run", "sigma_extra"]
+    columns = np.concatenate([post[v].values.reshape(post.sizes["chain"], post.sizes["draw"], -1) for v in names], axis=2)
+    rhat, ess_bulk, ess_tail = diagnostics_arrays(columns)
+
+    def arviz(fn, **kw):
+        result = fn(fitted.idata, var_names=names, **kw)
+        return np.concatenate([result[v].values.ravel() for v in names])
+
+    np.testing.assert_allclose(rhat, arviz(az.rhat), rtol=1e-9)
+    np.testing.assert_allclose(ess_bulk, arviz(az.ess, method="bulk"), rtol=1e-9)
+    np.testing.assert_allclose(ess_tail, arviz(az.ess, method="tail"), rtol=1e-9)

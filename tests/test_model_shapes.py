@@ -88,3 +88,18 @@ def test_robust_likelihood_shrugs_off_an_outlier(small_sweep):
         fc = ScalingForecaster(robust=True, mode="fast").fit(runs, random_seed=0, progress=False)
     a = fc.asymptote().set_index("run_id").loc["scalerl_8b-s0"]
     assert a["q50"] > 0.55
+
+
+def test_data_values_are_exactly_the_models_data_nodes(small_sweep):
+    """A cached compiled model gets new data as data_values(); a missing or extra name would
+    silently keep stale data."""
+    from forecast.data import validate_runs
+    from forecast.model import data_values
+
+    data = prepare_data(validate_runs(small_sweep))
+    model = build_model(data, Priors())
+    nodes = {name: var.get_value() for name, var in model.named_vars.items() if hasattr(var, "get_value")}
+    values = data_values(data, Priors())
+    assert set(values) == set(nodes)
+    for name, value in values.items():
+        np.testing.assert_array_equal(np.asarray(value), nodes[name])
