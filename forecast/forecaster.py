@@ -16,6 +16,7 @@ derived from it. Three kinds of prediction:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import warnings
 from pathlib import Path
@@ -166,6 +167,7 @@ class ScalingForecaster:
                 idata, report = retry, retry_report
         info["centered"] = centered
         info["random_seed"] = random_seed
+        info["reweighted"] = False
         self._set_fit(runs, data, idata, info, report)
         self._base = {"data": data, "idata": idata, "report": report, "params": None, "loglik": None}
         self._warn_if_unconverged()
@@ -188,12 +190,10 @@ class ScalingForecaster:
         runs = self._validated(runs)
         base = self._base
         if reweight and base is not None and self._same_runs(runs, base["data"]):
-            if self._try_reweight(runs, base, pad_to=pad_to, random_seed=random_seed) is not None:
+            if self._try_reweight(runs, base, pad_to=pad_to, random_seed=random_seed):
                 self._warn_if_unconverged()
                 return self
-        self.fit(runs, random_seed=random_seed, progress=progress, pad_to=pad_to)
-        self.fit_info_["reweighted"] = False
-        return self
+        return self.fit(runs, random_seed=random_seed, progress=progress, pad_to=pad_to)
 
     @staticmethod
     def _same_runs(runs: pd.DataFrame, data) -> bool:
@@ -202,9 +202,9 @@ class ScalingForecaster:
             data.recipes[data.run_recipe[i]] == pairs[run] for i, run in enumerate(data.runs)
         )
 
-    def _try_reweight(self, runs, base, *, pad_to, random_seed):
-        """Reweight the base fit's draws to `runs`; sets the fit and returns the update, or None
-        (and leaves the current fit alone) when the reweighted posterior would not pass."""
+    def _try_reweight(self, runs, base, *, pad_to, random_seed) -> bool:
+        """Reweight the base fit's draws to `runs` and set that as the fit; False (and the
+        current fit left alone) when the weights are unreliable or too uneven."""
         import time
 
         from .reweight import PARAMETERS, importance_update, log_likelihood
@@ -219,20 +219,16 @@ class ScalingForecaster:
         update = importance_update(
             base["params"], base["loglik"], data, robust=self.robust, nu=self.priors.student_nu, rng=random_seed
         )
-        b = base["report"]
-        report = ConvergenceReport(
-            max_rhat=b.max_rhat,
-            min_ess_bulk=b.min_ess_bulk * update.efficiency,
-            min_ess_tail=b.min_ess_tail * update.efficiency,
-            divergences=b.divergences,
-            n_draws=b.n_draws,
-            rhat_limit=b.rhat_limit,
-            ess_limit=b.ess_limit,
+        sampled = base["report"]  # the sampler's R-hat and divergences stand; ESS shrinks with the weights
+        report = dataclasses.replace(
+            sampled,
+            min_ess_bulk=sampled.min_ess_bulk * update.efficiency,
+            min_ess_tail=sampled.min_ess_tail * update.efficiency,
             pareto_k=update.pareto_k,
             reweight_efficiency=update.efficiency,
         )
         if update.pareto_k > report.pareto_k_limit or update.efficiency < MIN_REWEIGHT_EFFICIENCY:
-            return None
+            return False
         idata = _resampled(base_idata, update.indices)
         info = {
             **{k: v for k, v in self.fit_info_.items() if k not in ("retry",)},
@@ -242,7 +238,7 @@ class ScalingForecaster:
             "random_seed": random_seed,
         }
         self._set_fit(runs, data, idata, info, report)
-        return update
+        return True
 
     def _validated(self, runs) -> pd.DataFrame:
         if isinstance(runs, (str, Path)):
