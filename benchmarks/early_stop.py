@@ -1,6 +1,6 @@
 """Benchmark: early-stop policies replayed on finished sweeps — compute saved vs regret.
 
-    .venv/bin/python benchmarks/early_stop.py            # every sweep below (~15-25 min on 2 cores)
+    .venv/bin/python benchmarks/early_stop.py            # every sweep below (~15 min on 2 cores)
     .venv/bin/python benchmarks/early_stop.py --quick    # trainer sweep (if present) + two synthetic
     .venv/bin/python benchmarks/early_stop.py --json results.json
     .venv/bin/python benchmarks/early_stop.py --runs path/to/other_sweep.csv   # add a sweep
@@ -16,10 +16,17 @@ Sweeps:
   trainer_subset_k  k = 1..--subsets: the trainer sweep with 2 of the 3 seeds of every recipe
                     (drawn at random, fixed seed). One sweep is one draw of seed luck; subsets show
                     how much each policy's regret depends on it.
+  trainer_single_k  k = 1..--singles: one seed of every recipe (7 runs), the commonest sweep shape.
+                    Successive halving and the median rule are cheap enough to replay on all 3^7
+                    such sweeps too; that line shows how typical the drawn ones are.
 
 For each sweep and policy (forecast.backtest): compute used as a fraction of running every run
 to the end, compute saved (1 - that), regret (true best final - final of the run the policy
-chooses; final = mean of the last 3 evaluations), and ratios of ours to each baseline.
+chooses; final = mean of the last 3 evaluations), and ratios of ours to each baseline. Then means
+per family of sweeps (synthetic, trainer-derived), with the share of sweeps whose regret exceeds
+the 0.01 target, and the noise floor of regret on the trainer sweep: the sd of a final that is the
+mean of 3 evaluations of n_eval graded samples. Regret differences below it are seed and
+evaluation luck, not skill.
 
 The stop-rule defaults (forecast.early_stop.EarlyStopConfig) were tuned on synthetic sweeps made
 with other seeds (101-104) than the ones reported here (11-14).
@@ -28,6 +35,7 @@ with other seeds (101-104) than the ones reported here (11-14).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 import time
@@ -39,7 +47,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from forecast.backtest import POLICIES, BacktestConfig, backtest  # noqa: E402
+from forecast.backtest import POLICIES, BacktestConfig, backtest, make_policy, replay  # noqa: E402
 from forecast.data import load_runs  # noqa: E402
 from forecast.synthetic import load_table1, simulate_sweep  # noqa: E402
 
@@ -64,7 +72,7 @@ def synthetic_sweeps(quick: bool) -> dict:
     }
 
 
-def seed_subsets(runs, n: int, *, keep: int = 2, rng: int = 0) -> dict:
+def seed_subsets(runs, n: int, *, keep: int = 2, rng: int = 0, prefix: str = "trainer_subset") -> dict:
     """`n` sub-sweeps keeping `keep` random runs of every recipe (recipes with fewer keep all)."""
     rng = np.random.default_rng(rng)
     by_recipe = runs.groupby("recipe")["run_id"].unique()
@@ -76,8 +84,49 @@ def seed_subsets(runs, n: int, *, keep: int = 2, rng: int = 0) -> dict:
         if chosen in seen:
             continue
         seen.add(chosen)
-        out[f"trainer_subset_{len(out) + 1}"] = runs[runs["run_id"].isin(chosen)].reset_index(drop=True)
+        out[f"{prefix}_{len(out) + 1}"] = runs[runs["run_id"].isin(chosen)].reset_index(drop=True)
     return out
+
+
+def every_single_seed_sweep(runs):
+    """Every sweep with one run of each recipe (the product of the recipes' seeds)."""
+    by_recipe = [sorted(ids) for ids in runs.groupby("recipe")["run_id"].unique()]
+    for chosen in itertools.product(*by_recipe):
+        yield runs[runs["run_id"].isin(chosen)].reset_index(drop=True)
+
+
+def cheap_baselines_on_every_single_sweep(runs, policies) -> dict:
+    """Mean compute saved / regret of the instant baselines over every one-seed-per-recipe sweep."""
+    cheap = [p for p in policies if p in ("median", "successive_halving")]
+    scores = {p: [] for p in cheap}
+    config = BacktestConfig()
+    for sweep in every_single_seed_sweep(runs):
+        for policy in cheap:
+            result = replay(sweep, make_policy(policy, config), config)
+            scores[policy].append((result.compute_saved, result.regret))
+    return {p: np.array(v) for p, v in scores.items()}
+
+
+def regret_noise_floor(runs, last: int = 3) -> float | None:
+    """sd of a 'true final' (mean of `last` evaluations of n_eval graded samples) at the median final."""
+    if "n_eval" not in runs or runs["n_eval"].isna().all():
+        return None
+    finals = runs.sort_values("compute").groupby("run_id")["metric"].apply(lambda m: m.to_numpy()[-last:].mean())
+    p, n = float(finals.median()), float(runs["n_eval"].median())
+    return float(np.sqrt(p * (1 - p) / n / last))
+
+
+def family_summary(everything: dict, names: list[str], policies: list[str]) -> list[str]:
+    """Per policy over a family of sweeps: mean saved, mean and worst regret, share over target."""
+    lines = []
+    for policy in policies:
+        saved = np.array([everything[s]["policies"][policy]["compute_saved"] for s in names])
+        regret = np.array([everything[s]["policies"][policy]["regret"] for s in names])
+        lines.append(
+            f"  {policy:<19} saved {saved.mean():6.1%}   regret mean {regret.mean():.4f}  worst {regret.max():.4f}  "
+            f"regret > {TARGET_REGRET}: {np.mean(regret > TARGET_REGRET + 1e-12):4.0%} of sweeps"
+        )
+    return lines
 
 
 def ratios(results: dict) -> list[str]:
@@ -122,6 +171,7 @@ def main(argv=None) -> int:
     parser.add_argument("--policies", default=",".join(POLICIES))
     parser.add_argument("--runs", action="append", default=[], help="another finished sweep to replay (repeatable)")
     parser.add_argument("--subsets", type=int, default=4, help="2-seed subsets of the trainer sweep to replay too (default 4)")
+    parser.add_argument("--singles", type=int, default=16, help="one-seed-per-recipe sweeps drawn from the trainer sweep (default 16)")
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
     policies = args.policies.split(",")
@@ -131,6 +181,7 @@ def main(argv=None) -> int:
         sweeps["trainer_sweep"] = load_runs(TRAINER_SWEEP)
         if not args.quick:
             sweeps.update(seed_subsets(sweeps["trainer_sweep"], args.subsets))
+            sweeps.update(seed_subsets(sweeps["trainer_sweep"], args.singles, keep=1, prefix="trainer_single"))
     else:
         print(f"trainer sweep: {TRAINER_SWEEP.relative_to(ROOT)} not found, skipped (trainer_minimal writes it)")
     for path in args.runs:
@@ -152,11 +203,26 @@ def main(argv=None) -> int:
             print("\n".join(ratios(payload["policies"])))
             print(verdict(payload["policies"]))
 
-    print("\n== summary over sweeps (mean compute saved, mean and worst regret)")
-    for policy in policies:
-        saved = [everything[s]["policies"][policy]["compute_saved"] for s in everything]
-        regret = [everything[s]["policies"][policy]["regret"] for s in everything]
-        print(f"  {policy:<19} saved {np.mean(saved):6.1%}   regret mean {np.mean(regret):.4f}  worst {np.max(regret):.4f}")
+    families = {
+        "synthetic Table-1 sweeps": [s for s in everything if s.startswith("table1")],
+        "trainer sweep and its seed subsets": [s for s in everything if s == "trainer_sweep" or s.startswith("trainer_subset")],
+        "one-seed-per-recipe trainer sweeps": [s for s in everything if s.startswith("trainer_single")],
+        "every sweep": list(everything),
+    }
+    for family, names in families.items():
+        if not names:
+            continue
+        print(f"\n== {family} ({len(names)}): means over sweeps")
+        print("\n".join(family_summary(everything, names, policies)))
+    if "trainer_sweep" in sweeps and not args.quick:
+        floor = regret_noise_floor(sweeps["trainer_sweep"])
+        if floor is not None:
+            print(f"\nnoise floor of regret on the trainer sweep: a final (mean of 3 evaluations) has sd {floor:.4f}; "
+                  "regrets closer than that are luck")
+        every = cheap_baselines_on_every_single_sweep(sweeps["trainer_sweep"], policies)
+        for policy, v in every.items():
+            print(f"  {policy:<19} on all {len(v)} one-seed-per-recipe sweeps: saved {v[:, 0].mean():6.1%}   "
+                  f"regret mean {v[:, 1].mean():.4f}  regret > {TARGET_REGRET}: {np.mean(v[:, 1] > TARGET_REGRET + 1e-12):4.0%} of sweeps")
     print("\ncompute saved = 1 - compute used / running every run to its end; regret = true best final - final "
           "of the chosen run (final = mean of the last 3 evaluations; a stopped run counts where it stopped)")
     if args.json:

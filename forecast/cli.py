@@ -290,7 +290,7 @@ def _add_rule_options(p):
     p.add_argument("--target", type=float, default=None, help="metric to reach within the budget (adds the target rule)")
     p.add_argument("--threshold", type=float, default=None, help="stop when P(beats best by margin) < this (default 0.1)")
     p.add_argument("--margin", type=float, default=None, help="'beats' means by at least this much (default 0.01)")
-    p.add_argument("--epsilon", type=float, default=None, help="stop when expected remaining gain < this (default 0.002)")
+    p.add_argument("--epsilon", type=float, default=None, help="stop when the expected gain per doubling of compute < this (default 0.002)")
     p.add_argument("--min-evals", type=int, default=None, help="no decision before this many evaluations (default 4)")
     p.add_argument("--max-extrapolation", type=float, default=None,
                    help="no decision while the budget is more than this many times the compute so far (default 8)")
@@ -387,7 +387,7 @@ def add_backtest_parser(sub):
                        epilog=BACKTEST_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("runs", help="run table or folder of run logs (finished runs)")
     p.add_argument("--policies", default=from_policies, help=f"comma list (default {from_policies})")
-    p.add_argument("--growth", type=float, default=None, help="decide each time compute grows by this factor (default 1.5)")
+    p.add_argument("--growth", type=float, default=None, help="decide each time compute grows by this factor (default 1.25)")
     p.add_argument("--json", action="store_true", help="print per policy compute_fraction, regret and the rest as JSON")
     p.add_argument("--out", default=None, help="also write the JSON result to this file")
     _add_rule_options(p)

@@ -10,9 +10,12 @@ reuses the compiled model) and three stop rules are checked for every run in fli
                 uncertainty included instead of treating "best so far" as exact.
   reach_target  P(this run reaches `target` within its planned budget) < p_target_threshold
                 (only with a target).
-  saturated     expected remaining gain, E[metric at planned budget] - E[metric now],
+  saturated     expected gain per doubling of compute from here to the planned budget,
+                (E[metric at planned budget] - E[metric now]) / log2(budget / compute now),
                 < saturation_epsilon: the curve has flattened; the rest of the budget buys
-                (almost) nothing.
+                (almost) nothing. Per doubling, because the plain remaining gain shrinks to zero
+                near the budget for every run, flat or not: a run with 6% of its budget left
+                would be "saturated" however steeply it still climbed.
 
 Two guards come first: no decision before `min_evals` evaluations, and none while the planned
 budget is more than `max_extrapolation` times the compute so far (that far out the curve prior
@@ -73,7 +76,7 @@ class EarlyStopConfig:
     margin: float = 0.01  # how much better than the best alternative a run must end to count as "beats"
     target: float | None = None  # metric to reach within the planned budget; None = rule off
     p_target_threshold: float = 0.05  # stop when P(reaching target within budget) < this
-    saturation_epsilon: float | None = 0.002  # stop when expected remaining gain < this; None = rule off
+    saturation_epsilon: float | None = 0.002  # stop when expected gain per doubling of compute < this; None = rule off
     min_evals: int = 4  # no decision before a run has this many evaluations
     # no decision while the planned budget is more than this many times the compute so far: that
     # far out the curve prior, not the data, decides (and on a log-compute grid waiting is cheap)
@@ -145,9 +148,10 @@ def check_reach_target(this_at_budget: np.ndarray, target: float) -> float:
     return float(np.mean(_draws(this_at_budget) >= target))
 
 
-def check_remaining_gain(this_at_budget: np.ndarray, this_now: np.ndarray) -> float:
-    """Expected gain from here to the planned budget (can be negative for a declining run)."""
-    return float(_draws(this_at_budget).mean() - _draws(this_now).mean())
+def check_remaining_gain(this_at_budget: np.ndarray, this_now: np.ndarray, doublings: float = 1.0) -> float:
+    """Expected gain from here to the planned budget per doubling of compute (`doublings` =
+    log2(budget / compute now)); can be negative for a declining run."""
+    return float(_draws(this_at_budget).mean() - _draws(this_now).mean()) / doublings
 
 
 def _beats_text(check: dict) -> str:
@@ -161,7 +165,7 @@ def _describe(check: dict) -> str:
     elif check["rule"] == "reach_target":
         text = f"P(reaches {check['target']:g} by {check['budget']:.3g}) = {check['value']:.2f}"
     else:
-        text = f"expected remaining gain to {check['budget']:.3g} = {check['value']:.4f}"
+        text = f"expected gain per doubling to {check['budget']:.3g} ({check['doublings']:.1f} doublings left) = {check['value']:.4f}"
     sign = "<" if check["fired"] else ">="
     return f"{text} {sign} {check['threshold']:g}"
 
@@ -218,9 +222,10 @@ def evaluate_rules(
         checks.append({"rule": "reach_target", "value": p, "threshold": config.p_target_threshold,
                        "target": config.target, "budget": budget, "probability": True})
     if config.saturation_epsilon is not None:
-        gain = check_remaining_gain(at_budget, now)
+        doublings = float(np.log2(ratio))
+        gain = check_remaining_gain(at_budget, now, doublings)
         checks.append({"rule": "saturated", "value": gain, "threshold": config.saturation_epsilon,
-                       "budget": budget, "probability": False})
+                       "budget": budget, "doublings": doublings, "probability": False})
     if not checks:
         return Recommendation(
             CONTINUE, "no_rule", "continue: no rule applies (no alternative, no target, saturation rule off)",

@@ -43,6 +43,7 @@ def test_point_forecasts_broadcast():
 def test_target_and_gain():
     assert check_reach_target(spread(0.50), 0.52) == pytest.approx(0.30)
     assert check_remaining_gain(spread(0.60), spread(0.58)) == pytest.approx(0.02)
+    assert check_remaining_gain(spread(0.60), spread(0.58), doublings=4.0) == pytest.approx(0.005)
 
 
 def test_stop_when_it_cannot_beat_the_best():
@@ -87,7 +88,18 @@ def test_stop_when_saturated():
     rec = evaluate_rules("a", spread(0.601), spread(0.60), {"b": spread(0.55)}, config, budget=2.0, compute_now=1.0, n_evals=9)
     assert (rec.action, rec.rule) == ("stop", "saturated")
     assert rec.value == pytest.approx(0.001) and rec.probability is None and rec.threshold == 0.005
-    assert rec.message == "stop: expected remaining gain to 2 = 0.0010 < 0.005"
+    assert rec.message == "stop: expected gain per doubling to 2 (1.0 doublings left) = 0.0010 < 0.005"
+
+
+def test_saturation_is_per_doubling_so_a_run_near_its_budget_is_not_saturated_by_default():
+    config = EarlyStopConfig(saturation_epsilon=0.002)
+    # 0.001 more with 6% of the budget left: still climbing at 0.012 per doubling
+    near_end = evaluate_rules("a", spread(0.501), spread(0.50), {}, config, budget=1.06, compute_now=1.0, n_evals=9)
+    assert near_end.action == "continue" and near_end.value == pytest.approx(0.001 / np.log2(1.06))
+    # 0.003 more over two doublings: flat (0.0015 per doubling < 0.002)
+    flat = evaluate_rules("a", spread(0.503), spread(0.50), {}, config, budget=4.0, compute_now=1.0, n_evals=9)
+    assert (flat.action, flat.rule) == ("stop", "saturated") and flat.value == pytest.approx(0.0015)
+    assert "(2.0 doublings left) = 0.0015 < 0.002" in flat.message
 
 
 def test_continue_names_the_check_closest_to_firing():
@@ -99,7 +111,7 @@ def test_continue_names_the_check_closest_to_firing():
     # two independent uniforms of width 0.1, 0.02 apart: P(U1 > U2 + 0.02) = 0.08^2 / 2 / 0.01 = 0.32
     assert rec.probability == pytest.approx(0.32, abs=0.03) and rec.threshold == 0.05
     assert rec.message.startswith("continue: P(beats best 'b' at 8, 8.0x now) = ")
-    assert "expected remaining gain" in rec.message  # every check is listed
+    assert "expected gain per doubling" in rec.message  # every check is listed
     assert {c["rule"] for c in rec.details["checks"]} == {"beats_best", "saturated"}
 
 
