@@ -10,12 +10,16 @@ reuses the compiled model) and three stop rules are checked for every run in fli
                 uncertainty included instead of treating "best so far" as exact.
   reach_target  P(this run reaches `target` within its planned budget) < p_target_threshold
                 (only with a target).
-  saturated     expected gain per doubling of compute from here to the planned budget,
-                (E[metric at planned budget] - E[metric now]) / log2(budget / compute now),
-                < saturation_epsilon: the curve has flattened; the rest of the budget buys
+  saturated     expected gain of the run's fitted curve per doubling of compute from here to
+                the planned budget, (E[curve at budget] - E[curve now]) / log2(budget / compute
+                now), < saturation_epsilon: the curve has flattened; the rest of the budget buys
                 (almost) nothing. Per doubling, because the plain remaining gain shrinks to zero
                 near the budget for every run, flat or not: a run with 6% of its budget left
-                would be "saturated" however steeply it still climbed.
+                would be "saturated" however steeply it still climbed. The curve, not the run's
+                predicted metric: the wander around the curve reverts, so a run whose last
+                evaluations sat above its curve shows a negative "gain" that says nothing about
+                flattening (in the benchmark such a reversion stopped a leading run at 92% of
+                its budget, just after a lucky evaluation).
 
 Two guards come first: no decision before `min_evals` evaluations, and none while the planned
 budget is more than `max_extrapolation` times the compute so far (that far out the curve prior
@@ -180,11 +184,14 @@ def evaluate_rules(
     budget: float,
     compute_now: float,
     n_evals: int | None = None,
+    curve_gain: float | None = None,
 ) -> Recommendation:
     """Check the stop rules for one run from posterior draws; the first rule that fires wins.
 
     at_budget: draws of this run's metric at its planned budget; now: at its current compute;
     alternatives: name -> draws of each other candidate's final metric (may be empty).
+    curve_gain: expected rise of the run's fitted curve from now to the budget, for the
+        saturation rule; default: mean(at_budget) - mean(now).
     """
     config = config or EarlyStopConfig()
     base = {"budget": float(budget), "compute_now": float(compute_now), "n_evals": n_evals}
@@ -223,7 +230,7 @@ def evaluate_rules(
                        "target": config.target, "budget": budget, "probability": True})
     if config.saturation_epsilon is not None:
         doublings = float(np.log2(ratio))
-        gain = check_remaining_gain(at_budget, now, doublings)
+        gain = check_remaining_gain(at_budget, now, doublings) if curve_gain is None else curve_gain / doublings
         checks.append({"rule": "saturated", "value": gain, "threshold": config.saturation_epsilon,
                        "budget": budget, "doublings": doublings, "probability": False})
     if not checks:
@@ -310,11 +317,14 @@ def recommend_runs(
     out = {}
     for run, budget in budgets.items():
         now_c = float(last[run])
-        both = run_draws(fc, run, [now_c, max(budget, now_c)])
+        span = [now_c, max(budget, now_c)]
+        both = run_draws(fc, run, span)
+        curve = fc.sample_curves(span, run_id=run, kind="run", noise=False)
         others = {r: d for r, d in finals.items() if r != run}
         out[run] = evaluate_rules(
             run, both[:, 1], both[:, 0], others, config,
             budget=budget, compute_now=now_c, n_evals=int(counts[run]),
+            curve_gain=float(curve[:, 1].mean() - curve[:, 0].mean()),
         )
     return out
 

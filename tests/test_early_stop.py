@@ -102,6 +102,15 @@ def test_saturation_is_per_doubling_so_a_run_near_its_budget_is_not_saturated_by
     assert "(2.0 doublings left) = 0.0015 < 0.002" in flat.message
 
 
+def test_saturation_uses_the_curve_gain_when_given():
+    # the predicted metric falls back towards the curve (wander reverting), but the curve still climbs
+    config = EarlyStopConfig(saturation_epsilon=0.002)
+    rec = evaluate_rules("a", spread(0.49), spread(0.50), {}, config, budget=2.0, compute_now=1.0, n_evals=9, curve_gain=0.01)
+    assert rec.action == "continue" and rec.details["checks"][0]["value"] == pytest.approx(0.01)
+    without = evaluate_rules("a", spread(0.49), spread(0.50), {}, config, budget=2.0, compute_now=1.0, n_evals=9)
+    assert (without.action, without.rule) == ("stop", "saturated")
+
+
 def test_continue_names_the_check_closest_to_firing():
     other = np.random.default_rng(0).permutation(spread(0.62, 4000))  # independent of this run's draws
     config = EarlyStopConfig(margin=0.0, p_beat_threshold=0.05)
@@ -164,6 +173,11 @@ def test_recommend_runs_on_a_fitted_model(fitted):
     assert {recs[r].rule for r in weak} <= {"beats_best", "reach_target", "saturated"}
     best = [r for r in fitted.run_ids if r.startswith("scalerl_scout_moe")]
     assert any(not recs[r].stop or recs[r].rule == "saturated" for r in best)
+    # the saturation rule reads the fitted curve's rise, per doubling (here 2 doublings to the budget)
+    run = best[0]
+    curve = fitted.sample_curves([last[run], budgets[run]], run_id=run, kind="run", noise=False)
+    saturated = next(c for c in recs[run].details["checks"] if c["rule"] == "saturated")
+    assert saturated["value"] == pytest.approx((curve[:, 1].mean() - curve[:, 0].mean()) / 2.0)
 
 
 def test_trainer_advice_warms_up_without_fitting():
