@@ -47,7 +47,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from forecast.backtest import POLICIES, BacktestConfig, backtest, make_policy, replay  # noqa: E402
+from forecast.backtest import POLICIES, BacktestConfig, backtest, make_policy, replay, smoothed_final  # noqa: E402
 from forecast.data import load_runs  # noqa: E402
 from forecast.synthetic import load_table1, simulate_sweep  # noqa: E402
 
@@ -114,7 +114,7 @@ def regret_noise_floor(runs, last: int = 3) -> float | None:
     """sd of a 'true final' (mean of `last` evaluations of n_eval graded samples) at the median final."""
     if "n_eval" not in runs or runs["n_eval"].isna().all():
         return None
-    finals = runs.sort_values("compute").groupby("run_id")["metric"].apply(lambda m: m.to_numpy()[-last:].mean())
+    finals = runs.sort_values("compute").groupby("run_id")["metric"].apply(lambda m: smoothed_final(m, last))
     p, n = float(finals.median()), float(runs["n_eval"].median())
     return float(np.sqrt(p * (1 - p) / n / last))
 
@@ -169,7 +169,7 @@ def verdict(results: dict) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="two synthetic sweeps only")
+    parser.add_argument("--quick", action="store_true", help="the trainer sweep (if present) and two synthetic sweeps only")
     parser.add_argument("--json", default=None, help="write all results to this JSON file")
     parser.add_argument("--policies", default=",".join(POLICIES))
     parser.add_argument("--runs", action="append", default=[], help="another finished sweep to replay (repeatable)")
