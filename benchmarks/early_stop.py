@@ -47,7 +47,14 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from forecast.backtest import POLICIES, BacktestConfig, backtest, make_policy, replay, smoothed_final  # noqa: E402
+from forecast.backtest import (  # noqa: E402
+    POLICIES,
+    BacktestConfig,
+    backtest,
+    make_policy,
+    replay,
+    smoothed_final,
+)
 from forecast.data import load_runs  # noqa: E402
 from forecast.synthetic import load_table1, simulate_sweep  # noqa: E402
 
