@@ -20,6 +20,11 @@ Sweeps:
                     Successive halving and the median rule are cheap enough to replay on all 3^7
                     such sweeps too; that line shows how typical the drawn ones are.
 
+Per family of sweeps it also replays successive halving at eta 2, 3, 4, 6 and 8 (one eta is one
+point of its saved-vs-regret trade-off; eta 4 is the default line above) and says whether ours
+saves more than the best of those at equal or lower mean regret (within 0.0005): the issue's
+"more saved at equal or lower regret", read off successive halving's own trade-off.
+
 For each sweep and policy (forecast.backtest): compute used as a fraction of running every run
 to the end, compute saved (1 - that), regret (true best final - final of the run the policy
 chooses; final = mean of the last 3 evaluations), and ratios of ours to each baseline. Then means
@@ -139,6 +144,37 @@ def family_summary(everything: dict, names: list[str], policies: list[str]) -> l
     return lines
 
 
+HALVING_ETAS = (2, 3, 4, 6, 8)
+
+
+def halving_frontier(sweeps: dict, names: list[str], etas=HALVING_ETAS) -> dict[int, tuple[float, float]]:
+    """Successive halving at each eta: mean (saved, regret) over the sweeps `names`. One eta is one
+    point of its saved-vs-regret trade-off; "more saved at equal or lower regret" is read off these."""
+    out = {}
+    for eta in etas:
+        config = BacktestConfig(halving_eta=eta)
+        scores = [replay(sweeps[s], make_policy("successive_halving", config), config) for s in names]
+        out[eta] = (float(np.mean([r.compute_saved for r in scores])), float(np.mean([r.regret for r in scores])))
+    return out
+
+
+def frontier_lines(everything: dict, names: list[str], frontier: dict) -> list[str]:
+    """Ours against the successive-halving eta that saves most at ours' mean regret or lower."""
+    saved = float(np.mean([everything[s]["policies"]["forecast"]["compute_saved"] for s in names]))
+    regret = float(np.mean([everything[s]["policies"]["forecast"]["regret"] for s in names]))
+    lines = [f"  successive halving eta {eta}: saved {v[0]:6.1%}   regret mean {v[1]:.4f}" for eta, v in frontier.items()]
+    # regrets within 0.0005 count as equal: below any evaluation's resolution
+    fair = {eta: v for eta, v in frontier.items() if v[1] <= regret + 5e-4}
+    if not fair:
+        lines.append(f"  ours: saved {saved:.1%} at regret mean {regret:.4f}; no eta reaches regret that low")
+    else:
+        eta, (sh_saved, sh_regret) = max(fair.items(), key=lambda kv: kv[1][0])
+        word = "more" if saved > sh_saved else "LESS"
+        lines.append(f"  ours: saved {saved:.1%} at regret mean {regret:.4f}: {word} than successive halving's best at equal "
+                     f"or lower regret (eta {eta}: {sh_saved:.1%} at {sh_regret:.4f})")
+    return lines
+
+
 def ratios(results: dict) -> list[str]:
     """Ours against each baseline: compute used ratio and regret difference, in words."""
     ours = results["forecast"]
@@ -224,6 +260,8 @@ def main(argv=None) -> int:
             continue
         print(f"\n== {family} ({len(names)}): means over sweeps")
         print("\n".join(family_summary(everything, names, policies)))
+        if "forecast" in policies and family != "every sweep":
+            print("\n".join(frontier_lines(everything, names, halving_frontier(sweeps, names))))
     if "trainer_sweep" in sweeps and not args.quick:
         floor = regret_noise_floor(sweeps["trainer_sweep"])
         if floor is not None:

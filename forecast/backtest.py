@@ -254,6 +254,7 @@ class LeastSquaresRule:
                 run, finals[run], point(run, last[run]), {r: v for r, v in finals.items() if r != run},
                 self.config, budget=view.budgets[run], compute_now=last[run],
                 n_evals=int((view.revealed["run_id"] == run).sum()),
+                compute_scale=float(np.median(list(view.budgets.values()))),
             )
             if rec.stop:
                 out[run] = rec.message
@@ -287,7 +288,8 @@ class ForecastRule:
         self.n_unconverged += not converged
         last = view.revealed.groupby("run_id")["compute"].max()
         compare_at = {r: (view.budgets[r] if r in view.active else float(last[r])) for r in fc.run_ids}
-        recs = recommend_runs(fc, {r: view.budgets[r] for r in view.active}, self.config, compare_at=compare_at)
+        recs = recommend_runs(fc, {r: view.budgets[r] for r in view.active}, self.config, compare_at=compare_at,
+                              compute_scale=float(np.median(list(view.budgets.values()))))
         return {r: rec.message for r, rec in recs.items() if rec.stop}
 
 

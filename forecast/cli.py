@@ -291,6 +291,8 @@ def _add_rule_options(p):
     p.add_argument("--threshold", type=float, default=None, help="stop when P(beats best by margin) < this (default 0.1)")
     p.add_argument("--margin", type=float, default=None, help="'beats' means by at least this much (default 0.01)")
     p.add_argument("--epsilon", type=float, default=None, help="stop when the expected gain per doubling of compute < this (default 0.002)")
+    p.add_argument("--min-gain", type=float, default=None,
+                   help="stop when the expected gain to the sweep's best per typical budget of compute left < this (default 0.002)")
     p.add_argument("--min-evals", type=int, default=None, help="no decision before this many evaluations (default 4)")
     p.add_argument("--max-extrapolation", type=float, default=None,
                    help="no decision while the budget is more than this many times the compute so far (default 8)")
@@ -304,12 +306,14 @@ def _rule_config(args):
         raise BadInput(f"--target must lie in (0, 1), got {args.target:g}")
     if args.threshold is not None and not 0 < args.threshold < 1:
         raise BadInput(f"--threshold must lie in (0, 1), got {args.threshold:g}")
+    if args.min_gain is not None and not args.min_gain >= 0:
+        raise BadInput(f"--min-gain must be >= 0, got {args.min_gain:g}")
     if args.min_evals is not None and args.min_evals < 2:
         raise BadInput(f"--min-evals must be >= 2, got {args.min_evals}")
     if args.max_extrapolation is not None and not args.max_extrapolation > 1:
         raise BadInput(f"--max-extrapolation must be > 1, got {args.max_extrapolation:g}")
     given = {"target": args.target, "p_beat_threshold": args.threshold, "margin": args.margin,
-             "saturation_epsilon": args.epsilon, "min_evals": args.min_evals,
+             "saturation_epsilon": args.epsilon, "min_gain_per_compute": args.min_gain, "min_evals": args.min_evals,
              "max_extrapolation": args.max_extrapolation}
     return EarlyStopConfig(**{k: v for k, v in given.items() if v is not None})
 

@@ -1,13 +1,22 @@
 """Early-stop recommendations for runs in flight: continue or stop, with the rule that decided.
 
 After each new evaluation the model is refitted (fast mode; a refit of the same data structure
-reuses the compiled model) and three stop rules are checked for every run in flight, in order:
+reuses the compiled model) and four stop rules are checked for every run in flight, in order:
 
   beats_best    P(this run, at its planned budget, beats the best alternative by `margin`)
                 < p_beat_threshold. The best alternative is the other run with the highest
                 expected final metric (a run in flight at its planned budget, a finished or
                 stopped run at what it reached). Domhan et al.'s rule, with the alternative's
                 uncertainty included instead of treating "best so far" as exact.
+  gain_per_compute
+                E[max(0, this run at its budget - best of the other runs, draw by draw)] per
+                planned budget of a typical run (the sweep's median) still to spend on it
+                < min_gain_per_compute. What finishing the run adds to the sweep's best result,
+                weighed by what it costs: a run 2.3x as expensive as its peers needs 2.3x the
+                expected gain, so a cheap run close to the lead is finished while a long run
+                with the same small chance is stopped. Successive halving gets its savings by
+                ranking at equal compute, which cannot tell a dear run from a cheap one; this
+                rule prices the difference.
   reach_target  P(this run reaches `target` within its planned budget) < p_target_threshold
                 (only with a target).
   saturated     expected gain of the run's fitted curve per doubling of compute from here to
@@ -24,7 +33,10 @@ reuses the compiled model) and three stop rules are checked for every run in fli
 Two guards come first: no decision before `min_evals` evaluations, and none while the planned
 budget is more than `max_extrapolation` times the compute so far (that far out the curve prior
 decides, not the data; in the tuning sweeps the only early stops of eventual winners were made
-at 100x+ extrapolations). A run at or past its planned budget gets "stop: budget_reached".
+at 100x+ extrapolations). A run planned for more than a typical run of the sweep (the median
+budget) is held only until that typical budget is within `max_extrapolation` of its compute:
+it has then seen as much compute as its peers, and waiting for 1/8 of its own long budget would
+cost more than a whole short run. A run at or past its planned budget gets "stop: budget_reached".
 
 Every Recommendation names a rule with its number and threshold: the rule that fired for a stop
 ("stop: P(beats best 'b-s1' by 0.01 at 4e+04, 4.0x now) = 0.02 < 0.1"), or the check closest to
@@ -54,7 +66,9 @@ __all__ = [
     "check_beats_best",
     "check_reach_target",
     "check_remaining_gain",
+    "check_gain_per_compute",
     "evaluate_rules",
+    "evaluate_in_turn",
     "recommend_runs",
     "fit_for_advice",
     "trainer_advice",
@@ -72,8 +86,15 @@ class EarlyStopConfig:
     is not the shipped one. They sit inside a region where every neighbouring setting also kept
     regret near 0.001; what broke it was extrapolating 8-16x with a threshold of 0.2 or a margin
     of 0.02. In words: stop a run when there is less than a 10% chance that it ends more than
-    0.01 above the best alternative (a gain under 0.01 is not worth a run's compute), or when it
-    has flattened; but never from more than 8x extrapolation.
+    0.01 above the best alternative (a gain under 0.01 is not worth a run's compute), when
+    finishing it is expected to add less than 0.002 to the sweep's best per typical run's budget
+    of compute, or when it has flattened; but never from more than 8x extrapolation.
+
+    min_gain_per_compute 0.002 was chosen on the same tuning sweeps plus a trainer sweep with
+    seeds 3 and 4 (not the shipped one): 0.004 stopped a slow-starting winner of a synthetic sweep
+    (regret 0.04). Raising max_extrapolation to 10 or 12 stopped the same winner (0.026); holding
+    long runs back only as long as a typical run (see evaluate_rules) gets the trainer's long runs
+    decided early without touching sweeps whose runs share one budget.
     """
 
     p_beat_threshold: float = 0.1  # stop when P(beats best alternative by margin) < this
@@ -81,6 +102,9 @@ class EarlyStopConfig:
     target: float | None = None  # metric to reach within the planned budget; None = rule off
     p_target_threshold: float = 0.05  # stop when P(reaching target within budget) < this
     saturation_epsilon: float | None = 0.002  # stop when expected gain per doubling of compute < this; None = rule off
+    # stop when the expected gain this run adds to the sweep's best final metric, per planned
+    # budget of a typical run still to spend, is below this; None = rule off (see check_gain_per_compute)
+    min_gain_per_compute: float | None = 0.002
     min_evals: int = 4  # no decision before a run has this many evaluations
     # no decision while the planned budget is more than this many times the compute so far: that
     # far out the curve prior, not the data, decides (and on a log-compute grid waiting is cheap)
@@ -158,6 +182,23 @@ def check_remaining_gain(this_at_budget: np.ndarray, this_now: np.ndarray, doubl
     return float(_draws(this_at_budget).mean() - _draws(this_now).mean()) / doublings
 
 
+def check_gain_per_compute(this: np.ndarray, alternatives: Mapping[str, np.ndarray], compute_left: float) -> tuple[float, float]:
+    """Expected improvement of the best final metric from letting this run finish, per unit of
+    compute left (`compute_left`, in planned budgets of a typical run). Returns (gain, gain per unit).
+
+    gain = E[max(0, this - best of the alternatives)], draw by draw: what keeping the run adds to
+    the sweep's best in expectation (the expected-improvement of Bayesian optimisation). Unlike
+    P(beats best), it weighs how much compute the chance costs: a cheap run near the lead is
+    worth finishing, a long run with the same small chance is not.
+    """
+    this = _draws(this)
+    others = [_draws(d) for d in alternatives.values()]
+    n = max([len(this), *map(len, others)])
+    best_other = np.max(np.stack([np.broadcast_to(d, n) if len(d) == 1 else d for d in others]), axis=0)
+    gain = float(np.mean(np.maximum(0.0, this - best_other)))
+    return gain, gain / max(float(compute_left), 1e-12)
+
+
 def _beats_text(check: dict) -> str:
     by = f" by {check['margin']:g}" if check["margin"] else ""
     return f"P(beats best '{check['alternative']}'{by} at {check['budget']:.3g}, {check['budget_ratio']:.1f}x now) = {check['value']:.2f}"
@@ -166,6 +207,9 @@ def _beats_text(check: dict) -> str:
 def _describe(check: dict) -> str:
     if check["rule"] == "beats_best":
         text = _beats_text(check)
+    elif check["rule"] == "gain_per_compute":
+        text = (f"expected gain over the best of {check['n_alternatives']} other run(s) = {check['gain']:.4f} "
+                f"for {check['compute_left']:.2f} typical budgets of compute left = {check['value']:.4f} per budget")
     elif check["rule"] == "reach_target":
         text = f"P(reaches {check['target']:g} by {check['budget']:.3g}) = {check['value']:.2f}"
     else:
@@ -185,6 +229,7 @@ def evaluate_rules(
     compute_now: float,
     n_evals: int | None = None,
     curve_gain: float | None = None,
+    compute_scale: float | None = None,
 ) -> Recommendation:
     """Check the stop rules for one run from posterior draws; the first rule that fires wins.
 
@@ -192,6 +237,10 @@ def evaluate_rules(
     alternatives: name -> draws of each other candidate's final metric (may be empty).
     curve_gain: expected rise of the run's fitted curve from now to the budget, for the
         saturation rule; default: mean(at_budget) - mean(now).
+    compute_scale: the planned budget of a typical run (recommend_runs: the median over the
+        sweep), the unit of compute for the gain-per-compute rule; the extrapolation guard holds
+        a longer run back only until a typical budget is within max_extrapolation of its compute.
+        Default: this run's budget.
     """
     config = config or EarlyStopConfig()
     base = {"budget": float(budget), "compute_now": float(compute_now), "n_evals": n_evals}
@@ -206,11 +255,17 @@ def evaluate_rules(
             run_id=run_id, value=float(compute_now), threshold=float(budget), details=base,
         )
     ratio = budget / compute_now
-    if config.max_extrapolation is not None and ratio > config.max_extrapolation:
+    # A run planned for far more compute than a typical run of the sweep is held back only as
+    # long as a typical run would be: by then it has seen as much compute as its peers, and the
+    # rules price what is still unknown about its long tail (wider draws, a larger expected gain).
+    # Waiting for 1/8 of its own budget would spend more on it than on a whole short run.
+    held = min(budget, compute_scale) / compute_now if compute_scale else ratio
+    if config.max_extrapolation is not None and held > config.max_extrapolation:
+        what = "planned budget" if held == ratio else "a typical run's budget"
         return Recommendation(
             CONTINUE, "too_early",
-            f"continue: planned budget is {ratio:.1f}x the compute so far > {config.max_extrapolation:g}x; rules start below",
-            run_id=run_id, value=float(ratio), threshold=float(config.max_extrapolation), details=base,
+            f"continue: {what} is {held:.1f}x the compute so far > {config.max_extrapolation:g}x; rules start below",
+            run_id=run_id, value=float(held), threshold=float(config.max_extrapolation), details=base,
         )
     checks = []
     if alternatives:
@@ -224,6 +279,12 @@ def evaluate_rules(
         checks.append({"rule": "beats_best", "value": p, "threshold": config.p_beat_threshold,
                        "alternative": best, "alternative_expected": best_mean, "margin": margin,
                        "budget": budget, "budget_ratio": ratio, "probability": True})
+    if alternatives and config.min_gain_per_compute is not None:
+        left = (budget - compute_now) / float(compute_scale or budget)
+        gain, per = check_gain_per_compute(at_budget, alternatives, left)
+        checks.append({"rule": "gain_per_compute", "value": per, "threshold": config.min_gain_per_compute,
+                       "gain": gain, "compute_left": left, "n_alternatives": len(alternatives),
+                       "budget": budget, "probability": False})
     if config.target is not None:
         p = check_reach_target(at_budget, config.target)
         checks.append({"rule": "reach_target", "value": p, "threshold": config.p_target_threshold,
@@ -297,6 +358,7 @@ def recommend_runs(
     *,
     compare_at: Mapping[str, float] | None = None,
     alternatives: list[str] | None = None,
+    compute_scale: float | None = None,
 ) -> dict[str, Recommendation]:
     """Recommend continue/stop for every run in `budgets` (run_id -> planned compute).
 
@@ -304,6 +366,8 @@ def recommend_runs(
         its planned budget, a finished or stopped run where it ended). Default: the budget for
         runs in `budgets`, the last evaluation for every other run.
     alternatives: which runs count as alternatives (default: every other run in the fit).
+    compute_scale: a typical run's planned budget, the gain-per-compute rule's unit of compute
+        (default: the median of `budgets`).
     """
     config = config or EarlyStopConfig()
     runs = fc.runs_
@@ -314,19 +378,57 @@ def recommend_runs(
     for run in candidates:
         compare_at.setdefault(run, budgets.get(run, float(last[run])))
     finals = {run: run_draws(fc, run, compare_at[run])[:, 0] for run in candidates}
-    out = {}
+    typical_budget = float(compute_scale or np.median(list(budgets.values())))
+    in_flight = {}
     for run, budget in budgets.items():
         now_c = float(last[run])
         span = [now_c, max(budget, now_c)]
         both = run_draws(fc, run, span)
         curve = fc.sample_curves(span, run_id=run, kind="run", noise=False)
-        others = {r: d for r, d in finals.items() if r != run}
-        out[run] = evaluate_rules(
-            run, both[:, 1], both[:, 0], others, config,
-            budget=budget, compute_now=now_c, n_evals=int(counts[run]),
-            curve_gain=float(curve[:, 1].mean() - curve[:, 0].mean()),
+        in_flight[run] = {"at_budget": both[:, 1], "now": both[:, 0], "budget": budget, "compute_now": now_c,
+                          "n_evals": int(counts[run]), "curve_gain": float(curve[:, 1].mean() - curve[:, 0].mean())}
+    return evaluate_in_turn(in_flight, finals, config, compute_scale=typical_budget)
+
+
+def evaluate_in_turn(
+    in_flight: Mapping[str, dict],
+    finals: Mapping[str, np.ndarray],
+    config: EarlyStopConfig | None = None,
+    *,
+    compute_scale: float | None = None,
+) -> dict[str, Recommendation]:
+    """evaluate_rules for every run in flight, committing stops one at a time, weakest run first.
+
+    in_flight: run -> {at_budget, now (draws), budget, compute_now, n_evals, curve_gain}.
+    finals: run -> draws of each candidate alternative's final metric (runs in flight included).
+
+    A stopped run stays an alternative only where it stands now (its `now` draws), and the runs
+    still undecided are judged again against that. Judged all at once, every run of a close sweep
+    is compared with "the best of the others" while those others are being stopped in the same
+    breath: in a replayed one-seed trainer sweep that stopped six of seven runs at one check and
+    left a run that ended 0.06 below the best.
+    """
+    finals = dict(finals)
+
+    def recommend(run):
+        r = in_flight[run]
+        return evaluate_rules(
+            run, r["at_budget"], r["now"], {o: d for o, d in finals.items() if o != run}, config,
+            budget=r["budget"], compute_now=r["compute_now"], n_evals=r.get("n_evals"),
+            curve_gain=r.get("curve_gain"), compute_scale=compute_scale,
         )
-    return out
+
+    out = {run: recommend(run) for run in in_flight}
+    committed: set = set()
+    while True:
+        fired = [run for run, rec in out.items() if rec.stop and run not in committed]
+        if not fired:
+            return out
+        weakest = min(fired, key=lambda r: float(_draws(in_flight[r]["at_budget"]).mean()))
+        committed.add(weakest)
+        if weakest in finals:
+            finals[weakest] = in_flight[weakest]["now"]
+        out.update({run: recommend(run) for run in in_flight if run not in committed})
 
 
 def fit_for_advice(table: pd.DataFrame, *, random_seed=0, pad_to: int | None = None, previous=None, **forecaster_kwargs):

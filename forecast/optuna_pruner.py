@@ -12,8 +12,9 @@
 What it does at each check: fit the ScaleRL model to this trial's reported values together with
 the best completed trial's (so the fit borrows noise and shape from a whole curve), forecast this
 trial at `max_step`, and prune when P(it beats the best completed trial by the margin) < the
-threshold (forecast.early_stop's beats_best rule and defaults; plus the target rule when a target
-is set). The first trial has nothing to compare with and is never pruned. Unlike MedianPruner it compares forecasts at the planned budget,
+threshold, or when the gain it is expected to add over that trial, per budget of compute left,
+is below min_gain_per_compute (forecast.early_stop's beats_best and gain_per_compute rules and
+defaults; plus the target rule when a target is set). The first trial has nothing to compare with and is never pruned. Unlike MedianPruner it compares forecasts at the planned budget,
 not values at the same step, so a slow starter with a higher ceiling survives.
 
 Steps are compute (`step_to_compute` maps other step units to compute; steps <= 0 are ignored,

@@ -12,6 +12,7 @@ from forecast.early_stop import (
     EarlyStopConfig,
     Recommendation,
     check_beats_best,
+    check_gain_per_compute,
     check_reach_target,
     check_remaining_gain,
     evaluate_rules,
@@ -44,6 +45,37 @@ def test_target_and_gain():
     assert check_reach_target(spread(0.50), 0.52) == pytest.approx(0.30)
     assert check_remaining_gain(spread(0.60), spread(0.58)) == pytest.approx(0.02)
     assert check_remaining_gain(spread(0.60), spread(0.58), doublings=4.0) == pytest.approx(0.005)
+
+
+def test_gain_per_compute_is_the_expected_improvement_over_the_best_other_draw():
+    # U(0.45, 0.55) above a sure 0.54: E[max(0, U - 0.54)] = 0.01^2 / 2 / 0.1 = 0.0005
+    gain, per = check_gain_per_compute(spread(0.50), {"weak": np.full(1000, 0.30), "strong": np.full(1000, 0.54)}, 0.5)
+    assert gain == pytest.approx(0.0005, rel=1e-3) and per == pytest.approx(0.001, rel=1e-3)
+    # the best alternative is taken draw by draw: this run gains only where it beats both others
+    this = np.array([0.6, 0.6, 0.6, 0.6])
+    gain, _ = check_gain_per_compute(this, {"x": np.array([0.7, 0.5, 0.5, 0.5]), "y": np.array([0.5, 0.7, 0.55, 0.5])}, 1.0)
+    assert gain == pytest.approx((0.0 + 0.0 + 0.05 + 0.1) / 4)
+    # a point forecast broadcasts against draws
+    assert check_gain_per_compute(spread(0.50), {"p": np.array([0.54])}, 1.0)[0] == pytest.approx(0.0005, rel=1e-3)
+
+
+def test_gain_per_compute_keeps_a_cheap_chance_and_stops_a_dear_one():
+    # the same 10% chance of ending above the best alternative; only the compute it costs differs
+    config = EarlyStopConfig(margin=0.0, p_beat_threshold=0.05, min_gain_per_compute=0.001, saturation_epsilon=None)
+    cheap = evaluate_rules("cheap", spread(0.50), spread(0.45), {"b": np.full(1000, 0.54)}, config,
+                           budget=4.0, compute_now=3.0, n_evals=8, compute_scale=4.0)
+    assert cheap.action == "continue"  # 0.0005 for a quarter of a typical budget = 0.002 per budget
+    assert {c["rule"]: c["value"] for c in cheap.details["checks"]}["gain_per_compute"] == pytest.approx(0.002, rel=1e-3)
+    dear = evaluate_rules("dear", spread(0.50), spread(0.45), {"b": np.full(1000, 0.54)}, config,
+                          budget=40.0, compute_now=10.0, n_evals=8, compute_scale=4.0)
+    assert (dear.action, dear.rule) == ("stop", "gain_per_compute")  # 0.0005 for 7.5 budgets
+    assert dear.value == pytest.approx(0.0005 / 7.5, rel=1e-3) and dear.threshold == 0.001
+    assert dear.message == ("stop: expected gain over the best of 1 other run(s) = 0.0005 for 7.50 typical budgets "
+                            "of compute left = 0.0001 per budget < 0.001")
+    off = evaluate_rules("dear", spread(0.50), spread(0.45), {"b": np.full(1000, 0.54)},
+                         EarlyStopConfig(margin=0.0, p_beat_threshold=0.05, min_gain_per_compute=None, saturation_epsilon=None),
+                         budget=40.0, compute_now=10.0, n_evals=8, compute_scale=4.0)
+    assert off.action == "continue" and "gain_per_compute" not in {c["rule"] for c in off.details["checks"]}
 
 
 def test_stop_when_it_cannot_beat_the_best():
@@ -121,14 +153,18 @@ def test_continue_names_the_check_closest_to_firing():
     assert rec.probability == pytest.approx(0.32, abs=0.03) and rec.threshold == 0.05
     assert rec.message.startswith("continue: P(beats best 'b' at 8, 8.0x now) = ")
     assert "expected gain per doubling" in rec.message  # every check is listed
-    assert {c["rule"] for c in rec.details["checks"]} == {"beats_best", "saturated"}
+    assert {c["rule"] for c in rec.details["checks"]} == {"beats_best", "gain_per_compute", "saturated"}
+    # E[max(0, U1 - U2)] = 0.08^3 / 6 / 0.01 = 0.00853, for 7/8 of this run's budget left
+    gain = next(c for c in rec.details["checks"] if c["rule"] == "gain_per_compute")
+    assert gain["gain"] == pytest.approx(0.00853, rel=0.05) and gain["value"] == pytest.approx(0.00853 / 0.875, rel=0.05)
 
 
 def test_rules_in_order_first_fired_wins():
     config = EarlyStopConfig(target=0.9)
     rec = evaluate_rules("a", spread(0.50), spread(0.50), {"b": np.full(1000, 0.7)}, config, budget=2.0, compute_now=1.0, n_evals=9)
     assert rec.rule == "beats_best"
-    assert [c["fired"] for c in rec.details["checks"]] == [True, True, True]
+    assert [c["rule"] for c in rec.details["checks"]] == ["beats_best", "gain_per_compute", "reach_target", "saturated"]
+    assert [c["fired"] for c in rec.details["checks"]] == [True, True, True, True]
 
 
 def test_no_decision_from_a_far_extrapolation():
@@ -196,3 +232,40 @@ def test_trainer_advice_reports_an_unusable_reference(tmp_path):
     rec = trainer_advice(evals=rows, reference_path=tmp_path / "ref.csv", planned_compute=10.0)
     assert (rec.action, rec.rule) == ("continue", "advisor_error")
     assert "mixes compute units" in rec.message
+
+
+def test_stops_are_committed_in_turn_and_a_stopped_run_counts_where_it_stands():
+    from forecast.early_stop import evaluate_in_turn
+
+    # three near-tied leaders with independent uncertainty, U(0.55, 0.65) each, and a weak fourth.
+    # Against the best of the other two, each adds E[max of 3] - E[max of 2] = 0.1/12 = 0.0083 for
+    # 3/4 of a budget: 0.011 per budget < 0.015, so judged all at once all three would stop and
+    # leave only the weak run. In turn, the weakest leader (a) stops first and then counts where it
+    # stands now (0.2 lower); b and d each face one rival: 0.1/6 = 0.0167 for 3/4 = 0.022, continue.
+    rng = np.random.default_rng(1)
+    a, b, d = spread(0.5995, 6000), rng.permutation(spread(0.60, 6000)), rng.permutation(spread(0.60, 6000))
+    c = spread(0.30, 6000)
+    config = EarlyStopConfig(margin=0.0, min_gain_per_compute=0.015, saturation_epsilon=None)
+    draws = {"a": a, "b": b, "c": c, "d": d}
+    in_flight = {name: {"at_budget": x, "now": x - 0.2, "budget": 4.0, "compute_now": 1.0, "n_evals": 8} for name, x in draws.items()}
+    at_once = {name: evaluate_rules(name, x, x - 0.2, {o: y for o, y in draws.items() if o != name}, config,
+                                    budget=4.0, compute_now=1.0, n_evals=8) for name, x in draws.items()}
+    assert all(rec.stop for name, rec in at_once.items() if name != "c") and at_once["b"].rule == "gain_per_compute"
+    recs = evaluate_in_turn(in_flight, draws, config)
+    assert {name: rec.action for name, rec in recs.items()} == {"a": "stop", "b": "continue", "c": "stop", "d": "continue"}
+    gain_b = next(ch for ch in recs["b"].details["checks"] if ch["rule"] == "gain_per_compute")
+    assert gain_b["value"] == pytest.approx(0.1 / 6 / 0.75, rel=0.1)
+
+
+def test_a_long_run_is_held_back_only_as_long_as_a_typical_one():
+    # planned for 100x its compute; a typical run of the sweep for 4x: the guard counts the latter
+    config = EarlyStopConfig(max_extrapolation=8)
+    long_run = evaluate_rules("long", spread(0.1), spread(0.1), {"b": spread(0.9)}, config,
+                              budget=100.0, compute_now=1.0, n_evals=9, compute_scale=4.0)
+    assert (long_run.action, long_run.rule) == ("stop", "beats_best")
+    assert "100.0x now" in long_run.message  # the forecast is still at the run's own budget
+    # a typical budget 20x away: held back, and the message says which budget held it
+    held = evaluate_rules("long", spread(0.1), spread(0.1), {"b": spread(0.9)}, config,
+                          budget=100.0, compute_now=1.0, n_evals=9, compute_scale=20.0)
+    assert (held.action, held.rule, held.value) == ("continue", "too_early", 20.0)
+    assert "a typical run's budget is 20.0x the compute so far > 8x" in held.message
