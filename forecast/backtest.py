@@ -132,6 +132,11 @@ class SweepView:
     n_rows_total: int  # rows of the whole sweep (pads refits to one structure)
     index: int  # checkpoint number
 
+    @property
+    def typical_budget(self) -> float:
+        """The median planned budget: the stop rules' unit of compute (EarlyStopConfig.min_gain_per_compute)."""
+        return float(np.median(list(self.budgets.values())))
+
 
 @dataclass
 class PolicyResult:
@@ -254,7 +259,7 @@ class LeastSquaresRule:
                 run, finals[run], point(run, last[run]), {r: v for r, v in finals.items() if r != run},
                 self.config, budget=view.budgets[run], compute_now=last[run],
                 n_evals=int((view.revealed["run_id"] == run).sum()),
-                compute_scale=float(np.median(list(view.budgets.values()))),
+                compute_scale=view.typical_budget,
             )
             if rec.stop:
                 out[run] = rec.message
@@ -289,7 +294,7 @@ class ForecastRule:
         last = view.revealed.groupby("run_id")["compute"].max()
         compare_at = {r: (view.budgets[r] if r in view.active else float(last[r])) for r in fc.run_ids}
         recs = recommend_runs(fc, {r: view.budgets[r] for r in view.active}, self.config, compare_at=compare_at,
-                              compute_scale=float(np.median(list(view.budgets.values()))))
+                              compute_scale=view.typical_budget)
         return {r: rec.message for r, rec in recs.items() if rec.stop}
 
 
