@@ -4,6 +4,8 @@
     .venv/bin/python benchmarks/early_stop.py --quick    # trainer sweep (if present) + two synthetic
     .venv/bin/python benchmarks/early_stop.py --json results.json
     .venv/bin/python benchmarks/early_stop.py --runs path/to/other_sweep.csv   # add a sweep
+    .venv/bin/python benchmarks/early_stop.py --trainer-sweep out/other_seeds/runs.csv --no-synthetic
+                                                         # the trainer figures on a sweep with other seeds
 
 Sweeps:
   trainer_sweep     examples/trainer_sweep/runs.csv, made by trainer_minimal (skipped with a
@@ -218,21 +220,27 @@ def main(argv=None) -> int:
     parser.add_argument("--runs", action="append", default=[], help="another finished sweep to replay (repeatable)")
     parser.add_argument("--subsets", type=int, default=4, help="2-seed subsets of the trainer sweep to replay too (default 4)")
     parser.add_argument("--singles", type=int, default=16, help="one-seed-per-recipe sweeps drawn from the trainer sweep (default 16)")
+    parser.add_argument("--trainer-sweep", default=str(TRAINER_SWEEP),
+                        help="the trainer sweep whose subsets are replayed (default: the shipped one); e.g. one made "
+                             "with other seeds, to check the trainer figures out of sample")
+    parser.add_argument("--no-synthetic", action="store_true", help="skip the synthetic Table-1 sweeps")
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
     policies = args.policies.split(",")
 
     sweeps = {}
-    if TRAINER_SWEEP.exists():
-        sweeps["trainer_sweep"] = load_runs(TRAINER_SWEEP)
+    trainer_sweep = Path(args.trainer_sweep)
+    if trainer_sweep.exists():
+        sweeps["trainer_sweep"] = load_runs(trainer_sweep)
         if not args.quick:
             sweeps.update(seed_subsets(sweeps["trainer_sweep"], args.subsets))
             sweeps.update(seed_subsets(sweeps["trainer_sweep"], args.singles, keep=1, prefix="trainer_single"))
     else:
-        print(f"trainer sweep: {TRAINER_SWEEP.relative_to(ROOT)} not found, skipped (trainer_minimal writes it)")
+        print(f"trainer sweep: {trainer_sweep} not found, skipped (trainer_minimal writes it)")
     for path in args.runs:
         sweeps[Path(path).stem if Path(path).is_file() else Path(path).name] = load_runs(path)
-    sweeps.update(synthetic_sweeps(args.quick))
+    if not args.no_synthetic:
+        sweeps.update(synthetic_sweeps(args.quick))
 
     everything = {}
     for name, runs in sweeps.items():

@@ -38,7 +38,13 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import pandas as pd
 
-from .early_stop import EarlyStopConfig, evaluate_rules, fit_for_advice, recommend_runs
+from .early_stop import (
+    EarlyStopConfig,
+    evaluate_rules,
+    fit_for_advice,
+    recommend_runs,
+    sweep_leader,
+)
 
 __all__ = [
     "BacktestConfig",
@@ -253,13 +259,15 @@ class LeastSquaresRule:
         for run in fits:
             at = view.budgets[run] if run in view.active else last[run]
             finals[run] = point(run, at)
+        standing = {run: point(run, last[run]) for run in fits}
+        leader = sweep_leader({r: standing[r] for r in view.active}, {r: v for r, v in standing.items() if r not in view.active})
         out = {}
         for run in view.active:
             rec = evaluate_rules(
                 run, finals[run], point(run, last[run]), {r: v for r, v in finals.items() if r != run},
                 self.config, budget=view.budgets[run], compute_now=last[run],
                 n_evals=int((view.revealed["run_id"] == run).sum()),
-                compute_scale=view.typical_budget,
+                compute_scale=view.typical_budget, leading=run == leader,
             )
             if rec.stop:
                 out[run] = rec.message

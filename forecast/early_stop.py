@@ -38,6 +38,12 @@ budget) is held only until that typical budget is within `max_extrapolation` of 
 it has then seen as much compute as its peers, and waiting for 1/8 of its own long budget would
 cost more than a whole short run. A run at or past its planned budget gets "stop: budget_reached".
 
+The run that leads the sweep now (the highest fitted metric where it stands, ahead of every
+finished or stopped run too) is not stopped by beats_best or gain_per_compute (`keep_leader`): a
+forecast that another run will overtake it is an extrapolation, and stopping the leader on it bets
+the sweep's best result. Its recommendation names the rule "leader" and the check that would have
+fired. Saturation and the target rule still stop it.
+
 Every Recommendation names a rule with its number and threshold: the rule that fired for a stop
 ("stop: P(beats best 'b-s1' by 0.01 at 4e+04, 4.0x now) = 0.02 < 0.1"), or the check closest to
 firing for a continue, so a user can always see how near the run is to being stopped.
@@ -69,6 +75,7 @@ __all__ = [
     "check_gain_per_compute",
     "evaluate_rules",
     "evaluate_in_turn",
+    "sweep_leader",
     "recommend_runs",
     "fit_for_advice",
     "trainer_advice",
@@ -105,6 +112,9 @@ class EarlyStopConfig:
     # stop when the expected gain this run adds to the sweep's best final metric, per planned
     # budget of a typical run still to spend, is below this; None = rule off (see check_gain_per_compute)
     min_gain_per_compute: float | None = 0.002
+    # never stop the run that leads the sweep now (highest fitted metric at its current compute)
+    # on a comparison with other runs' forecasts: only the saturation and target rules stop it
+    keep_leader: bool = True
     min_evals: int = 4  # no decision before a run has this many evaluations
     # no decision while the planned budget is more than this many times the compute so far: that
     # far out the curve prior, not the data, decides (and on a log-compute grid waiting is cheap)
@@ -119,7 +129,7 @@ class Recommendation:
     """continue or stop for one run, the rule behind it, and its numbers."""
 
     action: str  # "continue" or "stop"
-    rule: str  # beats_best | reach_target | saturated; or why no rule ran: warmup, too_early, no_budget, ...
+    rule: str  # beats_best | gain_per_compute | reach_target | saturated; leader (a comparison would stop it, but it leads); or why no rule ran: warmup, too_early, ...
     message: str  # one line a person can read, citing the number and the threshold
     run_id: str | None = None
     probability: float | None = None  # the probability the rule compared (probability rules)
@@ -199,6 +209,10 @@ def check_gain_per_compute(this: np.ndarray, alternatives: Mapping[str, np.ndarr
     return gain, gain / max(float(compute_left), 1e-12)
 
 
+# the rules that stop a run because another run is forecast to do better (see keep_leader)
+COMPARISON_RULES = ("beats_best", "gain_per_compute")
+
+
 def _beats_text(check: dict) -> str:
     by = f" by {check['margin']:g}" if check["margin"] else ""
     return f"P(beats best '{check['alternative']}'{by} at {check['budget']:.3g}, {check['budget_ratio']:.1f}x now) = {check['value']:.2f}"
@@ -230,6 +244,7 @@ def evaluate_rules(
     n_evals: int | None = None,
     curve_gain: float | None = None,
     compute_scale: float | None = None,
+    leading: bool = False,
 ) -> Recommendation:
     """Check the stop rules for one run from posterior draws; the first rule that fires wins.
 
@@ -241,6 +256,8 @@ def evaluate_rules(
         sweep), the unit of compute for the gain-per-compute rule; the extrapolation guard holds
         a longer run back only until a typical budget is within max_extrapolation of its compute.
         Default: this run's budget.
+    leading: this run leads the sweep now (evaluate_in_turn decides); with config.keep_leader the
+        rules that compare it with other runs' forecasts (beats_best, gain_per_compute) do not stop it.
     """
     config = config or EarlyStopConfig()
     base = {"budget": float(budget), "compute_now": float(compute_now), "n_evals": n_evals}
@@ -302,9 +319,20 @@ def evaluate_rules(
     for check in checks:
         check["fired"] = check["value"] < check["threshold"]
         check["text"] = _describe(check)
+    held = [c for c in checks if c["fired"] and leading and config.keep_leader and c["rule"] in COMPARISON_RULES]
+    for check in held:
+        check["fired"], check["held_for_leader"] = False, True
 
     fired = [c for c in checks if c["fired"]]
-    if fired:
+    if held and not fired:
+        # A forecast of another run says this one will be overtaken, but nothing has overtaken it
+        # yet. Stopping the leader on a forecast bets the sweep's best result on an extrapolation:
+        # in a held-out trainer sweep it stopped the eventual winner for a long run whose forecast
+        # at 4x its compute was 0.03 too high. The saturation and target rules still apply.
+        decisive, action = held[0], CONTINUE
+        message = (f"continue: leads the sweep now; a forecast of another run does not stop the leader "
+                   f"({decisive['text']} < {decisive['threshold']:g} would stop it otherwise)")
+    elif fired:
         decisive, action = fired[0], STOP
         message = f"stop: {decisive['text']}"
     else:
@@ -318,7 +346,7 @@ def evaluate_rules(
     if "alternative" in decisive:
         details["alternative"] = decisive["alternative"]
     return Recommendation(
-        action, decisive["rule"], message, run_id=run_id,
+        action, "leader" if decisive.get("held_for_leader") else decisive["rule"], message, run_id=run_id,
         probability=decisive["value"] if decisive["probability"] else None,
         value=decisive["value"], threshold=decisive["threshold"], details=details,
     )
@@ -390,6 +418,16 @@ def recommend_runs(
     return evaluate_in_turn(in_flight, finals, config, compute_scale=typical_budget)
 
 
+def sweep_leader(in_flight_now: Mapping[str, np.ndarray], ended: Mapping[str, np.ndarray]) -> str | None:
+    """The run in flight with the highest expected metric where it stands now, if it is at least as
+    high as every ended (finished or stopped) run where it ended; None when an ended run is ahead."""
+    if not in_flight_now:
+        return None
+    leader = max(in_flight_now, key=lambda r: float(_draws(in_flight_now[r]).mean()))
+    best_ended = max((float(_draws(d).mean()) for d in ended.values()), default=-np.inf)
+    return leader if float(_draws(in_flight_now[leader]).mean()) >= best_ended else None
+
+
 def evaluate_in_turn(
     in_flight: Mapping[str, dict],
     finals: Mapping[str, np.ndarray],
@@ -409,13 +447,15 @@ def evaluate_in_turn(
     left a run that ended 0.06 below the best.
     """
     finals = dict(finals)
+    leader = sweep_leader({run: r["now"] for run, r in in_flight.items()},
+                          {run: d for run, d in finals.items() if run not in in_flight})
 
     def recommend(run):
         r = in_flight[run]
         return evaluate_rules(
             run, r["at_budget"], r["now"], {o: d for o, d in finals.items() if o != run}, config,
             budget=r["budget"], compute_now=r["compute_now"], n_evals=r.get("n_evals"),
-            curve_gain=r.get("curve_gain"), compute_scale=compute_scale,
+            curve_gain=r.get("curve_gain"), compute_scale=compute_scale, leading=run == leader,
         )
 
     out = {run: recommend(run) for run in in_flight}
