@@ -4,8 +4,8 @@
     .venv/bin/python benchmarks/early_stop.py --quick    # trainer sweep (if present) + two synthetic
     .venv/bin/python benchmarks/early_stop.py --json results.json
     .venv/bin/python benchmarks/early_stop.py --runs path/to/other_sweep.csv   # add a sweep
-    .venv/bin/python benchmarks/early_stop.py --trainer-sweep out/other_seeds/runs.csv --no-synthetic
-                                                         # the trainer figures on a sweep with other seeds
+    .venv/bin/python benchmarks/early_stop.py --trainer-sweep examples/trainer_sweep_heldout/runs.csv --no-synthetic
+                                                         # the trainer figures on the held-out seeds 5-7
 
 Sweeps:
   trainer_sweep     examples/trainer_sweep/runs.csv, made by trainer_minimal (skipped with a

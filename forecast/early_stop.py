@@ -102,6 +102,10 @@ class EarlyStopConfig:
     (regret 0.04). Raising max_extrapolation to 10 or 12 stopped the same winner (0.026); holding
     long runs back only as long as a typical run (see evaluate_rules) gets the trainer's long runs
     decided early without touching sweeps whose runs share one budget.
+
+    keep_leader was added after a trainer sweep with seeds 5-7 (not the shipped one, not used for
+    the thresholds above): without it, the run ahead at the time was stopped because a long run was
+    forecast, from 4x extrapolation, to end above it, and that long run ended 0.03 below it.
     """
 
     p_beat_threshold: float = 0.1  # stop when P(beats best alternative by margin) < this

@@ -269,3 +269,39 @@ def test_a_long_run_is_held_back_only_as_long_as_a_typical_one():
                           budget=100.0, compute_now=1.0, n_evals=9, compute_scale=20.0)
     assert (held.action, held.rule, held.value) == ("continue", "too_early", 20.0)
     assert "a typical run's budget is 20.0x the compute so far > 8x" in held.message
+
+
+def test_the_leader_is_not_stopped_on_another_runs_forecast():
+    # "lead" is ahead now (0.48) but "long" is forecast to end far above it (0.60 vs 0.50 at budget)
+    lead = evaluate_rules("lead", spread(0.50), spread(0.48), {"long": spread(0.60)}, EarlyStopConfig(),
+                          budget=4.0, compute_now=2.0, n_evals=9, leading=True)
+    assert (lead.action, lead.rule) == ("continue", "leader")
+    assert "leads the sweep now" in lead.message and "P(beats best 'long' by 0.01" in lead.message
+    assert lead.threshold == 0.1 and lead.probability < 0.1  # the check that would have fired, with its numbers
+    # the same run, not leading (or with keep_leader off), is stopped by that forecast
+    for leading, keep in ((False, True), (True, False)):
+        rec = evaluate_rules("lead", spread(0.50), spread(0.48), {"long": spread(0.60)}, EarlyStopConfig(keep_leader=keep),
+                             budget=4.0, compute_now=2.0, n_evals=9, leading=leading)
+        assert (rec.action, rec.rule) == ("stop", "beats_best")
+    # saturation still stops a leader that has flattened
+    flat = evaluate_rules("lead", spread(0.48), spread(0.48), {"long": spread(0.60)}, EarlyStopConfig(),
+                          budget=4.0, compute_now=2.0, n_evals=9, leading=True, curve_gain=0.0001)
+    assert (flat.action, flat.rule) == ("stop", "saturated")
+
+
+def test_sweep_leader_and_evaluate_in_turn_keep_the_run_ahead_now():
+    from forecast.early_stop import evaluate_in_turn, sweep_leader
+
+    in_flight = {
+        "lead": {"at_budget": spread(0.50), "now": spread(0.48), "budget": 4.0, "compute_now": 2.0, "n_evals": 9},
+        "long": {"at_budget": spread(0.60), "now": spread(0.40), "budget": 16.0, "compute_now": 2.0, "n_evals": 9},
+        "weak": {"at_budget": spread(0.30), "now": spread(0.25), "budget": 4.0, "compute_now": 2.0, "n_evals": 9},
+    }
+    assert sweep_leader({r: v["now"] for r, v in in_flight.items()}, {}) == "lead"
+    assert sweep_leader({r: v["now"] for r, v in in_flight.items()}, {"done": spread(0.55)}) is None  # a finished run is ahead
+    finals = {r: v["at_budget"] for r, v in in_flight.items()}
+    recs = evaluate_in_turn(in_flight, finals, EarlyStopConfig())
+    assert {r: (rec.action, rec.rule) for r, rec in recs.items()} == {
+        "lead": ("continue", "leader"), "long": ("continue", recs["long"].rule), "weak": ("stop", "beats_best")}
+    recs = evaluate_in_turn(in_flight, {**finals, "done": spread(0.55)}, EarlyStopConfig())
+    assert recs["lead"].stop
