@@ -14,8 +14,10 @@ the best completed trial's (so the fit borrows noise and shape from a whole curv
 trial at `max_step`, and prune when P(it beats the best completed trial by the margin) < the
 threshold, or when the gain it is expected to add over that trial, per budget of compute left,
 is below min_gain_per_compute (forecast.early_stop's beats_best and gain_per_compute rules and
-defaults; plus the target rule when a target is set). The first trial has nothing to compare with and is never pruned. Unlike MedianPruner it compares forecasts at the planned budget,
-not values at the same step, so a slow starter with a higher ceiling survives.
+defaults; plus the target rule when a target is set). A trial that is ahead of the best completed
+trial where it stands now is not pruned by those two comparisons (keep_leader). The first trial
+has nothing to compare with and is never pruned. Unlike MedianPruner it compares forecasts at the
+planned budget, not values at the same step, so a slow starter with a higher ceiling survives.
 
 Steps are compute (`step_to_compute` maps other step units to compute; steps <= 0 are ignored,
 the curve needs compute > 0). Values must be rates in [0, 1]; for a minimised error rate the
