@@ -323,17 +323,17 @@ def evaluate_rules(
     for check in checks:
         check["fired"] = check["value"] < check["threshold"]
         check["text"] = _describe(check)
-    held = [c for c in checks if c["fired"] and leading and config.keep_leader and c["rule"] in COMPARISON_RULES]
-    for check in held:
+    kept_for_leader = [c for c in checks if c["fired"] and leading and config.keep_leader and c["rule"] in COMPARISON_RULES]
+    for check in kept_for_leader:
         check["fired"], check["held_for_leader"] = False, True
 
     fired = [c for c in checks if c["fired"]]
-    if held and not fired:
+    if kept_for_leader and not fired:
         # A forecast of another run says this one will be overtaken, but nothing has overtaken it
         # yet. Stopping the leader on a forecast bets the sweep's best result on an extrapolation:
         # in a held-out trainer sweep it stopped the eventual winner for a long run whose forecast
         # at 4x its compute was 0.03 too high. The saturation and target rules still apply.
-        decisive, action = held[0], CONTINUE
+        decisive, action = kept_for_leader[0], CONTINUE
         message = (f"continue: leads the sweep now; a forecast of another run does not stop the leader "
                    f"({decisive['text']} < {decisive['threshold']:g} would stop it otherwise)")
     elif fired:
