@@ -6,6 +6,7 @@
     .venv/bin/python benchmarks/early_stop.py --runs path/to/other_sweep.csv   # add a sweep
     .venv/bin/python benchmarks/early_stop.py --trainer-sweep examples/trainer_sweep_heldout/runs.csv --no-synthetic
                                                          # the trainer figures on the held-out seeds 5-7
+                                                         # (runs_seeds_8_10.csv: seeds 8-10)
 
 Sweeps:
   trainer_sweep     examples/trainer_sweep/runs.csv, made by trainer_minimal (skipped with a
@@ -22,10 +23,18 @@ Sweeps:
                     Successive halving and the median rule are cheap enough to replay on all 3^7
                     such sweeps too; that line shows how typical the drawn ones are.
 
+The hindsight ceiling of a sweep (forecast.backtest.hindsight_ceiling) is what a policy that
+knows the answer saves: it finishes the true best run and stops every other run at the first
+checkpoint. A policy that saves more than that has bought the difference with regret.
+
 Per family of sweeps it also replays successive halving at eta 2, 3, 4, 6 and 8 (one eta is one
 point of its saved-vs-regret trade-off; eta 4 is the default line above) and says whether ours
 saves more than the best of those at equal or lower mean regret (within 0.0005): the issue's
 "more saved at equal or lower regret", read off successive halving's own trade-off.
+
+On the trainer sweep it also checks how honest ours' forecasts are where the decisions are made:
+at checkpoints 1, 3 and 5 it refits as the policy does and counts how often each unfinished run's
+90% interval for its final covers the true final, split by how far out the forecast reaches.
 
 For each sweep and policy (forecast.backtest): compute used as a fraction of running every run
 to the end, compute saved (1 - that), regret (true best final - final of the run the policy
@@ -131,6 +140,41 @@ def regret_noise_floor(runs, last: int = 3) -> float | None:
     finals = runs.sort_values("compute").groupby("run_id")["metric"].apply(lambda m: smoothed_final(m, last))
     p, n = float(finals.median()), float(runs["n_eval"].median())
     return float(np.sqrt(p * (1 - p) / n / last))
+
+
+def advice_calibration(runs, *, checks=(0, 2, 4), level: float = 0.9) -> dict | None:
+    """How honest the early-stop forecasts are: at a few checkpoints, refit as the policy does and
+    check whether each unfinished run's central `level` interval for its final (its draws at the
+    planned budget plus the evaluation noise of a mean of 3 evaluations) covers the true final.
+    Split by how far out the forecast reaches (planned budget / compute so far <= 4 or > 4).
+    Needs n_eval (the noise of a final); None without it."""
+    from forecast.backtest import checkpoint_schedule
+    from forecast.early_stop import fit_for_advice, run_draws
+
+    if "n_eval" not in runs or runs["n_eval"].isna().all():
+        return None
+    runs = runs.sort_values(["run_id", "compute"]).reset_index(drop=True)
+    config = BacktestConfig()
+    schedule = checkpoint_schedule(runs, min_evals=config.min_evals, growth=config.check_growth)
+    budgets = runs.groupby("run_id")["compute"].max()
+    finals = runs.groupby("run_id")["metric"].apply(lambda m: smoothed_final(m, config.smooth_last))
+    n_eval = float(runs["n_eval"].median())
+    rng = np.random.default_rng(0)
+    tail = (1 - level) / 2
+    hits = {"<= 4x": [], "> 4x": []}
+    for index in [i for i in checks if i < len(schedule)]:
+        revealed = runs[runs["compute"] <= schedule[index]]
+        fc, _ = fit_for_advice(revealed, random_seed=index, pad_to=len(runs))
+        last = revealed.groupby("run_id")["compute"].max()
+        for run, budget in budgets.items():
+            if last[run] >= budget:
+                continue
+            draws = run_draws(fc, run, budget)[:, 0]
+            final = finals[run]
+            draws = draws + np.sqrt(final * (1 - final) / n_eval / config.smooth_last) * rng.standard_normal(len(draws))
+            lo, hi = np.quantile(draws, [tail, 1 - tail])
+            hits["<= 4x" if budget / last[run] <= 4 else "> 4x"].append(lo <= final <= hi)
+    return {k: (float(np.mean(v)), len(v)) for k, v in hits.items() if v}
 
 
 def family_summary(everything: dict, names: list[str], policies: list[str]) -> list[str]:
@@ -268,6 +312,8 @@ def main(argv=None) -> int:
             continue
         print(f"\n== {family} ({len(names)}): means over sweeps")
         print("\n".join(family_summary(everything, names, policies)))
+        ceiling = np.mean([everything[s]["hindsight_ceiling"] for s in names])
+        print(f"  hindsight ceiling   saved {ceiling:6.1%}   regret 0: saving more than this costs regret")
         if "forecast" in policies and family != "every sweep":
             print("\n".join(frontier_lines(everything, names, halving_frontier(sweeps, names))))
     if "trainer_sweep" in sweeps and not args.quick:
@@ -275,6 +321,11 @@ def main(argv=None) -> int:
         if floor is not None:
             print(f"\nnoise floor of regret on the trainer sweep: a final (mean of 3 evaluations) has sd {floor:.4f}; "
                   "regrets closer than that are luck")
+        calibration = advice_calibration(sweeps["trainer_sweep"])
+        if calibration:
+            parts = ", ".join(f"{share:.0%} of {n} forecasts {reach}" for reach, (share, n) in calibration.items())
+            print(f"honesty of ours' forecasts on the trainer sweep (refits at checkpoints 1, 3 and 5): the 90% interval "
+                  f"for a run's final covers it in {parts} (budget / compute so far)")
         every = cheap_baselines_on_every_single_sweep(sweeps["trainer_sweep"], policies)
         for policy, v in every.items():
             print(f"  {policy:<19} on all {len(v)} one-seed-per-recipe sweeps: saved {v[:, 0].mean():6.1%}   "

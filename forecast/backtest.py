@@ -28,6 +28,8 @@ Scores:
                       is smoothed: the mean of a run's last 3 evaluations. The policy chooses the run
                       with the best mean of its last 3 *revealed* evaluations, and gets that value:
                       a run stopped early is judged where it stopped, not where it would have ended.
+  hindsight ceiling   compute saved by finishing the true best run and stopping every other run
+                      at the first checkpoint: the most a policy saves without paying in regret.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ __all__ = [
     "median_should_stop",
     "halving_survivors",
     "replay",
+    "hindsight_ceiling",
     "backtest",
     "POLICIES",
 ]
@@ -372,11 +375,30 @@ def replay(runs: pd.DataFrame, policy, config: BacktestConfig | None = None) -> 
     )
 
 
+def hindsight_ceiling(runs: pd.DataFrame, config: BacktestConfig | None = None) -> float:
+    """Compute saved by a policy that knows the answer: it finishes the true best run and stops
+    every other run at the first checkpoint (regret 0). No policy deciding at these checkpoints
+    saves more without giving up on the best run, so this is the yardstick for compute saved:
+    a policy above it has bought its savings with regret."""
+    config = config or BacktestConfig()
+    runs = runs.sort_values(["run_id", "compute"], kind="stable")
+    budgets = runs.groupby("run_id")["compute"].max()
+    first = checkpoint_schedule(runs, min_evals=config.min_evals, growth=config.check_growth)
+    if not first:
+        return 0.0
+    finals = runs.groupby("run_id")["metric"].apply(lambda m: smoothed_final(m, config.smooth_last))
+    best = finals.idxmax()
+    at_first = runs[runs["compute"] <= first[0]].groupby("run_id")["compute"].max()
+    used = sum(budgets[r] if r == best else min(float(at_first.get(r, 0.0)), budgets[r]) for r in budgets.index)
+    return float(1.0 - used / budgets.sum())
+
+
 @dataclass
 class BacktestResult:
     results: list[PolicyResult]
     config: BacktestConfig
     source: str | None = None
+    hindsight_ceiling: float | None = None  # see hindsight_ceiling()
 
     @property
     def table(self) -> pd.DataFrame:
@@ -396,6 +418,7 @@ class BacktestResult:
                 "regret": f"true best final - final of the chosen run; final = mean of the last {self.config.smooth_last} evaluations (revealed ones for the chosen run)",
             },
             "config": self.config.to_dict(),
+            "hindsight_ceiling": self.hindsight_ceiling,
             "policies": {r.policy: r.to_dict() for r in self.results},
         }
 
@@ -405,7 +428,11 @@ class BacktestResult:
         table["compute_saved"] = table["compute_saved"].map("{:.1%}".format)
         table["regret"] = table["regret"].map("{:.4f}".format)
         table["seconds"] = table["seconds"].map("{:.1f}".format)
-        return table.to_string(index=False)
+        text = table.to_string(index=False)
+        if self.hindsight_ceiling is not None:
+            text += (f"\nhindsight ceiling: {self.hindsight_ceiling:.1%} saved at regret 0 (finish the true best run, "
+                     "stop every other run at the first checkpoint)")
+        return text
 
 
 def backtest(runs, policies=POLICIES, config: BacktestConfig | None = None) -> BacktestResult:
@@ -420,4 +447,4 @@ def backtest(runs, policies=POLICIES, config: BacktestConfig | None = None) -> B
     else:
         runs = validate_runs(runs)
     results = [replay(runs, make_policy(name, config), config) for name in policies]
-    return BacktestResult(results=results, config=config, source=source)
+    return BacktestResult(results=results, config=config, source=source, hindsight_ceiling=hindsight_ceiling(runs, config))

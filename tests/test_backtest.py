@@ -17,6 +17,7 @@ from forecast.backtest import (
     SuccessiveHalving,
     checkpoint_schedule,
     halving_survivors,
+    hindsight_ceiling,
     median_should_stop,
     replay,
     smoothed_final,
@@ -83,6 +84,17 @@ def test_replay_scores_no_stopping_median_and_halving():
     assert halving.n_stopped == 8 and halving.regret > 0.1
 
 
+def test_hindsight_ceiling_finishes_the_best_and_stops_the_rest_at_the_first_check():
+    table = curve_table({"a": 0.5, "b": 0.6, "c": 0.4}, n=10)  # 3 runs, compute 10..100 each
+    config = BacktestConfig(min_evals=4, check_growth=2.0)  # first checkpoint at compute 40
+    # b runs to 100, a and c stop at 40: 180 of 300 used
+    assert hindsight_ceiling(table, config) == pytest.approx(1 - 180 / 300)
+    # no policy that keeps the best run saves more: successive halving keeping one run at the
+    # first rung reaches the ceiling exactly, and only because it kept the right run
+    halving = replay(table, SuccessiveHalving(eta=3), config)
+    assert halving.regret == 0.0 and halving.compute_saved == pytest.approx(hindsight_ceiling(table, config))
+
+
 def test_regret_counts_a_stopped_run_where_it_stopped():
     table = curve_table({"a": 0.5, "b": 0.6})
 
@@ -120,6 +132,7 @@ def test_backtest_json_on_a_small_synthetic_sweep(tmp_path, capsys):
     assert payload["policies"]["no_stopping"]["compute_fraction"] == 1.0
     assert payload["config"]["early_stop"]["min_gain_per_compute"] == 0.003  # the flag reaches the rules
     assert "mean of the last 3" in payload["definitions"]["regret"]
+    assert 0 < payload["hindsight_ceiling"] < 1  # the yardstick for compute saved comes with the scores
     assert json.loads((tmp_path / "bt.json").read_text())["policies"].keys() == payload["policies"].keys()
 
 
