@@ -43,6 +43,25 @@ def test_bands_widen_with_the_extrapolation_horizon(fitted):
     assert width[0] < width[1] < width[2]
 
 
+def test_level_sd_widens_forecasts_ahead_of_the_data_only(fitted):
+    """level_sd: late moves of a run's level that early data cannot show. It adds nothing at the
+    last evaluation and level_sd**2 * (1 - 2**-doublings) of variance ahead of it."""
+    run = "scalerl_8b-s0"
+    c_last = fitted.runs_.loc[fitted.runs_["run_id"] == run, "compute"].max()
+    compute = [c_last, 64 * c_last]
+    saved = fitted.level_sd
+    try:
+        fitted.level_sd = 0.0
+        without = fitted.sample_curves(compute, run_id=run, kind="run", rng=1)
+        fitted.level_sd = 0.025
+        with_level = fitted.sample_curves(compute, run_id=run, kind="run", rng=1)
+    finally:
+        fitted.level_sd = saved
+    np.testing.assert_allclose(with_level[:, 0], without[:, 0])
+    added = with_level[:, 1].var() - without[:, 1].var()
+    assert added == pytest.approx(0.025**2 * (1 - 2.0**-6), rel=0.25)
+
+
 def test_unknown_recipe_and_run_are_named(fitted):
     with pytest.raises(KeyError, match="unknown recipe 'nope'"):
         fitted.predict([1e3], recipe="nope")
