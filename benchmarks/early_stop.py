@@ -6,7 +6,7 @@
     .venv/bin/python benchmarks/early_stop.py --runs path/to/other_sweep.csv   # add a sweep
     .venv/bin/python benchmarks/early_stop.py --trainer-sweep examples/trainer_sweep_heldout/runs.csv --no-synthetic
                                                          # the trainer figures on the held-out seeds 5-7
-                                                         # (runs_seeds_8_10.csv: seeds 8-10)
+                                                         # (runs_seeds_8_10.csv: seeds 8-10, runs_seeds_11_13.csv: 11-13)
 
 Sweeps:
   trainer_sweep     examples/trainer_sweep/runs.csv, made by trainer_minimal (skipped with a
@@ -30,7 +30,11 @@ checkpoint. A policy that saves more than that has bought the difference with re
 Per family of sweeps it also replays successive halving at eta 2, 3, 4, 6 and 8 (one eta is one
 point of its saved-vs-regret trade-off; eta 4 is the default line above) and says whether ours
 saves more than the best of those at equal or lower mean regret (within 0.0005): the issue's
-"more saved at equal or lower regret", read off successive halving's own trade-off.
+"more saved at equal or lower regret", read off successive halving's own trade-off. That eta is
+chosen per family after seeing the results, so it knows whether a sweep has an early, clear winner
+(eta 8 there) or slow starters (a small eta). A user sets eta once, before the sweep, as we set our
+thresholds; so it also asks, for each eta used on every family alike, in which families its regret
+stays at ours' level and whether it saves more there.
 
 On the trainer sweep it also checks how honest ours' forecasts are where the decisions are made:
 at checkpoints 1, 3 and 5 it refits as the policy does and counts how often each unfinished run's
@@ -221,6 +225,33 @@ def frontier_lines(everything: dict, names: list[str], frontier: dict) -> list[s
     return lines
 
 
+def one_eta_lines(everything: dict, families: dict[str, list[str]], frontiers: dict[str, dict]) -> list[str]:
+    """Successive halving with one eta for every family, as a user who sets eta before seeing the
+    sweep would run it. For each eta: the families where its mean regret is within ours' (+0.0005)
+    and, there, whether it saves more. An eta chosen per family after seeing the results (the
+    frontier lines) knows which kind of sweep it faces; one eta for all does not, and neither do we."""
+    ours = {f: (float(np.mean([everything[s]["policies"]["forecast"]["compute_saved"] for s in names])),
+                float(np.mean([everything[s]["policies"]["forecast"]["regret"] for s in names])))
+            for f, names in families.items()}
+    lines, matching = [], []
+    for eta in next(iter(frontiers.values())):
+        worse_regret = [f for f in families if frontiers[f][eta][1] > ours[f][1] + 5e-4]
+        saves_more = [f for f in families if f not in worse_regret and frontiers[f][eta][0] > ours[f][0]]
+        parts = ", ".join(f"{frontiers[f][eta][0]:.1%}/{frontiers[f][eta][1]:.4f}" for f in families)
+        lines.append(f"  eta {eta}: saved/regret by family {parts}; regret above ours in {len(worse_regret)} of "
+                     f"{len(families)} families; saves more than ours at equal or lower regret in {len(saves_more)}")
+        if not worse_regret:
+            matching.append((eta, saves_more))
+    if not matching:
+        lines.append("  ours: no single eta keeps regret at ours' level in every family; ours is not matched by any "
+                     "one setting of successive halving")
+    else:
+        for eta, more in matching:
+            word = f"saves more than ours in {', '.join(more)}" if more else "saves less than ours in every family"
+            lines.append(f"  ours: eta {eta} keeps regret at ours' level in every family and {word}")
+    return lines
+
+
 def ratios(results: dict) -> list[str]:
     """Ours against each baseline: compute used ratio and regret difference, in words."""
     ours = results["forecast"]
@@ -307,6 +338,7 @@ def main(argv=None) -> int:
         "one-seed-per-recipe trainer sweeps": [s for s in everything if s.startswith("trainer_single")],
         "every sweep": list(everything),
     }
+    frontiers = {}
     for family, names in families.items():
         if not names:
             continue
@@ -315,7 +347,12 @@ def main(argv=None) -> int:
         ceiling = np.mean([everything[s]["hindsight_ceiling"] for s in names])
         print(f"  hindsight ceiling   saved {ceiling:6.1%}   regret 0: saving more than this costs regret")
         if "forecast" in policies and family != "every sweep":
-            print("\n".join(frontier_lines(everything, names, halving_frontier(sweeps, names))))
+            frontiers[family] = halving_frontier(sweeps, names)
+            print("\n".join(frontier_lines(everything, names, frontiers[family])))
+    if len(frontiers) > 1:
+        print("\n== successive halving with one eta for every family (set before seeing the sweep): "
+              f"saved/regret in {', '.join(frontiers)}")
+        print("\n".join(one_eta_lines(everything, {f: families[f] for f in frontiers}, frontiers)))
     if "trainer_sweep" in sweeps and not args.quick:
         floor = regret_noise_floor(sweeps["trainer_sweep"])
         if floor is not None:

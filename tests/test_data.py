@@ -1,6 +1,7 @@
 """Bad input fails at the boundary with a message naming the file, column, run and row."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -167,3 +168,15 @@ def test_fuzzed_tables_either_validate_cleanly_or_raise_run_data_error(rows, dro
     assert not clean.duplicated(["run_id", "compute"]).any()
     assert (clean.groupby("run_id").size() >= 2).all()
     assert (clean.groupby("run_id")["recipe"].nunique() == 1).all()
+
+
+SHIPPED_TRAINER_SWEEPS = sorted((Path(__file__).resolve().parent.parent / "examples").glob("trainer_sweep*/*.csv"))
+
+
+@pytest.mark.parametrize("path", SHIPPED_TRAINER_SWEEPS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_shipped_trainer_sweeps_load_whole(path):
+    """The benchmark replays these; each is 7 recipes x 3 seeds x 40 evaluations of counted FLOPs."""
+    runs = load_runs(path)
+    assert runs["run_id"].nunique() == 21 and runs["recipe"].nunique() == 7
+    assert (runs.groupby("run_id").size() == 40).all()
+    assert set(runs["compute_unit"]) == {"flops"} and runs["metric"].between(0, 1).all()
