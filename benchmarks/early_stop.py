@@ -208,10 +208,15 @@ def halving_frontier(sweeps: dict, names: list[str], etas=HALVING_ETAS) -> dict[
     return out
 
 
+def ours_means(everything: dict, names: list[str]) -> tuple[float, float]:
+    """Ours' mean compute saved and mean regret over the sweeps `names`."""
+    results = [everything[s]["policies"]["forecast"] for s in names]
+    return float(np.mean([r["compute_saved"] for r in results])), float(np.mean([r["regret"] for r in results]))
+
+
 def frontier_lines(everything: dict, names: list[str], frontier: dict) -> list[str]:
     """Ours against the successive-halving eta that saves most at ours' mean regret or lower."""
-    saved = float(np.mean([everything[s]["policies"]["forecast"]["compute_saved"] for s in names]))
-    regret = float(np.mean([everything[s]["policies"]["forecast"]["regret"] for s in names]))
+    saved, regret = ours_means(everything, names)
     lines = [f"  successive halving eta {eta}: saved {v[0]:6.1%}   regret mean {v[1]:.4f}" for eta, v in frontier.items()]
     # regrets within 0.0005 count as equal: below any evaluation's resolution
     fair = {eta: v for eta, v in frontier.items() if v[1] <= regret + 5e-4}
@@ -230,9 +235,7 @@ def one_eta_lines(everything: dict, families: dict[str, list[str]], frontiers: d
     sweep would run it. For each eta: the families where its mean regret is within ours' (+0.0005)
     and, there, whether it saves more. An eta chosen per family after seeing the results (the
     frontier lines) knows which kind of sweep it faces; one eta for all does not, and neither do we."""
-    ours = {f: (float(np.mean([everything[s]["policies"]["forecast"]["compute_saved"] for s in names])),
-                float(np.mean([everything[s]["policies"]["forecast"]["regret"] for s in names])))
-            for f, names in families.items()}
+    ours = {f: ours_means(everything, names) for f, names in families.items()}
     lines, matching = [], []
     for eta in next(iter(frontiers.values())):
         worse_regret = [f for f in families if frontiers[f][eta][1] > ours[f][1] + 5e-4]
