@@ -113,9 +113,12 @@ def main(argv=None):
         return 2
     if args.command == "sweep":
         return run_sweep(plan, args.out, args.workers, slim=args.slim)
-    from .train import train
+    from .train import end_distributed, train
 
-    train(cfg)
+    try:
+        train(cfg)
+    finally:
+        end_distributed()
     return 0
 
 

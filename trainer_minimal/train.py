@@ -132,6 +132,14 @@ def setup_distributed(cfg):
     return rank, world, device
 
 
+def end_distributed():
+    """Destroy the process group, if one was started. Left to interpreter exit, gloo's threads
+    can die in a C++ terminate ("terminate called without an active exception", exit -6) after
+    training finished: seen once under load in the torchrun test."""
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
 def collective_device():
     """NCCL only moves CUDA tensors, gloo CPU ones; small metric tensors live on the CPU."""
     return torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
