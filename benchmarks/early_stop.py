@@ -6,7 +6,9 @@
     .venv/bin/python benchmarks/early_stop.py --runs path/to/other_sweep.csv   # add a sweep
     .venv/bin/python benchmarks/early_stop.py --trainer-sweep examples/trainer_sweep_heldout/runs.csv --no-synthetic
                                                          # the trainer figures on the held-out seeds 5-7
-                                                         # (runs_seeds_8_10.csv: seeds 8-10, runs_seeds_11_13.csv: 11-13)
+                                                         # (runs_seeds_8_10.csv: seeds 8-10, runs_seeds_11_13.csv: 11-13,
+                                                         # runs_seeds_17_19.csv: 17-19; examples/trainer_sweep_tuning:
+                                                         # 14-16, the sweep level_wander_ratio was tuned on)
 
 Sweeps:
   trainer_sweep     examples/trainer_sweep/runs.csv, made by trainer_minimal (skipped with a

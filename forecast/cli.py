@@ -296,6 +296,8 @@ def _add_rule_options(p):
     p.add_argument("--min-evals", type=int, default=None, help="no decision before this many evaluations (default 4)")
     p.add_argument("--max-extrapolation", type=float, default=None,
                    help="no decision while the budget is more than this many times the compute so far (default 8)")
+    p.add_argument("--max-stop-share", type=float, default=None,
+                   help="at most this share of the runs in flight is stopped on comparisons at one check (default 0.5; 1 = no cap)")
     p.add_argument("--seed", type=int, default=0, help="random seed of the refits (default 0)")
 
 
@@ -312,9 +314,11 @@ def _rule_config(args):
         raise BadInput(f"--min-evals must be >= 2, got {args.min_evals}")
     if args.max_extrapolation is not None and not args.max_extrapolation > 1:
         raise BadInput(f"--max-extrapolation must be > 1, got {args.max_extrapolation:g}")
+    if args.max_stop_share is not None and not 0 < args.max_stop_share <= 1:
+        raise BadInput(f"--max-stop-share must lie in (0, 1], got {args.max_stop_share:g}")
     given = {"target": args.target, "p_beat_threshold": args.threshold, "margin": args.margin,
              "saturation_epsilon": args.epsilon, "min_gain_per_compute": args.min_gain, "min_evals": args.min_evals,
-             "max_extrapolation": args.max_extrapolation}
+             "max_extrapolation": args.max_extrapolation, "max_stop_share": args.max_stop_share}
     return EarlyStopConfig(**{k: v for k, v in given.items() if v is not None})
 
 

@@ -289,6 +289,29 @@ def test_the_leader_is_not_stopped_on_another_runs_forecast():
     assert (flat.action, flat.rule) == ("stop", "saturated")
 
 
+def test_max_stop_share_holds_comparison_stops_beyond_the_share_for_the_next_check():
+    from forecast.early_stop import evaluate_in_turn
+
+    # one clear leader and four runs far behind it: every one of the four fails beats_best
+    ahead = {"at_budget": spread(0.80), "now": spread(0.70), "budget": 4.0, "compute_now": 2.0, "n_evals": 9}
+    behind = {f"w{i}": {"at_budget": spread(0.30 + 0.02 * i), "now": spread(0.25), "budget": 4.0, "compute_now": 2.0,
+                        "n_evals": 9} for i in range(1, 5)}
+    in_flight = {"lead": ahead, **behind}
+    finals = {r: v["at_budget"] for r, v in in_flight.items()}
+    uncapped = evaluate_in_turn(in_flight, finals, EarlyStopConfig(max_stop_share=None))
+    assert sorted(r for r, rec in uncapped.items() if rec.stop) == ["w1", "w2", "w3", "w4"]
+    # at most half of the 5 runs in flight (2) stop on comparisons at one check: the weakest two
+    recs = evaluate_in_turn(in_flight, finals, EarlyStopConfig(max_stop_share=0.5))
+    assert {r: (rec.action, rec.rule) for r, rec in recs.items()} == {
+        "lead": ("continue", recs["lead"].rule), "w1": ("stop", "beats_best"), "w2": ("stop", "beats_best"),
+        "w3": ("continue", "stop_cap"), "w4": ("continue", "stop_cap")}
+    held = recs["w4"]
+    assert held.message.startswith("continue: P(beats best 'lead' by 0.01")
+    assert "but 2 of 5 runs in flight were already stopped on comparisons at this check" in held.message
+    assert held.details["held_by_cap"] == "beats_best" and held.value == 0.0 and held.threshold == 0.1
+    assert EarlyStopConfig().max_stop_share == 0.5
+
+
 def test_sweep_leader_and_evaluate_in_turn_keep_the_run_ahead_now():
     from forecast.early_stop import evaluate_in_turn, sweep_leader
 
@@ -303,5 +326,6 @@ def test_sweep_leader_and_evaluate_in_turn_keep_the_run_ahead_now():
     recs = evaluate_in_turn(in_flight, finals, EarlyStopConfig())
     assert {r: (rec.action, rec.rule) for r, rec in recs.items()} == {
         "lead": ("continue", "leader"), "long": ("continue", recs["long"].rule), "weak": ("stop", "beats_best")}
-    recs = evaluate_in_turn(in_flight, {**finals, "done": spread(0.55)}, EarlyStopConfig())
+    # (no stop cap here: with 3 runs in flight it would hold "lead" for the next check)
+    recs = evaluate_in_turn(in_flight, {**finals, "done": spread(0.55)}, EarlyStopConfig(max_stop_share=None))
     assert recs["lead"].stop

@@ -62,6 +62,29 @@ def test_level_sd_widens_forecasts_ahead_of_the_data_only(fitted):
     assert added == pytest.approx(0.025**2 * (1 - 2.0**-6), rel=0.25)
 
 
+def test_level_wander_ratio_scales_late_moves_with_the_fitted_wander(fitted):
+    """level_wander_ratio: the sd of late level moves is that many times the run wander the fit
+    learnt (draw by draw), so a sweep whose runs wander little around their curves is widened
+    little. Nothing is added at the last evaluation; ahead of it the added variance is
+    ratio**2 * E[wander_sd**2] * (1 - 2**-doublings)."""
+    run = "scalerl_8b-s0"
+    c_last = fitted.runs_.loc[fitted.runs_["run_id"] == run, "compute"].max()
+    compute = [c_last, 64 * c_last]
+    saved = fitted.level_wander_ratio
+    try:
+        fitted.level_wander_ratio = 0.0
+        without = fitted.sample_curves(compute, run_id=run, kind="run", rng=1)
+        fitted.level_wander_ratio = 4.0
+        with_level = fitted.sample_curves(compute, run_id=run, kind="run", rng=1)
+    finally:
+        fitted.level_wander_ratio = saved
+    np.testing.assert_allclose(with_level[:, 0], without[:, 0])
+    expected = 4.0**2 * float(np.mean(fitted.draws("wander_sd") ** 2)) * (1 - 2.0**-6)
+    added = with_level[:, 1].var() - without[:, 1].var()
+    assert added > 0
+    assert added == pytest.approx(expected, rel=0.3)
+
+
 def test_unknown_recipe_and_run_are_named(fitted):
     with pytest.raises(KeyError, match="unknown recipe 'nope'"):
         fitted.predict([1e3], recipe="nope")
