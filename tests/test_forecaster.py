@@ -43,20 +43,25 @@ def test_bands_widen_with_the_extrapolation_horizon(fitted):
     assert width[0] < width[1] < width[2]
 
 
+def _last_and_far_draws(fitted, run, **settings):
+    """Draws of `run` at its last evaluation and 64x beyond it, with forecaster attributes set to
+    `settings` for the call (restored afterwards: the fit is shared by the session)."""
+    c_last = fitted.runs_.loc[fitted.runs_["run_id"] == run, "compute"].max()
+    saved = {name: getattr(fitted, name) for name in settings}
+    try:
+        for name, value in settings.items():
+            setattr(fitted, name, value)
+        return fitted.sample_curves([c_last, 64 * c_last], run_id=run, kind="run", rng=1)
+    finally:
+        for name, value in saved.items():
+            setattr(fitted, name, value)
+
+
 def test_level_sd_widens_forecasts_ahead_of_the_data_only(fitted):
     """level_sd: late moves of a run's level that early data cannot show. It adds nothing at the
     last evaluation and level_sd**2 * (1 - 2**-doublings) of variance ahead of it."""
-    run = "scalerl_8b-s0"
-    c_last = fitted.runs_.loc[fitted.runs_["run_id"] == run, "compute"].max()
-    compute = [c_last, 64 * c_last]
-    saved = fitted.level_sd
-    try:
-        fitted.level_sd = 0.0
-        without = fitted.sample_curves(compute, run_id=run, kind="run", rng=1)
-        fitted.level_sd = 0.025
-        with_level = fitted.sample_curves(compute, run_id=run, kind="run", rng=1)
-    finally:
-        fitted.level_sd = saved
+    without = _last_and_far_draws(fitted, "scalerl_8b-s0", level_sd=0.0)
+    with_level = _last_and_far_draws(fitted, "scalerl_8b-s0", level_sd=0.025)
     np.testing.assert_allclose(with_level[:, 0], without[:, 0])
     added = with_level[:, 1].var() - without[:, 1].var()
     assert added == pytest.approx(0.025**2 * (1 - 2.0**-6), rel=0.25)
@@ -67,17 +72,9 @@ def test_level_wander_ratio_scales_late_moves_with_the_fitted_wander(fitted):
     learnt (draw by draw), so a sweep whose runs wander little around their curves is widened
     little. Nothing is added at the last evaluation; ahead of it the added variance is
     ratio**2 * E[wander_sd**2] * (1 - 2**-doublings)."""
-    run = "scalerl_8b-s0"
-    c_last = fitted.runs_.loc[fitted.runs_["run_id"] == run, "compute"].max()
-    compute = [c_last, 64 * c_last]
-    saved = fitted.level_wander_ratio
-    try:
-        fitted.level_wander_ratio = 0.0
-        without = fitted.sample_curves(compute, run_id=run, kind="run", rng=1)
-        fitted.level_wander_ratio = 4.0
-        with_level = fitted.sample_curves(compute, run_id=run, kind="run", rng=1)
-    finally:
-        fitted.level_wander_ratio = saved
+    assert ScalingForecaster().level_wander_ratio == 2.0
+    without = _last_and_far_draws(fitted, "scalerl_8b-s0", level_wander_ratio=0.0)
+    with_level = _last_and_far_draws(fitted, "scalerl_8b-s0", level_wander_ratio=4.0)
     np.testing.assert_allclose(with_level[:, 0], without[:, 0])
     expected = 4.0**2 * float(np.mean(fitted.draws("wander_sd") ** 2)) * (1 - 2.0**-6)
     added = with_level[:, 1].var() - without[:, 1].var()
