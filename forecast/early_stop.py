@@ -470,6 +470,7 @@ def evaluate_in_turn(
     breath: in a replayed one-seed trainer sweep that stopped six of seven runs at one check and
     left a run that ended 0.06 below the best.
     """
+    config = config or EarlyStopConfig()
     finals = dict(finals)
     leader = sweep_leader({run: r["now"] for run, r in in_flight.items()},
                           {run: d for run, d in finals.items() if run not in in_flight})
@@ -484,7 +485,7 @@ def evaluate_in_turn(
 
     out = {run: recommend(run) for run in in_flight}
     committed: set = set()
-    share = config.max_stop_share if config is not None else None
+    share = config.max_stop_share
     cap = max(1, int(share * len(in_flight))) if share is not None else None
     n_compared = 0
     while True:

@@ -95,8 +95,8 @@ class ScalingForecaster:
         learnt (`wander_sd`, draw by draw), so that a sweep whose runs wander around their curves
         gets wider forecasts ahead of the data and one whose runs follow their curves closely
         (the synthetic Table-1 sweeps: wander 0.002-0.003 against 0.005-0.010 in the trainer's)
-        stays narrow. Default 2, chosen on an unreported trainer sweep (seeds 14-16) and synthetic
-        sweeps with seeds 101-104: without it the early-stop replays of that trainer sweep had
+        stays narrow. Default 2, chosen on a tuning trainer sweep (seeds 14-16,
+        examples/trainer_sweep_tuning) and synthetic sweeps with seeds 101-104: without it the early-stop replays of that trainer sweep had
         mean regret 0.011 (2-seed subsets) where 2 gave 0.0044; 3 gave the same regret and saved
         less (67.8% against 71.6%). On those synthetic sweeps 3 cost 1.2 points of compute saved
         (78.5% against 79.7%), a fixed level_sd=0.025 4.9 points.
