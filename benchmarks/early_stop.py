@@ -7,7 +7,8 @@
     .venv/bin/python benchmarks/early_stop.py --trainer-sweep examples/trainer_sweep_heldout/runs.csv --no-synthetic
                                                          # the trainer figures on the held-out seeds 5-7
                                                          # (runs_seeds_8_10.csv: seeds 8-10, runs_seeds_11_13.csv: 11-13,
-                                                         # runs_seeds_17_19.csv: 17-19; examples/trainer_sweep_tuning:
+                                                         # runs_seeds_17_19.csv: 17-19, runs_seeds_20_22.csv: 20-22;
+                                                         # examples/trainer_sweep_tuning:
                                                          # 14-16, the sweep level_wander_ratio was tuned on)
 
 Sweeps:
@@ -311,6 +312,8 @@ def main(argv=None) -> int:
                         help="the forecaster's level_wander_ratio for ours (default: the forecaster's, 2)")
     parser.add_argument("--max-stop-share", type=float, default=None,
                         help="ours' max_stop_share (default: EarlyStopConfig's, 0.5; 1 = no cap)")
+    parser.add_argument("--min-gain-per-compute", type=float, default=None,
+                        help="ours' min_gain_per_compute (default: EarlyStopConfig's; 0 = the rule off)")
     args = parser.parse_args(argv)
     synthetic_seeds = tuple(int(x) for x in args.synthetic_seeds.split(","))
     if len(synthetic_seeds) != 4:
@@ -318,7 +321,14 @@ def main(argv=None) -> int:
     if args.max_stop_share is not None and not 0 < args.max_stop_share <= 1:
         parser.error(f"--max-stop-share must lie in (0, 1], got {args.max_stop_share:g}")
     forecaster_kwargs = {} if args.level_wander_ratio is None else {"level_wander_ratio": args.level_wander_ratio}
-    early_stop = EarlyStopConfig() if args.max_stop_share is None else EarlyStopConfig(max_stop_share=args.max_stop_share)
+    early_stop_overrides = {}
+    if args.max_stop_share is not None:
+        early_stop_overrides["max_stop_share"] = args.max_stop_share
+    if args.min_gain_per_compute is not None:
+        if args.min_gain_per_compute < 0:
+            parser.error(f"--min-gain-per-compute must be >= 0, got {args.min_gain_per_compute:g}")
+        early_stop_overrides["min_gain_per_compute"] = args.min_gain_per_compute or None
+    early_stop = EarlyStopConfig(**early_stop_overrides)
     warnings.simplefilter("ignore")
     policies = args.policies.split(",")
 
