@@ -30,14 +30,16 @@ The hindsight ceiling of a sweep (forecast.backtest.hindsight_ceiling) is what a
 knows the answer saves: it finishes the true best run and stops every other run at the first
 checkpoint. A policy that saves more than that has bought the difference with regret.
 
-Per family of sweeps it also replays successive halving at eta 2, 3, 4, 6 and 8 (one eta is one
-point of its saved-vs-regret trade-off; eta 4 is the default line above) and says whether ours
-saves more than the best of those at equal or lower mean regret (within 0.0005): the issue's
-"more saved at equal or lower regret", read off successive halving's own trade-off. That eta is
+Per family of sweeps it also replays successive halving at eta 2, 3, 4, 6 and 8 and the median
+rule as Optuna's PercentilePruner at percentile 75, 50 (MedianPruner), 40, 30, 20 and 10 (one
+setting is one point of a baseline's saved-vs-regret trade-off; eta 4 and percentile 50 are the
+default lines above) and says whether ours saves more than the best of those at equal or lower
+mean regret (within 0.0005): the issue's "more saved at equal or lower regret", read off each
+baseline's own trade-off. That setting is
 chosen per family after seeing the results, so it knows whether a sweep has an early, clear winner
-(eta 8 there) or slow starters (a small eta). A user sets eta once, before the sweep, as we set our
-thresholds; so it also asks, for each eta used on every family alike, in which families its regret
-stays at ours' level and whether it saves more there.
+(eta 8 there) or slow starters (a small eta). A user sets it once, before the sweep, as we set our
+thresholds; so it also asks, for each setting used on every family alike, in which families its
+regret stays at ours' level and whether it saves more there.
 
 On the trainer sweep it also checks how honest ours' forecasts are where the decisions are made:
 at checkpoints 1, 3 and 5 it refits as the policy does and counts how often each unfinished run's
@@ -198,17 +200,24 @@ def family_summary(everything: dict, names: list[str], policies: list[str]) -> l
     return lines
 
 
-HALVING_ETAS = (2, 3, 4, 6, 8)
+# Each baseline's one knob and the settings replayed: one setting is one point of its
+# saved-vs-regret trade-off; "more saved at equal or lower regret" is read off these points.
+BASELINE_KNOBS = {
+    "successive_halving": ("eta", "halving_eta", (2, 3, 4, 6, 8)),
+    # Optuna's PercentilePruner: keep the top p% at each step (50 = MedianPruner; smaller stops more)
+    "median": ("percentile", "median_percentile", (75, 50, 40, 30, 20, 10)),
+}
+BASELINE_TITLES = {"successive_halving": "successive halving", "median": "the median rule (PercentilePruner)"}
 
 
-def halving_frontier(sweeps: dict, names: list[str], etas=HALVING_ETAS) -> dict[int, tuple[float, float]]:
-    """Successive halving at each eta: mean (saved, regret) over the sweeps `names`. One eta is one
-    point of its saved-vs-regret trade-off; "more saved at equal or lower regret" is read off these."""
+def baseline_frontier(sweeps: dict, names: list[str], policy: str) -> dict:
+    """`policy` at each setting of its knob: mean (saved, regret) over the sweeps `names`."""
+    _, field_name, settings = BASELINE_KNOBS[policy]
     out = {}
-    for eta in etas:
-        config = BacktestConfig(halving_eta=eta)
-        scores = [replay(sweeps[s], make_policy("successive_halving", config), config) for s in names]
-        out[eta] = (float(np.mean([r.compute_saved for r in scores])), float(np.mean([r.regret for r in scores])))
+    for setting in settings:
+        config = BacktestConfig(**{field_name: setting})
+        scores = [replay(sweeps[s], make_policy(policy, config), config) for s in names]
+        out[setting] = (float(np.mean([r.compute_saved for r in scores])), float(np.mean([r.regret for r in scores])))
     return out
 
 
@@ -218,44 +227,47 @@ def ours_means(everything: dict, names: list[str]) -> tuple[float, float]:
     return float(np.mean([r["compute_saved"] for r in results])), float(np.mean([r["regret"] for r in results]))
 
 
-def frontier_lines(everything: dict, names: list[str], frontier: dict) -> list[str]:
-    """Ours against the successive-halving eta that saves most at ours' mean regret or lower."""
+def frontier_lines(everything: dict, names: list[str], policy: str, frontier: dict) -> list[str]:
+    """Ours against the baseline setting that saves most at ours' mean regret or lower."""
+    knob, title = BASELINE_KNOBS[policy][0], BASELINE_TITLES[policy]
     saved, regret = ours_means(everything, names)
-    lines = [f"  successive halving eta {eta}: saved {v[0]:6.1%}   regret mean {v[1]:.4f}" for eta, v in frontier.items()]
+    lines = [f"  {title} {knob} {k:g}: saved {v[0]:6.1%}   regret mean {v[1]:.4f}" for k, v in frontier.items()]
     # regrets within 0.0005 count as equal: below any evaluation's resolution
-    fair = {eta: v for eta, v in frontier.items() if v[1] <= regret + 5e-4}
+    fair = {k: v for k, v in frontier.items() if v[1] <= regret + 5e-4}
     if not fair:
-        lines.append(f"  ours: saved {saved:.1%} at regret mean {regret:.4f}; no eta reaches regret that low")
+        lines.append(f"  ours: saved {saved:.1%} at regret mean {regret:.4f}; no {knob} of {title} reaches regret that low")
     else:
-        eta, (sh_saved, sh_regret) = max(fair.items(), key=lambda kv: kv[1][0])
-        word = "more" if saved > sh_saved else "LESS"
-        lines.append(f"  ours: saved {saved:.1%} at regret mean {regret:.4f}: {word} than successive halving's best at equal "
-                     f"or lower regret (eta {eta}: {sh_saved:.1%} at {sh_regret:.4f})")
+        k, (b_saved, b_regret) = max(fair.items(), key=lambda kv: kv[1][0])
+        word = "more" if saved > b_saved else "LESS"
+        lines.append(f"  ours: saved {saved:.1%} at regret mean {regret:.4f}: {word} than {title}'s best at equal "
+                     f"or lower regret ({knob} {k:g}: {b_saved:.1%} at {b_regret:.4f})")
     return lines
 
 
-def one_eta_lines(everything: dict, families: dict[str, list[str]], frontiers: dict[str, dict]) -> list[str]:
-    """Successive halving with one eta for every family, as a user who sets eta before seeing the
-    sweep would run it. For each eta: the families where its mean regret is within ours' (+0.0005)
-    and, there, whether it saves more. An eta chosen per family after seeing the results (the
-    frontier lines) knows which kind of sweep it faces; one eta for all does not, and neither do we."""
+def one_setting_lines(everything: dict, families: dict[str, list[str]], policy: str, frontiers: dict[str, dict]) -> list[str]:
+    """The baseline with one setting for every family, as a user who sets it before seeing the
+    sweep would run it. For each setting: the families where its mean regret is within ours'
+    (+0.0005) and, there, whether it saves more. A setting chosen per family after seeing the
+    results (the frontier lines) knows which kind of sweep it faces; one for all does not, and
+    neither do we."""
+    knob, title = BASELINE_KNOBS[policy][0], BASELINE_TITLES[policy]
     ours = {f: ours_means(everything, names) for f, names in families.items()}
     lines, matching = [], []
-    for eta in next(iter(frontiers.values())):
-        worse_regret = [f for f in families if frontiers[f][eta][1] > ours[f][1] + 5e-4]
-        saves_more = [f for f in families if f not in worse_regret and frontiers[f][eta][0] > ours[f][0]]
-        parts = ", ".join(f"{frontiers[f][eta][0]:.1%}/{frontiers[f][eta][1]:.4f}" for f in families)
-        lines.append(f"  eta {eta}: saved/regret by family {parts}; regret above ours in {len(worse_regret)} of "
+    for k in next(iter(frontiers.values())):
+        worse_regret = [f for f in families if frontiers[f][k][1] > ours[f][1] + 5e-4]
+        saves_more = [f for f in families if f not in worse_regret and frontiers[f][k][0] > ours[f][0]]
+        parts = ", ".join(f"{frontiers[f][k][0]:.1%}/{frontiers[f][k][1]:.4f}" for f in families)
+        lines.append(f"  {knob} {k:g}: saved/regret by family {parts}; regret above ours in {len(worse_regret)} of "
                      f"{len(families)} families; saves more than ours at equal or lower regret in {len(saves_more)}")
         if not worse_regret:
-            matching.append((eta, saves_more))
+            matching.append((k, saves_more))
     if not matching:
-        lines.append("  ours: no single eta keeps regret at ours' level in every family; ours is not matched by any "
-                     "one setting of successive halving")
+        lines.append(f"  ours: no single {knob} keeps regret at ours' level in every family; ours is not matched by any "
+                     f"one setting of {title}")
     else:
-        for eta, more in matching:
+        for k, more in matching:
             word = f"saves more than ours in {', '.join(more)}" if more else "saves less than ours in every family"
-            lines.append(f"  ours: eta {eta} keeps regret at ours' level in every family and {word}")
+            lines.append(f"  ours: {knob} {k:g} keeps regret at ours' level in every family and {word}")
     return lines
 
 
@@ -367,7 +379,7 @@ def main(argv=None) -> int:
         "one-seed-per-recipe trainer sweeps": [s for s in everything if s.startswith("trainer_single")],
         "every sweep": list(everything),
     }
-    frontiers = {}
+    frontiers = {policy: {} for policy in BASELINE_KNOBS}
     for family, names in families.items():
         if not names:
             continue
@@ -376,12 +388,15 @@ def main(argv=None) -> int:
         ceiling = np.mean([everything[s]["hindsight_ceiling"] for s in names])
         print(f"  hindsight ceiling   saved {ceiling:6.1%}   regret 0: saving more than this costs regret")
         if "forecast" in policies and family != "every sweep":
-            frontiers[family] = halving_frontier(sweeps, names)
-            print("\n".join(frontier_lines(everything, names, frontiers[family])))
-    if len(frontiers) > 1:
-        print("\n== successive halving with one eta for every family (set before seeing the sweep): "
-              f"saved/regret in {', '.join(frontiers)}")
-        print("\n".join(one_eta_lines(everything, {f: families[f] for f in frontiers}, frontiers)))
+            for policy in BASELINE_KNOBS:
+                frontiers[policy][family] = baseline_frontier(sweeps, names, policy)
+                print("\n".join(frontier_lines(everything, names, policy, frontiers[policy][family])))
+    for policy, by_family in frontiers.items():
+        if len(by_family) > 1:
+            knob = BASELINE_KNOBS[policy][0]
+            print(f"\n== {BASELINE_TITLES[policy]} with one {knob} for every family (set before seeing the sweep): "
+                  f"saved/regret in {', '.join(by_family)}")
+            print("\n".join(one_setting_lines(everything, {f: families[f] for f in by_family}, policy, by_family)))
     if "trainer_sweep" in sweeps and not args.quick:
         floor = regret_noise_floor(sweeps["trainer_sweep"])
         if floor is not None:

@@ -14,6 +14,9 @@ Policies:
                       value so far is below the median of the other runs' values at the same step
                       (Optuna compares with completed trials only, which never prunes when all
                       trials run at once; here every other run that has reached the step counts).
+                      With median_percentile p it is Optuna's PercentilePruner(p): stop when the
+                      best value so far is below the (100 - p)th percentile of the others, i.e.
+                      keep the top p% (50 = MedianPruner; smaller = stops more).
   successive_halving  synchronous successive halving (ASHA when all workers reach a rung
                       together): rungs at c0 * eta^k in compute; at each rung keep the best
                       max(1, n // eta) runs by their value at the rung (Optuna's promotion rule).
@@ -77,6 +80,8 @@ class BacktestConfig:
     smooth_last: int = 3  # "true final" = mean of this many last evaluations
     early_stop: EarlyStopConfig = field(default_factory=EarlyStopConfig)
     median_n_startup: int = 5  # MedianPruner's n_startup_trials (here: other runs at the step)
+    # PercentilePruner's percentile: keep runs in the top this-% at the step (50 = MedianPruner)
+    median_percentile: float = 50.0
     halving_eta: int = 4  # successive halving's reduction factor (Optuna's and Ray's default)
     random_seed: int = 0
     forecaster_kwargs: dict = field(default_factory=dict)
@@ -109,13 +114,16 @@ def checkpoint_schedule(runs: pd.DataFrame, *, min_evals: int, growth: float) ->
     return points
 
 
-def median_should_stop(own_values, others_at_step, *, n_startup: int = 5) -> bool:
-    """Optuna MedianPruner's test (maximising): best value so far < median of the others' values
-    at this step; no verdict with fewer than `n_startup` others."""
+def median_should_stop(own_values, others_at_step, *, n_startup: int = 5, percentile: float = 50.0) -> bool:
+    """Optuna PercentilePruner's test (maximising): best value so far < the (100 - percentile)th
+    percentile of the others' values at this step; no verdict with fewer than `n_startup` others.
+    percentile 50 is MedianPruner."""
+    if not 0.0 <= percentile <= 100.0:
+        raise ValueError(f"percentile must be in [0, 100], got {percentile}")
     others = np.asarray(others_at_step, dtype=float)
     if len(others) < max(n_startup, 1) or len(own_values) == 0:
         return False
-    return float(np.max(own_values)) < float(np.percentile(others, 50))
+    return float(np.max(own_values)) < float(np.percentile(others, 100.0 - percentile))
 
 
 def halving_survivors(values: dict[str, float], eta: int) -> set[str]:
@@ -186,21 +194,24 @@ class NoStopping:
 class MedianRule:
     name = "median"
 
-    def __init__(self, n_startup: int = 5):
+    def __init__(self, n_startup: int = 5, percentile: float = 50.0):
         self.n_startup = n_startup
+        self.percentile = percentile
 
     def checkpoints(self, schedule, end):
         return schedule
 
     def decide(self, view: SweepView) -> dict:
         by_run = {r: g["metric"].to_numpy() for r, g in view.revealed.groupby("run_id", sort=False)}
+        bar = "median" if self.percentile == 50 else f"{100 - self.percentile:g}th percentile"
         out = {}
         for run in view.active:
             own = by_run[run]
             step = len(own) - 1
             others = [v[step] for r, v in by_run.items() if r != run and len(v) > step]
-            if median_should_stop(own, others, n_startup=self.n_startup):
-                out[run] = f"best so far {own.max():.4f} < median {np.percentile(others, 50):.4f} of {len(others)} others at step {step}"
+            if median_should_stop(own, others, n_startup=self.n_startup, percentile=self.percentile):
+                out[run] = (f"best so far {own.max():.4f} < {bar} {np.percentile(others, 100 - self.percentile):.4f} "
+                            f"of {len(others)} others at step {step}")
         return out
 
 
@@ -313,7 +324,7 @@ def make_policy(name: str, config: BacktestConfig):
     if name == "forecast":
         return ForecastRule(config.early_stop, random_seed=config.random_seed, forecaster_kwargs=config.forecaster_kwargs)
     if name == "median":
-        return MedianRule(config.median_n_startup)
+        return MedianRule(config.median_n_startup, config.median_percentile)
     if name == "successive_halving":
         return SuccessiveHalving(config.halving_eta)
     if name == "least_squares":

@@ -382,6 +382,7 @@ def run_watch(args) -> int:
 BACKTEST_EPILOG = """examples:
   forecast backtest examples/trainer_sweep/runs.csv
   forecast backtest runs.csv --policies forecast,median --json
+  forecast backtest runs.csv --policies median,successive_halving --median-percentile 25 --halving-eta 3
 
 Replays finished runs as if live (all runs in parallel, evaluations revealed in compute order)
 under each policy, and reports compute used (fraction of running everything to the end) and
@@ -396,6 +397,11 @@ def add_backtest_parser(sub):
     p.add_argument("runs", help="run table or folder of run logs (finished runs)")
     p.add_argument("--policies", default=from_policies, help=f"comma list (default {from_policies})")
     p.add_argument("--growth", type=float, default=None, help="decide each time compute grows by this factor (default 1.25)")
+    p.add_argument("--halving-eta", type=int, default=None,
+                   help="successive halving keeps the best 1/eta at each rung, rungs eta times apart (default 4)")
+    p.add_argument("--median-percentile", type=float, default=None,
+                   help="the median rule keeps runs in the top this-%% at each step, as Optuna's PercentilePruner "
+                        "(default 50 = MedianPruner; smaller stops more)")
     p.add_argument("--json", action="store_true", help="print per policy compute_fraction, regret and the rest as JSON")
     p.add_argument("--out", default=None, help="also write the JSON result to this file")
     _add_rule_options(p)
@@ -413,10 +419,18 @@ def run_backtest(args) -> int:
         raise BadInput(f"--policies: unknown {', '.join(unknown) or '(none given)'}; known: {', '.join(POLICIES)}")
     if args.growth is not None and not args.growth > 1:
         raise BadInput(f"--growth must be > 1, got {args.growth:g}")
+    if args.halving_eta is not None and args.halving_eta < 2:
+        raise BadInput(f"--halving-eta must be an integer >= 2, got {args.halving_eta}")
+    if args.median_percentile is not None and not 0 <= args.median_percentile <= 100:
+        raise BadInput(f"--median-percentile must lie in [0, 100], got {args.median_percentile:g}")
     rules = _rule_config(args)
     config = BacktestConfig(early_stop=rules, min_evals=rules.min_evals, random_seed=args.seed)
     if args.growth is not None:
         config.check_growth = args.growth
+    if args.halving_eta is not None:
+        config.halving_eta = args.halving_eta
+    if args.median_percentile is not None:
+        config.median_percentile = args.median_percentile
     runs = load_runs(args.runs)
     result = backtest(runs, policies, config)
     result.source = str(args.runs)

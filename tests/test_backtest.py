@@ -52,16 +52,38 @@ def test_smoothed_final_and_schedule():
     ([0.1, 0.2], [0.3, 0.4, 0.5]),  # fewer than 5 others: no verdict yet
 ])
 def test_median_rule_agrees_with_optunas_median_pruner(own, others):
-    """Optuna prunes against completed trials; give it the others as completed trials."""
-    study = optuna.create_study(direction="maximize", pruner=optuna.pruners.MedianPruner(n_startup_trials=5))
+    assert median_should_stop(own, others, n_startup=5) == optuna_prunes(optuna.pruners.MedianPruner(n_startup_trials=5), own, others)
+
+
+def optuna_prunes(pruner, own, others) -> bool:
+    """Optuna's verdict on a trial reporting `own`. Optuna prunes against completed trials; give
+    it the others as completed trials with their value at the trial's last step."""
+    study = optuna.create_study(direction="maximize", pruner=pruner)
     step = len(own) - 1
     for value in others:
         study.add_trial(optuna.trial.create_trial(value=value, intermediate_values={step: value}))
     trial = study.ask()
     for s, v in enumerate(own):
         trial.report(v, s)
-    expected = trial.should_prune()
-    assert median_should_stop(own, others, n_startup=5) == expected
+    return trial.should_prune()
+
+
+@pytest.mark.parametrize("percentile", [10.0, 25.0, 50.0, 75.0])
+@pytest.mark.parametrize("own", [[0.1, 0.3], [0.2, 0.45], [0.5, 0.52], [0.55, 0.2]])
+def test_percentile_rule_agrees_with_optunas_percentile_pruner(own, percentile):
+    """The median rule's knob is PercentilePruner's: keep the top `percentile`%."""
+    others = [0.2, 0.25, 0.4, 0.5, 0.6, 0.35]
+    pruner = optuna.pruners.PercentilePruner(percentile, n_startup_trials=5)
+    assert median_should_stop(own, others, n_startup=5, percentile=percentile) == optuna_prunes(pruner, own, others)
+
+
+def test_a_smaller_percentile_stops_more():
+    table = curve_table({f"r{i}": 0.3 + 0.03 * i for i in range(8)})
+    config = BacktestConfig(min_evals=3, check_growth=1.5)
+    stopped = [replay(table, MedianRule(n_startup=5, percentile=p), config).n_stopped for p in (75.0, 50.0, 20.0)]
+    assert stopped[0] <= stopped[1] <= stopped[2] and stopped[0] < stopped[2]
+    with pytest.raises(ValueError, match="percentile"):
+        median_should_stop([0.1], [0.2] * 5, percentile=120.0)
 
 
 def test_halving_keeps_the_top_share():
@@ -147,3 +169,22 @@ def test_backtest_cli_bad_input(tmp_path, capsys):
     assert "--min-gain must be >= 0" in capsys.readouterr().err
     assert main(["backtest", str(tmp_path / "runs.csv"), "--max-stop-share", "0"]) == 2
     assert "--max-stop-share must lie in (0, 1], got 0" in capsys.readouterr().err
+    assert main(["backtest", str(tmp_path / "runs.csv"), "--halving-eta", "1"]) == 2
+    assert "--halving-eta must be an integer >= 2, got 1" in capsys.readouterr().err
+    assert main(["backtest", str(tmp_path / "runs.csv"), "--median-percentile", "150"]) == 2
+    assert "--median-percentile must lie in [0, 100], got 150" in capsys.readouterr().err
+
+
+def test_backtest_cli_baseline_settings_reach_the_baselines(tmp_path, capsys):
+    """--median-percentile and --halving-eta change what the baselines do, and the JSON says so."""
+    table = curve_table({f"r{i}": 0.3 + 0.03 * i for i in range(8)})
+    table.to_csv(tmp_path / "runs.csv", index=False)
+
+    def run(*flags):
+        assert main(["backtest", str(tmp_path / "runs.csv"), "--policies", "median,successive_halving", "--json", *flags]) == 0
+        return json.loads(capsys.readouterr().out)
+
+    plain, tuned = run(), run("--median-percentile", "20", "--halving-eta", "2")
+    assert tuned["config"]["median_percentile"] == 20 and tuned["config"]["halving_eta"] == 2
+    assert tuned["policies"]["median"]["n_stopped"] > plain["policies"]["median"]["n_stopped"]
+    assert tuned["policies"]["successive_halving"]["n_checks"] > plain["policies"]["successive_halving"]["n_checks"]
