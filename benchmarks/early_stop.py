@@ -7,7 +7,8 @@
     .venv/bin/python benchmarks/early_stop.py --trainer-sweep examples/trainer_sweep_heldout/runs.csv --no-synthetic
                                                          # the trainer figures on the held-out seeds 5-7
                                                          # (runs_seeds_8_10.csv: seeds 8-10, runs_seeds_11_13.csv: 11-13,
-                                                         # runs_seeds_17_19.csv: 17-19, runs_seeds_20_22.csv: 20-22;
+                                                         # runs_seeds_17_19.csv: 17-19, runs_seeds_20_22.csv: 20-22,
+                                                         # runs_seeds_23_25.csv: 23-25;
                                                          # examples/trainer_sweep_tuning:
                                                          # 14-16, the sweep level_wander_ratio was tuned on)
 
