@@ -222,17 +222,17 @@ def family_summary(everything: dict, names: list[str], policies: list[str]) -> l
 
 # Each baseline's one knob and the settings replayed: one setting is one point of its
 # saved-vs-regret trade-off; "more saved at equal or lower regret" is read off these points.
+# policy: (title, knob, BacktestConfig field, settings)
 BASELINE_KNOBS = {
-    "successive_halving": ("eta", "halving_eta", (2, 3, 4, 6, 8)),
+    "successive_halving": ("successive halving", "eta", "halving_eta", (2, 3, 4, 6, 8)),
     # Optuna's PercentilePruner: keep the top p% at each step (50 = MedianPruner; smaller stops more)
-    "median": ("percentile", "median_percentile", (75, 50, 40, 30, 20, 10)),
+    "median": ("the median rule (PercentilePruner)", "percentile", "median_percentile", (75, 50, 40, 30, 20, 10)),
 }
-BASELINE_TITLES = {"successive_halving": "successive halving", "median": "the median rule (PercentilePruner)"}
 
 
 def baseline_frontier(sweeps: dict, names: list[str], policy: str) -> dict:
     """`policy` at each setting of its knob: mean (saved, regret) over the sweeps `names`."""
-    _, field_name, settings = BASELINE_KNOBS[policy]
+    *_, field_name, settings = BASELINE_KNOBS[policy]
     out = {}
     for setting in settings:
         config = BacktestConfig(**{field_name: setting})
@@ -249,7 +249,7 @@ def ours_means(everything: dict, names: list[str]) -> tuple[float, float]:
 
 def frontier_lines(everything: dict, names: list[str], policy: str, frontier: dict) -> list[str]:
     """Ours against the baseline setting that saves most at ours' mean regret or lower."""
-    knob, title = BASELINE_KNOBS[policy][0], BASELINE_TITLES[policy]
+    title, knob, *_ = BASELINE_KNOBS[policy]
     saved, regret = ours_means(everything, names)
     lines = [f"  {title} {knob} {k:g}: saved {v[0]:6.1%}   regret mean {v[1]:.4f}" for k, v in frontier.items()]
     # regrets within 0.0005 count as equal: below any evaluation's resolution
@@ -270,7 +270,7 @@ def one_setting_lines(everything: dict, families: dict[str, list[str]], policy: 
     (+0.0005) and, there, whether it saves more. A setting chosen per family after seeing the
     results (the frontier lines) knows which kind of sweep it faces; one for all does not, and
     neither do we."""
-    knob, title = BASELINE_KNOBS[policy][0], BASELINE_TITLES[policy]
+    title, knob, *_ = BASELINE_KNOBS[policy]
     ours = {f: ours_means(everything, names) for f, names in families.items()}
     lines, matching = [], []
     for k in next(iter(frontiers.values())):
@@ -417,8 +417,8 @@ def main(argv=None) -> int:
                 print("\n".join(frontier_lines(everything, names, policy, frontiers[policy][family])))
     for policy, by_family in frontiers.items():
         if len(by_family) > 1:
-            knob = BASELINE_KNOBS[policy][0]
-            print(f"\n== {BASELINE_TITLES[policy]} with one {knob} for every family (set before seeing the sweep): "
+            title, knob, *_ = BASELINE_KNOBS[policy]
+            print(f"\n== {title} with one {knob} for every family (set before seeing the sweep): "
                   f"saved/regret in {', '.join(by_family)}")
             print("\n".join(one_setting_lines(everything, {f: families[f] for f in by_family}, policy, by_family)))
     if "trainer_sweep" in sweeps and not args.quick:
