@@ -346,6 +346,9 @@ def main(argv=None) -> int:
                         help="ours' max_stop_share (default: EarlyStopConfig's, 0.5; 1 = no cap)")
     parser.add_argument("--min-gain-per-compute", type=float, default=None,
                         help="ours' min_gain_per_compute (default: EarlyStopConfig's; 0 = the rule off)")
+    parser.add_argument("--protect-top-percent", type=float, default=None,
+                        help="ours' protect_top_percent: no comparison stop for a run in the top this-%% at its step "
+                             "(default: EarlyStopConfig's, off)")
     args = parser.parse_args(argv)
     synthetic_seeds = tuple(int(x) for x in args.synthetic_seeds.split(","))
     if len(synthetic_seeds) != 4:
@@ -360,6 +363,10 @@ def main(argv=None) -> int:
         if args.min_gain_per_compute < 0:
             parser.error(f"--min-gain-per-compute must be >= 0, got {args.min_gain_per_compute:g}")
         early_stop_overrides["min_gain_per_compute"] = args.min_gain_per_compute or None
+    if args.protect_top_percent is not None:
+        if not 0 < args.protect_top_percent <= 100:
+            parser.error(f"--protect-top-percent must lie in (0, 100], got {args.protect_top_percent:g}")
+        early_stop_overrides["protect_top_percent"] = args.protect_top_percent
     early_stop = EarlyStopConfig(**early_stop_overrides)
     warnings.simplefilter("ignore")
     policies = args.policies.split(",")

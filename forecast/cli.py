@@ -298,6 +298,9 @@ def _add_rule_options(p):
                    help="no decision while the budget is more than this many times the compute so far (default 8)")
     p.add_argument("--max-stop-share", type=float, default=None,
                    help="at most this share of the runs in flight is stopped on comparisons at one check (default 0.5; 1 = no cap)")
+    p.add_argument("--protect-top", type=float, default=None,
+                   help="never stop a run on another run's forecast while its best evaluation is in the top this-%% "
+                        "of the runs at its step (default off)")
     p.add_argument("--seed", type=int, default=0, help="random seed of the refits (default 0)")
 
 
@@ -316,9 +319,12 @@ def _rule_config(args):
         raise BadInput(f"--max-extrapolation must be > 1, got {args.max_extrapolation:g}")
     if args.max_stop_share is not None and not 0 < args.max_stop_share <= 1:
         raise BadInput(f"--max-stop-share must lie in (0, 1], got {args.max_stop_share:g}")
+    if args.protect_top is not None and not 0 < args.protect_top <= 100:
+        raise BadInput(f"--protect-top must lie in (0, 100], got {args.protect_top:g}")
     given = {"target": args.target, "p_beat_threshold": args.threshold, "margin": args.margin,
              "saturation_epsilon": args.epsilon, "min_gain_per_compute": args.min_gain, "min_evals": args.min_evals,
-             "max_extrapolation": args.max_extrapolation, "max_stop_share": args.max_stop_share}
+             "max_extrapolation": args.max_extrapolation, "max_stop_share": args.max_stop_share,
+             "protect_top_percent": args.protect_top}
     return EarlyStopConfig(**{k: v for k, v in given.items() if v is not None})
 
 

@@ -50,6 +50,13 @@ at the next check, with more data on the run they were compared with. Without it
 over-high forecast at the first checkpoint stopped every other run of a sweep at once, the
 eventual best among them.
 
+Optionally (`protect_top_percent`, off by default), a run whose best evaluation so far is in the
+top share of the runs at the same step (Optuna's PercentilePruner test, turned round: `top_at_step`)
+is not stopped by those two rules either; its recommendation names the rule "top_at_step". Their
+bar is one run's forecast at its budget, and where the regret target failed in held-out sweeps
+that bar was one short run's over-high forecast; where the field stands at equal progress is a bar
+no single forecast can move.
+
 Every Recommendation names a rule with its number and threshold: the rule that fired for a stop
 ("stop: P(beats best 'b-s1' by 0.01 at 4e+04, 4.0x now) = 0.02 < 0.1"), or the check closest to
 firing for a continue, so a user can always see how near the run is to being stopped.
@@ -82,6 +89,7 @@ __all__ = [
     "evaluate_rules",
     "evaluate_in_turn",
     "sweep_leader",
+    "top_at_step",
     "recommend_runs",
     "fit_for_advice",
     "trainer_advice",
@@ -143,6 +151,11 @@ class EarlyStopConfig:
     # forecasts (beats_best, gain_per_compute) at one check, weakest first; the rest are judged
     # again at the next check, with more data on the run they were compared with. None = no cap
     max_stop_share: float | None = 0.5
+    # never stop a run on a comparison with other runs' forecasts while its best evaluation so far
+    # is in the top this-% of the other runs' evaluations at the same step (the test of Optuna's
+    # PercentilePruner, turned round): a run doing as well as the field at equal progress is not
+    # stopped on an extrapolation. None = off (the default; see top_at_step)
+    protect_top_percent: float | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -153,7 +166,7 @@ class Recommendation:
     """continue or stop for one run, the rule behind it, and its numbers."""
 
     action: str  # "continue" or "stop"
-    rule: str  # beats_best | gain_per_compute | reach_target | saturated; leader (a comparison would stop it, but it leads); stop_cap (a comparison would stop it, but max_stop_share runs were stopped at this check); or why no rule ran: warmup, too_early, ...
+    rule: str  # beats_best | gain_per_compute | reach_target | saturated; leader (a comparison would stop it, but it leads); top_at_step (the same, but it is in the top share at its step: protect_top_percent); stop_cap (a comparison would stop it, but max_stop_share runs were stopped at this check); or why no rule ran: warmup, too_early, ...
     message: str  # one line a person can read, citing the number and the threshold
     run_id: str | None = None
     probability: float | None = None  # the probability the rule compared (probability rules)
@@ -269,6 +282,7 @@ def evaluate_rules(
     curve_gain: float | None = None,
     compute_scale: float | None = None,
     leading: bool = False,
+    protected: str | None = None,
 ) -> Recommendation:
     """Check the stop rules for one run from posterior draws; the first rule that fires wins.
 
@@ -282,6 +296,7 @@ def evaluate_rules(
         Default: this run's budget.
     leading: this run leads the sweep now (evaluate_in_turn decides); with config.keep_leader the
         rules that compare it with other runs' forecasts (beats_best, gain_per_compute) do not stop it.
+    protected: why those two rules may not stop this run either (top_at_step's reason), or None.
     """
     config = config or EarlyStopConfig()
     base = {"budget": float(budget), "compute_now": float(compute_now), "n_evals": n_evals}
@@ -343,7 +358,8 @@ def evaluate_rules(
     for check in checks:
         check["fired"] = check["value"] < check["threshold"]
         check["text"] = _describe(check)
-    kept_for_leader = [c for c in checks if c["fired"] and leading and config.keep_leader and c["rule"] in COMPARISON_RULES]
+    holds = (leading and config.keep_leader) or protected is not None
+    kept_for_leader = [c for c in checks if c["fired"] and holds and c["rule"] in COMPARISON_RULES]
     for check in kept_for_leader:
         check["fired"], check["held_for_leader"] = False, True
 
@@ -354,8 +370,9 @@ def evaluate_rules(
         # in a held-out trainer sweep it stopped the eventual winner for a long run whose forecast
         # at 4x its compute was 0.03 too high. The saturation and target rules still apply.
         decisive, action = kept_for_leader[0], CONTINUE
-        message = (f"continue: leads the sweep now; a forecast of another run does not stop the leader "
-                   f"({decisive['text']} < {decisive['threshold']:g} would stop it otherwise)")
+        why = "leads the sweep now" if leading and config.keep_leader else protected
+        message = (f"continue: {why}; a forecast of another run does not stop it "
+                   f"({decisive['text']} would stop it otherwise)")
     elif fired:
         decisive, action = fired[0], STOP
         message = f"stop: {decisive['text']}"
@@ -369,8 +386,9 @@ def evaluate_rules(
                "expected_now": float(_draws(now).mean()), "checks": checks}
     if "alternative" in decisive:
         details["alternative"] = decisive["alternative"]
+    held_as = "leader" if leading and config.keep_leader else "top_at_step"
     return Recommendation(
-        action, "leader" if decisive.get("held_for_leader") else decisive["rule"], message, run_id=run_id,
+        action, held_as if decisive.get("held_for_leader") else decisive["rule"], message, run_id=run_id,
         probability=decisive["value"] if decisive["probability"] else None,
         value=decisive["value"], threshold=decisive["threshold"], details=details,
     )
@@ -431,6 +449,7 @@ def recommend_runs(
         compare_at.setdefault(run, budgets.get(run, float(last[run])))
     finals = {run: run_draws(fc, run, compare_at[run])[:, 0] for run in candidates}
     typical_budget = float(compute_scale or np.median(list(budgets.values())))
+    by_run = {r: g.sort_values("compute")["metric"].to_numpy() for r, g in runs.groupby("run_id", sort=False)}
     in_flight = {}
     for run, budget in budgets.items():
         now_c = float(last[run])
@@ -439,7 +458,29 @@ def recommend_runs(
         curve = fc.sample_curves(span, run_id=run, kind="run", noise=False)
         in_flight[run] = {"at_budget": both[:, 1], "now": both[:, 0], "budget": budget, "compute_now": now_c,
                           "n_evals": int(counts[run]), "curve_gain": float(curve[:, 1].mean() - curve[:, 0].mean())}
+        if config.protect_top_percent is not None:
+            in_flight[run]["protected"] = top_at_step(run, by_run, config.protect_top_percent)
     return evaluate_in_turn(in_flight, finals, config, compute_scale=typical_budget)
+
+
+def top_at_step(run: str, metrics_by_run: Mapping[str, np.ndarray], percent: float, *, n_startup: int = 5) -> str | None:
+    """Why `run` is in the top `percent`% of the sweep at its current step, or None.
+
+    The step is the run's latest evaluation (its index); the others are the values of the other
+    runs that have reached that step. This is Optuna's PercentilePruner test (forecast.backtest.
+    median_should_stop) turned round: a run it would keep at `percent` is protected from the rules
+    that compare it with other runs' forecasts. Their bar is one run's forecast at its budget; this
+    one is where the field stands at equal progress, which no single over-high forecast can move.
+    """
+    from .backtest import median_should_stop  # backtest imports this module
+
+    own = np.asarray(metrics_by_run[run], dtype=float)
+    step = len(own) - 1
+    others = [float(v[step]) for r, v in metrics_by_run.items() if r != run and len(v) > step]
+    if len(others) < max(n_startup, 1) or median_should_stop(own, others, n_startup=n_startup, percentile=percent):
+        return None
+    bar = float(np.percentile(others, 100.0 - percent))
+    return f"best so far {own.max():.4f} >= {bar:.4f}, the top {percent:g}% of {len(others)} other runs at step {step}"
 
 
 def sweep_leader(in_flight_now: Mapping[str, np.ndarray], ended: Mapping[str, np.ndarray]) -> str | None:
@@ -461,7 +502,7 @@ def evaluate_in_turn(
 ) -> dict[str, Recommendation]:
     """evaluate_rules for every run in flight, committing stops one at a time, weakest run first.
 
-    in_flight: run -> {at_budget, now (draws), budget, compute_now, n_evals, curve_gain}.
+    in_flight: run -> {at_budget, now (draws), budget, compute_now, n_evals, curve_gain, protected}.
     finals: run -> draws of each candidate alternative's final metric (runs in flight included).
 
     A stopped run stays an alternative only where it stands now (its `now` draws), and the runs
@@ -481,6 +522,7 @@ def evaluate_in_turn(
             run, r["at_budget"], r["now"], {o: d for o, d in finals.items() if o != run}, config,
             budget=r["budget"], compute_now=r["compute_now"], n_evals=r.get("n_evals"),
             curve_gain=r.get("curve_gain"), compute_scale=compute_scale, leading=run == leader,
+            protected=r.get("protected"),
         )
 
     out = {run: recommend(run) for run in in_flight}

@@ -173,6 +173,8 @@ def test_backtest_cli_bad_input(tmp_path, capsys):
     assert "--halving-eta must be an integer >= 2, got 1" in capsys.readouterr().err
     assert main(["backtest", str(tmp_path / "runs.csv"), "--median-percentile", "150"]) == 2
     assert "--median-percentile must lie in [0, 100], got 150" in capsys.readouterr().err
+    assert main(["backtest", str(tmp_path / "runs.csv"), "--protect-top", "0"]) == 2
+    assert "--protect-top must lie in (0, 100], got 0" in capsys.readouterr().err
 
 
 def test_backtest_cli_baseline_settings_reach_the_baselines(tmp_path, capsys):
@@ -184,7 +186,8 @@ def test_backtest_cli_baseline_settings_reach_the_baselines(tmp_path, capsys):
         assert main(["backtest", str(tmp_path / "runs.csv"), "--policies", "median,successive_halving", "--json", *flags]) == 0
         return json.loads(capsys.readouterr().out)
 
-    plain, tuned = run(), run("--median-percentile", "20", "--halving-eta", "2")
+    plain, tuned = run(), run("--median-percentile", "20", "--halving-eta", "2", "--protect-top", "10")
     assert tuned["config"]["median_percentile"] == 20 and tuned["config"]["halving_eta"] == 2
+    assert tuned["config"]["early_stop"]["protect_top_percent"] == 10 and plain["config"]["early_stop"]["protect_top_percent"] is None
     assert tuned["policies"]["median"]["n_stopped"] > plain["policies"]["median"]["n_stopped"]
     assert tuned["policies"]["successive_halving"]["n_checks"] > plain["policies"]["successive_halving"]["n_checks"]

@@ -216,6 +216,23 @@ def test_recommend_runs_on_a_fitted_model(fitted):
     assert saturated["value"] == pytest.approx((curve[:, 1].mean() - curve[:, 0].mean()) / 2.0)
 
 
+def test_recommend_runs_protects_runs_at_the_top_of_their_step(fitted):
+    """With protect_top_percent, a run whose best evaluation is in the top share at its step is not
+    stopped on a comparison; the weak recipe, at the bottom, still is."""
+    from forecast.early_stop import top_at_step
+
+    last = fitted.runs_.groupby("run_id")["compute"].max()
+    budgets = {r: 4 * float(last[r]) for r in fitted.run_ids}
+    recs = recommend_runs(fitted, budgets, EarlyStopConfig(protect_top_percent=50.0))
+    by_run = {r: g.sort_values("compute")["metric"].to_numpy() for r, g in fitted.runs_.groupby("run_id")}
+    protected = {r for r in fitted.run_ids if top_at_step(r, by_run, 50.0)}
+    assert protected and protected != set(fitted.run_ids)
+    for run, rec in recs.items():
+        if run in protected:
+            assert rec.rule not in ("beats_best", "gain_per_compute", "stop_cap")  # no comparison reached it
+    assert any(recs[r].stop for r in fitted.run_ids if r.startswith("scalerl_8gen") and r not in protected)
+
+
 def test_trainer_advice_warms_up_without_fitting():
     rows = pd.DataFrame({"run_id": ["x"] * 3, "recipe": ["r"] * 3, "compute": [1.0, 2.0, 3.0], "metric": [0.1, 0.2, 0.3]})
     rec = trainer_advice(evals=rows, reference_path=None, planned_compute=10.0)
@@ -286,6 +303,39 @@ def test_the_leader_is_not_stopped_on_another_runs_forecast():
     # saturation still stops a leader that has flattened
     flat = evaluate_rules("lead", spread(0.48), spread(0.48), {"long": spread(0.60)}, EarlyStopConfig(),
                           budget=4.0, compute_now=2.0, n_evals=9, leading=True, curve_gain=0.0001)
+    assert (flat.action, flat.rule) == ("stop", "saturated")
+
+
+def test_top_at_step_is_the_percentile_pruners_test_turned_round():
+    from forecast.backtest import median_should_stop
+    from forecast.early_stop import top_at_step
+
+    field = {f"o{i}": np.array([0.30, 0.32 + 0.02 * i, 0.40]) for i in range(6)}  # values at step 1: 0.32..0.42
+    for own, percent in [([0.31, 0.43], 10.0), ([0.31, 0.40], 10.0), ([0.31, 0.40], 50.0), ([0.45, 0.30], 20.0)]:
+        metrics = {**field, "me": np.array(own)}
+        others = [v[1] for r, v in field.items()]
+        kept = not median_should_stop(np.array(own), others, n_startup=5, percentile=percent)
+        why = top_at_step("me", metrics, percent)
+        assert (why is not None) == kept
+    why = top_at_step("me", {**field, "me": np.array([0.31, 0.43])}, 10.0)
+    assert why.startswith("best so far 0.4300 >= ") and "top 10% of 6 other runs at step 1" in why
+    # too few others at the step: no verdict, no protection
+    assert top_at_step("me", {"me": np.array([0.5, 0.6]), "a": np.array([0.1, 0.2])}, 50.0) is None
+
+
+def test_a_run_in_the_top_at_its_step_is_not_stopped_on_another_runs_forecast():
+    # "mid" is forecast to end well below "long", but it is doing as well as the field now
+    config = EarlyStopConfig(protect_top_percent=10.0)
+    why = "best so far 0.4800 >= 0.4700, the top 10% of 20 other runs at step 11"
+    held = evaluate_rules("mid", spread(0.50), spread(0.48), {"long": spread(0.60)}, config,
+                          budget=4.0, compute_now=2.0, n_evals=9, protected=why)
+    assert (held.action, held.rule) == ("continue", "top_at_step")
+    assert why in held.message and "P(beats best 'long' by 0.01" in held.message and held.probability < 0.1
+    # unprotected, the same forecast stops it; protected, saturation still does
+    assert evaluate_rules("mid", spread(0.50), spread(0.48), {"long": spread(0.60)}, config,
+                          budget=4.0, compute_now=2.0, n_evals=9).rule == "beats_best"
+    flat = evaluate_rules("mid", spread(0.48), spread(0.48), {"long": spread(0.60)}, config,
+                          budget=4.0, compute_now=2.0, n_evals=9, protected=why, curve_gain=0.0001)
     assert (flat.action, flat.rule) == ("stop", "saturated")
 
 
