@@ -358,7 +358,8 @@ def evaluate_rules(
     for check in checks:
         check["fired"] = check["value"] < check["threshold"]
         check["text"] = _describe(check)
-    holds = (leading and config.keep_leader) or protected is not None
+    as_leader = leading and config.keep_leader
+    holds = as_leader or protected is not None
     kept_for_leader = [c for c in checks if c["fired"] and holds and c["rule"] in COMPARISON_RULES]
     for check in kept_for_leader:
         check["fired"], check["held_for_leader"] = False, True
@@ -370,7 +371,7 @@ def evaluate_rules(
         # in a held-out trainer sweep it stopped the eventual winner for a long run whose forecast
         # at 4x its compute was 0.03 too high. The saturation and target rules still apply.
         decisive, action = kept_for_leader[0], CONTINUE
-        why = "leads the sweep now" if leading and config.keep_leader else protected
+        why = "leads the sweep now" if as_leader else protected
         message = (f"continue: {why}; a forecast of another run does not stop it "
                    f"({decisive['text']} would stop it otherwise)")
     elif fired:
@@ -386,7 +387,7 @@ def evaluate_rules(
                "expected_now": float(_draws(now).mean()), "checks": checks}
     if "alternative" in decisive:
         details["alternative"] = decisive["alternative"]
-    held_as = "leader" if leading and config.keep_leader else "top_at_step"
+    held_as = "leader" if as_leader else "top_at_step"
     return Recommendation(
         action, held_as if decisive.get("held_for_leader") else decisive["rule"], message, run_id=run_id,
         probability=decisive["value"] if decisive["probability"] else None,
@@ -449,7 +450,9 @@ def recommend_runs(
         compare_at.setdefault(run, budgets.get(run, float(last[run])))
     finals = {run: run_draws(fc, run, compare_at[run])[:, 0] for run in candidates}
     typical_budget = float(compute_scale or np.median(list(budgets.values())))
-    by_run = {r: g.sort_values("compute")["metric"].to_numpy() for r, g in runs.groupby("run_id", sort=False)}
+    by_run = None
+    if config.protect_top_percent is not None:  # evaluations by step, only when the option is on
+        by_run = {r: g.sort_values("compute")["metric"].to_numpy() for r, g in runs.groupby("run_id", sort=False)}
     in_flight = {}
     for run, budget in budgets.items():
         now_c = float(last[run])
@@ -458,7 +461,7 @@ def recommend_runs(
         curve = fc.sample_curves(span, run_id=run, kind="run", noise=False)
         in_flight[run] = {"at_budget": both[:, 1], "now": both[:, 0], "budget": budget, "compute_now": now_c,
                           "n_evals": int(counts[run]), "curve_gain": float(curve[:, 1].mean() - curve[:, 0].mean())}
-        if config.protect_top_percent is not None:
+        if by_run is not None:
             in_flight[run]["protected"] = top_at_step(run, by_run, config.protect_top_percent)
     return evaluate_in_turn(in_flight, finals, config, compute_scale=typical_budget)
 
