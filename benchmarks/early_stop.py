@@ -43,8 +43,10 @@ thresholds; so it also asks, for each setting used on every family alike, in whi
 regret stays at ours' level and whether it saves more there.
 
 On the trainer sweep it also checks how honest ours' forecasts are where the decisions are made:
-at checkpoints 1, 3 and 5 it refits as the policy does and counts how often each unfinished run's
-90% interval for its final covers the true final, split by how far out the forecast reaches.
+at checkpoints 1, 3, 5, 7 and 9 it refits as the policy does and compares each unfinished run's
+forecast of its final with the true final, split by how far out the forecast reaches (within 2x,
+2-4x, beyond 4x): how often the 90% interval covers it, the mean error (is the forecast biased?)
+and the sd of the standardised error (are the intervals as wide as the errors?).
 
 For each sweep and policy (forecast.backtest): compute used as a fraction of running every run
 to the end, compute saved (1 - that), regret (true best final - final of the run the policy
@@ -172,12 +174,18 @@ def oracle_noise_regret(runs, *, last: int = 3, draws: int = 4000, rng: int = 0)
     return float(np.mean(measured.max(axis=1) - measured[:, finals.argmax()]))
 
 
-def advice_calibration(runs, *, checks=(0, 2, 4), level: float = 0.9, forecaster_kwargs=None) -> dict | None:
+# how far out a forecast reaches: planned budget / compute so far
+REACH_BANDS = (("<= 2x", 2.0), ("2-4x", 4.0), ("> 4x", np.inf))
+
+
+def advice_calibration(runs, *, checks=(0, 2, 4, 6, 8), level: float = 0.9, forecaster_kwargs=None) -> dict | None:
     """How honest the early-stop forecasts are: at a few checkpoints, refit as the policy does and
-    check whether each unfinished run's central `level` interval for its final (its draws at the
-    planned budget plus the evaluation noise of a mean of 3 evaluations) covers the true final.
-    Split by how far out the forecast reaches (planned budget / compute so far <= 4 or > 4).
-    Needs n_eval (the noise of a final); None without it."""
+    compare each unfinished run's forecast of its final (its draws at the planned budget plus the
+    evaluation noise of a mean of 3 evaluations) with the true final. Split by how far out the
+    forecast reaches (REACH_BANDS). Per band: how often the central `level` interval covers the
+    final, the mean error (true final - forecast mean: positive = forecasts too low) and the sd of
+    the standardised error (1 for honest spreads; above 1 = intervals too narrow). Coverage alone
+    hides a bias paid for by wide intervals. Needs n_eval (the noise of a final); None without it."""
     from forecast.backtest import checkpoint_schedule
     from forecast.early_stop import fit_for_advice, run_draws
 
@@ -191,7 +199,7 @@ def advice_calibration(runs, *, checks=(0, 2, 4), level: float = 0.9, forecaster
     n_eval = float(runs["n_eval"].median())
     rng = np.random.default_rng(0)
     tail = (1 - level) / 2
-    hits = {"<= 4x": [], "> 4x": []}
+    seen = {band: [] for band, _ in REACH_BANDS}  # (covered, error, standardised error)
     for index in [i for i in checks if i < len(schedule)]:
         revealed = runs[runs["compute"] <= schedule[index]]
         fc, _ = fit_for_advice(revealed, random_seed=index, pad_to=len(runs), **(forecaster_kwargs or {}))
@@ -203,8 +211,19 @@ def advice_calibration(runs, *, checks=(0, 2, 4), level: float = 0.9, forecaster
             final = finals[run]
             draws = draws + np.sqrt(final * (1 - final) / n_eval / config.smooth_last) * rng.standard_normal(len(draws))
             lo, hi = np.quantile(draws, [tail, 1 - tail])
-            hits["<= 4x" if budget / last[run] <= 4 else "> 4x"].append(lo <= final <= hi)
-    return {k: (float(np.mean(v)), len(v)) for k, v in hits.items() if v}
+            error = final - draws.mean()
+            band = next(name for name, upper in REACH_BANDS if budget / last[run] <= upper)
+            seen[band].append((lo <= final <= hi, error, error / max(draws.std(), 1e-9)))
+    return {band: {"n": len(v), "coverage": float(np.mean([c for c, _, _ in v])),
+                   "bias": float(np.mean([e for _, e, _ in v])), "z_sd": float(np.std([z for _, _, z in v]))}
+            for band, v in seen.items() if v}
+
+
+def calibration_lines(calibration: dict, level: float = 0.9) -> list[str]:
+    """advice_calibration's figures, one line per band."""
+    return [f"  final {band:>5} ahead: {level:.0%} interval covers {c['coverage']:4.0%} of {c['n']:3d}; mean error "
+            f"(final - forecast) {c['bias']:+.4f}; sd of standardised error {c['z_sd']:.2f}"
+            for band, c in calibration.items()]
 
 
 def family_summary(everything: dict, names: list[str], policies: list[str]) -> list[str]:
@@ -435,9 +454,9 @@ def main(argv=None) -> int:
                   "regrets closer than that are luck")
         calibration = advice_calibration(sweeps["trainer_sweep"], forecaster_kwargs=forecaster_kwargs)
         if calibration:
-            parts = ", ".join(f"{share:.0%} of {n} forecasts {reach}" for reach, (share, n) in calibration.items())
-            print(f"honesty of ours' forecasts on the trainer sweep (refits at checkpoints 1, 3 and 5): the 90% interval "
-                  f"for a run's final covers it in {parts} (budget / compute so far)")
+            print("honesty of ours' forecasts of unfinished runs' finals on the trainer sweep (refits at checkpoints "
+                  "1, 3, 5, 7 and 9; how far ahead = planned budget / compute so far):")
+            print("\n".join(calibration_lines(calibration)))
         every = cheap_baselines_on_every_single_sweep(sweeps["trainer_sweep"], policies)
         for policy, v in every.items():
             print(f"  {policy:<19} on all {len(v)} one-seed-per-recipe sweeps: saved {v[:, 0].mean():6.1%}   "
