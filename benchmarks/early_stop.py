@@ -176,9 +176,10 @@ def oracle_noise_regret(runs, *, last: int = 3, draws: int = 4000, rng: int = 0)
 
 # how far out a forecast reaches: planned budget / compute so far
 REACH_BANDS = (("<= 2x", 2.0), ("2-4x", 4.0), ("> 4x", np.inf))
+CALIBRATION_CHECKS = (0, 2, 4, 6, 8)  # checkpoint indices (0 = the first) at which advice_calibration refits
 
 
-def advice_calibration(runs, *, checks=(0, 2, 4, 6, 8), level: float = 0.9, forecaster_kwargs=None) -> dict | None:
+def advice_calibration(runs, *, checks=CALIBRATION_CHECKS, level: float = 0.9, forecaster_kwargs=None) -> dict | None:
     """How honest the early-stop forecasts are: at a few checkpoints, refit as the policy does and
     compare each unfinished run's forecast of its final (its draws at the planned budget plus the
     evaluation noise of a mean of 3 evaluations) with the true final. Split by how far out the
@@ -454,8 +455,9 @@ def main(argv=None) -> int:
                   "regrets closer than that are luck")
         calibration = advice_calibration(sweeps["trainer_sweep"], forecaster_kwargs=forecaster_kwargs)
         if calibration:
-            print("honesty of ours' forecasts of unfinished runs' finals on the trainer sweep (refits at checkpoints "
-                  "1, 3, 5, 7 and 9; how far ahead = planned budget / compute so far):")
+            at = ", ".join(str(i + 1) for i in CALIBRATION_CHECKS)
+            print(f"honesty of ours' forecasts of unfinished runs' finals on the trainer sweep (refits at checkpoints "
+                  f"{at}; how far ahead = planned budget / compute so far):")
             print("\n".join(calibration_lines(calibration)))
         every = cheap_baselines_on_every_single_sweep(sweeps["trainer_sweep"], policies)
         for policy, v in every.items():
