@@ -8,7 +8,8 @@
                                                          # the trainer figures on the held-out seeds 5-7
                                                          # (runs_seeds_8_10.csv: seeds 8-10, runs_seeds_11_13.csv: 11-13,
                                                          # runs_seeds_17_19.csv: 17-19, runs_seeds_20_22.csv: 20-22,
-                                                         # runs_seeds_23_25.csv: 23-25, runs_seeds_26_28.csv: 26-28;
+                                                         # runs_seeds_23_25.csv: 23-25, runs_seeds_26_28.csv: 26-28,
+                                                         # runs_seeds_29_31.csv: 29-31;
                                                          # examples/trainer_sweep_tuning:
                                                          # 14-16, the sweep level_wander_ratio was tuned on)
 
