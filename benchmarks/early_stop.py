@@ -149,11 +149,21 @@ def cheap_baselines_on_every_single_sweep(runs, policies, limit: int = 5000) -> 
     return {p: np.array(v) for p, v in scores.items()}
 
 
+def has_n_eval(runs) -> bool:
+    """Whether the sweep records n_eval, the graded samples behind each metric (the noise of a final)."""
+    return "n_eval" in runs and not runs["n_eval"].isna().all()
+
+
+def measured_finals(runs, last: int = 3):
+    """Each run's measured final, the mean of its `last` evaluations (as the replay scores it)."""
+    return runs.sort_values("compute").groupby("run_id")["metric"].apply(lambda m: smoothed_final(m, last))
+
+
 def regret_noise_floor(runs, last: int = 3) -> float | None:
     """sd of a 'true final' (mean of `last` evaluations of n_eval graded samples) at the median final."""
-    if "n_eval" not in runs or runs["n_eval"].isna().all():
+    if not has_n_eval(runs):
         return None
-    finals = runs.sort_values("compute").groupby("run_id")["metric"].apply(lambda m: smoothed_final(m, last))
+    finals = measured_finals(runs, last)
     p, n = float(finals.median()), float(runs["n_eval"].median())
     return float(np.sqrt(p * (1 - p) / n / last))
 
@@ -167,9 +177,9 @@ def oracle_noise_regret(runs, *, last: int = 3, draws: int = 4000, rng: int = 0)
     measured finals around them and average max(measured) - measured[best]. The true finals lie
     closer together than the measured ones, so the real figure is, if anything, higher.
     None without n_eval."""
-    if "n_eval" not in runs or runs["n_eval"].isna().all():
+    if not has_n_eval(runs):
         return None
-    finals = runs.sort_values("compute").groupby("run_id")["metric"].apply(lambda m: smoothed_final(m, last)).to_numpy()
+    finals = measured_finals(runs, last).to_numpy()
     sd = np.sqrt(finals * (1 - finals) / float(runs["n_eval"].median()) / last)
     measured = finals + sd * np.random.default_rng(rng).standard_normal((draws, len(finals)))
     return float(np.mean(measured.max(axis=1) - measured[:, finals.argmax()]))
@@ -191,13 +201,13 @@ def advice_calibration(runs, *, checks=CALIBRATION_CHECKS, level: float = 0.9, f
     from forecast.backtest import checkpoint_schedule
     from forecast.early_stop import fit_for_advice, run_draws
 
-    if "n_eval" not in runs or runs["n_eval"].isna().all():
+    if not has_n_eval(runs):
         return None
     runs = runs.sort_values(["run_id", "compute"]).reset_index(drop=True)
     config = BacktestConfig()
     schedule = checkpoint_schedule(runs, min_evals=config.min_evals, growth=config.check_growth)
     budgets = runs.groupby("run_id")["compute"].max()
-    finals = runs.groupby("run_id")["metric"].apply(lambda m: smoothed_final(m, config.smooth_last))
+    finals = measured_finals(runs, config.smooth_last)
     n_eval = float(runs["n_eval"].median())
     rng = np.random.default_rng(0)
     tail = (1 - level) / 2
