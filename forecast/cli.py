@@ -301,6 +301,9 @@ def _add_rule_options(p):
     p.add_argument("--protect-top", type=float, default=None,
                    help="never stop a run on another run's forecast while its best evaluation is in the top this-%% "
                         "of the runs at its step (default off)")
+    p.add_argument("--keep-runner-up", action="store_true", default=None,
+                   help="while the run the others are compared with is still in flight, keep the strongest other run "
+                        "going until that run has a final (default off)")
     p.add_argument("--seed", type=int, default=0, help="random seed of the refits (default 0)")
 
 
@@ -324,7 +327,7 @@ def _rule_config(args):
     given = {"target": args.target, "p_beat_threshold": args.threshold, "margin": args.margin,
              "saturation_epsilon": args.epsilon, "min_gain_per_compute": args.min_gain, "min_evals": args.min_evals,
              "max_extrapolation": args.max_extrapolation, "max_stop_share": args.max_stop_share,
-             "protect_top_percent": args.protect_top}
+             "protect_top_percent": args.protect_top, "keep_runner_up": args.keep_runner_up}
     return EarlyStopConfig(**{k: v for k, v in given.items() if v is not None})
 
 

@@ -362,6 +362,36 @@ def test_max_stop_share_holds_comparison_stops_beyond_the_share_for_the_next_che
     assert EarlyStopConfig().max_stop_share == 0.5
 
 
+def test_keep_runner_up_keeps_the_best_run_beside_an_unfinished_bar():
+    from forecast.early_stop import evaluate_in_turn
+
+    # "bar" is forecast to end far above three runs; nothing else is in flight
+    bar = {"at_budget": spread(0.80), "now": spread(0.70), "budget": 4.0, "compute_now": 2.0, "n_evals": 9}
+    behind = {f"w{i}": {"at_budget": spread(0.30 + 0.02 * i), "now": spread(0.25), "budget": 4.0, "compute_now": 2.0,
+                        "n_evals": 9} for i in range(1, 4)}
+    in_flight = {"bar": bar, **behind}
+    finals = {r: v["at_budget"] for r, v in in_flight.items()}
+    off = evaluate_in_turn(in_flight, finals, EarlyStopConfig(max_stop_share=None))
+    assert sorted(r for r, rec in off.items() if rec.stop) == ["w1", "w2", "w3"]
+    recs = evaluate_in_turn(in_flight, finals, EarlyStopConfig(max_stop_share=None, keep_runner_up=True))
+    # the strongest of the three goes on, named as the runner-up, with the check that would stop it
+    assert {r: rec.action for r, rec in recs.items()} == {"bar": "continue", "w1": "stop", "w2": "stop", "w3": "continue"}
+    kept = recs["w3"]
+    assert kept.rule == "runner_up" and kept.details["bar"] == "bar" and kept.details["held_as_runner_up"] == "beats_best"
+    assert kept.message.startswith("continue: P(beats best 'bar' by 0.01") and "'bar' is still in flight" in kept.message
+    assert kept.value == 0.0 and kept.threshold == 0.1
+    # once the bar has finished, its final is a result, not a forecast: no runner-up is kept
+    ended = {r: v for r, v in in_flight.items() if r != "bar"}
+    recs = evaluate_in_turn(ended, finals, EarlyStopConfig(max_stop_share=None, keep_runner_up=True))
+    assert all(rec.stop for rec in recs.values())
+    # another run that goes on beside the bar (here one held back by the extrapolation guard) is
+    # already something to fall back on
+    early = {"at_budget": spread(0.30), "now": spread(0.20), "budget": 40.0, "compute_now": 1.0, "n_evals": 9}
+    recs = evaluate_in_turn({**in_flight, "early": early}, {**finals, "early": early["at_budget"]},
+                            EarlyStopConfig(max_stop_share=None, keep_runner_up=True))
+    assert recs["early"].rule == "too_early" and all(recs[r].stop for r in behind)
+
+
 def test_sweep_leader_and_evaluate_in_turn_keep_the_run_ahead_now():
     from forecast.early_stop import evaluate_in_turn, sweep_leader
 
