@@ -9,7 +9,7 @@
                                                          # (runs_seeds_8_10.csv: seeds 8-10, runs_seeds_11_13.csv: 11-13,
                                                          # runs_seeds_17_19.csv: 17-19, runs_seeds_20_22.csv: 20-22,
                                                          # runs_seeds_23_25.csv: 23-25, runs_seeds_26_28.csv: 26-28,
-                                                         # runs_seeds_29_31.csv: 29-31;
+                                                         # runs_seeds_29_31.csv: 29-31, runs_seeds_32_34.csv: 32-34;
                                                          # examples/trainer_sweep_tuning:
                                                          # 14-16, the sweep level_wander_ratio was tuned on)
 
@@ -380,6 +380,9 @@ def main(argv=None) -> int:
     parser.add_argument("--protect-top-percent", type=float, default=None,
                         help="ours' protect_top_percent: no comparison stop for a run in the top this-%% at its step "
                              "(default: EarlyStopConfig's, off)")
+    parser.add_argument("--keep-runner-up", action="store_true",
+                        help="ours' keep_runner_up: while the run the others are compared with is in flight, the "
+                             "strongest other run goes on (default: EarlyStopConfig's, off)")
     args = parser.parse_args(argv)
     synthetic_seeds = tuple(int(x) for x in args.synthetic_seeds.split(","))
     if len(synthetic_seeds) != 4:
@@ -398,6 +401,8 @@ def main(argv=None) -> int:
         if not 0 < args.protect_top_percent <= 100:
             parser.error(f"--protect-top-percent must lie in (0, 100], got {args.protect_top_percent:g}")
         early_stop_overrides["protect_top_percent"] = args.protect_top_percent
+    if args.keep_runner_up:
+        early_stop_overrides["keep_runner_up"] = True
     early_stop = EarlyStopConfig(**early_stop_overrides)
     warnings.simplefilter("ignore")
     policies = args.policies.split(",")
