@@ -170,14 +170,16 @@ class ScalingForecaster:
 
         settings = self.sampler if progress is None else SamplerSettings(**{**self.sampler.to_dict(), "progress": progress})
         key = (data.structure_key(), centered, self.robust, json.dumps(self.priors.to_dict(), sort_keys=True))
-        idata, info = sample_model(model, settings, random_seed=random_seed, cache_key=key, data_values=values)
+        idata, info = sample_model(model, settings, random_seed=random_seed, cache_key=key, data_values=values,
+                                   coords=data.coords())
         report = convergence_report(idata)
         if report.divergences and self.mode == "nuts" and settings.target_accept < RETRY_TARGET_ACCEPT:
             # Divergences usually mean step sizes too large for a curved region (a funnel of a
             # small recipe spread). Smaller steps cost only sampling time: the compiled model is
             # reused. Keep whichever run has fewer problems, and say that we retried.
             retry_settings = SamplerSettings(**{**settings.to_dict(), "target_accept": RETRY_TARGET_ACCEPT})
-            retry, retry_info = sample_model(model, retry_settings, random_seed=random_seed, cache_key=key, data_values=values)
+            retry, retry_info = sample_model(model, retry_settings, random_seed=random_seed, cache_key=key,
+                                             data_values=values, coords=data.coords())
             retry_report = convergence_report(retry)
             info["retry"] = {"target_accept": RETRY_TARGET_ACCEPT, "divergences_before": report.divergences, "divergences_after": retry_report.divergences}
             info["sample_seconds"] += retry_info["sample_seconds"]

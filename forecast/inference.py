@@ -54,25 +54,38 @@ def _nutpie_available() -> bool:
 
 def _compiled(build_model, key, data_values):
     """The compiled model for `key` with `data_values` swapped in (no PyMC model is built then),
-    or a freshly built and compiled one. Returns (compiled, reused)."""
+    or a freshly built and compiled one. Returns (compiled, reused).
+
+    The data go into the PyMC model it was compiled from as well: nutpie starts its chains from
+    that model's initial point (the priors' centres, some of them data), and a reused model left
+    with the first sweep's data started every later sweep from that sweep's point. With short
+    fast-mode chains the start shows in the draws, so a backtest of one sweep gave other
+    decisions after another sweep of the same shape had been fitted in the process.
+    """
     import nutpie
 
     if key is not None and key in _COMPILED_CACHE:
-        return _COMPILED_CACHE[key].with_data(**data_values), True
+        compiled, model = _COMPILED_CACHE[key]
+        pm.set_data(data_values, model=model)
+        return compiled.with_data(**data_values), True
+    model = build_model()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        compiled = nutpie.compile_pymc_model(build_model())
+        compiled = nutpie.compile_pymc_model(model)
     if key is not None:
-        _COMPILED_CACHE[key] = compiled
+        _COMPILED_CACHE[key] = (compiled, model)
     return compiled, False
 
 
-def sample_model(build_model, settings: SamplerSettings, *, random_seed=None, cache_key=None, data_values=None):
+def sample_model(build_model, settings: SamplerSettings, *, random_seed=None, cache_key=None, data_values=None,
+                 coords=None):
     """Sample the model that `build_model()` returns; returns (InferenceData, info dict with
     sampler name and timings).
 
     With nutpie, a model compiled earlier under the same `cache_key` is reused with
     `data_values` (the values of its pm.Data nodes) and build_model is not even called.
+    coords: the coordinates of these data (run and recipe names) for the draws; a reused model
+    knows only those of the data it was compiled with.
     """
     progress = settings.progress if settings.progress is not None else sys.stderr.isatty()
     use_nutpie = settings.sampler == "nutpie" or (settings.sampler == "auto" and _nutpie_available())
@@ -99,7 +112,7 @@ def sample_model(build_model, settings: SamplerSettings, *, random_seed=None, ca
             low_rank_modified_mass_matrix=settings.low_rank_mass_matrix,
             return_raw_trace=True,
         )
-        idata = _trace_to_idata(*raw.get_arrow_trace(), coords=compiled.coords)
+        idata = _trace_to_idata(*raw.get_arrow_trace(), coords={**(compiled.coords or {}), **(coords or {})})
     else:
         with build_model():
             idata = pm.sample(

@@ -1,11 +1,14 @@
 """The front door on a real (short-chain) fit shared by the session (tests/conftest.py)."""
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
 
 from forecast import NotFittedError, ScalingForecaster
 from forecast.inference import ConvergenceReport
+from forecast.synthetic import simulate_sweep
 
 
 def test_accessors_before_fit_say_which_call_is_missing():
@@ -197,3 +200,32 @@ def test_vectorised_diagnostics_match_arviz(fitted):
     np.testing.assert_allclose(rhat, arviz(az.rhat), rtol=1e-9)
     np.testing.assert_allclose(ess_bulk, arviz(az.ess, method="bulk"), rtol=1e-9)
     np.testing.assert_allclose(ess_tail, arviz(az.ess, method="tail"), rtol=1e-9)
+
+
+def test_a_refit_on_a_reused_compiled_model_draws_as_a_fresh_one(small_sweep):
+    """A compiled model is reused by every fit of the same structure in a process. Its chains must
+    start from the new data's initial point, and its draws carry the new data's run names: a fit
+    must not depend on what the process fitted before (a backtest's decisions did)."""
+    from forecast import inference
+    from tests.conftest import small_recipe_table
+
+    first = small_sweep
+    other = simulate_sweep(small_recipe_table(), n_seeds=2, n_points=16, rng=8, r0=0.2)
+    other["run_id"] = other["run_id"] + "-b"
+
+    def fit(table):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return ScalingForecaster(mode="fast").fit(table, random_seed=3, progress=False, pad_to=128)
+
+    before = set(inference._COMPILED_CACHE)
+    fresh = fit(other)
+    for key in set(inference._COMPILED_CACHE) - before:  # this structure is compiled by this test only
+        del inference._COMPILED_CACHE[key]
+    assert not fit(first).fit_info_["compiled_model_reused"]
+    reused = fit(other)
+    assert reused.fit_info_["compiled_model_reused"]
+    for name in ("a_mu", "r0_mu", "A_run"):
+        np.testing.assert_array_equal(reused.idata.posterior[name].values, fresh.idata.posterior[name].values)
+    assert list(reused.idata.posterior["run"].values) == reused.run_ids == list(fresh.idata.posterior["run"].values)
+    assert all(run.endswith("-b") for run in reused.run_ids)
