@@ -380,9 +380,9 @@ def main(argv=None) -> int:
     parser.add_argument("--protect-top-percent", type=float, default=None,
                         help="ours' protect_top_percent: no comparison stop for a run in the top this-%% at its step "
                              "(default: EarlyStopConfig's, off)")
-    parser.add_argument("--keep-runner-up", action="store_true",
+    parser.add_argument("--keep-runner-up", action=argparse.BooleanOptionalAction, default=None,
                         help="ours' keep_runner_up: while the run the others are compared with is in flight, the "
-                             "strongest other run goes on (default: EarlyStopConfig's, off)")
+                             "strongest other run goes on (default: EarlyStopConfig's, on)")
     args = parser.parse_args(argv)
     synthetic_seeds = tuple(int(x) for x in args.synthetic_seeds.split(","))
     if len(synthetic_seeds) != 4:
@@ -401,8 +401,8 @@ def main(argv=None) -> int:
         if not 0 < args.protect_top_percent <= 100:
             parser.error(f"--protect-top-percent must lie in (0, 100], got {args.protect_top_percent:g}")
         early_stop_overrides["protect_top_percent"] = args.protect_top_percent
-    if args.keep_runner_up:
-        early_stop_overrides["keep_runner_up"] = True
+    if args.keep_runner_up is not None:
+        early_stop_overrides["keep_runner_up"] = args.keep_runner_up
     early_stop = EarlyStopConfig(**early_stop_overrides)
     warnings.simplefilter("ignore")
     policies = args.policies.split(",")

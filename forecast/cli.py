@@ -301,9 +301,9 @@ def _add_rule_options(p):
     p.add_argument("--protect-top", type=float, default=None,
                    help="never stop a run on another run's forecast while its best evaluation is in the top this-%% "
                         "of the runs at its step (default off)")
-    p.add_argument("--keep-runner-up", action="store_true", default=None,
+    p.add_argument("--keep-runner-up", action=argparse.BooleanOptionalAction, default=None,
                    help="while the run the others are compared with is still in flight, keep the strongest other run "
-                        "going until that run has a final (default off)")
+                        "going until that run has a final (default on)")
     p.add_argument("--seed", type=int, default=0, help="random seed of the refits (default 0)")
 
 

@@ -51,8 +51,8 @@ over-high forecast at the first checkpoint stopped every other run of a sweep at
 eventual best among them.
 
 While the run the others are compared with (the alternative with the highest expected final) is
-itself in flight, its final is a forecast. With `keep_runner_up` the strongest other run in flight
-is not stopped by those two comparison rules once every other run is stopped or being stopped: it
+itself in flight, its final is a forecast. With `keep_runner_up` (on by default) the strongest other
+run in flight is not stopped by those two comparison rules once every other run is stopped or being stopped: it
 goes on, with rule "runner_up", until that run has finished and is then judged against what it
 reached. Without it, in a held-out one-seed trainer sweep every run was stopped against a short
 run's forecast of 0.44, that run fell back in its last evaluations to a final of 0.36, and the
@@ -138,6 +138,12 @@ class EarlyStopConfig:
     lowered the family's mean regret from 0.0101 to 0.0051, and on the synthetic sweeps it raised
     it from 0.0023 to 0.0070 (one sweep took another path, to 0.019). Seeds 17-19, made after it
     was set, are the clean check (benchmarks/early_stop.py --trainer-sweep): it barely changed them.
+
+    keep_runner_up was written after a one-seed sweep of seeds 29-31 lost 0.08: every run was
+    stopped against a short run's forecast, and that run fell back in its last evaluations. Tried
+    on the shipped, 17-19 and 29-31 sweeps and the synthetic ones, it lowered regret on each at
+    1-4 points of compute saved; seeds 32-34, made then, decided it (README: 0.0128 to under 0.01
+    on both its families, for 1-1.5 points).
     """
 
     p_beat_threshold: float = 0.1  # stop when P(beats best alternative by margin) < this
@@ -167,7 +173,7 @@ class EarlyStopConfig:
     # while the run the others are compared with (the best alternative) is still in flight, keep
     # the strongest other run going: its stop would rest on that run's forecast alone, and nothing
     # would be left to fall back on if that run ended below its forecast (see evaluate_in_turn)
-    keep_runner_up: bool = False
+    keep_runner_up: bool = True
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -145,7 +145,7 @@ def test_backtest_json_on_a_small_synthetic_sweep(tmp_path, capsys):
     recipes = recipes[recipes["recipe"].isin(["scalerl_8gen", "scalerl_32k_gen"])]
     simulate_sweep(recipes, n_seeds=1, n_points=32, rng=5).to_csv(tmp_path / "runs.csv", index=False)
     code = main(["backtest", str(tmp_path / "runs.csv"), "--json", "--growth", "10", "--min-gain", "0.003", "--max-stop-share", "0.75",
-                 "--keep-runner-up", "--out", str(tmp_path / "bt.json")])
+                 "--no-keep-runner-up", "--out", str(tmp_path / "bt.json")])
     assert code == 0
     payload = json.loads(capsys.readouterr().out)
     assert set(payload["policies"]) == {"forecast", "median", "successive_halving", "least_squares", "no_stopping"}
@@ -155,7 +155,7 @@ def test_backtest_json_on_a_small_synthetic_sweep(tmp_path, capsys):
     assert payload["policies"]["no_stopping"]["compute_fraction"] == 1.0
     assert payload["config"]["early_stop"]["min_gain_per_compute"] == 0.003  # the flag reaches the rules
     assert payload["config"]["early_stop"]["max_stop_share"] == 0.75
-    assert payload["config"]["early_stop"]["keep_runner_up"] is True
+    assert payload["config"]["early_stop"]["keep_runner_up"] is False  # on by default
     assert "mean of the last 3" in payload["definitions"]["regret"]
     assert 0 < payload["hindsight_ceiling"] < 1  # the yardstick for compute saved comes with the scores
     assert json.loads((tmp_path / "bt.json").read_text())["policies"].keys() == payload["policies"].keys()

@@ -348,7 +348,7 @@ def test_max_stop_share_holds_comparison_stops_beyond_the_share_for_the_next_che
                         "n_evals": 9} for i in range(1, 5)}
     in_flight = {"lead": ahead, **behind}
     finals = {r: v["at_budget"] for r, v in in_flight.items()}
-    uncapped = evaluate_in_turn(in_flight, finals, EarlyStopConfig(max_stop_share=None))
+    uncapped = evaluate_in_turn(in_flight, finals, EarlyStopConfig(max_stop_share=None, keep_runner_up=False))
     assert sorted(r for r, rec in uncapped.items() if rec.stop) == ["w1", "w2", "w3", "w4"]
     # at most half of the 5 runs in flight (2) stop on comparisons at one check: the weakest two
     recs = evaluate_in_turn(in_flight, finals, EarlyStopConfig(max_stop_share=0.5))
@@ -371,9 +371,10 @@ def test_keep_runner_up_keeps_the_best_run_beside_an_unfinished_bar():
                         "n_evals": 9} for i in range(1, 4)}
     in_flight = {"bar": bar, **behind}
     finals = {r: v["at_budget"] for r, v in in_flight.items()}
-    off = evaluate_in_turn(in_flight, finals, EarlyStopConfig(max_stop_share=None))
+    off = evaluate_in_turn(in_flight, finals, EarlyStopConfig(max_stop_share=None, keep_runner_up=False))
     assert sorted(r for r, rec in off.items() if rec.stop) == ["w1", "w2", "w3"]
-    recs = evaluate_in_turn(in_flight, finals, EarlyStopConfig(max_stop_share=None, keep_runner_up=True))
+    assert EarlyStopConfig().keep_runner_up  # on by default
+    recs = evaluate_in_turn(in_flight, finals, EarlyStopConfig(max_stop_share=None))
     # the strongest of the three goes on, named as the runner-up, with the check that would stop it
     assert {r: rec.action for r, rec in recs.items()} == {"bar": "continue", "w1": "stop", "w2": "stop", "w3": "continue"}
     kept = recs["w3"]
@@ -406,6 +407,10 @@ def test_sweep_leader_and_evaluate_in_turn_keep_the_run_ahead_now():
     recs = evaluate_in_turn(in_flight, finals, EarlyStopConfig())
     assert {r: (rec.action, rec.rule) for r, rec in recs.items()} == {
         "lead": ("continue", "leader"), "long": ("continue", recs["long"].rule), "weak": ("stop", "beats_best")}
-    # (no stop cap here: with 3 runs in flight it would hold "lead" for the next check)
-    recs = evaluate_in_turn(in_flight, {**finals, "done": spread(0.55)}, EarlyStopConfig(max_stop_share=None))
+    # (no stop cap here: with 3 runs in flight it would hold "lead" for the next check; nor the
+    # runner-up, which keeps "lead", the best run left beside "long", until "long" has finished)
+    recs = evaluate_in_turn(in_flight, {**finals, "done": spread(0.55)},
+                            EarlyStopConfig(max_stop_share=None, keep_runner_up=False))
     assert recs["lead"].stop
+    recs = evaluate_in_turn(in_flight, {**finals, "done": spread(0.55)}, EarlyStopConfig(max_stop_share=None))
+    assert (recs["lead"].action, recs["lead"].rule, recs["lead"].details["bar"]) == ("continue", "runner_up", "long")
