@@ -202,7 +202,7 @@ def test_vectorised_diagnostics_match_arviz(fitted):
     np.testing.assert_allclose(ess_tail, arviz(az.ess, method="tail"), rtol=1e-9)
 
 
-def test_a_refit_on_a_reused_compiled_model_draws_as_a_fresh_one(small_sweep):
+def test_a_refit_on_a_reused_compiled_model_draws_as_a_fresh_one(small_sweep, monkeypatch):
     """A compiled model is reused by every fit of the same structure in a process. Its chains must
     start from the new data's initial point, and its draws carry the new data's run names: a fit
     must not depend on what the process fitted before (a backtest's decisions did)."""
@@ -218,10 +218,10 @@ def test_a_refit_on_a_reused_compiled_model_draws_as_a_fresh_one(small_sweep):
             warnings.simplefilter("ignore")
             return ScalingForecaster(mode="fast").fit(table, random_seed=3, progress=False, pad_to=128)
 
-    before = set(inference._COMPILED_CACHE)
+    monkeypatch.setattr(inference, "_COMPILED_CACHE", {})  # the session's compiled models stay untouched
     fresh = fit(other)
-    for key in set(inference._COMPILED_CACHE) - before:  # this structure is compiled by this test only
-        del inference._COMPILED_CACHE[key]
+    assert not fresh.fit_info_["compiled_model_reused"]
+    inference._COMPILED_CACHE.clear()
     assert not fit(first).fit_info_["compiled_model_reused"]
     reused = fit(other)
     assert reused.fit_info_["compiled_model_reused"]
