@@ -600,29 +600,27 @@ def runner_up_bar(run: str, in_flight: Mapping[str, dict], finals: Mapping[str, 
     return bar
 
 
-def _held_as_runner_up(rec: Recommendation, bar: str) -> Recommendation:
-    """A comparison stop turned into a continue: the run is the runner-up to an unfinished bar."""
+def _held(rec: Recommendation, rule: str, why_not: str, detail: dict) -> Recommendation:
+    """A comparison stop turned into a continue under `rule`, saying what would have stopped it."""
     why = rec.message.removeprefix("stop: ")
     return Recommendation(
-        CONTINUE, "runner_up",
-        f"continue: {why} would stop it, but '{bar}' is still in flight and this is the best run "
-        f"left beside it; it goes on until '{bar}' has a final, not a forecast (keep_runner_up)",
+        CONTINUE, rule, f"continue: {why} would stop it, but {why_not}",
         run_id=rec.run_id, probability=rec.probability, value=rec.value, threshold=rec.threshold,
-        details={**rec.details, "held_as_runner_up": rec.rule, "bar": bar},
+        details={**rec.details, **detail},
     )
+
+
+def _held_as_runner_up(rec: Recommendation, bar: str) -> Recommendation:
+    """A comparison stop turned into a continue: the run is the runner-up to an unfinished bar."""
+    return _held(rec, "runner_up", f"'{bar}' is still in flight and this is the best run left beside it; it goes on "
+                 f"until '{bar}' has a final, not a forecast (keep_runner_up)", {"held_as_runner_up": rec.rule, "bar": bar})
 
 
 def _held_by_cap(rec: Recommendation, cap: int, n_in_flight: int) -> Recommendation:
     """A comparison stop turned into a continue: `cap` runs were already stopped on comparisons
     at this check (max_stop_share)."""
-    why = rec.message.removeprefix("stop: ")
-    return Recommendation(
-        CONTINUE, "stop_cap",
-        f"continue: {why} would stop it, but {cap} of {n_in_flight} runs in flight were already stopped "
-        f"on comparisons at this check (max_stop_share); judged again at the next",
-        run_id=rec.run_id, probability=rec.probability, value=rec.value, threshold=rec.threshold,
-        details={**rec.details, "held_by_cap": rec.rule},
-    )
+    return _held(rec, "stop_cap", f"{cap} of {n_in_flight} runs in flight were already stopped on comparisons at "
+                 "this check (max_stop_share); judged again at the next", {"held_by_cap": rec.rule})
 
 
 def fit_for_advice(table: pd.DataFrame, *, random_seed=0, pad_to: int | None = None, previous=None, **forecaster_kwargs):
