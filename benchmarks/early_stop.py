@@ -12,6 +12,8 @@
                                                          # runs_seeds_29_31.csv: 29-31, runs_seeds_32_34.csv: 32-34;
                                                          # examples/trainer_sweep_tuning:
                                                          # 14-16, the sweep level_wander_ratio was tuned on)
+    .venv/bin/python benchmarks/early_stop.py --trainer-sweep F --no-synthetic --prior b_mu=0.5 --prior m_mu=0.5
+                                                         # the same with other priors for ours (forecast.model.Priors)
 
 Sweeps:
   trainer_sweep     examples/trainer_sweep/runs.csv, made by trainer_minimal (skipped with a
@@ -88,6 +90,7 @@ from forecast.backtest import (  # noqa: E402
 )
 from forecast.data import load_runs  # noqa: E402
 from forecast.early_stop import EarlyStopConfig  # noqa: E402
+from forecast.model import Priors  # noqa: E402
 from forecast.synthetic import load_table1, simulate_sweep  # noqa: E402
 
 TRAINER_SWEEP = ROOT / "examples" / "trainer_sweep" / "runs.csv"
@@ -357,6 +360,21 @@ def verdict(results: dict) -> str:
     return text
 
 
+def prior_overrides(items: list[str]) -> dict:
+    """'NAME=VALUE' strings -> {name: float} for Priors; ValueError naming the bad item."""
+    known = set(Priors().to_dict())
+    overrides = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or name not in known:
+            raise ValueError(f"--prior {item!r}: expected NAME=VALUE with NAME one of {', '.join(sorted(known))}")
+        try:
+            overrides[name] = float(value)
+        except ValueError:
+            raise ValueError(f"--prior {item!r}: {value!r} is not a number") from None
+    return overrides
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="the trainer sweep (if present) and two synthetic sweeps only")
@@ -380,6 +398,9 @@ def main(argv=None) -> int:
     parser.add_argument("--protect-top-percent", type=float, default=None,
                         help="ours' protect_top_percent: no comparison stop for a run in the top this-%% at its step "
                              "(default: EarlyStopConfig's, off)")
+    parser.add_argument("--prior", action="append", default=[], metavar="NAME=VALUE",
+                        help="a prior setting of ours' forecaster (forecast.model.Priors), repeatable; e.g. "
+                             "--prior b_mu=0.5 --prior m_mu=0.5 --prior a_mu_offset=1.0 (default: Priors())")
     parser.add_argument("--keep-runner-up", action=argparse.BooleanOptionalAction, default=None,
                         help="ours' keep_runner_up: while the run the others are compared with is in flight, the "
                              "strongest other run goes on (default: EarlyStopConfig's, on)")
@@ -390,6 +411,11 @@ def main(argv=None) -> int:
     if args.max_stop_share is not None and not 0 < args.max_stop_share <= 1:
         parser.error(f"--max-stop-share must lie in (0, 1], got {args.max_stop_share:g}")
     forecaster_kwargs = {} if args.level_wander_ratio is None else {"level_wander_ratio": args.level_wander_ratio}
+    if args.prior:
+        try:
+            forecaster_kwargs["priors"] = Priors(**prior_overrides(args.prior))
+        except ValueError as error:
+            parser.error(str(error))
     early_stop_overrides = {}
     if args.max_stop_share is not None:
         early_stop_overrides["max_stop_share"] = args.max_stop_share
