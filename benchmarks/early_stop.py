@@ -88,6 +88,7 @@ from forecast.backtest import (  # noqa: E402
     replay,
     smoothed_final,
 )
+from forecast.cli import prior_overrides  # noqa: E402
 from forecast.data import load_runs  # noqa: E402
 from forecast.early_stop import EarlyStopConfig  # noqa: E402
 from forecast.model import Priors  # noqa: E402
@@ -358,21 +359,6 @@ def verdict(results: dict) -> str:
     elif better:
         text += "; better than median and successive halving on compute or regret, not worse on both"
     return text
-
-
-def prior_overrides(items: list[str]) -> dict:
-    """'NAME=VALUE' strings -> {name: float} for Priors; ValueError naming the bad item."""
-    known = set(Priors().to_dict())
-    overrides = {}
-    for item in items:
-        name, sep, value = item.partition("=")
-        if not sep or name not in known:
-            raise ValueError(f"--prior {item!r}: expected NAME=VALUE with NAME one of {', '.join(sorted(known))}")
-        try:
-            overrides[name] = float(value)
-        except ValueError:
-            raise ValueError(f"--prior {item!r}: {value!r} is not a number") from None
-    return overrides
 
 
 def main(argv=None) -> int:

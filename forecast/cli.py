@@ -26,6 +26,42 @@ class BadInput(Exception):
     """Raised by commands for user errors that should exit 2 with a plain message."""
 
 
+def prior_overrides(items) -> dict:
+    """'NAME=VALUE' strings (--prior) -> {name: float} for forecast.model.Priors; ValueError naming
+    the bad item."""
+    from .model import Priors
+
+    known = set(Priors().to_dict())
+    overrides = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or name not in known:
+            raise ValueError(f"--prior {item!r}: expected NAME=VALUE with NAME one of {', '.join(sorted(known))}")
+        try:
+            overrides[name] = float(value)
+        except ValueError:
+            raise ValueError(f"--prior {item!r}: {value!r} is not a number") from None
+    return overrides
+
+
+def _add_prior_option(p):
+    p.add_argument("--prior", action="append", default=[], metavar="NAME=VALUE",
+                   help="a prior setting of the model (forecast.model.Priors), repeatable; "
+                        "e.g. --prior b_mu=0.5 --prior a_mu_offset=1.0")
+
+
+def _forecaster_kwargs(args) -> dict:
+    """{"priors": Priors(...)} from --prior, or {} for the defaults."""
+    from .model import Priors
+
+    if not getattr(args, "prior", None):
+        return {}
+    try:
+        return {"priors": Priors(**prior_overrides(args.prior))}
+    except ValueError as err:
+        raise BadInput(str(err)) from None
+
+
 def _parse_floats(values):
     out = []
     for v in values:
@@ -51,6 +87,7 @@ def add_fit_parser(sub):
     p.add_argument("--target", type=float, default=None, help="also report compute to reach this metric")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_prior_option(p)
     p.set_defaults(func=run_fit)
 
 
@@ -77,7 +114,7 @@ def run_fit(args) -> int:
     runs = load_runs(args.runs)
     if args.target is not None and not 0 < args.target < 1:
         raise BadInput(f"--target must lie in (0, 1), got {args.target}")
-    fc = ScalingForecaster(robust=args.robust, mode="fast" if args.fast else "nuts")
+    fc = ScalingForecaster(robust=args.robust, mode="fast" if args.fast else "nuts", **_forecaster_kwargs(args))
     fc.fit(runs, random_seed=args.seed, progress=None if not args.no_progress else False)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -182,6 +219,7 @@ def add_report_parser(sub):
     p.add_argument("--robust", action="store_true", help="Student-t likelihood for outliers")
     p.add_argument("--json", action="store_true", help="print the report's numbers as JSON")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    _add_prior_option(p)
     p.set_defaults(func=run_report)
 
 
@@ -199,13 +237,14 @@ def run_report(args) -> int:
     source = Path(args.runs)
     progress = not args.no_progress and sys.stderr.isatty()
     if _is_saved_fit(source):
+        _no_prior_for_saved_fit(source, _forecaster_kwargs(args))
         fc = load_fit(source)
     else:
         from .data import load_runs
         from .forecaster import ScalingForecaster
 
         runs = load_runs(source)
-        fc = ScalingForecaster(robust=args.robust, mode="fast" if args.fast else "nuts")
+        fc = ScalingForecaster(robust=args.robust, mode="fast" if args.fast else "nuts", **_forecaster_kwargs(args))
         with warnings.catch_warnings():
             # the report shows non-convergence prominently; a second warning on stderr adds nothing
             warnings.simplefilter("ignore")
@@ -248,17 +287,25 @@ def add_decide_parser(sub):
     p.add_argument("--seed", type=int, default=0, help="random seed of the fit (default 0)")
     p.add_argument("--fast", action="store_true", help="short chains when fitting a run table")
     p.add_argument("--json", action="store_true", help="print the table and recommendation as JSON")
+    _add_prior_option(p)
     p.set_defaults(func=run_decide)
 
 
-def _fit_or_load(source: Path, *, fast: bool, seed: int):
+def _no_prior_for_saved_fit(source: Path, forecaster_kwargs: dict | None):
+    if forecaster_kwargs:
+        raise BadInput(f"--prior: {source} is a saved fit, whose priors were set when it was fitted (they are saved "
+                       "with it); give a run table to fit with other priors")
+
+
+def _fit_or_load(source: Path, *, fast: bool, seed: int, forecaster_kwargs: dict | None = None):
     if _is_saved_fit(source):
+        _no_prior_for_saved_fit(source, forecaster_kwargs)
         return load_fit(source)
     from .data import load_runs
     from .forecaster import ScalingForecaster
 
     runs = load_runs(source)
-    fc = ScalingForecaster(mode="fast" if fast else "nuts")
+    fc = ScalingForecaster(mode="fast" if fast else "nuts", **(forecaster_kwargs or {}))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         fc.fit(runs, random_seed=seed, progress=False)
@@ -274,7 +321,7 @@ def run_decide(args) -> int:
         raise BadInput(f"--target must lie in (0, 1), got {args.target:g}")
     if args.max_ways < 1:
         raise BadInput(f"--max-ways must be >= 1, got {args.max_ways}")
-    fc = _fit_or_load(Path(args.runs), fast=args.fast, seed=args.seed)
+    fc = _fit_or_load(Path(args.runs), fast=args.fast, seed=args.seed, forecaster_kwargs=_forecaster_kwargs(args))
     if args.total:
         decision = decide_split(fc, args.budget, max_ways=args.max_ways)
     else:
@@ -305,6 +352,7 @@ def _add_rule_options(p):
                    help="while the run the others are compared with is still in flight, keep the strongest other run "
                         "going until that run has a final (default on)")
     p.add_argument("--seed", type=int, default=0, help="random seed of the refits (default 0)")
+    _add_prior_option(p)
 
 
 def _rule_config(args):
@@ -384,7 +432,8 @@ def run_watch(args) -> int:
             print(text, flush=True)
 
     watch(args.runs_dir, interval=args.interval, budget=args.budget, config=config, reference=args.reference,
-          out=args.out, max_polls=polls, emit=emit, say=say, random_seed=args.seed)
+          out=args.out, max_polls=polls, emit=emit, say=say, random_seed=args.seed,
+          forecaster_kwargs=_forecaster_kwargs(args))
     return EXIT_OK
 
 
@@ -433,7 +482,8 @@ def run_backtest(args) -> int:
     if args.median_percentile is not None and not 0 <= args.median_percentile <= 100:
         raise BadInput(f"--median-percentile must lie in [0, 100], got {args.median_percentile:g}")
     rules = _rule_config(args)
-    config = BacktestConfig(early_stop=rules, min_evals=rules.min_evals, random_seed=args.seed)
+    config = BacktestConfig(early_stop=rules, min_evals=rules.min_evals, random_seed=args.seed,
+                            forecaster_kwargs=_forecaster_kwargs(args))
     if args.growth is not None:
         config.check_growth = args.growth
     if args.halving_eta is not None:

@@ -96,11 +96,13 @@ def is_finished(folder: Path | None) -> bool:
     return folder is not None and (folder / "summary.json").exists()
 
 
-def advise_table(table: pd.DataFrame, budgets: dict, config: EarlyStopConfig, *, random_seed: int = 0, previous=None):
+def advise_table(table: pd.DataFrame, budgets: dict, config: EarlyStopConfig, *, random_seed: int = 0, previous=None,
+                 **forecaster_kwargs):
     """Fit every run in `table` (a refit of `previous` when given) and recommend for the runs in
-    `budgets` (the default advisor). Returns (recommendations, forecaster)."""
+    `budgets` (the default advisor). forecaster_kwargs (e.g. priors) go to ScalingForecaster on a
+    fresh fit; a refit keeps `previous`'s. Returns (recommendations, forecaster)."""
     pad = int(np.ceil(len(table) / PAD_BUCKET) * PAD_BUCKET)
-    fc, converged = fit_for_advice(table, random_seed=random_seed, pad_to=pad, previous=previous)
+    fc, converged = fit_for_advice(table, random_seed=random_seed, pad_to=pad, previous=previous, **forecaster_kwargs)
     last = table.groupby("run_id")["compute"].max()
     compare_at = {r: budgets.get(r, float(last[r])) for r in fc.run_ids}
     recs = recommend_runs(fc, budgets, config, compare_at=compare_at)
@@ -119,11 +121,13 @@ def poll(
     reference=None,
     advisor: Callable | None = None,
     random_seed: int = 0,
+    forecaster_kwargs: dict | None = None,
 ) -> list[Recommendation]:
     """One look at the folder. Returns the recommendations made for runs with new evaluations
-    (empty when nothing changed). Updates `state`."""
+    (empty when nothing changed). Updates `state`. forecaster_kwargs: for the default advisor's fits."""
     def default_advisor(table, budgets, config):
-        recs, state.forecaster = advise_table(table, budgets, config, random_seed=random_seed + state.fits, previous=state.forecaster)
+        recs, state.forecaster = advise_table(table, budgets, config, random_seed=random_seed + state.fits,
+                                              previous=state.forecaster, **(forecaster_kwargs or {}))
         return recs
 
     advisor = advisor or default_advisor
@@ -201,11 +205,13 @@ def watch(
     say: Callable[[str], None] = print,
     sleep: Callable[[float], None] = time.sleep,
     random_seed: int = 0,
+    forecaster_kwargs: dict | None = None,
 ) -> WatchState:
     """Poll `runs_dir` until `max_polls` polls (None: forever), emitting and writing advice.
 
     emit(rec) is called for each new recommendation (default: say() one readable line);
     say(text) gets status lines; sleep(seconds) waits between polls (tests pass their own).
+    forecaster_kwargs go to the forecaster of each fresh fit (e.g. {"priors": Priors(b_mu=0.5)}).
     """
     emit = emit or (lambda rec: say(_line(rec)))
     runs_dir = Path(runs_dir)
@@ -215,7 +221,8 @@ def watch(
     out = Path(out) if out is not None else runs_dir / DEFAULT_OUT_NAME
     state = WatchState()
     while True:
-        new = poll(runs_dir, state, config=config, budget=budget, reference=reference, advisor=advisor, random_seed=random_seed)
+        new = poll(runs_dir, state, config=config, budget=budget, reference=reference, advisor=advisor, random_seed=random_seed,
+                   forecaster_kwargs=forecaster_kwargs)
         for rec in new:
             emit(rec)
         if new or state.polls == 1:

@@ -177,6 +177,17 @@ def test_backtest_cli_bad_input(tmp_path, capsys):
     assert "--median-percentile must lie in [0, 100], got 150" in capsys.readouterr().err
     assert main(["backtest", str(tmp_path / "runs.csv"), "--protect-top", "0"]) == 2
     assert "--protect-top must lie in (0, 100], got 0" in capsys.readouterr().err
+    assert main(["backtest", str(tmp_path / "runs.csv"), "--prior", "bogus=1"]) == 2
+    assert "--prior 'bogus=1'" in capsys.readouterr().err
+
+
+def test_backtest_cli_priors_reach_the_config(tmp_path, capsys):
+    curve_table({"a": 0.5, "b": 0.6}).to_csv(tmp_path / "runs.csv", index=False)
+    code = main(["backtest", str(tmp_path / "runs.csv"), "--policies", "median,no_stopping", "--json",
+                 "--prior", "b_mu=0.5", "--prior", "a_mu_offset=1"])
+    assert code == 0
+    priors = json.loads(capsys.readouterr().out)["config"]["forecaster_kwargs"]["priors"]
+    assert (priors["b_mu"], priors["a_mu_offset"], priors["m_mu"]) == (0.5, 1.0, 0.0)
 
 
 def test_backtest_cli_baseline_settings_reach_the_baselines(tmp_path, capsys):

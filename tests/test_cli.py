@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from forecast.cli import main
+from forecast.cli import main, prior_overrides
 
 
 @pytest.fixture(scope="module")
@@ -46,6 +46,10 @@ def test_predict_run_kind_table(fit_dir, capsys):
         (["predict", "{d}/fit", "--compute", "10", "--recipe", "nope"], "unknown recipe"),
         (["predict", "{d}/nofit", "--compute", "10"], "no saved fit"),
         (["fit", "{d}/missing.csv", "--out", "{d}/x"], "does not exist"),
+        (["fit", "{d}/runs.csv", "--out", "{d}/x", "--prior", "bogus=1"], "NAME one of"),
+        (["fit", "{d}/runs.csv", "--out", "{d}/x", "--prior", "b_mu=x"], "'x' is not a number"),
+        (["decide", "{d}/fit", "--budget", "1e5", "--prior", "b_mu=0.5"], "is a saved fit"),
+        (["report", "{d}/fit", "--prior", "b_mu=0.5"], "is a saved fit"),
     ],
 )
 def test_bad_input_exits_2_with_message(fit_dir, capsys, argv, message):
@@ -68,3 +72,21 @@ def test_bad_table_exits_2_without_traceback_and_keeps_old_results(fit_dir, tmp_
     assert "Traceback" not in proc.stderr
     assert "column 'metric'" in proc.stderr and "run 'a'" in proc.stderr and "row 3" in proc.stderr
     assert (fit_dir / "fit" / "summary.json").read_bytes() == before  # nothing already written is lost
+
+
+def test_prior_overrides_reads_name_value_pairs():
+    assert prior_overrides(["b_mu=0.5", "a_mu_offset=1"]) == {"b_mu": 0.5, "a_mu_offset": 1.0}
+    assert prior_overrides([]) == {}
+    with pytest.raises(ValueError, match="expected NAME=VALUE"):
+        prior_overrides(["b_mu"])
+
+
+def test_fit_with_priors_from_the_command_line_saves_them_with_the_fit(fit_dir):
+    from forecast.forecaster import ScalingForecaster
+
+    out = fit_dir / "fit_priors"
+    argv = ["fit", str(fit_dir / "runs.csv"), "--out", str(out), "--fast", "--no-progress",
+            "--prior", "b_mu=0.5", "--prior", "a_mu_offset=1.0"]
+    assert main(argv) == 0
+    priors = ScalingForecaster.load(out / "fit.nc").priors
+    assert (priors.b_mu, priors.a_mu_offset, priors.m_mu) == (0.5, 1.0, 0.0)  # m_mu: the default, untouched
