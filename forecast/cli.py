@@ -111,10 +111,11 @@ def run_fit(args) -> int:
     from .forecaster import ScalingForecaster
     from .io import atomic_write_json
 
+    forecaster_kwargs = _forecaster_kwargs(args)  # a bad --prior fails before a large table is read
     runs = load_runs(args.runs)
     if args.target is not None and not 0 < args.target < 1:
         raise BadInput(f"--target must lie in (0, 1), got {args.target}")
-    fc = ScalingForecaster(robust=args.robust, mode="fast" if args.fast else "nuts", **_forecaster_kwargs(args))
+    fc = ScalingForecaster(robust=args.robust, mode="fast" if args.fast else "nuts", **forecaster_kwargs)
     fc.fit(runs, random_seed=args.seed, progress=None if not args.no_progress else False)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -236,15 +237,16 @@ def run_report(args) -> int:
         raise BadInput(f"--target must lie in (0, 1), got {args.target:g}")
     source = Path(args.runs)
     progress = not args.no_progress and sys.stderr.isatty()
+    forecaster_kwargs = _forecaster_kwargs(args)
     if _is_saved_fit(source):
-        _no_prior_for_saved_fit(source, _forecaster_kwargs(args))
+        _no_prior_for_saved_fit(source, forecaster_kwargs)
         fc = load_fit(source)
     else:
         from .data import load_runs
         from .forecaster import ScalingForecaster
 
         runs = load_runs(source)
-        fc = ScalingForecaster(robust=args.robust, mode="fast" if args.fast else "nuts", **_forecaster_kwargs(args))
+        fc = ScalingForecaster(robust=args.robust, mode="fast" if args.fast else "nuts", **forecaster_kwargs)
         with warnings.catch_warnings():
             # the report shows non-convergence prominently; a second warning on stderr adds nothing
             warnings.simplefilter("ignore")
