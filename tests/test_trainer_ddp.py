@@ -42,3 +42,31 @@ def test_torchrun_gloo_two_processes(tmp_path):
     assert [r["metric"] for r in evals] == pytest.approx([r["metric"] for r in reference], abs=0.03)
     assert log[0]["reward"] == read_jsonl(tmp_path / "single" / "train_log.jsonl")[0]["reward"]
     assert single["steps"] == 4
+
+
+GROUP_FREED_SCRIPT = """
+import os, sys, torch
+from trainer_minimal import make_config
+from trainer_minimal.train import end_distributed, setup_distributed
+setup_distributed(make_config("scalerl", out=sys.argv[1]))
+torch.optim.AdamW([torch.nn.Parameter(torch.ones(2))])  # imports torch._dynamo, as train() does
+end_distributed()
+names = [open(f"/proc/self/task/{t}/comm").read().strip() for t in os.listdir("/proc/self/task")]
+print("rank", os.environ["RANK"], "gloo threads left:", sum(n.startswith("pt_gloo") for n in names), flush=True)
+"""
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="thread names are read from Linux /proc")
+def test_end_distributed_frees_the_group_before_interpreter_exit(tmp_path):
+    """A group that outlives destroy_process_group is torn down at interpreter exit, where gloo's
+    threads now and then abort a finished run (exit -6). Its worker threads show whether it was freed."""
+    pytest.importorskip("torch.distributed")
+    script = tmp_path / "group_freed.py"
+    script.write_text(GROUP_FREED_SCRIPT)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+           str(script), str(tmp_path / "out")]
+    env = {**os.environ, "PYTHONPATH": REPO, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    lines = sorted(line for line in done.stdout.splitlines() if line.startswith("rank"))
+    assert lines == ["rank 0 gloo threads left: 0", "rank 1 gloo threads left: 0"], done.stdout

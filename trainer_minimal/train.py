@@ -50,6 +50,7 @@ Commands:
 """
 
 import dataclasses
+import importlib
 import math
 import os
 import time
@@ -127,15 +128,23 @@ def setup_distributed(cfg):
         backend = "nccl"
     else:
         device, backend = torch.device("cpu"), "gloo"
+    # torch.optim imports torch._dynamo (and with it torch._inductor) on first use. Imported after
+    # init_process_group, those modules keep a reference to the default group, so destroy_process_group
+    # cannot free it: gloo's threads then outlive it and are torn down during interpreter exit, which
+    # now and then aborts a finished run ("terminate called without an active exception", exit -6).
+    # Imported first, they hold nothing, and end_distributed frees the group while Python is alive.
+    importlib.import_module("torch._dynamo")  # a plain `import torch._dynamo` here would shadow torch
+
     if not dist.is_initialized():
         dist.init_process_group(backend)
     return rank, world, device
 
 
 def end_distributed():
-    """Destroy the process group, if one was started. Left to interpreter exit, gloo's threads
-    can die in a C++ terminate ("terminate called without an active exception", exit -6) after
-    training finished: seen once under load in the torchrun test."""
+    """Destroy the process group, if one was started, while the interpreter is alive: left to
+    interpreter exit, gloo's threads can die in a C++ terminate ("terminate called without an
+    active exception", exit -6) after training finished. See setup_distributed for the import
+    that lets this call really free the group."""
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
 
