@@ -30,18 +30,9 @@ def prior_overrides(items) -> dict:
     """'NAME=VALUE' strings (--prior) -> {name: float} for forecast.model.Priors; ValueError naming
     the bad item."""
     from .model import Priors
+    from .settings import parse_settings
 
-    known = set(Priors().to_dict())
-    overrides = {}
-    for item in items:
-        name, sep, value = item.partition("=")
-        if not sep or name not in known:
-            raise ValueError(f"--prior {item!r}: expected NAME=VALUE with NAME one of {', '.join(sorted(known))}")
-        try:
-            overrides[name] = float(value)
-        except ValueError:
-            raise ValueError(f"--prior {item!r}: {value!r} is not a number") from None
-    return overrides
+    return parse_settings(items, Priors, "--prior")
 
 
 def _add_prior_option(p):
@@ -357,28 +348,22 @@ def _add_rule_options(p):
     _add_prior_option(p)
 
 
+RULE_FLAGS = {"target": "--target", "p_beat_threshold": "--threshold", "margin": "--margin",
+              "saturation_epsilon": "--epsilon", "min_gain_per_compute": "--min-gain", "min_evals": "--min-evals",
+              "max_extrapolation": "--max-extrapolation", "max_stop_share": "--max-stop-share",
+              "protect_top_percent": "--protect-top", "keep_runner_up": "--keep-runner-up"}
+
+
 def _rule_config(args):
+    """EarlyStopConfig from the rule flags given; its range checks, reworded with the flag's name."""
     from .early_stop import EarlyStopConfig
 
-    if args.target is not None and not 0 < args.target < 1:
-        raise BadInput(f"--target must lie in (0, 1), got {args.target:g}")
-    if args.threshold is not None and not 0 < args.threshold < 1:
-        raise BadInput(f"--threshold must lie in (0, 1), got {args.threshold:g}")
-    if args.min_gain is not None and not args.min_gain >= 0:
-        raise BadInput(f"--min-gain must be >= 0, got {args.min_gain:g}")
-    if args.min_evals is not None and args.min_evals < 2:
-        raise BadInput(f"--min-evals must be >= 2, got {args.min_evals}")
-    if args.max_extrapolation is not None and not args.max_extrapolation > 1:
-        raise BadInput(f"--max-extrapolation must be > 1, got {args.max_extrapolation:g}")
-    if args.max_stop_share is not None and not 0 < args.max_stop_share <= 1:
-        raise BadInput(f"--max-stop-share must lie in (0, 1], got {args.max_stop_share:g}")
-    if args.protect_top is not None and not 0 < args.protect_top <= 100:
-        raise BadInput(f"--protect-top must lie in (0, 100], got {args.protect_top:g}")
-    given = {"target": args.target, "p_beat_threshold": args.threshold, "margin": args.margin,
-             "saturation_epsilon": args.epsilon, "min_gain_per_compute": args.min_gain, "min_evals": args.min_evals,
-             "max_extrapolation": args.max_extrapolation, "max_stop_share": args.max_stop_share,
-             "protect_top_percent": args.protect_top, "keep_runner_up": args.keep_runner_up}
-    return EarlyStopConfig(**{k: v for k, v in given.items() if v is not None})
+    given = {field: getattr(args, flag.removeprefix("--").replace("-", "_")) for field, flag in RULE_FLAGS.items()}
+    try:
+        return EarlyStopConfig(**{k: v for k, v in given.items() if v is not None})
+    except ValueError as err:
+        field, _, rest = str(err).partition(" ")
+        raise BadInput(f"{RULE_FLAGS.get(field, field)} {rest}") from None
 
 
 WATCH_EPILOG = """examples:

@@ -175,6 +175,30 @@ class EarlyStopConfig:
     # would be left to fall back on if that run ended below its forecast (see evaluate_in_turn)
     keep_runner_up: bool = True
 
+    def __post_init__(self):
+        # every front door (CLI flags, the trainer's advisor_rules, Python) gets the same refusal,
+        # naming the field; a threshold outside its range would silently never or always fire
+        def refuse(name, requirement):
+            raise ValueError(f"{name} {requirement}, got {getattr(self, name)!r}")
+
+        for name in ("p_beat_threshold", "p_target_threshold"):
+            if not 0 < getattr(self, name) < 1:
+                refuse(name, "must lie in (0, 1)")
+        if self.target is not None and not 0 < self.target < 1:
+            refuse("target", "must lie in (0, 1)")
+        for name in ("margin", "saturation_epsilon", "min_gain_per_compute"):
+            value = getattr(self, name)
+            if value is not None and not value >= 0:
+                refuse(name, "must be >= 0")
+        if self.min_evals < 2:
+            refuse("min_evals", "must be >= 2")
+        if self.max_extrapolation is not None and not self.max_extrapolation > 1:
+            refuse("max_extrapolation", "must be > 1")
+        if self.max_stop_share is not None and not 0 < self.max_stop_share <= 1:
+            refuse("max_stop_share", "must lie in (0, 1]")
+        if self.protect_top_percent is not None and not 0 < self.protect_top_percent <= 100:
+            refuse("protect_top_percent", "must lie in (0, 100]")
+
     def to_dict(self) -> dict:
         return asdict(self)
 
@@ -671,12 +695,15 @@ def trainer_advice(
     target: float | None = None,
     config: EarlyStopConfig | None = None,
     random_seed: int = 0,
+    forecaster_kwargs: dict | None = None,
 ) -> Recommendation:
     """Continue or stop for the run whose evaluation rows so far are `evals` (run format).
 
     reference_path: a run table or folder of other runs (finished or in flight) to compare with;
     None: only the target and saturation rules can apply. Reference runs are judged at the same
     planned budget, i.e. "would that run be better at this budget".
+    forecaster_kwargs: passed to the fit (e.g. {"priors": Priors(b_mu=0.5)}); the trainer's
+    advisor_priors.
     """
     from .data import validate_runs
 
@@ -708,8 +735,12 @@ def trainer_advice(
             CONTINUE, "advisor_error", f"continue: reference runs unusable ({err})", run_id=run_id,
             details={"error": str(err)},
         )
-    fc, converged = fit_for_advice(table, random_seed=random_seed, previous=_ADVICE_FITS.get(run_id))
-    _ADVICE_FITS[run_id] = fc
+    forecaster_kwargs = forecaster_kwargs or {}
+    # a refit keeps the settings of the fit it starts from, so the last fit is reused only for the
+    # same run under the same settings (a process may train the same run id again with others)
+    key = (run_id, repr(sorted(forecaster_kwargs.items())))
+    fc, converged = fit_for_advice(table, random_seed=random_seed, previous=_ADVICE_FITS.get(key), **forecaster_kwargs)
+    _ADVICE_FITS[key] = fc
     others = [r for r in fc.run_ids if r != run_id]
     compare_at = {r: float(planned_compute) for r in others}
     rec = recommend_runs(fc, {run_id: float(planned_compute)}, config, compare_at=compare_at, alternatives=others)[run_id]

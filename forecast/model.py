@@ -65,6 +65,14 @@ class Priors:
     wander_scale: float = 0.15  # median correlation length of the wander, normalised log-compute
     student_nu: float = 4.0  # degrees of freedom of the robust likelihood
 
+    # the centres may take any value; every other setting is a scale, a spread or a degree of freedom
+    CENTRES = ("a_mu_offset", "b_mu", "m_mu")
+
+    def __post_init__(self):
+        for name, value in self.to_dict().items():
+            if name not in self.CENTRES and not value > 0:  # also refuses NaN
+                raise ValueError(f"{name} must be > 0, got {value!r}")
+
     def to_dict(self) -> dict:
         return asdict(self)
 

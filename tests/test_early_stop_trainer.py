@@ -37,3 +37,31 @@ def test_trainer_stops_when_the_advisor_says_stop(tmp_path):
     assert advice["message"].startswith("stop: P(beats best 'strong-s0'") and "< 0.1" in advice["message"]
     evals = [json.loads(line) for line in (tmp_path / "run" / "evals.jsonl").read_text().splitlines()]
     assert len(evals) == 4  # advice at evaluations 2 (warm-up: too few) and 4 (stop)
+
+
+def test_the_advisor_takes_its_rules_and_priors_from_the_trainer_config(tmp_path, monkeypatch):
+    """No reference runs, so only the target and saturation rules can fire; a target out of reach
+    (advisor_rules) stops the run, and every fit behind the advice used advisor_priors."""
+    from forecast import early_stop
+    from forecast.model import Priors
+
+    fitted_priors = []
+
+    def recording_fit(*args, **kwargs):
+        fc, converged = real_fit(*args, **kwargs)
+        fitted_priors.append(fc.priors)
+        return fc, converged
+
+    real_fit = early_stop.fit_for_advice
+    monkeypatch.setattr(early_stop, "fit_for_advice", recording_fit)
+    cfg = config_module.make_config(
+        "scalerl", out=str(tmp_path / "run"), max_steps=16, eval_every=2, warmup_steps=5, train_size=64,
+        val_size=16, val_samples=2, batch_size=4, group_size=2, n_layer=1, d_model=16, n_head=2,
+        advisor_every=2, advisor_rules="target=0.99,p_target_threshold=0.2", advisor_priors="b_mu=0.5,m_mu=0.5",
+    )
+    summary = train_module.train(cfg)
+    assert summary["stopped"] is True and summary["steps"] < cfg.max_steps
+    advice = json.loads((tmp_path / "run" / "stopped.json").read_text())["advice"]
+    assert (advice["action"], advice["rule"], advice["threshold"]) == ("stop", "reach_target", 0.2)
+    assert advice["probability"] < 0.2 and "0.99" in advice["message"]
+    assert fitted_priors and all(p == Priors(b_mu=0.5, m_mu=0.5) for p in fitted_priors)

@@ -94,20 +94,29 @@ def test_resume_after_kill_9_keeps_the_eval_log_exact(tmp_path, warm_cache):
 
 
 def test_advisor_stop_ends_the_run_with_stopped_json(tmp_path, warm_cache, monkeypatch):
+    from forecast.early_stop import EarlyStopConfig
+
     calls = []
 
-    def trainer_advice(evals, reference_path, planned_compute):
+    def trainer_advice(evals, reference_path, planned_compute, config, forecaster_kwargs):
         calls.append(dict(rows=len(evals), columns=set(evals.columns), reference=reference_path,
-                          planned=planned_compute))
+                          planned=planned_compute, config=config, forecaster_kwargs=forecaster_kwargs))
         action = "stop" if len(calls) == 2 else "continue"
         return types.SimpleNamespace(action=action, rule="fake", message=f"call {len(calls)}",
                                      to_dict=lambda: dict(action=action, rule="fake"))
 
-    monkeypatch.setitem(sys.modules, "forecast.early_stop", types.SimpleNamespace(trainer_advice=trainer_advice))
-    summary = train(tiny(tmp_path / "run", warm_cache, max_steps=40, eval_every=2, advisor_every=2))
+    fake = types.SimpleNamespace(trainer_advice=trainer_advice, EarlyStopConfig=EarlyStopConfig)
+    monkeypatch.setitem(sys.modules, "forecast.early_stop", fake)
+    summary = train(tiny(tmp_path / "run", warm_cache, max_steps=40, eval_every=2, advisor_every=2,
+                         advisor_rules="target=0.6, margin=0.02,keep_runner_up=off", advisor_priors="b_mu=0.5"))
     assert summary["stopped"] and summary["steps"] == 8  # consulted after evals 2 and 4 (steps 4, 8)
     assert [c["rows"] for c in calls] == [2, 4] and RUN_FORMAT <= calls[0]["columns"]
     assert calls[0]["reference"] is None and calls[0]["planned"] > 0
+    # the advisor's settings reach the rules and the fit; the others keep their defaults
+    config = calls[0]["config"]
+    assert (config.target, config.margin, config.keep_runner_up) == (0.6, 0.02, False)
+    assert config.p_beat_threshold == EarlyStopConfig().p_beat_threshold
+    assert calls[0]["forecaster_kwargs"]["priors"].b_mu == 0.5
     stopped = json.loads((tmp_path / "run" / "stopped.json").read_text())
     assert stopped["step"] == 8 and stopped["advice"] == {"action": "stop", "rule": "fake"}
     assert stopped["compute"] == read_jsonl(tmp_path / "run" / "evals.jsonl")[-1]["compute"]
@@ -124,6 +133,13 @@ def test_advisor_stop_ends_the_run_with_stopped_json(tmp_path, warm_cache, monke
     (["train", "--eval-every", "3", "--off-policy-k", "2"], "multiple of off_policy_k"),
     (["train", "--resume"], "no checkpoint"),
     (["train", "--model-path", "/nonexistent/model"], "not a local Hugging Face model folder"),
+    (["train", "--advisor-rules", "target=0.5"], "advisor_rules is set but advisor_every=0"),
+    (["train", "--advisor-every", "1", "--advisor-rules", "taget=0.5"], "advisor_rules 'taget=0.5': expected NAME=VALUE"),
+    (["train", "--advisor-every", "1", "--advisor-rules", "p_beat_threshold=2"],
+     "advisor_rules: p_beat_threshold must lie in (0, 1), got 2.0"),
+    (["train", "--advisor-every", "1", "--advisor-priors", "a_sd=-1"], "advisor_priors: a_sd must be > 0, got -1.0"),
+    (["sweep", "--presets", "grpo", "--seeds", "0", "--advisor-every", "1", "--advisor-rules", "min_evals=x"],
+     "advisor_rules 'min_evals=x': 'x' is not a whole number"),
     (["sweep", "--presets", "grpo,nope", "--seeds", "0"], "unknown preset 'nope'"),
     (["sweep", "--presets", "grpo", "--seeds", "0,x"], "comma list of integers"),
 ])

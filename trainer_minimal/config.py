@@ -66,6 +66,8 @@ class Config:
     advisor_every: int = 0  # consult the forecaster every N evaluations; 0 = off
     advisor_reference: str = ""  # run table of reference runs for the advisor; may be empty
     advisor_budget: float = 0.0  # planned compute of this run in FLOPs; 0 = estimate from max_steps
+    advisor_rules: str = ""  # stop-rule settings NAME=VALUE,... of forecast.early_stop.EarlyStopConfig, e.g. target=0.5,margin=0.02
+    advisor_priors: str = ""  # model priors NAME=VALUE,... of forecast.model.Priors, e.g. b_mu=0.5,m_mu=0.5
 
 
 # Named recipes. Each is a few overrides of the defaults above (which are ScaleRL's choices).
@@ -155,8 +157,32 @@ def validate(cfg):
         raise ValueError(f"device={cfg.device!r}: use cpu, cuda or cuda:N")
     if not cfg.out:
         raise ValueError("out (the run folder) must not be empty")
-    if cfg.advisor_reference and cfg.advisor_every == 0:
-        raise ValueError("advisor_reference is set but advisor_every=0 (the advisor is off)")
+    for name in ("advisor_reference", "advisor_rules", "advisor_priors"):
+        if getattr(cfg, name) and cfg.advisor_every == 0:
+            raise ValueError(f"{name} is set but advisor_every=0 (the advisor is off)")
+    if cfg.advisor_rules or cfg.advisor_priors:
+        advisor_settings(cfg)  # read them now: a typo fails before any compute, not at the first advice
+
+
+def advisor_settings(cfg):
+    """(EarlyStopConfig, forecaster kwargs) for the advisor from advisor_rules and advisor_priors.
+    ValueError naming the setting and the bad item. forecast is imported only here and in the
+    advisor itself: the trainer runs without it while the advisor is off."""
+    from forecast.early_stop import EarlyStopConfig
+    from forecast.model import Priors
+    from forecast.settings import parse_settings
+
+    rule_items = parse_settings(cfg.advisor_rules, EarlyStopConfig, "advisor_rules")
+    prior_items = parse_settings(cfg.advisor_priors, Priors, "advisor_priors")
+    try:
+        rules = EarlyStopConfig(**rule_items)
+    except ValueError as err:  # a value out of range: the dataclass names the field
+        raise ValueError(f"advisor_rules: {err}") from None
+    try:
+        priors = Priors(**prior_items)
+    except ValueError as err:
+        raise ValueError(f"advisor_priors: {err}") from None
+    return rules, ({"priors": priors} if prior_items else {})
 
 
 def to_json(cfg):

@@ -59,7 +59,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from .config import from_dict, to_json
+from .config import advisor_settings, from_dict, to_json
 from .flops import FlopsModel
 from .logging_io import (
     append_jsonl,
@@ -400,8 +400,9 @@ def consult_advisor(cfg, eval_rows, planned_compute):
 
     from forecast.early_stop import trainer_advice
 
+    rules, forecaster_kwargs = advisor_settings(cfg)
     return trainer_advice(evals=pd.DataFrame(eval_rows), reference_path=cfg.advisor_reference or None,
-                          planned_compute=planned_compute)
+                          planned_compute=planned_compute, config=rules, forecaster_kwargs=forecaster_kwargs)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,64 @@
+"""NAME=VALUE settings (forecast.settings) and the range checks of EarlyStopConfig and Priors."""
+
+import math
+
+import pytest
+
+from forecast.early_stop import EarlyStopConfig
+from forecast.model import Priors
+from forecast.settings import parse_settings
+
+
+def test_values_are_typed_from_the_dataclass():
+    parsed = parse_settings("target=0.5, min_evals=3,keep_runner_up=off,max_stop_share=none", EarlyStopConfig, "rules")
+    assert parsed == {"target": 0.5, "min_evals": 3, "keep_runner_up": False, "max_stop_share": None}
+    assert type(parsed["min_evals"]) is int
+    assert parse_settings(["b_mu=0.5", "m_mu=-1,a_sd=1"], Priors, "--prior") == {"b_mu": 0.5, "m_mu": -1.0, "a_sd": 1.0}
+    assert parse_settings("", Priors, "--prior") == {} and parse_settings([], Priors, "--prior") == {}
+    assert EarlyStopConfig(**parsed).max_stop_share is None  # a rule that may be off is switched off with none
+
+
+@pytest.mark.parametrize("text, message", [
+    ("nope=1", "rules 'nope=1': expected NAME=VALUE with NAME one of keep_leader"),
+    ("target", "rules 'target': expected NAME=VALUE"),
+    ("min_evals=2.5", "rules 'min_evals=2.5': '2.5' is not a whole number"),
+    ("keep_runner_up=maybe", "rules 'keep_runner_up=maybe': 'maybe' is not true or false"),
+    ("margin=none", "rules 'margin=none': 'none' is not a number"),  # margin cannot be off
+    ("target=abc", "rules 'target=abc': 'abc' is not a number (or none, for off)"),
+])
+def test_bad_items_are_refused_naming_the_item(text, message):
+    with pytest.raises(ValueError) as err:
+        parse_settings(text, EarlyStopConfig, "rules")
+    assert message in str(err.value)
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"p_beat_threshold": 2.0}, "p_beat_threshold must lie in (0, 1), got 2.0"),
+    ({"p_target_threshold": 0.0}, "p_target_threshold must lie in (0, 1)"),
+    ({"target": 1.5}, "target must lie in (0, 1)"),
+    ({"margin": -0.01}, "margin must be >= 0"),
+    ({"min_gain_per_compute": math.nan}, "min_gain_per_compute must be >= 0, got nan"),
+    ({"min_evals": 1}, "min_evals must be >= 2"),
+    ({"max_extrapolation": 1.0}, "max_extrapolation must be > 1"),
+    ({"max_stop_share": 0.0}, "max_stop_share must lie in (0, 1]"),
+    ({"protect_top_percent": 101.0}, "protect_top_percent must lie in (0, 100]"),
+])
+def test_early_stop_settings_out_of_range_are_refused(settings, message):
+    with pytest.raises(ValueError) as err:
+        EarlyStopConfig(**settings)
+    assert message in str(err.value)
+
+
+def test_rules_that_may_be_off_accept_none_and_the_defaults_are_valid():
+    EarlyStopConfig()
+    EarlyStopConfig(target=None, saturation_epsilon=None, min_gain_per_compute=None, max_extrapolation=None,
+                    max_stop_share=None, protect_top_percent=None)
+
+
+def test_priors_scales_must_be_positive_and_centres_may_be_anything():
+    Priors(a_mu_offset=-2.0, b_mu=-1.0, m_mu=-0.5)
+    for name in ("a_sd", "noise_sd", "student_nu", "wander_scale"):
+        with pytest.raises(ValueError, match=f"{name} must be > 0"):
+            Priors(**{name: 0.0})
+    with pytest.raises(ValueError, match="a_run_sd must be > 0, got nan"):
+        Priors(a_run_sd=math.nan)
