@@ -47,7 +47,7 @@ def _typed(text: str, kind: type, optional: bool):
             return False
         raise ValueError(f"{text!r} is not true or false")
     try:
-        return kind(text) if kind is not int else int(text.strip())
+        return kind(text)  # int() and float() ignore surrounding spaces
     except ValueError:
         what = "a whole number" if kind is int else "a number"
         raise ValueError(f"{text!r} is not {what}" + (" (or none, for off)" if optional else "")) from None
