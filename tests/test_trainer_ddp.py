@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -52,7 +53,8 @@ setup_distributed(make_config("scalerl", out=sys.argv[1]))
 torch.optim.AdamW([torch.nn.Parameter(torch.ones(2))])  # imports torch._dynamo, as train() does
 end_distributed()
 names = [open(f"/proc/self/task/{t}/comm").read().strip() for t in os.listdir("/proc/self/task")]
-print("rank", os.environ["RANK"], "gloo threads left:", sum(n.startswith("pt_gloo") for n in names), flush=True)
+left = sum(n.startswith("pt_gloo") for n in names)
+os.write(1, f"rank {os.environ['RANK']} gloo threads left: {left}\\n".encode())  # one write: ranks share the pipe
 """
 
 
@@ -68,5 +70,5 @@ def test_end_distributed_frees_the_group_before_interpreter_exit(tmp_path):
     env = {**os.environ, "PYTHONPATH": REPO, "OMP_NUM_THREADS": "1"}
     done = subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    lines = sorted(line for line in done.stdout.splitlines() if line.startswith("rank"))
-    assert lines == ["rank 0 gloo threads left: 0", "rank 1 gloo threads left: 0"], done.stdout
+    left = dict(re.findall(r"rank (\d) gloo threads left: (\d+)", done.stdout))
+    assert left == {"0": "0", "1": "0"}, done.stdout
