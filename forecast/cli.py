@@ -344,6 +344,9 @@ def _add_rule_options(p):
     p.add_argument("--keep-runner-up", action=argparse.BooleanOptionalAction, default=None,
                    help="while the run the others are compared with is still in flight, keep the strongest other run "
                         "going until that run has a final (default on)")
+    p.add_argument("--rule", action="append", default=[], metavar="NAME=VALUE",
+                   help="any other stop-rule setting (a field of forecast.early_stop.EarlyStopConfig), repeatable; "
+                        "e.g. --rule p_target_threshold=0.2 --rule keep_leader=false; none turns an optional rule off")
     p.add_argument("--seed", type=int, default=0, help="random seed of the refits (default 0)")
     _add_prior_option(p)
 
@@ -357,10 +360,19 @@ RULE_FLAGS = {"target": "--target", "p_beat_threshold": "--threshold", "margin":
 def _rule_config(args):
     """EarlyStopConfig from the rule flags given; its range checks, reworded with the flag's name."""
     from .early_stop import EarlyStopConfig
+    from .settings import parse_settings
 
     given = {field: getattr(args, flag.removeprefix("--").replace("-", "_")) for field, flag in RULE_FLAGS.items()}
+    given = {k: v for k, v in given.items() if v is not None}
     try:
-        return EarlyStopConfig(**{k: v for k, v in given.items() if v is not None})
+        from_rule = parse_settings(args.rule, EarlyStopConfig, "--rule")
+    except ValueError as err:
+        raise BadInput(str(err)) from None
+    twice = sorted(set(from_rule) & set(given))
+    if twice:
+        raise BadInput(f"{RULE_FLAGS[twice[0]]} and --rule {twice[0]}=... both set it; give one")
+    try:
+        return EarlyStopConfig(**from_rule, **given)
     except ValueError as err:
         field, _, rest = str(err).partition(" ")
         raise BadInput(f"{RULE_FLAGS.get(field, field)} {rest}") from None

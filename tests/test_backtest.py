@@ -145,7 +145,8 @@ def test_backtest_json_on_a_small_synthetic_sweep(tmp_path, capsys):
     recipes = recipes[recipes["recipe"].isin(["scalerl_8gen", "scalerl_32k_gen"])]
     simulate_sweep(recipes, n_seeds=1, n_points=32, rng=5).to_csv(tmp_path / "runs.csv", index=False)
     code = main(["backtest", str(tmp_path / "runs.csv"), "--json", "--growth", "10", "--min-gain", "0.003", "--max-stop-share", "0.75",
-                 "--no-keep-runner-up", "--out", str(tmp_path / "bt.json")])
+                 "--no-keep-runner-up", "--rule", "p_target_threshold=0.2", "--rule", "keep_leader=false",
+                 "--out", str(tmp_path / "bt.json")])
     assert code == 0
     payload = json.loads(capsys.readouterr().out)
     assert set(payload["policies"]) == {"forecast", "median", "successive_halving", "least_squares", "no_stopping"}
@@ -156,6 +157,8 @@ def test_backtest_json_on_a_small_synthetic_sweep(tmp_path, capsys):
     assert payload["config"]["early_stop"]["min_gain_per_compute"] == 0.003  # the flag reaches the rules
     assert payload["config"]["early_stop"]["max_stop_share"] == 0.75
     assert payload["config"]["early_stop"]["keep_runner_up"] is False  # on by default
+    assert payload["config"]["early_stop"]["p_target_threshold"] == 0.2  # --rule: the fields without a flag
+    assert payload["config"]["early_stop"]["keep_leader"] is False
     assert "mean of the last 3" in payload["definitions"]["regret"]
     assert 0 < payload["hindsight_ceiling"] < 1  # the yardstick for compute saved comes with the scores
     assert json.loads((tmp_path / "bt.json").read_text())["policies"].keys() == payload["policies"].keys()
@@ -167,6 +170,12 @@ def test_backtest_cli_bad_input(tmp_path, capsys):
     assert main(["backtest", str(tmp_path / "runs.csv"), "--policies", "forecast,coinflip"]) == 2
     assert "unknown coinflip" in capsys.readouterr().err
     assert main(["backtest", str(tmp_path / "runs.csv"), "--growth", "1"]) == 2
+    assert main(["backtest", str(tmp_path / "runs.csv"), "--rule", "keep_leeder=false"]) == 2
+    assert "--rule 'keep_leeder=false': expected NAME=VALUE with NAME one of" in capsys.readouterr().err
+    assert main(["backtest", str(tmp_path / "runs.csv"), "--rule", "p_target_threshold=1.5"]) == 2
+    assert "p_target_threshold must lie in (0, 1), got 1.5" in capsys.readouterr().err
+    assert main(["backtest", str(tmp_path / "runs.csv"), "--margin", "0.02", "--rule", "margin=0.03"]) == 2
+    assert "--margin and --rule margin=... both set it" in capsys.readouterr().err
     assert main(["backtest", str(tmp_path / "runs.csv"), "--min-gain", "-0.1"]) == 2
     assert "--min-gain must be >= 0" in capsys.readouterr().err
     assert main(["backtest", str(tmp_path / "runs.csv"), "--max-stop-share", "0"]) == 2
