@@ -339,15 +339,21 @@ def test_a_run_in_the_top_at_its_step_is_not_stopped_on_another_runs_forecast():
     assert (flat.action, flat.rule) == ("stop", "saturated")
 
 
+def one_ahead_of_the_rest(name: str, n_behind: int):
+    """(in_flight, finals) for evaluate_in_turn: `name` forecast to end at 0.80, and runs w1..wN
+    far behind it (0.32, 0.34, ...), all halfway to the same budget."""
+    ahead = {"at_budget": spread(0.80), "now": spread(0.70), "budget": 4.0, "compute_now": 2.0, "n_evals": 9}
+    behind = {f"w{i}": {"at_budget": spread(0.30 + 0.02 * i), "now": spread(0.25), "budget": 4.0, "compute_now": 2.0,
+                        "n_evals": 9} for i in range(1, n_behind + 1)}
+    in_flight = {name: ahead, **behind}
+    return in_flight, {r: v["at_budget"] for r, v in in_flight.items()}
+
+
 def test_max_stop_share_holds_comparison_stops_beyond_the_share_for_the_next_check():
     from forecast.early_stop import evaluate_in_turn
 
     # one clear leader and four runs far behind it: every one of the four fails beats_best
-    ahead = {"at_budget": spread(0.80), "now": spread(0.70), "budget": 4.0, "compute_now": 2.0, "n_evals": 9}
-    behind = {f"w{i}": {"at_budget": spread(0.30 + 0.02 * i), "now": spread(0.25), "budget": 4.0, "compute_now": 2.0,
-                        "n_evals": 9} for i in range(1, 5)}
-    in_flight = {"lead": ahead, **behind}
-    finals = {r: v["at_budget"] for r, v in in_flight.items()}
+    in_flight, finals = one_ahead_of_the_rest("lead", 4)
     uncapped = evaluate_in_turn(in_flight, finals, EarlyStopConfig(max_stop_share=None, keep_runner_up=False))
     assert sorted(r for r, rec in uncapped.items() if rec.stop) == ["w1", "w2", "w3", "w4"]
     # at most half of the 5 runs in flight (2) stop on comparisons at one check: the weakest two
@@ -366,11 +372,7 @@ def test_keep_runner_up_keeps_the_best_run_beside_an_unfinished_bar():
     from forecast.early_stop import evaluate_in_turn
 
     # "bar" is forecast to end far above three runs; nothing else is in flight
-    bar = {"at_budget": spread(0.80), "now": spread(0.70), "budget": 4.0, "compute_now": 2.0, "n_evals": 9}
-    behind = {f"w{i}": {"at_budget": spread(0.30 + 0.02 * i), "now": spread(0.25), "budget": 4.0, "compute_now": 2.0,
-                        "n_evals": 9} for i in range(1, 4)}
-    in_flight = {"bar": bar, **behind}
-    finals = {r: v["at_budget"] for r, v in in_flight.items()}
+    in_flight, finals = one_ahead_of_the_rest("bar", 3)
     off = evaluate_in_turn(in_flight, finals, EarlyStopConfig(max_stop_share=None, keep_runner_up=False))
     assert sorted(r for r, rec in off.items() if rec.stop) == ["w1", "w2", "w3"]
     assert EarlyStopConfig().keep_runner_up  # on by default
@@ -390,7 +392,7 @@ def test_keep_runner_up_keeps_the_best_run_beside_an_unfinished_bar():
     early = {"at_budget": spread(0.30), "now": spread(0.20), "budget": 40.0, "compute_now": 1.0, "n_evals": 9}
     recs = evaluate_in_turn({**in_flight, "early": early}, {**finals, "early": early["at_budget"]},
                             EarlyStopConfig(max_stop_share=None, keep_runner_up=True))
-    assert recs["early"].rule == "too_early" and all(recs[r].stop for r in behind)
+    assert recs["early"].rule == "too_early" and all(recs[r].stop for r in ("w1", "w2", "w3"))
 
 
 def test_sweep_leader_and_evaluate_in_turn_keep_the_run_ahead_now():
