@@ -1,7 +1,7 @@
 """NAME=VALUE settings for forecast's settings dataclasses (EarlyStopConfig, Priors).
 
-One parser for every front door that takes them as text: `--prior` on the command line, and the
-trainer's `advisor_rules` / `advisor_priors` (a comma list in its config). Values are typed from
+One parser for every front door that takes them as text: `--prior` and `--rule` on the command
+line, and the trainer's `advisor_rules` / `advisor_priors` (a comma list in its config). Values are typed from
 the dataclass's annotations, so a threshold is a float, `min_evals` an int, `keep_runner_up` a
 bool, and a rule that may be off (annotated `... | None`) is switched off with `none`.
 """
