@@ -1,6 +1,6 @@
 """Benchmark: early-stop policies replayed on finished sweeps — compute saved vs regret.
 
-    .venv/bin/python benchmarks/early_stop.py            # every sweep below (~15 min on 2 cores)
+    .venv/bin/python benchmarks/early_stop.py            # every sweep below (about 30 min on 2 cores)
     .venv/bin/python benchmarks/early_stop.py --quick    # trainer sweep (if present) + two synthetic
     .venv/bin/python benchmarks/early_stop.py --json results.json
     .venv/bin/python benchmarks/early_stop.py --runs path/to/other_sweep.csv   # add a sweep
@@ -14,6 +14,10 @@
                                                          # 14-16, the sweep level_wander_ratio was tuned on)
     .venv/bin/python benchmarks/early_stop.py --trainer-sweep F --no-synthetic --prior b_mu=0.5 --prior m_mu=0.5
                                                          # the same with other priors for ours (forecast.model.Priors)
+    .venv/bin/python benchmarks/early_stop.py --trainer-sweep F --no-synthetic --subsets 24 --singles 0
+                                                         # a trainer family on the full sweep and 24 2-seed subsets
+                                                         # (the first 4 are the default ones; about 12 min): a
+                                                         # narrower error on ours minus each baseline
 
 Sweeps:
   trainer_sweep     examples/trainer_sweep/runs.csv, made by trainer_minimal (skipped with a
@@ -28,7 +32,14 @@ Sweeps:
                     how much each policy's regret depends on it.
   trainer_single_k  k = 1..--singles: one seed of every recipe (7 runs), the commonest sweep shape.
                     Successive halving and the median rule are cheap enough to replay on all 3^7
-                    such sweeps too; that line shows how typical the drawn ones are.
+                    such sweeps, and on all 3^7 2-seed subsets, too; those lines show how typical
+                    the drawn ones are.
+
+Per family it also prints ours minus each baseline sweep by sweep, with the standard error of the
+mean difference: both replay the same sweeps, so the difference cancels each sweep's own luck, and
+a gap smaller than about two standard errors is the draw of sweeps, not the policy. The subsets
+reuse the same runs, so this speaks for sweeps drawn from these runs; new seeds vary more (the
+held-out sweeps). With few sweeps (the default 4 subsets) the error is wide; --subsets 24 narrows it.
 
 The hindsight ceiling of a sweep (forecast.backtest.hindsight_ceiling) is what a policy that
 knows the answer saves: it finishes the true best run and stops every other run at the first
@@ -70,6 +81,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
 import sys
 import time
 import warnings
@@ -131,26 +143,66 @@ def seed_subsets(runs, n: int, *, keep: int = 2, rng: int = 0, prefix: str = "tr
     return out
 
 
-def every_single_seed_sweep(runs):
-    """Every sweep with one run of each recipe (the product of the recipes' seeds)."""
+def every_seed_subset(runs, keep: int = 1):
+    """Every sweep with `keep` runs of each recipe (recipes with fewer keep all): the product over
+    recipes of the ways to choose `keep` of its seeds."""
     by_recipe = [sorted(ids) for ids in runs.groupby("recipe")["run_id"].unique()]
-    for chosen in itertools.product(*by_recipe):
-        yield runs[runs["run_id"].isin(chosen)].reset_index(drop=True)
+    choices = [list(itertools.combinations(ids, keep)) if len(ids) > keep else [tuple(ids)] for ids in by_recipe]
+    for chosen in itertools.product(*choices):
+        kept = [run for group in chosen for run in group]
+        yield runs[runs["run_id"].isin(kept)].reset_index(drop=True)
 
 
-def cheap_baselines_on_every_single_sweep(runs, policies, limit: int = 5000) -> dict:
-    """Compute saved / regret of the instant baselines on every one-seed-per-recipe sweep
-    (none when there are more than `limit` such sweeps: the product of seeds grows fast)."""
-    if int(np.prod(runs.groupby("recipe")["run_id"].nunique().to_numpy())) > limit:
+def count_seed_subsets(runs, keep: int = 1) -> int:
+    """How many sweeps every_seed_subset yields."""
+    return int(np.prod([math.comb(n, keep) if n > keep else 1 for n in runs.groupby("recipe")["run_id"].nunique()]))
+
+
+def cheap_baselines_on_every_subset(runs, policies, keep: int = 1, limit: int = 5000) -> dict:
+    """Compute saved / regret of the instant baselines on every sweep with `keep` runs per recipe
+    (none when there are more than `limit` such sweeps: the product of seeds grows fast). Shows how
+    typical the subsets drawn for ours are for the baselines."""
+    if count_seed_subsets(runs, keep) > limit:
         return {}
     cheap = [p for p in policies if p in ("median", "successive_halving")]
     scores = {p: [] for p in cheap}
     config = BacktestConfig()
-    for sweep in every_single_seed_sweep(runs):
+    for sweep in every_seed_subset(runs, keep):
         for policy in cheap:
             result = replay(sweep, make_policy(policy, config), config)
             scores[policy].append((result.compute_saved, result.regret))
     return {p: np.array(v) for p, v in scores.items()}
+
+
+def paired_differences(everything: dict, names: list[str], baseline: str) -> dict | None:
+    """Ours minus `baseline`, sweep by sweep over `names`: mean and standard error of the
+    difference in compute saved and in regret. Both policies replay the same sweeps, so the
+    difference cancels each sweep's own luck (how early its winner shows) and its standard error
+    says whether a gap in the family means is more than the draw of sweeps. None with < 2 sweeps."""
+    if len(names) < 2:
+        return None
+    ours = [everything[s]["policies"]["forecast"] for s in names]
+    other = [everything[s]["policies"][baseline] for s in names]
+    out = {"n": len(names)}
+    for key in ("compute_saved", "regret"):
+        diff = np.array([o[key] - b[key] for o, b in zip(ours, other, strict=True)])
+        out[key] = (float(diff.mean()), float(diff.std(ddof=1) / np.sqrt(len(diff))))
+    return out
+
+
+def paired_difference_lines(everything: dict, names: list[str], policies: list[str]) -> list[str]:
+    """paired_differences against successive halving and the median rule, one line each."""
+    lines = []
+    for baseline in ("successive_halving", "median"):
+        if baseline not in policies or "forecast" not in policies:
+            continue
+        d = paired_differences(everything, names, baseline)
+        if d is None:
+            continue
+        (saved, saved_se), (regret, regret_se) = d["compute_saved"], d["regret"]
+        lines.append(f"  ours - {baseline}, sweep by sweep ({d['n']}): saved {100 * saved:+.1f} +- {100 * saved_se:.1f} "
+                     f"points, regret {regret:+.4f} +- {regret_se:.4f} (mean +- standard error)")
+    return lines
 
 
 def has_n_eval(runs) -> bool:
@@ -460,6 +512,8 @@ def main(argv=None) -> int:
             continue
         print(f"\n== {family} ({len(names)}): means over sweeps")
         print("\n".join(family_summary(everything, names, policies)))
+        if family != "every sweep":
+            print("\n".join(paired_difference_lines(everything, names, policies)))
         ceiling = np.mean([everything[s]["hindsight_ceiling"] for s in names])
         print(f"  hindsight ceiling   saved {ceiling:6.1%}   regret 0: saving more than this costs regret")
         noise = [r for r in (oracle_noise_regret(sweeps[s]) for s in names) if r is not None]
@@ -487,10 +541,13 @@ def main(argv=None) -> int:
             print(f"honesty of ours' forecasts of unfinished runs' finals on the trainer sweep (refits at checkpoints "
                   f"{at}; how far ahead = planned budget / compute so far):")
             print("\n".join(calibration_lines(calibration)))
-        every = cheap_baselines_on_every_single_sweep(sweeps["trainer_sweep"], policies)
-        for policy, v in every.items():
-            print(f"  {policy:<19} on all {len(v)} one-seed-per-recipe sweeps: saved {v[:, 0].mean():6.1%}   "
-                  f"regret mean {v[:, 1].mean():.4f}  regret > {TARGET_REGRET}: {np.mean(v[:, 1] > TARGET_REGRET + 1e-12):4.0%} of sweeps")
+        for keep, drawn, what in ((2, args.subsets, "2-seed subsets"), (1, args.singles, "one-seed-per-recipe sweeps")):
+            if not drawn:
+                continue
+            every = cheap_baselines_on_every_subset(sweeps["trainer_sweep"], policies, keep=keep)
+            for policy, v in every.items():
+                print(f"  {policy:<19} on all {len(v)} {what}: saved {v[:, 0].mean():6.1%}   regret mean "
+                      f"{v[:, 1].mean():.4f}  regret > {TARGET_REGRET}: {np.mean(v[:, 1] > TARGET_REGRET + 1e-12):4.0%} of sweeps")
     print("\ncompute saved = 1 - compute used / running every run to its end; regret = true best final - final "
           "of the chosen run (final = mean of the last 3 evaluations; a stopped run counts where it stopped)")
     if args.json:

@@ -1,0 +1,77 @@
+"""The early-stop benchmark's bookkeeping: every seed subset of a sweep, and ours minus a baseline
+sweep by sweep. The figures in the README rest on these, so they are checked on hand-made input."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+BENCHMARK = Path(__file__).resolve().parent.parent / "benchmarks" / "early_stop.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("early_stop_benchmark", BENCHMARK)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def seeds_table(seeds_per_recipe: dict[str, int]) -> pd.DataFrame:
+    rows = [
+        {"run_id": f"{recipe}-s{seed}", "recipe": recipe, "compute": float(step + 1), "metric": 0.1 * step}
+        for recipe, n in seeds_per_recipe.items()
+        for seed in range(n)
+        for step in range(3)
+    ]
+    return pd.DataFrame(rows)
+
+
+def test_every_seed_subset_is_each_choice_of_seeds_once(bench):
+    runs = seeds_table({"a": 3, "b": 4, "c": 1})
+    subsets = [frozenset(s["run_id"].unique()) for s in bench.every_seed_subset(runs, keep=2)]
+    # a: 3 ways to keep 2 of 3, b: 6 ways to keep 2 of 4, c keeps its only run
+    assert len(subsets) == bench.count_seed_subsets(runs, keep=2) == 18
+    assert len(set(subsets)) == 18
+    for subset in subsets:
+        recipes = [run.split("-s")[0] for run in subset]
+        assert recipes.count("a") == 2 and recipes.count("b") == 2 and recipes.count("c") == 1
+    assert bench.count_seed_subsets(runs, keep=1) == 12
+    # every evaluation of a kept run comes along
+    first = next(bench.every_seed_subset(runs, keep=1))
+    assert len(first) == 3 * first["run_id"].nunique()
+
+
+def sweeps_with(ours: list[tuple[float, float]], baseline: list[tuple[float, float]]) -> dict:
+    return {
+        f"sweep_{i}": {"policies": {
+            "forecast": {"compute_saved": o[0], "regret": o[1]},
+            "successive_halving": {"compute_saved": b[0], "regret": b[1]},
+        }}
+        for i, (o, b) in enumerate(zip(ours, baseline, strict=True))
+    }
+
+
+def test_paired_differences_are_the_mean_and_standard_error_of_ours_minus_the_baseline(bench):
+    everything = sweeps_with([(0.70, 0.004), (0.74, 0.000), (0.72, 0.010)], [(0.75, 0.000), (0.76, 0.002), (0.74, 0.006)])
+    d = bench.paired_differences(everything, list(everything), "successive_halving")
+    saved_diff = np.array([-0.05, -0.02, -0.02])
+    assert d["n"] == 3
+    assert d["compute_saved"][0] == pytest.approx(saved_diff.mean())
+    assert d["compute_saved"][1] == pytest.approx(saved_diff.std(ddof=1) / np.sqrt(3))
+    assert d["regret"][0] == pytest.approx(np.mean([0.004, -0.002, 0.004]))
+    line = bench.paired_difference_lines(everything, list(everything), ["forecast", "successive_halving"])
+    assert line == ["  ours - successive_halving, sweep by sweep (3): saved -3.0 +- 1.0 points, "
+                    "regret +0.0020 +- 0.0020 (mean +- standard error)"]
+
+
+def test_paired_differences_need_two_sweeps_and_both_policies(bench):
+    everything = sweeps_with([(0.7, 0.0)], [(0.8, 0.0)])
+    assert bench.paired_differences(everything, list(everything), "successive_halving") is None
+    assert bench.paired_difference_lines(everything, list(everything), ["forecast", "successive_halving"]) == []
+    two = sweeps_with([(0.7, 0.0), (0.6, 0.0)], [(0.8, 0.0), (0.5, 0.0)])
+    assert bench.paired_difference_lines(two, list(two), ["successive_halving"]) == []
