@@ -1,6 +1,6 @@
 """Benchmark: early-stop policies replayed on finished sweeps — compute saved vs regret.
 
-    .venv/bin/python benchmarks/early_stop.py            # every sweep below (about 30 min on 2 cores)
+    .venv/bin/python benchmarks/early_stop.py            # every sweep below (15-25 min on 2 cores)
     .venv/bin/python benchmarks/early_stop.py --quick    # trainer sweep (if present) + two synthetic
     .venv/bin/python benchmarks/early_stop.py --json results.json
     .venv/bin/python benchmarks/early_stop.py --runs path/to/other_sweep.csv   # add a sweep
