@@ -431,6 +431,9 @@ def main(argv=None) -> int:
                         help="the forecaster's level_wander_ratio for ours (default: the forecaster's, 2)")
     parser.add_argument("--max-stop-share", type=float, default=None,
                         help="ours' max_stop_share (default: EarlyStopConfig's, 0.5; 1 = no cap)")
+    parser.add_argument("--p-beat-threshold", type=float, default=None,
+                        help="ours' p_beat_threshold: stop when P(beats the best alternative by the margin) is below "
+                             "this (default: EarlyStopConfig's, 0.1)")
     parser.add_argument("--min-gain-per-compute", type=float, default=None,
                         help="ours' min_gain_per_compute (default: EarlyStopConfig's; 0 = the rule off)")
     parser.add_argument("--protect-top-percent", type=float, default=None,
@@ -455,6 +458,10 @@ def main(argv=None) -> int:
         except ValueError as error:
             parser.error(str(error))
     early_stop_overrides = {}
+    if args.p_beat_threshold is not None:
+        if not 0 < args.p_beat_threshold < 1:
+            parser.error(f"--p-beat-threshold must lie in (0, 1), got {args.p_beat_threshold:g}")
+        early_stop_overrides["p_beat_threshold"] = args.p_beat_threshold
     if args.max_stop_share is not None:
         early_stop_overrides["max_stop_share"] = args.max_stop_share
     if args.min_gain_per_compute is not None:

@@ -121,7 +121,9 @@ class EarlyStopConfig:
 
     min_gain_per_compute 0.002 was chosen on the same tuning sweeps plus a trainer sweep with
     seeds 3 and 4 (not the shipped one): 0.004 stopped a slow-starting winner of a synthetic sweep
-    (regret 0.04). Raising max_extrapolation to 10 or 12 stopped the same winner (0.026); holding
+    (regret 0.04); replayed again with today's guards on the nine held-out trainer families, 0.004
+    saved 1.5 points more and raised regret on four of them (11-13: 0.0021 to 0.0201; README, "Ours
+    along its own trade-off"). Raising max_extrapolation to 10 or 12 stopped the same winner (0.026); holding
     long runs back only as long as a typical run (see evaluate_rules) gets the trainer's long runs
     decided early without touching sweeps whose runs share one budget.
 

@@ -75,3 +75,12 @@ def test_paired_differences_need_two_sweeps_and_both_policies(bench):
     assert bench.paired_difference_lines(everything, list(everything), ["forecast", "successive_halving"]) == []
     two = sweeps_with([(0.7, 0.0), (0.6, 0.0)], [(0.8, 0.0), (0.5, 0.0)])
     assert bench.paired_difference_lines(two, list(two), ["successive_halving"]) == []
+
+
+@pytest.mark.parametrize("flag, value", [("--p-beat-threshold", "1.5"), ("--p-beat-threshold", "0"), ("--max-stop-share", "2")])
+def test_out_of_range_settings_for_ours_are_refused_before_any_replay(bench, flag, value, capsys):
+    # a threshold outside its range would silently never or always fire; the replays take minutes
+    with pytest.raises(SystemExit) as exit_info:
+        bench.main([flag, value, "--no-synthetic", "--trainer-sweep", "no/such/sweep.csv"])
+    assert exit_info.value.code == 2
+    assert flag in capsys.readouterr().err
