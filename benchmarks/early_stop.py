@@ -449,32 +449,21 @@ def main(argv=None) -> int:
     synthetic_seeds = tuple(int(x) for x in args.synthetic_seeds.split(","))
     if len(synthetic_seeds) != 4:
         parser.error(f"--synthetic-seeds needs 4 seeds, got {args.synthetic_seeds!r}")
-    if args.max_stop_share is not None and not 0 < args.max_stop_share <= 1:
-        parser.error(f"--max-stop-share must lie in (0, 1], got {args.max_stop_share:g}")
     forecaster_kwargs = {} if args.level_wander_ratio is None else {"level_wander_ratio": args.level_wander_ratio}
     if args.prior:
         try:
             forecaster_kwargs["priors"] = Priors(**prior_overrides(args.prior))
         except ValueError as error:
             parser.error(str(error))
-    early_stop_overrides = {}
-    if args.p_beat_threshold is not None:
-        if not 0 < args.p_beat_threshold < 1:
-            parser.error(f"--p-beat-threshold must lie in (0, 1), got {args.p_beat_threshold:g}")
-        early_stop_overrides["p_beat_threshold"] = args.p_beat_threshold
-    if args.max_stop_share is not None:
-        early_stop_overrides["max_stop_share"] = args.max_stop_share
-    if args.min_gain_per_compute is not None:
-        if args.min_gain_per_compute < 0:
-            parser.error(f"--min-gain-per-compute must be >= 0, got {args.min_gain_per_compute:g}")
-        early_stop_overrides["min_gain_per_compute"] = args.min_gain_per_compute or None
-    if args.protect_top_percent is not None:
-        if not 0 < args.protect_top_percent <= 100:
-            parser.error(f"--protect-top-percent must lie in (0, 100], got {args.protect_top_percent:g}")
-        early_stop_overrides["protect_top_percent"] = args.protect_top_percent
-    if args.keep_runner_up is not None:
-        early_stop_overrides["keep_runner_up"] = args.keep_runner_up
-    early_stop = EarlyStopConfig(**early_stop_overrides)
+    fields = ("p_beat_threshold", "max_stop_share", "min_gain_per_compute", "protect_top_percent", "keep_runner_up")
+    early_stop_overrides = {f: getattr(args, f) for f in fields if getattr(args, f) is not None}
+    if early_stop_overrides.get("min_gain_per_compute") == 0:
+        early_stop_overrides["min_gain_per_compute"] = None  # 0 = the rule off, which EarlyStopConfig spells None
+    try:  # EarlyStopConfig holds the valid ranges; the refusal names the flag
+        early_stop = EarlyStopConfig(**early_stop_overrides)
+    except ValueError as error:
+        field = str(error).split()[0]
+        parser.error(f"--{field.replace('_', '-')}: {error}")
     warnings.simplefilter("ignore")
     policies = args.policies.split(",")
 

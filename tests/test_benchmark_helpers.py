@@ -77,10 +77,19 @@ def test_paired_differences_need_two_sweeps_and_both_policies(bench):
     assert bench.paired_difference_lines(two, list(two), ["successive_halving"]) == []
 
 
-@pytest.mark.parametrize("flag, value", [("--p-beat-threshold", "1.5"), ("--p-beat-threshold", "0"), ("--max-stop-share", "2")])
+@pytest.mark.parametrize("flag, value", [("--p-beat-threshold", "1.5"), ("--p-beat-threshold", "0"), ("--max-stop-share", "2"),
+                                         ("--min-gain-per-compute", "-0.1"), ("--protect-top-percent", "0")])
 def test_out_of_range_settings_for_ours_are_refused_before_any_replay(bench, flag, value, capsys):
     # a threshold outside its range would silently never or always fire; the replays take minutes
     with pytest.raises(SystemExit) as exit_info:
         bench.main([flag, value, "--no-synthetic", "--trainer-sweep", "no/such/sweep.csv"])
     assert exit_info.value.code == 2
     assert flag in capsys.readouterr().err
+
+
+def test_settings_at_the_edges_of_their_ranges_are_taken(bench, capsys):
+    # 0 turns the expected-gain rule off and 1 lifts the cap: both are documented uses, not errors
+    argv = ["--min-gain-per-compute", "0", "--max-stop-share", "1", "--no-keep-runner-up", "--no-synthetic",
+            "--trainer-sweep", "no/such/sweep.csv", "--policies", "no_stopping"]
+    assert bench.main(argv) == 0
+    assert "not found, skipped" in capsys.readouterr().out
