@@ -18,6 +18,11 @@
                                                          # a trainer family on the full sweep and 24 2-seed subsets
                                                          # (the first 4 are the default ones; about 12 min): a
                                                          # narrower error on ours minus each baseline
+    .venv/bin/python benchmarks/early_stop.py --no-synthetic --resample-noise 8
+                                                         # the trainer family on 8 replicas with a known
+                                                         # truth (evaluation noise drawn again around each
+                                                         # run's smoothed trajectory; regret scored on the
+                                                         # truth); about 15 min
 
 Sweeps:
   trainer_sweep     examples/trainer_sweep/runs.csv, made by trainer_minimal (skipped with a
@@ -72,6 +77,14 @@ evaluation luck, not skill. Per trainer family, "noise alone" is the regret that
 even a policy that finishes only the best run (oracle_noise_regret): the part of the 0.01 target
 spent before any wrong decision; only finishing more runs buys it back.
 
+With --resample-noise K the trainer sweeps are replaced by K replicas each (forecast.backtest.
+resample_evaluation_noise): every run's trajectory smoothed over 5 evaluations is its true pass
+rate, and every evaluation is drawn again around it with the binomial noise of its n_eval graded
+samples. The policies see only the redrawn evaluations; regret is scored on the truth, so a policy
+is no longer rewarded or punished for which of two near-tied runs' finals was measured luckier,
+and the standard errors over replicas count the evaluation noise that one real sweep draws once.
+The regret on the replicas' measured finals is printed beside it.
+
 The stop-rule defaults (forecast.early_stop.EarlyStopConfig) were tuned on synthetic sweeps made
 with other seeds (101-104) than the ones reported here (11-14).
 """
@@ -94,10 +107,12 @@ sys.path.insert(0, str(ROOT))
 
 from forecast.backtest import (  # noqa: E402
     POLICIES,
+    TRUTH_COLUMN,
     BacktestConfig,
     backtest,
     make_policy,
     replay,
+    resample_evaluation_noise,
     smoothed_final,
 )
 from forecast.cli import prior_overrides  # noqa: E402
@@ -295,14 +310,18 @@ def calibration_lines(calibration: dict, level: float = 0.9) -> list[str]:
 
 
 def family_summary(everything: dict, names: list[str], policies: list[str]) -> list[str]:
-    """Per policy over a family of sweeps: mean saved, mean and worst regret, share over target."""
+    """Per policy over a family of sweeps: mean saved, mean and worst regret, share over target
+    (and, where regret was scored on a known truth, the mean regret on the measured finals)."""
     lines = []
     for policy in policies:
-        saved = np.array([everything[s]["policies"][policy]["compute_saved"] for s in names])
-        regret = np.array([everything[s]["policies"][policy]["regret"] for s in names])
+        results = [everything[s]["policies"][policy] for s in names]
+        saved = np.array([r["compute_saved"] for r in results])
+        regret = np.array([r["regret"] for r in results])
+        measured = [r["notes"]["measured_regret"] for r in results if "measured_regret" in r["notes"]]
+        on_measured = f"  (on measured finals {np.mean(measured):.4f})" if len(measured) == len(results) else ""
         lines.append(
             f"  {policy:<19} saved {saved.mean():6.1%}   regret mean {regret.mean():.4f}  worst {regret.max():.4f}  "
-            f"regret > {TARGET_REGRET}: {np.mean(regret > TARGET_REGRET + 1e-12):4.0%} of sweeps"
+            f"regret > {TARGET_REGRET}: {np.mean(regret > TARGET_REGRET + 1e-12):4.0%} of sweeps{on_measured}"
         )
     return lines
 
@@ -317,13 +336,15 @@ BASELINE_KNOBS = {
 }
 
 
-def baseline_frontier(sweeps: dict, names: list[str], policy: str) -> dict:
-    """`policy` at each setting of its knob: mean (saved, regret) over the sweeps `names`."""
+def baseline_frontier(sweeps: dict, names: list[str], policy: str, truths: dict | None = None) -> dict:
+    """`policy` at each setting of its knob: mean (saved, regret) over the sweeps `names`
+    (`truths`: sweep -> the column of true pass rates its regret is scored on, if any)."""
     *_, field_name, settings = BASELINE_KNOBS[policy]
+    truths = truths or {}
     out = {}
     for setting in settings:
         config = BacktestConfig(**{field_name: setting})
-        scores = [replay(sweeps[s], make_policy(policy, config), config) for s in names]
+        scores = [replay(sweeps[s], make_policy(policy, config), config, truth=truths.get(s)) for s in names]
         out[setting] = (float(np.mean([r.compute_saved for r in scores])), float(np.mean([r.regret for r in scores])))
     return out
 
@@ -413,6 +434,27 @@ def verdict(results: dict) -> str:
     return text
 
 
+def base_name(sweep: str) -> str:
+    """A sweep's name without its replica suffix ('trainer_subset_2@r3' -> 'trainer_subset_2')."""
+    return sweep.split("@")[0]
+
+
+def with_replicas(sweeps: dict, n: int, window: int = 5) -> tuple[dict, dict]:
+    """Every trainer sweep (the full one, its subsets, its one-seed sweeps) replaced by `n`
+    replicas: replica k redraws the evaluation noise of the full sweep once (seed k) and each
+    subset keeps its runs from it. Returns (sweeps, truths: replica name -> truth column)."""
+    trainer = [s for s in sweeps if s == "trainer_sweep" or s.startswith(("trainer_subset", "trainer_single"))]
+    out = {s: runs for s, runs in sweeps.items() if s not in trainer}
+    truths = {}
+    for k in range(1, n + 1):
+        replica = resample_evaluation_noise(sweeps["trainer_sweep"], rng=k, window=window)
+        for s in trainer:
+            kept = replica[replica["run_id"].isin(set(sweeps[s]["run_id"]))].reset_index(drop=True)
+            out[f"{s}@r{k}"] = kept
+            truths[f"{s}@r{k}"] = TRUTH_COLUMN
+    return out, truths
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="the trainer sweep (if present) and two synthetic sweeps only")
@@ -442,6 +484,11 @@ def main(argv=None) -> int:
     parser.add_argument("--prior", action="append", default=[], metavar="NAME=VALUE",
                         help="a prior setting of ours' forecaster (forecast.model.Priors), repeatable; e.g. "
                              "--prior b_mu=0.5 --prior m_mu=0.5 --prior a_mu_offset=1.0 (default: Priors())")
+    parser.add_argument("--resample-noise", type=int, default=0, metavar="K",
+                        help="replace the trainer sweeps by K replicas each with a known truth (evaluation noise drawn "
+                             "again around each run's smoothed trajectory) and score regret on the truth (default 0: off)")
+    parser.add_argument("--resample-window", type=int, default=5,
+                        help="evaluations each run's trajectory is smoothed over to make a replica's truth (default 5)")
     parser.add_argument("--keep-runner-up", action=argparse.BooleanOptionalAction, default=None,
                         help="ours' keep_runner_up: while the run the others are compared with is in flight, the "
                              "strongest other run goes on (default: EarlyStopConfig's, on)")
@@ -449,6 +496,8 @@ def main(argv=None) -> int:
     synthetic_seeds = tuple(int(x) for x in args.synthetic_seeds.split(","))
     if len(synthetic_seeds) != 4:
         parser.error(f"--synthetic-seeds needs 4 seeds, got {args.synthetic_seeds!r}")
+    if args.resample_noise < 0 or args.resample_window < 1:
+        parser.error("--resample-noise must be >= 0 and --resample-window >= 1")
     forecaster_kwargs = {} if args.level_wander_ratio is None else {"level_wander_ratio": args.level_wander_ratio}
     if args.prior:
         try:
@@ -476,6 +525,12 @@ def main(argv=None) -> int:
             sweeps.update(seed_subsets(sweeps["trainer_sweep"], args.singles, keep=1, prefix="trainer_single"))
     else:
         print(f"trainer sweep: {trainer_sweep} not found, skipped (trainer_minimal writes it)")
+    truths = {}
+    if args.resample_noise and "trainer_sweep" in sweeps:
+        try:
+            sweeps, truths = with_replicas(sweeps, args.resample_noise, args.resample_window)
+        except ValueError as error:
+            parser.error(f"--resample-noise: {error}")
     for path in args.runs:
         sweeps[Path(path).stem if Path(path).is_file() else Path(path).name] = load_runs(path)
     if not args.no_synthetic:
@@ -484,7 +539,8 @@ def main(argv=None) -> int:
     everything = {}
     for name, runs in sweeps.items():
         start = time.perf_counter()
-        result = backtest(runs, policies, BacktestConfig(early_stop=early_stop, forecaster_kwargs=forecaster_kwargs))
+        result = backtest(runs, policies, BacktestConfig(early_stop=early_stop, forecaster_kwargs=forecaster_kwargs),
+                          truth=truths.get(name))
         payload = result.to_dict()
         everything[name] = payload
         n_runs = runs["run_id"].nunique()
@@ -498,7 +554,8 @@ def main(argv=None) -> int:
 
     families = {
         "synthetic Table-1 sweeps": [s for s in everything if s.startswith("table1")],
-        "trainer sweep and its seed subsets": [s for s in everything if s == "trainer_sweep" or s.startswith("trainer_subset")],
+        "trainer sweep and its seed subsets": [s for s in everything if base_name(s) == "trainer_sweep"
+                                               or s.startswith("trainer_subset")],
         "one-seed-per-recipe trainer sweeps": [s for s in everything if s.startswith("trainer_single")],
         "every sweep": list(everything),
     }
@@ -512,13 +569,17 @@ def main(argv=None) -> int:
             print("\n".join(paired_difference_lines(everything, names, policies)))
         ceiling = np.mean([everything[s]["hindsight_ceiling"] for s in names])
         print(f"  hindsight ceiling   saved {ceiling:6.1%}   regret 0: saving more than this costs regret")
-        noise = [r for r in (oracle_noise_regret(sweeps[s]) for s in names) if r is not None]
-        if len(noise) == len(names):
+        if any(s in truths for s in names):
+            print(f"  regret scored on the replicas' true pass rates ({len(names)} sweeps: "
+                  f"{len({s.split('@')[1] for s in names if '@' in s})} replicas); no_stopping's is what choosing "
+                  "by measured finals alone costs")
+        noise = [r for r in (oracle_noise_regret(sweeps[s]) for s in names if s not in truths) if r is not None]
+        if noise and len(noise) == len(names):
             print(f"  noise alone         regret about {np.mean(noise):.4f} for a policy that finishes only the best run: "
                   "finals are measured with evaluation noise, and another run's luckier final counts as the best")
         if "forecast" in policies and family != "every sweep":
             for policy in BASELINE_KNOBS:
-                frontiers[policy][family] = baseline_frontier(sweeps, names, policy)
+                frontiers[policy][family] = baseline_frontier(sweeps, names, policy, truths)
                 print("\n".join(frontier_lines(everything, names, policy, frontiers[policy][family])))
     for policy, by_family in frontiers.items():
         if len(by_family) > 1:

@@ -440,10 +440,14 @@ BACKTEST_EPILOG = """examples:
   forecast backtest examples/trainer_sweep/runs.csv
   forecast backtest runs.csv --policies forecast,median --json
   forecast backtest runs.csv --policies median,successive_halving --median-percentile 25 --halving-eta 3
+  forecast backtest simulated.csv --truth true_metric
 
 Replays finished runs as if live (all runs in parallel, evaluations revealed in compute order)
 under each policy, and reports compute used (fraction of running everything to the end) and
 regret (true best final - final of the run chosen; final = mean of the last 3 evaluations).
+A measured final carries evaluation noise; where the table knows each evaluation's true pass rate
+(a simulated sweep's true_metric, or a replica from forecast.backtest.resample_evaluation_noise),
+--truth scores regret on it, the policies still seeing only the measured metric.
 """
 
 
@@ -459,6 +463,9 @@ def add_backtest_parser(sub):
     p.add_argument("--median-percentile", type=float, default=None,
                    help="the median rule keeps runs in the top this-%% at each step, as Optuna's PercentilePruner "
                         "(default 50 = MedianPruner; smaller stops more)")
+    p.add_argument("--truth", default=None, metavar="COLUMN",
+                   help="score regret on this column of true pass rates (e.g. true_metric of a simulated sweep) "
+                        "instead of the measured finals; the policies never see it")
     p.add_argument("--json", action="store_true", help="print per policy compute_fraction, regret and the rest as JSON")
     p.add_argument("--out", default=None, help="also write the JSON result to this file")
     _add_rule_options(p)
@@ -490,7 +497,9 @@ def run_backtest(args) -> int:
     if args.median_percentile is not None:
         config.median_percentile = args.median_percentile
     runs = load_runs(args.runs)
-    result = backtest(runs, policies, config)
+    if args.truth is not None:
+        _check_truth_column(runs, args.truth, args.runs)
+    result = backtest(runs, policies, config, truth=args.truth)
     result.source = str(args.runs)
     payload = result.to_dict()
     if args.out:
@@ -499,9 +508,27 @@ def run_backtest(args) -> int:
         print(json.dumps(payload, indent=2, default=str))
     else:
         print(result)
+        scored_on = f" of column '{args.truth}', the true pass rates" if args.truth else ""
         print(f"\ncompute_fraction = compute used / running every run to its end; regret = true best final - "
-              f"final of the chosen run (final = mean of the last {config.smooth_last} evaluations)")
+              f"final of the chosen run (final = mean of the last {config.smooth_last} evaluations{scored_on})")
     return EXIT_OK
+
+
+def _check_truth_column(runs, column: str, source) -> None:
+    """--truth must name a column of numbers in [0, 1] on every row; say which file, column, run and
+    line do not."""
+    import pandas as pd
+
+    if column not in runs:
+        raise BadInput(f"{source}: --truth column '{column}' is not in the run table")
+    values = pd.to_numeric(runs[column], errors="coerce")
+    bad = runs.index[values.isna() | (values < 0) | (values > 1)]
+    if len(bad):
+        row = runs.loc[bad[0]]
+        where = row["_source"] if "_source" in runs and pd.notna(row["_source"]) else source
+        line = f", line {int(row['_line'])}" if "_line" in runs and pd.notna(row["_line"]) else ""
+        raise BadInput(f"{where}{line}: column '{column}', run '{row['run_id']}': a true pass rate must be a number "
+                       f"in [0, 1], got {row[column]}")
 
 
 # ----------------------------------------------------------------------------- main

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from forecast.backtest import (
+    TRUTH_COLUMN,
     BacktestConfig,
     MedianRule,
     NoStopping,
@@ -20,7 +21,9 @@ from forecast.backtest import (
     hindsight_ceiling,
     median_should_stop,
     replay,
+    resample_evaluation_noise,
     smoothed_final,
+    smoothed_trajectory,
 )
 from forecast.cli import main
 from forecast.synthetic import load_table1, simulate_sweep
@@ -138,6 +141,67 @@ def test_regret_counts_a_stopped_run_where_it_stopped():
     assert result.compute_fraction == pytest.approx((100 + 40) / 200)
 
 
+def test_smoothed_trajectory_is_a_centred_moving_mean():
+    values = [0.1, 0.3, 0.2, 0.6, 0.4, 0.5]
+    smooth = smoothed_trajectory(values, window=3)
+    assert smooth[0] == pytest.approx(0.2)  # (0.1 + 0.3) / 2: fewer at the ends
+    assert smooth[2] == pytest.approx((0.3 + 0.2 + 0.6) / 3)
+    assert smooth[-1] == pytest.approx(0.45)
+    np.testing.assert_allclose(smoothed_trajectory(values, window=1), values)
+
+
+def test_a_replica_keeps_the_runs_and_redraws_the_noise_around_the_smoothed_truth():
+    table = curve_table({"a": 0.5, "b": 0.6}, n=12)
+    table["n_eval"] = 1200
+    replica = resample_evaluation_noise(table, rng=3, window=5)
+    assert list(replica.columns) == list(table.columns) + [TRUTH_COLUMN]
+    assert len(replica) == len(table) and set(replica["run_id"]) == {"a", "b"}
+    for run, g in replica.groupby("run_id"):
+        original = table[table["run_id"] == run].sort_values("compute")["metric"].to_numpy()
+        np.testing.assert_allclose(g[TRUTH_COLUMN], smoothed_trajectory(original, 5))
+        assert not np.allclose(g["metric"], original)  # the evaluations were drawn again...
+        np.testing.assert_allclose(g["metric"] * 1200, np.round(g["metric"] * 1200))  # ...as counts of 1200
+    # binomial noise of 1200 samples: sd about 0.014 around the truth, not more, not none
+    assert 0.007 < float((replica["metric"] - replica[TRUTH_COLUMN]).std()) < 0.025
+    again = resample_evaluation_noise(table, rng=3, window=5)
+    pd.testing.assert_frame_equal(replica, again)  # one seed, one replica
+    assert not resample_evaluation_noise(table, rng=4)["metric"].equals(replica["metric"])
+    with pytest.raises(ValueError, match="n_eval"):
+        resample_evaluation_noise(table.drop(columns="n_eval"))
+
+
+def test_regret_on_the_truth_when_the_measured_finals_mislead():
+    # measured, a ends above b; in truth b is better. No stopping chooses a on what it sees.
+    table = curve_table({"a": 0.52, "b": 0.50})
+    table[TRUTH_COLUMN] = np.where(table["run_id"] == "b", table["metric"] + 0.04, table["metric"])
+    seen_columns = []
+
+    class Watcher(NoStopping):
+        def checkpoints(self, schedule, end):
+            return schedule[:1]
+
+        def decide(self, view):
+            seen_columns.extend(view.revealed.columns)
+            return {}
+
+    config = BacktestConfig(min_evals=4)
+    result = replay(table, Watcher(), config, truth=TRUTH_COLUMN)
+    assert seen_columns and TRUTH_COLUMN not in seen_columns  # the policy never sees the truth
+    assert result.chosen_run == "a" and result.best_run == "b"
+    true_final = lambda run: smoothed_final(table[table["run_id"] == run][TRUTH_COLUMN])  # noqa: E731
+    assert result.regret == pytest.approx(true_final("b") - true_final("a"))  # 0.04 - 0.02 at the end
+    assert result.notes["measured_regret"] == 0.0  # on measured finals it looked right
+    plain = replay(table, NoStopping(), config)
+    assert plain.regret == 0.0 and "measured_regret" not in plain.notes
+    # the hindsight ceiling finishes the true best run: here b, planned for twice a's compute
+    longer = pd.concat([curve_table({"a": 0.52}, n=10), curve_table({"b": 0.50}, n=20)], ignore_index=True)
+    longer[TRUTH_COLUMN] = np.where(longer["run_id"] == "b", longer["metric"] + 0.04, longer["metric"])
+    assert hindsight_ceiling(longer, config) == pytest.approx(1 - (100 + 40) / 300)  # finishes a
+    assert hindsight_ceiling(longer, config, truth=TRUTH_COLUMN) == pytest.approx(1 - (200 + 40) / 300)  # finishes b
+    with pytest.raises(ValueError, match="truth column"):
+        replay(table.drop(columns=TRUTH_COLUMN), NoStopping(), config, truth=TRUTH_COLUMN)
+
+
 def test_backtest_json_on_a_small_synthetic_sweep(tmp_path, capsys):
     """Every policy, ours included (real refits: 2 runs x 32 points, the structure other advice
     tests share, so the compiled model is reused)."""
@@ -213,3 +277,28 @@ def test_backtest_cli_baseline_settings_reach_the_baselines(tmp_path, capsys):
     assert tuned["config"]["early_stop"]["protect_top_percent"] == 10 and plain["config"]["early_stop"]["protect_top_percent"] is None
     assert tuned["policies"]["median"]["n_stopped"] > plain["policies"]["median"]["n_stopped"]
     assert tuned["policies"]["successive_halving"]["n_checks"] > plain["policies"]["successive_halving"]["n_checks"]
+
+
+def test_backtest_cli_scores_regret_on_a_truth_column(tmp_path, capsys):
+    """--truth: measured, a ends ahead; in truth b does. No stopping chooses a either way; the
+    regret is the truth's, and the JSON says what it was scored on."""
+    table = curve_table({"a": 0.52, "b": 0.50})
+    table[TRUTH_COLUMN] = np.where(table["run_id"] == "b", table["metric"] + 0.04, table["metric"])
+    table.to_csv(tmp_path / "runs.csv", index=False)
+
+    def run(*flags):
+        assert main(["backtest", str(tmp_path / "runs.csv"), "--policies", "no_stopping", "--json", *flags]) == 0
+        return json.loads(capsys.readouterr().out)
+
+    measured, true = run(), run("--truth", TRUTH_COLUMN)
+    assert measured["policies"]["no_stopping"]["regret"] == 0.0
+    assert true["policies"]["no_stopping"]["regret"] == pytest.approx(0.04 - 0.02 * 0.9)  # at the mean of the last 3
+    assert true["policies"]["no_stopping"]["notes"]["measured_regret"] == 0.0
+    assert f"column '{TRUTH_COLUMN}'" in true["definitions"]["regret"]
+    assert main(["backtest", str(tmp_path / "runs.csv"), "--truth", "oracle"]) == 2
+    assert "--truth column 'oracle' is not in the run table" in capsys.readouterr().err
+    table.loc[13, TRUTH_COLUMN] = 1.5
+    table.to_csv(tmp_path / "bad.csv", index=False)
+    assert main(["backtest", str(tmp_path / "bad.csv"), "--truth", TRUTH_COLUMN]) == 2
+    err = capsys.readouterr().err
+    assert "bad.csv, line 15: column 'true_metric', run 'b'" in err and "got 1.5" in err

@@ -93,3 +93,32 @@ def test_settings_at_the_edges_of_their_ranges_are_taken(bench, capsys):
             "--trainer-sweep", "no/such/sweep.csv", "--policies", "no_stopping"]
     assert bench.main(argv) == 0
     assert "not found, skipped" in capsys.readouterr().out
+
+
+def test_replicas_replace_every_trainer_sweep_and_keep_each_subsets_runs(bench):
+    full = seeds_table({"x": 3, "y": 3})
+    full["n_eval"] = 400
+    subsets = bench.seed_subsets(full, 2)
+    sweeps = {"trainer_sweep": full, **subsets, "table1": full.head(3)}
+    replaced, truths = bench.with_replicas(sweeps, 3)
+    expected = {f"{s}@r{k}" for s in ("trainer_sweep", *subsets) for k in (1, 2, 3)}
+    assert set(replaced) == expected | {"table1"}  # a synthetic sweep is left as it is
+    assert set(truths) == expected and set(truths.values()) == {"true_metric"}
+    for name in subsets:
+        assert set(replaced[f"{name}@r2"]["run_id"]) == set(subsets[name]["run_id"])
+        # a subset of replica k is cut from replica k of the full sweep: the same redrawn evaluations
+        cut = replaced["trainer_sweep@r2"][replaced["trainer_sweep@r2"]["run_id"].isin(set(subsets[name]["run_id"]))]
+        np.testing.assert_array_equal(replaced[f"{name}@r2"]["metric"].to_numpy(), cut["metric"].to_numpy())
+    assert not replaced["trainer_sweep@r1"]["metric"].equals(replaced["trainer_sweep@r2"]["metric"])
+    assert bench.base_name("trainer_subset_2@r3") == "trainer_subset_2" and bench.base_name("table1") == "table1"
+
+
+def test_resample_noise_without_n_eval_is_refused_naming_the_flag(bench, capsys, tmp_path):
+    table = seeds_table({"x": 2, "y": 2})
+    path = tmp_path / "runs.csv"
+    table.to_csv(path, index=False)
+    with pytest.raises(SystemExit) as exit_info:
+        bench.main(["--trainer-sweep", str(path), "--no-synthetic", "--resample-noise", "2", "--policies", "no_stopping"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "--resample-noise" in err and "n_eval" in err
