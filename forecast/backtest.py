@@ -74,6 +74,7 @@ __all__ = [
     "hindsight_ceiling",
     "backtest",
     "resample_evaluation_noise",
+    "smoothed_trajectory",
     "POLICIES",
     "TRUTH_COLUMN",
 ]
