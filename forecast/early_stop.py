@@ -140,6 +140,9 @@ class EarlyStopConfig:
     lowered the family's mean regret from 0.0101 to 0.0051, and on the synthetic sweeps it raised
     it from 0.0023 to 0.0070 (one sweep took another path, to 0.019). Seeds 17-19, made after it
     was set, are the clean check (benchmarks/early_stop.py --trainer-sweep): it barely changed them.
+    Two ways to make it cheaper were tried and left out (README, Benchmarks): counting it per recipe,
+    and holding past the share only the stops that rest on the bar's recipe; each raised regret on
+    a family where the cap had kept it low (11-13; 29-31).
 
     keep_runner_up was written after a one-seed sweep of seeds 29-31 lost 0.08: every run was
     stopped against a short run's forecast, and that run fell back in its last evaluations. Tried
