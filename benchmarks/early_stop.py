@@ -261,14 +261,16 @@ REACH_BANDS = (("<= 2x", 2.0), ("2-4x", 4.0), ("> 4x", np.inf))
 CALIBRATION_CHECKS = (0, 2, 4, 6, 8)  # checkpoint indices (0 = the first) at which advice_calibration refits
 
 
-def advice_calibration(runs, *, checks=CALIBRATION_CHECKS, level: float = 0.9, forecaster_kwargs=None) -> dict | None:
+def advice_calibration(runs, *, checks=CALIBRATION_CHECKS, level: float = 0.9, forecaster_kwargs=None,
+                       planned: bool = False) -> dict | None:
     """How honest the early-stop forecasts are: at a few checkpoints, refit as the policy does and
     compare each unfinished run's forecast of its final (its draws at the planned budget plus the
     evaluation noise of a mean of 3 evaluations) with the true final. Split by how far out the
     forecast reaches (REACH_BANDS). Per band: how often the central `level` interval covers the
     final, the mean error (true final - forecast mean: positive = forecasts too low) and the sd of
     the standardised error (1 for honest spreads; above 1 = intervals too narrow). Coverage alone
-    hides a bias paid for by wide intervals. Needs n_eval (the noise of a final); None without it."""
+    hides a bias paid for by wide intervals. Needs n_eval (the noise of a final); None without it.
+    planned: each fit is told the sweep's largest planned budget (fit(horizon=...))."""
     from forecast.backtest import checkpoint_schedule
     from forecast.early_stop import fit_for_advice, run_draws
 
@@ -285,7 +287,8 @@ def advice_calibration(runs, *, checks=CALIBRATION_CHECKS, level: float = 0.9, f
     seen = {band: [] for band, _ in REACH_BANDS}  # (covered, error, standardised error)
     for index in [i for i in checks if i < len(schedule)]:
         revealed = runs[runs["compute"] <= schedule[index]]
-        fc, _ = fit_for_advice(revealed, random_seed=index, pad_to=len(runs), **(forecaster_kwargs or {}))
+        fc, _ = fit_for_advice(revealed, random_seed=index, pad_to=len(runs), horizon=float(budgets.max()) if planned else None,
+                               **(forecaster_kwargs or {}))
         last = revealed.groupby("run_id")["compute"].max()
         for run, budget in budgets.items():
             if last[run] >= budget:
@@ -489,6 +492,9 @@ def main(argv=None) -> int:
                              "again around each run's smoothed trajectory) and score regret on the truth (default 0: off)")
     parser.add_argument("--resample-window", type=int, default=5,
                         help="evaluations each run's trajectory is smoothed over to make a replica's truth (default 5)")
+    parser.add_argument("--planned-horizon", action="store_true",
+                        help="ours' fits told the sweep's largest planned budget (BacktestConfig.planned_horizon; "
+                             "default off)")
     parser.add_argument("--keep-runner-up", action=argparse.BooleanOptionalAction, default=None,
                         help="ours' keep_runner_up: while the run the others are compared with is in flight, the "
                              "strongest other run goes on (default: EarlyStopConfig's, on)")
@@ -539,7 +545,8 @@ def main(argv=None) -> int:
     everything = {}
     for name, runs in sweeps.items():
         start = time.perf_counter()
-        result = backtest(runs, policies, BacktestConfig(early_stop=early_stop, forecaster_kwargs=forecaster_kwargs),
+        config = BacktestConfig(early_stop=early_stop, forecaster_kwargs=forecaster_kwargs, planned_horizon=args.planned_horizon)
+        result = backtest(runs, policies, config,
                           truth=truths.get(name))
         payload = result.to_dict()
         everything[name] = payload
@@ -592,7 +599,8 @@ def main(argv=None) -> int:
         if floor is not None:
             print(f"\nnoise floor of regret on the trainer sweep: a final (mean of 3 evaluations) has sd {floor:.4f}; "
                   "regrets closer than that are luck")
-        calibration = advice_calibration(sweeps["trainer_sweep"], forecaster_kwargs=forecaster_kwargs)
+        calibration = advice_calibration(sweeps["trainer_sweep"], forecaster_kwargs=forecaster_kwargs,
+                                         planned=args.planned_horizon)
         if calibration:
             at = ", ".join(str(i + 1) for i in CALIBRATION_CHECKS)
             print(f"honesty of ours' forecasts of unfinished runs' finals on the trainer sweep (refits at checkpoints "

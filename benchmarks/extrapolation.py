@@ -11,6 +11,7 @@ messy: early plateaus and late declines), and the trainer's shipped sweep when p
 
     python benchmarks/extrapolation.py            # full
     python benchmarks/extrapolation.py --quick    # one synthetic sweep, one fraction
+    python benchmarks/extrapolation.py --horizon  # ours told the planned budget (fit(horizon=...))
 """
 
 from __future__ import annotations
@@ -44,11 +45,14 @@ def truncate(runs: pd.DataFrame, fraction: float) -> tuple[pd.DataFrame, pd.Data
     return kept.reset_index(drop=True), final
 
 
-def evaluate(runs: pd.DataFrame, fraction: float, *, seed: int = 0, horizon_sd=None, calibrate=()) -> pd.DataFrame:
+def evaluate(runs: pd.DataFrame, fraction: float, *, seed: int = 0, horizon_sd=None, calibrate=(),
+             planned: bool = False) -> pd.DataFrame:
+    """planned: tell ours the planned budget (the largest final compute) as fit(horizon=...)."""
     kept, final = truncate(runs, fraction)
     kwargs = {} if horizon_sd is None else {"horizon_sd": horizon_sd}
+    horizon = float(final["compute"].max()) if planned else None
     start = time.perf_counter()
-    fc = ScalingForecaster(**kwargs).fit(kept, random_seed=seed, progress=False)
+    fc = ScalingForecaster(**kwargs).fit(kept, random_seed=seed, progress=False, horizon=horizon)
     fit_seconds = time.perf_counter() - start
     rows = []
     for run_id, run in kept.groupby("run_id"):
@@ -120,6 +124,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--horizon-sd", type=float, default=None)
+    parser.add_argument("--horizon", action="store_true",
+                        help="tell ours each sweep's planned budget (its largest final compute), as a sweep in flight would")
     parser.add_argument("--csv", default=None, help="write per-curve results here")
     parser.add_argument("--calibrate", default="", help="comma-separated horizon_sd values to score on the same fits")
     args = parser.parse_args(argv)
@@ -128,7 +134,7 @@ def main(argv=None):
     for name, runs in datasets(args.quick):
         for fraction in fractions:
             grid = [float(v) for v in args.calibrate.split(",") if v]
-            res = evaluate(runs, fraction, horizon_sd=args.horizon_sd, calibrate=grid)
+            res = evaluate(runs, fraction, horizon_sd=args.horizon_sd, calibrate=grid, planned=args.horizon)
             res["dataset"] = name
             results.append(res)
             print(f"{name} @ {fraction:.3f}: fit {res['fit_seconds'].iloc[0]:.1f}s, converged={res['converged'].iloc[0]}", flush=True)

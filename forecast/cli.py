@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import warnings
 from pathlib import Path
@@ -76,6 +77,9 @@ def add_fit_parser(sub):
     p.add_argument("--fast", action="store_true", help="short chains, for frequent refits")
     p.add_argument("--robust", action="store_true", help="Student-t likelihood for outliers")
     p.add_argument("--target", type=float, default=None, help="also report compute to reach this metric")
+    p.add_argument("--horizon", type=float, default=None, metavar="C",
+                   help="for a sweep in flight: the compute its runs are planned to reach; the priors are then set "
+                        "on the range up to it, as for the finished sweep (less biased forecasts far ahead)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     _add_prior_option(p)
@@ -103,11 +107,13 @@ def run_fit(args) -> int:
     from .io import atomic_write_json
 
     forecaster_kwargs = _forecaster_kwargs(args)  # a bad --prior fails before a large table is read
+    if args.horizon is not None and not (args.horizon > 0 and math.isfinite(args.horizon)):
+        raise BadInput(f"--horizon must be a compute > 0, got {args.horizon:g}")
     runs = load_runs(args.runs)
     if args.target is not None and not 0 < args.target < 1:
         raise BadInput(f"--target must lie in (0, 1), got {args.target}")
     fc = ScalingForecaster(robust=args.robust, mode="fast" if args.fast else "nuts", **forecaster_kwargs)
-    fc.fit(runs, random_seed=args.seed, progress=None if not args.no_progress else False)
+    fc.fit(runs, random_seed=args.seed, progress=None if not args.no_progress else False, horizon=args.horizon)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     fc.save(out / "fit.nc")

@@ -652,20 +652,23 @@ def _held_by_cap(rec: Recommendation, cap: int, n_in_flight: int) -> Recommendat
                  "this check (max_stop_share); judged again at the next", {"held_by_cap": rec.rule})
 
 
-def fit_for_advice(table: pd.DataFrame, *, random_seed=0, pad_to: int | None = None, previous=None, **forecaster_kwargs):
+def fit_for_advice(table: pd.DataFrame, *, random_seed=0, pad_to: int | None = None, previous=None,
+                   horizon: float | None = None, **forecaster_kwargs):
     """A fast refit for advice. Non-centred always, so that the compiled model does not switch
     parametrisation (and recompile) when runs pass 8 evaluations. With `previous` (the forecaster
     of the last advice) this is previous.refit(table): a few new evaluations of the same runs are
-    absorbed by reweighting its posterior instead of sampling again. Returns (forecaster, converged)."""
+    absorbed by reweighting its posterior instead of sampling again. horizon: the largest planned
+    budget (ScalingForecaster.fit). Returns (forecaster, converged)."""
     from .forecaster import ConvergenceWarning, ScalingForecaster
 
     kwargs = {"mode": "fast", "parametrization": "noncentered", **forecaster_kwargs}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         if previous is not None:
-            fc = previous.refit(table, random_seed=random_seed, progress=False, pad_to=pad_to)
+            fc = previous.refit(table, random_seed=random_seed, progress=False, pad_to=pad_to, horizon=horizon)
         else:
-            fc = ScalingForecaster(**kwargs).fit(table, random_seed=random_seed, progress=False, pad_to=pad_to)
+            fc = ScalingForecaster(**kwargs).fit(table, random_seed=random_seed, progress=False, pad_to=pad_to,
+                                                 horizon=horizon)
     converged = not any(issubclass(w.category, ConvergenceWarning) for w in caught)
     return fc, converged
 

@@ -154,14 +154,23 @@ class ScalingForecaster:
             "level_wander_ratio": self.level_wander_ratio,
         }
 
-    def fit(self, runs, *, random_seed=None, progress: bool | None = None, pad_to: int | None = None) -> ScalingForecaster:
+    def fit(
+        self, runs, *, random_seed=None, progress: bool | None = None, pad_to: int | None = None,
+        horizon: float | None = None,
+    ) -> ScalingForecaster:
         """Fit to a run table (DataFrame, or a path that load_runs reads). Returns self.
 
         pad_to: pad observations to at least this many rows, so a sequence of refits on a growing
         table (a backtest, a live sweep) keeps one structure and reuses one compiled model.
+        horizon: the compute the runs are planned to reach (the largest planned budget), for fits of
+        sweeps in flight. The priors on each recipe's midpoint and steepness are set on the compute
+        range from the first evaluation to here instead of to the last evaluation, so a fit at a
+        tenth of the budget has the prior the finished sweep's fit will have. Without it, a fit
+        early in a sweep expects the curves to bend within the range seen so far, and its
+        forecasts far ahead run low (model.prepare_data).
         """
         runs = self._validated(runs)
-        data = prepare_data(runs, pad_to=pad_to)
+        data = prepare_data(runs, pad_to=pad_to, horizon=horizon)
         centered = self._centered_for(runs)
         values = data_values(data, self.priors)
 
@@ -187,6 +196,7 @@ class ScalingForecaster:
                 idata, report = retry, retry_report
         info["centered"] = centered
         info["random_seed"] = random_seed
+        info["horizon"] = horizon
         info["reweighted"] = False
         self._set_fit(runs, data, idata, info, report)
         self._base = {"data": data, "idata": idata, "report": report, "params": None, "loglik": None}
@@ -194,7 +204,8 @@ class ScalingForecaster:
         return self
 
     def refit(
-        self, runs, *, random_seed=None, progress: bool | None = None, pad_to: int | None = None, reweight: bool = True
+        self, runs, *, random_seed=None, progress: bool | None = None, pad_to: int | None = None, reweight: bool = True,
+        horizon: float | None = None,
     ) -> ScalingForecaster:
         """Refit on a grown run table (new evaluations of the same runs), fast when it can be.
 
@@ -205,7 +216,8 @@ class ScalingForecaster:
         (MIN_REWEIGHT_EFFICIENCY); otherwise, or with new runs or recipes, or reweight=False,
         this is fit(). Its diagnostics are the sampled fit's R-hat and divergences, its ESS
         scaled by the weights' efficiency, and Pareto k, so a reweighted fit is flagged exactly
-        when it should be. `fit_info_["reweighted"]` says which happened. Returns self.
+        when it should be. `fit_info_["reweighted"]` says which happened. A reweighted fit keeps
+        the sampled fit's compute axis and priors; `horizon` applies when it samples. Returns self.
         """
         runs = self._validated(runs)
         base = self._base
@@ -213,7 +225,7 @@ class ScalingForecaster:
             if self._try_reweight(runs, base, pad_to=pad_to, random_seed=random_seed):
                 self._warn_if_unconverged()
                 return self
-        return self.fit(runs, random_seed=random_seed, progress=progress, pad_to=pad_to)
+        return self.fit(runs, random_seed=random_seed, progress=progress, pad_to=pad_to, horizon=horizon)
 
     @staticmethod
     def _same_runs(runs: pd.DataFrame, data) -> bool:

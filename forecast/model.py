@@ -21,7 +21,8 @@ R0 is always non-centred, because runs of a sweep usually share their start chec
 near-zero spread is exactly the centred form's funnel. The recipe spreads get zero-avoiding
 Gamma priors for the same reason. With a single recipe the recipe level is dropped. Priors are
 on the scale of the data: logit A is centred on the best observed pass rates, R0 on the first
-evaluations, midpoints on the normalised compute axis. Everything is overridable via `Priors`.
+evaluations, midpoints on the normalised compute axis (the observed range, or up to a planned
+`horizon` for a sweep in flight). Everything is overridable via `Priors`.
 """
 
 from __future__ import annotations
@@ -129,10 +130,13 @@ def _padded_length(n: int, bucket: int = 64) -> int:
     return int(np.ceil(n / bucket) * bucket)
 
 
-def _frame_from(log_c: np.ndarray, per_run) -> dict:
-    """Compute axis: the observed log-compute range mapped to [-1, 1]. Prior centres: the median
-    over runs of each run's best and of its first metric."""
+def _frame_from(log_c: np.ndarray, per_run, horizon: float | None = None) -> dict:
+    """Compute axis: the log-compute range from the first evaluation to the last one, or to
+    `horizon` where that is further, mapped to [-1, 1]. Prior centres: the median over runs of each
+    run's best and of its first metric."""
     lo, hi = float(log_c.min()), float(log_c.max())
+    if horizon is not None:
+        hi = max(hi, float(np.log(horizon)))
     return {
         "loc": 0.5 * (lo + hi),
         "scale": max(0.5 * (hi - lo), 0.5),  # a table spanning little compute still gets a sane axis
@@ -141,12 +145,20 @@ def _frame_from(log_c: np.ndarray, per_run) -> dict:
     }
 
 
-def prepare_data(runs: pd.DataFrame, *, pad_to: int | None = None, frame: dict | None = None) -> ModelData:
+def prepare_data(
+    runs: pd.DataFrame, *, pad_to: int | None = None, frame: dict | None = None, horizon: float | None = None
+) -> ModelData:
     """Arrays for the model from a validated run table (see data.validate_runs).
 
     frame: keep the compute axis and prior centres of an earlier fit (ModelData.frame()) instead
     of deriving them from this table.
+    horizon: the largest compute the fit will be asked about (a sweep's largest planned budget).
+    The compute axis then spans the planned range, not only the range seen so far, so the priors
+    on the midpoint and the steepness, which live on that axis, are the same for a sweep a tenth
+    of the way through as for the finished sweep. Ignored when `frame` is given.
     """
+    if horizon is not None and not (np.isfinite(horizon) and horizon > 0):
+        raise ValueError(f"horizon must be a compute > 0, got {horizon!r}")
     runs = runs.sort_values(["recipe", "run_id", "compute"], kind="stable").reset_index(drop=True)
     recipes = sorted(runs["recipe"].unique())
     run_table = runs.drop_duplicates("run_id")[["run_id", "recipe"]]
@@ -164,7 +176,7 @@ def prepare_data(runs: pd.DataFrame, *, pad_to: int | None = None, frame: dict |
     run_last = np.array([np.flatnonzero(obs_run == r).max() for r in range(len(run_ids))])
     n_eval = runs["n_eval"].fillna(0).to_numpy(float) if "n_eval" in runs else np.zeros(n)
     per_run = runs.groupby("run_id")["metric"]
-    frame = frame or _frame_from(log_c, per_run)
+    frame = frame or _frame_from(log_c, per_run, horizon)
     loc, scale = frame["loc"], frame["scale"]
     return ModelData(
         recipes=recipes,

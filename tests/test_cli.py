@@ -48,6 +48,8 @@ def test_predict_run_kind_table(fit_dir, capsys):
         (["fit", "{d}/missing.csv", "--out", "{d}/x"], "does not exist"),
         (["fit", "{d}/runs.csv", "--out", "{d}/x", "--prior", "bogus=1"], "NAME one of"),
         (["fit", "{d}/runs.csv", "--out", "{d}/x", "--prior", "b_mu=x"], "'x' is not a number"),
+        (["fit", "{d}/runs.csv", "--out", "{d}/x", "--horizon", "-1"], "--horizon must be a compute > 0"),
+        (["fit", "{d}/runs.csv", "--out", "{d}/x", "--horizon", "nan"], "--horizon must be a compute > 0"),
         (["decide", "{d}/fit", "--budget", "1e5", "--prior", "b_mu=0.5"], "is a saved fit"),
         (["report", "{d}/fit", "--prior", "b_mu=0.5"], "is a saved fit"),
     ],

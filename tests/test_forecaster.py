@@ -229,3 +229,21 @@ def test_a_refit_on_a_reused_compiled_model_draws_as_a_fresh_one(small_sweep, mo
         np.testing.assert_array_equal(reused.idata.posterior[name].values, fresh.idata.posterior[name].values)
     assert list(reused.idata.posterior["run"].values) == reused.run_ids == list(fresh.idata.posterior["run"].values)
     assert all(run.endswith("-b") for run in reused.run_ids)
+
+
+def test_a_fit_told_the_planned_budget_keeps_that_axis_through_refits(small_sweep):
+    """fit(horizon=budget) sets the priors on the compute range up to the budget (model.prepare_data)
+    and records it; a refit by reweighting keeps that axis, and so that prior."""
+    budget = float(small_sweep["compute"].max())
+    order = small_sweep.sort_values("compute").groupby("run_id").cumcount()
+    early = small_sweep[order < 8]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fc = ScalingForecaster(mode="fast").fit(early, random_seed=3, progress=False, pad_to=128, horizon=budget)
+        assert fc.fit_info_["horizon"] == budget and fc.data_.to_x(budget) == pytest.approx(1.0)
+        assert fc.data_.x[fc.data_.weight > 0].max() < 0.5  # the first 8 of 16 evaluations: the lower half
+        first_run = sorted(small_sweep["run_id"].unique())[0]
+        grown = small_sweep[(order < 8) | ((order == 8) & (small_sweep["run_id"] == first_run))]
+        fc.refit(grown, random_seed=4, pad_to=128, horizon=budget)
+    assert fc.fit_info_["reweighted"] and fc.data_.n_obs == len(early) + 1
+    assert fc.fit_info_["frame"] == fc._base["data"].frame() and fc.data_.to_x(budget) == pytest.approx(1.0)

@@ -103,3 +103,27 @@ def test_data_values_are_exactly_the_models_data_nodes(small_sweep):
     assert set(values) == set(nodes)
     for name, value in values.items():
         np.testing.assert_array_equal(np.asarray(value), nodes[name])
+
+
+def test_a_planned_horizon_stretches_the_compute_axis_to_the_budget(small_sweep):
+    """With horizon (a sweep's largest planned budget) the axis, on which the midpoint and
+    steepness priors live, runs from the first evaluation to the budget: x = 1 there, and the data
+    seen so far sit in its lower part. A horizon inside the data changes nothing, and a kept frame
+    (a refit by reweighting) wins over a new horizon."""
+    from forecast.data import validate_runs
+
+    runs = validate_runs(small_sweep)
+    seen = prepare_data(runs)
+    budget = 16 * float(runs["compute"].max())
+    planned = prepare_data(runs, horizon=budget)
+    real = planned.weight > 0
+    assert planned.to_x(budget) == pytest.approx(1.0)
+    assert planned.x[real].min() == pytest.approx(-1.0) and planned.x[real].max() < 0.5
+    assert planned.scale > seen.scale and planned.best_metric == seen.best_metric
+    inside = prepare_data(runs, horizon=float(runs["compute"].max()) / 2)
+    assert np.allclose(inside.x, seen.x) and inside.frame() == seen.frame()
+    kept = prepare_data(runs, horizon=budget, frame=seen.frame())
+    assert kept.frame() == seen.frame()
+    for bad in (0.0, -budget, float("nan")):
+        with pytest.raises(ValueError, match="horizon must be a compute > 0"):
+            prepare_data(runs, horizon=bad)
