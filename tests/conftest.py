@@ -39,3 +39,25 @@ def fitted(small_sweep):
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)
+
+
+class FitIntercepted(Exception):
+    """Raised by intercept_advice_fit's stand-in for fit_for_advice."""
+
+
+@pytest.fixture
+def intercept_advice_fit(monkeypatch):
+    """install(module): replace module.fit_for_advice by a stand-in that records its keyword
+    arguments in the returned dict and raises FitIntercepted, for tests of what reaches a fit."""
+
+    def install(module) -> dict:
+        seen = {}
+
+        def fake_fit(table, **kwargs):
+            seen.update(kwargs)
+            raise FitIntercepted
+
+        monkeypatch.setattr(module, "fit_for_advice", fake_fit)
+        return seen
+
+    return install

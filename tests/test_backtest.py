@@ -305,22 +305,15 @@ def test_backtest_cli_scores_regret_on_a_truth_column(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("planned", [False, True])
-def test_ours_is_told_the_sweeps_largest_budget_only_when_asked(monkeypatch, planned):
+def test_ours_is_told_the_sweeps_largest_budget_only_when_asked(intercept_advice_fit, planned):
     """BacktestConfig.planned_horizon: ours' fits get the largest planned budget as their horizon."""
+    from conftest import FitIntercepted
+
     import forecast.backtest as backtest_module
 
-    seen = {}
-
-    class Intercepted(Exception):
-        pass
-
-    def fake_fit(table, **kwargs):
-        seen.update(kwargs)
-        raise Intercepted
-
-    monkeypatch.setattr(backtest_module, "fit_for_advice", fake_fit)
+    seen = intercept_advice_fit(backtest_module)
     table = curve_table({"a": 0.5, "b": 0.6}, n=10)
     table = table[(table["run_id"] == "a") | (table["compute"] <= 60)]  # b is planned to 60, a to 100
-    with pytest.raises(Intercepted):
+    with pytest.raises(FitIntercepted):
         replay(table, backtest_module.make_policy("forecast", BacktestConfig(planned_horizon=planned)))
     assert seen["horizon"] == (100.0 if planned else None)

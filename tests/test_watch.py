@@ -165,22 +165,15 @@ def test_the_default_advisor_reweights_when_one_evaluation_arrives(sweep):
     assert state.forecaster.data_.n_obs == 21 and np.isfinite(state.forecaster.diagnostics().pareto_k)
 
 
-def test_priors_from_the_command_line_reach_the_watch_fits(sweep, monkeypatch, capsys):
+def test_priors_from_the_command_line_reach_the_watch_fits(sweep, intercept_advice_fit, capsys):
     """--prior goes through watch() and poll() to the default advisor's fit (here intercepted)."""
+    from conftest import FitIntercepted
+
     import forecast.watch as watch_module
 
-    seen = {}
-
-    class Intercepted(Exception):
-        pass
-
-    def fake_fit(table, **kwargs):
-        seen.update(kwargs)
-        raise Intercepted
-
-    monkeypatch.setattr(watch_module, "fit_for_advice", fake_fit)
+    seen = intercept_advice_fit(watch_module)
     append(sweep / "good-s0" / "evals.jsonl", "".join(row("good-s0", i, 0.1 + 0.02 * i) for i in range(5)))
-    with pytest.raises(Intercepted):
+    with pytest.raises(FitIntercepted):
         main(["watch", str(sweep), "--once", "--budget", "1e4", "--prior", "b_mu=0.5"])
     assert seen["priors"].b_mu == 0.5 and seen["priors"].m_mu == 0.0
     assert main(["watch", str(sweep), "--once", "--prior", "b_mu"]) == 2
