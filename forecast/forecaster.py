@@ -82,7 +82,10 @@ class ScalingForecaster:
     priors : Priors, optional. Prior settings; `Priors(a_sd=0.3)` overrides one.
     robust : Student-t likelihood instead of normal, for outlying evaluations.
     parametrization : "auto", "centered" or "noncentered". Auto picks centred when every run has
-        at least 8 evaluations (data pin each run down) and non-centred otherwise.
+        at least 8 evaluations (data pin each run down) and non-centred otherwise. In "nuts"
+        mode a centred fit that still diverges after a retry at target acceptance 0.97 is
+        sampled once more with the recipe level non-centred, and the try with the fewest
+        divergences is kept (fit_info_["retry"], fit_info_["recipe_centered"]).
     mode : "nuts" (default: 1000 draws x 2 chains) or "fast" (short chains, for frequent refits).
     sampler : SamplerSettings, optional, overrides `mode`.
     horizon_sd : extra predictive sd per doubling of compute beyond a run's last evaluation.
@@ -174,27 +177,43 @@ class ScalingForecaster:
         centered = self._centered_for(runs)
         values = data_values(data, self.priors)
 
-        def model():  # built only when no compiled model of this structure exists yet
-            return build_model(data, self.priors, robust=self.robust, centered=centered)
-
         settings = self.sampler if progress is None else SamplerSettings(**{**self.sampler.to_dict(), "progress": progress})
-        key = (data.structure_key(), centered, self.robust, json.dumps(self.priors.to_dict(), sort_keys=True))
-        idata, info = sample_model(model, settings, random_seed=random_seed, cache_key=key, data_values=values,
-                                   coords=data.coords())
+
+        def sample(recipe_centered, sampler_settings):
+            def model():  # built only when no compiled model of this structure exists yet
+                return build_model(data, self.priors, robust=self.robust, centered=centered, recipe_centered=recipe_centered)
+
+            key = (data.structure_key(), centered, recipe_centered, self.robust, json.dumps(self.priors.to_dict(), sort_keys=True))
+            return sample_model(model, sampler_settings, random_seed=random_seed, cache_key=key, data_values=values,
+                                coords=data.coords())
+
+        idata, info = sample(None, settings)
         report = convergence_report(idata)
+        recipe_centered = None
         if report.divergences and self.mode == "nuts" and settings.target_accept < RETRY_TARGET_ACCEPT:
             # Divergences usually mean step sizes too large for a curved region (a funnel of a
             # small recipe spread). Smaller steps cost only sampling time: the compiled model is
             # reused. Keep whichever run has fewer problems, and say that we retried.
             retry_settings = SamplerSettings(**{**settings.to_dict(), "target_accept": RETRY_TARGET_ACCEPT})
-            retry, retry_info = sample_model(model, retry_settings, random_seed=random_seed, cache_key=key,
-                                             data_values=values, coords=data.coords())
+            retry, retry_info = sample(None, retry_settings)
             retry_report = convergence_report(retry)
             info["retry"] = {"target_accept": RETRY_TARGET_ACCEPT, "divergences_before": report.divergences, "divergences_after": retry_report.divergences}
             info["sample_seconds"] += retry_info["sample_seconds"]
             if (retry_report.divergences, retry_report.max_rhat) < (report.divergences, report.max_rhat):
                 idata, report = retry, retry_report
+            if report.divergences and centered and len(data.recipes) > 1:
+                # Still divergent with the recipe level centred: recipes so alike that their
+                # spreads' funnel is where the posterior sits (the shipped trainer sweep). The
+                # non-centred recipe level enters it; it is not the first choice because where
+                # recipes differ clearly it samples several times slower (benchmarks/fit_speed.py).
+                other, other_info = sample(False, retry_settings)
+                other_report = convergence_report(other)
+                info["retry"]["recipe_noncentred_divergences"] = other_report.divergences
+                info["sample_seconds"] += other_info["sample_seconds"]
+                if (other_report.divergences, other_report.max_rhat) < (report.divergences, report.max_rhat):
+                    idata, report, recipe_centered = other, other_report, False
         info["centered"] = centered
+        info["recipe_centered"] = centered if recipe_centered is None else recipe_centered
         info["random_seed"] = random_seed
         info["horizon"] = horizon
         info["reweighted"] = False

@@ -17,6 +17,8 @@ The model, per observation i of run r (recipe k = recipe[r]) at compute C_i:
 
 Parametrisation: recipe and run asymptotes are centred when every run has enough evaluations
 to pin itself down (`centered=True`, chosen by the forecaster), non-centred (z-scores) otherwise;
+`recipe_centered=False` makes the recipe level alone non-centred, the forecaster's last resort
+when a centred fit still diverges (a sweep of alike recipes: the recipe spreads' funnel);
 R0 is always non-centred, because runs of a sweep usually share their start checkpoint and a
 near-zero spread is exactly the centred form's funnel. The recipe spreads get zero-avoiding
 Gamma priors for the same reason. With a single recipe the recipe level is dropped. Priors are
@@ -256,9 +258,13 @@ def data_values(data: ModelData, priors: Priors) -> dict:
 
 
 def build_model(
-    data: ModelData, priors: Priors | None = None, *, robust: bool = False, centered: bool = True
+    data: ModelData, priors: Priors | None = None, *, robust: bool = False, centered: bool = True,
+    recipe_centered: bool | None = None,
 ) -> pm.Model:
     """The hierarchical ScaleRL model for `data`. Pure construction: no sampling here.
+
+    centered: both partially pooled levels (recipes, runs) centred, else non-centred.
+    recipe_centered: the recipe level's form when it differs from `centered` (None: as centered).
 
     Every data-dependent number is a pm.Data, so a compiled model is reused for new data of the
     same structure (`ModelData.structure_key`).
@@ -287,9 +293,10 @@ def build_model(
             a_sd = pm.Gamma("a_sd", alpha=2.0, beta=4.0 / priors.a_sd)
             b_sd = pm.Gamma("b_sd", alpha=2.0, beta=4.0 / priors.b_sd)
             m_sd = pm.Gamma("m_sd", alpha=2.0, beta=4.0 / priors.m_sd)
-            logit_A_recipe = _hier("logit_A_recipe", a_mu, a_sd, "recipe", centered)
-            b = pt.exp(_hier("log_b", b_mu, b_sd, "recipe", centered))
-            m = _hier("m", m_mu, m_sd, "recipe", centered)
+            recipes_centred = centered if recipe_centered is None else recipe_centered
+            logit_A_recipe = _hier("logit_A_recipe", a_mu, a_sd, "recipe", recipes_centred)
+            b = pt.exp(_hier("log_b", b_mu, b_sd, "recipe", recipes_centred))
+            m = _hier("m", m_mu, m_sd, "recipe", recipes_centred)
         else:
             # One recipe: a spread across recipes means nothing, and its redundant scale
             # parameters would only add ridges for the sampler to slide along.

@@ -247,3 +247,44 @@ def test_a_fit_told_the_planned_budget_keeps_that_axis_through_refits(small_swee
         fc.refit(grown, random_seed=4, pad_to=128, horizon=budget)
     assert fc.fit_info_["reweighted"] and fc.data_.n_obs == len(early) + 1
     assert fc.fit_info_["frame"] == fc._base["data"].frame() and fc.data_.to_x(budget) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(
+    "divergences, expected_tries, kept_recipe_centred",
+    [
+        ([5, 3, 0], [(0.9, False), (0.97, False), (0.97, True)], False),  # the fallback fixes it
+        ([5, 3, 4], [(0.9, False), (0.97, False), (0.97, True)], True),  # it does not: keep the fewest
+        ([5, 0], [(0.9, False), (0.97, False)], True),  # the retry alone fixes it: no fallback
+    ],
+)
+def test_a_fit_that_still_diverges_tries_the_recipe_level_non_centred(
+    fitted, small_sweep, monkeypatch, divergences, expected_tries, kept_recipe_centred
+):
+    """Sampling is faked (the shared fit's draws, with made-up divergence counts), so the test
+    checks what the forecaster tries in which order and which try it keeps."""
+    import copy
+    import dataclasses
+
+    import forecast.forecaster as forecaster_module
+    from forecast.inference import convergence_report
+
+    tries, counts = [], iter(divergences)
+
+    def fake_sample_model(build_model, settings, **kwargs):
+        free = {v.name for v in build_model().free_RVs}
+        tries.append((settings.target_accept, "logit_A_recipe_z" in free))
+        return copy.deepcopy(fitted.idata), {"sampler": "fake", "sample_seconds": 0.0}
+
+    def fake_report(idata):
+        return dataclasses.replace(convergence_report(idata), divergences=next(counts))
+
+    monkeypatch.setattr(forecaster_module, "sample_model", fake_sample_model)
+    monkeypatch.setattr(forecaster_module, "convergence_report", fake_report)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fc = ScalingForecaster(mode="nuts").fit(small_sweep, random_seed=0, progress=False)
+    assert tries == expected_tries
+    assert fc.fit_info_["centered"] is True
+    assert fc.fit_info_["recipe_centered"] is kept_recipe_centred
+    assert fc.diagnostics().divergences == min(divergences)
+    assert ("recipe_noncentred_divergences" in fc.fit_info_["retry"]) is (len(divergences) == 3)

@@ -32,6 +32,23 @@ def test_model_has_named_dims(small_sweep):
     assert model.named_vars_to_dims["A_run"] == ("run",)
 
 
+@pytest.mark.parametrize("centered, recipe_centered, recipes_z, runs_z", [
+    (True, None, False, False), (False, None, True, True), (True, False, True, False),
+])
+def test_recipe_level_can_be_non_centred_alone(small_sweep, centered, recipe_centered, recipes_z, runs_z):
+    """recipe_centered=False (the forecaster's fallback for a centred fit that still diverges)
+    turns the recipe level into z-scores and leaves the run level as `centered` says."""
+    from forecast.data import validate_runs
+
+    model = build_model(prepare_data(validate_runs(small_sweep)), Priors(), centered=centered,
+                        recipe_centered=recipe_centered)
+    free = {v.name for v in model.free_RVs}
+    assert ({"logit_A_recipe_z", "log_b_z", "m_z"} <= free) is recipes_z
+    assert bool(free & {"logit_A_recipe", "log_b", "m"}) is not recipes_z
+    assert ("logit_A_run_z" in free) is runs_z
+    assert ("logit_A_run" in free) is not runs_z
+
+
 def test_single_short_run_in_progress_fits_and_is_uncertain():
     """One recipe, one seed, six evaluations well before the midpoint: the fit works, the
     parametrisation falls back to non-centred, and the asymptote interval is honestly wide."""
