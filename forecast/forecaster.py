@@ -189,7 +189,7 @@ class ScalingForecaster:
 
         idata, info = sample(None, settings)
         report = convergence_report(idata)
-        recipe_centered = None
+        recipes_centred = centered  # the recipe level's form in the fit that is kept
         if report.divergences and self.mode == "nuts" and settings.target_accept < RETRY_TARGET_ACCEPT:
             # Divergences usually mean step sizes too large for a curved region (a funnel of a
             # small recipe spread). Smaller steps cost only sampling time: the compiled model is
@@ -211,9 +211,9 @@ class ScalingForecaster:
                 info["retry"]["recipe_noncentred_divergences"] = other_report.divergences
                 info["sample_seconds"] += other_info["sample_seconds"]
                 if (other_report.divergences, other_report.max_rhat) < (report.divergences, report.max_rhat):
-                    idata, report, recipe_centered = other, other_report, False
+                    idata, report, recipes_centred = other, other_report, False
         info["centered"] = centered
-        info["recipe_centered"] = centered if recipe_centered is None else recipe_centered
+        info["recipe_centered"] = recipes_centred
         info["random_seed"] = random_seed
         info["horizon"] = horizon
         info["reweighted"] = False
