@@ -190,14 +190,8 @@ def run_demo(args) -> int:
     data = write_report(fc, args.out / "report.html", budget=args.budget, target=target, inputs=[str(runs_path)])
     paths = write_outputs(fc, data, args.out)
     print(f"fit: {fit_seconds:.0f} s; {fc.diagnostics()}")
-    retry = fc.fit_info_.get("retry")
-    if retry:  # a fit that needed more than one try says so, and what each try found
-        tries = [f"{retry['divergences_before']} at target acceptance {fc.sampler.target_accept}",
-                 f"{retry['divergences_after']} at {retry['target_accept']}"]
-        if "recipe_noncentred_divergences" in retry:
-            tries.append(f"{retry['recipe_noncentred_divergences']} at {retry['target_accept']} with the recipe level "
-                         "non-centred" + (" (kept)" if fc.fit_info_.get("recipe_centered") is False else ""))
-        print(f"     divergences by try: {'; '.join(tries)}")
+    if fc.sampling_tries():  # a fit that needed more than one try says so
+        print(f"     {fc.sampling_tries()}")
     why_budget = "" if args.budget is not None else " (4x the largest observed compute)"
     why_target = "" if args.target is not None else " (median of the recipes' forecast asymptotes)"
     print(f"\nbudget {fmt_compute(data.budget)} {data.compute_unit}{why_budget}, target {target:g}{why_target}\n")

@@ -210,6 +210,7 @@ class ScalingForecaster:
                 other_report = convergence_report(other)
                 info["retry"]["recipe_noncentred_divergences"] = other_report.divergences
                 info["sample_seconds"] += other_info["sample_seconds"]
+                info["compile_seconds"] = info.get("compile_seconds", 0.0) + other_info.get("compile_seconds", 0.0)
                 if (other_report.divergences, other_report.max_rhat) < (report.divergences, report.max_rhat):
                     idata, report, recipes_centred = other, other_report, False
         info["centered"] = centered
@@ -339,6 +340,21 @@ class ScalingForecaster:
         """R-hat, ESS and divergences of this fit (a ConvergenceReport; str() it to read it)."""
         self._require_fit("diagnostics()")
         return self._report
+
+    def sampling_tries(self) -> str | None:
+        """The divergences of each try when the sampler was run more than once (fit()'s retries),
+        naming the try that was kept; None when one try was enough."""
+        self._require_fit("sampling_tries()")
+        retry = self.fit_info_.get("retry")
+        if not retry:
+            return None
+        tries = [f"{retry['divergences_before']} at target acceptance {self.sampler.target_accept}",
+                 f"{retry['divergences_after']} at {retry['target_accept']}"]
+        if "recipe_noncentred_divergences" in retry:
+            kept = " (kept)" if self.fit_info_.get("recipe_centered") is False else ""
+            tries.append(f"{retry['recipe_noncentred_divergences']} at {retry['target_accept']} with the recipe level "
+                         f"non-centred{kept}")
+        return "divergences by try: " + "; ".join(tries)
 
     # ------------------------------------------------------------------ posterior draws
 

@@ -336,6 +336,8 @@ def diagnostics_dict(fc) -> dict:
     d = fc.diagnostics().to_dict()
     info = fc.fit_info_ or {}
     d["fit_seconds"] = float(info.get("compile_seconds", 0.0)) + float(info.get("sample_seconds", 0.0))
+    if info.get("retry"):
+        d["sampling_tries"] = fc.sampling_tries()
     return d
 
 
@@ -677,6 +679,8 @@ def diagnostics_html(d: dict) -> str:
     ]
     if "fit_seconds" in d:
         rows.append(("fit time", f"{d['fit_seconds']:.1f} s"))
+    if d.get("sampling_tries"):
+        rows.append(("sampler tries", d["sampling_tries"]))
     items = "".join(f"<dt>{esc(k)}</dt><dd>{status if v is None else esc(v)}</dd>" for k, v in rows)
     problems = "".join(f"<li>{esc(p)}</li>" for p in d.get("problems", []))
     body = f"<dl>{items}</dl>" + (f"<ul>{problems}</ul>" if problems else "")

@@ -288,3 +288,7 @@ def test_a_fit_that_still_diverges_tries_the_recipe_level_non_centred(
     assert fc.fit_info_["recipe_centered"] is kept_recipe_centred
     assert fc.diagnostics().divergences == min(divergences)
     assert ("recipe_noncentred_divergences" in fc.fit_info_["retry"]) is (len(divergences) == 3)
+    tries = fc.sampling_tries()  # what `forecast fit`, the demo and the report print
+    assert tries.startswith(f"divergences by try: {divergences[0]} at target acceptance 0.9; {divergences[1]} at 0.97")
+    assert ("with the recipe level non-centred" in tries) is (len(divergences) == 3)
+    assert tries.endswith("(kept)") is (kept_recipe_centred is False)

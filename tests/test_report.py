@@ -70,6 +70,15 @@ def test_convergence_banner_only_when_not_converged():
     assert "did not converge" in banner and "&lt;bad&gt;" in banner
 
 
+def test_diagnostics_name_the_sampler_tries_only_when_there_were_several():
+    d = {"converged": True, "max_rhat": 1.005, "rhat_limit": 1.01, "min_ess_bulk": 742.0, "ess_limit": 200.0,
+         "min_ess_tail": 580.0, "divergences": 0, "n_draws": 4000, "problems": []}
+    assert "sampler tries" not in rp.diagnostics_html(d)
+    tries = "divergences by try: 11 at target acceptance 0.9; 9 at 0.97; 0 at 0.97 with the recipe level non-centred (kept)"
+    html = rp.diagnostics_html({**d, "sampling_tries": tries})
+    assert "sampler tries" in html and "non-centred (kept)" in html
+
+
 def test_split_sentences_keeps_numbers_whole():
     text = "Scale 'a': expected 0.693 (90% interval 0.645-0.739), P(best) = 0.89. Runner-up 'b': 6.4e+04 gpu_hours. P(>= 0.6) = 0.9."
     assert rp.split_sentences(text) == [
