@@ -128,8 +128,8 @@ def run_fit(args) -> int:
         with pd.option_context("display.width", 140, "display.max_columns", 20):
             print(f"fitted {len(fc.run_ids)} runs of {len(fc.recipes)} recipes ({fc.compute_unit})")
             print(fc.diagnostics())
-            if fc.sampling_tries():
-                print(fc.sampling_tries())
+            if tries := fc.sampling_tries():
+                print(tries)
             table = fc.asymptote().query("level == 'recipe'")[["recipe", "mean", "q05", "q50", "q95"]]
             print("\nasymptote A per recipe:")
             print(table.round(4).to_string(index=False))

@@ -190,8 +190,8 @@ def run_demo(args) -> int:
     data = write_report(fc, args.out / "report.html", budget=args.budget, target=target, inputs=[str(runs_path)])
     paths = write_outputs(fc, data, args.out)
     print(f"fit: {fit_seconds:.0f} s; {fc.diagnostics()}")
-    if fc.sampling_tries():  # a fit that needed more than one try says so
-        print(f"     {fc.sampling_tries()}")
+    if tries := fc.sampling_tries():  # a fit that needed more than one try says so
+        print(f"     {tries}")
     why_budget = "" if args.budget is not None else " (4x the largest observed compute)"
     why_target = "" if args.target is not None else " (median of the recipes' forecast asymptotes)"
     print(f"\nbudget {fmt_compute(data.budget)} {data.compute_unit}{why_budget}, target {target:g}{why_target}\n")

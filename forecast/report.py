@@ -336,8 +336,8 @@ def diagnostics_dict(fc) -> dict:
     d = fc.diagnostics().to_dict()
     info = fc.fit_info_ or {}
     d["fit_seconds"] = float(info.get("compile_seconds", 0.0)) + float(info.get("sample_seconds", 0.0))
-    if info.get("retry"):
-        d["sampling_tries"] = fc.sampling_tries()
+    if tries := fc.sampling_tries():
+        d["sampling_tries"] = tries
     return d
 
 
