@@ -523,20 +523,13 @@ def run_backtest(args) -> int:
 
 
 def _check_truth_column(runs, column: str, source) -> None:
-    """--truth must name a column of numbers in [0, 1] on every row; say which file, column, run and
-    line do not."""
-    import pandas as pd
+    """--truth must name a column of pass rates; RunDataError names the file, column, run and row
+    of the first value that is not one."""
+    from .data import require_rates
 
     if column not in runs:
         raise BadInput(f"{source}: --truth column '{column}' is not in the run table")
-    values = pd.to_numeric(runs[column], errors="coerce")
-    bad = runs.index[values.isna() | (values < 0) | (values > 1)]
-    if len(bad):
-        row = runs.loc[bad[0]]
-        where = row["_source"] if "_source" in runs and pd.notna(row["_source"]) else source
-        line = f", line {int(row['_line'])}" if "_line" in runs and pd.notna(row["_line"]) else ""
-        raise BadInput(f"{where}{line}: column '{column}', run '{row['run_id']}': a true pass rate must be a number "
-                       f"in [0, 1], got {row[column]}")
+    require_rates(runs, column)
 
 
 # ----------------------------------------------------------------------------- main

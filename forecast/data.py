@@ -19,7 +19,7 @@ OPTIONAL_NUMERIC = ("seed", "n_eval", "step", "device_seconds")
 RUN_LOG_NAME = "evals.jsonl"
 SUPPORTED_SUFFIXES = (".csv", ".parquet", ".pq", ".jsonl", ".json")
 
-__all__ = ["RunDataError", "load_runs", "validate_runs", "read_table", "RunSummary", "summarize_runs"]
+__all__ = ["RunDataError", "load_runs", "validate_runs", "require_rates", "read_table", "RunSummary", "summarize_runs"]
 
 
 class RunDataError(ValueError):
@@ -144,6 +144,17 @@ def _require_numeric(frame: pd.DataFrame, column: str, *, required: bool) -> Non
     frame[column] = values.astype(float)
 
 
+def require_rates(frame: pd.DataFrame, column: str) -> None:
+    """`column` must hold a pass rate, a number in [0, 1], on every row (converted to float in
+    place); RunDataError names the file, column, run and row of the first that does not. The metric
+    column, and a replica's true pass rates (`forecast backtest --truth`)."""
+    _require_numeric(frame, column, required=True)
+    bad = (frame[column] < 0) | (frame[column] > 1)
+    if bad.any():
+        idx = bad.idxmax()
+        raise RunDataError(f"must lie in [0, 1], got {frame.loc[idx, column]:g}", column=column, **_where(frame, idx))
+
+
 def validate_runs(frame: pd.DataFrame, *, source=None, min_points: int = 2) -> pd.DataFrame:
     """Check a run table and return a clean copy sorted by (recipe, run_id, compute).
 
@@ -173,7 +184,7 @@ def validate_runs(frame: pd.DataFrame, *, source=None, min_points: int = 2) -> p
         frame[column] = frame[column].astype(str)
 
     _require_numeric(frame, "compute", required=True)
-    _require_numeric(frame, "metric", required=True)
+    require_rates(frame, "metric")
     for column in OPTIONAL_NUMERIC:
         if column in frame.columns:
             _require_numeric(frame, column, required=False)
@@ -183,12 +194,6 @@ def validate_runs(frame: pd.DataFrame, *, source=None, min_points: int = 2) -> p
         idx = bad.idxmax()
         raise RunDataError(
             f"must be > 0, got {frame.loc[idx, 'compute']:g}", column="compute", **_where(frame, idx)
-        )
-    bad = (frame["metric"] < 0) | (frame["metric"] > 1)
-    if bad.any():
-        idx = bad.idxmax()
-        raise RunDataError(
-            f"must lie in [0, 1], got {frame.loc[idx, 'metric']:g}", column="metric", **_where(frame, idx)
         )
     if "n_eval" in frame.columns:
         n = frame["n_eval"]

@@ -39,6 +39,8 @@ __all__ = ["ScalingForecaster", "ConvergenceWarning", "NotFittedError"]
 DEFAULT_QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 KINDS = ("run", "new_run", "mean")
 RETRY_TARGET_ACCEPT = 0.97
+# a nuts fit still flagged after its tries is sampled once more with this many times the draws and warm-up
+LONGER_CHAINS = 2
 # refit() reweights the last sampled fit only while the weights keep at least this share of its
 # draws' information; below it the new data carry enough news to be worth a sampler run
 MIN_REWEIGHT_EFFICIENCY = 0.5
@@ -85,7 +87,11 @@ class ScalingForecaster:
         at least 8 evaluations (data pin each run down) and non-centred otherwise. In "nuts"
         mode a centred fit that still diverges after a retry at target acceptance 0.97 is
         sampled once more with the recipe level non-centred, and the try with the fewest
-        divergences is kept (fit_info_["retry"], fit_info_["recipe_centered"]).
+        divergences is kept (fit_info_["retry"], fit_info_["recipe_centered"]). A fit still
+        flagged after that (R-hat, ESS or divergences) is sampled once more with twice the draws
+        and warm-up (the recipe level non-centred where there are recipes to pool), kept unless it
+        diverges more (fit_info_["longer"]; SamplerSettings(extend_if_flagged=False) turns it off).
+        sampling_tries() says in words what each try found.
     mode : "nuts" (default: 1000 draws x 2 chains) or "fast" (short chains, for frequent refits).
     sampler : SamplerSettings, optional, overrides `mode`.
     horizon_sd : extra predictive sd per doubling of compute beyond a run's last evaluation.
@@ -190,6 +196,7 @@ class ScalingForecaster:
         idata, info = sample(None, settings)
         report = convergence_report(idata)
         recipes_centred = centered  # the recipe level's form in the fit that is kept
+        kept_settings = settings  # how the kept fit was sampled
         if report.divergences and self.mode == "nuts" and settings.target_accept < RETRY_TARGET_ACCEPT:
             # Divergences usually mean step sizes too large for a curved region (a funnel of a
             # small recipe spread). Smaller steps cost only sampling time: the compiled model is
@@ -200,7 +207,7 @@ class ScalingForecaster:
             info["retry"] = {"target_accept": RETRY_TARGET_ACCEPT, "divergences_before": report.divergences, "divergences_after": retry_report.divergences}
             info["sample_seconds"] += retry_info["sample_seconds"]
             if (retry_report.divergences, retry_report.max_rhat) < (report.divergences, report.max_rhat):
-                idata, report = retry, retry_report
+                idata, report, kept_settings = retry, retry_report, retry_settings
             if report.divergences and centered and len(data.recipes) > 1:
                 # Still divergent with the recipe level centred: recipes so alike that their
                 # spreads' funnel is where the posterior sits (the shipped trainer sweep). The
@@ -213,6 +220,28 @@ class ScalingForecaster:
                 info["compile_seconds"] = info.get("compile_seconds", 0.0) + other_info.get("compile_seconds", 0.0)
                 if (other_report.divergences, other_report.max_rhat) < (report.divergences, report.max_rhat):
                     idata, report, recipes_centred = other, other_report, False
+                    kept_settings = retry_settings
+        if not report.converged and self.mode == "nuts" and settings.extend_if_flagged:
+            # Still flagged (R-hat, ESS, or a divergence the tries above left): longer chains, with
+            # the recipe level non-centred wherever there are recipes to pool. On the shipped trainer
+            # sweep a default fit was flagged for 3 of 6 random seeds (R-hat 1.011-1.018, bulk ESS
+            # down to 176, one divergence): 1000 warm-up draws left the step size unsettled. Twice
+            # the warm-up and draws converged on all 6 with the recipe level non-centred; with it
+            # centred the same longer chains diverged (2 and 744 divergences on the two seeds tried).
+            longer_recipe = False if centered and len(data.recipes) > 1 else None
+            longer_settings = SamplerSettings(**{**kept_settings.to_dict(), "draws": LONGER_CHAINS * kept_settings.draws,
+                                                 "tune": LONGER_CHAINS * kept_settings.tune})
+            longer, longer_info = sample(longer_recipe, longer_settings)
+            longer_report = convergence_report(longer)
+            info["longer"] = {"draws": longer_settings.draws, "tune": longer_settings.tune,
+                              "recipe_centered": centered if longer_recipe is None else longer_recipe,
+                              "problems_before": report.problems(), "problems_after": longer_report.problems()}
+            info["sample_seconds"] += longer_info["sample_seconds"]
+            info["compile_seconds"] = info.get("compile_seconds", 0.0) + longer_info.get("compile_seconds", 0.0)
+            # more draws estimate R-hat and ESS better, so they are kept unless they diverge more
+            info["longer"]["kept"] = longer_report.divergences <= report.divergences
+            if info["longer"]["kept"]:
+                idata, report, recipes_centred = longer, longer_report, info["longer"]["recipe_centered"]
         info["centered"] = centered
         info["recipe_centered"] = recipes_centred
         info["random_seed"] = random_seed
@@ -283,7 +312,7 @@ class ScalingForecaster:
             return False
         idata = _resampled(base_idata, update.indices)
         info = {
-            **{k: v for k, v in self.fit_info_.items() if k not in ("retry",)},
+            **{k: v for k, v in self.fit_info_.items() if k not in ("retry", "longer")},
             "reweighted": True,
             "base_n_obs": base_data.n_obs,
             "reweight_seconds": time.perf_counter() - start,
@@ -342,19 +371,26 @@ class ScalingForecaster:
         return self._report
 
     def sampling_tries(self) -> str | None:
-        """The divergences of each try when the sampler was run more than once (fit()'s retries),
-        naming the try that was kept; None when one try was enough."""
+        """What each try of the sampler found when it was run more than once (fit()'s retries and
+        longer chains), naming the try that was kept; None when one try was enough."""
         self._require_fit("sampling_tries()")
-        retry = self.fit_info_.get("retry")
-        if not retry:
-            return None
-        tries = [f"{retry['divergences_before']} at target acceptance {self.sampler.target_accept}",
-                 f"{retry['divergences_after']} at {retry['target_accept']}"]
-        if "recipe_noncentred_divergences" in retry:
-            kept = " (kept)" if self.fit_info_.get("recipe_centered") is False else ""
-            tries.append(f"{retry['recipe_noncentred_divergences']} at {retry['target_accept']} with the recipe level "
-                         f"non-centred{kept}")
-        return "divergences by try: " + "; ".join(tries)
+        retry, longer = self.fit_info_.get("retry"), self.fit_info_.get("longer")
+        parts = []
+        if retry:
+            tries = [f"{retry['divergences_before']} at target acceptance {self.sampler.target_accept}",
+                     f"{retry['divergences_after']} at {retry['target_accept']}"]
+            if "recipe_noncentred_divergences" in retry:
+                kept = " (kept)" if self.fit_info_.get("recipe_centered") is False and not (longer or {}).get("kept") else ""
+                tries.append(f"{retry['recipe_noncentred_divergences']} at {retry['target_accept']} with the recipe level "
+                             f"non-centred{kept}")
+            parts.append("divergences by try: " + "; ".join(tries))
+        if longer:
+            after = "; ".join(longer["problems_after"]) or "converged"
+            kept = "kept" if longer["kept"] else "not kept: it diverged more"
+            form = " with the recipe level non-centred" if self.fit_info_["centered"] and longer["recipe_centered"] is False else ""
+            parts.append(f"still flagged ({'; '.join(longer['problems_before'])}), so sampled again with "
+                         f"{longer['draws']} draws and {longer['tune']} warm-up per chain{form}: {after} ({kept})")
+        return ". ".join(parts) if parts else None
 
     # ------------------------------------------------------------------ posterior draws
 

@@ -301,7 +301,7 @@ def test_backtest_cli_scores_regret_on_a_truth_column(tmp_path, capsys):
     table.to_csv(tmp_path / "bad.csv", index=False)
     assert main(["backtest", str(tmp_path / "bad.csv"), "--truth", TRUTH_COLUMN]) == 2
     err = capsys.readouterr().err
-    assert "bad.csv, line 15: column 'true_metric', run 'b'" in err and "got 1.5" in err
+    assert "bad.csv, column 'true_metric', run 'b', row 15: must lie in [0, 1], got 1.5" in err
 
 
 @pytest.mark.parametrize("planned", [False, True])

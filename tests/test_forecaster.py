@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from forecast import NotFittedError, ScalingForecaster
+from forecast import NotFittedError, SamplerSettings, ScalingForecaster
 from forecast.inference import ConvergenceReport
 from forecast.synthetic import simulate_sweep
 
@@ -282,7 +282,8 @@ def test_a_fit_that_still_diverges_tries_the_recipe_level_non_centred(
     monkeypatch.setattr(forecaster_module, "convergence_report", fake_report)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        fc = ScalingForecaster(mode="nuts").fit(small_sweep, random_seed=0, progress=False)
+        # longer chains for a fit still flagged come after these tries: the next test
+        fc = ScalingForecaster(sampler=SamplerSettings(extend_if_flagged=False)).fit(small_sweep, random_seed=0, progress=False)
     assert tries == expected_tries
     assert fc.fit_info_["centered"] is True
     assert fc.fit_info_["recipe_centered"] is kept_recipe_centred
@@ -292,3 +293,65 @@ def test_a_fit_that_still_diverges_tries_the_recipe_level_non_centred(
     assert tries.startswith(f"divergences by try: {divergences[0]} at target acceptance 0.9; {divergences[1]} at 0.97")
     assert ("with the recipe level non-centred" in tries) is (len(divergences) == 3)
     assert tries.endswith("(kept)") is (kept_recipe_centred is False)
+
+
+@pytest.mark.parametrize(
+    "reports, extend, expected_tries, longer_kept",
+    [
+        # flagged for R-hat alone: twice the draws and warm-up, recipe level non-centred, kept
+        ([{"max_rhat": 1.03}, {"max_rhat": 1.004}], True, [(0.9, 1000, 1000, False), (0.9, 2000, 2000, True)], True),
+        # a divergence the retries left: the longer try starts from the kept try's target acceptance
+        ([{"divergences": 5}, {"divergences": 1}, {"divergences": 2}, {}], True,
+         [(0.9, 1000, 1000, False), (0.97, 1000, 1000, False), (0.97, 1000, 1000, True), (0.97, 2000, 2000, True)], True),
+        # the non-centred try is kept over the retry but flagged for R-hat: longer chains replace it
+        ([{"divergences": 5}, {"divergences": 1}, {"max_rhat": 1.03}, {}], True,
+         [(0.9, 1000, 1000, False), (0.97, 1000, 1000, False), (0.97, 1000, 1000, True), (0.97, 2000, 2000, True)], True),
+        # the longer chains diverge more: the flagged fit is kept, and says so
+        ([{"max_rhat": 1.03}, {"divergences": 3}], True, [(0.9, 1000, 1000, False), (0.9, 2000, 2000, True)], False),
+        ([{}], True, [(0.9, 1000, 1000, False)], None),  # converged at once: one try
+        ([{"max_rhat": 1.03}], False, [(0.9, 1000, 1000, False)], None),  # extend_if_flagged=False
+    ],
+)
+def test_a_fit_still_flagged_is_sampled_again_with_longer_chains(
+    fitted, small_sweep, monkeypatch, reports, extend, expected_tries, longer_kept
+):
+    """Sampling and diagnostics are faked (the shared fit's draws; R-hat and divergences made up,
+    every other number a converged fit's), so the test checks when longer chains are tried, in
+    which form, which try is kept, and what sampling_tries() tells the user."""
+    import copy
+    import dataclasses
+
+    import forecast.forecaster as forecaster_module
+    from forecast.inference import convergence_report
+
+    tries, made_up = [], iter(reports)
+
+    def fake_sample_model(build_model, settings, **kwargs):
+        free = {v.name for v in build_model().free_RVs}
+        tries.append((settings.target_accept, settings.draws, settings.tune, "logit_A_recipe_z" in free))
+        idata = copy.deepcopy(fitted.idata)
+        idata.attrs["try"] = len(tries)
+        return idata, {"sampler": "fake", "sample_seconds": 0.0}
+
+    def fake_report(idata):
+        converged = {"max_rhat": 1.002, "min_ess_bulk": 1000.0, "min_ess_tail": 1000.0, "divergences": 0}
+        return dataclasses.replace(convergence_report(idata), **{**converged, **next(made_up)})
+
+    monkeypatch.setattr(forecaster_module, "sample_model", fake_sample_model)
+    monkeypatch.setattr(forecaster_module, "convergence_report", fake_report)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fc = ScalingForecaster(sampler=SamplerSettings(extend_if_flagged=extend)).fit(small_sweep, random_seed=0, progress=False)
+    assert tries == expected_tries
+    longer = fc.fit_info_.get("longer")
+    tried_longer = fc.sampling_tries() or ""
+    if longer_kept is None:
+        assert longer is None and "sampled again" not in tried_longer
+        return
+    assert longer["kept"] is longer_kept and (longer["draws"], longer["tune"]) == (2000, 2000)
+    assert fc.idata.attrs["try"] == (len(tries) if longer_kept else len(tries) - 1)
+    assert fc.diagnostics().converged is longer_kept
+    assert fc.fit_info_["recipe_centered"] is (not longer_kept)
+    assert "sampled again with 2000 draws and 2000 warm-up per chain with the recipe level non-centred" in tried_longer
+    assert tried_longer.endswith("converged (kept)" if longer_kept else "(not kept: it diverged more)")
+    assert "(kept)." not in tried_longer  # an earlier try is not called kept when the longer one was

@@ -87,7 +87,7 @@ def test_thirty_recipes_converge():
 def test_pymc_fallback_sampler_runs(small_sweep):
     from forecast import SamplerSettings
 
-    fc = ScalingForecaster(sampler=SamplerSettings(draws=100, tune=100, sampler="pymc", progress=False))
+    fc = ScalingForecaster(sampler=SamplerSettings(draws=100, tune=100, sampler="pymc", progress=False, extend_if_flagged=False))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         fc.fit(small_sweep, random_seed=1)
