@@ -42,6 +42,7 @@ lint: setup
 bench: setup
 	$(PY) benchmarks/trainer_default_run.py
 	$(PY) benchmarks/fit_speed.py
+	$(PY) benchmarks/convergence.py
 	$(PY) benchmarks/extrapolation.py
 	$(PY) benchmarks/early_stop.py
 

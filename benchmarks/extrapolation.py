@@ -81,6 +81,8 @@ def evaluate(runs: pd.DataFrame, fraction: float, *, seed: int = 0, horizon_sd=N
                 "shape": final.loc[run_id, "shape"] if "shape" in final else "real",
                 "fit_seconds": fit_seconds,
                 "converged": fc.diagnostics().converged,
+                "verdict": str(fc.diagnostics()).splitlines()[0],
+                "tries": fc.sampling_tries() or "",
                 **extra,
             }
         )
@@ -137,7 +139,9 @@ def main(argv=None):
             res = evaluate(runs, fraction, horizon_sd=args.horizon_sd, calibrate=grid, planned=args.horizon)
             res["dataset"] = name
             results.append(res)
-            print(f"{name} @ {fraction:.3f}: fit {res['fit_seconds'].iloc[0]:.1f}s, converged={res['converged'].iloc[0]}", flush=True)
+            first = res.iloc[0]
+            tries = f"\n    tries: {first['tries']}" if first["tries"] else ""
+            print(f"{name} @ {fraction:.3f}: fit {first['fit_seconds']:.1f}s, {first['verdict']}{tries}", flush=True)
     results = pd.concat(results, ignore_index=True)
     if args.csv:
         results.to_csv(args.csv, index=False)

@@ -89,7 +89,7 @@ class ScalingForecaster:
         sampled once more with the recipe level non-centred, and the try with the fewest
         divergences is kept (fit_info_["retry"], fit_info_["recipe_centered"]). A fit still
         flagged after that (R-hat, ESS or divergences) is sampled once more with twice the draws
-        and warm-up (the recipe level non-centred where there are recipes to pool), kept unless it
+        and warm-up (the recipe level non-centred if a centred try diverged), kept unless it
         diverges more (fit_info_["longer"]; SamplerSettings(extend_if_flagged=False) turns it off).
         sampling_tries() says in words what each try found.
     mode : "nuts" (default: 1000 draws x 2 chains) or "fast" (short chains, for frequent refits).
@@ -196,6 +196,7 @@ class ScalingForecaster:
         idata, info = sample(None, settings)
         report = convergence_report(idata)
         recipes_centred = centered  # the recipe level's form in the fit that is kept
+        first_diverged = report.divergences > 0
         kept_settings = settings  # how the kept fit was sampled
         if report.divergences and self.mode == "nuts" and settings.target_accept < RETRY_TARGET_ACCEPT:
             # Divergences usually mean step sizes too large for a curved region (a funnel of a
@@ -222,19 +223,23 @@ class ScalingForecaster:
                     idata, report, recipes_centred = other, other_report, False
                     kept_settings = retry_settings
         if not report.converged and self.mode == "nuts" and settings.extend_if_flagged:
-            # Still flagged (R-hat, ESS, or a divergence the tries above left): longer chains, with
-            # the recipe level non-centred wherever there are recipes to pool. On the shipped trainer
-            # sweep a default fit was flagged for 3 of 6 random seeds (R-hat 1.011-1.018, bulk ESS
-            # down to 176, one divergence): 1000 warm-up draws left the step size unsettled. Twice
-            # the warm-up and draws converged on all 6 with the recipe level non-centred; with it
-            # centred the same longer chains diverged (2 and 744 divergences on the two seeds tried).
-            longer_recipe = False if centered and len(data.recipes) > 1 else None
+            # Still flagged (R-hat, ESS, or a divergence the tries above left): longer chains. On the
+            # shipped trainer sweep a default fit was flagged for 3 of 6 random seeds (R-hat
+            # 1.011-1.018, bulk ESS down to 176, one divergence): 1000 warm-up draws left the step
+            # size unsettled, and twice the warm-up and draws converged on all 6. In which form: a
+            # centred fit that diverged at all sits in the recipe spreads' funnel, and its longer
+            # chains diverged centred (2 and 744 divergences on two seeds) and converged with the
+            # recipe level non-centred; one that never diverged is mixing slowly, and non-centred
+            # there, on synthetic sweeps whose recipes differ clearly, they diverged (4-59).
+            funnel = centered and len(data.recipes) > 1 and first_diverged
+            longer_recipe = False if funnel else None
             longer_settings = SamplerSettings(**{**kept_settings.to_dict(), "draws": LONGER_CHAINS * kept_settings.draws,
                                                  "tune": LONGER_CHAINS * kept_settings.tune})
             longer, longer_info = sample(longer_recipe, longer_settings)
             longer_report = convergence_report(longer)
             info["longer"] = {"draws": longer_settings.draws, "tune": longer_settings.tune,
                               "recipe_centered": centered if longer_recipe is None else longer_recipe,
+                              "sample_seconds": longer_info["sample_seconds"],
                               "problems_before": report.problems(), "problems_after": longer_report.problems()}
             info["sample_seconds"] += longer_info["sample_seconds"]
             info["compile_seconds"] = info.get("compile_seconds", 0.0) + longer_info.get("compile_seconds", 0.0)

@@ -298,16 +298,20 @@ def test_a_fit_that_still_diverges_tries_the_recipe_level_non_centred(
 @pytest.mark.parametrize(
     "reports, extend, expected_tries, longer_kept",
     [
-        # flagged for R-hat alone: twice the draws and warm-up, recipe level non-centred, kept
-        ([{"max_rhat": 1.03}, {"max_rhat": 1.004}], True, [(0.9, 1000, 1000, False), (0.9, 2000, 2000, True)], True),
-        # a divergence the retries left: the longer try starts from the kept try's target acceptance
+        # flagged for R-hat alone, never divergent: twice the draws and warm-up, still centred, kept
+        ([{"max_rhat": 1.03}, {"max_rhat": 1.004}], True, [(0.9, 1000, 1000, False), (0.9, 2000, 2000, False)], True),
+        # a divergence the retries left: the longer try starts from the kept try's target acceptance,
+        # with the recipe level non-centred (a centred fit that diverged sits in the funnel)
         ([{"divergences": 5}, {"divergences": 1}, {"divergences": 2}, {}], True,
          [(0.9, 1000, 1000, False), (0.97, 1000, 1000, False), (0.97, 1000, 1000, True), (0.97, 2000, 2000, True)], True),
         # the non-centred try is kept over the retry but flagged for R-hat: longer chains replace it
         ([{"divergences": 5}, {"divergences": 1}, {"max_rhat": 1.03}, {}], True,
          [(0.9, 1000, 1000, False), (0.97, 1000, 1000, False), (0.97, 1000, 1000, True), (0.97, 2000, 2000, True)], True),
+        # the retry removed the divergences but left R-hat: longer chains non-centred, as they diverged
+        ([{"divergences": 5}, {"max_rhat": 1.03}, {}], True,
+         [(0.9, 1000, 1000, False), (0.97, 1000, 1000, False), (0.97, 2000, 2000, True)], True),
         # the longer chains diverge more: the flagged fit is kept, and says so
-        ([{"max_rhat": 1.03}, {"divergences": 3}], True, [(0.9, 1000, 1000, False), (0.9, 2000, 2000, True)], False),
+        ([{"max_rhat": 1.03}, {"divergences": 3}], True, [(0.9, 1000, 1000, False), (0.9, 2000, 2000, False)], False),
         ([{}], True, [(0.9, 1000, 1000, False)], None),  # converged at once: one try
         ([{"max_rhat": 1.03}], False, [(0.9, 1000, 1000, False)], None),  # extend_if_flagged=False
     ],
@@ -351,7 +355,11 @@ def test_a_fit_still_flagged_is_sampled_again_with_longer_chains(
     assert longer["kept"] is longer_kept and (longer["draws"], longer["tune"]) == (2000, 2000)
     assert fc.idata.attrs["try"] == (len(tries) if longer_kept else len(tries) - 1)
     assert fc.diagnostics().converged is longer_kept
-    assert fc.fit_info_["recipe_centered"] is (not longer_kept)
-    assert "sampled again with 2000 draws and 2000 warm-up per chain with the recipe level non-centred" in tried_longer
+    longer_non_centred = expected_tries[-1][3]
+    assert longer["recipe_centered"] is (not longer_non_centred)
+    kept_try = expected_tries[fc.idata.attrs["try"] - 1]
+    assert fc.fit_info_["recipe_centered"] is (not kept_try[3])  # the kept try's form, whichever it is
+    form = " with the recipe level non-centred" if longer_non_centred else ""
+    assert f"sampled again with 2000 draws and 2000 warm-up per chain{form}:" in tried_longer
     assert tried_longer.endswith("converged (kept)" if longer_kept else "(not kept: it diverged more)")
     assert "(kept)." not in tried_longer  # an earlier try is not called kept when the longer one was

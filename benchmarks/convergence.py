@@ -1,0 +1,76 @@
+"""Convergence of default full fits: the tries before longer chains against the fit with them.
+
+Data: a run table (default: the shipped trainer sweep, examples/trainer_sweep/runs.csv), fitted by
+`ScalingForecaster().fit` (nuts mode, 1000 + 1000 draws per chain, 2 chains) once per random seed.
+  before: the fit as its divergence retries leave it, which is what fit() returns with
+          SamplerSettings(extend_if_flagged=False): the longer try comes after them and changes
+          nothing before it, so one fit per seed gives both sides.
+  ours:   what fit() returns: a fit still flagged is sampled once more with twice the draws and
+          warm-up (ScalingForecaster.fit, fit_info_["longer"]).
+Prints, per seed, each side's verdict (R-hat, bulk ESS, divergences) and time, then the share of
+seeds converged on each side and the time the longer tries added. Target: every seed converged.
+
+    python benchmarks/convergence.py [--runs PATH] [--seeds 0,1,2,3,4,5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import warnings
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from forecast import ScalingForecaster, load_runs  # noqa: E402
+
+warnings.filterwarnings("ignore")
+
+
+def verdict(problems: list[str]) -> str:
+    return "converged" if not problems else "NOT CONVERGED: " + "; ".join(problems)
+
+
+def fit_once(runs, seed: int) -> dict:
+    start = time.perf_counter()
+    fc = ScalingForecaster().fit(runs, random_seed=seed, progress=False)
+    seconds = time.perf_counter() - start
+    longer = fc.fit_info_.get("longer")
+    after = fc.diagnostics()
+    before = longer["problems_before"] if longer else after.problems()
+    extra = longer["sample_seconds"] if longer else 0.0
+    return {"seed": seed, "before": before, "after": after.problems(), "seconds": seconds,
+            "before_seconds": seconds - extra, "report": str(after).splitlines()[0], "tries": fc.sampling_tries()}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", default=str(ROOT / "examples" / "trainer_sweep" / "runs.csv"))
+    parser.add_argument("--seeds", default="0,1,2,3,4,5", help="random seeds of the fits (comma list)")
+    args = parser.parse_args(argv)
+    runs = load_runs(args.runs)
+    seeds = [int(s) for s in args.seeds.split(",")]
+    print(f"data: {args.runs}: {runs['recipe'].nunique()} recipes, {runs['run_id'].nunique()} runs, {len(runs)} points")
+    rows = []
+    for seed in seeds:
+        row = fit_once(runs, seed)
+        rows.append(row)
+        print(f"seed {seed}: before {row['before_seconds']:5.1f} s  {verdict(row['before'])}")
+        print(f"        ours   {row['seconds']:5.1f} s  {row['report']}")
+        if row["tries"]:
+            print(f"        tries: {row['tries']}")
+    n = len(rows)
+    ok_before = sum(not r["before"] for r in rows)
+    ok_after = sum(not r["after"] for r in rows)
+    t_before = sum(r["before_seconds"] for r in rows)
+    t_after = sum(r["seconds"] for r in rows)
+    print(f"converged: before {ok_before}/{n}, ours {ok_after}/{n}")
+    print(f"time: before {t_before:.0f} s, ours {t_after:.0f} s ({t_after / t_before:.2f}x; "
+          f"slowest fit {max(r['before_seconds'] for r in rows):.0f} s -> {max(r['seconds'] for r in rows):.0f} s)")
+    print("target: every seed converged")
+
+
+if __name__ == "__main__":
+    main()
