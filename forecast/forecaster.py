@@ -232,13 +232,12 @@ class ScalingForecaster:
             # recipe level non-centred; one that never diverged is mixing slowly, and non-centred
             # there, on synthetic sweeps whose recipes differ clearly, they diverged (4-59).
             funnel = centered and len(data.recipes) > 1 and first_diverged
-            longer_recipe = False if funnel else None
             longer_settings = SamplerSettings(**{**kept_settings.to_dict(), "draws": LONGER_CHAINS * kept_settings.draws,
                                                  "tune": LONGER_CHAINS * kept_settings.tune})
-            longer, longer_info = sample(longer_recipe, longer_settings)
+            longer, longer_info = sample(False if funnel else None, longer_settings)
             longer_report = convergence_report(longer)
             info["longer"] = {"draws": longer_settings.draws, "tune": longer_settings.tune,
-                              "recipe_centered": centered if longer_recipe is None else longer_recipe,
+                              "recipe_centered": centered and not funnel,
                               "sample_seconds": longer_info["sample_seconds"],
                               "problems_before": report.problems(), "problems_after": longer_report.problems()}
             info["sample_seconds"] += longer_info["sample_seconds"]
