@@ -249,6 +249,35 @@ def test_a_fit_told_the_planned_budget_keeps_that_axis_through_refits(small_swee
     assert fc.fit_info_["frame"] == fc._base["data"].frame() and fc.data_.to_x(budget) == pytest.approx(1.0)
 
 
+def fake_sampling(monkeypatch, fitted, reports):
+    """Fake the sampler and its diagnostics inside ScalingForecaster.fit: every try returns the shared
+    fit's draws (idata.attrs["try"] numbers it), and its report is a converged one with the next
+    entry of `reports` (dicts of made-up R-hat, ESS, divergences) laid over it. Returns the list
+    that records each try as (target_accept, draws, tune, recipe level non-centred)."""
+    import copy
+    import dataclasses
+
+    import forecast.forecaster as forecaster_module
+    from forecast.inference import convergence_report
+
+    tries, made_up = [], iter(reports)
+
+    def fake_sample_model(build_model, settings, **kwargs):
+        free = {v.name for v in build_model().free_RVs}
+        tries.append((settings.target_accept, settings.draws, settings.tune, "logit_A_recipe_z" in free))
+        idata = copy.deepcopy(fitted.idata)
+        idata.attrs["try"] = len(tries)
+        return idata, {"sampler": "fake", "sample_seconds": 0.0}
+
+    def fake_report(idata):
+        converged = {"max_rhat": 1.002, "min_ess_bulk": 1000.0, "min_ess_tail": 1000.0, "divergences": 0}
+        return dataclasses.replace(convergence_report(idata), **{**converged, **next(made_up)})
+
+    monkeypatch.setattr(forecaster_module, "sample_model", fake_sample_model)
+    monkeypatch.setattr(forecaster_module, "convergence_report", fake_report)
+    return tries
+
+
 @pytest.mark.parametrize(
     "divergences, expected_tries, kept_recipe_centred",
     [
@@ -262,29 +291,12 @@ def test_a_fit_that_still_diverges_tries_the_recipe_level_non_centred(
 ):
     """Sampling is faked (the shared fit's draws, with made-up divergence counts), so the test
     checks what the forecaster tries in which order and which try it keeps."""
-    import copy
-    import dataclasses
-
-    import forecast.forecaster as forecaster_module
-    from forecast.inference import convergence_report
-
-    tries, counts = [], iter(divergences)
-
-    def fake_sample_model(build_model, settings, **kwargs):
-        free = {v.name for v in build_model().free_RVs}
-        tries.append((settings.target_accept, "logit_A_recipe_z" in free))
-        return copy.deepcopy(fitted.idata), {"sampler": "fake", "sample_seconds": 0.0}
-
-    def fake_report(idata):
-        return dataclasses.replace(convergence_report(idata), divergences=next(counts))
-
-    monkeypatch.setattr(forecaster_module, "sample_model", fake_sample_model)
-    monkeypatch.setattr(forecaster_module, "convergence_report", fake_report)
+    tries = fake_sampling(monkeypatch, fitted, [{"divergences": d} for d in divergences])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         # longer chains for a fit still flagged come after these tries: the next test
         fc = ScalingForecaster(sampler=SamplerSettings(extend_if_flagged=False)).fit(small_sweep, random_seed=0, progress=False)
-    assert tries == expected_tries
+    assert [(accept, non_centred) for accept, _, _, non_centred in tries] == expected_tries
     assert fc.fit_info_["centered"] is True
     assert fc.fit_info_["recipe_centered"] is kept_recipe_centred
     assert fc.diagnostics().divergences == min(divergences)
@@ -322,27 +334,7 @@ def test_a_fit_still_flagged_is_sampled_again_with_longer_chains(
     """Sampling and diagnostics are faked (the shared fit's draws; R-hat and divergences made up,
     every other number a converged fit's), so the test checks when longer chains are tried, in
     which form, which try is kept, and what sampling_tries() tells the user."""
-    import copy
-    import dataclasses
-
-    import forecast.forecaster as forecaster_module
-    from forecast.inference import convergence_report
-
-    tries, made_up = [], iter(reports)
-
-    def fake_sample_model(build_model, settings, **kwargs):
-        free = {v.name for v in build_model().free_RVs}
-        tries.append((settings.target_accept, settings.draws, settings.tune, "logit_A_recipe_z" in free))
-        idata = copy.deepcopy(fitted.idata)
-        idata.attrs["try"] = len(tries)
-        return idata, {"sampler": "fake", "sample_seconds": 0.0}
-
-    def fake_report(idata):
-        converged = {"max_rhat": 1.002, "min_ess_bulk": 1000.0, "min_ess_tail": 1000.0, "divergences": 0}
-        return dataclasses.replace(convergence_report(idata), **{**converged, **next(made_up)})
-
-    monkeypatch.setattr(forecaster_module, "sample_model", fake_sample_model)
-    monkeypatch.setattr(forecaster_module, "convergence_report", fake_report)
+    tries = fake_sampling(monkeypatch, fitted, reports)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         fc = ScalingForecaster(sampler=SamplerSettings(extend_if_flagged=extend)).fit(small_sweep, random_seed=0, progress=False)
