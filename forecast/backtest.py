@@ -88,8 +88,12 @@ class BacktestConfig:
     """How the replay runs and the baselines' settings. Ours is configured by `early_stop`."""
 
     min_evals: int = 4  # first checkpoint: when every run has this many evaluations
-    # next checkpoint at this multiple of the last one's compute. Live advice comes after every
-    # evaluation; 1.25 (about 3 checks per doubling) is close to that at a replay cost of ~10 fits
+    # next checkpoint at this multiple of the last one's compute: about 3 checks per doubling, at a
+    # replay cost of ~10 fits. Live advice (forecast watch) comes after every evaluation, and the
+    # stop cap (EarlyStopConfig.max_stop_share) counts per check: replayed with checks 1.1x apart
+    # it held far less, and the 11-13 and 29-31 held-out families lost 0.055-0.065 on a sweep
+    # (README, Benchmarks, "The stop cap is a per-check guard"). The figures hold for advice
+    # acted on about this often.
     check_growth: float = 1.25
     smooth_last: int = 3  # "true final" = mean of this many last evaluations
     early_stop: EarlyStopConfig = field(default_factory=EarlyStopConfig)
