@@ -28,7 +28,15 @@ import numpy as np
 import pandas as pd
 
 from .data import RUN_LOG_NAME, RunDataError, read_table, validate_runs
-from .early_stop import CONTINUE, EarlyStopConfig, Recommendation, fit_for_advice, recommend_runs
+from .early_stop import (
+    COMPARISON_RULES,
+    CONTINUE,
+    EarlyStopConfig,
+    Recommendation,
+    fit_for_advice,
+    recent_comparison_stops,
+    recommend_runs,
+)
 from .io import atomic_write_json
 
 __all__ = ["WatchState", "scan_runs", "planned_budget", "advise_table", "poll", "watch", "DEFAULT_OUT_NAME"]
@@ -46,6 +54,11 @@ class WatchState:
     polls: int = 0
     fits: int = 0
     forecaster: object = None  # the last fit, refitted (reweighted when it can be) at the next poll
+    # (compute reached by the runs in flight, the runs first told to stop on a comparison then): the
+    # stop cap counts those that have ended over EarlyStopConfig.stop_cap_window of compute, since
+    # advice comes after every evaluation
+    comparison_stops: list = field(default_factory=list)
+    told_to_stop: set = field(default_factory=set)  # runs told to stop on a comparison so far
 
 
 def scan_runs(runs_dir) -> tuple[pd.DataFrame, dict[str, Path]]:
@@ -97,15 +110,16 @@ def is_finished(folder: Path | None) -> bool:
 
 
 def advise_table(table: pd.DataFrame, budgets: dict, config: EarlyStopConfig, *, random_seed: int = 0, previous=None,
-                 **forecaster_kwargs):
+                 recent_stops: int = 0, **forecaster_kwargs):
     """Fit every run in `table` (a refit of `previous` when given) and recommend for the runs in
-    `budgets` (the default advisor). forecaster_kwargs (e.g. priors) go to ScalingForecaster on a
+    `budgets` (the default advisor). recent_stops: runs told to stop on comparisons within the stop
+    cap's window (recommend_runs). forecaster_kwargs (e.g. priors) go to ScalingForecaster on a
     fresh fit; a refit keeps `previous`'s. Returns (recommendations, forecaster)."""
     pad = int(np.ceil(len(table) / PAD_BUCKET) * PAD_BUCKET)
     fc, converged = fit_for_advice(table, random_seed=random_seed, pad_to=pad, previous=previous, **forecaster_kwargs)
     last = table.groupby("run_id")["compute"].max()
     compare_at = {r: budgets.get(r, float(last[r])) for r in fc.run_ids}
-    recs = recommend_runs(fc, budgets, config, compare_at=compare_at)
+    recs = recommend_runs(fc, budgets, config, compare_at=compare_at, recent_stops=recent_stops)
     for rec in recs.values():
         rec.details["converged"] = converged
         rec.details["reweighted"] = bool(fc.fit_info_.get("reweighted", False))
@@ -126,8 +140,17 @@ def poll(
     """One look at the folder. Returns the recommendations made for runs with new evaluations
     (empty when nothing changed). Updates `state`. forecaster_kwargs: for the default advisor's fits."""
     def default_advisor(table, budgets, config):
+        # Advice comes at every new evaluation, far more often than the backtest's checks, so the stop
+        # cap counts the runs told to stop over the last stop_cap_window of compute, not per poll. A
+        # run told to stop that is still in flight is judged again here and counted at this poll.
+        reached = float(table.loc[table["run_id"].isin(list(budgets)), "compute"].max())
+        ended = [(at, len(runs - set(budgets))) for at, runs in state.comparison_stops]
+        recent = recent_comparison_stops(ended, reached, config.stop_cap_window)
         recs, state.forecaster = advise_table(table, budgets, config, random_seed=random_seed + state.fits,
-                                              previous=state.forecaster, **(forecaster_kwargs or {}))
+                                              previous=state.forecaster, recent_stops=recent, **(forecaster_kwargs or {}))
+        newly = {r for r, rec in recs.items() if rec.stop and rec.rule in COMPARISON_RULES} - state.told_to_stop
+        state.told_to_stop |= newly
+        state.comparison_stops.append((reached, newly))
         return recs
 
     advisor = advisor or default_advisor

@@ -368,6 +368,32 @@ def test_max_stop_share_holds_comparison_stops_beyond_the_share_for_the_next_che
     assert EarlyStopConfig().max_stop_share == 0.5
 
 
+def test_the_stop_cap_counts_the_comparison_stops_of_recent_checks():
+    """With checks closer together than stop_cap_window, runs stopped at the last checks count
+    against this one's share; a check a whole window earlier no longer does."""
+    from forecast.early_stop import (
+        count_comparison_stops,
+        evaluate_in_turn,
+        recent_comparison_stops,
+    )
+
+    history = [(1.0, 2), (1.1, 1)]  # (compute at the check, runs stopped on comparisons there)
+    assert recent_comparison_stops(history, 1.2, 1.25) == 3
+    assert recent_comparison_stops(history, 1.0 * 1.25, 1.25) == 1  # exactly a window later: out
+    assert recent_comparison_stops(history, 1.1 * 1.25, 1.25) == 0
+    assert recent_comparison_stops(history, 1.2, None) == 0  # None: per check, as before
+
+    in_flight, finals = one_ahead_of_the_rest("lead", 4)
+    config = EarlyStopConfig(max_stop_share=0.5)
+    one_earlier = evaluate_in_turn(in_flight, finals, config, recent_stops=1)
+    assert count_comparison_stops(one_earlier) == 1 and one_earlier["w1"].stop  # the weakest, then the cap
+    held = evaluate_in_turn(in_flight, finals, config, recent_stops=2)
+    assert count_comparison_stops(held) == 0
+    assert all(held[r].rule == "stop_cap" for r in ("w1", "w2", "w3", "w4"))
+    assert "0 of 5 runs in flight were already stopped on comparisons at this check and 2 in the last 1.25x" in held["w1"].message
+    assert count_comparison_stops(evaluate_in_turn(in_flight, finals, config)) == 2  # nothing recent: the share
+
+
 def test_keep_runner_up_keeps_the_best_run_beside_an_unfinished_bar():
     from forecast.early_stop import evaluate_in_turn
 

@@ -178,3 +178,35 @@ def test_priors_from_the_command_line_reach_the_watch_fits(sweep, intercept_advi
     assert seen["priors"].b_mu == 0.5 and seen["priors"].m_mu == 0.0
     assert main(["watch", str(sweep), "--once", "--prior", "b_mu"]) == 2
     assert "expected NAME=VALUE" in capsys.readouterr().err
+
+
+def test_the_stop_cap_counts_runs_told_to_stop_over_a_window_of_compute(sweep, monkeypatch):
+    """Advice comes at every evaluation, so the default advisor tells the rules how many runs it told
+    to stop on a comparison within stop_cap_window of compute and that have ended since; a run told
+    to stop that is still in flight is judged again at this poll instead, and an older stop no
+    longer counts. The fit and the rules are faked: what is tested is the count passed to them."""
+    import forecast.watch as watch_module
+
+    asked = []
+
+    def fake_advise_table(table, budgets, config, *, recent_stops=0, **kwargs):
+        asked.append(recent_stops)
+        recs = {r: Recommendation("stop" if r.startswith("bad") else "continue", "beats_best", "stop or go", run_id=r)
+                for r in budgets}
+        return recs, None
+
+    monkeypatch.setattr(watch_module, "advise_table", fake_advise_table)
+    for run in ("bad-s1", "good-s1"):
+        (sweep / run).mkdir()
+    for run in ("good-s0", "bad-s0", "bad-s1", "good-s1"):
+        append(sweep / run / "evals.jsonl", "".join(row(run, i, 0.3) for i in range(5)))  # compute up to 500
+    state, config = WatchState(), EarlyStopConfig(min_evals=4)
+    poll(sweep, state, config=config, budget=1e4)
+    assert asked == [0] and state.told_to_stop == {"bad-s0", "bad-s1"}
+    (sweep / "bad-s0" / "summary.json").write_text("{}")  # bad-s0 acted on it; bad-s1 runs on
+    append(sweep / "good-s0" / "evals.jsonl", row("good-s0", 5, 0.3))  # compute 600 < 1.25 x 500
+    poll(sweep, state, config=config, budget=1e4)
+    assert asked[-1] == 1  # bad-s0 ended within the window; bad-s1 is judged again at this poll
+    append(sweep / "good-s0" / "evals.jsonl", row("good-s0", 6, 0.3))  # compute 700 >= 1.25 x 500
+    poll(sweep, state, config=config, budget=1e4)
+    assert asked[-1] == 0
