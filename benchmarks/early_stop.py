@@ -495,10 +495,15 @@ def main(argv=None) -> int:
     parser.add_argument("--planned-horizon", action="store_true",
                         help="ours' fits told the sweep's largest planned budget (BacktestConfig.planned_horizon; "
                              "default off)")
+    parser.add_argument("--check-growth", type=float, default=None,
+                        help="checkpoints this many times of compute apart (BacktestConfig.check_growth; default "
+                             "1.25); 1.1 is closer to live advice after every evaluation")
     parser.add_argument("--keep-runner-up", action=argparse.BooleanOptionalAction, default=None,
                         help="ours' keep_runner_up: while the run the others are compared with is in flight, the "
                              "strongest other run goes on (default: EarlyStopConfig's, on)")
     args = parser.parse_args(argv)
+    if args.check_growth is not None and not args.check_growth > 1:
+        parser.error(f"--check-growth must be > 1, got {args.check_growth:g}")
     synthetic_seeds = tuple(int(x) for x in args.synthetic_seeds.split(","))
     if len(synthetic_seeds) != 4:
         parser.error(f"--synthetic-seeds needs 4 seeds, got {args.synthetic_seeds!r}")
@@ -546,6 +551,8 @@ def main(argv=None) -> int:
     for name, runs in sweeps.items():
         start = time.perf_counter()
         config = BacktestConfig(early_stop=early_stop, forecaster_kwargs=forecaster_kwargs, planned_horizon=args.planned_horizon)
+        if args.check_growth is not None:
+            config.check_growth = args.check_growth
         result = backtest(runs, policies, config,
                           truth=truths.get(name))
         payload = result.to_dict()
