@@ -58,7 +58,11 @@ class WatchState:
     # stop cap counts those that have ended over EarlyStopConfig.stop_cap_window of compute, since
     # advice comes after every evaluation
     comparison_stops: list = field(default_factory=list)
-    told_to_stop: set = field(default_factory=set)  # runs told to stop on a comparison so far
+
+    @property
+    def told_to_stop(self) -> set:
+        """Runs told to stop on a comparison so far."""
+        return set().union(*(runs for _, runs in self.comparison_stops))
 
 
 def scan_runs(runs_dir) -> tuple[pd.DataFrame, dict[str, Path]]:
@@ -149,7 +153,6 @@ def poll(
         recs, state.forecaster = advise_table(table, budgets, config, random_seed=random_seed + state.fits,
                                               previous=state.forecaster, recent_stops=recent, **(forecaster_kwargs or {}))
         newly = {r for r, rec in recs.items() if rec.stop and rec.rule in COMPARISON_RULES} - state.told_to_stop
-        state.told_to_stop |= newly
         state.comparison_stops.append((reached, newly))
         return recs
 
