@@ -105,7 +105,7 @@ class BacktestConfig:
     forecaster_kwargs: dict = field(default_factory=dict)
     # ours' fits told the sweep's largest planned budget (ScalingForecaster.fit(horizon=...)): less
     # biased forecasts from far ahead, but on the trainer sweeps' replicas 1-2 points less compute
-    # saved at no lower regret, with the stop rules tuned without it; off (README, Benchmarks)
+    # saved at no lower regret, with the stop rules tuned without it; off (benchmarks/RESULTS.md)
     planned_horizon: bool = False
 
     def to_dict(self) -> dict:

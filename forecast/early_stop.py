@@ -126,8 +126,9 @@ class EarlyStopConfig:
     min_gain_per_compute 0.002 was chosen on the same tuning sweeps plus a trainer sweep with
     seeds 3 and 4 (not the shipped one): 0.004 stopped a slow-starting winner of a synthetic sweep
     (regret 0.04); replayed again with today's guards on the nine held-out trainer families, 0.004
-    saved 1.5 points more and raised regret on four of them (11-13: 0.0021 to 0.0201; README, "Ours
-    along its own trade-off"). Raising max_extrapolation to 10 or 12 stopped the same winner (0.026); holding
+    saved 1.5 points more and raised regret on four of them (11-13: 0.0021 to 0.0201;
+    benchmarks/RESULTS.md, "Ours along its own trade-off"). Raising max_extrapolation to 10 or 12
+    stopped the same winner (0.026); holding
     long runs back only as long as a typical run (see evaluate_rules) gets the trainer's long runs
     decided early without touching sweeps whose runs share one budget.
 
@@ -144,18 +145,18 @@ class EarlyStopConfig:
     lowered the family's mean regret from 0.0101 to 0.0051, and on the synthetic sweeps it raised
     it from 0.0023 to 0.0070 (one sweep took another path, to 0.019). Seeds 17-19, made after it
     was set, are the clean check (benchmarks/early_stop.py --trainer-sweep): it barely changed them.
-    Two ways to make it cheaper were tried and left out (README, Benchmarks): counting it per recipe,
+    Two ways to make it cheaper were tried and left out (benchmarks/RESULTS.md): counting it per recipe,
     and holding past the share only the stops that rest on the bar's recipe; each raised regret on
     a family where the cap had kept it low (11-13; 29-31). stop_cap_window 1.25 is the backtest's
     check spacing, on which the cap was set: replays with checks 1.1x apart and the cap counted per
     check lost 0.055 and 0.065 on a sweep of 11-13 and 29-31; counted over 1.25x of compute they
-    gave the 1.25x-apart figures again (README, Benchmarks).
+    gave the 1.25x-apart figures again (benchmarks/RESULTS.md).
 
     keep_runner_up was written after a one-seed sweep of seeds 29-31 lost 0.08: every run was
     stopped against a short run's forecast, and that run fell back in its last evaluations. Tried
     on the shipped, 17-19 and 29-31 sweeps and the synthetic ones, it lowered regret on each at
-    1-4 points of compute saved; seeds 32-34, made then, decided it (README: 0.0128 to under 0.01
-    on both its families, for 1-1.5 points).
+    1-4 points of compute saved; seeds 32-34, made then, decided it (benchmarks/RESULTS.md: 0.0128
+    to under 0.01 on both its families, for 1-1.5 points).
     """
 
     p_beat_threshold: float = 0.1  # stop when P(beats best alternative by margin) < this
