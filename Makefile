@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 # CPU build of torch first: an unpinned torch would pull a multi-gigabyte CUDA build.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: setup demo demo-live test test-fast lint bench chromium trainer-sweep clean
+.PHONY: setup demo demo-live test test-fast lint lab bench chromium trainer-sweep clean
 
 setup: $(STAMP) chromium
 
@@ -35,6 +35,11 @@ test: setup
 
 test-fast: setup
 	$(PY) -m pytest -m "not slow"
+
+# JupyterLab is an extra (about 40 packages), installed on first use rather than by every setup
+lab: setup
+	$(PY) -m pip install -q -e ".[notebooks]"
+	$(VENV)/bin/jupyter lab notebooks/
 
 lint: setup
 	$(PY) -m ruff check forecast trainer_minimal tests benchmarks notebooks

@@ -405,7 +405,8 @@ def replay(runs: pd.DataFrame, policy, config: BacktestConfig | None = None, *, 
         if truth not in runs:
             raise ValueError(f"truth column '{truth}' is not in the run table")
         true_values = runs[truth].astype(float)
-        runs = runs.drop(columns=[truth])
+        if truth != "metric":  # the measured metric as its own truth: scored as without one
+            runs = runs.drop(columns=[truth])
     budgets = runs.groupby("run_id")["compute"].max().to_dict()
     schedule = checkpoint_schedule(runs, min_evals=config.min_evals, growth=config.check_growth)
     stopped: dict[str, float] = {}

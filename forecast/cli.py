@@ -54,6 +54,61 @@ def _forecaster_kwargs(args) -> dict:
         raise BadInput(str(err)) from None
 
 
+def _seed(text: str) -> int:
+    """argparse type for --seed: numpy's generators take whole numbers >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 0, got '{text}'") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 0, got {value}")
+    return value
+
+
+def warn(text: str) -> None:
+    print(f"warning: {text}", file=sys.stderr, flush=True)
+
+
+def warn_if_unconverged(fc) -> None:
+    """Every command that shows numbers from a fit says on stderr when that fit did not converge,
+    whether it was fitted now or loaded: its intervals should not be trusted."""
+    report = fc.diagnostics()
+    if report is not None and not report.converged:
+        warn("the fit did not converge, so treat these intervals with suspicion: " + "; ".join(report.problems()))
+
+
+# A budget this many times beyond the data's compute (or below its smallest) is more often a unit
+# mix-up (GPU-hours against FLOPs, 1e4 against 1e14) than a plan, and the forecast there is the prior.
+FAR_BEYOND_DATA = 100.0
+
+
+def warn_if_far_from_data(fc, values, flag: str) -> None:
+    """A warning naming `flag` when a compute value lies far outside the fitted data's range."""
+    observed = fc.runs_["compute"]
+    low, high = float(observed.min()), float(observed.max())
+    unit = fc.compute_unit
+    for value in values:
+        if value > FAR_BEYOND_DATA * high:
+            warn(f"{flag} {value:.3g} is {value / high:.3g}x the largest compute in the data ({high:.3g} {unit}); "
+                 "a forecast that far out says little beyond the prior. Is the unit right?")
+            return
+        if value < low:
+            warn(f"{flag} {value:.3g} is below the smallest compute in the data ({low:.3g} {unit}). Is the unit right?")
+            return
+
+
+def warn_ignored(flags: list[str], why: str) -> None:
+    """Flags that had no effect, said rather than silently dropped."""
+    if flags:
+        warn(f"{', '.join(flags)} {'has' if len(flags) == 1 else 'have'} no effect: {why}")
+
+
+def _check_output_file(path, flag: str, example: str) -> None:
+    """An output file must not be a folder; checked before any work, not after a long fit."""
+    if path is not None and Path(path).is_dir():
+        raise BadInput(f"{flag} {path}: is a folder; give a file name, e.g. {Path(path) / example}")
+
+
 def _parse_floats(values):
     out = []
     for v in values:
@@ -73,7 +128,7 @@ def add_fit_parser(sub):
     p = sub.add_parser("fit", help="fit the hierarchical model to a run table", epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("runs", help="run table: CSV, Parquet, JSONL, or a folder of run logs")
     p.add_argument("--out", required=True, help="output folder (fit.nc, summary.json)")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--seed", type=_seed, default=0, help="random seed (default 0)")
     p.add_argument("--fast", action="store_true", help="short chains, for frequent refits")
     p.add_argument("--robust", action="store_true", help="Student-t likelihood for outliers")
     p.add_argument("--target", type=float, default=None, help="also report compute to reach this metric")
@@ -93,6 +148,7 @@ def fit_summary(fc, target=None) -> dict:
         "n_runs": len(fc.run_ids),
         "recipes": fc.recipes,
         "diagnostics": fc.diagnostics().to_dict(),
+        "settings": fc.settings(),  # priors, likelihood, sampler: what it takes to repeat the fit
         "fit_info": fc.fit_info_,
         "parameters": fc.parameters().to_dict(orient="records"),
     }
@@ -103,18 +159,24 @@ def fit_summary(fc, target=None) -> dict:
 
 def run_fit(args) -> int:
     from .data import load_runs
-    from .forecaster import ScalingForecaster
+    from .forecaster import ConvergenceWarning, ScalingForecaster
     from .io import atomic_write_json
 
     forecaster_kwargs = _forecaster_kwargs(args)  # a bad --prior fails before a large table is read
     if args.horizon is not None and not (args.horizon > 0 and math.isfinite(args.horizon)):
         raise BadInput(f"--horizon must be a compute > 0, got {args.horizon:g}")
-    runs = load_runs(args.runs)
     if args.target is not None and not 0 < args.target < 1:
         raise BadInput(f"--target must lie in (0, 1), got {args.target}")
-    fc = ScalingForecaster(robust=args.robust, mode="fast" if args.fast else "nuts", **forecaster_kwargs)
-    fc.fit(runs, random_seed=args.seed, progress=None if not args.no_progress else False, horizon=args.horizon)
     out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise BadInput(f"--out {out}: is a file; --out names a folder (fit.nc and summary.json go in it)")
+    runs = load_runs(args.runs)
+    fc = ScalingForecaster(robust=args.robust, mode="fast" if args.fast else "nuts", **forecaster_kwargs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # said once below, after the diagnostics
+        fc.fit(runs, random_seed=args.seed, progress=None if not args.no_progress else False, horizon=args.horizon)
+    if args.horizon is not None:
+        warn_if_far_from_data(fc, [args.horizon], "--horizon")
     out.mkdir(parents=True, exist_ok=True)
     fc.save(out / "fit.nc")
     summary = fit_summary(fc, args.target)
@@ -137,6 +199,7 @@ def run_fit(args) -> int:
                 print(f"\ncompute to reach {args.target}:")
                 print(fc.compute_to_target(args.target).to_string(index=False, float_format="%.4g"))
         print(f"\nwrote {out / 'fit.nc'} and {out / 'summary.json'}")
+    warn_if_unconverged(fc)
     return EXIT_OK
 
 
@@ -161,10 +224,16 @@ def load_fit(path):
     file = path / "fit.nc" if path.is_dir() else path
     if not file.exists():
         raise BadInput(f"no saved fit at {file} (run `forecast fit RUNS --out DIR` first)")
+    if file.suffix != ".nc":
+        raise BadInput(f"{file}: is not a saved fit (fit.nc, or the folder `forecast fit --out` wrote); "
+                       f"run `forecast fit {file} --out DIR` first")
     try:
         return ScalingForecaster.load(file)
-    except (OSError, ValueError) as err:
+    except ValueError as err:
         raise BadInput(f"{file}: {err}") from None
+    except OSError as err:  # not netCDF at all: the reader's words name HDF5 internals
+        raise BadInput(f"{file}: cannot be read as a saved fit ({type(err).__name__}); "
+                       "run `forecast fit RUNS --out DIR` to make one") from None
 
 
 def run_predict(args) -> int:
@@ -173,6 +242,12 @@ def run_predict(args) -> int:
     if any(c <= 0 for c in compute):
         raise BadInput("--compute values must be > 0")
     kind = args.kind or ("run" if args.run_id else "new_run")
+    if args.run_id and kind == "run" and args.recipe:
+        warn_ignored(["--recipe"], f"--run-id '{args.run_id}' already names a run, which belongs to one recipe")
+    if args.run_id and kind != "run":
+        warn_ignored(["--run-id"], f"--kind {kind} forecasts a recipe (the run's), not the run; use --kind run for the run itself")
+    warn_if_unconverged(fc)
+    warn_if_far_from_data(fc, compute, "--compute")
     try:
         table = fc.predict(compute, recipe=args.recipe, run_id=args.run_id, kind=kind)
     except KeyError as err:
@@ -214,7 +289,7 @@ def add_report_parser(sub):
     p.add_argument("--target", type=float, default=None, help="metric to reach (default: median of the recipes' forecast asymptotes)")
     p.add_argument("-o", "--out", default="report.html", help="output HTML file (default report.html)")
     p.add_argument("--title", default=None, help="page title")
-    p.add_argument("--seed", type=int, default=0, help="random seed of the fit (default 0)")
+    p.add_argument("--seed", type=_seed, default=0, help="random seed of the fit (default 0)")
     p.add_argument("--fast", action="store_true", help="short chains: a quick look, not a decision")
     p.add_argument("--robust", action="store_true", help="Student-t likelihood for outliers")
     p.add_argument("--json", action="store_true", help="print the report's numbers as JSON")
@@ -234,11 +309,13 @@ def run_report(args) -> int:
         raise BadInput(f"--budget must be > 0, got {args.budget:g}")
     if args.target is not None and not 0 < args.target < 1:
         raise BadInput(f"--target must lie in (0, 1), got {args.target:g}")
+    _check_output_file(args.out, "-o", "report.html")
     source = Path(args.runs)
     progress = not args.no_progress and sys.stderr.isatty()
     forecaster_kwargs = _forecaster_kwargs(args)
     if _is_saved_fit(source):
         _no_prior_for_saved_fit(source, forecaster_kwargs)
+        _warn_fit_flags_ignored(args, source)
         fc = load_fit(source)
     else:
         from .data import load_runs
@@ -250,17 +327,19 @@ def run_report(args) -> int:
             # the report shows non-convergence prominently; a second warning on stderr adds nothing
             warnings.simplefilter("ignore")
             fc.fit(runs, random_seed=args.seed, progress=progress)
+    if args.budget is not None:
+        warn_if_far_from_data(fc, [args.budget], "--budget")
     target = args.target if args.target is not None else default_target(fc)
     data = write_report(fc, args.out, budget=args.budget, target=target, inputs=[str(source)], title=args.title, progress=progress)
     if args.json:
         print(json.dumps(report_summary(data, args.out), indent=2, default=str))
+        warn_if_unconverged(fc)
         return EXIT_OK
     print(data.recommendation.headline)
     print()
     print(recipe_table_text(data))
-    if not data.diagnostics.get("converged", True):
-        print("\nwarning: the fit did not converge; see the report's diagnostics", file=sys.stderr)
     print(f"\nwrote {args.out}")
+    warn_if_unconverged(fc)
     return EXIT_OK
 
 
@@ -285,7 +364,7 @@ def add_decide_parser(sub):
     p.add_argument("--target", type=float, default=None, help="metric to reach: adds P(target) and compute to target")
     p.add_argument("--total", action="store_true", help="--budget is a total to split over up to --max-ways runs")
     p.add_argument("--max-ways", type=int, default=4, help="with --total: most runs to split into (default 4)")
-    p.add_argument("--seed", type=int, default=0, help="random seed of the fit (default 0)")
+    p.add_argument("--seed", type=_seed, default=0, help="random seed of the fit (default 0)")
     p.add_argument("--fast", action="store_true", help="short chains when fitting a run table")
     p.add_argument("--json", action="store_true", help="print the table and recommendation as JSON")
     _add_prior_option(p)
@@ -296,6 +375,13 @@ def _no_prior_for_saved_fit(source: Path, forecaster_kwargs: dict | None):
     if forecaster_kwargs:
         raise BadInput(f"--prior: {source} is a saved fit, whose priors were set when it was fitted (they are saved "
                        "with it); give a run table to fit with other priors")
+
+
+def _warn_fit_flags_ignored(args, source: Path) -> None:
+    """Fit settings given with a saved fit: it was fitted with its own, so say they do nothing."""
+    given = [flag for flag, on in (("--fast", getattr(args, "fast", False)), ("--robust", getattr(args, "robust", False)),
+                                   ("--seed", getattr(args, "seed", 0) != 0)) if on]
+    warn_ignored(given, f"{source} is a saved fit, fitted with its own settings; give a run table to fit with these")
 
 
 def _fit_or_load(source: Path, *, fast: bool, seed: int, forecaster_kwargs: dict | None = None):
@@ -322,15 +408,24 @@ def run_decide(args) -> int:
         raise BadInput(f"--target must lie in (0, 1), got {args.target:g}")
     if args.max_ways < 1:
         raise BadInput(f"--max-ways must be >= 1, got {args.max_ways}")
-    fc = _fit_or_load(Path(args.runs), fast=args.fast, seed=args.seed, forecaster_kwargs=_forecaster_kwargs(args))
+    if not args.total and args.max_ways != 4:
+        warn_ignored(["--max-ways"], "it splits a total budget, which needs --total")
+    if args.total and args.target is not None:
+        warn_ignored(["--target"], "--total compares splits of the budget by their expected best metric")
+    source = Path(args.runs)
+    if _is_saved_fit(source):
+        _warn_fit_flags_ignored(args, source)
+    fc = _fit_or_load(source, fast=args.fast, seed=args.seed, forecaster_kwargs=_forecaster_kwargs(args))
+    warn_if_far_from_data(fc, [args.budget], "--budget")
     if args.total:
         decision = decide_split(fc, args.budget, max_ways=args.max_ways)
     else:
         decision = decide(fc, args.budget, target=args.target)
     if args.json:
-        print(json.dumps(decision.to_dict(), indent=2, default=str))
+        print(json.dumps({**decision.to_dict(), "diagnostics": fc.diagnostics().to_dict()}, indent=2, default=str))
     else:
         print(decision)
+    warn_if_unconverged(fc)
     return EXIT_OK
 
 
@@ -345,7 +440,8 @@ def _add_rule_options(p):
     p.add_argument("--max-extrapolation", type=float, default=None,
                    help="no decision while the budget is more than this many times the compute so far (default 8)")
     p.add_argument("--max-stop-share", type=float, default=None,
-                   help="at most this share of the runs in flight is stopped on comparisons at one check (default 0.5; 1 = no cap)")
+                   help="at most this share of the runs in flight is stopped on comparisons within the last "
+                        "stop_cap_window (1.25x) of compute (default 0.5; 1 = no cap)")
     p.add_argument("--protect-top", type=float, default=None,
                    help="never stop a run on another run's forecast while its best evaluation is in the top this-%% "
                         "of the runs at its step (default off)")
@@ -355,7 +451,7 @@ def _add_rule_options(p):
     p.add_argument("--rule", action="append", default=[], metavar="NAME=VALUE",
                    help="any other stop-rule setting (a field of forecast.early_stop.EarlyStopConfig), repeatable; "
                         "e.g. --rule p_target_threshold=0.2 --rule keep_leader=false; none turns an optional rule off")
-    p.add_argument("--seed", type=int, default=0, help="random seed of the refits (default 0)")
+    p.add_argument("--seed", type=_seed, default=0, help="random seed of the refits (default 0)")
     _add_prior_option(p)
 
 
@@ -383,7 +479,8 @@ def _rule_config(args):
         return EarlyStopConfig(**from_rule, **given)
     except ValueError as err:
         field, _, rest = str(err).partition(" ")
-        raise BadInput(f"{RULE_FLAGS.get(field, field)} {rest}") from None
+        flag = f"--rule {field}" if field in from_rule else RULE_FLAGS.get(field, field)
+        raise BadInput(f"{flag} {rest}") from None
 
 
 WATCH_EPILOG = """examples:
@@ -485,6 +582,7 @@ def run_backtest(args) -> int:
     from .data import load_runs
     from .io import atomic_write_json
 
+    _check_output_file(args.out, "--out", "backtest.json")
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     unknown = [p for p in policies if p not in POLICIES]
     if unknown or not policies:
@@ -516,7 +614,7 @@ def run_backtest(args) -> int:
         print(json.dumps(payload, indent=2, default=str))
     else:
         print(result)
-        scored_on = f" of column '{args.truth}', the true pass rates" if args.truth else ""
+        scored_on = f" of column '{args.truth}', the true pass rates" if args.truth not in (None, "metric") else ""
         print(f"\ncompute_fraction = compute used / running every run to its end; regret = true best final - "
               f"final of the chosen run (final = mean of the last {config.smooth_last} evaluations{scored_on})")
     return EXIT_OK
@@ -554,6 +652,9 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    from . import __version__
+
+    parser.add_argument("--version", action="version", version=f"forecast (scaling-forecast) {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module, function in COMMANDS:
         try:

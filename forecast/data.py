@@ -8,6 +8,7 @@ model to find a typo in a CSV.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -85,10 +86,20 @@ def _read_one_file(path: Path) -> pd.DataFrame:
             )
     except RunDataError:
         raise
+    except pd.errors.ParserError as err:  # a ragged CSV: say which line, in words rather than the parser's
+        raise RunDataError(_ragged_csv_message(str(err)), source=path) from None
     except Exception as err:  # pandas/pyarrow parse errors: name the file, keep the cause
         raise RunDataError(f"could not be read ({type(err).__name__}: {err})", source=path) from None
     frame["_source"] = str(path)
     return frame
+
+
+def _ragged_csv_message(parser_message: str) -> str:
+    found = re.search(r"Expected (\d+) fields in line (\d+), saw (\d+)", parser_message)
+    if not found:
+        return f"could not be read as CSV ({parser_message.strip()})"
+    expected, line, saw = found.groups()
+    return f"line {line} has {saw} fields where the header has {expected} (a stray comma, or a row cut short?)"
 
 
 def _files_in_folder(folder: Path) -> list[Path]:
@@ -201,7 +212,7 @@ def validate_runs(frame: pd.DataFrame, *, source=None, min_points: int = 2) -> p
         if bad.any():
             idx = bad.idxmax()
             raise RunDataError(
-                f"must be a positive whole number, got {n[idx]!r}", column="n_eval", **_where(frame, idx)
+                f"must be a positive whole number, got {n[idx]:g}", column="n_eval", **_where(frame, idx)
             )
     if "compute_unit" in frame.columns:
         units = frame["compute_unit"].dropna().astype(str).unique()

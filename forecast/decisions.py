@@ -99,7 +99,10 @@ def rank_recipes(
 
     Columns: recipe, budget, expected (posterior mean), q05 (downside), q50, q95, p_best, and with
     a target: p_target (P(metric at the budget >= target)); with compute_to_target draws as well:
-    p_reach_ever, compute_q05, compute_q50, compute_q95.
+    p_reach_ever, compute_q05, compute_q50, compute_q95. p_target is taken on `draws_at_budget`
+    (for decide(): a new run's pass rate, with wander and extrapolation widening) and p_reach_ever
+    on the curve's parameters, so p_target can exceed p_reach_ever when the curve tops out just
+    below the target.
     """
     p_best = probability_best(draws_at_budget)
     rows = []
@@ -164,6 +167,13 @@ def recommend_text(table: pd.DataFrame, *, budget: float, target: float | None =
                 f"; compute to reach {target:g}: {_fmt(top.compute_q50)} {unit} "
                 f"(90% interval {_fmt(top.compute_q05)}-{_fmt(top.compute_q95)}; "
                 f"P(ever reaches it) = {top.p_reach_ever:.2f})"
+            )
+        if "p_reach_ever" in table and pd.notna(top.get("p_reach_ever")) and top.p_target > top.p_reach_ever:
+            # both are right, and they differ on purpose: say why rather than leave a puzzle
+            sentence += (
+                "; P(>= target at this budget) counts a run's wander around its curve and the widening "
+                "of forecasts far ahead, the compute to reach it follows the recipe's curve alone, so the "
+                "first can exceed P(ever reaches it)"
             )
         parts.append(sentence + ".")
         best_target = table.loc[table["p_target"].idxmax()]

@@ -642,6 +642,8 @@ class ScalingForecaster:
         if not path.exists():
             raise FileNotFoundError(f"no saved fit at {path}")
         idata = az.from_netcdf(str(path))
+        if "posterior" not in idata.groups() or "run_table" not in idata.groups():
+            raise ValueError(f"{path} is not a scaling-forecast fit (no posterior and run table in it)")
         attrs = idata.posterior.attrs
         version = attrs.get("forecast_version")
         if version is None:
@@ -666,7 +668,12 @@ class ScalingForecaster:
         runs = validate_runs(table, source=path)
         info = json.loads(attrs.get("fit_info", "{}"))
         report = ConvergenceReport.from_dict(info["diagnostics"]) if "diagnostics" in info else None
-        fc._set_fit(runs, prepare_data(runs, frame=info.get("frame")), idata, info, report)
+        data = prepare_data(runs, frame=info.get("frame"))
+        fc._set_fit(runs, data, idata, info, report)
+        if not info.get("reweighted", False):
+            # a sampled fit is refit()'s base as it was before saving; a reweighted one holds resampled
+            # (repeated) draws, too few distinct ones to reweight again, so its refit samples
+            fc._base = {"data": data, "idata": idata, "report": fc._report, "params": None, "loglik": None}
         return fc
 
     def __repr__(self) -> str:

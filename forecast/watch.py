@@ -58,6 +58,10 @@ class WatchState:
     # stop cap counts those that have ended over EarlyStopConfig.stop_cap_window of compute, since
     # advice comes after every evaluation
     comparison_stops: list = field(default_factory=list)
+    finished: set = field(default_factory=set)  # runs whose folder holds summary.json
+    # run_id -> (evaluations seen, why its rows were refused): a run with a bad row is left out of
+    # the fits, and advised again once its log changes, instead of stopping advice for every run
+    refused: dict = field(default_factory=dict)
 
     @property
     def told_to_stop(self) -> set:
@@ -166,7 +170,9 @@ def poll(
     if not changed:
         return []
     finished = {r for r in counts if is_finished(folders.get(r))}
-    in_flight = [r for r in counts if r not in finished]
+    state.finished = finished
+    usable = _usable_runs(table, counts, state)
+    in_flight = [r for r in counts if r not in finished and r in usable]
     recs = {}
     budgets = {}
     for run in in_flight:
@@ -180,7 +186,7 @@ def poll(
             recs[run] = Recommendation(CONTINUE, "no_budget", "continue: no planned budget known (pass --budget)", run_id=run)
             continue
         budgets[run] = b
-    fit_rows = table[table["run_id"].map(counts) >= 2]
+    fit_rows = table[(table["run_id"].map(counts) >= 2) & table["run_id"].isin(usable)]
     if reference is not None:
         fit_rows = pd.concat([read_table(reference), fit_rows], ignore_index=True)
     if budgets:
@@ -195,6 +201,25 @@ def poll(
     for run in finished:
         state.latest.pop(run, None)
     return new
+
+
+def _usable_runs(table: pd.DataFrame, counts: dict, state: WatchState) -> set:
+    """Runs whose rows pass validation. A refused run is recorded in state.refused with the
+    reason (file, column, row), so the watcher can say so once, and is looked at again only when
+    its log has changed."""
+    usable = set()
+    for run, rows in table.groupby("run_id", sort=False):
+        known = state.refused.get(run)
+        if known is not None and known[0] == counts[run]:
+            continue
+        try:
+            validate_runs(rows, min_points=1)  # a run with one evaluation is in warm-up, not wrong
+        except RunDataError as err:
+            state.refused[run] = (counts[run], str(err))
+            continue
+        state.refused.pop(run, None)
+        usable.add(run)
+    return usable
 
 
 def _line(rec: Recommendation) -> str:
@@ -246,15 +271,22 @@ def watch(
     config = config or EarlyStopConfig()
     out = Path(out) if out is not None else runs_dir / DEFAULT_OUT_NAME
     state = WatchState()
+    told_refused = {}
     while True:
         new = poll(runs_dir, state, config=config, budget=budget, reference=reference, advisor=advisor, random_seed=random_seed,
                    forecaster_kwargs=forecaster_kwargs)
+        for run, (n, why) in state.refused.items():
+            if told_refused.get(run) != n:
+                say(f"[{run}] left out until its log changes: {why}")
+                told_refused[run] = n
         for rec in new:
             emit(rec)
-        if new or state.polls == 1:
+        if state.seen:  # every poll, so 'polls' and 'updated' say the watcher is alive; nothing before a run log exists
             write_recommendations(out, runs_dir, state)
         if state.polls == 1 and not state.seen:
             say(f"waiting for {RUN_LOG_NAME} under {runs_dir}")
+        if state.polls == 1 and state.finished and not state.latest:
+            say(f"no run in flight under {runs_dir}: {len(state.finished)} run(s) finished (their folders hold summary.json)")
         if max_polls is not None and state.polls >= max_polls:
             return state
         sleep(interval)

@@ -52,9 +52,21 @@ def test_predict_run_kind_table(fit_dir, capsys):
         (["fit", "{d}/runs.csv", "--out", "{d}/x", "--horizon", "nan"], "--horizon must be a compute > 0"),
         (["decide", "{d}/fit", "--budget", "1e5", "--prior", "b_mu=0.5"], "is a saved fit"),
         (["report", "{d}/fit", "--prior", "b_mu=0.5"], "is a saved fit"),
+        (["predict", "{d}/runs.csv", "--compute", "10"], "is not a saved fit"),
+        (["predict", "{d}/not_a_fit.nc", "--compute", "10"], "is not a scaling-forecast fit"),
+        (["predict", "{d}/garbage.nc", "--compute", "10"], "cannot be read as a saved fit"),
+        (["fit", "{d}/missing.csv", "--out", "{d}/runs.csv"], "is a file; --out names a folder"),  # before reading
+        (["report", "{d}/fit", "-o", "{d}"], "is a folder; give a file name"),
+        (["backtest", "{d}/runs.csv", "--out", "{d}"], "is a folder; give a file name"),
+        (["backtest", "{d}/runs.csv", "--rule", "margin=-1"], "--rule margin must"),
+        (["backtest", "{d}/runs.csv", "--margin", "-1"], "--margin must"),
     ],
 )
 def test_bad_input_exits_2_with_message(fit_dir, capsys, argv, message):
+    import xarray as xr
+
+    xr.Dataset({"x": ("i", [1.0, 2.0])}).to_netcdf(fit_dir / "not_a_fit.nc")  # netCDF, but no fit in it
+    (fit_dir / "garbage.nc").write_text("not netCDF at all\n")
     argv = [a.format(d=fit_dir) for a in argv]
     assert main(argv) == 2
     assert message in capsys.readouterr().err
@@ -92,3 +104,66 @@ def test_fit_with_priors_from_the_command_line_saves_them_with_the_fit(fit_dir):
     assert main(argv) == 0
     priors = ScalingForecaster.load(out / "fit.nc").priors
     assert (priors.b_mu, priors.a_mu_offset, priors.m_mu) == (0.5, 1.0, 0.0)  # m_mu: the default, untouched
+
+
+def test_a_negative_seed_is_refused_by_the_parser(fit_dir, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["decide", str(fit_dir / "fit"), "--budget", "1e5", "--seed", "-1"])
+    assert exit_info.value.code == 2 and "whole number >= 0" in capsys.readouterr().err
+
+
+def test_fit_summary_keeps_the_priors_and_version_flag(fit_dir, capsys):
+    summary = json.loads((fit_dir / "fit" / "summary.json").read_text())
+    assert summary["settings"]["priors"]["b_mu"] is not None and summary["settings"]["mode"] == "fast"
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0 and "scaling-forecast" in capsys.readouterr().out
+
+
+@pytest.fixture
+def unconverged_fit(fit_dir, monkeypatch):
+    """The saved fit, flagged as a sampler with 7 divergences would flag it."""
+    import dataclasses
+
+    from forecast import cli
+    from forecast.forecaster import ScalingForecaster
+
+    fc = ScalingForecaster.load(fit_dir / "fit" / "fit.nc")
+    fc._report = dataclasses.replace(fc._report, divergences=7)
+    monkeypatch.setattr(cli, "load_fit", lambda _path: fc)
+    return fc
+
+
+def test_decide_and_predict_on_an_unconverged_fit_say_so(fit_dir, unconverged_fit, capsys):
+    assert main(["decide", str(fit_dir / "fit"), "--budget", "1e5", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["diagnostics"]["divergences"] == 7
+    assert "did not converge" in captured.err and "7 divergent transitions" in captured.err
+    assert main(["predict", str(fit_dir / "fit"), "--compute", "1e5"]) == 0
+    assert "did not converge" in capsys.readouterr().err
+
+
+def test_decide_on_a_converged_fit_warns_only_about_what_it_should(fit_dir, capsys):
+    from forecast.forecaster import ScalingForecaster
+
+    converged = ScalingForecaster.load(fit_dir / "fit" / "fit.nc").diagnostics().converged
+    assert main(["decide", str(fit_dir / "fit"), "--budget", "1e5"]) == 0
+    err = capsys.readouterr().err
+    assert ("did not converge" in err) == (not converged)
+    assert "Is the unit right?" not in err and "no effect" not in err
+
+
+def test_warnings_for_a_budget_far_beyond_the_data_and_for_ignored_flags(fit_dir, capsys):
+    assert main(["decide", str(fit_dir / "fit"), "--budget", "1e12", "--fast", "--max-ways", "2"]) == 0
+    err = capsys.readouterr().err
+    assert "--budget 1e+12 is" in err and "Is the unit right?" in err
+    assert "--fast has no effect" in err and "--max-ways has no effect" in err
+    assert main(["predict", str(fit_dir / "fit"), "--compute", "1e5", "--run-id", "scalerl_8b-s1", "--recipe", "scalerl_8b"]) == 0
+    assert "--recipe has no effect" in capsys.readouterr().err
+
+
+def test_backtest_with_the_measured_metric_as_truth(fit_dir, capsys):
+    argv = ["backtest", str(fit_dir / "runs.csv"), "--policies", "median,no_stopping", "--truth", "metric", "--json"]
+    assert main(argv) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert set(result["policies"]) == {"median", "no_stopping"}

@@ -101,7 +101,7 @@ CASES = {
     "mixed units": ("compute_unit", "a-s1", 7, "mixes compute units"),
     "run in two recipes": ("recipe", "a-s1", 7, "several recipes"),
     "empty run id": ("run_id", None, 7, "missing"),
-    "bad n_eval": ("n_eval", "a-s1", 7, "whole number"),
+    "bad n_eval": ("n_eval", "a-s1", 7, "whole number, got 2.5$"),
     "infinite compute": ("compute", "a-s1", 7, "infinite"),
 }
 
@@ -131,6 +131,16 @@ def test_missing_file_and_unsupported_type(tmp_path):
     (tmp_path / "runs.txt").write_text("x")
     with pytest.raises(RunDataError, match="unsupported file type"):
         load_runs(tmp_path / "runs.txt")
+
+
+def test_a_ragged_csv_names_its_line_in_words(tmp_path):
+    path = tmp_path / "runs.csv"
+    path.write_text("run_id,recipe,compute,metric\na,x,1,0.1\na,x,2,0.2,9\n")
+    with pytest.raises(RunDataError) as info:
+        load_runs(path)
+    message = str(info.value)
+    assert str(path) in message and "line 3 has 5 fields where the header has 4" in message
+    assert "C error" not in message
 
 
 def test_garbage_file_is_reported_with_its_name(tmp_path):

@@ -78,6 +78,18 @@ def test_recommendation_cites_its_numbers(rng):
     assert "compute to reach 0.65: 5e+03" in text
 
 
+def test_recommendation_explains_p_target_above_p_reach_ever(rng):
+    """A curve topping out just below the target: the metric at the budget (with wander) can still
+    clear it, so P(target at budget) > P(ever reaches it), and the text says why."""
+    draws = {"a": rng.normal(0.64, 0.02, 2000)}  # P(>= 0.65) about 0.31
+    c_star = {"a": np.where(np.arange(2000) < 200, 5e3, np.inf)}  # the curve reaches it in 10% of draws
+    table = rank_recipes(draws, target=0.65, compute_to_target=c_star, budget=1e4)
+    assert table.loc[0, "p_target"] > table.loc[0, "p_reach_ever"]
+    assert "can exceed P(ever reaches it)" in recommend_text(table, budget=1e4, target=0.65)
+    agree = rank_recipes({"a": rng.normal(0.70, 0.01, 2000)}, target=0.65, compute_to_target={"a": np.full(2000, 5e3)}, budget=1e4)
+    assert "can exceed" not in recommend_text(agree, budget=1e4, target=0.65)
+
+
 def test_recommendation_says_too_close_to_call(rng):
     draws = {"a": rng.normal(0.601, 0.02, 2000), "b": rng.normal(0.600, 0.02, 2000)}
     text = recommend_text(rank_recipes(draws, budget=1.0), budget=1.0)

@@ -100,3 +100,18 @@ def test_a_reweighted_fit_saves_and_loads_with_its_diagnostics(small_sweep, tmp_
     assert again.diagnostics().pareto_k == pytest.approx(fc.diagnostics().pareto_k)
     assert again.data_.loc == pytest.approx(fc.data_.loc) and again.data_.scale == pytest.approx(fc.data_.scale)
     np.testing.assert_allclose(again.predict([2e5])["q50"], fc.predict([2e5])["q50"])
+
+
+def test_a_loaded_fit_reweights_on_refit_as_before_saving(small_sweep, tmp_path):
+    """refit() after load() reweights a sampled fit (the same posterior draws, so the same answer
+    as refitting before saving); a saved reweighted fit holds repeated draws and samples again."""
+    last_of_first_run = small_sweep.index[small_sweep["run_id"] == small_sweep["run_id"].iloc[0]][-1]
+    fc = _fast_fit(small_sweep.drop(index=last_of_first_run), seed=1)
+    loaded = ScalingForecaster.load(fc.save(tmp_path / "fit.nc"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fc.refit(small_sweep, random_seed=2)
+        loaded.refit(small_sweep, random_seed=2)
+    assert loaded.fit_info_["reweighted"] is True
+    np.testing.assert_allclose(loaded.predict([2e5])["q50"], fc.predict([2e5])["q50"])
+    assert ScalingForecaster.load(loaded.save(tmp_path / "reweighted.nc"))._base is None

@@ -210,3 +210,37 @@ def test_the_stop_cap_counts_runs_told_to_stop_over_a_window_of_compute(sweep, m
     append(sweep / "good-s0" / "evals.jsonl", row("good-s0", 6, 0.3))  # compute 700 >= 1.25 x 500
     poll(sweep, state, config=config, budget=1e4)
     assert asked[-1] == 0
+
+
+def test_a_run_with_a_bad_row_is_left_out_and_the_others_still_advised(sweep):
+    good, bad = sweep / "good-s0" / "evals.jsonl", sweep / "bad-s0" / "evals.jsonl"
+    for i in range(4):
+        append(good, row("good-s0", i, 0.1 + 0.05 * i))
+        append(bad, row("bad-s0", i, 1.7 if i == 2 else 0.1))  # a pass rate outside [0, 1]
+    lines, advisor = [], FakeAdvisor()
+    state = watch(sweep, interval=0, budget=1e4, config=EarlyStopConfig(min_evals=4), max_polls=2,
+                  advisor=advisor, say=lines.append, sleep=lambda _s: None)
+    refused = [line for line in lines if line.startswith("[bad-s0] left out")]
+    assert len(refused) == 1  # said once, not at every poll
+    assert "column 'metric'" in refused[0] and "row 3" in refused[0] and str(bad) in refused[0]
+    assert advisor.calls[-1]["_budgets"] == {"good-s0": 1e4}
+    assert set(state.latest) == {"good-s0"}
+    assert "bad-s0" in state.refused
+
+
+def test_watch_writes_every_poll_and_says_when_every_run_has_finished(sweep):
+    for run in ("good-s0", "bad-s0"):
+        for i in range(3):
+            append(sweep / run / "evals.jsonl", row(run, i, 0.2))
+        (sweep / run / "summary.json").write_text("{}")
+    lines = []
+    watch(sweep, interval=0, budget=1e4, max_polls=3, advisor=FakeAdvisor(), say=lines.append, sleep=lambda _s: None)
+    assert json.loads((sweep / "recommendations.json").read_text())["polls"] == 3
+    assert lines == [f"no run in flight under {sweep}: 2 run(s) finished (their folders hold summary.json)"]
+
+
+def test_watch_writes_nothing_into_a_folder_without_run_logs(tmp_path):
+    lines = []
+    watch(tmp_path, interval=0, max_polls=2, advisor=FakeAdvisor(), say=lines.append, sleep=lambda _s: None)
+    assert list(tmp_path.iterdir()) == []
+    assert lines == [f"waiting for evals.jsonl under {tmp_path}"]
