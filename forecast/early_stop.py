@@ -788,5 +788,7 @@ def trainer_advice(
     compare_at = {r: float(planned_compute) for r in others}
     rec = recommend_runs(fc, {run_id: float(planned_compute)}, config, compare_at=compare_at, alternatives=others)[run_id]
     rec.details["converged"] = converged
+    if not converged:  # what failed (R-hat, ESS, divergences), for the trainer's line and stopped.json
+        rec.details["convergence_problems"] = fc.diagnostics().problems()
     rec.details["n_reference_runs"] = len(others)
     return rec

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import types
 
 import numpy as np
 import pandas as pd
@@ -65,3 +66,42 @@ def test_the_advisor_takes_its_rules_and_priors_from_the_trainer_config(tmp_path
     assert (advice["action"], advice["rule"], advice["threshold"]) == ("stop", "reach_target", 0.2)
     assert advice["probability"] < 0.2 and "0.99" in advice["message"]
     assert fitted_priors and all(p == Priors(b_mu=0.5, m_mu=0.5) for p in fitted_priors)
+
+
+def unconverged_report():
+    from forecast.inference import ConvergenceReport
+
+    return ConvergenceReport(max_rhat=1.08, min_ess_bulk=90.0, min_ess_tail=120.0, divergences=3, n_draws=400)
+
+
+def test_trainer_advice_names_what_did_not_converge(monkeypatch):
+    """An unconverged fit leaves its problems (R-hat, ESS, divergences) in the recommendation's
+    details, where the trainer's printed line and stopped.json read them. Stand-ins for the fit
+    and the rules: only what trainer_advice adds is under test."""
+    from forecast import early_stop
+
+    fit = types.SimpleNamespace(run_ids=["live-s0"], diagnostics=unconverged_report)
+    monkeypatch.setattr(early_stop, "fit_for_advice", lambda table, **kwargs: (fit, False))
+    monkeypatch.setattr(early_stop, "recommend_runs", lambda fc, budgets, config, **kwargs: {
+        "live-s0": early_stop.Recommendation("stop", "saturated", "stop: flat", run_id="live-s0")})
+    evals = pd.DataFrame({"run_id": "live-s0", "recipe": "live", "compute": [1e5, 2e5, 4e5, 8e5],
+                          "metric": [0.3, 0.35, 0.37, 0.38], "n_eval": 32})
+    rec = early_stop.trainer_advice(evals, planned_compute=1e7, config=early_stop.EarlyStopConfig(min_evals=2))
+    assert rec.details["converged"] is False
+    assert rec.details["convergence_problems"] == unconverged_report().problems()
+    assert any("R-hat up to 1.080" in p for p in rec.details["convergence_problems"])
+
+
+def test_the_printed_advice_names_the_action_once_and_warns_of_an_unconverged_stop():
+    problems = unconverged_report().problems()
+    line = train_module.advice_line("continue", "warmup", "continue: 1 evaluation(s) so far; rules start at 3", {})
+    assert line == "advisor: continue (warmup): 1 evaluation(s) so far; rules start at 3"
+    converged = train_module.advice_line("stop", "beats_best", "stop: P(beats best) = 0.02 < 0.1", {"converged": True})
+    assert converged == "advisor: stop (beats_best): P(beats best) = 0.02 < 0.1"
+    unconverged = {"converged": False, "convergence_problems": problems}
+    stop = train_module.advice_line("stop", "beats_best", "stop: P(beats best) = 0.02 < 0.1", unconverged)
+    assert stop == ("advisor: stop (beats_best): P(beats best) = 0.02 < 0.1 (warning: the forecaster's fit did "
+                    f"not converge: {'; '.join(problems)})")
+    assert "R-hat up to 1.080" in stop and "3 divergent transitions" in stop and "bulk ESS as low as 90" in stop
+    # a continue ends nothing, so its line stays short
+    assert "warning" not in train_module.advice_line("continue", "saturated", "continue: x", unconverged)

@@ -1,6 +1,7 @@
 """End-to-end tests of trainer_minimal on a tiny config: learning, crash-resume, the early-stop hook,
 refusal of bad input, the Hugging Face path, bfloat16, and the sweep."""
 
+import dataclasses
 import json
 import os
 import signal
@@ -102,7 +103,7 @@ def test_advisor_stop_ends_the_run_with_stopped_json(tmp_path, warm_cache, monke
         calls.append(dict(rows=len(evals), columns=set(evals.columns), reference=reference_path,
                           planned=planned_compute, config=config, forecaster_kwargs=forecaster_kwargs))
         action = "stop" if len(calls) == 2 else "continue"
-        return types.SimpleNamespace(action=action, rule="fake", message=f"call {len(calls)}",
+        return types.SimpleNamespace(action=action, rule="fake", message=f"call {len(calls)}", details={},
                                      to_dict=lambda: dict(action=action, rule="fake"))
 
     fake = types.SimpleNamespace(trainer_advice=trainer_advice, EarlyStopConfig=EarlyStopConfig)
@@ -133,6 +134,10 @@ def test_advisor_stop_ends_the_run_with_stopped_json(tmp_path, warm_cache, monke
     (["train", "--eval-every", "3", "--off-policy-k", "2"], "multiple of off_policy_k"),
     (["train", "--resume"], "no checkpoint"),
     (["train", "--model-path", "/nonexistent/model"], "not a local Hugging Face model folder"),
+    (["train", "--advisor-every", "1", "--advisor-reference", "/nonexistent/runs.csv"],
+     "advisor_reference '/nonexistent/runs.csv' does not exist"),
+    (["sweep", "--presets", "grpo", "--seeds", "0", "--advisor-every", "1", "--advisor-reference", "/nonexistent/runs"],
+     "advisor_reference '/nonexistent/runs' does not exist"),
     (["train", "--advisor-rules", "target=0.5"], "advisor_rules is set but advisor_every=0"),
     (["train", "--advisor-every", "1", "--advisor-rules", "taget=0.5"], "advisor_rules 'taget=0.5': expected NAME=VALUE"),
     (["train", "--advisor-every", "1", "--advisor-rules", "p_beat_threshold=2"],
@@ -159,6 +164,71 @@ def test_an_existing_run_is_neither_overwritten_nor_resumed_with_another_model(t
     assert main(["train", "--out", str(tmp_path / "run"), "--resume", "--d-model", "48"]) == 2
     assert "cannot change mid-run" in capsys.readouterr().err
     assert (tmp_path / "run" / "evals.jsonl").read_text() == before
+
+
+def test_a_bad_advisor_reference_exits_2_with_one_line_and_no_traceback(tmp_path):
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "trainer_minimal", "train", "--out", str(out), "--advisor-every", "1",
+           "--advisor-reference", str(tmp_path / "typo.csv")]
+    child = subprocess.run(cmd, env=child_env(), cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert child.returncode == 2 and child.stdout == ""
+    assert child.stderr == f"trainer-minimal: error: advisor_reference '{tmp_path / 'typo.csv'}' does not exist " \
+                           "(give a run table or a folder of runs to compare with)\n"
+    assert not out.exists()
+
+
+def test_a_sweep_may_name_its_own_folder_as_the_advisor_reference(tmp_path):
+    from trainer_minimal.sweep import plan_sweep
+
+    out = tmp_path / "sweep"  # made when the sweep starts, so it cannot exist yet
+    (plan,) = plan_sweep("grpo", "0", str(out), dict(advisor_every=1, advisor_reference=str(out)))
+    assert plan["cfg"].advisor_reference == str(out)
+
+
+def folder_snapshot(folder):
+    """{relative path: bytes} of every file under folder, to show that nothing was written."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_resume_of_a_run_the_advisor_stopped_does_not_train(tmp_path, warm_cache, monkeypatch, capsys):
+    from forecast.early_stop import EarlyStopConfig
+
+    advice = dict(action="stop", rule="beats_best", message="stop: P(beats best 'b-s0' by 0.01) = 0.02 < 0.1",
+                  details={"converged": True})
+
+    def trainer_advice(**kwargs):
+        return types.SimpleNamespace(**advice, to_dict=lambda: advice)
+
+    fake = types.SimpleNamespace(trainer_advice=trainer_advice, EarlyStopConfig=EarlyStopConfig)
+    monkeypatch.setitem(sys.modules, "forecast.early_stop", fake)
+    run = tmp_path / "run"
+    assert train(tiny(run, warm_cache, max_steps=40, eval_every=2, advisor_every=1))["steps"] == 2
+    before = folder_snapshot(run)
+    capsys.readouterr()
+    assert main(["train", "--out", str(run), "--resume"]) == 0
+    assert capsys.readouterr().out == (
+        "[scalerl-s0] already stopped by the advisor at step 2: beats_best: P(beats best 'b-s0' by 0.01) = 0.02 "
+        f"< 0.1 (delete {run / 'stopped.json'} to train on)\n")
+    assert folder_snapshot(run) == before
+
+
+def test_resume_of_a_finished_run_says_so_and_trains_no_further(tmp_path, warm_cache, capsys):
+    run = tmp_path / "run"
+    summary = train(tiny(run, warm_cache, max_steps=2, eval_every=2))
+    before = folder_snapshot(run)
+    capsys.readouterr()
+    assert main(["train", "--out", str(run), "--resume"]) == 0
+    assert capsys.readouterr().out == "[scalerl-s0] already finished at step 2 of 2 (pass a larger --max-steps to train on)\n"
+    assert folder_snapshot(run) == before
+    assert train(dataclasses.replace(tiny(run, warm_cache, max_steps=2, eval_every=2), resume=True)) == summary
+
+
+def test_train_help_shows_the_default_of_every_on_off_flag(capsys):
+    assert main(["train", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
+    assert "drop prompts whose samples all got the same reward (default on)" in text
+    assert "compute the LM head in fp32 (matters under bfloat16) (default on)" in text
+    assert "continue from the run folder's checkpoint (refused when there is none) (default off)" in text
 
 
 def save_tiny_hf_model(folder, arch):

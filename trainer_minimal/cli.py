@@ -3,6 +3,7 @@
 Every Config field is a flag (--field-name), generated from the dataclass; its help text is the
 field's one-line comment in config.py. Bad input (unknown preset or flag, invalid value, --resume
 without a checkpoint) is refused with a message and exit code 2 before any compute is spent.
+--resume on a run that already ended (stopped by the advisor, or at --max-steps) says so and exits 0.
 
   trainer-minimal train --preset scalerl --max-steps 400 --eval-every 16 --out out/scalerl-s0
   trainer-minimal train --out out/scalerl-s0 --resume            # after a crash
@@ -37,8 +38,9 @@ def add_config_flags(parser, exclude=()):
             continue
         flag = "--" + f.name.replace("_", "-")
         kind = type(f.default)
-        if kind is bool:
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=helps.get(f.name))
+        if kind is bool:  # default=None marks "not given", so argparse cannot show the real default itself
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=None,
+                                help=f"{helps.get(f.name, '')} (default {'on' if f.default else 'off'})")
         else:
             parser.add_argument(flag, type=kind, default=None, choices=CHOICES.get(f.name),
                                 metavar=None if f.name in CHOICES else kind.__name__.upper(),

@@ -7,6 +7,7 @@ a short dict of field overrides on top of the defaults; the defaults are the Sca
 
 import dataclasses
 import json
+import os
 from dataclasses import dataclass, fields
 
 
@@ -162,6 +163,16 @@ def validate(cfg):
             raise ValueError(f"{name} is set but advisor_every=0 (the advisor is off)")
     if cfg.advisor_rules or cfg.advisor_priors:
         advisor_settings(cfg)  # read them now: a typo fails before any compute, not at the first advice
+
+
+def check_advisor_reference(cfg):
+    """Refuse an advisor_reference that does not exist. Left to the advisor, a wrong path only
+    shows as "advisor_error" at every check while the run trains on without its comparison rules.
+    Not part of validate(): a sweep may name its own folder, which exists only once the sweep
+    starts, so this runs where a run starts (train.preflight) and where a sweep is planned."""
+    if cfg.advisor_reference and not os.path.exists(cfg.advisor_reference):
+        raise ValueError(f"advisor_reference {cfg.advisor_reference!r} does not exist "
+                         "(give a run table or a folder of runs to compare with)")
 
 
 def advisor_settings(cfg):

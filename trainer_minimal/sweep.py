@@ -17,7 +17,7 @@ import time
 
 import pandas as pd
 
-from .config import make_config
+from .config import check_advisor_reference, make_config
 from .logging_io import read_jsonl
 
 RUN_FORMAT_FIRST = ("run_id", "recipe", "seed", "compute", "compute_unit", "metric", "n_eval", "step",
@@ -42,9 +42,15 @@ def plan_sweep(presets, seeds, out, overrides):
         for seed in seed_values:
             run_dir = os.path.join(out, f"{name}-s{seed}")
             cfg = make_config(name, seed=seed, out=run_dir, warmstart_cache=cache, **overrides)
+            if not same_path(cfg.advisor_reference, out):  # the sweep's own folder is made when it starts
+                check_advisor_reference(cfg)
             plan.append(dict(cfg=cfg, argv=["--preset", name, "--seed", str(seed), "--out", run_dir,
                                             "--warmstart-cache", cache, *override_flags(overrides)]))
     return plan
+
+
+def same_path(a, b):
+    return bool(a) and os.path.abspath(a) == os.path.abspath(b)
 
 
 def override_flags(overrides):

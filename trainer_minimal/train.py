@@ -38,7 +38,8 @@ numbers of micro-batches, which its backward hooks do not allow. Rank 0 writes a
 Crash safety: an eval row is appended (and fsynced) before the checkpoint is written. --resume loads
 the checkpoint, drops a torn last line and any rows logged after the checkpoint's step (atomic
 rewrite), and continues; every random draw is derived from (seed, step, prompt), so the resumed run
-reproduces the rows it dropped.
+reproduces the rows it dropped. A run that already ended (stopped.json, or max_steps reached) is
+not resumed: --resume says so and writes nothing (delete stopped.json or raise --max-steps to go on).
 
 Commands:
   CPU (about a minute):  trainer-minimal train --preset scalerl --max-steps 640 --eval-every 16 --out out/scalerl-s0
@@ -51,6 +52,7 @@ Commands:
 
 import dataclasses
 import importlib
+import json
 import math
 import os
 import time
@@ -59,7 +61,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from .config import advisor_settings, from_dict, to_json
+from .config import advisor_settings, check_advisor_reference, from_dict, to_json
 from .flops import FlopsModel
 from .logging_io import (
     append_jsonl,
@@ -93,7 +95,8 @@ def run_paths(cfg):
 
 def preflight(cfg):
     """Refuse, before any compute, what would fail later: a resume without a checkpoint, a fresh
-    run over an existing one, evaluations mid-round, a batch that does not split over the ranks."""
+    run over an existing one, evaluations mid-round, a batch that does not split over the ranks,
+    an advisor reference that is not there."""
     paths = run_paths(cfg)
     if cfg.resume and not os.path.exists(paths["ckpt"]):
         raise ValueError(f"--resume: no checkpoint at {paths['ckpt']}")
@@ -110,6 +113,40 @@ def preflight(cfg):
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if cfg.batch_size % world:
         raise ValueError(f"batch_size={cfg.batch_size} must be divisible by the {world} processes")
+    check_advisor_reference(cfg)
+
+
+def checkpoint_step(path):
+    """The optimizer step a checkpoint was taken at (memory-mapped: the weights are not read)."""
+    return torch.load(path, map_location="cpu", weights_only=False, mmap=True)["state"]["step"]
+
+
+def ended_note(cfg):
+    """On --resume, why there is nothing to train, or None: the advisor stopped the run
+    (stopped.json; resuming would train past its advice and overwrite it) or it reached max_steps.
+    Read before anything is written, so resuming an ended run changes no file."""
+    if not cfg.resume:
+        return None
+    paths = run_paths(cfg)
+    if os.path.exists(paths["stopped"]):
+        with open(paths["stopped"]) as f:
+            stopped = json.load(f)
+        advice = stopped["advice"]
+        return (f"[{cfg.run_id}] already stopped by the advisor at step {stopped['step']}: {advice['rule']}: "
+                f"{advice_reason(advice['action'], advice.get('message', ''))}"
+                f"{convergence_note(advice.get('details') or {})} (delete {paths['stopped']} to train on)")
+    step = checkpoint_step(paths["ckpt"])
+    if step >= cfg.max_steps:
+        return f"[{cfg.run_id}] already finished at step {step} of {cfg.max_steps} (pass a larger --max-steps to train on)"
+    return None
+
+
+def saved_summary(cfg):
+    path = run_paths(cfg)["summary"]
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -410,8 +447,14 @@ def consult_advisor(cfg, eval_rows, planned_compute):
 
 
 def train(cfg):
-    """Run (or resume) one RL run in cfg.out. Returns a summary dict (also written to summary.json)."""
+    """Run (or resume) one RL run in cfg.out. Returns a summary dict (also written to summary.json);
+    on --resume of a run that already ended, says so and returns its summary.json (None if absent)."""
     preflight(cfg)
+    note = ended_note(cfg)
+    if note:
+        if int(os.environ.get("RANK", "0")) == 0:  # the process group is not up yet: torchrun's variable
+            print(note, flush=True)
+        return saved_summary(cfg)
     torch.set_num_threads(cfg.threads)
     rank, world, device = setup_distributed(cfg)
     paths = run_paths(cfg)
@@ -509,5 +552,26 @@ def advise(cfg, eval_rows, state):
     """The advisor's recommendation as a dict when it says stop, else None."""
     planned = cfg.advisor_budget or state["compute"] / state["step"] * cfg.max_steps
     rec = consult_advisor(cfg, eval_rows, planned)
-    print(f"[{cfg.run_id}] advisor: {rec.action} ({rec.rule}) {rec.message}", flush=True)
+    print(f"[{cfg.run_id}] {advice_line(rec.action, rec.rule, rec.message, rec.details)}", flush=True)
     return rec.to_dict() if rec.action == "stop" else None
+
+
+def advice_reason(action, message):
+    """The message without its leading "stop: " / "continue: ": the printed line names the action."""
+    return message.removeprefix(f"{action}: ")
+
+
+def convergence_note(details):
+    """A warning when the fit behind the advice did not converge ("" when it did, or is unknown):
+    a stop decided on such a fit deserves a second look."""
+    if details.get("converged", True):
+        return ""
+    problems = "; ".join(details.get("convergence_problems") or []) or "see its diagnostics"
+    return f" (warning: the forecaster's fit did not converge: {problems})"
+
+
+def advice_line(action, rule, message, details):
+    """One printed line per advice: 'advisor: stop (beats_best): P(...) < 0.1', plus the convergence
+    warning on a stop (a continue costs nothing if the fit was off; a stop ends the run)."""
+    note = convergence_note(details) if action == "stop" else ""
+    return f"advisor: {action} ({rule}): {advice_reason(action, message)}{note}"
