@@ -77,23 +77,14 @@ def warn_if_unconverged(fc) -> None:
         warn("the fit did not converge, so treat these intervals with suspicion: " + "; ".join(report.problems()))
 
 
-# A budget this many times beyond the data's compute (or below its smallest) is more often a unit
-# mix-up (GPU-hours against FLOPs, 1e4 against 1e14) than a plan, and the forecast there is the prior.
-FAR_BEYOND_DATA = 100.0
-
-
 def warn_if_far_from_data(fc, values, flag: str) -> None:
-    """A warning naming `flag` when a compute value lies far outside the fitted data's range."""
-    observed = fc.runs_["compute"]
-    low, high = float(observed.min()), float(observed.max())
-    unit = fc.compute_unit
+    """A warning naming `flag` when a compute value lies far outside the fitted data's range
+    (forecast.data.far_from_data: a likely unit mix-up); the first such value is enough."""
+    from .data import far_from_data
+
     for value in values:
-        if value > FAR_BEYOND_DATA * high:
-            warn(f"{flag} {value:.3g} is {value / high:.3g}x the largest compute in the data ({high:.3g} {unit}); "
-                 "a forecast that far out says little beyond the prior. Is the unit right?")
-            return
-        if value < low:
-            warn(f"{flag} {value:.3g} is below the smallest compute in the data ({low:.3g} {unit}). Is the unit right?")
+        if message := far_from_data(value, fc.runs_["compute"], unit=fc.compute_unit, name=flag):
+            warn(message)
             return
 
 
@@ -298,6 +289,17 @@ def add_report_parser(sub):
     p.set_defaults(func=run_report)
 
 
+def _saved_fit_inputs(source: Path) -> list[str]:
+    """Provenance of a report made from a saved fit: the run table it was fitted on (its
+    summary.json says), then the fit itself."""
+    folder = source if source.is_dir() else source.parent
+    try:
+        fitted_on = json.loads((folder / "summary.json").read_text(encoding="utf-8")).get("input")
+    except (OSError, ValueError):
+        fitted_on = None
+    return ([f"{fitted_on} (fitted on)"] if fitted_on else []) + [f"{source} (saved fit)"]
+
+
 def _is_saved_fit(path: Path) -> bool:
     return path.suffix == ".nc" or (path.is_dir() and (path / "fit.nc").exists())
 
@@ -313,10 +315,12 @@ def run_report(args) -> int:
     source = Path(args.runs)
     progress = not args.no_progress and sys.stderr.isatty()
     forecaster_kwargs = _forecaster_kwargs(args)
+    inputs = [str(source)]
     if _is_saved_fit(source):
         _no_prior_for_saved_fit(source, forecaster_kwargs)
         _warn_fit_flags_ignored(args, source)
         fc = load_fit(source)
+        inputs = _saved_fit_inputs(source)
     else:
         from .data import load_runs
         from .forecaster import ScalingForecaster
@@ -327,18 +331,20 @@ def run_report(args) -> int:
             # the report shows non-convergence prominently; a second warning on stderr adds nothing
             warnings.simplefilter("ignore")
             fc.fit(runs, random_seed=args.seed, progress=progress)
-    if args.budget is not None:
-        warn_if_far_from_data(fc, [args.budget], "--budget")
     target = args.target if args.target is not None else default_target(fc)
-    data = write_report(fc, args.out, budget=args.budget, target=target, inputs=[str(source)], title=args.title, progress=progress)
+    data = write_report(fc, args.out, budget=args.budget, target=target, inputs=inputs, title=args.title, progress=progress)
     if args.json:
         print(json.dumps(report_summary(data, args.out), indent=2, default=str))
+        for message in data.warnings:
+            warn(message)
         warn_if_unconverged(fc)
         return EXIT_OK
     print(data.recommendation.headline)
     print()
     print(recipe_table_text(data))
     print(f"\nwrote {args.out}")
+    for message in data.warnings:  # on the page as a banner; said here too for whoever reads the terminal
+        warn(message)
     warn_if_unconverged(fc)
     return EXIT_OK
 

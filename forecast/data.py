@@ -290,3 +290,19 @@ def summarize_runs(runs: pd.DataFrame) -> RunSummary:
         compute_range=(float(runs["compute"].min()), float(runs["compute"].max())),
         sources=sources,
     )
+
+
+# A compute this many times beyond the data's largest (or below its smallest) is more often a unit
+# mix-up (GPU-hours against FLOPs, 1e4 against 1e14) than a plan, and the forecast there is the prior.
+FAR_BEYOND_DATA = 100.0
+
+
+def far_from_data(value: float, observed_compute, *, unit: str, name: str) -> str | None:
+    """A sentence when `value` (a budget, a horizon) lies far outside the observed compute, else None."""
+    low, high = float(np.min(observed_compute)), float(np.max(observed_compute))
+    if value > FAR_BEYOND_DATA * high:
+        return (f"{name} {value:.3g} is {value / high:.3g}x the largest compute in the data ({high:.3g} {unit}); "
+                "a forecast that far out says little beyond the prior. Is the unit right?")
+    if value < low:
+        return f"{name} {value:.3g} is below the smallest compute in the data ({low:.3g} {unit}). Is the unit right?"
+    return None

@@ -147,16 +147,21 @@ def recommend_text(table: pd.DataFrame, *, budget: float, target: float | None =
         if top.p_best >= CLEAR_WINNER_P:
             parts.append(f"Scale '{top.recipe}': {head}.")
         else:
+            # the partner is the likeliest other winner, which need not be second by expected metric
+            # (a wide posterior can win more often with a lower mean)
+            partner = table.iloc[1:].loc[table.iloc[1:]["p_best"].idxmax()]
+            why = "" if partner.recipe == second.recipe else f" (the likeliest other winner, P(best) = {partner.p_best:.2f})"
             parts.append(
-                f"Too close to call, leaning '{top.recipe}': {head}, below {CLEAR_WINNER_P:.2f}. "
-                f"Consider running '{top.recipe}' and '{second.recipe}' side by side, or more seeds first."
+                f"Too close to call, leaning '{top.recipe}': {head}, below {CLEAR_WINNER_P:.2f} (the bar for a "
+                f"clear winner). Consider running '{top.recipe}' and '{partner.recipe}'{why} side by side, or more "
+                "seeds first."
             )
         parts.append(
             f"Runner-up '{second.recipe}': expected {second.expected:.3f}, P(best) = {second.p_best:.2f}."
         )
         parts.append(f"Downside (5% quantile): {top.q05:.3f} for '{top.recipe}' vs {second.q05:.3f} for '{second.recipe}'.")
         safest = table.loc[table["q05"].idxmax()]
-        if safest.recipe != top.recipe:
+        if safest.recipe != top.recipe and f"{safest.q05:.3f}" != f"{top.q05:.3f}":  # a tie in the digits shown is none
             parts.append(
                 f"Risk-averse choice: '{safest.recipe}' has the best downside ({safest.q05:.3f} vs {top.q05:.3f})."
             )

@@ -609,14 +609,21 @@ def evaluate_in_turn(
         weakest = min(fired, key=lambda r: float(_draws(in_flight[r]["at_budget"]).mean()))
         committed.add(weakest)
         if out[weakest].rule in COMPARISON_RULES:
-            if cap is not None and n_compared >= cap:
+            capped = cap is not None and n_compared >= cap
+            bar = None if capped or not config.keep_runner_up else runner_up_bar(weakest, in_flight, finals, out, stopped)
+            own = _stop_on_its_own_rule(out[weakest]) if capped or bar is not None else None
+            if own is not None:
+                # the guards hold stops on other runs' forecasts; a run that fails its own test too
+                # (it cannot reach the target, its curve has flattened) is stopped on that
+                out[weakest] = own
+            elif capped:
                 out[weakest] = _held_by_cap(out[weakest], n_compared, len(in_flight), recent_stops, config.stop_cap_window)
                 continue
-            bar = runner_up_bar(weakest, in_flight, finals, out, stopped) if config.keep_runner_up else None
-            if bar is not None:
+            elif bar is not None:
                 out[weakest] = _held_as_runner_up(out[weakest], bar)
                 continue
-            n_compared += 1
+            else:
+                n_compared += 1
         stopped.add(weakest)
         if weakest in finals:
             finals[weakest] = in_flight[weakest]["now"]
@@ -670,6 +677,20 @@ def _held(rec: Recommendation, rule: str, why_not: str, detail: dict) -> Recomme
         CONTINUE, rule, f"continue: {why} would stop it, but {why_not}",
         run_id=rec.run_id, probability=rec.probability, value=rec.value, threshold=rec.threshold,
         details={**rec.details, **detail},
+    )
+
+
+def _stop_on_its_own_rule(rec: Recommendation) -> Recommendation | None:
+    """A comparison stop restated as a stop by the first rule that judges the run on its own
+    (reach_target, saturated) when that fired too; None when only comparisons fired."""
+    own = [c for c in rec.details.get("checks", []) if c.get("fired") and c["rule"] not in COMPARISON_RULES]
+    if not own:
+        return None
+    check = own[0]
+    return Recommendation(
+        STOP, check["rule"], f"stop: {check['text']}", run_id=rec.run_id,
+        probability=check["value"] if check["probability"] else None, value=check["value"],
+        threshold=check["threshold"], details=rec.details,
     )
 
 

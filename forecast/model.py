@@ -241,10 +241,9 @@ def residual_process(resid_prev, x, x_prev, white_var, white_var_prev, wander_sd
 def data_values(data: ModelData, priors: Priors) -> dict:
     """The values of the model's pm.Data nodes. A compiled model takes new data as exactly this
     dict, so a refit of the same structure need not build the PyMC model again."""
-    return {
+    values = {
         "x": data.x,
         "y": data.y,
-        "n_eval": np.where(data.n_eval > 0, data.n_eval, 1.0),
         "weight": data.weight,
         "prev": np.maximum(data.prev, 0),
         "has_prev": (data.prev >= 0).astype(float),
@@ -255,6 +254,11 @@ def data_values(data: ModelData, priors: Priors) -> dict:
         "a_centre": np.asarray(_clipped_logit(data.best_metric) + priors.a_mu_offset),
         "r0_centre": np.asarray(_clipped_logit(data.start_metric)),
     }
+    if data.has_n_eval:
+        # only then is it a node of the model: a compiled model refuses data for a node it lacks
+        # (a second fit of a table without n_eval failed on it)
+        values["n_eval"] = data.n_eval
+    return values
 
 
 def build_model(
@@ -276,9 +280,10 @@ def build_model(
         def data_node(name, dims=None):
             return pm.Data(name, values[name], dims=dims)
 
-        x, y, n_eval, weight, prev, has_prev, obs_run = (
-            data_node(name, "obs") for name in ("x", "y", "n_eval", "weight", "prev", "has_prev", "obs_run")
+        x, y, weight, prev, has_prev, obs_run = (
+            data_node(name, "obs") for name in ("x", "y", "weight", "prev", "has_prev", "obs_run")
         )
+        n_eval = data_node("n_eval", "obs") if has_n_eval else None
         run_recipe = data_node("run_recipe", "run")
         loc, scale, a_centre, r0_centre = (data_node(name) for name in ("loc", "scale", "a_centre", "r0_centre"))
 

@@ -88,6 +88,7 @@ class ReportData:
     stop_advice: StopAdvice | None = None
     synthetic: bool = False
     notes: list[str] = field(default_factory=list)  # integration notes shown in a muted box
+    warnings: list[str] = field(default_factory=list)  # about the question asked (a budget far from the data): a banner
 
 
 # ============================================================================ numbers (pure)
@@ -295,7 +296,9 @@ def fan_chart_png(fc, budget: float, target: float | None, recipes=None) -> byte
     if target is not None:
         for ax in fig.axes:
             if ax.get_visible():
-                ax.axhline(target, color="tab:red", ls="-.", lw=0.9, alpha=0.8)
+                ax.axhline(target, color="tab:red", ls="-.", lw=1.2, alpha=0.8)
+                low, high = ax.get_ylim()
+                ax.set_ylim(min(low, target - 0.03), max(high, target + 0.03))  # never on the frame, where it vanishes
     return figure_png(fig)
 
 
@@ -326,7 +329,9 @@ def provenance(fc, inputs=None) -> dict:
         "compute_unit": fc.compute_unit,
         "forecast_version": __version__,
         "generated": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "sampler": f"{info.get('sampler', '?')}, mode {fc.mode}, {fc.sampler.chains} chains x {fc.sampler.draws} draws",
+        # the kept try's chains and draws, which a longer try may have doubled
+        "sampler": f"{info.get('sampler', '?')}, mode {fc.mode}, {fc.idata.posterior.sizes['chain']} chains x "
+                   f"{fc.idata.posterior.sizes['draw']} draws",
         "random_seed": info.get("random_seed"),
         "python": sys.version.split()[0],
     }
@@ -364,6 +369,9 @@ def collect_report(fc, *, budget=None, target=None, inputs=None, title=None, pro
     steps.update()
     steps.close()
     synthetic = is_synthetic(fc.runs_)
+    from .data import far_from_data
+
+    far = far_from_data(budget, fc.runs_["compute"], unit=fc.compute_unit, name="The budget")
     return ReportData(
         title=title or ("Scaling forecast (synthetic data)" if synthetic else "Scaling forecast"),
         budget=budget,
@@ -377,6 +385,7 @@ def collect_report(fc, *, budget=None, target=None, inputs=None, title=None, pro
         stop_advice=advice,
         synthetic=synthetic,
         notes=notes + stop_notes,
+        warnings=[far] if far else [],
     )
 
 
@@ -525,6 +534,15 @@ def convergence_banner_html(diagnostics: dict) -> str:
     )
 
 
+def warnings_banner_html(warnings: list[str]) -> str:
+    """About the question rather than the fit (a budget far outside the data): a planner forwards
+    the page, not the terminal, so the warning has to be on it."""
+    if not warnings:
+        return ""
+    items = "".join(f"<li>{esc(w)}</li>" for w in warnings)
+    return f'<div class="banner warn" id="budget-warning">Check the question before the answer:<ul>{items}</ul></div>'
+
+
 def synthetic_banner_html(synthetic: bool) -> str:
     if not synthetic:
         return ""
@@ -552,7 +570,7 @@ def recipe_table_html(table: pd.DataFrame, budget: float, unit: str, target: flo
         row = {
             "recipe": r["recipe"],
             "p_best": prob_bar_html(r["p_best"]),
-            "at_budget": fmt_interval(r["at_budget_q50"], r["at_budget_q05"], r["at_budget_q95"]),
+            "at_budget": fmt_interval(r["at_budget_mean"], r["at_budget_q05"], r["at_budget_q95"]),
             "A": fmt_interval(r["A_q50"], r["A_q05"], r["A_q95"]),
         }
         if target is not None:
@@ -569,8 +587,9 @@ def recipe_table_html(table: pd.DataFrame, budget: float, unit: str, target: flo
         columns += [("c_target", f"compute to reach {target:g} ({unit})"), ("p_target", f"P(≥ {target:g} at budget)")]
     numeric = {"p_best", "at_budget", "A", "c_target", "p_target"}
     explain = (
-        '<p class="explain">Median [90% interval] for a new run (a fresh seed) of each recipe, best '
-        "expected metric first. P(best): the share of posterior draws in which the recipe's new run "
+        '<p class="explain">Metric at the budget: expected value [90% interval: 9 times in 10 the '
+        "result lands in it] for a new run (a fresh seed) of each recipe, best expected metric first; "
+        "asymptote: median [90% interval]. P(best): the share of posterior draws in which the recipe's new run "
         "scores highest at the budget. P(≥ target): the share in which its evaluation at the budget "
         "reaches the target. 'never': at least that share of draws has its asymptote below the target.</p>"
     )
@@ -585,7 +604,7 @@ def figures_html(figures: dict[str, bytes], budget: float, unit: str, target: fl
         caption = (
             f"Observed evaluations (dots, one colour per seed), posterior median for a new run (line), "
             f"50% and 90% bands, extrapolated to the budget {fmt_compute(budget)} {unit} (dashed){tgt}. "
-            "Dotted: the largest compute observed."
+            "Dotted: the largest compute observed for that recipe; right of it is extrapolation."
         )
         parts.append(section_html("Fan charts", figure_html(figures["fan_chart"], "fan chart per recipe", caption), anchor="fan-charts"))
     if "forest" in figures:
@@ -620,21 +639,43 @@ def compute_to_target_html(table: pd.DataFrame, budget: float, unit: str, target
     ]
     explain = (
         f'<p class="explain">Compute a new run needs to reach {esc(f"{target:g}")}, fastest first. '
-        "P(ever reaches): the share of draws whose asymptote lies above the target.</p>"
+        "P(ever reaches): the share of draws whose asymptote lies above the target. P(≥ target at the "
+        "budget) also counts a run's wander around its curve and the widening of forecasts far ahead, so "
+        "it can exceed P(ever reaches) when a recipe's curve tops out near the target.</p>"
     )
     body = table_html(rows, columns, numeric={"q50", "q05", "q95", "p_reach", "p_target"}, css_id="compute-to-target-table")
     return section_html(f"Compute to reach {target:g}", body + explain, anchor="compute-to-target")
 
 
+# Why a run continues, in a meeting's words: "continue" alone reads as "worth it", which a run
+# that is merely too early to judge is not. Rules not named here continued on their own check.
+CONTINUE_REASONS = {
+    "too_early": "too early to judge (the budget is far beyond its compute so far)",
+    "warmup": "too few evaluations to judge",
+    "leader": "leads the sweep now",
+    "top_at_step": "in the top runs at its step",
+    "runner_up": "kept beside the unfinished best run",
+    "stop_cap": "held by the stop cap, judged again later",
+    "no_rule": "no rule applies",
+}
+
+
+def continue_reason(rule: str) -> str:
+    return CONTINUE_REASONS.get(rule, "promising")
+
+
 def stop_summary_html(table: pd.DataFrame) -> str:
-    """Two lines a meeting reads: which runs continue, and how many stop by which rule."""
+    """Two lines a meeting reads: which runs continue and why, and how many stop by which rule."""
     lines = []
     for decision in ("continue", "stop"):
         part = table[table["decision"] == decision]
         if part.empty:
             continue
         chip = f'<span class="chip {decision}">{decision}</span>'
-        if decision == "continue" or len(part) <= 6:
+        if decision == "continue":
+            groups = part.groupby(part["rule"].map(continue_reason), sort=False)["run_id"]
+            what = "; ".join(f"{len(runs)} {esc(reason)}: {', '.join(esc(r) for r in runs)}" for reason, runs in groups)
+        elif len(part) <= 6:
             what = ", ".join(esc(r) for r in part["run_id"])
         else:
             counts = part["rule"].value_counts()
@@ -716,6 +757,7 @@ def render_report(data: ReportData) -> str:
     parts = [
         header_html(data),
         convergence_banner_html(data.diagnostics),
+        warnings_banner_html(data.warnings),
         synthetic_banner_html(data.synthetic),
         recommendation_html(data.recommendation),
         recipe_table_html(data.recipe_table, data.budget, unit, data.target),
@@ -772,6 +814,7 @@ def report_summary(data: ReportData, path=None) -> dict:
         "diagnostics": data.diagnostics,
         "provenance": data.provenance,
         "notes": data.notes,
+        "warnings": data.warnings,
     })
 
 
@@ -791,7 +834,7 @@ def recipe_table_text(data: ReportData) -> str:
             "recipe": table["recipe"],
             "P(best)": table["p_best"].map(fmt_prob),
             f"metric at {fmt_compute(data.budget)}": [
-                fmt_interval(r.at_budget_q50, r.at_budget_q05, r.at_budget_q95) for r in table.itertuples()
+                fmt_interval(r.at_budget_mean, r.at_budget_q05, r.at_budget_q95) for r in table.itertuples()
             ],
             "asymptote A": [fmt_interval(r.A_q50, r.A_q05, r.A_q95) for r in table.itertuples()],
         }

@@ -231,6 +231,25 @@ def test_a_refit_on_a_reused_compiled_model_draws_as_a_fresh_one(small_sweep, mo
     assert all(run.endswith("-b") for run in reused.run_ids)
 
 
+def test_a_table_without_n_eval_is_fitted_twice_on_one_compiled_model(small_sweep, monkeypatch):
+    """n_eval is optional. Without it the model has no n_eval node, and a second fit in the same
+    process (a notebook's refit, the Optuna pruner's next trial) reuses the compiled model: it
+    failed with "Unknown shared variable: n_eval" when the data still carried one."""
+    from forecast import inference
+
+    table = small_sweep.drop(columns="n_eval")
+    monkeypatch.setattr(inference, "_COMPILED_CACHE", {})
+
+    def fit(seed):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return ScalingForecaster(mode="fast").fit(table, random_seed=seed, progress=False)
+
+    first, second = fit(1), fit(2)
+    assert not first.fit_info_["compiled_model_reused"] and second.fit_info_["compiled_model_reused"]
+    assert not second.data_.has_n_eval and np.isfinite(second.predict([2e5])["q50"]).all()
+
+
 def test_a_fit_told_the_planned_budget_keeps_that_axis_through_refits(small_sweep):
     """fit(horizon=budget) sets the priors on the compute range up to the budget (model.prepare_data)
     and records it; a refit by reweighting keeps that axis, and so that prior."""

@@ -108,6 +108,7 @@ def hand_made_report(*, converged=True, title="Plan <Q3>") -> rp.ReportData:
             "recipe": ["a<script>", "b"],
             "p_best": [0.9, 0.1],
             "at_budget_q05": [0.5, 0.4], "at_budget_q50": [0.6, 0.5], "at_budget_q95": [0.7, 0.6],
+            "at_budget_mean": [0.61, 0.49],
             "A_q05": [0.55, 0.45], "A_q50": [0.62, 0.52], "A_q95": [0.7, 0.6],
             "p_reach": [1.0, 0.2],
             "c_target_q05": [10.0, 100.0], "c_target_q50": [20.0, np.inf], "c_target_q95": [40.0, np.inf],
@@ -181,6 +182,30 @@ def test_not_converged_fit_is_flagged_at_the_top():
     assert "NOT CONVERGED" in page
 
 
+def test_a_budget_far_from_the_data_is_a_banner_on_the_page_and_in_the_json():
+    data = hand_made_report()
+    assert 'id="budget-warning"' not in rp.render_report(data)
+    data.warnings = ["The budget 1e+09 is 1e+07x the largest compute in the data (100 gpu_hours). Is the unit right?"]
+    page = rp.render_report(data)
+    assert page.index('id="budget-warning"') < page.index('id="recommendation"')
+    assert "Is the unit right?" in page and rp.report_summary(data)["warnings"] == data.warnings
+
+
+def test_the_stop_summary_says_why_runs_continue():
+    table = pd.DataFrame({
+        "run_id": ["a", "b", "c", "d"], "recipe": ["r"] * 4,
+        "decision": ["continue", "continue", "continue", "stop"],
+        "rule": ["too_early", "too_early", "beats_best", "beats_best"], "reason": ["..."] * 4,
+    })  # fmt: skip
+    text = rp.stop_summary_html(table)
+    assert "2 too early to judge" in text and "a, b" in text and "1 promising: c" in text
+
+
+def test_the_table_cites_the_mean_the_headline_cites():
+    data = hand_made_report()
+    assert "0.610 [0.500, 0.700]" in rp.render_report(data) and "0.610 [0.500, 0.700]" in rp.recipe_table_text(data)
+
+
 # ----------------------------------------------------------------------------- from a real fit
 
 
@@ -202,6 +227,9 @@ def test_report_numbers_from_the_fit(fitted, report_file):
     # scalerl_scout_moe has the highest Table 1 asymptote (0.71 vs 0.61, 0.585)
     assert table.iloc[0]["recipe"] == "scalerl_scout_moe"
     assert data.synthetic and data.provenance["n_runs"] == 6
+    assert data.warnings == []  # the default budget, 4x the data: nothing to flag
+    chains, draws = fitted.idata.posterior.sizes["chain"], fitted.idata.posterior.sizes["draw"]
+    assert data.provenance["sampler"].endswith(f"{chains} chains x {draws} draws")
     png = data.figures["fan_chart"]
     assert png.startswith(b"\x89PNG")
 
@@ -255,6 +283,15 @@ def test_cli_report_from_a_saved_fit(fitted, tmp_path, capsys):
     assert main(["report", str(tmp_path), "--target", "0.6", "--budget", "5e4", "-o", str(out), "--json", "--no-progress"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["budget"] == 5e4 and summary["target"] == 0.6 and out.exists()
+    assert summary["provenance"]["inputs"] == [f"{tmp_path} (saved fit)"]  # no summary.json beside it
+    # a budget in the wrong unit: on the page, in the JSON and on stderr
+    (tmp_path / "summary.json").write_text(json.dumps({"input": "runs.csv"}))
+    assert main(["report", str(tmp_path), "--budget", "1e12", "-o", str(out), "--json", "--no-progress"]) == 0
+    captured = capsys.readouterr()
+    summary = json.loads(captured.out)
+    assert "Is the unit right?" in summary["warnings"][0] and "Is the unit right?" in captured.err
+    assert 'id="budget-warning"' in out.read_text(encoding="utf-8")
+    assert summary["provenance"]["inputs"] == ["runs.csv (fitted on)", f"{tmp_path} (saved fit)"]
 
 
 @pytest.mark.parametrize(
