@@ -260,6 +260,17 @@ def recipe_draws_at(fc, recipe: str, compute: float, *, kind: str = "new_run") -
     return fc.sample_curves([compute], recipe=recipe, kind=kind, rng=stream, eval_noise=False)[:, 0]
 
 
+def _checked_recipes(fc, recipes) -> list[str]:
+    """recipes= as a list (one name is a list of one), each one the fit knows (KeyError naming them)."""
+    if recipes is None:
+        return fc.recipes
+    recipes = [recipes] if isinstance(recipes, str) else list(recipes)
+    unknown = [r for r in recipes if r not in fc.recipes]
+    if unknown or not recipes:
+        raise KeyError(f"unknown recipe {', '.join(map(repr, unknown)) or '(none given)'}; known: {', '.join(fc.recipes)}")
+    return recipes
+
+
 @dataclass
 class ScaleDecision:
     """A ranked table plus the recommendation in words; `to_dict()` for JSON."""
@@ -295,7 +306,7 @@ def decide(fc, budget: float, *, target: float | None = None, recipes: Sequence[
         raise ValueError(f"target must lie in (0, 1), got {target}")
     from .curves import compute_to_target as curve_compute_to_target
 
-    recipes = list(recipes) if recipes is not None else fc.recipes
+    recipes = _checked_recipes(fc, recipes)
     draws = {r: recipe_draws_at(fc, r, budget) for r in recipes}
     c_star = None
     if target is not None:
@@ -310,7 +321,9 @@ def decide(fc, budget: float, *, target: float | None = None, recipes: Sequence[
 
 def decide_split(fc, total: float, *, max_ways: int = 4, recipes: Sequence[str] | None = None) -> ScaleDecision:
     """One run at `total`, or k runs at total/k keeping the best? Decided on a fitted forecaster."""
-    recipes = list(recipes) if recipes is not None else fc.recipes
+    if max_ways < 1:
+        raise ValueError(f"max_ways must be >= 1, got {max_ways}")
+    recipes = _checked_recipes(fc, recipes)
     table = split_budget(lambda r, c: recipe_draws_at(fc, r, c), recipes, total, max_ways=max_ways)
     text = recommend_split_text(table, total=total, unit=fc.compute_unit)
     return ScaleDecision(table=table, recommendation=text, budget=total, unit=fc.compute_unit, extra={"mode": "split"})

@@ -73,7 +73,23 @@ def _resampled(idata, indices):
 
 
 def _qname(q: float) -> str:
-    return f"q{round(q * 100):02d}"
+    """q05, q50, q95; a quantile between whole percents keeps its digits: q2_5, q97_5."""
+    percent = round(q * 100, 6)
+    if percent == int(percent):
+        return f"q{int(percent):02d}"
+    return "q" + f"{percent:g}".replace(".", "_")
+
+
+def _checked_quantiles(quantiles) -> tuple[float, ...]:
+    """Quantiles as a tuple of distinct levels in (0, 1); a scalar is one level. ValueError for
+    percents (5, 95) or levels whose column names would collide."""
+    levels = tuple(float(q) for q in np.atleast_1d(np.asarray(quantiles, dtype=float)))
+    if not levels or any(not 0 < q < 1 for q in levels):
+        raise ValueError(f"quantiles must lie in (0, 1), e.g. (0.05, 0.95), got {list(levels)}")
+    names = [_qname(q) for q in levels]
+    if len(set(names)) != len(names):
+        raise ValueError(f"quantiles {list(levels)} give repeated column names {names}")
+    return levels
 
 
 class ScalingForecaster:
@@ -518,12 +534,25 @@ class ScalingForecaster:
     def predict(self, compute, *, recipe=None, run_id=None, kind="new_run", noise=True, quantiles=DEFAULT_QUANTILES) -> pd.DataFrame:
         """Tidy forecast: one row per (recipe or run, compute) with mean and quantile columns.
 
-        With neither recipe nor run_id: every recipe (kind new_run/mean) or every run (kind run).
+        With neither recipe nor run_id: every recipe (kind new_run/mean) or every run (kind run);
+        kind="run" with recipe= alone: every run of that recipe. quantiles: levels in (0, 1).
         """
         self._require_fit("predict()")
         compute = np.atleast_1d(np.asarray(compute, dtype=float))
+        if compute.size == 0:
+            raise ValueError("compute is empty: give at least one compute value")
+        quantiles = _checked_quantiles(quantiles)
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+        if recipe is not None:
+            self._recipe_index(recipe)  # KeyError naming the known recipes
+            if run_id is not None and self._recipe_of(run_id) != recipe:
+                raise ValueError(f"run '{run_id}' is a run of '{self._recipe_of(run_id)}', not of '{recipe}'")
         if kind == "run":
-            targets = [run_id] if run_id is not None else self.run_ids
+            if run_id is not None:
+                targets = [run_id]
+            else:
+                targets = [t for t in self.run_ids if recipe is None or self._recipe_of(t) == recipe]
             pairs = [(self._recipe_of(t), t) for t in targets]
         else:
             if recipe is None and run_id is not None:
@@ -585,12 +614,14 @@ class ScalingForecaster:
         """Compute needed to reach `target`, per recipe (or per run with kind='run').
 
         p_reach is the posterior probability that the curve reaches the target at all
-        (R0 < target < A). Quantiles are over all draws, counting never-reached as infinite,
-        so q95 is inf when p_reach < 0.95: an honest "might never get there".
+        (target < A). A draw whose start R0 is already at or above the target needs no compute
+        (0). Quantiles are over all draws, counting never-reached as infinite, so q95 is inf
+        when p_reach < 0.95: an honest "might never get there".
         """
         self._require_fit("compute_to_target()")
         if not 0 < target < 1:
             raise ValueError(f"target must lie in (0, 1), got {target}")
+        quantiles = _checked_quantiles(quantiles)
         if kind == "run":
             items = [(self._recipe_of(run), run) for run in self.run_ids]
         else:
@@ -607,8 +638,17 @@ class ScalingForecaster:
         return frame if kind == "run" else frame.drop(columns="run_id")
 
     def plot(self, *, recipes=None, budget=None, kind="new_run", ax=None, **kwargs):
-        """Fan chart: observed points, fitted curve, 50% and 90% extrapolation bands."""
+        """Fan chart: observed points, fitted curve, 50% and 90% extrapolation bands, one panel per
+        recipe (`recipes`: a name or a list; default all). kind: "new_run" or "mean"; one run's
+        own forecast is `predict(..., run_id=..., kind="run")`."""
         self._require_fit("plot()")
+        if kind not in ("new_run", "mean"):
+            raise ValueError(f"plot() draws kind 'new_run' or 'mean', got {kind!r}; for one run's own forecast "
+                             "use predict(compute, run_id=..., kind='run')")
+        if isinstance(recipes, str):
+            recipes = [recipes]
+        for recipe in recipes or []:
+            self._recipe_index(recipe)  # KeyError naming the known recipes
         from .plotting import plot_fan_chart
 
         return plot_fan_chart(self, recipes=recipes, budget=budget, kind=kind, ax=ax, **kwargs)

@@ -31,6 +31,7 @@ trial, so pruning a leader because it has flattened would throw the leader away.
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Callable
 
 import numpy as np
@@ -106,6 +107,7 @@ class ForecastPruner(BasePruner):
         self.advice: dict[int, Recommendation] = {}
         self.n_fits = 0
         self._previous = {}  # trial number -> its last fit, refitted at its next report
+        self._warned_max_step = False
 
     def _best_completed(self, study):
         complete = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if t.value is not None]
@@ -127,7 +129,18 @@ class ForecastPruner(BasePruner):
         run_id = f"trial-{trial.number}"
         budget = float(self.step_to_compute(self.max_step))
         if table["compute"].max() >= budget:
-            return False  # the trial is done: pruning now would only discard its result
+            # the trial is done: pruning now would only discard its result (the last advice before it stands)
+            self.advice.setdefault(trial.number, Recommendation(
+                CONTINUE, "at_budget", f"continue: reported step {table['compute'].max():g} is at or past max_step "
+                f"({budget:g}); nothing is left to save", run_id=run_id))
+            if table["compute"].min() >= budget and not self._warned_max_step:
+                # every report past max_step from the first: a step unit mix-up, and the pruner would never prune
+                self._warned_max_step = True
+                warnings.warn(f"ForecastPruner: trial {trial.number} reported its first steps at or past max_step "
+                              f"({budget:g} compute), so it can never be pruned; max_step should be the step (in the "
+                              "unit trial.report uses, or mapped by step_to_compute) trials are planned to reach",
+                              UserWarning, stacklevel=2)
+            return False
         best = self._best_completed(study)
         no_rule = best is None and self.config.target is None and self.config.saturation_epsilon is None
         if no_rule:  # nothing to compare with and no other rule on: no need to fit

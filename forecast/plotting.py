@@ -18,7 +18,9 @@ def plot_fan_chart(fc, *, recipes=None, budget=None, kind="new_run", ax=None, nc
     recipes = list(recipes) if recipes is not None else fc.recipes
     grid = _grid(fc, budget)
     if ax is not None:
-        axes = np.atleast_1d(ax)
+        axes = np.atleast_1d(ax).ravel()
+        if len(axes) < len(recipes):
+            raise ValueError(f"ax holds {len(axes)} axes for {len(recipes)} recipes; pass recipes=[...] or as many axes")
         fig = axes[0].figure
     else:
         ncols = min(ncols, len(recipes))

@@ -94,6 +94,46 @@ def test_unknown_recipe_and_run_are_named(fitted):
         fitted.predict([1e3], recipe="scalerl_8b", kind="bogus")
 
 
+def test_predict_honours_every_argument_it_is_given(fitted):
+    """An argument is used or refused, never dropped: recipe= with kind='run' picks that recipe's
+    runs, a run of another recipe is refused, and quantiles name their own columns."""
+    runs = fitted.predict([1e4], recipe="scalerl_8b", kind="run")
+    assert set(runs["recipe"]) == {"scalerl_8b"} and sorted(runs["run_id"]) == ["scalerl_8b-s0", "scalerl_8b-s1"]
+    with pytest.raises(ValueError, match="is a run of 'scalerl_8b', not of 'scalerl_8gen'"):
+        fitted.predict([1e4], recipe="scalerl_8gen", run_id="scalerl_8b-s0", kind="run")
+    with pytest.raises(ValueError, match="compute is empty"):
+        fitted.predict([], recipe="scalerl_8b")
+    table = fitted.predict([1e4], recipe="scalerl_8b", quantiles=(0.025, 0.5, 0.975))
+    assert {"q2_5", "q50", "q97_5"} <= set(table.columns) and (table["q2_5"] < table["q97_5"]).all()
+    assert "q90" in fitted.predict([1e4], recipe="scalerl_8b", quantiles=0.9).columns  # one level
+    for bad, message in (((5, 95), r"\(0, 1\)"), ((0.1, 0.1), "repeated column names")):
+        with pytest.raises(ValueError, match=message):
+            fitted.predict([1e4], recipe="scalerl_8b", quantiles=bad)
+    with pytest.raises(ValueError, match=r"\(0, 1\)"):
+        fitted.compute_to_target(0.5, quantiles=(5, 95))
+
+
+def test_plot_and_decide_take_one_recipe_by_name_and_refuse_what_they_cannot_draw(fitted):
+    import matplotlib.pyplot as plt
+
+    from forecast.decisions import decide, decide_split
+
+    fig = fitted.plot(recipes="scalerl_8b")
+    assert len([a for a in fig.axes if a.get_visible()]) == 1 and fig.axes[0].get_title() == "scalerl_8b"
+    plt.close(fig)
+    with pytest.raises(ValueError, match="kind='run'"):
+        fitted.plot(kind="run")
+    _, ax = plt.subplots()
+    with pytest.raises(ValueError, match="ax holds 1 axes for 3 recipes"):
+        fitted.plot(ax=ax)
+    plt.close("all")
+    assert list(decide(fitted, 1e5, recipes="scalerl_8b").table["recipe"]) == ["scalerl_8b"]
+    with pytest.raises(KeyError, match="unknown recipe 'ppo'; known: "):
+        decide(fitted, 1e5, recipes=["ppo"])
+    with pytest.raises(ValueError, match="max_ways must be >= 1"):
+        decide_split(fitted, 1e5, max_ways=0)
+
+
 def test_asymptote_and_parameters_tables(fitted):
     a = fitted.asymptote()
     assert set(a["level"]) == {"recipe", "run"}

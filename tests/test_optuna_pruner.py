@@ -61,3 +61,29 @@ def test_forecast_pruner_rejects_values_that_are_not_rates():
         trial.report(float(step), step)  # accuracy in percent, say: not a rate
     with pytest.raises(ValueError, match=r"rates in \[0, 1\]"):
         trial.should_prune()
+
+
+def test_a_max_step_below_every_reported_step_warns_once_instead_of_never_pruning_in_silence():
+    pruner = ForecastPruner(max_step=50)  # steps are reported from 100 up: a unit mix-up
+    study = optuna.create_study(direction="maximize", pruner=pruner)
+    for _ in range(2):
+        trial = study.ask()
+        for step in STEPS[:5]:
+            trial.report(0.3, step)
+        with pytest.warns(UserWarning, match="can never be pruned") if trial.number == 0 else _no_warning():
+            assert trial.should_prune() is False
+        study.tell(trial, 0.3)
+    assert pruner.advice[1].rule == "at_budget" and pruner.n_fits == 0
+
+
+def _no_warning():
+    import contextlib
+    import warnings
+
+    @contextlib.contextmanager
+    def guard():
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            yield
+
+    return guard()
