@@ -168,8 +168,9 @@ def recommend_text(table: pd.DataFrame, *, budget: float, target: float | None =
     if target is not None and "p_target" in table:
         sentence = f"P(>= {target:g} at this budget) = {top.p_target:.2f} for '{top.recipe}'"
         if "compute_q50" in table and pd.notna(top.get("compute_q50")):
+            median = f"{_fmt(top.compute_q50)} {unit}" if np.isfinite(top.compute_q50) else "never, in the median draw"
             sentence += (
-                f"; compute to reach {target:g}: {_fmt(top.compute_q50)} {unit} "
+                f"; compute to reach {target:g}: {median} "
                 f"(90% interval {_fmt(top.compute_q05)}-{_fmt(top.compute_q95)}; "
                 f"P(ever reaches it) = {top.p_reach_ever:.2f})"
             )

@@ -244,6 +244,9 @@ class Recommendation:
     def to_dict(self) -> dict:
         return _plain(asdict(self))
 
+    def __repr__(self) -> str:  # one line; every number behind it is in .details and to_dict()
+        return f"Recommendation({self.run_id!r}: {self.message})"
+
 
 def _plain(obj):
     """JSON-friendly copy: numpy scalars to Python, inf/nan to strings."""
@@ -507,6 +510,11 @@ def recommend_runs(
         (recent_comparison_stops); they count against this check's max_stop_share.
     """
     config = config or EarlyStopConfig()
+    if not isinstance(budgets, Mapping):
+        raise TypeError(f"budgets must map run_id -> planned compute (a dict), got {type(budgets).__name__}")
+    unknown = [r for r in [*budgets, *(alternatives or [])] if r not in fc.run_ids]
+    if unknown:
+        raise KeyError(f"unknown run_id {', '.join(map(repr, unknown))}; the fit has: {', '.join(fc.run_ids)}")
     runs = fc.runs_
     last = runs.groupby("run_id")["compute"].max()
     counts = runs.groupby("run_id").size()

@@ -584,13 +584,17 @@ class ScalingForecaster:
         return pd.DataFrame(rows)
 
     def parameters(self) -> pd.DataFrame:
-        """A, B, C_mid and R0 per recipe (and A, R0 per run), with intervals and R-hat/ESS."""
+        """A, B, C_mid and R0 per recipe (and A, R0 per run), with intervals and R-hat/ESS.
+
+        The start level R0 is one for the whole sweep (every recipe starts from the same base
+        model; runs vary around it), so its recipe rows repeat it; the run rows differ."""
         self._require_fit("parameters()")
         import arviz as az
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            summary = az.summary(self.idata, var_names=["A", "B", "log_C_mid", "A_run", "R0_run", "R0"], kind="diagnostics")
+            summary = az.summary(self.idata, var_names=["A", "B", "log_C_mid", "A_run", "R0_run", "R0"], kind="diagnostics",
+                                 round_to="none")  # arviz rounds R-hat to 2 digits, which hides 1.005 against a 1.01 limit
         rows = []
 
         def add(param, recipe, run, draws, label):

@@ -464,3 +464,14 @@ def test_sweep_leader_and_evaluate_in_turn_keep_the_run_ahead_now():
     assert recs["lead"].stop
     recs = evaluate_in_turn(in_flight, {**finals, "done": spread(0.55)}, EarlyStopConfig(max_stop_share=None))
     assert (recs["lead"].action, recs["lead"].rule, recs["lead"].details["bar"]) == ("continue", "runner_up", "long")
+
+
+def test_recommend_runs_names_unknown_runs_and_wants_a_mapping(fitted):
+    from forecast.early_stop import recommend_runs
+
+    with pytest.raises(KeyError, match="unknown run_id 'nope'; the fit has: scalerl_8b-s0"):
+        recommend_runs(fitted, {"nope": 1e5})
+    with pytest.raises(TypeError, match="budgets must map run_id -> planned compute"):
+        recommend_runs(fitted, [1e5])
+    rec = recommend_runs(fitted, {"scalerl_8b-s0": 1e6})["scalerl_8b-s0"]
+    assert repr(rec) == f"Recommendation('scalerl_8b-s0': {rec.message})"  # one line, not the details
