@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from .formatting import fmt_compute
+
 __all__ = [
     "probability_best",
     "probability_reach",
@@ -126,8 +128,7 @@ def rank_recipes(
     return table.reset_index(drop=True)
 
 
-def _fmt(x: float) -> str:
-    return "never" if not np.isfinite(x) else f"{x:.3g}"
+_fmt = fmt_compute  # 38,400 or 3.2e15, "never" for inf: as the report prints compute
 
 
 def recommend_text(table: pd.DataFrame, *, budget: float, target: float | None = None, unit: str = "compute") -> str:
@@ -136,7 +137,7 @@ def recommend_text(table: pd.DataFrame, *, budget: float, target: float | None =
         return "no recipes to rank"
     top = table.iloc[0]
     head = (
-        f"at {budget:.3g} {unit} a new run of '{top.recipe}' is expected to reach {top.expected:.3f} "
+        f"at {_fmt(budget)} {unit} a new run of '{top.recipe}' is expected to reach {top.expected:.3f} "
         f"(90% interval {top.q05:.3f}-{top.q95:.3f}), P(best) = {top.p_best:.2f}"
     )
     parts = []
@@ -233,15 +234,15 @@ def recommend_split_text(table: pd.DataFrame, *, total: float, unit: str = "comp
     names = ", ".join(f"'{r}'" for r in best.recipes)
     if best.ways == 1:
         text = (
-            f"Put the whole {total:.3g} {unit} into one run of {names}: expected {best.expected_best:.3f} "
+            f"Put the whole {_fmt(total)} {unit} into one run of {names}: expected {best.expected_best:.3f} "
             f"(90% interval {best.q05:.3f}-{best.q95:.3f})."
         )
         if len(table) > 1:
             two = table.iloc[1]
-            text += f" Splitting in two ({two.compute_per_run:.3g} each) gives {two.expected_best:.3f}."
+            text += f" Splitting in two ({_fmt(two.compute_per_run)} each) gives {two.expected_best:.3f}."
         return text
     return (
-        f"Split {total:.3g} {unit} into {best.ways} runs of {best.compute_per_run:.3g} ({names}) and keep the "
+        f"Split {_fmt(total)} {unit} into {best.ways} runs of {_fmt(best.compute_per_run)} ({names}) and keep the "
         f"best: expected {best.expected_best:.3f} (90% interval {best.q05:.3f}-{best.q95:.3f}) vs "
         f"{one.expected_best:.3f} for one run of '{one.recipes[0]}'."
     )
@@ -295,8 +296,10 @@ class ScaleDecision:
         }
 
     def __str__(self) -> str:
+        table = self.table.replace([np.inf], "never")  # as the recommendation says it
         with pd.option_context("display.width", 160, "display.max_columns", 20):
-            return f"{self.table.to_string(index=False, float_format='%.4g')}\n\n{self.recommendation}"
+            return (f"compute in {self.unit}\n{table.to_string(index=False, float_format='%.4g')}\n\n"
+                    f"{self.recommendation}")
 
 
 def decide(fc, budget: float, *, target: float | None = None, recipes: Sequence[str] | None = None) -> ScaleDecision:

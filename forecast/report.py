@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from . import __version__
+from .formatting import fmt_compute
 from .io import atomic_write_text
 
 __all__ = [
@@ -390,20 +391,6 @@ def collect_report(fc, *, budget=None, target=None, inputs=None, title=None, pro
 
 
 # ============================================================================ formatting (pure)
-
-
-def fmt_compute(x) -> str:
-    """Compute for people: 38,400 or 3.2e15; inf is 'never' (the target is not reached)."""
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "–"
-    x = float(x)
-    if math.isinf(x):
-        return "never"
-    if x == 0:
-        return "0"
-    if 10 <= abs(x) < 1e6:
-        return f"{x:,.0f}"
-    return re.sub(r"e\+?(-?)0*(\d)", r"e\1\2", f"{x:.2g}" if abs(x) >= 1e6 else f"{x:.3g}")
 
 
 def fmt_metric(x) -> str:

@@ -75,7 +75,7 @@ def test_recommendation_cites_its_numbers(rng):
     assert f"{top.expected:.3f}" in text and f"P(best) = {top.p_best:.2f}" in text
     assert f"{top.q05:.3f}" in text  # the downside
     assert "Runner-up 'b'" in text
-    assert "compute to reach 0.65: 5e+03" in text
+    assert "at 10,000 gpu_hours" in text and "compute to reach 0.65: 5,000 gpu_hours" in text  # as the report prints compute
 
 
 def test_recommendation_explains_p_target_above_p_reach_ever(rng):
