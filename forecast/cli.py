@@ -149,7 +149,7 @@ def fit_summary(fc, target=None) -> dict:
 
 
 def run_fit(args) -> int:
-    from .data import load_runs
+    from .data import far_from_data, load_runs
     from .forecaster import ConvergenceWarning, ScalingForecaster
     from .io import atomic_write_json
 
@@ -162,12 +162,12 @@ def run_fit(args) -> int:
     if out.exists() and not out.is_dir():
         raise BadInput(f"--out {out}: is a file; --out names a folder (fit.nc and summary.json go in it)")
     runs = load_runs(args.runs)
+    if args.horizon is not None and (message := far_from_data(args.horizon, runs["compute"], unit=_unit_of(runs), name="--horizon")):
+        warn(message)  # before the fit, which would take minutes to use it
     fc = ScalingForecaster(robust=args.robust, mode="fast" if args.fast else "nuts", **forecaster_kwargs)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # said once below, after the diagnostics
         fc.fit(runs, random_seed=args.seed, progress=None if not args.no_progress else False, horizon=args.horizon)
-    if args.horizon is not None:
-        warn_if_far_from_data(fc, [args.horizon], "--horizon")
     out.mkdir(parents=True, exist_ok=True)
     fc.save(out / "fit.nc")
     summary = fit_summary(fc, args.target)
@@ -233,10 +233,8 @@ def run_predict(args) -> int:
     if any(c <= 0 for c in compute):
         raise BadInput("--compute values must be > 0")
     kind = args.kind or ("run" if args.run_id else "new_run")
-    if args.run_id and kind == "run" and args.recipe:
-        warn_ignored(["--recipe"], f"--run-id '{args.run_id}' already names a run, which belongs to one recipe")
-    if args.run_id and kind != "run":
-        warn_ignored(["--run-id"], f"--kind {kind} forecasts a recipe (the run's), not the run; use --kind run for the run itself")
+    if args.run_id and kind != "run" and not args.recipe:
+        warn(f"--kind {kind} forecasts the recipe of run '{args.run_id}', not the run itself; --kind run for the run")
     warn_if_unconverged(fc)
     warn_if_far_from_data(fc, compute, "--compute")
     try:
@@ -289,14 +287,22 @@ def add_report_parser(sub):
     p.set_defaults(func=run_report)
 
 
+def _unit_of(runs) -> str:
+    units = runs["compute_unit"].dropna() if "compute_unit" in runs else []
+    return str(units.iloc[0]) if len(units) else "compute"
+
+
 def _saved_fit_inputs(source: Path) -> list[str]:
-    """Provenance of a report made from a saved fit: the run table it was fitted on (its
-    summary.json says), then the fit itself."""
-    folder = source if source.is_dir() else source.parent
-    try:
-        fitted_on = json.loads((folder / "summary.json").read_text(encoding="utf-8")).get("input")
-    except (OSError, ValueError):
-        fitted_on = None
+    """Provenance of a report made from a saved fit: the run table it was fitted on (the
+    summary.json `forecast fit` wrote beside fit.nc says), then the fit itself."""
+    file = source / "fit.nc" if source.is_dir() else source
+    fitted_on = None
+    if file.name == "fit.nc":  # another .nc's folder may hold some other fit's summary
+        try:
+            summary = json.loads((file.parent / "summary.json").read_text(encoding="utf-8"))
+            fitted_on = summary.get("input") if isinstance(summary, dict) else None
+        except (OSError, ValueError):
+            pass
     return ([f"{fitted_on} (fitted on)"] if fitted_on else []) + [f"{source} (saved fit)"]
 
 
@@ -328,7 +334,7 @@ def run_report(args) -> int:
         runs = load_runs(source)
         fc = ScalingForecaster(robust=args.robust, mode="fast" if args.fast else "nuts", **forecaster_kwargs)
         with warnings.catch_warnings():
-            # the report shows non-convergence prominently; a second warning on stderr adds nothing
+            # said once, after the report is written (warn_if_unconverged), and on the page itself
             warnings.simplefilter("ignore")
             fc.fit(runs, random_seed=args.seed, progress=progress)
     target = args.target if args.target is not None else default_target(fc)

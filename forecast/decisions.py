@@ -296,10 +296,11 @@ class ScaleDecision:
         }
 
     def __str__(self) -> str:
-        table = self.table.replace([np.inf], "never")  # as the recommendation says it
+        table = self.table.copy()
+        for column in table.select_dtypes("number").columns:  # "never" for inf, as the recommendation says it
+            table[column] = table[column].map(lambda v: "never" if np.isinf(v) else f"{v:.4g}")
         with pd.option_context("display.width", 160, "display.max_columns", 20):
-            return (f"compute in {self.unit}\n{table.to_string(index=False, float_format='%.4g')}\n\n"
-                    f"{self.recommendation}")
+            return f"compute in {self.unit}\n{table.to_string(index=False)}\n\n{self.recommendation}"
 
 
 def decide(fc, budget: float, *, target: float | None = None, recipes: Sequence[str] | None = None) -> ScaleDecision:

@@ -616,22 +616,20 @@ def evaluate_in_turn(
             return out
         weakest = min(fired, key=lambda r: float(_draws(in_flight[r]["at_budget"]).mean()))
         committed.add(weakest)
+        if out[weakest].rule in COMPARISON_RULES and (own := _stop_on_its_own_rule(out[weakest])) is not None:
+            # the guards below hold stops on other runs' forecasts, and the cap counts those; a run
+            # that fails its own test too (it cannot reach the target, its curve has flattened) is
+            # stopped on that, held by neither guard and not counted
+            out[weakest] = own
         if out[weakest].rule in COMPARISON_RULES:
-            capped = cap is not None and n_compared >= cap
-            bar = None if capped or not config.keep_runner_up else runner_up_bar(weakest, in_flight, finals, out, stopped)
-            own = _stop_on_its_own_rule(out[weakest]) if capped or bar is not None else None
-            if own is not None:
-                # the guards hold stops on other runs' forecasts; a run that fails its own test too
-                # (it cannot reach the target, its curve has flattened) is stopped on that
-                out[weakest] = own
-            elif capped:
+            if cap is not None and n_compared >= cap:
                 out[weakest] = _held_by_cap(out[weakest], n_compared, len(in_flight), recent_stops, config.stop_cap_window)
                 continue
-            elif bar is not None:
+            bar = runner_up_bar(weakest, in_flight, finals, out, stopped) if config.keep_runner_up else None
+            if bar is not None:
                 out[weakest] = _held_as_runner_up(out[weakest], bar)
                 continue
-            else:
-                n_compared += 1
+            n_compared += 1
         stopped.add(weakest)
         if weakest in finals:
             finals[weakest] = in_flight[weakest]["now"]
@@ -695,10 +693,11 @@ def _stop_on_its_own_rule(rec: Recommendation) -> Recommendation | None:
     if not own:
         return None
     check = own[0]
+    details = {k: v for k, v in rec.details.items() if k != "alternative"}  # the run it was compared with no longer decides
     return Recommendation(
         STOP, check["rule"], f"stop: {check['text']}", run_id=rec.run_id,
         probability=check["value"] if check["probability"] else None, value=check["value"],
-        threshold=check["threshold"], details=rec.details,
+        threshold=check["threshold"], details=details,
     )
 
 

@@ -20,4 +20,4 @@ def fmt_compute(x) -> str:
         return "0"
     if 10 <= abs(x) < 1e6:
         return f"{x:,.0f}"
-    return re.sub(r"e\+?(-?)0*(\d)", r"e\1\2", f"{x:.2g}" if abs(x) >= 1e6 else f"{x:.3g}")
+    return re.sub(r"e\+?(-?)0*(\d)", r"e\1\2", f"{x:.3g}")  # 3 digits: a budget of 1.25e7 keeps its 5

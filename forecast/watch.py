@@ -166,11 +166,14 @@ def poll(
     if table.empty:
         return []
     counts = table.groupby("run_id").size().to_dict()
+    # checked every poll: a run writes summary.json after its last evaluation, with no new row to notice
+    finished = {r for r in counts if is_finished(folders.get(r))}
+    state.finished = finished
+    for run in finished:
+        state.latest.pop(run, None)
     changed = [r for r, n in counts.items() if n != state.seen.get(r)]
     if not changed:
         return []
-    finished = {r for r in counts if is_finished(folders.get(r))}
-    state.finished = finished
     usable = _usable_runs(table, counts, state)
     in_flight = [r for r in counts if r not in finished and r in usable]
     recs = {}
@@ -190,17 +193,35 @@ def poll(
     if reference is not None:
         fit_rows = pd.concat([read_table(reference), fit_rows], ignore_index=True)
     if budgets:
-        recs.update(advisor(validate_runs(fit_rows), budgets, config))
-        state.fits += 1
+        fit_rows = _validated_together(fit_rows, counts, state)
+        for run in set(budgets) - set(fit_rows["run_id"]):  # refused only beside the others
+            budgets.pop(run)
+        if budgets:
+            recs.update(advisor(fit_rows, budgets, config))
+            state.fits += 1
     for run in changed:
         state.seen[run] = counts[run]
     new = [recs[r] for r in changed if r in recs]
     for rec in recs.values():
         rec.details.setdefault("n_evals", counts.get(rec.run_id))
     state.latest.update(recs)
-    for run in finished:
+    for run in finished | set(state.refused):  # a refused run's earlier advice would read as current
         state.latest.pop(run, None)
     return new
+
+
+def _validated_together(fit_rows: pd.DataFrame, counts: dict, state: WatchState) -> pd.DataFrame:
+    """The fit's rows validated as one table. A problem only visible across runs (one run logs
+    flops, another gpu_hours) refuses the run it is found in, as _usable_runs does, and the rest
+    are checked again; a problem in the reference table is the user's to fix (RunDataError)."""
+    while True:
+        try:
+            return validate_runs(fit_rows)
+        except RunDataError as err:
+            if err.run_id not in counts:
+                raise
+            state.refused[err.run_id] = (counts[err.run_id], str(err))
+            fit_rows = fit_rows[fit_rows["run_id"].astype(str) != err.run_id]
 
 
 def _usable_runs(table: pd.DataFrame, counts: dict, state: WatchState) -> set:
@@ -238,6 +259,7 @@ def write_recommendations(path, runs_dir, state: WatchState) -> None:
             "updated": datetime.now(UTC).isoformat(timespec="seconds"),
             "polls": state.polls,
             "recommendations": {r: rec.to_dict() for r, rec in sorted(state.latest.items())},
+            "refused": {r: why for r, (_, why) in sorted(state.refused.items())},  # left out until their logs change
         },
     )
 
@@ -272,6 +294,7 @@ def watch(
     out = Path(out) if out is not None else runs_dir / DEFAULT_OUT_NAME
     state = WatchState()
     told_refused = {}
+    said_all_finished = False
     while True:
         new = poll(runs_dir, state, config=config, budget=budget, reference=reference, advisor=advisor, random_seed=random_seed,
                    forecaster_kwargs=forecaster_kwargs)
@@ -285,8 +308,10 @@ def watch(
             write_recommendations(out, runs_dir, state)
         if state.polls == 1 and not state.seen:
             say(f"waiting for {RUN_LOG_NAME} under {runs_dir}")
-        if state.polls == 1 and state.finished and not state.latest:
+        all_finished = bool(state.seen) and set(state.seen) <= state.finished
+        if all_finished and not said_all_finished:  # at the first poll, or when the last run ends
             say(f"no run in flight under {runs_dir}: {len(state.finished)} run(s) finished (their folders hold summary.json)")
+        said_all_finished = all_finished
         if max_polls is not None and state.polls >= max_polls:
             return state
         sleep(interval)

@@ -158,8 +158,10 @@ def test_warnings_for_a_budget_far_beyond_the_data_and_for_ignored_flags(fit_dir
     err = capsys.readouterr().err
     assert "--budget 1e+12 is" in err and "Is the unit right?" in err
     assert "--fast has no effect" in err and "--max-ways has no effect" in err
-    assert main(["predict", str(fit_dir / "fit"), "--compute", "1e5", "--run-id", "scalerl_8b-s1", "--recipe", "scalerl_8b"]) == 0
-    assert "--recipe has no effect" in capsys.readouterr().err
+    assert main(["predict", str(fit_dir / "fit"), "--compute", "1e5", "--run-id", "scalerl_8b-s1", "--recipe", "scalerl_8gen"]) == 2
+    assert "is a run of 'scalerl_8b', not of 'scalerl_8gen'" in capsys.readouterr().err
+    assert main(["predict", str(fit_dir / "fit"), "--compute", "1e5", "--run-id", "scalerl_8b-s1", "--kind", "new_run"]) == 0
+    assert "forecasts the recipe of run 'scalerl_8b-s1'" in capsys.readouterr().err
 
 
 def test_backtest_with_the_measured_metric_as_truth(fit_dir, capsys):
@@ -167,3 +169,11 @@ def test_backtest_with_the_measured_metric_as_truth(fit_dir, capsys):
     assert main(argv) == 0
     result = json.loads(capsys.readouterr().out)
     assert set(result["policies"]) == {"median", "no_stopping"}
+
+
+def test_decide_prints_its_table_with_never_for_an_unreachable_target(fit_dir, capsys):
+    """Some recipes reach the target in every draw and some not in all: the columns mix finite
+    compute with inf, which the text table says as 'never' (it once raised instead)."""
+    assert main(["decide", str(fit_dir / "fit"), "--budget", "1e5", "--target", "0.6"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("compute in ") and "p_reach_ever" in out and "never" in out and "inf" not in out

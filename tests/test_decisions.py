@@ -138,3 +138,13 @@ def test_decide_cli_on_a_saved_fit(fitted, tmp_path, capsys):
     assert payload["recommendation"] and payload["table"][0]["recipe"] == "scalerl_scout_moe"
     assert main(["decide", str(tmp_path), "--budget", "-1"]) == 2
     assert "--budget must be > 0" in capsys.readouterr().err
+
+
+def test_a_decision_prints_never_where_a_column_mixes_finite_compute_and_inf(rng):
+    from forecast.decisions import ScaleDecision
+
+    c_star = {"a": np.where(np.arange(2000) < 1500, 5e3, np.inf), "b": np.full(2000, np.inf)}
+    draws = {"a": rng.normal(0.64, 0.02, 2000), "b": rng.normal(0.60, 0.02, 2000)}
+    table = rank_recipes(draws, target=0.65, compute_to_target=c_star, budget=1e4)
+    text = str(ScaleDecision(table=table, recommendation="r", budget=1e4, target=0.65, unit="gpu_hours"))
+    assert text.startswith("compute in gpu_hours") and "5000" in text and "never" in text and "inf" not in text

@@ -398,14 +398,15 @@ def test_the_guards_do_not_keep_a_run_its_own_rule_stops():
     """The stop cap and the runner-up hold keep runs that a comparison with other runs' forecasts
     would stop. A run that also fails its own test (here: it cannot reach the target) is stopped on
     that, and is not counted against the cap."""
-    from forecast.early_stop import evaluate_in_turn
+    from forecast.early_stop import count_comparison_stops, evaluate_in_turn
 
     in_flight, finals = one_ahead_of_the_rest("lead", 4)  # w1..w4 end near 0.32-0.38; 'lead' near 0.80
     without_target = evaluate_in_turn(in_flight, finals, EarlyStopConfig(max_stop_share=0.5))
     assert [without_target[r].rule for r in ("w3", "w4")] == ["stop_cap", "stop_cap"]
     recs = evaluate_in_turn(in_flight, finals, EarlyStopConfig(max_stop_share=0.5, target=0.6))
-    assert {r: (recs[r].action, recs[r].rule) for r in ("w1", "w2")} == {"w1": ("stop", "beats_best"), "w2": ("stop", "beats_best")}
-    assert {r: (recs[r].action, recs[r].rule) for r in ("w3", "w4")} == {"w3": ("stop", "reach_target"), "w4": ("stop", "reach_target")}
+    assert {r: (recs[r].action, recs[r].rule) for r in ("w1", "w2", "w3", "w4")} == {
+        r: ("stop", "reach_target") for r in ("w1", "w2", "w3", "w4")}
+    assert count_comparison_stops(recs) == 0 and "alternative" not in recs["w4"].details
     assert recs["w4"].message.startswith("stop: P(reaches 0.6 by 4) = 0.00") and recs["w4"].threshold == 0.05
     assert not recs["lead"].stop
     # the runner-up hold: with the cap off, the strongest run beside the unfinished 'lead' goes on,

@@ -36,7 +36,7 @@ def test_default_budget_and_target():
 
 @pytest.mark.parametrize(
     "value, text",
-    [(38400.0, "38,400"), (3.2e15, "3.2e15"), (float("inf"), "never"), (0.0, "0"), (2.5, "2.5"), (float("nan"), "–")],
+    [(38400.0, "38,400"), (3.2e15, "3.2e15"), (1.25e7, "1.25e7"), (4e12, "4e12"), (float("inf"), "never"), (0.0, "0"), (2.5, "2.5"), (float("nan"), "–")],
 )
 def test_fmt_compute(value, text):
     assert rp.fmt_compute(value) == text

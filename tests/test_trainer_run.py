@@ -221,6 +221,15 @@ def test_resume_of_a_finished_run_says_so_and_trains_no_further(tmp_path, warm_c
     assert capsys.readouterr().out == "[scalerl-s0] already finished at step 2 of 2 (pass a larger --max-steps to train on)\n"
     assert folder_snapshot(run) == before
     assert train(dataclasses.replace(tiny(run, warm_cache, max_steps=2, eval_every=2), resume=True)) == summary
+    # killed after its last checkpoint but before summary.json: the resume writes it, as it always did
+    (run / "summary.json").unlink()
+    assert main(["train", "--out", str(run), "--resume"]) == 0
+    assert json.loads((run / "summary.json").read_text())["steps"] == summary["steps"]
+    # a stop record that is not one is refused like other bad input, before anything runs
+    (run / "stopped.json").write_text("{not json")
+    before = folder_snapshot(run)
+    assert main(["train", "--out", str(run), "--resume"]) == 2
+    assert "stopped.json: not a stop record" in capsys.readouterr().err and folder_snapshot(run) == before
 
 
 def test_train_help_shows_the_default_of_every_on_off_flag(capsys):

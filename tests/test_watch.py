@@ -244,3 +244,37 @@ def test_watch_writes_nothing_into_a_folder_without_run_logs(tmp_path):
     watch(tmp_path, interval=0, max_polls=2, advisor=FakeAdvisor(), say=lines.append, sleep=lambda _s: None)
     assert list(tmp_path.iterdir()) == []
     assert lines == [f"waiting for evals.jsonl under {tmp_path}"]
+
+
+def test_a_problem_seen_only_across_runs_refuses_one_run_and_its_old_advice_goes(sweep):
+    good, bad = sweep / "good-s0" / "evals.jsonl", sweep / "bad-s0" / "evals.jsonl"
+    for i in range(4):
+        append(good, row("good-s0", i, 0.2))
+        append(bad, row("bad-s0", i, 0.1))
+    advisor, state = FakeAdvisor(), WatchState()
+    poll(sweep, state, config=EarlyStopConfig(min_evals=4), budget=1e4, advisor=advisor)
+    assert set(state.latest) == {"good-s0", "bad-s0"}
+    append(bad, row("bad-s0", 4, 0.1).replace('"flops"', '"gpu_hours"'))  # each row fine, the sweep now mixes units
+    append(good, row("good-s0", 4, 0.2))
+    poll(sweep, state, config=EarlyStopConfig(min_evals=4), budget=1e4, advisor=advisor)
+    assert "mixes compute units" in state.refused["bad-s0"][1]
+    assert advisor.calls[-1]["_budgets"] == {"good-s0": 1e4}
+    assert set(state.latest) == {"good-s0"}  # bad-s0's earlier 'stop' is not left to look current
+
+
+def test_watch_says_so_when_the_last_run_finishes_without_a_new_row(sweep):
+    for run in ("good-s0", "bad-s0"):
+        for i in range(2):
+            append(sweep / run / "evals.jsonl", row(run, i, 0.2))
+    lines = []
+
+    def sleep(_seconds):  # both trainers end between polls, after their last evaluation
+        for run in ("good-s0", "bad-s0"):
+            (sweep / run / "summary.json").write_text("{}")
+
+    state = watch(sweep, interval=0, budget=1e4, max_polls=3, advisor=FakeAdvisor(), say=lines.append, sleep=sleep)
+    assert state.latest == {}
+    assert lines[-1] == f"no run in flight under {sweep}: 2 run(s) finished (their folders hold summary.json)"
+    assert sum(line.startswith("no run in flight") for line in lines) == 1
+    written = json.loads((sweep / "recommendations.json").read_text())
+    assert written["recommendations"] == {} and written["refused"] == {} and written["polls"] == 3

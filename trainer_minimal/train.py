@@ -114,6 +114,7 @@ def preflight(cfg):
     if cfg.batch_size % world:
         raise ValueError(f"batch_size={cfg.batch_size} must be divisible by the {world} processes")
     check_advisor_reference(cfg)
+    ended_note(cfg)  # a malformed stopped.json is refused here, with the other bad input
 
 
 def checkpoint_step(path):
@@ -128,12 +129,19 @@ def ended_note(cfg):
     if not cfg.resume:
         return None
     paths = run_paths(cfg)
+    if not os.path.exists(paths["summary"]):
+        return None  # ended but killed before summary.json: the normal resume path writes it
     if os.path.exists(paths["stopped"]):
-        with open(paths["stopped"]) as f:
-            stopped = json.load(f)
-        advice = stopped["advice"]
-        return (f"[{cfg.run_id}] already stopped by the advisor at step {stopped['step']}: {advice['rule']}: "
-                f"{advice_reason(advice['action'], advice.get('message', ''))}"
+        try:
+            with open(paths["stopped"]) as f:
+                stopped = json.load(f)
+            advice = stopped["advice"]
+            rule, action, step = advice["rule"], advice["action"], stopped["step"]
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            raise ValueError(f"{paths['stopped']}: not a stop record ({type(err).__name__}: {err}); "
+                             "delete it to train on") from None
+        return (f"[{cfg.run_id}] already stopped by the advisor at step {step}: {rule}: "
+                f"{advice_reason(action, advice.get('message', ''))}"
                 f"{convergence_note(advice.get('details') or {})} (delete {paths['stopped']} to train on)")
     step = checkpoint_step(paths["ckpt"])
     if step >= cfg.max_steps:
