@@ -149,7 +149,7 @@ def fit_summary(fc, target=None) -> dict:
 
 
 def run_fit(args) -> int:
-    from .data import far_from_data, load_runs
+    from .data import compute_unit_of, far_from_data, load_runs
     from .forecaster import ConvergenceWarning, ScalingForecaster
     from .io import atomic_write_json
 
@@ -162,7 +162,7 @@ def run_fit(args) -> int:
     if out.exists() and not out.is_dir():
         raise BadInput(f"--out {out}: is a file; --out names a folder (fit.nc and summary.json go in it)")
     runs = load_runs(args.runs)
-    if args.horizon is not None and (message := far_from_data(args.horizon, runs["compute"], unit=_unit_of(runs), name="--horizon")):
+    if args.horizon is not None and (message := far_from_data(args.horizon, runs["compute"], unit=compute_unit_of(runs), name="--horizon")):
         warn(message)  # before the fit, which would take minutes to use it
     fc = ScalingForecaster(robust=args.robust, mode="fast" if args.fast else "nuts", **forecaster_kwargs)
     with warnings.catch_warnings():
@@ -285,11 +285,6 @@ def add_report_parser(sub):
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     _add_prior_option(p)
     p.set_defaults(func=run_report)
-
-
-def _unit_of(runs) -> str:
-    units = runs["compute_unit"].dropna() if "compute_unit" in runs else []
-    return str(units.iloc[0]) if len(units) else "compute"
 
 
 def _saved_fit_inputs(source: Path) -> list[str]:

@@ -292,6 +292,13 @@ def summarize_runs(runs: pd.DataFrame) -> RunSummary:
     )
 
 
+def compute_unit_of(runs: pd.DataFrame) -> str:
+    """The run table's compute unit (its compute_unit column), or "compute" when it says none."""
+    if "compute_unit" in runs and runs["compute_unit"].notna().any():
+        return str(runs["compute_unit"].dropna().iloc[0])
+    return "compute"
+
+
 # A compute this many times beyond the data's largest (or below its smallest) is more often a unit
 # mix-up (GPU-hours against FLOPs, 1e4 against 1e14) than a plan, and the forecast there is the prior.
 FAR_BEYOND_DATA = 100.0

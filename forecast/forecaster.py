@@ -29,7 +29,7 @@ from scipy.special import expit
 from . import __version__
 from .curves import compute_to_target as _compute_to_target
 from .curves import sigmoid_curve_log
-from .data import load_runs, validate_runs
+from .data import compute_unit_of, load_runs, validate_runs
 from .inference import ConvergenceReport, SamplerSettings, convergence_report, sample_model
 from .io import atomic_path
 from .model import Priors, build_model, data_values, prepare_data, residual_process, white_variance
@@ -371,9 +371,7 @@ class ScalingForecaster:
 
     @property
     def compute_unit(self) -> str:
-        if self.runs_ is not None and "compute_unit" in self.runs_ and self.runs_["compute_unit"].notna().any():
-            return str(self.runs_["compute_unit"].dropna().iloc[0])
-        return "compute"
+        return compute_unit_of(self.runs_) if self.runs_ is not None else "compute"
 
     @property
     def recipes(self) -> list[str]:
