@@ -601,7 +601,8 @@ def figures_html(figures: dict[str, bytes], budget: float, unit: str, target: fl
     return "\n".join(parts)
 
 
-def compute_to_target_html(table: pd.DataFrame, budget: float, unit: str, target: float | None) -> str:
+def compute_to_target_html(table: pd.DataFrame, budget: float, unit: str, target: float | None,
+                           largest_observed: float | None = None) -> str:
     if target is None:
         return section_html("Compute to target", '<p class="explain">No target given (use --target).</p>', anchor="compute-to-target")
     ranked = table.sort_values("c_target_q50").reset_index(drop=True)
@@ -628,7 +629,8 @@ def compute_to_target_html(table: pd.DataFrame, budget: float, unit: str, target
         f'<p class="explain">Compute a new run needs to reach {esc(f"{target:g}")}, fastest first. '
         "P(ever reaches): the share of draws whose asymptote lies above the target. P(≥ target at the "
         "budget) also counts a run's wander around its curve and the widening of forecasts far ahead, so "
-        "it can exceed P(ever reaches) when a recipe's curve tops out near the target.</p>"
+        "it can exceed P(ever reaches) when a recipe's curve tops out near the target."
+        f"{far_target_sentence(ranked, largest_observed, unit)}</p>"
     )
     body = table_html(rows, columns, numeric={"q50", "q05", "q95", "p_reach", "p_target"}, css_id="compute-to-target-table")
     return section_html(f"Compute to reach {target:g}", body + explain, anchor="compute-to-target")
@@ -649,6 +651,22 @@ CONTINUE_REASONS = {
 
 def continue_reason(rule: str) -> str:
     return CONTINUE_REASONS.get(rule, "promising")
+
+
+def far_target_sentence(table: pd.DataFrame, largest_observed: float | None, unit: str) -> str:
+    """Names the recipes whose median compute to target lies far beyond the data (forecast.data's
+    FAR_BEYOND_DATA): that far out the number is the curve prior's, not a plan."""
+    from .data import FAR_BEYOND_DATA
+
+    if not largest_observed:
+        return ""
+    medians = table.set_index("recipe")["c_target_q50"]
+    far = medians[np.isfinite(medians) & (medians > FAR_BEYOND_DATA * largest_observed)]
+    if far.empty:
+        return ""
+    names = ", ".join(f"{esc(r)} {fmt_compute(c)}" for r, c in far.items())
+    return (f" Medians more than {FAR_BEYOND_DATA:g}x the largest compute observed ({fmt_compute(largest_observed)} {esc(unit)}) "
+            f"are the curve's extrapolation, not something the data show: {names}.")
 
 
 def stop_summary_html(table: pd.DataFrame) -> str:
@@ -700,7 +718,8 @@ def diagnostics_html(d: dict) -> str:
     rows = [
         ("status", None),
         ("max R-hat", f"{d['max_rhat']:.3f} (limit {d['rhat_limit']})"),
-        ("min bulk ESS", f"{d['min_ess_bulk']:.0f} (limit {d['ess_limit']:.0f})"),
+        # the limit scales with the chains' length: min(100 per chain, a quarter of the draws)
+        ("min bulk ESS", f"{d['min_ess_bulk']:.0f} (limit {d['ess_limit']:.0f}: 100 per chain, at most a quarter of the draws)"),
         ("min tail ESS", f"{d['min_ess_tail']:.0f}"),
         ("divergent transitions", f"{d['divergences']}"),
         ("posterior draws", f"{d['n_draws']}"),
@@ -749,7 +768,7 @@ def render_report(data: ReportData) -> str:
         recommendation_html(data.recommendation),
         recipe_table_html(data.recipe_table, data.budget, unit, data.target),
         figures_html(data.figures, data.budget, unit, data.target),
-        compute_to_target_html(data.recipe_table, data.budget, unit, data.target),
+        compute_to_target_html(data.recipe_table, data.budget, unit, data.target, data.provenance["compute_range"][1]),
         stop_advice_html(data.stop_advice),
         diagnostics_html(data.diagnostics),
         provenance_html(data.provenance),

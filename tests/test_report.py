@@ -399,3 +399,14 @@ def test_page_image_is_decodable(report_file):
     for blob in re.findall(r'src="data:image/png;base64,([^"]+)"', path.read_text()):
         image = mpimg.imread(io.BytesIO(base64.b64decode(blob)), format="png")
         assert image.shape[0] > 100 and image.shape[1] > 100
+
+
+def test_compute_to_target_names_medians_far_beyond_the_data():
+    table = pd.DataFrame({"recipe": ["near", "far", "never"], "c_target_q50": [2e3, 5e5, np.inf]})
+    sentence = rp.far_target_sentence(table, 1e3, "gpu_hours")
+    assert "far 500,000" in sentence and "near" not in sentence and "never" not in sentence
+    assert "100x the largest compute observed (1,000 gpu_hours)" in sentence
+    assert rp.far_target_sentence(table, None, "gpu_hours") == ""
+    assert rp.far_target_sentence(table.iloc[[0]], 1e3, "gpu_hours") == ""
+    page = rp.render_report(hand_made_report())  # its medians (20, never) sit within 100x of 100
+    assert "the curve's extrapolation" not in page and "100 per chain, at most a quarter of the draws" in page
