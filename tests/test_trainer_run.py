@@ -238,6 +238,7 @@ def test_train_help_shows_the_default_of_every_on_off_flag(capsys):
     assert "drop prompts whose samples all got the same reward (default on)" in text
     assert "compute the LM head in fp32 (matters under bfloat16) (default on)" in text
     assert "continue from the run folder's checkpoint (refused when there is none) (default off)" in text
+    assert "a --preset changes some of them (`trainer-minimal presets` lists what each one sets)" in text
 
 
 def save_tiny_hf_model(folder, arch):

@@ -55,7 +55,9 @@ def explicit_overrides(args, exclude=()):
 def build_parser():
     parser = argparse.ArgumentParser(prog="trainer-minimal", description="A compact RL trainer (see train.py).")
     sub = parser.add_subparsers(dest="command", required=True)
-    train_p = sub.add_parser("train", help="one run; every config field is a flag")
+    train_p = sub.add_parser("train", help="one run; every config field is a flag",
+                             epilog="The defaults shown are the ScaleRL defaults; a --preset changes some of them "
+                                    "(`trainer-minimal presets` lists what each one sets), and a flag given here wins over both.")
     add_config_flags(train_p)
     sweep_p = sub.add_parser("sweep", help="recipes x seeds, one folder per run, plus DIR/runs.csv")
     sweep_p.add_argument("--presets", required=True, help="comma list of preset names")
