@@ -512,7 +512,8 @@ def recommend_runs(
     config = config or EarlyStopConfig()
     if not isinstance(budgets, Mapping):
         raise TypeError(f"budgets must map run_id -> planned compute (a dict), got {type(budgets).__name__}")
-    unknown = [r for r in [*budgets, *(alternatives or [])] if r not in fc.run_ids]
+    known = set(fc.run_ids)
+    unknown = [r for r in [*budgets, *(alternatives or [])] if r not in known]
     if unknown:
         raise KeyError(f"unknown run_id {', '.join(map(repr, unknown))}; the fit has: {', '.join(fc.run_ids)}")
     runs = fc.runs_

@@ -30,32 +30,33 @@ def plot_fan_chart(fc, *, recipes=None, budget=None, kind="new_run", ax=None, nc
         for extra in axes[len(recipes):]:
             extra.set_visible(False)
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    band_handles = None  # the first panel's bands, median and budget line, named once for the figure
     for panel, recipe in zip(axes, recipes, strict=False):
         pred = fc.predict(grid, recipe=recipe, kind=kind)
-        panel.fill_between(pred["compute"], pred["q05"], pred["q95"], color="tab:blue", alpha=0.18, lw=0, label="90%")
-        panel.fill_between(pred["compute"], pred["q25"], pred["q75"], color="tab:blue", alpha=0.35, lw=0, label="50%")
-        panel.plot(pred["compute"], pred["q50"], color="tab:blue", lw=1.6, label="median")
+        bands = [
+            panel.fill_between(pred["compute"], pred["q05"], pred["q95"], color="tab:blue", alpha=0.18, lw=0, label="90%"),
+            panel.fill_between(pred["compute"], pred["q25"], pred["q75"], color="tab:blue", alpha=0.35, lw=0, label="50%"),
+            *panel.plot(pred["compute"], pred["q50"], color="tab:blue", lw=1.6, label="median"),
+        ]
         runs = fc.runs_[fc.runs_["recipe"] == recipe]
-        for i, (run_id, run) in enumerate(runs.groupby("run_id")):
-            panel.plot(run["compute"], run["metric"], ".", ms=4, color=colours[i % len(colours)], alpha=0.8, label=run_id)
+        seeds = [panel.plot(run["compute"], run["metric"], ".", ms=4, color=colours[i % len(colours)], alpha=0.8, label=run_id)[0]
+                 for i, (run_id, run) in enumerate(runs.groupby("run_id"))]
         # this recipe's own data end: right of it the panel is extrapolation, however far the sweep's other recipes went
         panel.axvline(float(runs["compute"].max()), color="grey", ls=":", lw=1.2)
         if budget:
-            panel.axvline(budget, color="black", ls="--", lw=1, label="budget")
+            bands.append(panel.axvline(budget, color="black", ls="--", lw=1, label="budget"))
+        band_handles = band_handles or bands
         panel.set_xscale("log")
         panel.set_title(recipe, fontsize=13)
         panel.set_xlabel(f"compute ({fc.compute_unit})", fontsize=11)
         panel.tick_params(labelsize=10)
         panel.grid(alpha=0.3)
-        # every panel names its own seeds (colours repeat across panels); the bands are named once
-        handles = [h for h in panel.get_lines() if h.get_label() in set(runs["run_id"])]
-        panel.legend(handles=handles, fontsize=8, loc="best", framealpha=0.7)
+        # every panel names its own seeds (colours repeat across panels)
+        panel.legend(handles=seeds, fontsize=8, loc="best", framealpha=0.7)
     axes[0].set_ylabel("metric", fontsize=11)
-    band_handles = [h for h in axes[0].get_children() if getattr(h, "get_label", lambda: "")() in ("90%", "50%", "median", "budget")]
-    seed_legend = axes[0].get_legend()
+    seed_legend = axes[0].get_legend()  # a second legend() replaces the first unless it is kept as an artist
     axes[0].legend(handles=band_handles, fontsize=8, loc="upper left", framealpha=0.7)
-    if seed_legend is not None:
-        axes[0].add_artist(seed_legend)
+    axes[0].add_artist(seed_legend)
     if title:
         fig.suptitle(title)
     fig.tight_layout()
