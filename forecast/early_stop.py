@@ -51,6 +51,8 @@ over-high forecast at the first checkpoint stopped every other run of a sweep at
 eventual best among them. The share counts over the last `stop_cap_window` (1.25x) of compute, not per
 check: advice comes after every evaluation, and counted per check the cap let nearly every run be
 stopped within 1.25x of compute (replays with checks 1.1x apart lost 0.055 on a held-out sweep).
+A run that a comparison would stop and that also fails its own test (reach_target, saturated) is
+stopped on that test instead: the cap does not count it and the guards here do not hold it.
 
 While the run the others are compared with (the alternative with the highest expected final) is
 itself in flight, its final is a forecast. With `keep_runner_up` (on by default) the strongest other

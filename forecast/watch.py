@@ -9,7 +9,9 @@ atomically to a JSON file, so a scheduler or a person can act on it.
 Logs are read while trainers append to them: a torn last line (a write in progress) is skipped by
 forecast.data's reader and picked up whole at the next poll. A run is finished when its folder
 holds summary.json (trainer_minimal writes it at the end, stopped or not); finished runs are
-alternatives for the others, judged where they ended.
+alternatives for the others, judged where they ended. A run with a bad row (or one that only
+conflicts with the others, e.g. another compute unit) is left out, said once, listed under
+"refused" in the JSON, and looked at again when its log changes; the other runs are still advised.
 
 Planned budget per run: --budget if given, else the run folder's config.json (advisor_budget, or
 max_steps times the compute per step so far), else the run gets a "no_budget" continue.
