@@ -285,13 +285,17 @@ class ScaleDecision:
     extra: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        table = self.table.replace([np.inf], "inf")
+        """Plain JSON types; a compute the target is never reached at is null, as in `report --json`."""
+        records = [
+            {key: (None if isinstance(value, float) and not np.isfinite(value) else value) for key, value in row.items()}
+            for row in self.table.to_dict(orient="records")
+        ]
         return {
             "budget": self.budget,
             "target": self.target,
             "compute_unit": self.unit,
             "recommendation": self.recommendation,
-            "table": table.to_dict(orient="records"),
+            "table": records,
             **self.extra,
         }
 

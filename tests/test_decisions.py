@@ -148,3 +148,7 @@ def test_a_decision_prints_never_where_a_column_mixes_finite_compute_and_inf(rng
     table = rank_recipes(draws, target=0.65, compute_to_target=c_star, budget=1e4)
     text = str(ScaleDecision(table=table, recommendation="r", budget=1e4, target=0.65, unit="gpu_hours"))
     assert text.startswith("compute in gpu_hours") and "5000" in text and "never" in text and "inf" not in text
+    # in JSON "never" is null, as report --json writes it, and the text is strict JSON (no Infinity)
+    payload = json.loads(json.dumps(ScaleDecision(table=table, recommendation="r").to_dict(), allow_nan=False))
+    rows = {row["recipe"]: row for row in payload["table"]}
+    assert rows["b"]["compute_q50"] is None and rows["a"]["compute_q50"] == pytest.approx(5e3)

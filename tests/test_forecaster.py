@@ -33,6 +33,19 @@ def test_predict_all_recipes_and_runs(fitted):
     assert set(runs["run_id"]) == set(fitted.run_ids)
 
 
+def test_a_compute_gets_the_same_forecast_whatever_is_asked_beside_it(fitted):
+    # Prophet's users complain of Monte Carlo jitter; here a budget asked alone or in a list agrees
+    for kind, where in (("new_run", {"recipe": "scalerl_8b"}), ("run", {"run_id": "scalerl_8b-s0"})):
+        alone = fitted.predict([3e4], kind=kind, **where).iloc[0]
+        in_a_list = fitted.predict([1e3, 3e4, 1e6], kind=kind, **where).iloc[1]
+        for column in ("mean", "q05", "q50", "q95"):
+            assert alone[column] == in_a_list[column], (kind, column)
+    # and two different computes still get independent noise, not one shared draw
+    draws = fitted.sample_curves([3e4, 3.0001e4], recipe="scalerl_8b", kind="new_run", rng=5)
+    residual = draws - fitted.sample_curves([3e4, 3.0001e4], recipe="scalerl_8b", kind="new_run", rng=5, noise=False)
+    assert abs(np.corrcoef(residual.T)[0, 1]) < 0.2
+
+
 def test_run_forecast_is_narrower_than_new_run_forecast(fitted):
     run = fitted.predict([2e4], run_id="scalerl_8b-s0", kind="run").iloc[0]
     new = fitted.predict([2e4], recipe="scalerl_8b", kind="new_run").iloc[0]
