@@ -14,6 +14,8 @@ import sys
 import warnings
 from pathlib import Path
 
+from .io import dumps_json
+
 EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT = 0, 1, 2
 
 EPILOG = """examples:
@@ -94,10 +96,28 @@ def warn_ignored(flags: list[str], why: str) -> None:
         warn(f"{', '.join(flags)} {'has' if len(flags) == 1 else 'have'} no effect: {why}")
 
 
-def _check_output_file(path, flag: str, example: str) -> None:
-    """An output file must not be a folder; checked before any work, not after a long fit."""
-    if path is not None and Path(path).is_dir():
-        raise BadInput(f"{flag} {path}: is a folder; give a file name, e.g. {Path(path) / example}")
+INPUT_SUFFIXES = {".nc", ".csv", ".jsonl", ".json", ".parquet"}
+
+
+def _check_output_file(path, flag: str, example: str, source=None) -> None:
+    """An output file must not be a folder, nor the input it is made from (a run table, a saved
+    fit, or a data file inside the input folder); checked before any work, not after a long fit."""
+    if path is None:
+        return
+    out = Path(path)
+    if out.is_dir():
+        raise BadInput(f"{flag} {path}: is a folder; give a file name, e.g. {out / example}")
+    if source is None or not out.exists():
+        return
+    source = Path(source)
+    inside = source.is_dir() and out.resolve().parent == source.resolve() and out.suffix in INPUT_SUFFIXES
+    if out.resolve() == source.resolve() or inside:
+        raise BadInput(f"{flag} {path}: would overwrite the input {'in ' if inside else ''}{source}; "
+                       f"give another file name, e.g. {example}")
+
+
+def _positive_finite(value: float) -> bool:
+    return math.isfinite(value) and value > 0
 
 
 def _parse_floats(values):
@@ -174,7 +194,7 @@ def run_fit(args) -> int:
     summary["input"] = str(args.runs)
     atomic_write_json(out / "summary.json", summary)
     if args.json:
-        print(json.dumps(summary, indent=2, default=str))
+        print(dumps_json(summary))
     else:
         import pandas as pd
 
@@ -188,7 +208,11 @@ def run_fit(args) -> int:
             print(table.round(4).to_string(index=False))
             if args.target is not None:
                 print(f"\ncompute to reach {args.target}:")
-                print(fc.compute_to_target(args.target).to_string(index=False, float_format="%.4g"))
+                from .formatting import fmt_compute
+
+                table = fc.compute_to_target(args.target)
+                formatters = {q: fmt_compute for q in table.columns if q.startswith("q")}  # "never", not inf
+                print(table.to_string(index=False, float_format="%.4g", formatters=formatters))
         print(f"\nwrote {out / 'fit.nc'} and {out / 'summary.json'}")
     warn_if_unconverged(fc)
     return EXIT_OK
@@ -230,8 +254,8 @@ def load_fit(path):
 def run_predict(args) -> int:
     fc = load_fit(args.fit_dir)
     compute = _parse_floats(args.compute)
-    if any(c <= 0 for c in compute):
-        raise BadInput("--compute values must be > 0")
+    if not all(_positive_finite(c) for c in compute):
+        raise BadInput(f"--compute values must be finite and > 0, got {', '.join(f'{c:g}' for c in compute)}")
     kind = args.kind or ("run" if args.run_id else "new_run")
     if args.run_id and kind != "run" and not args.recipe:
         warn(f"--kind {kind} forecasts the recipe of run '{args.run_id}', not the run itself; --kind run for the run")
@@ -244,7 +268,7 @@ def run_predict(args) -> int:
     except ValueError as err:
         raise BadInput(str(err)) from None
     if args.json:
-        print(json.dumps(table.to_dict(orient="records"), indent=2, default=str))
+        print(dumps_json(table.to_dict(orient="records")))
     else:
         print(table.to_string(index=False, float_format="%.4g"))
     return EXIT_OK
@@ -308,11 +332,11 @@ def _is_saved_fit(path: Path) -> bool:
 def run_report(args) -> int:
     from .report import default_target, recipe_table_text, report_summary, write_report
 
-    if args.budget is not None and not args.budget > 0:
-        raise BadInput(f"--budget must be > 0, got {args.budget:g}")
+    if args.budget is not None and not _positive_finite(args.budget):
+        raise BadInput(f"--budget must be finite and > 0, got {args.budget:g}")
     if args.target is not None and not 0 < args.target < 1:
         raise BadInput(f"--target must lie in (0, 1), got {args.target:g}")
-    _check_output_file(args.out, "-o", "report.html")
+    _check_output_file(args.out, "-o", "report.html", source=args.runs)
     source = Path(args.runs)
     progress = not args.no_progress and sys.stderr.isatty()
     forecaster_kwargs = _forecaster_kwargs(args)
@@ -335,7 +359,7 @@ def run_report(args) -> int:
     target = args.target if args.target is not None else default_target(fc)
     data = write_report(fc, args.out, budget=args.budget, target=target, inputs=inputs, title=args.title, progress=progress)
     if args.json:
-        print(json.dumps(report_summary(data, args.out), indent=2, default=str))
+        print(dumps_json(report_summary(data, args.out)))
         for message in data.warnings:
             warn(message)
         warn_if_unconverged(fc)
@@ -409,8 +433,8 @@ def _fit_or_load(source: Path, *, fast: bool, seed: int, forecaster_kwargs: dict
 def run_decide(args) -> int:
     from .decisions import decide, decide_split
 
-    if not args.budget > 0:
-        raise BadInput(f"--budget must be > 0, got {args.budget:g}")
+    if not _positive_finite(args.budget):
+        raise BadInput(f"--budget must be finite and > 0, got {args.budget:g}")
     if args.target is not None and not 0 < args.target < 1:
         raise BadInput(f"--target must lie in (0, 1), got {args.target:g}")
     if args.max_ways < 1:
@@ -429,7 +453,7 @@ def run_decide(args) -> int:
     else:
         decision = decide(fc, args.budget, target=args.target)
     if args.json:
-        print(json.dumps({**decision.to_dict(), "diagnostics": fc.diagnostics().to_dict()}, indent=2, default=str))
+        print(dumps_json({**decision.to_dict(), "diagnostics": fc.diagnostics().to_dict()}))
     else:
         print(decision)
     warn_if_unconverged(fc)
@@ -519,8 +543,8 @@ def run_watch(args) -> int:
     from .watch import watch
 
     config = _rule_config(args)
-    if args.budget is not None and not args.budget > 0:
-        raise BadInput(f"--budget must be > 0, got {args.budget:g}")
+    if args.budget is not None and not _positive_finite(args.budget):
+        raise BadInput(f"--budget must be finite and > 0, got {args.budget:g}")
     if args.interval < 0:
         raise BadInput(f"--interval must be >= 0, got {args.interval:g}")
     if args.max_polls is not None and args.max_polls < 1:
@@ -532,7 +556,7 @@ def run_watch(args) -> int:
     polls = 1 if args.once else args.max_polls
     if args.json:
         def emit(rec):
-            print(json.dumps(rec.to_dict(), default=str), flush=True)
+            print(dumps_json(rec.to_dict(), indent=None), flush=True)
 
         def say(text):
             print(text, file=sys.stderr, flush=True)
@@ -589,7 +613,7 @@ def run_backtest(args) -> int:
     from .data import load_runs
     from .io import atomic_write_json
 
-    _check_output_file(args.out, "--out", "backtest.json")
+    _check_output_file(args.out, "--out", "backtest.json", source=args.runs)
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     unknown = [p for p in policies if p not in POLICIES]
     if unknown or not policies:
@@ -618,7 +642,7 @@ def run_backtest(args) -> int:
     if args.out:
         atomic_write_json(args.out, payload)
     if args.json:
-        print(json.dumps(payload, indent=2, default=str))
+        print(dumps_json(payload))
     else:
         print(result)
         scored_on = f" of column '{args.truth}', the true pass rates" if args.truth not in (None, "metric") else ""

@@ -258,8 +258,7 @@ def recipe_draws_at(fc, recipe: str, compute: float, *, kind: str = "new_run") -
     Each recipe gets its own random stream: with one shared seed, every recipe's "new seed" would
     get the same seed luck, and P(best) would ignore seed-to-seed variance.
     """
-    stream = 1000 + fc.recipes.index(recipe)
-    return fc.sample_curves([compute], recipe=recipe, kind=kind, rng=stream, eval_noise=False)[:, 0]
+    return fc.sample_curves([compute], recipe=recipe, kind=kind, rng=fc.recipe_stream(recipe), eval_noise=False)[:, 0]
 
 
 def _checked_recipes(fc, recipes) -> list[str]:
@@ -321,7 +320,7 @@ def decide(fc, budget: float, *, target: float | None = None, recipes: Sequence[
     if target is not None:
         c_star = {}
         for r in recipes:
-            p = fc.curve_parameters(recipe=r, kind="new_run", rng=1000 + fc.recipes.index(r))
+            p = fc.curve_parameters(recipe=r, kind="new_run", rng=fc.recipe_stream(r))
             c_star[r] = curve_compute_to_target(target, p["A"], p["B"], np.exp(p["log_C_mid"]), p["R0"])
     table = rank_recipes(draws, target=target, compute_to_target=c_star, budget=budget)
     text = recommend_text(table, budget=budget, target=target, unit=fc.compute_unit)

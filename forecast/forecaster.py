@@ -458,6 +458,12 @@ class ScalingForecaster:
             real &= d.obs_run == run
         return float(np.median(d.n_eval[real])) if real.any() else 0.0
 
+    def recipe_stream(self, recipe: str) -> int:
+        """The random stream of a recipe's new-run draws: every forecast of one recipe uses it
+        (compute_to_target, decide, the report), so they answer one question with one number,
+        and two recipes' new seeds get independent seed luck."""
+        return 1000 + self._recipe_index(recipe)
+
     def curve_parameters(self, *, recipe=None, run_id=None, kind="new_run", rng=None) -> dict:
         """Per-draw curve parameters (A, B, log_C_mid, R0) for one recipe or run, by kind."""
         self._require_fit("curve_parameters()")
@@ -642,7 +648,7 @@ class ScalingForecaster:
             items = [(r, None) for r in self.recipes]
         rows = []
         for recipe, run in items:
-            p = self.curve_parameters(recipe=recipe, run_id=run, kind=kind)
+            p = self.curve_parameters(recipe=recipe, run_id=run, kind=kind, rng=self.recipe_stream(recipe))
             c_star = _compute_to_target(target, p["A"], p["B"], np.exp(p["log_C_mid"]), p["R0"])
             reached = np.isfinite(c_star)
             row = {"recipe": recipe, "run_id": run, "target": target, "p_reach": float(reached.mean())}

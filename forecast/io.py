@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from contextlib import contextmanager
@@ -33,19 +34,29 @@ def atomic_write_text(path, text: str) -> None:
 
 
 def atomic_write_json(path, obj) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=2, default=_json_default) + "\n")
+    atomic_write_text(path, dumps_json(obj) + "\n")
 
 
-def _json_default(value):
-    try:
-        import numpy as np
+def dumps_json(obj, indent: int | None = 2) -> str:
+    """Strict JSON (no NaN or Infinity, which JSON.parse and jq reject or misread): see json_safe."""
+    return json.dumps(json_safe(obj), indent=indent, allow_nan=False)
 
-        if isinstance(value, np.generic):
-            return value.item()
-        if isinstance(value, np.ndarray):
-            return value.tolist()
-    except ImportError:  # pragma: no cover
-        pass
-    if isinstance(value, Path):
-        return str(value)
-    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+def json_safe(value):
+    """Plain JSON types, with inf/NaN as null: strict JSON parsers reject Infinity and NaN, and
+    'never reaches the target' is better said by null plus p_reach than by a non-standard token."""
+    import numpy as np
+
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return [json_safe(v) for v in value]
+    if isinstance(value, (np.bool_, bool)):
+        return bool(value)
+    if isinstance(value, (np.integer, int)):
+        return int(value)
+    if isinstance(value, (np.floating, float)):
+        return float(value) if math.isfinite(value) else None
+    if value is None or isinstance(value, str):
+        return value
+    return str(value)

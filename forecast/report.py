@@ -34,7 +34,7 @@ import pandas as pd
 
 from . import __version__
 from .formatting import fmt_compute
-from .io import atomic_write_text
+from .io import atomic_write_text, json_safe
 
 __all__ = [
     "ReportData",
@@ -134,7 +134,7 @@ def budget_draws(fc, budget: float, *, kind: str = "new_run") -> np.ndarray:
     Each recipe gets its own random stream: the seed-to-seed and evaluation noise of two
     recipes' new runs are independent, while posterior draw i is shared (see p_best_from_draws).
     """
-    columns = [fc.sample_curves([budget], recipe=r, kind=kind, rng=1000 + k)[:, 0] for k, r in enumerate(fc.recipes)]
+    columns = [fc.sample_curves([budget], recipe=r, kind=kind, rng=fc.recipe_stream(r))[:, 0] for r in fc.recipes]
     return np.column_stack(columns)
 
 
@@ -784,24 +784,6 @@ def render_report(data: ReportData) -> str:
 
 
 # ============================================================================ outputs
-
-
-def json_safe(value):
-    """Plain JSON types, with inf/NaN as null: strict JSON parsers reject Infinity and NaN, and
-    'never reaches the target' is better said by null plus p_reach than by a non-standard token."""
-    if isinstance(value, dict):
-        return {str(k): json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    if isinstance(value, (np.bool_, bool)):
-        return bool(value)
-    if isinstance(value, (np.integer, int)):
-        return int(value)
-    if isinstance(value, (np.floating, float)):
-        return float(value) if math.isfinite(value) else None
-    if value is None or isinstance(value, str):
-        return value
-    return str(value)
 
 
 def report_summary(data: ReportData, path=None) -> dict:

@@ -16,8 +16,16 @@ def fit_dir(tmp_path_factory, small_sweep):
     return folder
 
 
+def _strict_json(text: str):
+    """json.loads as JSON.parse and jq read it: NaN and Infinity are not JSON."""
+    def refuse(token):
+        raise ValueError(f"{token} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
 def test_fit_writes_fit_and_summary(fit_dir):
-    summary = json.loads((fit_dir / "fit" / "summary.json").read_text())
+    summary = _strict_json((fit_dir / "fit" / "summary.json").read_text())
     assert summary["n_runs"] == 6 and len(summary["recipes"]) == 3
     assert "max_rhat" in summary["diagnostics"] and "converged" in summary["diagnostics"]
     assert {row["recipe"] for row in summary["compute_to_target"]} == set(summary["recipes"])
@@ -177,3 +185,13 @@ def test_decide_prints_its_table_with_never_for_an_unreachable_target(fit_dir, c
     assert main(["decide", str(fit_dir / "fit"), "--budget", "1e5", "--target", "0.6"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("compute in ") and "p_reach_ever" in out and "never" in out and "inf" not in out
+
+
+def test_fit_says_never_for_a_target_out_of_reach_and_its_json_is_strict(fit_dir, tmp_path, capsys):
+    args = ["fit", str(fit_dir / "runs.csv"), "--out", str(tmp_path / "fit"), "--fast", "--target", "0.99", "--no-progress"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "never" in out.split("compute to reach 0.99")[1] and " inf" not in out
+    assert main([*args, "--json"]) == 0
+    summary = _strict_json(capsys.readouterr().out)
+    assert any(row["q95"] is None for row in summary["compute_to_target"])

@@ -126,6 +126,11 @@ def test_decide_on_a_fitted_model(fitted):
     assert "scalerl_scout_moe" in decision.recommendation
     payload = json.loads(json.dumps(decision.to_dict(), default=str))
     assert payload["table"][0]["recipe"] == "scalerl_scout_moe"
+    # one question, one answer: compute to target as decide and as the forecaster give it
+    ctt = fitted.compute_to_target(0.6).set_index("recipe")
+    for row in table.itertuples():
+        assert row.p_reach_ever == ctt.loc[row.recipe, "p_reach"]
+        assert row.compute_q50 == ctt.loc[row.recipe, "q50"] and row.compute_q95 == ctt.loc[row.recipe, "q95"]
     split = decide_split(fitted, budget, max_ways=2)
     assert list(split.table["ways"]) == [1, 2]
 
@@ -137,7 +142,9 @@ def test_decide_cli_on_a_saved_fit(fitted, tmp_path, capsys):
     payload = json.loads(capsys.readouterr().out)
     assert payload["recommendation"] and payload["table"][0]["recipe"] == "scalerl_scout_moe"
     assert main(["decide", str(tmp_path), "--budget", "-1"]) == 2
-    assert "--budget must be > 0" in capsys.readouterr().err
+    assert "--budget must be finite and > 0" in capsys.readouterr().err
+    assert main(["decide", str(tmp_path), "--budget", "inf"]) == 2
+    assert "--budget must be finite and > 0, got inf" in capsys.readouterr().err
 
 
 def test_a_decision_prints_never_where_a_column_mixes_finite_compute_and_inf(rng):

@@ -297,7 +297,8 @@ def test_cli_report_from_a_saved_fit(fitted, tmp_path, capsys):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--budget", "-3"], "--budget must be > 0"),
+        (["--budget", "-3"], "--budget must be finite and > 0"),
+        (["--budget", "inf"], "--budget must be finite and > 0, got inf"),
         (["--target", "1.5"], "--target must lie in (0, 1)"),
     ],
 )
@@ -308,6 +309,23 @@ def test_cli_report_bad_input_exits_2(tmp_path, capsys, args, message):
     runs.write_text("run_id,recipe,compute,metric\na,r,1,0.1\na,r,2,0.2\n")
     assert main(["report", str(runs), *args]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_cli_report_refuses_to_overwrite_its_input(tmp_path, capsys):
+    from forecast.cli import main
+
+    runs = tmp_path / "runs.csv"
+    text = "run_id,recipe,compute,metric\na,r,1,0.1\na,r,2,0.2\n"
+    runs.write_text(text)
+    fit_dir = tmp_path / "fit"
+    fit_dir.mkdir()
+    (fit_dir / "fit.nc").write_bytes(b"not touched")
+    assert main(["report", str(runs), "-o", str(runs), "--fast"]) == 2
+    assert "would overwrite the input" in capsys.readouterr().err and runs.read_text() == text
+    assert main(["report", str(fit_dir), "-o", str(fit_dir / "fit.nc")]) == 2
+    assert "would overwrite the input in" in capsys.readouterr().err
+    assert (fit_dir / "fit.nc").read_bytes() == b"not touched"
+    assert main(["backtest", str(runs), "--out", str(runs)]) == 2 and runs.read_text() == text
 
 
 def test_cli_report_missing_file_exits_2(tmp_path, capsys):
