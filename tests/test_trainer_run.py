@@ -18,7 +18,7 @@ from trainer_minimal.cli import main
 from trainer_minimal.logging_io import read_jsonl
 from trainer_minimal.model import load_hf_policy
 from trainer_minimal.tokenizer import CharTokenizer, HFTokenizer
-from trainer_minimal.train import train
+from trainer_minimal.train import checkpoint_step, train
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Reversing 3 digits with a one-layer model: learnt in seconds, so a few steps show a rise.
@@ -232,6 +232,122 @@ def test_resume_of_a_finished_run_says_so_and_trains_no_further(tmp_path, warm_c
     assert "stopped.json: not a stop record" in capsys.readouterr().err and folder_snapshot(run) == before
 
 
+class Killed(BaseException):
+    """What a kill -9 does to train(): it ends there, with nothing after it written."""
+
+
+def fake_advisor(monkeypatch, answer):
+    """Replace forecast.early_stop's trainer_advice with answer(call number, evals) -> action or a
+    raised Killed; returns the list of calls (their numbers of eval rows)."""
+    from forecast.early_stop import EarlyStopConfig
+
+    calls = []
+
+    def trainer_advice(evals, **kwargs):
+        calls.append(len(evals))
+        action = answer(len(calls), evals)
+        advice = dict(action=action, rule="fake", message=f"{action}: call {len(calls)}", details={"converged": True})
+        return types.SimpleNamespace(**advice, to_dict=lambda: advice)
+
+    fake = types.SimpleNamespace(trainer_advice=trainer_advice, EarlyStopConfig=EarlyStopConfig)
+    monkeypatch.setitem(sys.modules, "forecast.early_stop", fake)
+    return calls
+
+
+def test_resume_asks_the_advisor_the_question_the_kill_interrupted(tmp_path, warm_cache, monkeypatch):
+    """The checkpoint is taken after an evaluation and before the (slow) advice on it; a run killed
+    while being advised must be advised on that evaluation when resumed, not train on to the
+    advisor's next turn with the stop it may have said unheard."""
+    run = tmp_path / "run"
+
+    def killed_at_second_question(call, evals):
+        if call == 2:
+            raise Killed
+        return "continue"
+
+    calls = fake_advisor(monkeypatch, killed_at_second_question)
+    with pytest.raises(Killed):
+        train(tiny(run, warm_cache, max_steps=40, eval_every=2, advisor_every=2))
+    assert calls == [2, 4] and checkpoint_step(run / "ckpt.pt") == 8 and not (run / "summary.json").exists()
+
+    calls = fake_advisor(monkeypatch, lambda call, evals: "stop")  # what the uninterrupted run was told
+    assert main(["train", "--out", str(run), "--resume"]) == 0
+    assert calls == [4]  # asked at once, about the evaluation it was killed on
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["stopped"] and summary["steps"] == 8
+    assert json.loads((run / "stopped.json").read_text())["step"] == 8
+    assert [r["step"] for r in read_jsonl(run / "evals.jsonl")] == [2, 4, 6, 8]
+
+
+def test_resume_after_the_stop_record_but_before_the_summary_keeps_the_stop(tmp_path, warm_cache, monkeypatch):
+    run = tmp_path / "run"
+    fake_advisor(monkeypatch, lambda call, evals: "stop")
+    assert train(tiny(run, warm_cache, max_steps=40, eval_every=2, advisor_every=1))["steps"] == 2
+    (run / "summary.json").unlink()  # killed between stopped.json and summary.json
+    stop_record = (run / "stopped.json").read_text()
+    evals = (run / "evals.jsonl").read_text()
+
+    calls = fake_advisor(monkeypatch, lambda call, evals: "continue")
+    assert main(["train", "--out", str(run), "--resume"]) == 0
+    assert calls == []  # the stop stands: no training, no second opinion
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["stopped"] and summary["steps"] == 2
+    assert (run / "evals.jsonl").read_text() == evals and (run / "stopped.json").read_text() == stop_record
+
+
+@pytest.mark.parametrize("flags, field", [
+    (["--seed", "7"], "seed"), (["--recipe", "other"], "recipe"), (["--run-id", "other-s0"], "run_id"),
+])
+def test_resume_refuses_to_change_the_runs_identity(tmp_path, warm_cache, capsys, flags, field):
+    """A resumed run whose later rows carry another run_id, recipe or seed is two runs to the
+    forecaster (and a seed changed mid-run is not the run that was started)."""
+    run = tmp_path / "run"
+    train(tiny(run, warm_cache, max_steps=2, eval_every=2))
+    before = folder_snapshot(run)
+    capsys.readouterr()
+    assert main(["train", "--out", str(run), "--resume", "--max-steps", "4", *flags]) == 2
+    assert f"was started with other {field}; these cannot change mid-run" in capsys.readouterr().err
+    assert folder_snapshot(run) == before
+
+
+def test_a_second_process_is_refused_while_a_run_is_training_in_its_folder(tmp_path, warm_cache, capsys):
+    """A sweep rerun after its parent was killed -9 resumes each unfinished run while the orphaned
+    child may still be training it: two writers interleaved evals.jsonl and raced on ckpt.pt.tmp."""
+    run = tmp_path / "run"
+    cmd = [sys.executable, "-m", "trainer_minimal", "train", "--out", str(run), "--warmstart-cache", warm_cache,
+           "--max-steps", "4000", "--eval-every", "2", *tiny_flags()]
+    child = subprocess.Popen(cmd, env=child_env(), cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.time() + 120
+        while len(read_jsonl(run / "evals.jsonl")) < 3:
+            assert child.poll() is None, child.stderr.read().decode()
+            assert time.time() < deadline, "the child wrote no evaluations in time"
+            time.sleep(0.05)
+        capsys.readouterr()
+        assert main(["train", "--out", str(run), "--resume", "--max-steps", "20"]) == 2
+        assert f"another process (pid {child.pid}) is training in this run folder" in capsys.readouterr().err
+        assert child.poll() is None  # the first run trains on, alone
+    finally:
+        child.kill()
+        child.wait()
+    steps = [r["step"] for r in read_jsonl(run / "evals.jsonl")]
+    assert steps == list(range(2, 2 * len(steps) + 1, 2))
+    # the lock dies with its process (kill -9 included): the run can be resumed now
+    end = checkpoint_step(run / "ckpt.pt") + 2
+    assert main(["train", "--out", str(run), "--resume", "--max-steps", str(end)]) == 0
+    assert [r["step"] for r in read_jsonl(run / "evals.jsonl")][-1] == end
+
+
+def test_python_m_trainer_minimal_train_is_the_train_command(tmp_path):
+    """`python -m trainer_minimal.train ...` used to import the module and exit 0 doing nothing."""
+    cmd = [sys.executable, "-m", "trainer_minimal.train", "--help"]
+    child = subprocess.run(cmd, env=child_env(), cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert child.returncode == 0 and "--max-steps" in child.stdout and "--advisor-every" in child.stdout
+    cmd = [sys.executable, "-m", "trainer_minimal.train", "--out", str(tmp_path / "run"), "--group-size", "1"]
+    child = subprocess.run(cmd, env=child_env(), cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert child.returncode == 2 and "group_size must be >= 2" in child.stderr
+
+
 def test_train_help_shows_the_default_of_every_on_off_flag(capsys):
     assert main(["train", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
@@ -311,3 +427,29 @@ def test_sweep_runs_recipes_in_parallel_and_writes_runs_csv(tmp_path, warm_cache
     assert main(argv) == 0
     assert capsys.readouterr().out.count("finished, skipped") == 2
     pd.testing.assert_frame_equal(pd.read_csv(out / "runs.csv"), table)
+
+
+def test_runs_csv_is_replaced_atomically(tmp_path, monkeypatch):
+    """A sweep rewrites DIR/runs.csv at its end; killed (or failing) mid-write, it left half a table."""
+    pd = pytest.importorskip("pandas")
+    from trainer_minimal.sweep import combine
+
+    out = tmp_path / "sweep"
+    (out / "a-s0").mkdir(parents=True)
+    row = dict(run_id="a-s0", recipe="a", seed=0, compute=1.0, compute_unit="flops", metric=0.5, n_eval=8, step=2)
+    (out / "a-s0" / "evals.jsonl").write_text(json.dumps(row) + "\n")
+    combine(str(out), [str(out / "a-s0")])
+    before = (out / "runs.csv").read_text()
+    (out / "a-s0" / "evals.jsonl").write_text("".join(json.dumps({**row, "compute": c, "step": 2 * c}) + "\n"
+                                                      for c in range(1, 500)))
+    real_to_csv = pd.DataFrame.to_csv
+
+    def to_csv_killed_midway(self, path, **kwargs):
+        real_to_csv(self.head(3), path, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pd.DataFrame, "to_csv", to_csv_killed_midway)
+    with pytest.raises(KeyboardInterrupt):
+        combine(str(out), [str(out / "a-s0")])
+    assert (out / "runs.csv").read_text() == before
+

@@ -81,8 +81,9 @@ def resolve_train_config(args):
             raise ValueError(f"--resume: no checkpoint in {out} (expected ckpt.pt and config.json)")
         with open(saved) as f:
             cfg = from_dict(json.load(f))
-        fixed = ("preset", "model_path", "n_layer", "n_head", "d_model", "tasks", "max_size", "train_size",
-                 "val_size", "data_seed", "group_size", "batch_size", "off_policy_k")
+        # the run's identity (its rows must stay one run of one recipe and seed) and its shapes
+        fixed = ("preset", "recipe", "run_id", "seed", "model_path", "n_layer", "n_head", "d_model", "tasks",
+                 "max_size", "train_size", "val_size", "data_seed", "group_size", "batch_size", "off_policy_k")
         changed = [k for k in fixed if k in overrides and overrides[k] != getattr(cfg, k)]
         if changed:
             raise ValueError(f"--resume: the run in {out} was started with other {', '.join(changed)}; "
@@ -117,10 +118,14 @@ def main(argv=None):
         return 2
     if args.command == "sweep":
         return run_sweep(plan, args.out, args.workers, slim=args.slim)
+    from .logging_io import RunFolderBusy
     from .train import end_distributed, train
 
     try:
         train(cfg)
+    except RunFolderBusy as e:
+        print(f"trainer-minimal: error: {e}", file=sys.stderr)
+        return 2
     finally:
         end_distributed()
     return 0

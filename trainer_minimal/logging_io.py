@@ -10,6 +10,39 @@ import os
 
 import torch
 
+try:
+    import fcntl
+except ImportError:  # not on Windows: runs there are not guarded against a second writer
+    fcntl = None
+
+
+class RunFolderBusy(RuntimeError):
+    """Another process is training in this run folder."""
+
+
+def lock_run_folder(folder):
+    """Hold an exclusive lock on folder/.lock until the returned file is closed (the OS releases it
+    when the process ends, kill -9 included). Two processes training in one folder interleave
+    their rows in evals.jsonl and race on ckpt.pt.tmp: e.g. a sweep rerun after its parent was
+    killed while an orphaned run it started is still training. Raises RunFolderBusy."""
+    os.makedirs(folder, exist_ok=True)
+    handle = open(os.path.join(folder, ".lock"), "a+")
+    if fcntl is None:
+        return handle
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.seek(0)
+        holder = handle.read().strip() or "?"
+        handle.close()
+        raise RunFolderBusy(f"{folder}: another process (pid {holder}) is training in this run folder; "
+                            "wait for it to end or stop it, then --resume") from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"{os.getpid()}\n")
+    handle.flush()
+    return handle
+
 
 def append_jsonl(path, row, fsync=True):
     """Append one JSON object as a line and flush it to disk before returning."""

@@ -142,14 +142,16 @@ def combine(out, run_dirs):
         first = [c for c in RUN_FORMAT_FIRST if c in table.columns]
         table = table[first + [c for c in table.columns if c not in first]]
         table = table.sort_values(["recipe", "seed", "step"]).reset_index(drop=True)
-    table.to_csv(os.path.join(out, "runs.csv"), index=False)
+    path = os.path.join(out, "runs.csv")  # atomically: a reader (or a kill) never sees half a table
+    table.to_csv(f"{path}.tmp", index=False)
+    os.replace(f"{path}.tmp", path)
     return table
 
 
 def slim_down(out, run_dirs):
     """Keep what a reader of the sweep needs (config, evals, baseline, summary); drop the rest."""
     for d in run_dirs:
-        for name in ("ckpt.pt", "train_log.jsonl", "stdout.log"):
+        for name in ("ckpt.pt", "train_log.jsonl", "stdout.log", ".lock"):
             path = os.path.join(d, name)
             if os.path.exists(path):
                 os.remove(path)

@@ -40,6 +40,10 @@ the checkpoint, drops a torn last line and any rows logged after the checkpoint'
 rewrite), and continues; every random draw is derived from (seed, step, prompt), so the resumed run
 reproduces the rows it dropped. A run that already ended (stopped.json, or max_steps reached) is
 not resumed: --resume says so and writes nothing (delete stopped.json or raise --max-steps to go on).
+A run killed while the advisor was being asked is asked again on --resume, before it trains, and
+one killed after stopped.json but before summary.json stays stopped. While a run trains, its
+folder is locked (.lock, released when the process ends, kill -9 included): a second process
+(say a sweep rerun while an orphaned run of the killed sweep still trains) is refused, exit 2.
 
 Commands:
   CPU (about a minute):  trainer-minimal train --preset scalerl --max-steps 640 --eval-every 16 --out out/scalerl-s0
@@ -68,6 +72,7 @@ from .logging_io import (
     atomic_torch_save,
     atomic_write_json,
     atomic_write_text,
+    lock_run_folder,
     read_jsonl,
     repair_jsonl,
 )
@@ -122,6 +127,22 @@ def checkpoint_step(path):
     return torch.load(path, map_location="cpu", weights_only=False, mmap=True)["state"]["step"]
 
 
+def read_stop_record(path):
+    """The advisor's stop record (stopped.json) as a dict, or None when there is none. ValueError when
+    the file is not one (refused like other bad input, before anything runs)."""
+    if not os.path.exists(path):
+        return None
+    try:
+        with open(path) as f:
+            stopped = json.load(f)
+        advice = stopped["advice"]
+        _ = (advice["rule"], advice["action"], stopped["step"])  # what a stop record holds
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise ValueError(f"{path}: not a stop record ({type(err).__name__}: {err}); "
+                         "delete it to train on") from None
+    return stopped
+
+
 def ended_note(cfg):
     """On --resume, why there is nothing to train, or None: the advisor stopped the run
     (stopped.json; resuming would train past its advice and overwrite it) or it reached max_steps.
@@ -129,19 +150,13 @@ def ended_note(cfg):
     if not cfg.resume:
         return None
     paths = run_paths(cfg)
+    stopped = read_stop_record(paths["stopped"])
     if not os.path.exists(paths["summary"]):
         return None  # ended but killed before summary.json: the normal resume path writes it
-    if os.path.exists(paths["stopped"]):
-        try:
-            with open(paths["stopped"]) as f:
-                stopped = json.load(f)
-            advice = stopped["advice"]
-            rule, action, step = advice["rule"], advice["action"], stopped["step"]
-        except (OSError, ValueError, KeyError, TypeError) as err:
-            raise ValueError(f"{paths['stopped']}: not a stop record ({type(err).__name__}: {err}); "
-                             "delete it to train on") from None
-        return (f"[{cfg.run_id}] already stopped by the advisor at step {step}: {rule}: "
-                f"{advice_reason(action, advice.get('message', ''))}"
+    if stopped is not None:
+        advice, step = stopped["advice"], stopped["step"]
+        return (f"[{cfg.run_id}] already stopped by the advisor at step {step}: {advice['rule']}: "
+                f"{advice_reason(advice['action'], advice.get('message', ''))}"
                 f"{convergence_note(advice.get('details') or {})} (delete {paths['stopped']} to train on)")
     step = checkpoint_step(paths["ckpt"])
     if step >= cfg.max_steps:
@@ -463,6 +478,16 @@ def train(cfg):
         if int(os.environ.get("RANK", "0")) == 0:  # the process group is not up yet: torchrun's variable
             print(note, flush=True)
         return saved_summary(cfg)
+    lock = lock_run_folder(cfg.out) if int(os.environ.get("RANK", "0")) == 0 else None  # rank 0 writes
+    try:
+        return run_training(cfg)
+    finally:
+        if lock is not None:
+            lock.close()
+
+
+def run_training(cfg):
+    """train() past its checks, with the run folder locked."""
     torch.set_num_threads(cfg.threads)
     rank, world, device = setup_distributed(cfg)
     paths = run_paths(cfg)
@@ -477,8 +502,8 @@ def train(cfg):
     if cfg.resume:
         ckpt = torch.load(paths["ckpt"], map_location=device, weights_only=False)
         saved_cfg = from_dict(ckpt["config"])
-        changed = [f for f in ("model_path", "n_layer", "n_head", "d_model", "tasks", "max_size", "train_size")
-                   if getattr(saved_cfg, f) != getattr(cfg, f)]
+        changed = [f for f in ("run_id", "recipe", "seed", "model_path", "n_layer", "n_head", "d_model", "tasks",
+                               "max_size", "train_size") if getattr(saved_cfg, f) != getattr(cfg, f)]
         if changed:
             raise ValueError(f"--resume with different {', '.join(changed)} than the checkpoint in {cfg.out}")
         model.load_state_dict(ckpt["model"])
@@ -504,7 +529,7 @@ def train(cfg):
     eval_rows = read_jsonl(paths["evals"]) if rank == 0 else []
     knobs = {k: getattr(cfg, k) for k in KNOB_COLUMNS}
     n_params = state["flops_model"].n_params
-    stopped = None
+    stopped = resumed_advice(cfg, eval_rows, state, rank, world) if cfg.resume else None
     pending = []
     while state["step"] < cfg.max_steps and stopped is None:
         t0 = time.perf_counter()
@@ -536,7 +561,7 @@ def train(cfg):
                     save_checkpoint(cfg, model, optimizer, state)
                 print(f"[{cfg.run_id}] step {step}  pass {metric:.3f}  reward {metrics['reward']:.3f}  "
                       f"compute {state['compute']:.3g}  {state['device_seconds']:.1f}s", flush=True)
-            if cfg.advisor_every and step % cfg.eval_every == 0 and (step // cfg.eval_every) % cfg.advisor_every == 0:
+            if advisor_due(cfg, step):
                 stopped = broadcast_object(advise(cfg, eval_rows, state) if rank == 0 else None, world)
 
     if rank == 0:
@@ -554,6 +579,31 @@ def train(cfg):
     if world > 1:
         dist.barrier()
     return summary
+
+
+def advisor_due(cfg, step):
+    """Whether the advisor is consulted after the evaluation at this step."""
+    return (bool(cfg.advisor_every) and step > 0 and step % cfg.eval_every == 0
+            and (step // cfg.eval_every) % cfg.advisor_every == 0)
+
+
+def resumed_advice(cfg, eval_rows, state, rank, world):
+    """On --resume, the advice owed at the checkpoint's step, so that a resumed run stops where the
+    run that was never killed would have. The checkpoint is taken after an evaluation and before
+    the advisor is asked about it, and a kill often lands during that (slow) question:
+      - stopped.json is there but summary.json is not (killed after the stop was recorded): the stop
+        stands, and the run only writes its summary;
+      - the checkpoint's step is one the advisor is due at: it is asked (again) now, before any
+        training, instead of skipping to its next turn with the stop it may have said unheard.
+    Returns the stop advice (a dict) or None."""
+    record = read_stop_record(run_paths(cfg)["stopped"])
+    if record is not None:
+        return record["advice"]
+    step = state["step"]
+    if step >= cfg.max_steps or not advisor_due(cfg, step):
+        return None
+    logged = rank == 0 and bool(eval_rows) and eval_rows[-1].get("step") == step
+    return broadcast_object(advise(cfg, eval_rows, state) if logged else None, world)
 
 
 def advise(cfg, eval_rows, state):
@@ -583,3 +633,11 @@ def advice_line(action, rule, message, details):
     warning on a stop (a continue costs nothing if the fit was off; a stop ends the run)."""
     note = convergence_note(details) if action == "stop" else ""
     return f"advisor: {action} ({rule}): {advice_reason(action, message)}{note}"
+
+
+if __name__ == "__main__":  # `python -m trainer_minimal.train ARGS` is `trainer-minimal train ARGS`
+    import sys
+
+    from trainer_minimal.cli import main
+
+    sys.exit(main(["train", *sys.argv[1:]]))
