@@ -48,7 +48,7 @@ def compute_to_target(target, A, B, C_mid, R0):
     """Compute needed to reach `target`: C* = C_mid * ((A - R0) / (target - R0) - 1)^(-1/B).
 
     Where the target is never reached (target <= R0 means it is reached at C -> 0 and is
-    returned as 0; target >= A means never, returned as +inf) the answer is explicit rather
+    returned as 0, also on a falling curve; otherwise target >= A means never, returned as +inf) the answer is explicit rather
     than NaN, so quantiles over posterior draws stay meaningful.
     """
     A, B, C_mid, R0 = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (A, B, C_mid, R0)))
@@ -59,7 +59,7 @@ def compute_to_target(target, A, B, C_mid, R0):
         ratio = (A - R0) / (target - R0) - 1.0
         log_c = np.log(C_mid) - np.log(ratio) / B
     out[ok] = np.exp(log_c[ok])
-    out[already & (A > R0)] = 0.0
+    out[already] = 0.0  # at or above the target from the start, a falling curve (A < R0) included
     return out if out.ndim else float(out)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,7 +73,8 @@ def _read_one_file(path: Path) -> pd.DataFrame:
     suffix = path.suffix.lower()
     try:
         if suffix == ".csv":
-            frame = pd.read_csv(path)
+            # names stay as written: "001" is not run 1, and recipe "1e-3" is not 0.001
+            frame = pd.read_csv(path, dtype={"run_id": str, "recipe": str, "compute_unit": str})
             frame["_line"] = np.arange(len(frame)) + 2  # header is line 1
         elif suffix in (".parquet", ".pq"):
             frame = pd.read_parquet(path)
@@ -208,6 +210,12 @@ def validate_runs(frame: pd.DataFrame, *, source=None, min_points: int = 2) -> p
         )
     if "n_eval" in frame.columns:
         n = frame["n_eval"]
+        if n.isna().any() and n.notna().any():
+            idx = n.isna().idxmax()
+            warnings.warn(str(RunDataError(
+                f"is missing on {int(n.isna().sum())} of {len(n)} rows: the fit then ignores n_eval everywhere and "
+                "learns all evaluation noise from the scatter (give it on every row to use the binomial term)",
+                column="n_eval", **_where(frame, idx))), UserWarning, stacklevel=2)
         bad = n.notna() & ((n <= 0) | (n != np.round(n)))
         if bad.any():
             idx = bad.idxmax()
@@ -215,7 +223,12 @@ def validate_runs(frame: pd.DataFrame, *, source=None, min_points: int = 2) -> p
                 f"must be a positive whole number, got {n[idx]:g}", column="n_eval", **_where(frame, idx)
             )
     if "compute_unit" in frame.columns:
+        # a blank cell means the table's unit (a saved fit writes a missing unit as ""); one unit fills them
+        unit = frame["compute_unit"].where(frame["compute_unit"].isna(), frame["compute_unit"].astype(str).str.strip())
+        frame["compute_unit"] = unit.replace("", np.nan)
         units = frame["compute_unit"].dropna().astype(str).unique()
+        if len(units) == 1:
+            frame["compute_unit"] = frame["compute_unit"].fillna(units[0])
         if len(units) > 1:
             first = frame["compute_unit"].astype(str) == units[0]
             idx = (~first & frame["compute_unit"].notna()).idxmax()

@@ -518,6 +518,11 @@ def recommend_runs(
     unknown = [r for r in [*budgets, *(alternatives or [])] if r not in known]
     if unknown:
         raise KeyError(f"unknown run_id {', '.join(map(repr, unknown))}; the fit has: {', '.join(fc.run_ids)}")
+    if not budgets:
+        return {}
+    for run, budget in budgets.items():
+        if not (isinstance(budget, (int, float, np.number)) and np.isfinite(budget) and budget > 0):
+            raise ValueError(f"budget for run '{run}' must be a finite compute > 0, got {budget!r}")
     runs = fc.runs_
     last = runs.groupby("run_id")["compute"].max()
     counts = runs.groupby("run_id").size()

@@ -452,7 +452,11 @@ class ScalingForecaster:
         return self.data_.recipes[int(self.data_.run_recipe[self._run_index(run_id)])]
 
     def _typical_n_eval(self, run: int | None = None) -> float:
+        """Median n_eval of the run's (or all) evaluations; 0 (no binomial term) when the model
+        was fitted without n_eval: its white noise then holds the evaluation noise already."""
         d = self.data_
+        if not d.has_n_eval:
+            return 0.0
         real = (d.weight > 0) & (d.n_eval > 0)
         if run is not None:
             real &= d.obs_run == run
@@ -526,7 +530,7 @@ class ScalingForecaster:
             last = int(d.run_last_obs[r])
             x_last, y_last = d.x[last], d.y[last]
             mu_last = sigmoid_curve_log(d.loc + d.scale * x_last, p["A"], p["B"], p["log_C_mid"], p["R0"])[:, None]
-            n_last = d.n_eval[last]
+            n_last = d.n_eval[last] if d.has_n_eval else 0.0
             white_last = white_variance(mu_last, n_last, sigma_extra)
             white = white_variance(curve, n_eval, sigma_extra) if eval_noise else np.zeros_like(curve)
             ahead = (x > x_last).astype(float)

@@ -85,6 +85,8 @@ def importance_update(
     import arviz as az
 
     log_weights = log_likelihood(params, new_data, robust=robust, nu=nu) - base_loglik
+    if np.ptp(log_weights) < 1e-9:  # no news: equal weights, whose tail PSIS cannot fit (it says k = inf)
+        return ImportanceUpdate(indices=np.arange(len(log_weights)), pareto_k=0.0, efficiency=1.0)
     smoothed, pareto_k = az.psislw(log_weights - log_weights.max(), 1.0)
     weights = np.exp(smoothed - smoothed.max())
     weights /= weights.sum()

@@ -39,6 +39,9 @@ def test_compute_to_target_unreachable_and_already_reached():
     assert compute_to_target(0.2, 0.6, 2.0, 1000.0, 0.3) == 0.0
     vec = compute_to_target(0.5, np.array([0.4, 0.6]), 2.0, 1000.0, 0.3)
     assert np.isinf(vec[0]) and np.isfinite(vec[1])
+    # a falling curve (a run that collapses: A < R0) already at or above the target needs no compute
+    assert compute_to_target(0.35, 0.3, 1.0, 100.0, 0.5) == 0.0
+    assert compute_to_target(0.6, 0.3, 1.0, 100.0, 0.5) == np.inf
 
 
 def test_target_reachable():

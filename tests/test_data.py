@@ -190,3 +190,26 @@ def test_shipped_trainer_sweeps_load_whole(path):
     assert runs["run_id"].nunique() == 21 and runs["recipe"].nunique() == 7
     assert (runs.groupby("run_id").size() == 40).all()
     assert set(runs["compute_unit"]) == {"flops"} and runs["metric"].between(0, 1).all()
+
+
+def test_a_csv_keeps_run_and_recipe_names_as_written(tmp_path):
+    path = tmp_path / "lr.csv"
+    path.write_text("run_id,recipe,compute,metric\n001,1e-3,10,0.3\n001,1e-3,20,0.35\n1,5e-4,10,0.3\n1,5e-4,20,0.33\n")
+    runs = load_runs(path)
+    assert set(runs["run_id"]) == {"001", "1"} and set(runs["recipe"]) == {"1e-3", "5e-4"}
+
+
+def test_blank_compute_unit_cells_take_the_tables_one_unit():
+    frame = pd.DataFrame({"run_id": ["a"] * 3, "recipe": ["r"] * 3, "compute": [1.0, 2.0, 4.0],
+                          "metric": [0.1, 0.2, 0.3], "compute_unit": ["gpu_hours", np.nan, " "]})
+    assert list(validate_runs(frame)["compute_unit"]) == ["gpu_hours"] * 3
+    frame["compute_unit"] = ["gpu_hours", "", "flops"]
+    with pytest.raises(RunDataError, match="mixes compute units"):
+        validate_runs(frame)
+
+
+def test_n_eval_missing_on_some_rows_is_said_with_where():
+    frame = pd.DataFrame({"run_id": ["a"] * 3, "recipe": ["r"] * 3, "compute": [1.0, 2.0, 4.0],
+                          "metric": [0.1, 0.2, 0.3], "n_eval": [800, np.nan, 800]})
+    with pytest.warns(UserWarning, match=r"column 'n_eval', run 'a', row 2: is missing on 1 of 3 rows"):
+        validate_runs(frame)

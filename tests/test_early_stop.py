@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -474,5 +475,11 @@ def test_recommend_runs_names_unknown_runs_and_wants_a_mapping(fitted):
         recommend_runs(fitted, {"nope": 1e5})
     with pytest.raises(TypeError, match="budgets must map run_id -> planned compute"):
         recommend_runs(fitted, [1e5])
+    for bad in (-1.0, float("nan"), float("inf"), "1e6"):
+        with pytest.raises(ValueError, match="budget for run 'scalerl_8b-s0' must be a finite compute > 0"):
+            recommend_runs(fitted, {"scalerl_8b-s0": bad})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "Mean of empty slice" from numpy
+        assert recommend_runs(fitted, {}) == {}
     rec = recommend_runs(fitted, {"scalerl_8b-s0": 1e6})["scalerl_8b-s0"]
     assert repr(rec) == f"Recommendation('scalerl_8b-s0': {rec.message})"  # one line, not the details

@@ -427,3 +427,20 @@ def test_a_fit_still_flagged_is_sampled_again_with_longer_chains(
     assert f"sampled again with 2000 draws and 2000 warm-up per chain{form}:" in tried_longer
     assert tried_longer.endswith("converged (kept)" if longer_kept else "(not kept: it diverged more)")
     assert "(kept)." not in tried_longer  # an earlier try is not called kept when the longer one was
+
+
+def test_a_fit_without_n_eval_on_every_row_adds_no_binomial_term_to_its_forecasts(small_sweep):
+    """The model drops the binomial term when n_eval is missing anywhere (its white noise then holds
+    all the evaluation noise); forecasts must not add it back at the rows' median n_eval."""
+    table = small_sweep.copy()
+    table.loc[table.index[::3], "n_eval"] = np.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fc = ScalingForecaster(mode="fast").fit(table, random_seed=1, progress=False)
+    assert not fc.data_.has_n_eval
+    run = fc.run_ids[0]
+    with_eval_noise = fc.sample_curves([1e5], run_id=run, kind="run", rng=3)
+    without = fc.sample_curves([1e5], run_id=run, kind="run", rng=3, eval_noise=False)
+    sigma_extra = float(np.median(fc.draws("sigma_extra")))
+    extra_sd = np.sqrt(max(with_eval_noise.var() - without.var(), 0.0))
+    assert extra_sd < 1.5 * sigma_extra  # the binomial term at n_eval ~ 800-1200 would add ~0.015 more
