@@ -299,7 +299,7 @@ def add_report_parser(sub):
     )
     p.add_argument("runs", help="run table or folder of run logs, or a saved fit (fit.nc or its folder)")
     p.add_argument("--budget", type=float, default=None, help="compute budget to plan for (default: 4x the largest observed)")
-    p.add_argument("--target", type=float, default=None, help="metric to reach (default: median of the recipes' forecast asymptotes)")
+    p.add_argument("--target", type=float, default=None, help="metric to reach (default: the median of the recipes' forecast asymptotes, for the compute-to-target table only: a chosen target stops no run)")
     p.add_argument("-o", "--out", default="report.html", help="output HTML file (default report.html)")
     p.add_argument("--title", default=None, help="page title")
     p.add_argument("--seed", type=_seed, default=0, help="random seed of the fit (default 0)")
@@ -357,7 +357,8 @@ def run_report(args) -> int:
             warnings.simplefilter("ignore")
             fc.fit(runs, random_seed=args.seed, progress=progress)
     target = args.target if args.target is not None else default_target(fc)
-    data = write_report(fc, args.out, budget=args.budget, target=target, inputs=inputs, title=args.title, progress=progress)
+    data = write_report(fc, args.out, budget=args.budget, target=target, target_chosen=args.target is None, inputs=inputs,
+                        title=args.title, progress=progress)
     if args.json:
         print(dumps_json(report_summary(data, args.out)))
         for message in data.warnings:

@@ -131,6 +131,21 @@ def rank_recipes(
 _fmt = fmt_compute  # 38,400 or 3.2e15, "never" for inf: as the report prints compute
 
 
+UNLIKELY_TARGET_P = 0.05  # below this P(>= target at the budget) for every recipe, none is said to reach it
+
+
+def _target_measures_disagree(row, budget: float) -> bool:
+    """P(>= target at the budget) and the curve's compute to target point different ways: the first
+    above P(ever reaches it), or the median compute to target within the budget while fewer than
+    half of the draws are at the target there (or beyond it while more than half are)."""
+    if "p_reach_ever" not in row or pd.isna(row.get("p_reach_ever")):
+        return False
+    if row.p_target > row.p_reach_ever:
+        return True
+    median = row.get("compute_q50")
+    return median is not None and pd.notna(median) and (median <= budget) != (row.p_target >= 0.5)
+
+
 def recommend_text(table: pd.DataFrame, *, budget: float, target: float | None = None, unit: str = "compute") -> str:
     """A plain-words recommendation from a `rank_recipes` table; every claim cites its number."""
     if table.empty:
@@ -141,6 +156,14 @@ def recommend_text(table: pd.DataFrame, *, budget: float, target: float | None =
         f"(90% interval {top.q05:.3f}-{top.q95:.3f}), P(best) = {top.p_best:.2f}"
     )
     parts = []
+    if target is not None and "p_target" in table and table["p_target"].max() < UNLIKELY_TARGET_P:
+        # the question was the target: say first that no recipe answers it, before ranking them
+        likeliest = table.loc[table["p_target"].idxmax()]
+        parts.append(
+            f"No recipe is likely to reach {target:g} at {_fmt(budget)} {unit}: the best chance is "
+            f"P = {likeliest.p_target:.2f} for '{likeliest.recipe}' (below {UNLIKELY_TARGET_P:g}); a larger budget "
+            "or a lower target, or the ranking at this budget below."
+        )
     if len(table) == 1:
         parts.append(f"Scale '{top.recipe}': {head}.")
     else:
@@ -175,12 +198,12 @@ def recommend_text(table: pd.DataFrame, *, budget: float, target: float | None =
                 f"(90% interval {_fmt(top.compute_q05)}-{_fmt(top.compute_q95)}; "
                 f"P(ever reaches it) = {top.p_reach_ever:.2f})"
             )
-        if "p_reach_ever" in table and pd.notna(top.get("p_reach_ever")) and top.p_target > top.p_reach_ever:
+        if _target_measures_disagree(top, budget):
             # both are right, and they differ on purpose: say why rather than leave a puzzle
             sentence += (
                 "; P(>= target at this budget) counts a run's wander around its curve and the widening "
                 "of forecasts far ahead, the compute to reach it follows the recipe's curve alone, so the "
-                "first can exceed P(ever reaches it)"
+                "two can disagree"
             )
         parts.append(sentence + ".")
         best_target = table.loc[table["p_target"].idxmax()]
@@ -227,9 +250,15 @@ def split_budget(
     return pd.DataFrame(rows)
 
 
+SPLIT_TIE = 0.0005  # a gain in expected metric too small to show in 3 digits
+
+
 def recommend_split_text(table: pd.DataFrame, *, total: float, unit: str = "compute") -> str:
-    """Plain words for `split_budget`: the best k by expected best-of-k, with its numbers."""
-    best = table.loc[table["expected_best"].idxmax()]
+    """Plain words for `split_budget`: the fewest k whose expected best-of-k is the highest, with
+    its numbers. A split that gains less than SPLIT_TIE (it rounds to the same 3 digits as one run)
+    is Monte Carlo noise, and more runs cost more to manage: the fewer runs win the tie."""
+    top = table["expected_best"].max()
+    best = table.loc[table.index[table["expected_best"] >= top - SPLIT_TIE][0]]
     one = table.iloc[0]
     names = ", ".join(f"'{r}'" for r in best.recipes)
     if best.ways == 1:
@@ -334,4 +363,7 @@ def decide_split(fc, total: float, *, max_ways: int = 4, recipes: Sequence[str] 
     recipes = _checked_recipes(fc, recipes)
     table = split_budget(lambda r, c: recipe_draws_at(fc, r, c), recipes, total, max_ways=max_ways)
     text = recommend_split_text(table, total=total, unit=fc.compute_unit)
+    if len(recipes) == 1 and max_ways > 1:  # said, rather than a comparison of nothing
+        text += (" Nothing was compared: a split runs different recipes, one run each, and there is one recipe "
+                 "here (more seeds of one recipe are the seed-to-seed question: kind='new_run' forecasts).")
     return ScaleDecision(table=table, recommendation=text, budget=total, unit=fc.compute_unit, extra={"mode": "split"})

@@ -187,7 +187,8 @@ def run_demo(args) -> int:
     fc = fit(runs, fast=args.fast, seed=args.seed)
     fit_seconds = time.perf_counter() - fit_start
     target = args.target if args.target is not None else default_target(fc)
-    data = write_report(fc, args.out / "report.html", budget=args.budget, target=target, inputs=[str(runs_path)])
+    data = write_report(fc, args.out / "report.html", budget=args.budget, target=target, target_chosen=args.target is None,
+                        inputs=[str(runs_path)])
     paths = write_outputs(fc, data, args.out)
     print(f"fit: {fit_seconds:.0f} s; {fc.diagnostics()}")
     if tries := fc.sampling_tries():  # a fit that needed more than one try says so

@@ -90,6 +90,7 @@ class ReportData:
     synthetic: bool = False
     notes: list[str] = field(default_factory=list)  # integration notes shown in a muted box
     warnings: list[str] = field(default_factory=list)  # about the question asked (a budget far from the data): a banner
+    target_chosen: bool = False  # the target was picked for the page (default_target), not asked for
 
 
 # ============================================================================ numbers (pure)
@@ -118,6 +119,9 @@ def default_target_from_asymptotes(asymptote_medians) -> float:
     0.01, so roughly half the recipes are forecast to reach it and compute-to-target separates them."""
     level = float(np.median(np.asarray(asymptote_medians, dtype=float)))
     return float(np.clip(math.floor(level * 100) / 100, 0.01, 0.99))
+
+
+TARGET_CHOSEN_NOTE = "chosen for the page: the median of the recipes' forecast asymptotes"
 
 
 def default_target(fc) -> float:
@@ -347,8 +351,14 @@ def diagnostics_dict(fc) -> dict:
     return d
 
 
-def collect_report(fc, *, budget=None, target=None, inputs=None, title=None, progress: bool = False) -> ReportData:
-    """Everything the page shows, computed once from a fitted forecaster."""
+def collect_report(fc, *, budget=None, target=None, target_chosen: bool = False, inputs=None, title=None,
+                   progress: bool = False) -> ReportData:
+    """Everything the page shows, computed once from a fitted forecaster.
+
+    target_chosen: the target was picked for the page (default_target) rather than asked for. It
+    then shows compute to target and P(>= target), but stops no run for missing it: a stop on a
+    target nobody set would be advice nobody asked for (and `forecast watch` has no such default).
+    """
     from tqdm.auto import tqdm
 
     fc._require_fit("collect_report()")
@@ -360,7 +370,9 @@ def collect_report(fc, *, budget=None, target=None, inputs=None, title=None, pro
     steps = tqdm(total=5, desc="report", disable=not progress, leave=False)
     table, recommendation, notes = scale_decision(fc, budget, target)
     steps.update()
-    advice, stop_notes = stop_advice(fc, budget, target)
+    advice, stop_notes = stop_advice(fc, budget, None if target_chosen else target)
+    if advice is not None and target_chosen:
+        advice.source += "; no target rule: the page's target was chosen for it, not given"
     steps.update()
     figures = {"fan_chart": fan_chart_png(fc, budget, target, recipes=list(table["recipe"]))}
     steps.update()
@@ -387,6 +399,7 @@ def collect_report(fc, *, budget=None, target=None, inputs=None, title=None, pro
         synthetic=synthetic,
         notes=notes + stop_notes,
         warnings=[far] if far else [],
+        target_chosen=bool(target_chosen and target is not None),
     )
 
 
@@ -500,6 +513,8 @@ def figure_html(png: bytes, alt: str, caption: str = "", *, width: int | None = 
 
 def header_html(data: ReportData) -> str:
     target = f" · target {data.target:g}" if data.target is not None else ""
+    if data.target_chosen:
+        target += f" ({TARGET_CHOSEN_NOTE}; --target sets one)"
     p = data.provenance
     meta = (
         f"budget {fmt_compute(data.budget)} {data.compute_unit}{target} · "
@@ -575,10 +590,12 @@ def recipe_table_html(table: pd.DataFrame, budget: float, unit: str, target: flo
     numeric = {"p_best", "at_budget", "A", "c_target", "p_target"}
     explain = (
         '<p class="explain">Metric at the budget: expected value [90% interval: 9 times in 10 the '
-        "result lands in it] for a new run (a fresh seed) of each recipe, best expected metric first; "
-        "asymptote: median [90% interval]. P(best): the share of posterior draws in which the recipe's new run "
-        "scores highest at the budget. P(≥ target): the share in which its evaluation at the budget "
-        "reaches the target. 'never': at least that share of draws has its asymptote below the target.</p>"
+        "result lands in it] for a new run (a fresh seed) of each recipe, best expected metric first: its "
+        "true pass rate there (its curve and its wander around it, not the noise of a single evaluation, "
+        "which the fan charts' bands include, so they are a little wider); asymptote: median [90% interval]. "
+        "P(best): the share of posterior draws in which the recipe's new run scores highest at the budget. "
+        "P(≥ target): the share in which that pass rate at the budget is at or above the target. 'never': at "
+        "least that share of draws has its asymptote below the target.</p>"
     )
     body = table_html(rows, columns, numeric=numeric, raw={"p_best"}, css_id="recipe-table") + explain
     return section_html("Recipes at the budget", body, anchor="recipes")
@@ -590,7 +607,8 @@ def figures_html(figures: dict[str, bytes], budget: float, unit: str, target: fl
         tgt = f", target {target:g} as the red dash-dot line" if target is not None else ""
         caption = (
             f"Observed evaluations (dots, one colour per seed), posterior median for a new run (line), "
-            f"50% and 90% bands, extrapolated to the budget {fmt_compute(budget)} {unit} (dashed){tgt}. "
+            f"50% and 90% bands of where its evaluation would land (evaluation noise included, so wider than "
+            f"the table's intervals of its true pass rate), extrapolated to the budget {fmt_compute(budget)} {unit} (dashed){tgt}. "
             "Dotted: the largest compute observed for that recipe; right of it is extrapolation."
         )
         parts.append(section_html("Fan charts", figure_html(figures["fan_chart"], "fan chart per recipe", caption), anchor="fan-charts"))
@@ -629,7 +647,8 @@ def compute_to_target_html(table: pd.DataFrame, budget: float, unit: str, target
         f'<p class="explain">Compute a new run needs to reach {esc(f"{target:g}")}, fastest first. '
         "P(ever reaches): the share of draws whose asymptote lies above the target. P(≥ target at the "
         "budget) also counts a run's wander around its curve and the widening of forecasts far ahead, so "
-        "it can exceed P(ever reaches) when a recipe's curve tops out near the target."
+        "it can exceed P(ever reaches) when a recipe's curve tops out near the target, and be below one half "
+        "when the median compute lies within the budget (a run can sit under its curve there)."
         f"{far_target_sentence(ranked, largest_observed, unit)}</p>"
     )
     body = table_html(rows, columns, numeric={"q50", "q05", "q95", "p_reach", "p_target"}, css_id="compute-to-target-table")
@@ -795,6 +814,7 @@ def report_summary(data: ReportData, path=None) -> dict:
         "synthetic": data.synthetic,
         "budget": data.budget,
         "target": data.target,
+        "target_chosen": data.target_chosen,
         "compute_unit": data.compute_unit,
         "recommendation": {"headline": data.recommendation.headline, "reasons": data.recommendation.reasons, "source": data.recommendation.source},
         "recipes": table.to_dict(orient="records"),
@@ -806,9 +826,11 @@ def report_summary(data: ReportData, path=None) -> dict:
     })
 
 
-def write_report(fc, path, *, budget=None, target=None, inputs=None, title=None, progress: bool = False) -> ReportData:
+def write_report(fc, path, *, budget=None, target=None, target_chosen: bool = False, inputs=None, title=None,
+                 progress: bool = False) -> ReportData:
     """Collect, render and write the report atomically (a reader never sees half a page)."""
-    data = collect_report(fc, budget=budget, target=target, inputs=inputs, title=title, progress=progress)
+    data = collect_report(fc, budget=budget, target=target, target_chosen=target_chosen, inputs=inputs, title=title,
+                          progress=progress)
     atomic_write_text(path, render_report(data))
     return data
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy.stats import norm
 
@@ -15,6 +16,7 @@ from forecast.decisions import (
     probability_best,
     probability_reach,
     rank_recipes,
+    recommend_split_text,
     recommend_text,
     split_budget,
     summarize_compute_to_target,
@@ -85,7 +87,7 @@ def test_recommendation_explains_p_target_above_p_reach_ever(rng):
     c_star = {"a": np.where(np.arange(2000) < 200, 5e3, np.inf)}  # the curve reaches it in 10% of draws
     table = rank_recipes(draws, target=0.65, compute_to_target=c_star, budget=1e4)
     assert table.loc[0, "p_target"] > table.loc[0, "p_reach_ever"]
-    assert "can exceed P(ever reaches it)" in recommend_text(table, budget=1e4, target=0.65)
+    assert "so the two can disagree" in recommend_text(table, budget=1e4, target=0.65)
     agree = rank_recipes({"a": rng.normal(0.70, 0.01, 2000)}, target=0.65, compute_to_target={"a": np.full(2000, 5e3)}, budget=1e4)
     assert "can exceed" not in recommend_text(agree, budget=1e4, target=0.65)
 
@@ -112,6 +114,15 @@ def test_split_budget_known_answers():
     steep = split_budget(lambda r, c: np.full(10, (0.7 if r == "a" else 0.5) * c / 100.0), ["a", "b"], 100.0)
     assert steep.loc[steep["expected_best"].idxmax(), "ways"] == 1
     assert steep.loc[0, "recipes"] == ["a"]
+
+
+def test_a_split_that_gains_less_than_the_digits_shown_is_not_recommended():
+    table = pd.DataFrame({"ways": [1, 2], "compute_per_run": [100.0, 50.0], "recipes": [["a"], ["a", "b"]],
+                          "expected_best": [0.696387, 0.696397], "q05": [0.6, 0.6], "q95": [0.8, 0.8]})
+    text = recommend_split_text(table, total=100.0)
+    assert text.startswith("Put the whole 100 compute into one run of 'a'")
+    table.loc[1, "expected_best"] = 0.6990  # a gain that shows
+    assert recommend_split_text(table, total=100.0).startswith("Split 100 compute into 2 runs")
 
 
 def test_decide_on_a_fitted_model(fitted):
@@ -159,3 +170,22 @@ def test_a_decision_prints_never_where_a_column_mixes_finite_compute_and_inf(rng
     payload = json.loads(json.dumps(ScaleDecision(table=table, recommendation="r").to_dict(), allow_nan=False))
     rows = {row["recipe"]: row for row in payload["table"]}
     assert rows["b"]["compute_q50"] is None and rows["a"]["compute_q50"] == pytest.approx(5e3)
+
+
+def test_a_target_no_recipe_reaches_at_the_budget_is_said_first(rng):
+    draws = {"a": rng.normal(0.60, 0.01, 4000), "b": rng.normal(0.55, 0.01, 4000)}
+    text = recommend_text(rank_recipes(draws, target=0.7, budget=1e4), budget=1e4, target=0.7)
+    assert text.startswith("No recipe is likely to reach 0.7 at 10,000 compute: the best chance is P = 0.00 for 'a'")
+    reachable = recommend_text(rank_recipes(draws, target=0.6, budget=1e4), budget=1e4, target=0.6)
+    assert reachable.startswith("Scale 'a'")
+
+
+def test_the_two_target_measures_are_explained_when_they_point_different_ways(rng):
+    # the median compute to target lies within the budget, yet fewer than half the draws are at the target there
+    draws = {"a": rng.normal(0.595, 0.02, 4000)}
+    c_star = {"a": np.full(4000, 5e3)}
+    table = rank_recipes(draws, target=0.6, compute_to_target=c_star, budget=1e4)
+    assert table.loc[0, "p_target"] < 0.5 and table.loc[0, "p_reach_ever"] == 1.0
+    assert "so the two can disagree" in recommend_text(table, budget=1e4, target=0.6)
+    table = rank_recipes({"a": rng.normal(0.62, 0.01, 4000)}, target=0.6, compute_to_target=c_star, budget=1e4)
+    assert "so the two can disagree" not in recommend_text(table, budget=1e4, target=0.6)

@@ -428,3 +428,14 @@ def test_compute_to_target_names_medians_far_beyond_the_data():
     assert rp.far_target_sentence(table.iloc[[0]], 1e3, "gpu_hours") == ""
     page = rp.render_report(hand_made_report())  # its medians (20, never) sit within 100x of 100
     assert "the curve's extrapolation" not in page and "100 per chain, at most a quarter of the draws" in page
+
+
+def test_a_target_chosen_for_the_page_stops_no_run_and_says_it_was_chosen(fitted):
+    budget = 4 * float(fitted.runs_["compute"].max())
+    asked, _ = rp.stop_advice(fitted, budget, 0.95)  # asked for: runs that cannot reach it stop on it
+    assert (asked.table["rule"] == "reach_target").any()
+    data = rp.collect_report(fitted, budget=budget, target=0.95, target_chosen=True)
+    assert not (data.stop_advice.table["rule"] == "reach_target").any()
+    assert "no target rule" in data.stop_advice.source
+    assert rp.esc(rp.TARGET_CHOSEN_NOTE) in rp.header_html(data) and rp.report_summary(data)["target_chosen"] is True
+    assert data.recommendation.headline.startswith("No recipe is likely to reach 0.95")
