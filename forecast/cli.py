@@ -554,6 +554,8 @@ def run_watch(args) -> int:
         raise BadInput(f"{args.runs_dir}: is not a folder")
     if args.reference is not None and not Path(args.reference).exists():
         raise BadInput(f"--reference {args.reference}: does not exist")
+    if args.once and args.max_polls not in (None, 1):
+        warn(f"--max-polls {args.max_polls} has no effect with --once (one poll)")
     polls = 1 if args.once else args.max_polls
     if args.json:
         def emit(rec):
@@ -609,6 +611,20 @@ def add_backtest_parser(sub):
     p.set_defaults(func=run_backtest)
 
 
+def _warn_if_runs_in_flight(source: Path) -> None:
+    """A backtest replays finished runs: its regret takes each run's last evaluation as its final.
+    In a folder of run logs, a run without summary.json has not finished (a sweep still in flight)."""
+    if not source.is_dir():
+        return
+    from .data import RUN_LOG_NAME
+
+    unfinished = sorted(log.parent.name for log in source.rglob(RUN_LOG_NAME) if not (log.parent / "summary.json").exists())
+    if unfinished:
+        shown = ", ".join(unfinished[:6]) + (f" and {len(unfinished) - 6} more" if len(unfinished) > 6 else "")
+        warn(f"{len(unfinished)} run(s) in {source} have no summary.json and may still be training ({shown}): "
+             "the backtest takes their last evaluation as their final, so its regret and compute are of unfinished runs")
+
+
 def run_backtest(args) -> int:
     from .backtest import POLICIES, BacktestConfig, backtest
     from .data import load_runs
@@ -637,6 +653,7 @@ def run_backtest(args) -> int:
     runs = load_runs(args.runs)
     if args.truth is not None:
         _check_truth_column(runs, args.truth, args.runs)
+    _warn_if_runs_in_flight(Path(args.runs))
     result = backtest(runs, policies, config, truth=args.truth)
     result.source = str(args.runs)
     payload = result.to_dict()

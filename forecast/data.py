@@ -213,7 +213,7 @@ def validate_runs(frame: pd.DataFrame, *, source=None, min_points: int = 2) -> p
         if n.isna().any() and n.notna().any():
             idx = n.isna().idxmax()
             warnings.warn(str(RunDataError(
-                f"is missing on {int(n.isna().sum())} of {len(n)} rows: the fit then ignores n_eval everywhere and "
+                "is missing (here first) while other rows have it: the fit then ignores n_eval everywhere and "
                 "learns all evaluation noise from the scatter (give it on every row to use the binomial term)",
                 column="n_eval", **_where(frame, idx))), UserWarning, stacklevel=2)
         bad = n.notna() & ((n <= 0) | (n != np.round(n)))

@@ -130,9 +130,12 @@ def advise_table(table: pd.DataFrame, budgets: dict, config: EarlyStopConfig, *,
     last = table.groupby("run_id")["compute"].max()
     compare_at = {r: budgets.get(r, float(last[r])) for r in fc.run_ids}
     recs = recommend_runs(fc, budgets, config, compare_at=compare_at, recent_stops=recent_stops)
+    problems = [] if converged else fc.diagnostics().problems()
     for rec in recs.values():
         rec.details["converged"] = converged
         rec.details["reweighted"] = bool(fc.fit_info_.get("reweighted", False))
+        if problems:  # what failed (R-hat, ESS, divergences): the printed line and the JSON say it
+            rec.details["convergence_problems"] = problems
     return recs, fc
 
 
@@ -193,7 +196,7 @@ def poll(
         budgets[run] = b
     fit_rows = table[(table["run_id"].map(counts) >= 2) & table["run_id"].isin(usable)]
     if reference is not None:
-        fit_rows = pd.concat([read_table(reference), fit_rows], ignore_index=True)
+        fit_rows = pd.concat([reference_rows(read_table(reference), table), fit_rows], ignore_index=True)
     if budgets:
         fit_rows = _validated_together(fit_rows, counts, state)
         for run in set(budgets) - set(fit_rows["run_id"]):  # refused only beside the others
@@ -210,6 +213,29 @@ def poll(
     for run in finished | set(state.refused):  # a refused run's earlier advice would read as current
         state.latest.pop(run, None)
     return new
+
+
+REFERENCE_PREFIX = "ref:"
+
+
+def reference_rows(reference: pd.DataFrame, live: pd.DataFrame) -> pd.DataFrame:
+    """The reference table, kept apart from the live runs. The trainer names runs recipe-s{seed},
+    so an earlier sweep's runs share names with this one's: a reference run named like a live
+    run but with other rows is another run and is renamed 'ref:NAME' (one run of two logs would be
+    judged as finished, or refused as duplicated rows); one whose rows match the live run's
+    (the reference is this sweep's own table) is the same run and is left out for the live log."""
+    if reference.empty or live.empty:
+        return reference
+    live_first = live.sort_values("compute").groupby(live["run_id"].astype(str))[["compute", "metric"]].first()
+    ids = reference["run_id"].astype(str)
+    ref_first = reference.assign(run_id=ids).sort_values("compute").groupby("run_id")[["compute", "metric"]].first()
+    clashes = ref_first.index.intersection(live_first.index)
+    same = [r for r in clashes if np.allclose(ref_first.loc[r].to_numpy(float), live_first.loc[r].to_numpy(float))]
+    other = set(clashes) - set(same)
+    kept = reference[~ids.isin(same)].copy()
+    kept_ids = kept["run_id"].astype(str)
+    kept["run_id"] = kept_ids.where(~kept_ids.isin(other), REFERENCE_PREFIX + kept_ids)
+    return kept
 
 
 def _validated_together(fit_rows: pd.DataFrame, counts: dict, state: WatchState) -> pd.DataFrame:
@@ -250,7 +276,12 @@ def _line(rec: Recommendation) -> str:
     at = rec.details.get("compute_now")
     where = f" eval {n}" if n is not None else ""
     where += f" @ {at:.3g}" if at is not None else ""
-    return f"[{rec.run_id}]{where}: {rec.message}"
+    # a stop decided on a fit that did not converge deserves a second look (a continue costs nothing)
+    note = ""
+    if rec.stop and rec.details.get("converged") is False:
+        problems = "; ".join(rec.details.get("convergence_problems") or []) or "see its diagnostics"
+        note = f" (warning: the fit behind this advice did not converge: {problems})"
+    return f"[{rec.run_id}]{where}: {rec.message}{note}"
 
 
 def write_recommendations(path, runs_dir, state: WatchState) -> None:

@@ -317,3 +317,19 @@ def test_ours_is_told_the_sweeps_largest_budget_only_when_asked(intercept_advice
     with pytest.raises(FitIntercepted):
         replay(table, backtest_module.make_policy("forecast", BacktestConfig(planned_horizon=planned)))
     assert seen["horizon"] == (100.0 if planned else None)
+
+
+def test_backtest_of_a_folder_warns_about_runs_still_in_flight(tmp_path, capsys):
+    table = curve_table({"a": 0.5, "b": 0.6})
+    for run, rows in table.groupby("run_id"):
+        folder = tmp_path / "sweep" / run
+        folder.mkdir(parents=True)
+        rows.to_json(folder / "evals.jsonl", orient="records", lines=True)
+    (tmp_path / "sweep" / table["run_id"].iloc[0] / "summary.json").write_text("{}")
+    assert main(["backtest", str(tmp_path / "sweep"), "--policies", "no_stopping", "--json"]) == 0
+    err = capsys.readouterr().err
+    assert "1 run(s)" in err and "have no summary.json and may still be training" in err
+    for folder in (tmp_path / "sweep").iterdir():
+        (folder / "summary.json").write_text("{}")
+    assert main(["backtest", str(tmp_path / "sweep"), "--policies", "no_stopping", "--json"]) == 0
+    assert "may still be training" not in capsys.readouterr().err

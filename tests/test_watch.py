@@ -132,6 +132,8 @@ def test_watch_cli_once_json(sweep, capsys):
     printed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert len(printed) == 1 and printed[0]["rule"] == "warmup"
     assert json.loads(out.read_text())["recommendations"]["good-s0"]["rule"] == "warmup"
+    assert main(["watch", str(sweep), "--once", "--max-polls", "3", "--budget", "1e4"]) == 0
+    assert "--max-polls 3 has no effect with --once" in capsys.readouterr().err
 
 
 def test_watch_cli_bad_input(tmp_path, capsys):
@@ -278,3 +280,49 @@ def test_watch_says_so_when_the_last_run_finishes_without_a_new_row(sweep):
     assert sum(line.startswith("no run in flight") for line in lines) == 1
     written = json.loads((sweep / "recommendations.json").read_text())
     assert written["recommendations"] == {} and written["refused"] == {} and written["polls"] == 3
+
+
+def test_reference_runs_named_like_live_runs_are_kept_apart():
+    import pandas as pd
+
+    from forecast.watch import reference_rows
+
+    live = pd.DataFrame({"run_id": ["a-s0", "a-s0", "b-s0"], "recipe": ["a", "a", "b"],
+                         "compute": [1.0, 2.0, 1.0], "metric": [0.2, 0.3, 0.25]})
+    earlier = pd.DataFrame({"run_id": ["a-s0", "a-s0", "c-s0", "c-s0"], "recipe": ["a", "a", "c", "c"],
+                            "compute": [1.0, 2.0, 1.0, 2.0], "metric": [0.21, 0.35, 0.1, 0.2]})
+    kept = reference_rows(earlier, live)
+    assert sorted(set(kept["run_id"])) == ["c-s0", "ref:a-s0"]  # another sweep's a-s0 is another run
+    same_sweep = pd.concat([live, earlier[earlier["run_id"] == "c-s0"]], ignore_index=True)
+    assert sorted(set(reference_rows(same_sweep, live)["run_id"])) == ["c-s0"]  # the live logs stand for themselves
+
+
+def test_watch_with_a_reference_from_an_earlier_sweep_of_the_same_names(sweep, tmp_path):
+    for run in ("good-s0", "bad-s0"):
+        append(sweep / run / "evals.jsonl", "".join(row(run, i, 0.1 + 0.05 * i) for i in range(4)))
+    earlier = tmp_path / "earlier.csv"  # an earlier sweep's finished runs, named as the trainer names them
+    rows = [f"{run},{run.split('-')[0]},{100.0 * (i + 1)},{0.12 + 0.06 * i},flops,800" for run in ("good-s0", "bad-s0") for i in range(8)]
+    earlier.write_text("run_id,recipe,compute,metric,compute_unit,n_eval\n" + "\n".join(rows) + "\n")
+    seen = {}
+
+    def advisor(table, budgets, config):
+        seen.update(table.groupby("run_id").size().to_dict())
+        return {r: Recommendation("continue", "beats_best", "continue", run_id=r) for r in budgets}
+
+    state = WatchState()
+    poll(sweep, state, config=EarlyStopConfig(), reference=earlier, budget=1e4, advisor=advisor)
+    assert not state.refused
+    assert seen == {"good-s0": 4, "bad-s0": 4, "ref:good-s0": 8, "ref:bad-s0": 8}
+
+
+def test_a_stop_from_a_fit_that_did_not_converge_says_so_on_its_line():
+    from forecast.watch import _line
+
+    stop = Recommendation("stop", "beats_best", "stop: P(beats best) = 0.01 < 0.1", run_id="a-s0")
+    stop.details.update(converged=False, convergence_problems=["max R-hat 1.03 > 1.01"])
+    assert _line(stop).endswith("(warning: the fit behind this advice did not converge: max R-hat 1.03 > 1.01)")
+    stop.details["converged"] = True
+    assert "warning" not in _line(stop)
+    go_on = Recommendation("continue", "beats_best", "continue: P(beats best) = 0.4 >= 0.1", run_id="a-s0")
+    go_on.details["converged"] = False
+    assert "warning" not in _line(go_on)
