@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import matplotlib.pyplot as plt  # no backend forced: notebooks keep inline figures
 import numpy as np
 
@@ -12,11 +14,148 @@ def _grid(fc, budget, n=80):
     return np.geomspace(lo, hi, n)
 
 
+# where run ids split into words; not inside a number: "3e-4", "0.001"
+_SEPARATORS = re.compile(r"[_/:|,\s]+|(?<!\de)-+|(?<!\d)\.|\.(?!\d)")
+SEED_LEGEND_CHARS = 20  # the longest seed label a panel's legend shows; longer ones are cut in the middle
+SEED_FONTSIZE = 8
+_PANEL_FILL = 0.92  # of a panel's width a seed legend may take
+_CHAR_WIDTH_EM = 0.62  # a generous mean glyph width (DejaVu Sans), for laying out columns before any drawing
+
+
+def _words(run_id: str) -> list[tuple[int, int]]:
+    """(start, end) of each word of a run id, the separators between them left out."""
+    spans, at = [], 0
+    for sep in _SEPARATORS.finditer(run_id):
+        if sep.start() > at:
+            spans.append((at, sep.start()))
+        at = sep.end()
+    if at < len(run_id):
+        spans.append((at, len(run_id)))
+    return spans or [(0, len(run_id))]
+
+
+def trim_label(label: str, max_chars: int = SEED_LEGEND_CHARS) -> str:
+    """`label` cut in the middle to at most max_chars, an ellipsis where the cut is (the end,
+    where seeds are usually named, is kept)."""
+    if len(label) <= max_chars:
+        return label
+    head = (max_chars - 1) // 2
+    tail = max_chars - 1 - head
+    return label[:head] + "\u2026" + label[len(label) - tail:]
+
+
+def _differing_part(ids: list[str]) -> list[str]:
+    """The words in which run ids differ. Ids of as many words each keep the positions where the
+    words vary ("lr1e-4_bs512_seed0", "lr3e-4_bs512_seed1" -> "lr1e-4 seed0", "lr3e-4 seed1"; words
+    next to each other keep their own separator); others lose the words all share at the start and
+    at the end."""
+    spans = [_words(r) for r in ids]
+    words = [[r[a:b] for a, b in s] for r, s in zip(ids, spans, strict=True)]
+    if len({len(w) for w in words}) == 1:
+        varying = [k for k in range(len(words[0])) if len({w[k] for w in words}) > 1]
+        if varying:
+            runs, labels = [], []
+            for k in varying:  # consecutive varying positions form one piece of the original text
+                if runs and runs[-1][-1] == k - 1:
+                    runs[-1].append(k)
+                else:
+                    runs.append([k])
+            for r, s in zip(ids, spans, strict=True):
+                labels.append(" ".join(r[s[group[0]][0]:s[group[-1]][1]] for group in runs))
+            return labels
+    shortest = min(len(w) for w in words)
+    prefix = 0
+    while prefix < shortest - 1 and len({w[prefix] for w in words}) == 1:
+        prefix += 1
+    suffix = 0
+    while suffix < shortest - 1 - prefix and len({w[len(w) - 1 - suffix] for w in words}) == 1:
+        suffix += 1
+    return [r[s[prefix][0]:s[len(s) - 1 - suffix][1]] for r, s in zip(ids, spans, strict=True)]
+
+
+def short_run_labels(run_ids, max_chars: int = SEED_LEGEND_CHARS) -> list[str]:
+    """Legend labels for the runs of one panel: the words in which their ids differ, cut in the
+    middle with an ellipsis when still longer than max_chars. ["cispo-s0", "cispo-s1"] -> ["s0",
+    "s1"]; "2024-11-30_sweepA_cispo_lr3e-4_bs512_seed0" and its "...seed1" -> "seed0", "seed1".
+    One run keeps its id (trimmed). Labels stay distinct: where cutting would merge two, they are
+    numbered."""
+    ids = [str(r) for r in run_ids]
+    labels = _differing_part(ids) if len(ids) > 1 else ids
+    if len(set(labels)) < len(labels):  # ids differing only in their separators: say them whole
+        labels = ids
+    labels = [trim_label(label, max_chars) for label in labels]
+    if len(set(labels)) < len(labels):
+        labels = [f"{i}: {trim_label(label, max_chars - len(str(i)) - 2)}" for i, label in enumerate(labels, 1)]
+    return labels
+
+
+def _renderer(fig):
+    # Agg and the canvases built on it (inline, ipympl); else the one tight_layout itself would use
+    get = getattr(fig.canvas, "get_renderer", None) or getattr(fig, "_get_renderer", None)
+    try:
+        return get() if get is not None else None
+    except Exception:  # noqa: BLE001 - a canvas that cannot render yet: fall back to estimates
+        return None
+
+
+def _seed_legend_columns(labels, width_in: float) -> int:
+    """As many columns as fit in width_in inches at SEED_FONTSIZE (estimated, before drawing)."""
+    em = SEED_FONTSIZE / 72
+    longest = max((len(label) for label in labels), default=1)
+    column = (2.0 + 0.8 + 2.0) * em + longest * _CHAR_WIDTH_EM * em  # handle, its pad, column spacing, text
+    return max(1, min(len(labels), int((width_in - 2 * em) // column)))
+
+
+def _below_xlabel(panel, renderer, gap_pt: float = 4.0):
+    """A transform for the panel's own axes fraction, shifted down past its tick labels and
+    x label, so a legend anchored at (0.5, 0) sits under them and follows the panel when the layout
+    moves it."""
+    from matplotlib.transforms import ScaledTranslation
+
+    fig = panel.figure
+    if renderer is not None:
+        below = panel.xaxis.get_tightbbox(renderer)
+        drop_in = (panel.bbox.y0 - below.y0) / fig.dpi if below is not None else 0.0
+    else:  # ticks, tick labels (10 pt) and the x label (11 pt) with their pads
+        drop_in = 36 / 72
+    return panel.transAxes + ScaledTranslation(0, -(drop_in + gap_pt / 72), fig.dpi_scale_trans)
+
+
+def _add_seed_legend(panel, handles, labels, renderer):
+    """The panel's own seed legend, under its x label: never on the curves, bands or reference
+    lines, and never wider than the panel (columns are dropped until it fits)."""
+    fig = panel.figure
+    width_in = panel.get_position().width * fig.get_figwidth() * _PANEL_FILL
+    ncol = _seed_legend_columns(labels, width_in)
+    while True:
+        legend = panel.legend(handles, labels, fontsize=SEED_FONTSIZE, ncol=ncol, loc="upper center",
+                              bbox_to_anchor=(0.5, 0.0), bbox_transform=_below_xlabel(panel, renderer),
+                              borderaxespad=0.0, framealpha=0.7, columnspacing=1.2, handletextpad=0.4,
+                              markerscale=1.5)
+        if ncol == 1 or renderer is None or legend.get_window_extent(renderer).width <= _PANEL_FILL * panel.bbox.width:
+            return legend
+        ncol -= 1
+
+
+def _seed_legend_rows(labels_per_panel, panel_width_in: float) -> int:
+    """Rows of the tallest seed legend, for the figure height."""
+    return max((int(np.ceil(len(labels) / _seed_legend_columns(labels, panel_width_in)))
+                for labels in labels_per_panel if labels), default=1)
+
+
 def plot_fan_chart(fc, *, recipes=None, budget=None, kind="new_run", ax=None, ncols=3, title=None):
     """One panel per recipe: observed evaluations, the posterior median curve and 50%/90% bands
-    out to `budget`. Returns the matplotlib Figure."""
+    out to `budget`. Returns the matplotlib Figure.
+
+    Legends stay off the data: one key for the bands, the median, the budget and the data-end line,
+    shared by the figure above the panels; and under each panel its own seeds, labelled by what
+    tells them apart (`short_run_labels`)."""
     recipes = list(recipes) if recipes is not None else fc.recipes
     grid = _grid(fc, budget)
+    labels_of = {}
+    for recipe in recipes:
+        runs = fc.runs_[fc.runs_["recipe"] == recipe]
+        labels_of[recipe] = short_run_labels([run_id for run_id, _ in runs.groupby("run_id")])
     if ax is not None:
         axes = np.atleast_1d(ax).ravel()
         if len(axes) < len(recipes):
@@ -25,12 +164,16 @@ def plot_fan_chart(fc, *, recipes=None, budget=None, kind="new_run", ax=None, nc
     else:
         ncols = min(ncols, len(recipes))
         nrows = int(np.ceil(len(recipes) / ncols))
-        fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 3.2 * nrows), squeeze=False, sharey=True)
+        legend_rows = _seed_legend_rows(labels_of.values(), 4.2 * 0.8 * _PANEL_FILL)
+        # room under each panel for its seed legend, and above the panels for the shared key
+        height = (3.2 + 0.2 + 0.17 * legend_rows) * nrows + 0.35 + (0.35 if title else 0)
+        fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, height), squeeze=False, sharey=True)
         axes = axes.ravel()
         for extra in axes[len(recipes):]:
             extra.set_visible(False)
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    band_handles = None  # the first panel's bands, median and budget line, named once for the figure
+    band_handles = None  # the first panel's bands, median and reference lines, named once for the figure
+    seeds_of = {}
     for panel, recipe in zip(axes, recipes, strict=False):
         pred = fc.predict(grid, recipe=recipe, kind=kind)
         bands = [
@@ -39,10 +182,11 @@ def plot_fan_chart(fc, *, recipes=None, budget=None, kind="new_run", ax=None, nc
             *panel.plot(pred["compute"], pred["q50"], color="tab:blue", lw=1.6, label="median"),
         ]
         runs = fc.runs_[fc.runs_["recipe"] == recipe]
-        seeds = [panel.plot(run["compute"], run["metric"], ".", ms=4, color=colours[i % len(colours)], alpha=0.8, label=run_id)[0]
-                 for i, (run_id, run) in enumerate(runs.groupby("run_id"))]
+        seeds_of[panel] = [panel.plot(run["compute"], run["metric"], ".", ms=4, color=colours[i % len(colours)], alpha=0.8,
+                                      label=str(run_id))[0]
+                           for i, (run_id, run) in enumerate(runs.groupby("run_id"))]
         # this recipe's own data end: right of it the panel is extrapolation, however far the sweep's other recipes went
-        panel.axvline(float(runs["compute"].max()), color="grey", ls=":", lw=1.2)
+        bands.append(panel.axvline(float(runs["compute"].max()), color="grey", ls=":", lw=1.2, label="last observed"))
         if budget:
             bands.append(panel.axvline(budget, color="black", ls="--", lw=1, label="budget"))
         band_handles = band_handles or bands
@@ -51,15 +195,28 @@ def plot_fan_chart(fc, *, recipes=None, budget=None, kind="new_run", ax=None, nc
         panel.set_xlabel(f"compute ({fc.compute_unit})", fontsize=11)
         panel.tick_params(labelsize=10)
         panel.grid(alpha=0.3)
-        # every panel names its own seeds (colours repeat across panels)
-        panel.legend(handles=seeds, fontsize=8, loc="best", framealpha=0.7)
     axes[0].set_ylabel("metric", fontsize=11)
-    seed_legend = axes[0].get_legend()  # a second legend() replaces the first unless it is kept as an artist
-    axes[0].legend(handles=band_handles, fontsize=8, loc="upper left", framealpha=0.7)
-    axes[0].add_artist(seed_legend)
-    if title:
-        fig.suptitle(title)
-    fig.tight_layout()
+    # the title at the very top (its default place sinks into the key on a tall figure), the key under it
+    suptitle = fig.suptitle(title, y=1.0 - 0.05 / fig.get_figheight(), va="top") if title else None
+    key_top = 1.0 - (0.35 / fig.get_figheight() if title else 0.0)
+    renderer = _renderer(fig)
+    for ncol in range(len(band_handles), 0, -1):  # one row, unless the figure is too narrow for it (one panel)
+        key = fig.legend(handles=band_handles, labels=[h.get_label() for h in band_handles], fontsize=9,
+                         loc="upper center", bbox_to_anchor=(0.5, key_top), ncol=ncol, frameon=False)
+        if ncol == 1 or renderer is None or key.get_window_extent(renderer).width <= 0.98 * fig.bbox.width:
+            break
+        key.remove()
+    key_in = key.get_window_extent(renderer).height / fig.dpi if renderer is not None else 0.3
+    top = key_top - (key_in + 0.05) / fig.get_figheight()  # the panels fill what the key and the title leave
+    if suptitle is not None and renderer is not None:  # tight_layout adds room for a suptitle, already kept above the key
+        pad_in = 1.08 * plt.rcParams["font.size"] / 72  # tight_layout's default pad
+        top += (suptitle.get_window_extent(renderer).height / fig.dpi + pad_in) / fig.get_figheight()
+    rect = (0, 0, 1, top)
+    fig.tight_layout(rect=rect)  # first the panels' widths, which the seed legends' columns fit
+    for panel, recipe in zip(axes, recipes, strict=False):
+        # every panel names its own seeds (colours repeat across panels)
+        _add_seed_legend(panel, seeds_of[panel], labels_of[recipe], renderer)
+    fig.tight_layout(rect=rect)  # then room under each panel for its seed legend
     return fig
 
 

@@ -1,0 +1,191 @@
+"""Fan chart legends: the shared band key and each panel's seed legend never overlap each other,
+never lie on a panel's data area (curves, bands, budget, data-end and target lines), never run
+wider than a panel, and long run ids are shortened to what tells a panel's runs apart."""
+
+from __future__ import annotations
+
+import copy
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import pytest
+from matplotlib.legend import Legend
+from matplotlib.text import Text
+
+from forecast import report as rp
+from forecast.plotting import SEED_LEGEND_CHARS, plot_fan_chart, short_run_labels, trim_label
+
+LONG = "2024-11-30_sweepA_{recipe}_lr3e-4_bs512_seed{seed}"
+KEY_LABELS = ["90%", "50%", "median", "last observed", "budget"]
+
+# ----------------------------------------------------------------------------- labels
+
+
+def test_seed_labels_keep_what_differs_between_the_runs_of_a_panel():
+    ids = [LONG.format(recipe="cispo", seed=s) for s in range(3)]
+    assert short_run_labels(ids) == ["seed0", "seed1", "seed2"]
+    assert short_run_labels(["scalerl_8b-s0", "scalerl_8b-s1"]) == ["s0", "s1"]
+    # a number's own minus and point do not split it
+    assert short_run_labels(["a_lr1e-4_s0", "a_lr3e-4_s0"]) == ["lr1e-4", "lr3e-4"]
+    assert short_run_labels(["x_lr0.001_s0", "x_lr0.003_s0"]) == ["lr0.001", "lr0.003"]
+    # words that vary apart from each other are both kept, the shared ones between them dropped
+    assert short_run_labels(["lr1e-4_bs512_seed0", "lr3e-4_bs512_seed1"]) == ["lr1e-4 seed0", "lr3e-4 seed1"]
+    assert short_run_labels([1, 2]) == ["1", "2"]
+
+
+def test_long_labels_are_trimmed_with_an_ellipsis_and_stay_distinct():
+    one = short_run_labels([LONG.format(recipe="cispo", seed=0)])  # a lone run: nothing to compare with
+    assert len(one[0]) <= SEED_LEGEND_CHARS and "\u2026" in one[0] and one[0].endswith("seed0")
+    ids = [f"{w}-{'x' * 30}-{k}" for k, w in enumerate(["alpha", "beta", "gamma"])]
+    labels = short_run_labels(ids)
+    assert all(len(label) <= SEED_LEGEND_CHARS for label in labels)
+    assert len(set(labels)) == 3
+    # cut ends that would coincide are numbered rather than merged
+    same_ends = [f"{'a' * 30}{k}{'b' * 30}" for k in range(2)]
+    labels = short_run_labels(same_ends, max_chars=12)
+    assert len(set(labels)) == 2 and all(len(label) <= 12 for label in labels)
+    assert trim_label("short") == "short"
+    # ids that differ only in their separators are named whole
+    assert short_run_labels(["a_b", "a-b"]) == ["a_b", "a-b"]
+
+
+# ----------------------------------------------------------------------------- geometry
+
+
+def _renderer(fig):
+    fig.canvas.draw()
+    return fig.canvas.get_renderer()
+
+
+def _panels(fig):
+    return [ax for ax in fig.axes if ax.get_visible()]
+
+
+def _overlap(a, b) -> bool:
+    """Boxes share area (touching edges do not count)."""
+    return min(a.x1, b.x1) - max(a.x0, b.x0) > 0.5 and min(a.y1, b.y1) - max(a.y0, b.y0) > 0.5
+
+
+def _check_legends(fig, n_panels):
+    r = _renderer(fig)
+    panels = _panels(fig)
+    assert len(panels) == n_panels
+    # every legend drawn, the figure's and the panels' (a legend kept with add_artist included)
+    legends = [*fig.legends, *(c for ax in panels for c in ax.get_children() if isinstance(c, Legend))]
+    boxes = [leg.get_window_extent(r) for leg in legends]
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1:]:
+            assert not _overlap(a, b), f"legends overlap: {a} and {b}"
+        for ax in panels:  # the data area: curves, bands, budget, data-end and target lines
+            assert not _overlap(a, ax.bbox), f"a legend lies on the panel {ax.get_title()!r}"
+            assert not _overlap(a, ax.title.get_window_extent(r)), f"a legend covers the title {ax.get_title()!r}"
+            assert not _overlap(a, ax.xaxis.get_tightbbox(r)), f"a legend covers the x axis of {ax.get_title()!r}"
+        # inside the figure: a plain savefig (no bbox_inches="tight") shows them whole
+        assert fig.bbox.x0 - 1 <= a.x0 and a.x1 <= fig.bbox.x1 + 1 and fig.bbox.y0 - 1 <= a.y0 and a.y1 <= fig.bbox.y1 + 1
+    assert len(fig.legends) == 1, "one band key for the whole figure"
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == KEY_LABELS
+    seed_legends = [ax.get_legend() for ax in panels]
+    assert all(leg is not None for leg in seed_legends), "every panel keeps its own seed legend"
+    assert len(legends) == 1 + n_panels
+    for ax, leg in zip(panels, seed_legends, strict=True):
+        assert not {t.get_text() for t in leg.get_texts()} & set(KEY_LABELS), "band entries only in the key"
+        box = leg.get_window_extent(r)
+        assert box.width <= ax.bbox.width, "a seed legend wider than its panel"
+        assert ax.bbox.x0 <= box.x0 and box.x1 <= ax.bbox.x1, "a seed legend sticks out of its panel's column"
+        assert box.y1 <= ax.bbox.y0, "a seed legend sits under its own panel"
+    return r
+
+
+def _with_long_ids(fitted):
+    fc = copy.copy(fitted)
+    runs = fitted.runs_.copy()
+    seed = runs["run_id"].str.rsplit("-s", n=1).str[-1]
+    runs["run_id"] = [LONG.format(recipe=rec, seed=s) for rec, s in zip(runs["recipe"], seed, strict=True)]
+    fc.runs_ = runs
+    return fc
+
+
+def test_fan_chart_legends_overlap_neither_each_other_nor_the_data(fitted):
+    fig = plot_fan_chart(fitted, budget=2e5)
+    try:
+        _check_legends(fig, len(fitted.recipes))
+        for ax in _panels(fig):
+            labels = [t.get_text() for t in ax.get_legend().get_texts()]
+            assert labels == ["s0", "s1"]
+            # its own dotted line at that recipe's last compute
+            last = fitted.runs_.loc[fitted.runs_["recipe"] == ax.get_title(), "compute"].max()
+            dotted = [ln for ln in ax.get_lines() if ln.get_linestyle() == ":"]
+            assert len(dotted) == 1 and dotted[0].get_xdata()[0] == pytest.approx(last)
+    finally:
+        plt.close(fig)
+
+
+def test_long_run_ids_are_shortened_and_do_not_widen_the_panels(fitted):
+    short = plot_fan_chart(fitted, budget=2e5)
+    long = plot_fan_chart(_with_long_ids(fitted), budget=2e5)
+    try:
+        _check_legends(long, len(fitted.recipes))
+        for ax in _panels(long):
+            texts = [t.get_text() for t in ax.get_legend().get_texts()]
+            assert texts == ["seed0", "seed1"]
+            assert all(len(t) <= SEED_LEGEND_CHARS for t in texts)
+        # same figure, same panels: the long ids took no room from the data
+        assert tuple(long.get_size_inches()) == tuple(short.get_size_inches())
+        for a, b in zip(_panels(short), _panels(long), strict=True):
+            assert b.bbox.width == pytest.approx(a.bbox.width, rel=0.02)
+            assert b.bbox.height == pytest.approx(a.bbox.height, rel=0.02)
+    finally:
+        plt.close(short)
+        plt.close(long)
+
+
+def test_many_distinct_long_ids_in_one_panel_stay_under_it(fitted):
+    fc = copy.copy(fitted)
+    runs = fitted.runs_.copy()
+    # eight made-up runs per recipe whose ids differ in several places
+    parts = []
+    for k in range(8):
+        part = runs[runs["run_id"].str.endswith("-s0")].copy()
+        part["run_id"] = part["recipe"] + f"_lr{k}e-4_warmup{100 * k}_bs512_seed{k % 2}"
+        parts.append(part)
+    fc.runs_ = pd.concat(parts, ignore_index=True)
+    fig = plot_fan_chart(fc, budget=2e5, title="a title over the key")
+    try:
+        r = _check_legends(fig, len(fitted.recipes))
+        (title,) = [t for t in fig.get_children() if isinstance(t, Text) and t.get_text() == "a title over the key"]
+        assert not _overlap(title.get_window_extent(r), fig.legends[0].get_window_extent(r))
+        assert title.get_window_extent(r).y1 <= fig.bbox.y1 + 1
+        for ax in _panels(fig):
+            texts = [t.get_text() for t in ax.get_legend().get_texts()]
+            assert len(set(texts)) == 8 and all(len(t) <= SEED_LEGEND_CHARS for t in texts)
+    finally:
+        plt.close(fig)
+
+
+def test_one_panel_key_fits_the_figure(fitted):
+    fig = fitted.plot(recipes="scalerl_8b", budget=2e5)
+    try:
+        _check_legends(fig, 1)
+    finally:
+        plt.close(fig)
+
+
+def test_report_fan_chart_keeps_legends_off_the_target_line(fitted, monkeypatch):
+    """The report draws its target line after plot_fan_chart; it lies inside the panels, where no
+    legend is."""
+    seen = {}
+    monkeypatch.setattr(rp, "figure_png", lambda fig, **kw: seen.setdefault("fig", fig) and b"")
+    rp.fan_chart_png(fitted, 2e5, 0.6, recipes=list(fitted.recipes))
+    fig = seen["fig"]
+    try:
+        r = _check_legends(fig, len(fitted.recipes))
+        for ax in _panels(fig):
+            target = [ln for ln in ax.get_lines() if ln.get_linestyle() == "-."]
+            assert len(target) == 1
+            y = ax.transData.transform((1.0, 0.6))[1]
+            assert ax.bbox.y0 < y < ax.bbox.y1
+            for leg in [ax.get_legend(), *fig.legends]:
+                box = leg.get_window_extent(r)
+                assert not (box.y0 <= y <= box.y1 and min(box.x1, ax.bbox.x1) > max(box.x0, ax.bbox.x0))
+    finally:
+        plt.close(fig)
