@@ -502,13 +502,18 @@ class ScalingForecaster:
             "R0": expit(r0),
         }
 
-    def sample_curves(self, compute, *, recipe=None, run_id=None, kind="new_run", noise=True, rng=None, eval_noise=True) -> np.ndarray:
+    def sample_curves(self, compute, *, recipe=None, run_id=None, kind="new_run", noise=True, rng=None, eval_noise=True,
+                      shared_noise=False) -> np.ndarray:
         """Posterior predictive draws of the metric at `compute`: array (n_draws, len(compute)).
 
         noise=True predicts an evaluation (with evaluation noise, wander and extrapolation
         uncertainty); noise=False gives the underlying curve only. eval_noise=False (with
         noise=True) leaves out the white evaluation noise of the predicted points: the true
         pass rate of the checkpoint there, which is what decisions between runs are about.
+        The noise of each compute is drawn from a stream keyed by that compute, independent
+        across computes. shared_noise=True uses one standard normal per draw at every compute
+        instead: each compute's distribution is the same, but draw i is not a path (for
+        marginal summaries, as predict() makes: its quantile curves are then smooth in compute).
         """
         compute = np.atleast_1d(np.asarray(compute, dtype=float))
         if np.any(~np.isfinite(compute)) or np.any(compute <= 0):
@@ -546,7 +551,8 @@ class ScalingForecaster:
             horizon = np.clip(np.log2(compute / c_max), 0, None)[None, :]
         level_var = self.level_sd**2 + (self.level_wander_ratio * wander_sd) ** 2
         var = var + (self.horizon_sd * horizon) ** 2 + level_var * (1 - 2.0 ** (-horizon))
-        draws = curve + mean + np.sqrt(np.maximum(var, 0)) * _normals_keyed_by_compute(rng, compute, curve.shape[0])
+        z = rng.standard_normal((curve.shape[0], 1)) if shared_noise else _normals_keyed_by_compute(rng, compute, curve.shape[0])
+        draws = curve + mean + np.sqrt(np.maximum(var, 0)) * z
         return np.clip(draws, 0.0, 1.0)
 
     # ------------------------------------------------------------------ tidy views
@@ -580,7 +586,9 @@ class ScalingForecaster:
             pairs = [(r, None) for r in ([recipe] if recipe is not None else self.recipes)]
         rows = []
         for rec, run in pairs:
-            draws = self.sample_curves(compute, recipe=rec, run_id=run, kind=kind, noise=noise)
+            # quantiles per compute only: one normal per draw keeps them smooth along compute and
+            # the same at a compute whatever else is asked (no Monte Carlo jitter between calls)
+            draws = self.sample_curves(compute, recipe=rec, run_id=run, kind=kind, noise=noise, shared_noise=True)
             qs = np.quantile(draws, quantiles, axis=0)
             for j, c in enumerate(compute):
                 row = {"recipe": rec, "run_id": run, "kind": kind, "compute": c, "mean": float(draws[:, j].mean())}
