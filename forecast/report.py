@@ -270,8 +270,15 @@ def stop_advice(fc, budget: float, target: float | None) -> tuple[StopAdvice | N
     budgets = {run: max(float(budget), float(last[run])) for run in fc.run_ids}
     recs = recommend_runs(fc, budgets, EarlyStopConfig(target=target))
     recipe_of = fc.runs_.groupby("run_id")["recipe"].first()
+
+    def reason(run, rec):
+        if rec.rule == "budget_reached" and last[run] >= budget:  # its own compute is not a budget anyone set
+            return (f"stop: already at {fmt_compute(last[run])} {fc.compute_unit}, at or past the report's budget "
+                    f"({fmt_compute(budget)})")
+        return rec.message
+
     rows = [
-        {"run_id": run, "recipe": recipe_of[run], "decision": rec.action, "rule": rec.rule, "reason": rec.message}
+        {"run_id": run, "recipe": recipe_of[run], "decision": rec.action, "rule": rec.rule, "reason": reason(run, rec)}
         for run, rec in recs.items()
     ]
     table = pd.DataFrame(rows)

@@ -439,3 +439,12 @@ def test_a_target_chosen_for_the_page_stops_no_run_and_says_it_was_chosen(fitted
     assert "no target rule" in data.stop_advice.source
     assert rp.esc(rp.TARGET_CHOSEN_NOTE) in rp.header_html(data) and rp.report_summary(data)["target_chosen"] is True
     assert data.recommendation.headline.startswith("No recipe is likely to reach 0.95")
+
+
+def test_a_run_past_the_reports_budget_is_told_so_in_the_reports_terms(fitted):
+    last = fitted.runs_.groupby("run_id")["compute"].max()
+    budget = float(last.min())  # every run is at or past it
+    advice, _ = rp.stop_advice(fitted, budget, None)
+    reasons = advice.table.set_index("run_id")["reason"]
+    assert (advice.table["rule"] == "budget_reached").all()
+    assert all("at or past the report's budget" in reasons[run] for run in fitted.run_ids)
