@@ -96,24 +96,35 @@ def warn_ignored(flags: list[str], why: str) -> None:
         warn(f"{', '.join(flags)} {'has' if len(flags) == 1 else 'have'} no effect: {why}")
 
 
-INPUT_SUFFIXES = {".nc", ".csv", ".jsonl", ".json", ".parquet"}
-
-
 def _check_output_file(path, flag: str, example: str, source=None) -> None:
-    """An output file must not be a folder, nor the input it is made from (a run table, a saved
-    fit, or a data file inside the input folder); checked before any work, not after a long fit."""
+    """An output file must not be a folder, nor an input of the command: the run table or saved
+    fit it reads, or a file the folder it reads would take as a run table next time (checked
+    before any work, not after a long fit)."""
     if path is None:
         return
     out = Path(path)
     if out.is_dir():
         raise BadInput(f"{flag} {path}: is a folder; give a file name, e.g. {out / example}")
-    if source is None or not out.exists():
-        return
-    source = Path(source)
-    inside = source.is_dir() and out.resolve().parent == source.resolve() and out.suffix in INPUT_SUFFIXES
-    if out.resolve() == source.resolve() or inside:
-        raise BadInput(f"{flag} {path}: would overwrite the input {'in ' if inside else ''}{source}; "
-                       f"give another file name, e.g. {example}")
+    if source is not None and _read_as_input(out, Path(source)):
+        raise BadInput(f"{flag} {path}: is, or would become, an input read from {source}; write it elsewhere, "
+                       f"e.g. {Path(source).resolve().parent / example}")
+
+
+def _read_as_input(out: Path, source: Path) -> bool:
+    """Whether a file at `out` is read when `source` is: the file itself, a saved fit's fit.nc, or
+    in a folder of run files one that load_runs would pick up (run logs win, as in forecast.data)."""
+    from .data import RUN_LOG_NAME, SUPPORTED_SUFFIXES
+
+    out, source = out.resolve(), source.resolve()
+    if out == source:
+        return True
+    if not source.is_dir() or source not in out.parents:
+        return False
+    if out == source / "fit.nc":
+        return True
+    if any(source.rglob(RUN_LOG_NAME)):
+        return out.name == RUN_LOG_NAME
+    return out.suffix.lower() in SUPPORTED_SUFFIXES
 
 
 def _positive_finite(value: float) -> bool:

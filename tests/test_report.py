@@ -312,7 +312,7 @@ def test_cli_report_bad_input_exits_2(tmp_path, capsys, args, message):
 
 
 def test_cli_report_refuses_to_overwrite_its_input(tmp_path, capsys):
-    from forecast.cli import main
+    from forecast.cli import _read_as_input, main
 
     runs = tmp_path / "runs.csv"
     text = "run_id,recipe,compute,metric\na,r,1,0.1\na,r,2,0.2\n"
@@ -321,11 +321,20 @@ def test_cli_report_refuses_to_overwrite_its_input(tmp_path, capsys):
     fit_dir.mkdir()
     (fit_dir / "fit.nc").write_bytes(b"not touched")
     assert main(["report", str(runs), "-o", str(runs), "--fast"]) == 2
-    assert "would overwrite the input" in capsys.readouterr().err and runs.read_text() == text
+    assert "is, or would become, an input read from" in capsys.readouterr().err and runs.read_text() == text
     assert main(["report", str(fit_dir), "-o", str(fit_dir / "fit.nc")]) == 2
-    assert "would overwrite the input in" in capsys.readouterr().err
+    assert "is, or would become, an input read from" in capsys.readouterr().err
     assert (fit_dir / "fit.nc").read_bytes() == b"not touched"
     assert main(["backtest", str(runs), "--out", str(runs)]) == 2 and runs.read_text() == text
+    # a folder of run logs reads only its logs: a result written beside them can be written again
+    sweep = tmp_path / "sweep"
+    (sweep / "a-s0").mkdir(parents=True)
+    (sweep / "a-s0" / "evals.jsonl").write_text("")
+    assert not _read_as_input(sweep / "backtest.json", sweep) and _read_as_input(sweep / "a-s0" / "evals.jsonl", sweep)
+    # a folder of tables reads every table in it: a JSON result there would be read as runs next time
+    tables = tmp_path / "tables"
+    tables.mkdir()
+    assert _read_as_input(tables / "backtest.JSON", tables) and not _read_as_input(tables / "report.html", tables)
 
 
 def test_cli_report_missing_file_exits_2(tmp_path, capsys):

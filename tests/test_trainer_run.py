@@ -295,6 +295,22 @@ def test_resume_after_the_stop_record_but_before_the_summary_keeps_the_stop(tmp_
     assert (run / "evals.jsonl").read_text() == evals and (run / "stopped.json").read_text() == stop_record
 
 
+def test_deleting_the_stop_record_and_resuming_trains_on(tmp_path, warm_cache, monkeypatch):
+    """The README's way to overrule a stop: delete stopped.json and --resume. The question at the
+    checkpoint was answered, so it is not asked again (it would say stop again on the same data)."""
+    run = tmp_path / "run"
+    calls = fake_advisor(monkeypatch, lambda call, evals: "stop")
+    assert train(tiny(run, warm_cache, max_steps=40, eval_every=2, advisor_every=1))["steps"] == 2
+    assert calls == [1] and not (run / "advisor_asking.json").exists()
+    (run / "stopped.json").unlink()
+    (run / "summary.json").unlink()
+
+    calls = fake_advisor(monkeypatch, lambda call, evals: "stop" if len(evals) >= 3 else "continue")
+    assert main(["train", "--out", str(run), "--resume"]) == 0
+    assert calls == [2, 3]  # trained on to its next questions, not stopped again at step 2
+    assert json.loads((run / "summary.json").read_text())["steps"] == 6
+
+
 @pytest.mark.parametrize("flags, field", [
     (["--seed", "7"], "seed"), (["--recipe", "other"], "recipe"), (["--run-id", "other-s0"], "run_id"),
 ])

@@ -151,7 +151,7 @@ def combine(out, run_dirs):
 def slim_down(out, run_dirs):
     """Keep what a reader of the sweep needs (config, evals, baseline, summary); drop the rest."""
     for d in run_dirs:
-        for name in ("ckpt.pt", "train_log.jsonl", "stdout.log", ".lock"):
+        for name in ("ckpt.pt", "train_log.jsonl", "stdout.log", ".lock", "advisor_asking.json"):
             path = os.path.join(d, name)
             if os.path.exists(path):
                 os.remove(path)

@@ -94,7 +94,7 @@ def run_paths(cfg):
         config=join(cfg.out, "config.json"), evals=join(cfg.out, "evals.jsonl"),
         train_log=join(cfg.out, "train_log.jsonl"), ckpt=join(cfg.out, "ckpt.pt"),
         baseline=join(cfg.out, "baseline.json"), stopped=join(cfg.out, "stopped.json"),
-        summary=join(cfg.out, "summary.json"),
+        summary=join(cfg.out, "summary.json"), asking=join(cfg.out, "advisor_asking.json"),
     )
 
 
@@ -557,6 +557,8 @@ def run_training(cfg):
             if rank == 0:
                 append_jsonl(paths["evals"], row)  # before the checkpoint: see "Crash safety" above
                 eval_rows.append(row)
+                if advisor_due(cfg, step):  # the question is open from before the checkpoint: see advise()
+                    atomic_write_json(paths["asking"], dict(step=step))
                 if not pending:  # round boundary (always, except a final step mid-round)
                     save_checkpoint(cfg, model, optimizer, state)
                 print(f"[{cfg.run_id}] step {step}  pass {metric:.3f}  reward {metrics['reward']:.3f}  "
@@ -568,6 +570,8 @@ def run_training(cfg):
         save_checkpoint(cfg, model, optimizer, state)
         if stopped is not None:
             atomic_write_json(paths["stopped"], dict(step=state["step"], compute=state["compute"], advice=stopped))
+        if os.path.exists(paths["asking"]):  # the question is answered, and its answer recorded
+            os.remove(paths["asking"])
         summary = dict(run_id=cfg.run_id, recipe=cfg.recipe, seed=cfg.seed, r0=state["r0"],
                        final_metric=eval_rows[-1]["metric"] if eval_rows else state["r0"],
                        steps=state["step"], compute=state["compute"], device_seconds=state["device_seconds"],
@@ -593,25 +597,46 @@ def resumed_advice(cfg, eval_rows, state, rank, world):
     the advisor is asked about it, and a kill often lands during that (slow) question:
       - stopped.json is there but summary.json is not (killed after the stop was recorded): the stop
         stands, and the run only writes its summary;
-      - the checkpoint's step is one the advisor is due at: it is asked (again) now, before any
-        training, instead of skipping to its next turn with the stop it may have said unheard.
+      - the question at the checkpoint's step was left open (advisor_asking.json names that step):
+        it is asked again now, before any training, instead of skipping to the advisor's next turn
+        with the stop it may have said unheard. An answered question is not asked again: after a
+        continue, or a stop whose stopped.json the user deleted to train on, the run trains on.
     Returns the stop advice (a dict) or None."""
-    record = read_stop_record(run_paths(cfg)["stopped"])
+    paths = run_paths(cfg)
+    record = read_stop_record(paths["stopped"])
     if record is not None:
         return record["advice"]
     step = state["step"]
-    if step >= cfg.max_steps or not advisor_due(cfg, step):
+    if step >= cfg.max_steps or not advisor_due(cfg, step) or asked_at(paths["asking"]) != step:
+        # answered (a continue, or a stop whose stopped.json the user deleted to train on) or never asked
         return None
     logged = rank == 0 and bool(eval_rows) and eval_rows[-1].get("step") == step
     return broadcast_object(advise(cfg, eval_rows, state) if logged else None, world)
 
 
 def advise(cfg, eval_rows, state):
-    """The advisor's recommendation as a dict when it says stop, else None."""
+    """The advisor's recommendation as a dict when it says stop, else None. While the (slow)
+    question is open, advisor_asking.json names its step (written before the checkpoint of that
+    step, so no kill falls between them): a run killed then asks it again on --resume. It goes
+    when the answer is a continue, or once a stop is recorded in stopped.json."""
+    asking = run_paths(cfg)["asking"]
+    atomic_write_json(asking, dict(step=state["step"]))  # again: a resumed run asks from here
     planned = cfg.advisor_budget or state["compute"] / state["step"] * cfg.max_steps
     rec = consult_advisor(cfg, eval_rows, planned)
     print(f"[{cfg.run_id}] {advice_line(rec.action, rec.rule, rec.message, rec.details)}", flush=True)
-    return rec.to_dict() if rec.action == "stop" else None
+    if rec.action != "stop":
+        os.remove(asking)
+        return None
+    return rec.to_dict()
+
+
+def asked_at(path):
+    """The step of a question to the advisor left open by a kill, or None."""
+    try:
+        with open(path) as f:
+            return json.load(f)["step"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def advice_reason(action, message):
