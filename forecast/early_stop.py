@@ -751,16 +751,44 @@ def fit_for_advice(table: pd.DataFrame, *, random_seed=0, pad_to: int | None = N
 _ADVICE_FITS: dict = {}
 
 
-def _reference_table(reference_path, live_run_id: str) -> pd.DataFrame | None:
-    """Reference runs from a run table or folder, without the live run itself (a sweep folder
-    given as reference usually contains this run's own log) and without runs too short to fit."""
+REFERENCE_PREFIX = "ref:"
+
+
+def reference_rows(reference: pd.DataFrame, live: pd.DataFrame) -> pd.DataFrame:
+    """The reference table, kept apart from the live runs. The trainer names runs recipe-s{seed},
+    so an earlier sweep's runs share names with this one's: a reference run named like a live
+    run is the same run when the evaluations both hold (at the same computes) agree, and is left
+    out for the live log (the reference is this sweep's own folder or table); otherwise it is
+    another run and is renamed 'ref:NAME' (one run of two logs would be judged as finished, or
+    refused as duplicated rows)."""
+    if reference.empty or live.empty:
+        return reference
+    ids = reference["run_id"].astype(str)
+    live_ids = live["run_id"].astype(str)
+    same, other = set(), set()
+    for run in set(ids) & set(live_ids):
+        mine = live.loc[live_ids == run, ["compute", "metric"]].astype(float)
+        theirs = reference.loc[ids == run, ["compute", "metric"]].astype(float)
+        both = mine.merge(theirs, on="compute", suffixes=("_live", "_ref"))
+        agree = len(both) > 0 and np.allclose(both["metric_live"], both["metric_ref"])
+        (same if agree else other).add(run)
+    kept = reference[~ids.isin(same)].copy()
+    kept_ids = kept["run_id"].astype(str)
+    kept["run_id"] = kept_ids.where(~kept_ids.isin(other), REFERENCE_PREFIX + kept_ids)
+    return kept
+
+
+def _reference_table(reference_path, live: pd.DataFrame) -> pd.DataFrame | None:
+    """Reference runs from a run table or folder, kept apart from the live run as `forecast watch`
+    keeps them (reference_rows: a sweep folder given as reference usually holds this run's own log,
+    an earlier sweep a run of the same name), and without runs too short to fit."""
     if reference_path is None or str(reference_path) == "":
         return None
     from .data import read_table
 
     table = read_table(Path(reference_path))
     if "run_id" in table:
-        table = table[table["run_id"].astype(str) != str(live_run_id)]
+        table = reference_rows(table, live)
         sizes = table.groupby("run_id")["run_id"].transform("size")
         table = table[sizes >= 2]
     return table if len(table) else None
@@ -806,7 +834,7 @@ def trainer_advice(
 
     live = validate_runs(evals)
     try:
-        reference = _reference_table(reference_path, run_id)
+        reference = _reference_table(reference_path, live)
         table = live if reference is None else validate_runs(pd.concat([reference, live], ignore_index=True))
     except RunDataError as err:
         # a misconfigured reference must not kill a training run: say so, and keep training

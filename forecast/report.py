@@ -241,8 +241,10 @@ def builtin_recommendation(table: pd.DataFrame, budget: float, unit: str, target
 # missing (a trimmed install), the report falls back to the built-in P(best) rule and says so.
 
 
-def scale_decision(fc, budget: float, target: float | None) -> tuple[pd.DataFrame, Recommendation, list[str]]:
-    """(recipe table, recommendation, notes) for the budget."""
+def scale_decision(fc, budget: float, target: float | None, *, target_chosen: bool = False
+                   ) -> tuple[pd.DataFrame, Recommendation, list[str]]:
+    """(recipe table, recommendation, notes) for the budget. A target chosen for the page fills the
+    table's target columns but stays out of the recommendation: nobody asked that question."""
     try:
         from .decisions import decide, decide_split
     except ImportError:
@@ -250,6 +252,10 @@ def scale_decision(fc, budget: float, target: float | None) -> tuple[pd.DataFram
         note = "forecast.decisions is not installed: the recommendation uses the built-in P(best) rule."
         return table, builtin_recommendation(table, budget, fc.compute_unit, target), [note]
     decision = decide(fc, budget, target=target)
+    if target_chosen:
+        from .decisions import recommend_text
+
+        decision.recommendation = recommend_text(decision.table, budget=budget, unit=fc.compute_unit)
     table = add_asymptotes(table_from_decision(decision.table), fc)
     extra = []
     if len(fc.recipes) > 1:
@@ -375,7 +381,7 @@ def collect_report(fc, *, budget=None, target=None, target_chosen: bool = False,
     if target is not None and not 0 < target < 1:
         raise ValueError(f"target must lie in (0, 1), got {target}")
     steps = tqdm(total=5, desc="report", disable=not progress, leave=False)
-    table, recommendation, notes = scale_decision(fc, budget, target)
+    table, recommendation, notes = scale_decision(fc, budget, target, target_chosen=target_chosen)
     steps.update()
     advice, stop_notes = stop_advice(fc, budget, None if target_chosen else target)
     if advice is not None and target_chosen:

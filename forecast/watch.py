@@ -38,6 +38,7 @@ from .early_stop import (
     fit_for_advice,
     recent_comparison_stops,
     recommend_runs,
+    reference_rows,
 )
 from .io import atomic_write_json
 
@@ -213,29 +214,6 @@ def poll(
     for run in finished | set(state.refused):  # a refused run's earlier advice would read as current
         state.latest.pop(run, None)
     return new
-
-
-REFERENCE_PREFIX = "ref:"
-
-
-def reference_rows(reference: pd.DataFrame, live: pd.DataFrame) -> pd.DataFrame:
-    """The reference table, kept apart from the live runs. The trainer names runs recipe-s{seed},
-    so an earlier sweep's runs share names with this one's: a reference run named like a live
-    run but with other rows is another run and is renamed 'ref:NAME' (one run of two logs would be
-    judged as finished, or refused as duplicated rows); one whose rows match the live run's
-    (the reference is this sweep's own table) is the same run and is left out for the live log."""
-    if reference.empty or live.empty:
-        return reference
-    live_first = live.sort_values("compute").groupby(live["run_id"].astype(str))[["compute", "metric"]].first()
-    ids = reference["run_id"].astype(str)
-    ref_first = reference.assign(run_id=ids).sort_values("compute").groupby("run_id")[["compute", "metric"]].first()
-    clashes = ref_first.index.intersection(live_first.index)
-    same = [r for r in clashes if np.allclose(ref_first.loc[r].to_numpy(float), live_first.loc[r].to_numpy(float))]
-    other = set(clashes) - set(same)
-    kept = reference[~ids.isin(same)].copy()
-    kept_ids = kept["run_id"].astype(str)
-    kept["run_id"] = kept_ids.where(~kept_ids.isin(other), REFERENCE_PREFIX + kept_ids)
-    return kept
 
 
 def _validated_together(fit_rows: pd.DataFrame, counts: dict, state: WatchState) -> pd.DataFrame:

@@ -105,3 +105,20 @@ def test_the_printed_advice_names_the_action_once_and_warns_of_an_unconverged_st
     assert "R-hat up to 1.080" in stop and "3 divergent transitions" in stop and "bulk ESS as low as 90" in stop
     # a continue ends nothing, so its line stays short
     assert "warning" not in train_module.advice_line("continue", "saturated", "continue: x", unconverged)
+
+
+def test_the_trainers_reference_keeps_an_earlier_sweeps_run_of_the_same_name(tmp_path):
+    """As forecast watch does (reference_rows): the trainer names runs recipe-s{seed}, so an earlier
+    sweep's dapo-s0 is another run to compare with, while this sweep's own log of it is the run itself."""
+    import pandas as pd
+
+    from forecast.early_stop import _reference_table
+
+    live = pd.DataFrame({"run_id": ["dapo-s0"] * 2, "recipe": ["dapo"] * 2, "compute": [1.0, 2.0], "metric": [0.2, 0.3]})
+    earlier = pd.DataFrame({"run_id": ["dapo-s0"] * 3, "recipe": ["dapo"] * 3, "compute": [1.0, 2.0, 4.0],
+                            "metric": [0.25, 0.33, 0.4]})
+    earlier.to_csv(tmp_path / "earlier.csv", index=False)
+    assert set(_reference_table(tmp_path / "earlier.csv", live)["run_id"]) == {"ref:dapo-s0"}
+    own = pd.concat([live, earlier.assign(run_id="grpo-s0", recipe="grpo")], ignore_index=True)
+    own.to_csv(tmp_path / "own.csv", index=False)
+    assert set(_reference_table(tmp_path / "own.csv", live)["run_id"]) == {"grpo-s0"}

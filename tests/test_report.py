@@ -447,7 +447,11 @@ def test_a_target_chosen_for_the_page_stops_no_run_and_says_it_was_chosen(fitted
     assert not (data.stop_advice.table["rule"] == "reach_target").any()
     assert "no target rule" in data.stop_advice.source
     assert rp.esc(rp.TARGET_CHOSEN_NOTE) in rp.header_html(data) and rp.report_summary(data)["target_chosen"] is True
-    assert data.recommendation.headline.startswith("No recipe is likely to reach 0.95")
+    # nobody asked about the chosen target: the recommendation is about the budget alone
+    said = " ".join([data.recommendation.headline, *data.recommendation.reasons])
+    assert "reach 0.95" not in said and ">= 0.95" not in said
+    asked = rp.collect_report(fitted, budget=budget, target=0.95)
+    assert asked.recommendation.headline.startswith("No recipe is likely to reach 0.95")
 
 
 def test_a_run_past_the_reports_budget_is_told_so_in_the_reports_terms(fitted):

@@ -285,7 +285,7 @@ def test_watch_says_so_when_the_last_run_finishes_without_a_new_row(sweep):
 def test_reference_runs_named_like_live_runs_are_kept_apart():
     import pandas as pd
 
-    from forecast.watch import reference_rows
+    from forecast.early_stop import reference_rows
 
     live = pd.DataFrame({"run_id": ["a-s0", "a-s0", "b-s0"], "recipe": ["a", "a", "b"],
                          "compute": [1.0, 2.0, 1.0], "metric": [0.2, 0.3, 0.25]})
