@@ -16,13 +16,15 @@ threshold, or when the gain it is expected to add over that trial, per budget of
 is below min_gain_per_compute (forecast.early_stop's beats_best and gain_per_compute rules and
 defaults; plus the target rule when a target is set). A trial that is ahead of the best completed
 trial where it stands now is not pruned by those two comparisons (keep_leader). The first trial
-has nothing to compare with and is never pruned. Unlike MedianPruner it compares forecasts at the
-planned budget, not values at the same step, so a slow starter with a higher ceiling survives.
+has nothing to compare with and is never pruned (unless a target is set: the target rule judges
+it on its own). Unlike MedianPruner it compares forecasts at the planned budget, not values at the
+same step, so a slow starter with a higher ceiling survives.
 
 Steps are compute (`step_to_compute` maps other step units to compute; steps <= 0 are ignored,
-the curve needs compute > 0). Values must be rates in [0, 1]; for a minimised error rate the
-pruner works on 1 - value. Why each trial was (or was not) pruned is kept in `pruner.advice`
-(trial number -> Recommendation) and logged.
+the curve needs compute > 0). Unlike MedianPruner's, `n_warmup_steps` and `interval_steps` count
+reports, not steps (a trial that reaches max_step inside the warm-up is warned about once). Values
+must be rates in [0, 1]; for a minimised error rate the pruner works on 1 - value. Why each trial
+was (or was not) pruned is kept in `pruner.advice` (trial number -> Recommendation) and logged.
 
 The saturation rule is off by default here: Optuna never makes a pruned trial the study's best
 trial, so pruning a leader because it has flattened would throw the leader away.
@@ -108,18 +110,42 @@ class ForecastPruner(BasePruner):
         self.n_fits = 0
         self._previous = {}  # trial number -> its last fit, refitted at its next report
         self._warned_max_step = False
+        self._warned_warmup = False
+
+    def _usable_reports(self, trial) -> int:
+        """How many of a trial's reports a fit can use: compute > 0 and a finite value (trial_table's rows)."""
+        return sum(1 for step, value in trial.intermediate_values.items()
+                   if value is not None and np.isfinite(value) and float(self.step_to_compute(step)) > 0)
 
     def _best_completed(self, study):
         complete = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if t.value is not None]
-        complete = [t for t in complete if len(t.intermediate_values) >= 2]
+        # a curve needs two points: a trial whose other reports were at step 0 or NaN cannot be a reference
+        # (its one row would make every later check's fit refuse the table, failing the trial being checked)
+        complete = [t for t in complete if self._usable_reports(t) >= 2]
         if not complete:
             return None
         pick = min if study.direction == StudyDirection.MINIMIZE else max
         return pick(complete, key=lambda t: t.value)
 
+    def _warn_if_warmup_outlasts_trial(self, trial, n_reports: int) -> None:
+        """Warn once when a trial reaches max_step still inside the warm-up: n_warmup_steps counts reports,
+        where MedianPruner's counts steps, so MedianPruner's value (say 1000 training steps) would mean
+        1000 reports here and the pruner would never prune, in silence."""
+        if self._warned_warmup or not trial.intermediate_values:
+            return
+        if float(self.step_to_compute(max(trial.intermediate_values))) < float(self.step_to_compute(self.max_step)):
+            return
+        self._warned_warmup = True
+        warnings.warn(f"ForecastPruner: trial {trial.number} reached max_step after {n_reports} report(s), fewer than "
+                      f"n_warmup_steps={self.n_warmup_steps}, so it could never be pruned; n_warmup_steps counts "
+                      "reports (unlike MedianPruner's, which is a step)", UserWarning, stacklevel=3)
+
     def prune(self, study: optuna.study.Study, trial: optuna.trial.FrozenTrial) -> bool:
         n_reports = len(trial.intermediate_values)
-        if n_reports < self.n_warmup_steps or (n_reports - self.n_warmup_steps) % self.interval_steps:
+        if n_reports < self.n_warmup_steps:
+            self._warn_if_warmup_outlasts_trial(trial, n_reports)
+            return False
+        if (n_reports - self.n_warmup_steps) % self.interval_steps:
             return False
         minimize = study.direction == StudyDirection.MINIMIZE
         convert = dict(minimize=minimize, step_to_compute=self.step_to_compute, n_eval=self.n_eval)
@@ -130,9 +156,14 @@ class ForecastPruner(BasePruner):
         budget = float(self.step_to_compute(self.max_step))
         if table["compute"].max() >= budget:
             # the trial is done: pruning now would only discard its result (the last advice before it stands)
+            # in the unit trial.report uses (the compute beside it where step_to_compute maps steps to another unit)
+            last = max(s for s in trial.intermediate_values if float(self.step_to_compute(s)) >= budget)
+            mapped = (float(self.step_to_compute(last)), budget) != (float(last), float(self.max_step))
+            at = f" (compute {float(self.step_to_compute(last)):g})" if mapped else ""
+            planned = f" (compute {budget:g})" if mapped else ""
             self.advice.setdefault(trial.number, Recommendation(
-                CONTINUE, "at_budget", f"continue: reported step {table['compute'].max():g} is at or past max_step "
-                f"({budget:g}); nothing is left to save", run_id=run_id))
+                CONTINUE, "at_budget", f"continue: reported step {last:g}{at} is at or past max_step "
+                f"{self.max_step:g}{planned}; nothing is left to save", run_id=run_id))
             if table["compute"].min() >= budget and not self._warned_max_step:
                 # every report past max_step from the first: a step unit mix-up, and the pruner would never prune
                 self._warned_max_step = True

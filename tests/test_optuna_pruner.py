@@ -87,3 +87,56 @@ def _no_warning():
             yield
 
     return guard()
+
+
+@pytest.mark.parametrize("reference", [
+    {0: 0.2, 3000: 0.6},  # an initial evaluation at step 0 (compute 0 is not on the curve) and a final one
+    {1000: float("nan"), 3000: 0.6},  # an evaluation that failed (NaN) and a final one
+])
+def test_a_completed_trial_with_one_usable_report_is_not_taken_as_the_reference(reference):
+    # it used to be: its one row made the fit refuse the table, so every later trial's should_prune raised
+    pruner = ForecastPruner(max_step=STEPS[-1])
+    study = optuna.create_study(direction="maximize", pruner=pruner)
+    study.add_trial(optuna.trial.create_trial(value=0.6, intermediate_values=reference))
+    trial = study.ask()
+    for step in STEPS[:5]:
+        trial.report(0.3, step)
+    assert trial.should_prune() is False
+    assert pruner.advice[trial.number].rule == "no_reference" and pruner.n_fits == 0
+
+
+def test_n_warmup_steps_given_in_steps_as_for_median_pruner_warns_once_instead_of_never_pruning_in_silence():
+    # MedianPruner(n_warmup_steps=STEPS[3]) is a step; here it counts reports, so no trial reaches it
+    pruner = ForecastPruner(max_step=STEPS[-1], n_warmup_steps=STEPS[3])
+    study = optuna.create_study(direction="maximize", pruner=pruner)
+    for number in range(2):
+        trial = study.ask()
+        for i, step in enumerate(STEPS):
+            trial.report(0.3, step)
+            last = number == 0 and i == len(STEPS) - 1
+            with pytest.warns(UserWarning, match="n_warmup_steps counts reports") if last else _no_warning():
+                assert trial.should_prune() is False
+        study.tell(trial, 0.3)
+    assert pruner.n_fits == 0
+
+
+def test_the_at_budget_reason_names_steps_in_the_unit_trial_report_uses():
+    # 1 training step = 2 units of compute: the reason used to say "reported step 16000 ... max_step (16000)"
+    # for a trial that reported step 8000 with max_step=8000
+    pruner = ForecastPruner(max_step=8000, step_to_compute=lambda step: 2.0 * step)
+    study = optuna.create_study(direction="maximize", pruner=pruner)
+    trial = study.ask()
+    for step, value in zip([1000, 2000, 4000, 8000], [0.2, 0.3, 0.4, 0.45], strict=True):
+        trial.report(value, step)
+    assert trial.should_prune() is False
+    why = pruner.advice[trial.number]
+    assert why.rule == "at_budget"
+    assert why.message == ("continue: reported step 8000 (compute 16000) is at or past max_step 8000 (compute 16000); "
+                           "nothing is left to save")
+    plain = ForecastPruner(max_step=8000)  # steps are compute: said once
+    trial = study.ask()
+    for step, value in zip([1000, 2000, 4000, 9000], [0.2, 0.3, 0.4, 0.45], strict=True):
+        trial.report(value, step)
+    assert plain.prune(study, study.trials[-1]) is False
+    assert plain.advice[trial.number].message == ("continue: reported step 9000 is at or past max_step 8000; "
+                                                  "nothing is left to save")
