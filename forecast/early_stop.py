@@ -318,21 +318,35 @@ def check_gain_per_compute(this: np.ndarray, alternatives: Mapping[str, np.ndarr
 COMPARISON_RULES = ("beats_best", "gain_per_compute")
 
 
+def _shown_against(value: float, threshold: float, fired: bool, digits: int) -> str:
+    """`value` with as many digits as it takes for the printed comparison to read true: 0.097
+    against 0.1 is '0.097 < 0.1', not '0.10 < 0.1'."""
+    for more in range(4):
+        text = f"{value:.{digits + more}f}"
+        if (float(text) < threshold) == fired:
+            return text
+    return f"{value:.6g}"
+
+
 def _beats_text(check: dict) -> str:
     by = f" by {check['margin']:g}" if check["margin"] else ""
-    return f"P(beats best '{check['alternative']}'{by} at {check['budget']:.3g}, {check['budget_ratio']:.1f}x now) = {check['value']:.2f}"
+    value = _shown_against(check["value"], check["threshold"], check["fired"], 2)
+    return f"P(beats best '{check['alternative']}'{by} at {check['budget']:.3g}, {check['budget_ratio']:.1f}x now) = {value}"
 
 
 def _describe(check: dict) -> str:
     if check["rule"] == "beats_best":
         text = _beats_text(check)
     elif check["rule"] == "gain_per_compute":
+        value = _shown_against(check["value"], check["threshold"], check["fired"], 4)
         text = (f"expected gain over the best of {check['n_alternatives']} other run(s) = {check['gain']:.4f} "
-                f"for {check['compute_left']:.2f} typical budgets of compute left = {check['value']:.4f} per budget")
+                f"for {check['compute_left']:.2f} typical budgets of compute left = {value} per budget")
     elif check["rule"] == "reach_target":
-        text = f"P(reaches {check['target']:g} by {check['budget']:.3g}) = {check['value']:.2f}"
+        value = _shown_against(check["value"], check["threshold"], check["fired"], 2)
+        text = f"P(reaches {check['target']:g} by {check['budget']:.3g}) = {value}"
     else:
-        text = f"expected gain per doubling to {check['budget']:.3g} ({check['doublings']:.1f} doublings left) = {check['value']:.4f}"
+        value = _shown_against(check["value"], check["threshold"], check["fired"], 4)
+        text = f"expected gain per doubling to {check['budget']:.3g} ({check['doublings']:.1f} doublings left) = {value}"
     sign = "<" if check["fired"] else ">="
     return f"{text} {sign} {check['threshold']:g}"
 

@@ -168,6 +168,17 @@ def test_rules_in_order_first_fired_wins():
     assert [c["fired"] for c in rec.details["checks"]] == [True, True, True, True]
 
 
+def test_a_stated_probability_has_the_digits_its_comparison_needs():
+    # 97 of 1000 draws beat the bar: "0.10 < 0.1" would read as false; the reason must be checkable
+    at_budget = np.where(np.arange(1000) < 97, 0.8, 0.5)
+    rec = evaluate_rules("a", at_budget, spread(0.45), {"b": np.full(1000, 0.6)}, EarlyStopConfig(), budget=2.0,
+                         compute_now=1.0, n_evals=9)
+    assert rec.rule == "beats_best" and rec.stop and "= 0.097 < 0.1" in rec.message
+    clear = evaluate_rules("a", np.where(np.arange(1000) < 20, 0.8, 0.5), spread(0.45), {"b": np.full(1000, 0.6)},
+                           EarlyStopConfig(), budget=2.0, compute_now=1.0, n_evals=9)
+    assert "= 0.02 < 0.1" in clear.message  # two digits where they suffice
+
+
 def test_no_decision_from_a_far_extrapolation():
     rec = evaluate_rules("a", spread(0.1), spread(0.1), {"b": spread(0.9)}, EarlyStopConfig(max_extrapolation=8),
                          budget=100.0, compute_now=1.0, n_evals=9)
