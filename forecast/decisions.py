@@ -250,15 +250,13 @@ def split_budget(
     return pd.DataFrame(rows)
 
 
-SPLIT_TIE = 0.0005  # a gain in expected metric too small to show in 3 digits
-
-
 def recommend_split_text(table: pd.DataFrame, *, total: float, unit: str = "compute") -> str:
-    """Plain words for `split_budget`: the fewest k whose expected best-of-k is the highest, with
-    its numbers. A split that gains less than SPLIT_TIE (it rounds to the same 3 digits as one run)
-    is Monte Carlo noise, and more runs cost more to manage: the fewer runs win the tie."""
-    top = table["expected_best"].max()
-    best = table.loc[table.index[table["expected_best"] >= top - SPLIT_TIE][0]]
+    """Plain words for `split_budget`: the fewest k whose expected best-of-k is the highest in the
+    3 digits the text prints. A gain that does not show in them is Monte Carlo noise, and more runs
+    cost more to manage: the fewer runs win the tie (and the text never declines a split it prints
+    as higher)."""
+    shown = table["expected_best"].map(lambda v: float(f"{v:.3f}"))
+    best = table.loc[table.index[shown >= shown.max()][0]]
     one = table.iloc[0]
     names = ", ".join(f"'{r}'" for r in best.recipes)
     if best.ways == 1:

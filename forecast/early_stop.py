@@ -504,6 +504,18 @@ def run_draws(fc, run_id: str, compute) -> np.ndarray:
     return fc.sample_curves(np.atleast_1d(compute), run_id=run_id, kind="run", rng=_run_stream(fc, run_id), eval_noise=False)
 
 
+def _checked_budget(run: str, budget) -> float:
+    """A planned budget as a float: any number float() takes (a 0-d array, a torch scalar, a
+    Decimal, as an Optuna step_to_compute may return), finite and > 0; not a string."""
+    try:
+        value = float(budget) if not isinstance(budget, (str, bytes)) else float("nan")
+    except (TypeError, ValueError):
+        value = float("nan")
+    if not (np.isfinite(value) and value > 0):
+        raise ValueError(f"budget for run '{run}' must be a finite compute > 0, got {budget!r}")
+    return value
+
+
 def recommend_runs(
     fc,
     budgets: Mapping[str, float],
@@ -534,9 +546,7 @@ def recommend_runs(
         raise KeyError(f"unknown run_id {', '.join(map(repr, unknown))}; the fit has: {', '.join(fc.run_ids)}")
     if not budgets:
         return {}
-    for run, budget in budgets.items():
-        if not (isinstance(budget, (int, float, np.number)) and np.isfinite(budget) and budget > 0):
-            raise ValueError(f"budget for run '{run}' must be a finite compute > 0, got {budget!r}")
+    budgets = {run: _checked_budget(run, budget) for run, budget in budgets.items()}
     runs = fc.runs_
     last = runs.groupby("run_id")["compute"].max()
     counts = runs.groupby("run_id").size()

@@ -646,7 +646,7 @@ class ScalingForecaster:
         """Compute needed to reach `target`, per recipe (or per run with kind='run').
 
         p_reach is the posterior probability that the curve reaches the target at all
-        (target < A). A draw whose start R0 is already at or above the target needs no compute
+        (target < A, or the curve already starts at or above it: R0 >= target). A draw whose start R0 is already at or above the target needs no compute
         (0). Quantiles are over all draws, counting never-reached as infinite, so q95 is inf
         when p_reach < 0.95: an honest "might never get there".
         """

@@ -46,11 +46,16 @@ def json_safe(value):
     """Plain JSON types, with inf/NaN as null: strict JSON parsers reject Infinity and NaN, and
     'never reaches the target' is better said by null plus p_reach than by a non-standard token."""
     import numpy as np
+    import pandas as pd
 
     if isinstance(value, dict):
         return {str(k): json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, np.ndarray)):
-        return [json_safe(v) for v in value]
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        return json_safe(value.item())
+    if isinstance(value, (list, tuple, set, frozenset, np.ndarray)):
+        return [json_safe(v) for v in (sorted(value, key=str) if isinstance(value, (set, frozenset)) else value)]
+    if value is pd.NA or value is pd.NaT:  # pandas' missing values (nullable columns, e.g. from Parquet)
+        return None
     if isinstance(value, (np.bool_, bool)):
         return bool(value)
     if isinstance(value, (np.integer, int)):

@@ -196,6 +196,8 @@ def plot_fan_chart(fc, *, recipes=None, budget=None, kind="new_run", ax=None, nc
         panel.tick_params(labelsize=10)
         panel.grid(alpha=0.3)
     axes[0].set_ylabel("metric", fontsize=11)
+    if ax is not None:
+        return _legends_on_given_axes(axes[:len(recipes)], band_handles, seeds_of, labels_of, recipes, title)
     # the title at the very top (its default place sinks into the key on a tall figure), the key under it
     suptitle = fig.suptitle(title, y=1.0 - 0.05 / fig.get_figheight(), va="top") if title else None
     key_top = 1.0 - (0.35 / fig.get_figheight() if title else 0.0)
@@ -217,6 +219,23 @@ def plot_fan_chart(fc, *, recipes=None, budget=None, kind="new_run", ax=None, nc
         # every panel names its own seeds (colours repeat across panels)
         _add_seed_legend(panel, seeds_of[panel], labels_of[recipe], renderer)
     fig.tight_layout(rect=rect)  # then room under each panel for its seed legend
+    return fig
+
+
+def _legends_on_given_axes(axes, band_handles, seeds_of, labels_of, recipes, title):
+    """Axes the caller laid out: the figure is theirs, so no figure-level key (two calls would stack
+    two) and no tight_layout. The key sits right of the last panel, outside it, and each panel's
+    seeds under it, as on a figure of our own."""
+    fig = axes[0].figure
+    last = axes[-1]
+    key = last.legend(handles=band_handles, labels=[h.get_label() for h in band_handles], fontsize=9,
+                      loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False)
+    last.add_artist(key)  # kept when the panel's seed legend replaces its legend below
+    renderer = _renderer(fig)
+    for panel, recipe in zip(axes, recipes, strict=False):
+        _add_seed_legend(panel, seeds_of[panel], labels_of[recipe], renderer)
+    if title:
+        fig.suptitle(title)
     return fig
 
 

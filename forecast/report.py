@@ -658,7 +658,8 @@ def compute_to_target_html(table: pd.DataFrame, budget: float, unit: str, target
     ]
     explain = (
         f'<p class="explain">Compute a new run needs to reach {esc(f"{target:g}")}, fastest first. '
-        "P(ever reaches): the share of draws whose asymptote lies above the target. P(≥ target at the "
+        "P(ever reaches): the share of draws whose asymptote lies above the target (or whose curve starts "
+        "at or above it). P(≥ target at the "
         "budget) also counts a run's wander around its curve and the widening of forecasts far ahead, so "
         "it can exceed P(ever reaches) when a recipe's curve tops out near the target, and be below one half "
         "when the median compute lies within the budget (a run can sit under its curve there)."

@@ -123,6 +123,9 @@ def test_a_split_that_gains_less_than_the_digits_shown_is_not_recommended():
     assert text.startswith("Put the whole 100 compute into one run of 'a'")
     table.loc[1, "expected_best"] = 0.6990  # a gain that shows
     assert recommend_split_text(table, total=100.0).startswith("Split 100 compute into 2 runs")
+    # across a rounding boundary: 0.6964 prints 0.696 and 0.6968 prints 0.697, so the split shows higher
+    table["expected_best"] = [0.6964, 0.6968]
+    assert recommend_split_text(table, total=100.0).startswith("Split 100 compute into 2 runs")
 
 
 def test_decide_on_a_fitted_model(fitted):

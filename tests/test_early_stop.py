@@ -486,7 +486,11 @@ def test_recommend_runs_names_unknown_runs_and_wants_a_mapping(fitted):
         recommend_runs(fitted, {"nope": 1e5})
     with pytest.raises(TypeError, match="budgets must map run_id -> planned compute"):
         recommend_runs(fitted, [1e5])
-    for bad in (-1.0, float("nan"), float("inf"), "1e6"):
+    from decimal import Decimal
+
+    for good in (np.array(1e6), Decimal("1e6"), np.float32(1e6)):
+        assert recommend_runs(fitted, {"scalerl_8b-s0": good})["scalerl_8b-s0"].action in ("stop", "continue")
+    for bad in (-1.0, float("nan"), float("inf"), "1e6", None):
         with pytest.raises(ValueError, match="budget for run 'scalerl_8b-s0' must be a finite compute > 0"):
             recommend_runs(fitted, {"scalerl_8b-s0": bad})
     with warnings.catch_warnings():

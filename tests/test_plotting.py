@@ -189,3 +189,24 @@ def test_report_fan_chart_keeps_legends_off_the_target_line(fitted, monkeypatch)
                 assert not (box.y0 <= y <= box.y1 and min(box.x1, ax.bbox.x1) > max(box.x0, ax.bbox.x0))
     finally:
         plt.close(fig)
+
+
+def test_plotting_into_the_callers_axes_leaves_their_figure_alone(fitted):
+    """Two recipes drawn by two calls into one figure of the caller's: no figure-level key (two
+    calls stacked two in one place) and each call's key outside its own panel, right of it."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.5))
+    try:
+        first, second = fitted.recipes[:2]
+        fitted.plot(recipes=first, ax=left, budget=1e6)
+        fitted.plot(recipes=second, ax=right)
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        assert fig.legends == []
+        for panel in (left, right):
+            keys = [a for a in panel.artists if isinstance(a, Legend)]
+            assert len(keys) == 1 and keys[0].get_window_extent(renderer).x0 >= panel.bbox.x1
+            assert panel.get_legend() is not None  # its seeds, under it
+        labels = [t.get_text() for t in [a for a in left.artists if isinstance(a, Legend)][0].get_texts()]
+        assert labels == KEY_LABELS
+    finally:
+        plt.close(fig)

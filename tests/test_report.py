@@ -94,6 +94,8 @@ def test_json_safe_turns_inf_and_nan_into_null():
     out = rp.json_safe({"a": np.float64(np.inf), "b": [np.nan, np.int64(3)], "c": np.bool_(True)})
     assert out == {"a": None, "b": [None, 3], "c": True}
     json.dumps(out, allow_nan=False)
+    more = rp.json_safe({"na": pd.NA, "nat": pd.NaT, "set": {"b", "a"}, "zero_d": np.array(3.0), "zero_d_inf": np.array(np.inf)})
+    assert more == {"na": None, "nat": None, "set": ["a", "b"], "zero_d": 3.0, "zero_d_inf": None}
 
 
 def hand_made_report(*, converged=True, title="Plan <Q3>") -> rp.ReportData:
