@@ -23,7 +23,8 @@ same step, so a slow starter with a higher ceiling survives.
 Steps are compute (`step_to_compute` maps other step units to compute; steps <= 0 are ignored,
 the curve needs compute > 0). Unlike MedianPruner's, `n_warmup_steps` and `interval_steps` count
 reports, not steps (a trial that reaches max_step inside the warm-up is warned about once). Values
-must be rates in [0, 1]; for a minimised error rate the pruner works on 1 - value. Why each trial
+must be rates in [0, 1]; for a minimised error rate the pruner works on 1 - value (so the numbers
+in `advice[...].details`, e.g. expected_at_budget, are in 1 - value units there). Why each trial
 was (or was not) pruned is kept in `pruner.advice` (trial number -> Recommendation) and logged.
 
 The saturation rule is off by default here: Optuna never makes a pruned trial the study's best
@@ -111,11 +112,21 @@ class ForecastPruner(BasePruner):
         self._previous = {}  # trial number -> its last fit, refitted at its next report
         self._warned_max_step = False
         self._warned_warmup = False
+        self._not_rates: set[int] = set()  # completed trials whose reports are not rates, warned about once
 
     def _usable_reports(self, trial) -> int:
-        """How many of a trial's reports a fit can use: compute > 0 and a finite value (trial_table's rows)."""
-        return sum(1 for step, value in trial.intermediate_values.items()
-                   if value is not None and np.isfinite(value) and float(self.step_to_compute(step)) > 0)
+        """How many of a trial's reports a fit can use: compute > 0 and a finite value (trial_table's
+        rows); 0 when any is not a rate in [0, 1] (a trial reported by another objective or added by
+        hand), which would fail every later check as a reference instead of the trial it is."""
+        usable = [value for step, value in trial.intermediate_values.items()
+                  if value is not None and np.isfinite(value) and float(self.step_to_compute(step)) > 0]
+        if any(not 0.0 <= value <= 1.0 for value in usable):
+            if trial.number not in self._not_rates:
+                self._not_rates.add(trial.number)
+                warnings.warn(f"ForecastPruner: completed trial {trial.number} reported values outside [0, 1]; it is "
+                              "not used as the reference (the pruner compares rates)", UserWarning, stacklevel=4)
+            return 0
+        return len(usable)
 
     def _best_completed(self, study):
         complete = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if t.value is not None]

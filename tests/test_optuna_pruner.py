@@ -105,6 +105,19 @@ def test_a_completed_trial_with_one_usable_report_is_not_taken_as_the_reference(
     assert pruner.advice[trial.number].rule == "no_reference" and pruner.n_fits == 0
 
 
+def test_a_completed_trial_that_reported_no_rates_is_skipped_as_the_reference_with_a_warning():
+    # a trial added by hand, or reported by another objective (a loss of 1.7): it failed every later check
+    pruner = ForecastPruner(max_step=STEPS[-1])
+    study = optuna.create_study(direction="maximize", pruner=pruner)
+    study.add_trial(optuna.trial.create_trial(value=0.6, intermediate_values={1000: 1.7, 3000: 0.6}))
+    trial = study.ask()
+    for step in STEPS[:5]:
+        trial.report(0.3, step)
+    with pytest.warns(UserWarning, match="completed trial 0 reported values outside"):
+        assert trial.should_prune() is False
+    assert pruner.advice[trial.number].rule == "no_reference"
+
+
 def test_n_warmup_steps_given_in_steps_as_for_median_pruner_warns_once_instead_of_never_pruning_in_silence():
     # MedianPruner(n_warmup_steps=STEPS[3]) is a step; here it counts reports, so no trial reaches it
     pruner = ForecastPruner(max_step=STEPS[-1], n_warmup_steps=STEPS[3])
