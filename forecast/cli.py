@@ -185,7 +185,7 @@ def run_fit(args) -> int:
     from .io import atomic_write_json
 
     forecaster_kwargs = _forecaster_kwargs(args)  # a bad --prior fails before a large table is read
-    if args.horizon is not None and not (args.horizon > 0 and math.isfinite(args.horizon)):
+    if args.horizon is not None and not _positive_finite(args.horizon):
         raise BadInput(f"--horizon must be a compute > 0, got {args.horizon:g}")
     if args.target is not None and not 0 < args.target < 1:
         raise BadInput(f"--target must lie in (0, 1), got {args.target}")
@@ -628,8 +628,9 @@ def _warn_if_runs_in_flight(source: Path) -> None:
     if not source.is_dir():
         return
     from .data import RUN_LOG_NAME
+    from .watch import is_finished
 
-    unfinished = sorted(log.parent.name for log in source.rglob(RUN_LOG_NAME) if not (log.parent / "summary.json").exists())
+    unfinished = sorted(log.parent.name for log in source.rglob(RUN_LOG_NAME) if not is_finished(log.parent))
     if unfinished:
         shown = ", ".join(unfinished[:6]) + (f" and {len(unfinished) - 6} more" if len(unfinished) > 6 else "")
         warn(f"{len(unfinished)} run(s) in {source} have no summary.json and may still be training ({shown}): "
