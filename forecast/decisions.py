@@ -312,10 +312,9 @@ class ScaleDecision:
 
     def to_dict(self) -> dict:
         """Plain JSON types; a compute the target is never reached at is null, as in `report --json`."""
-        records = [
-            {key: (None if isinstance(value, float) and not np.isfinite(value) else value) for key, value in row.items()}
-            for row in self.table.to_dict(orient="records")
-        ]
+        from .io import json_safe
+
+        records = json_safe(self.table.to_dict(orient="records"))
         return {
             "budget": self.budget,
             "target": self.target,

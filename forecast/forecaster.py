@@ -76,8 +76,8 @@ def _normals_keyed_by_compute(rng: np.random.Generator, compute: np.ndarray, n_d
     """Standard normals (n_draws, len(compute)), each column drawn from a stream keyed by its compute.
 
     One matrix drawn from `rng` would give a compute different noise depending on what else was
-    asked beside it: predict([c]) and predict([c, 2c]) disagreed at c by Monte Carlo error (about
-    0.005 on a 95% quantile). Keyed columns make every answer at c the same, whatever the list.
+    asked beside it: sample_curves([c]) and sample_curves([c, 2c]) disagreed at c by Monte Carlo
+    error (about 0.005 on a 95% quantile). Keyed columns make every answer at c the same.
     """
     base = int(rng.integers(2**63))
     keys = np.ascontiguousarray(compute, dtype=np.float64).view(np.uint64)
