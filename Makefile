@@ -50,6 +50,7 @@ bench: setup
 	$(PY) benchmarks/convergence.py
 	$(PY) benchmarks/extrapolation.py
 	$(PY) benchmarks/early_stop.py
+	$(PY) benchmarks/optuna_pruner.py
 
 trainer-sweep: setup
 	$(VENV)/bin/trainer-minimal sweep --presets scalerl,grpo,dapo,cispo,gspo,scalerl-bs8,scalerl-g4 \
