@@ -22,7 +22,8 @@ same step, so a slow starter with a higher ceiling survives.
 
 Steps are compute (`step_to_compute` maps other step units to compute; steps <= 0 are ignored,
 the curve needs compute > 0). Unlike MedianPruner's, `n_warmup_steps` and `interval_steps` count
-reports, not steps (a trial that reaches max_step inside the warm-up is warned about once). Values
+reports, not steps (a trial that reaches max_step inside the warm-up is warned about once);
+`n_startup_trials` is MedianPruner's (no pruning until that many trials completed; default 0). Values
 must be rates in [0, 1]; for a minimised error rate the pruner works on 1 - value (so the numbers
 in `advice[...].details`, e.g. expected_at_budget, are in 1 - value units there). Why each trial
 was (or was not) pruned is kept in `pruner.advice` (trial number -> Recommendation) and logged.
@@ -83,6 +84,8 @@ class ForecastPruner(BasePruner):
     interval_steps : check every this many reports (each check is a refit, about a second).
     step_to_compute : maps a reported step to compute (default: the step is compute).
     n_eval : graded samples behind each value, if known (enables the binomial noise term).
+    n_startup_trials : no trial is pruned until this many trials have completed, as MedianPruner's
+        argument of that name (default 0 here: one completed trial is enough to compare with).
     """
 
     def __init__(
@@ -96,9 +99,13 @@ class ForecastPruner(BasePruner):
         n_eval: int | None = None,
         random_seed: int = 0,
         forecaster_kwargs: dict | None = None,
+        n_startup_trials: int = 0,
     ):
         if max_step <= 0:
             raise ValueError("max_step must be > 0")
+        if n_startup_trials < 0:
+            raise ValueError(f"n_startup_trials must be >= 0, got {n_startup_trials}")
+        self.n_startup_trials = int(n_startup_trials)
         self.max_step = max_step
         self.config = config or EarlyStopConfig(saturation_epsilon=None)
         self.n_warmup_steps = max(int(n_warmup_steps), self.config.min_evals, 2)
@@ -158,6 +165,13 @@ class ForecastPruner(BasePruner):
             return False
         if (n_reports - self.n_warmup_steps) % self.interval_steps:
             return False
+        if self.n_startup_trials:
+            completed = len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
+            if completed < self.n_startup_trials:
+                self.advice[trial.number] = Recommendation(
+                    CONTINUE, "startup", f"continue: {completed} completed trial(s) of the {self.n_startup_trials} "
+                    "n_startup_trials asks for before pruning", run_id=f"trial-{trial.number}")
+                return False
         minimize = study.direction == StudyDirection.MINIMIZE
         convert = dict(minimize=minimize, step_to_compute=self.step_to_compute, n_eval=self.n_eval)
         table = trial_table(trial, **convert)

@@ -153,3 +153,18 @@ def test_the_at_budget_reason_names_steps_in_the_unit_trial_report_uses():
     assert plain.prune(study, study.trials[-1]) is False
     assert plain.advice[trial.number].message == ("continue: reported step 9000 is at or past max_step 8000; "
                                                   "nothing is left to save")
+
+
+def test_n_startup_trials_holds_pruning_until_that_many_trials_completed():
+    """MedianPruner's argument of that name, so a study's settings carry over."""
+    pruner = ForecastPruner(max_step=STEPS[-1], n_warmup_steps=4, interval_steps=4, n_eval=N_EVAL, n_startup_trials=2)
+    study = optuna.create_study(direction="maximize", pruner=pruner, sampler=optuna.samplers.RandomSampler(seed=0))
+    for recipe in ("good", "bad", "bad"):
+        study.enqueue_trial({"recipe": recipe})
+    study.optimize(make_objective(), n_trials=3)
+    states = [t.state for t in study.trials]
+    # the first 'bad' ran to the end (one completed trial before it, two asked for); the second was pruned
+    assert states == [optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED]
+    assert pruner.advice[1].rule == "startup" and "1 completed trial(s) of the 2" in pruner.advice[1].message
+    with pytest.raises(ValueError, match="n_startup_trials must be >= 0"):
+        ForecastPruner(max_step=10, n_startup_trials=-1)
