@@ -33,12 +33,18 @@ def make_objective():
     return objective
 
 
+def study_of(pruner, recipes):
+    """A small real study under `pruner`: one trial per recipe, in that order."""
+    study = optuna.create_study(direction="maximize", pruner=pruner, sampler=optuna.samplers.RandomSampler(seed=0))
+    for recipe in recipes:
+        study.enqueue_trial({"recipe": recipe})
+    study.optimize(make_objective(), n_trials=len(recipes))
+    return study
+
+
 def test_forecast_pruner_in_a_real_study():
     pruner = ForecastPruner(max_step=STEPS[-1], n_warmup_steps=4, interval_steps=4, n_eval=N_EVAL)
-    study = optuna.create_study(direction="maximize", pruner=pruner, sampler=optuna.samplers.RandomSampler(seed=0))
-    for recipe in ("good", "bad", "better"):
-        study.enqueue_trial({"recipe": recipe})
-    study.optimize(make_objective(), n_trials=3)
+    study = study_of(pruner, ("good", "bad", "better"))
     states = [t.state for t in study.trials]
     assert states == [optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED, optuna.trial.TrialState.COMPLETE]
     assert study.best_trial.params["recipe"] == "better"
@@ -158,10 +164,7 @@ def test_the_at_budget_reason_names_steps_in_the_unit_trial_report_uses():
 def test_n_startup_trials_holds_pruning_until_that_many_trials_completed():
     """MedianPruner's argument of that name, so a study's settings carry over."""
     pruner = ForecastPruner(max_step=STEPS[-1], n_warmup_steps=4, interval_steps=4, n_eval=N_EVAL, n_startup_trials=2)
-    study = optuna.create_study(direction="maximize", pruner=pruner, sampler=optuna.samplers.RandomSampler(seed=0))
-    for recipe in ("good", "bad", "bad"):
-        study.enqueue_trial({"recipe": recipe})
-    study.optimize(make_objective(), n_trials=3)
+    study = study_of(pruner, ("good", "bad", "bad"))
     states = [t.state for t in study.trials]
     # the first 'bad' ran to the end (one completed trial before it, two asked for); the second was pruned
     assert states == [optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED]
