@@ -7,7 +7,12 @@ and a refit with new data of the same structure only swaps the data in.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import os
+import shutil
 import sys
+import tempfile
 import time
 import warnings
 from dataclasses import asdict, dataclass
@@ -19,6 +24,7 @@ from scipy import stats
 __all__ = ["SamplerSettings", "sample_model", "convergence_report", "ConvergenceReport"]
 
 _COMPILED_CACHE: dict = {}
+_GENERATED_SOURCE_DIR: str | None = None
 
 
 @dataclass
@@ -55,6 +61,29 @@ def _nutpie_available() -> bool:
     return True
 
 
+@contextlib.contextmanager
+def _generated_source_in_own_folder():
+    """Temporary files made inside this block go into one folder of this process's own, removed at exit.
+
+    PyTensor's numba backend writes the source of every function it generates for a model to a
+    temporary file that it never deletes: about 35 files per compiled model, so each `forecast fit`
+    left them in /tmp for good (a sweep's worth of calls, thousands). They are read again only to
+    show source lines in a traceback, so they live as long as the process and no longer. Numba's
+    on-disk cache does not need them: PyTensor keys it by a hash of the source, not the file.
+    """
+    global _GENERATED_SOURCE_DIR
+    if _GENERATED_SOURCE_DIR is None:
+        _GENERATED_SOURCE_DIR = tempfile.mkdtemp(prefix="scaling-forecast-generated-")
+        atexit.register(shutil.rmtree, _GENERATED_SOURCE_DIR, ignore_errors=True)
+    os.makedirs(_GENERATED_SOURCE_DIR, exist_ok=True)  # a /tmp cleaner may have taken it from a long `watch`
+    previous = tempfile.tempdir
+    tempfile.tempdir = _GENERATED_SOURCE_DIR
+    try:
+        yield
+    finally:
+        tempfile.tempdir = previous
+
+
 def _compiled(build_model, key, data_values):
     """The compiled model for `key` with `data_values` swapped in (no PyMC model is built then),
     or a freshly built and compiled one. Returns (compiled, reused).
@@ -72,7 +101,7 @@ def _compiled(build_model, key, data_values):
         pm.set_data(data_values, model=model)
         return compiled.with_data(**data_values), True
     model = build_model()
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), _generated_source_in_own_folder():
         warnings.simplefilter("ignore")
         compiled = nutpie.compile_pymc_model(model)
     if key is not None:

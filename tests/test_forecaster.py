@@ -264,12 +264,23 @@ def test_vectorised_diagnostics_match_arviz(fitted):
     np.testing.assert_allclose(ess_tail, arviz(az.ess, method="tail"), rtol=1e-9)
 
 
-def test_a_refit_on_a_reused_compiled_model_draws_as_a_fresh_one(small_sweep, monkeypatch):
+def test_a_refit_on_a_reused_compiled_model_draws_as_a_fresh_one(small_sweep, monkeypatch, tmp_path):
     """A compiled model is reused by every fit of the same structure in a process. Its chains must
     start from the new data's initial point, and its draws carry the new data's run names: a fit
-    must not depend on what the process fitted before (a backtest's decisions did)."""
+    must not depend on what the process fitted before (a backtest's decisions did).
+
+    Compiling leaves no files in the temp folder: PyTensor's numba backend writes the source of
+    each generated function to a temporary file it never deletes (about 35 a model), and every
+    `forecast fit` left them in /tmp. They go into one folder of the process's own, removed at exit."""
+    import tempfile
+
     from forecast import inference
     from tests.conftest import small_recipe_table
+
+    at_exit = []
+    monkeypatch.setattr(inference, "_GENERATED_SOURCE_DIR", None)
+    monkeypatch.setattr(inference.atexit, "register", lambda *call, **kwargs: at_exit.append((call, kwargs)))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
 
     first = small_sweep
     other = simulate_sweep(small_recipe_table(), n_seeds=2, n_points=16, rng=8, r0=0.2)
@@ -283,8 +294,15 @@ def test_a_refit_on_a_reused_compiled_model_draws_as_a_fresh_one(small_sweep, mo
     monkeypatch.setattr(inference, "_COMPILED_CACHE", {})  # the session's compiled models stay untouched
     fresh = fit(other)
     assert not fresh.fit_info_["compiled_model_reused"]
+    assert tempfile.tempdir == str(tmp_path)  # restored for everything else in the process
+    (folder,) = list(tmp_path.iterdir())  # nothing but the process's own folder
+    assert folder == tmp_path / inference._GENERATED_SOURCE_DIR and len(list(folder.iterdir())) > 10
+    (((remove, path), kwargs),) = at_exit
+    remove(path, **kwargs)  # what happens at exit, or a /tmp cleaner's doing in a long `watch`
+    assert not any(tmp_path.iterdir())
     inference._COMPILED_CACHE.clear()
-    assert not fit(first).fit_info_["compiled_model_reused"]
+    assert not fit(first).fit_info_["compiled_model_reused"]  # compiles again into a folder made anew
+    assert folder.is_dir() and len(at_exit) == 1
     reused = fit(other)
     assert reused.fit_info_["compiled_model_reused"]
     for name in ("a_mu", "r0_mu", "A_run"):
