@@ -106,6 +106,7 @@ __all__ = [
     "top_at_step",
     "recommend_runs",
     "fit_for_advice",
+    "advice_pad",
     "trainer_advice",
 ]
 
@@ -747,6 +748,22 @@ def _held_by_cap(rec: Recommendation, n_now: int, n_in_flight: int, recent: int 
                  f"this check{earlier} (max_stop_share); judged again at the next", {"held_by_cap": rec.rule})
 
 
+def advice_pad(n_rows: int) -> int:
+    """Rows to pad an advice fit of `n_rows` to: 256, then 1.5 times the last size (a multiple of 64).
+
+    Every padded size is a model structure of its own, compiled once per process (about 25 s on two
+    cores, about 100 MB held for the rest of the process). Advice fits come from long-lived
+    processes whose table only grows (`forecast watch` over a sweep, a trainer asking every few
+    evaluations), so a fixed bucket compiled again every 64 or 256 rows, without end: 40 models by
+    10,000 rows. Growing geometrically, the sizes up to 1,000 rows are as few as with 256-row
+    buckets (4), 10,000 rows take 10, and the padding is at most half the rows (sampling time
+    grows with the padded length)."""
+    size = 256
+    while size < n_rows:
+        size = int(np.ceil(size * 1.5 / 64) * 64)
+    return size
+
+
 def fit_for_advice(table: pd.DataFrame, *, random_seed=0, pad_to: int | None = None, previous=None,
                    horizon: float | None = None, **forecaster_kwargs):
     """A fast refit for advice. Non-centred always, so that the compiled model does not switch
@@ -870,7 +887,8 @@ def trainer_advice(
     # a refit keeps the settings of the fit it starts from, so the last fit is reused only for the
     # same run under the same settings (a process may train the same run id again with others)
     key = (run_id, repr(sorted(forecaster_kwargs.items())))
-    fc, converged = fit_for_advice(table, random_seed=random_seed, previous=_ADVICE_FITS.get(key), **forecaster_kwargs)
+    fc, converged = fit_for_advice(table, random_seed=random_seed, pad_to=advice_pad(len(table)), previous=_ADVICE_FITS.get(key),
+                                   **forecaster_kwargs)
     _ADVICE_FITS[key] = fc
     others = [r for r in fc.run_ids if r != run_id]
     compare_at = {r: float(planned_compute) for r in others}

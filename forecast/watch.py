@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from .data import RUN_LOG_NAME, RunDataError, read_table, validate_runs
@@ -35,6 +34,7 @@ from .early_stop import (
     CONTINUE,
     EarlyStopConfig,
     Recommendation,
+    advice_pad,
     fit_for_advice,
     recent_comparison_stops,
     recommend_runs,
@@ -45,7 +45,6 @@ from .io import atomic_write_json
 __all__ = ["WatchState", "scan_runs", "planned_budget", "advise_table", "poll", "watch", "DEFAULT_OUT_NAME"]
 
 DEFAULT_OUT_NAME = "recommendations.json"
-PAD_BUCKET = 256  # refits pad to a multiple of this, so a growing sweep recompiles rarely
 
 
 @dataclass
@@ -126,8 +125,8 @@ def advise_table(table: pd.DataFrame, budgets: dict, config: EarlyStopConfig, *,
     `budgets` (the default advisor). recent_stops: runs told to stop on comparisons within the stop
     cap's window (recommend_runs). forecaster_kwargs (e.g. priors) go to ScalingForecaster on a
     fresh fit; a refit keeps `previous`'s. Returns (recommendations, forecaster)."""
-    pad = int(np.ceil(len(table) / PAD_BUCKET) * PAD_BUCKET)
-    fc, converged = fit_for_advice(table, random_seed=random_seed, pad_to=pad, previous=previous, **forecaster_kwargs)
+    # padded to sizes 1.5x apart, so a growing sweep recompiles rarely (advice_pad)
+    fc, converged = fit_for_advice(table, random_seed=random_seed, pad_to=advice_pad(len(table)), previous=previous, **forecaster_kwargs)
     last = table.groupby("run_id")["compute"].max()
     compare_at = {r: budgets.get(r, float(last[r])) for r in fc.run_ids}
     recs = recommend_runs(fc, budgets, config, compare_at=compare_at, recent_stops=recent_stops)

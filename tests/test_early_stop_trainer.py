@@ -122,3 +122,27 @@ def test_the_trainers_reference_keeps_an_earlier_sweeps_run_of_the_same_name(tmp
     own = pd.concat([live, earlier.assign(run_id="grpo-s0", recipe="grpo")], ignore_index=True)
     own.to_csv(tmp_path / "own.csv", index=False)
     assert set(_reference_table(tmp_path / "own.csv", live)["run_id"]) == {"grpo-s0"}
+
+
+def test_the_trainers_advice_fits_pad_to_few_sizes_as_its_table_grows(intercept_advice_fit):
+    """Each padded size is a model compiled once per process (about 25 s, about 100 MB kept). The
+    trainer's fits were padded to the next multiple of 64 rows, so a run asking every few
+    evaluations compiled again every 64 rows of its table (its own and the reference runs'), for as
+    long as it trained. They are padded to sizes 1.5x apart now (advice_pad), as the watcher's are."""
+    from conftest import FitIntercepted
+
+    from forecast import early_stop
+
+    seen = intercept_advice_fit(early_stop)
+    pads = set()
+    for n in range(4, 1200, 16):
+        compute = np.geomspace(1e5, 1e9, n)
+        evals = pd.DataFrame({"run_id": "live-s0", "recipe": "live", "compute": compute, "metric": 0.3, "n_eval": 32})
+        with pytest.raises(FitIntercepted):
+            early_stop.trainer_advice(evals, planned_compute=1e10, config=early_stop.EarlyStopConfig(min_evals=2))
+        assert seen["pad_to"] >= n
+        pads.add(seen["pad_to"])
+    assert len(pads) <= 5  # 256, 384, 576, 896, 1344; a 64-row bucket made 19 sizes here
+    sizes = {early_stop.advice_pad(n) for n in range(1, 10_001)}
+    assert len(sizes) <= 10 and all(s % 64 == 0 for s in sizes)
+    assert all(n <= early_stop.advice_pad(n) <= max(256, 1.5 * n + 64) for n in range(1, 10_001))

@@ -474,3 +474,35 @@ def test_a_fit_without_n_eval_on_every_row_adds_no_binomial_term_to_its_forecast
     binomial = mu * (1 - mu) / float(table["n_eval"].median())  # what the old code added on top
     # nearer the model's own white noise than that plus the binomial term it was fitted without
     assert abs(extra_var - no_binomial) < 0.5 * binomial
+
+
+def test_the_compiled_model_cache_keeps_only_the_models_used_last(monkeypatch):
+    """A long-lived process whose sweep grows (`forecast watch`, a trainer asking the advisor) makes a
+    new model structure whenever a run joins or the rows pass a padding size, and never goes back to
+    an old one. Each compiled model holds about 100 MB; the cache kept every one of them for good (a
+    watched 8-run sweep: 9 models, 1.2 GB). It keeps the MAX_COMPILED_MODELS used last."""
+    import nutpie
+
+    from forecast import inference
+
+    class Compiled:
+        def with_data(self, **values):
+            return self
+
+    compiled_for = []
+    monkeypatch.setattr(inference, "_COMPILED_CACHE", {})
+    monkeypatch.setattr(inference, "MAX_COMPILED_MODELS", 3, raising=False)
+    monkeypatch.setattr(nutpie, "compile_pymc_model", lambda model: compiled_for.append(model) or Compiled())
+    monkeypatch.setattr(inference.pm, "set_data", lambda values, model=None: None)
+
+    def get(key):
+        return inference._compiled(lambda: key, key, {})[1]
+
+    assert [get(k) for k in ("a", "b", "c")] == [False] * 3
+    assert get("a")  # reused: now the most recently used
+    for key in ("d", "e", "f", "g"):
+        get(key)
+    assert len(inference._COMPILED_CACHE) == 3
+    assert set(inference._COMPILED_CACHE) == {"e", "f", "g"}
+    assert get("g") and not get("b")  # a dropped structure is compiled again
+    assert compiled_for == ["a", "b", "c", "d", "e", "f", "g", "b"]
