@@ -44,6 +44,35 @@ def trim_label(label: str, max_chars: int = SEED_LEGEND_CHARS) -> str:
     return label[:head] + "\u2026" + label[len(label) - tail:]
 
 
+TITLE_FONTSIZE = 13
+_COLUMN_TITLE_IN = 4.2 * 0.9  # of a 4.2-inch column of our own grid, the width a panel's title may take
+
+
+def wrap_title(label: str, max_chars: int) -> str:
+    """`label` on lines of at most max_chars, broken after its word separators (a word longer than
+    that is cut). A panel's title is its recipe's name, and recipes of one sweep may differ anywhere
+    in it, so it is wrapped rather than trimmed; on one line a name of 70 characters ran into its
+    neighbours' titles and off the figure."""
+    starts = [a for a, _ in _words(label)][1:]
+    pieces = [label[a:b] for a, b in zip([0, *starts], [*starts, len(label)], strict=True)]  # a word and its separator
+    lines, line = [], ""
+    for piece in pieces:
+        if line and len(line) + len(piece.rstrip()) > max_chars:
+            lines.append(line)
+            line = ""
+        line += piece
+        while len(line.rstrip()) > max_chars:  # one word wider than the panel
+            lines.append(line[:max_chars])
+            line = line[max_chars:]
+    lines.append(line)
+    return "\n".join(text.rstrip() for text in lines if text.strip())
+
+
+def _title_chars(width_in: float) -> int:
+    """The longest title line that fits width_in inches at TITLE_FONTSIZE (estimated, before drawing)."""
+    return max(8, int(width_in * 72 / (TITLE_FONTSIZE * _CHAR_WIDTH_EM)))
+
+
 def _differing_part(ids: list[str]) -> list[str]:
     """The words in which run ids differ. Ids of as many words each keep the positions where the
     words vary ("lr1e-4_bs512_seed0", "lr3e-4_bs512_seed1" -> "lr1e-4 seed0", "lr3e-4 seed1"; words
@@ -161,12 +190,16 @@ def plot_fan_chart(fc, *, recipes=None, budget=None, kind="new_run", ax=None, nc
         if len(axes) < len(recipes):
             raise ValueError(f"ax holds {len(axes)} axes for {len(recipes)} recipes; pass recipes=[...] or as many axes")
         fig = axes[0].figure
+        title_of = {recipe: wrap_title(recipe, _title_chars(panel.get_position().width * fig.get_figwidth()))
+                    for panel, recipe in zip(axes, recipes, strict=False)}
     else:
         ncols = min(ncols, len(recipes))
         nrows = int(np.ceil(len(recipes) / ncols))
         legend_rows = _seed_legend_rows(labels_of.values(), 4.2 * 0.8 * _PANEL_FILL)
-        # room under each panel for its seed legend, and above the panels for the shared key
-        height = (3.2 + 0.2 + 0.17 * legend_rows) * nrows + 0.35 + (0.35 if title else 0)
+        title_of = {recipe: wrap_title(recipe, _title_chars(_COLUMN_TITLE_IN)) for recipe in recipes}
+        extra_title_lines = max(text.count("\n") for text in title_of.values())
+        # room under each panel for its seed legend, above it for a wrapped title, and above the panels for the shared key
+        height = (3.2 + 0.2 + 0.17 * legend_rows + 0.22 * extra_title_lines) * nrows + 0.35 + (0.35 if title else 0)
         fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, height), squeeze=False, sharey=True)
         axes = axes.ravel()
         for extra in axes[len(recipes):]:
@@ -191,7 +224,7 @@ def plot_fan_chart(fc, *, recipes=None, budget=None, kind="new_run", ax=None, nc
             bands.append(panel.axvline(budget, color="black", ls="--", lw=1, label="budget"))
         band_handles = band_handles or bands
         panel.set_xscale("log")
-        panel.set_title(recipe, fontsize=13)
+        panel.set_title(title_of[recipe], fontsize=TITLE_FONTSIZE)
         panel.set_xlabel(f"compute ({fc.compute_unit})", fontsize=11)
         panel.tick_params(labelsize=10)
         panel.grid(alpha=0.3)

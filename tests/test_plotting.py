@@ -13,9 +13,16 @@ from matplotlib.legend import Legend
 from matplotlib.text import Text
 
 from forecast import report as rp
-from forecast.plotting import SEED_LEGEND_CHARS, plot_fan_chart, short_run_labels, trim_label
+from forecast.plotting import (
+    SEED_LEGEND_CHARS,
+    plot_fan_chart,
+    short_run_labels,
+    trim_label,
+    wrap_title,
+)
 
 LONG = "2024-11-30_sweepA_{recipe}_lr3e-4_bs512_seed{seed}"
+LONG_RECIPE = "2026-11-30_sweepB_{recipe}_cispo_lr3e-4_bs512_offpolicy8_fp32head"
 KEY_LABELS = ["90%", "50%", "median", "last observed", "budget"]
 
 # ----------------------------------------------------------------------------- labels
@@ -158,6 +165,46 @@ def test_many_distinct_long_ids_in_one_panel_stay_under_it(fitted):
         for ax in _panels(fig):
             texts = [t.get_text() for t in ax.get_legend().get_texts()]
             assert len(set(texts)) == 8 and all(len(t) <= SEED_LEGEND_CHARS for t in texts)
+    finally:
+        plt.close(fig)
+
+
+class _LongRecipeNames:
+    """`fitted` with its recipes named as a big sweep names them (70 characters); forecasts are the fit's own."""
+
+    def __init__(self, fc):
+        self._fc, self.compute_unit = fc, fc.compute_unit
+        self.recipes = [LONG_RECIPE.format(recipe=r) for r in fc.recipes]
+        self._fitted_name = dict(zip(self.recipes, fc.recipes, strict=True))
+        self.runs_ = fc.runs_.assign(recipe=[LONG_RECIPE.format(recipe=r) for r in fc.runs_["recipe"]])
+
+    def predict(self, compute, *, recipe, kind):
+        return self._fc.predict(compute, recipe=self._fitted_name[recipe], kind=kind)
+
+
+def test_titles_wrap_at_word_separators_and_keep_every_character():
+    name = LONG_RECIPE.format(recipe="scalerl_scout_moe")
+    lines = wrap_title(name, 33).split("\n")
+    assert all(len(line) <= 33 for line in lines) and "".join(lines) == name
+    assert lines[0] == "2026-11-30_sweepB_scalerl_scout_" and "lr3e-4" in "".join(lines[1:])  # numbers stay whole
+    assert wrap_title("scalerl_8b", 33) == "scalerl_8b"
+    assert wrap_title("x" * 40, 16) == "x" * 16 + "\n" + "x" * 16 + "\n" + "x" * 8
+
+
+def test_long_recipe_names_stay_inside_their_own_columns(fitted):
+    fc = _LongRecipeNames(fitted)
+    fig = plot_fan_chart(fc, budget=2e5)
+    try:
+        r = _check_legends(fig, len(fc.recipes))
+        panels = _panels(fig)
+        assert [ax.get_title().replace("\n", "") for ax in panels] == fc.recipes, "wrapped, nothing cut"
+        boxes = [ax.title.get_window_extent(r) for ax in panels]
+        for i, (ax, box) in enumerate(zip(panels, boxes, strict=True)):
+            assert fig.bbox.x0 - 1 <= box.x0 and box.x1 <= fig.bbox.x1 + 1, f"title {i} runs off the figure"
+            assert fig.bbox.y0 - 1 <= box.y0 and box.y1 <= fig.bbox.y1 + 1, f"title {i} runs off the figure"
+            assert box.y0 >= ax.bbox.y1 - 1, f"title {i} lies on its panel"
+            for other in boxes[i + 1:]:
+                assert not _overlap(box, other), "titles run into each other"
     finally:
         plt.close(fig)
 
