@@ -91,6 +91,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .formatting import shown_so_it_reads_true
+
 __all__ = [
     "EarlyStopConfig",
     "Recommendation",
@@ -320,13 +322,8 @@ COMPARISON_RULES = ("beats_best", "gain_per_compute")
 
 
 def _shown_against(value: float, threshold: float, fired: bool, digits: int) -> str:
-    """`value` with as many digits as it takes for the printed comparison to read true: 0.097
-    against 0.1 is '0.097 < 0.1', not '0.10 < 0.1'."""
-    for more in range(4):
-        text = f"{value:.{digits + more}f}"
-        if (float(text) < threshold) == fired:
-            return text
-    return f"{value:.6g}"
+    """`value` printed so that its comparison with the threshold reads as the rule decided."""
+    return shown_so_it_reads_true(value, lambda shown: (shown < threshold) == fired, digits)
 
 
 def _beats_text(check: dict) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import re
 
-__all__ = ["fmt_compute"]
+__all__ = ["fmt_compute", "shown_so_it_reads_true"]
 
 
 def fmt_compute(x) -> str:
@@ -21,3 +21,14 @@ def fmt_compute(x) -> str:
     if 10 <= abs(x) < 1e6:
         return f"{x:,.0f}"
     return re.sub(r"e\+?(-?)0*(\d)", r"e\1\2", f"{x:.3g}")  # 3 digits: a budget of 1.25e7 keeps its 5
+
+
+def shown_so_it_reads_true(value: float, reads_true, digits: int) -> str:
+    """`value` with `digits` decimals, or as many more as it takes for the comparison printed beside
+    it to read true: reads_true(the printed number). R-hat 1.0104 against a limit of 1.01 is
+    '1.0104 (> 1.01)', not '1.010 (> 1.01)'; a probability 0.097 against 0.1 is '0.097 < 0.1'."""
+    for more in range(4):
+        text = f"{value:.{digits + more}f}"
+        if reads_true(float(text)):
+            return text
+    return f"{value:.6g}"

@@ -24,6 +24,8 @@ import numpy as np
 import pymc as pm
 from scipy import stats
 
+from .formatting import shown_so_it_reads_true
+
 __all__ = ["SamplerSettings", "sample_model", "convergence_report", "ConvergenceReport"]
 
 _COMPILED_CACHE: dict = {}  # structure key -> (compiled, model), least recently used first
@@ -246,13 +248,16 @@ class ConvergenceReport:
     def problems(self) -> list[str]:
         out = []
         if self.max_rhat > self.rhat_limit:
-            out.append(f"R-hat up to {self.max_rhat:.3f} (> {self.rhat_limit}): chains disagree")
+            rhat = shown_so_it_reads_true(self.max_rhat, lambda shown: shown > self.rhat_limit, 3)
+            out.append(f"R-hat up to {rhat} (> {self.rhat_limit}): chains disagree")
         if self.divergences:
             out.append(f"{self.divergences} divergent transitions: the posterior geometry was not explored reliably")
         if self.min_ess_bulk < self.ess_limit:
-            out.append(f"bulk ESS as low as {self.min_ess_bulk:.0f} (< {self.ess_limit:.0f}): intervals are noisy")
+            ess = shown_so_it_reads_true(self.min_ess_bulk, lambda shown: shown < self.ess_limit, 0)
+            out.append(f"bulk ESS as low as {ess} (< {self.ess_limit:.0f}): intervals are noisy")
         if self.pareto_k is not None and self.pareto_k > self.pareto_k_limit:
-            out.append(f"Pareto k {self.pareto_k:.2f} (> {self.pareto_k_limit}): the new data moved the posterior too far to reweight")
+            k = shown_so_it_reads_true(self.pareto_k, lambda shown: shown > self.pareto_k_limit, 2)
+            out.append(f"Pareto k {k} (> {self.pareto_k_limit}): the new data moved the posterior too far to reweight")
         return out
 
     def to_dict(self) -> dict:

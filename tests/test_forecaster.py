@@ -209,6 +209,19 @@ def test_convergence_report_flags_problems():
     assert "NOT CONVERGED" in text and "7 divergent" in text and "R-hat up to 1.500" in text and "ESS" in text
 
 
+def test_a_problem_just_past_its_limit_is_printed_with_the_digits_that_show_it():
+    # a big sweep's fit printed "R-hat up to 1.010 (> 1.01)", which reads as no problem at all
+    near = ConvergenceReport(max_rhat=1.0104, min_ess_bulk=399.6, min_ess_tail=500, divergences=0, n_draws=4000,
+                             pareto_k=0.7004)
+    assert near.problems() == [
+        "R-hat up to 1.0104 (> 1.01): chains disagree",
+        "bulk ESS as low as 399.6 (< 400): intervals are noisy",
+        "Pareto k 0.7004 (> 0.7): the new data moved the posterior too far to reweight",
+    ]
+    far = ConvergenceReport(max_rhat=1.3, min_ess_bulk=20.4, min_ess_tail=15, divergences=0, n_draws=4000)
+    assert "R-hat up to 1.300 (> 1.01)" in str(far) and "bulk ESS as low as 20 (< 400)" in str(far)
+
+
 def test_save_load_round_trip(fitted, tmp_path):
     path = fitted.save(tmp_path / "fit.nc")
     again = ScalingForecaster.load(path)
