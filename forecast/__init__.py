@@ -21,9 +21,31 @@ if "arviz" not in sys.modules:  # once ArviZ is imported, its daily check has ru
     settle_arviz_daily_stamp()  # before pymc imports arviz: see forecast/_arviz_stamp.py
 
 from .data import RunDataError, load_runs, validate_runs  # noqa: E402
-from .forecaster import ConvergenceWarning, NotFittedError, ScalingForecaster  # noqa: E402
-from .inference import SamplerSettings  # noqa: E402
-from .model import Priors  # noqa: E402
+
+# The model's names load PyMC (about 4 s), so they are imported when first asked for: `forecast
+# --help`, a mistyped flag or a bad table are answered without waiting for it.
+_LAZY_NAMES = {
+    "ScalingForecaster": ".forecaster",
+    "ConvergenceWarning": ".forecaster",
+    "NotFittedError": ".forecaster",
+    "SamplerSettings": ".inference",
+    "Priors": ".model",
+}
+
+
+def __getattr__(name):
+    if name not in _LAZY_NAMES:
+        raise AttributeError(f"module 'forecast' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(_LAZY_NAMES[name], __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted({*globals(), *_LAZY_NAMES})
+
 
 __all__ = [
     "__version__",

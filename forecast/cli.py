@@ -46,10 +46,10 @@ def _add_prior_option(p):
 
 def _forecaster_kwargs(args) -> dict:
     """{"priors": Priors(...)} from --prior, or {} for the defaults."""
-    from .model import Priors
-
     if not getattr(args, "prior", None):
         return {}
+    from .model import Priors  # loads PyMC: only when there are priors to check
+
     try:
         return {"priors": Priors(**prior_overrides(args.prior))}
     except ValueError as err:
@@ -181,7 +181,6 @@ def fit_summary(fc, target=None) -> dict:
 
 def run_fit(args) -> int:
     from .data import compute_unit_of, far_from_data, load_runs
-    from .forecaster import ConvergenceWarning, ScalingForecaster
     from .io import atomic_write_json
 
     forecaster_kwargs = _forecaster_kwargs(args)  # a bad --prior fails before a large table is read
@@ -195,6 +194,9 @@ def run_fit(args) -> int:
     runs = load_runs(args.runs)
     if args.horizon is not None and (message := far_from_data(args.horizon, runs["compute"], unit=compute_unit_of(runs), name="--horizon")):
         warn(message)  # before the fit, which would take minutes to use it
+    # PyMC loads here, after the table is checked
+    from .forecaster import ConvergenceWarning, ScalingForecaster
+
     fc = ScalingForecaster(robust=args.robust, mode="fast" if args.fast else "nuts", **forecaster_kwargs)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # said once below, after the diagnostics

@@ -195,3 +195,18 @@ def test_fit_says_never_for_a_target_out_of_reach_and_its_json_is_strict(fit_dir
     assert main([*args, "--json"]) == 0
     summary = _strict_json(capsys.readouterr().out)
     assert any(row["q95"] is None for row in summary["compute_to_target"])
+
+
+def test_the_command_line_answers_help_and_bad_tables_without_loading_pymc(tmp_path):
+    # PyMC takes about 4 s to import: `forecast --help` and a rejected table took 5 s, now under 1
+    code = ("import sys, forecast.cli, forecast; from forecast import load_runs; before = 'pymc' in sys.modules; "
+            "forecast.ScalingForecaster; print(before, 'pymc' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["False", "True"]  # the model's names still load when asked for
+    bad = tmp_path / "bad.csv"
+    bad.write_text("run_id,recipe,compute,metric\na,x,1,0.2\na,x,2,1.7\n")
+    code = ("import sys; from forecast.cli import main; code = main(['fit', sys.argv[1], '--out', sys.argv[2]]); "
+            "print(code, 'pymc' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code, str(bad), str(tmp_path / "out")], capture_output=True, text=True, timeout=120)
+    assert done.stdout.split() == ["2", "False"] and "row 3" in done.stderr
