@@ -45,7 +45,8 @@ def trim_label(label: str, max_chars: int = SEED_LEGEND_CHARS) -> str:
 
 
 TITLE_FONTSIZE = 13
-_COLUMN_TITLE_IN = 4.2 * 0.9  # of a 4.2-inch column of our own grid, the width a panel's title may take
+_COLUMN_IN = 4.2  # the width of one column of the fan chart's own grid
+_COLUMN_TITLE_IN = _COLUMN_IN * 0.9  # of that, the width a panel's title may take
 
 
 def wrap_title(label: str, max_chars: int) -> str:
@@ -195,12 +196,12 @@ def plot_fan_chart(fc, *, recipes=None, budget=None, kind="new_run", ax=None, nc
     else:
         ncols = min(ncols, len(recipes))
         nrows = int(np.ceil(len(recipes) / ncols))
-        legend_rows = _seed_legend_rows(labels_of.values(), 4.2 * 0.8 * _PANEL_FILL)
+        legend_rows = _seed_legend_rows(labels_of.values(), _COLUMN_IN * 0.8 * _PANEL_FILL)
         title_of = {recipe: wrap_title(recipe, _title_chars(_COLUMN_TITLE_IN)) for recipe in recipes}
         extra_title_lines = max(text.count("\n") for text in title_of.values())
         # room under each panel for its seed legend, above it for a wrapped title, and above the panels for the shared key
         height = (3.2 + 0.2 + 0.17 * legend_rows + 0.22 * extra_title_lines) * nrows + 0.35 + (0.35 if title else 0)
-        fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, height), squeeze=False, sharey=True)
+        fig, axes = plt.subplots(nrows, ncols, figsize=(_COLUMN_IN * ncols, height), squeeze=False, sharey=True)
         axes = axes.ravel()
         for extra in axes[len(recipes):]:
             extra.set_visible(False)
