@@ -165,7 +165,7 @@ def add_fit_parser(sub):
 
 def fit_summary(fc, target=None) -> dict:
     summary = {
-        "forecast_version": fc.idata.posterior.attrs.get("forecast_version"),
+        "forecast_version": fc.posterior.attrs.get("forecast_version"),
         "compute_unit": fc.compute_unit,
         "n_runs": len(fc.run_ids),
         "recipes": fc.recipes,

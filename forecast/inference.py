@@ -21,8 +21,6 @@ import warnings
 from dataclasses import asdict, dataclass
 
 import numpy as np
-import pymc as pm
-from scipy import stats
 
 from .formatting import shown_so_it_reads_true
 
@@ -105,6 +103,7 @@ def _compiled(build_model, key, data_values):
     decisions after another sweep of the same shape had been fitted in the process.
     """
     import nutpie
+    import pymc as pm
 
     if key is not None and key in _COMPILED_CACHE:
         compiled, model = _COMPILED_CACHE.pop(key)
@@ -159,6 +158,8 @@ def sample_model(build_model, settings: SamplerSettings, *, random_seed=None, ca
         )
         idata = _trace_to_idata(*raw.get_arrow_trace(), coords={**(compiled.coords or {}), **(coords or {})})
     else:
+        import pymc as pm
+
         with build_model():
             idata = pm.sample(
                 draws=settings.draws,
@@ -292,6 +293,8 @@ def _split_chains(x: np.ndarray) -> np.ndarray:
 
 def _z_scale(x: np.ndarray) -> np.ndarray:
     """Rank-normalise each column over all chains and draws (Blom's offset c = 3/8)."""
+    from scipy import stats  # here, not with the module: reading a saved fit needs no diagnostics
+
     flat = x.reshape(-1, x.shape[-1])
     ranks = stats.rankdata(flat, method="average", axis=0)
     return stats.norm.ppf((ranks - 3 / 8) / (len(flat) + 1 / 4)).reshape(x.shape)

@@ -29,15 +29,18 @@ evaluations, midpoints on the normalised compute axis (the observed range, or up
 
 from __future__ import annotations
 
+import sys
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-import pymc as pm
-import pytensor.tensor as pt
 from scipy.special import logit
 
 from .curves import sigmoid_curve_pt
+
+if TYPE_CHECKING:
+    import pymc as pm
 
 __all__ = ["Priors", "ModelData", "prepare_data", "build_model", "residual_process", "white_variance", "data_values"]
 
@@ -205,6 +208,8 @@ def _clipped_logit(p: float) -> float:
 def _hier(name, mu, sd, dim, centered):
     """A partially pooled vector: centred when the data pin each member down (long runs), else
     non-centred (z-scores), which avoids the funnel when members are weakly informed."""
+    import pymc as pm
+
     if centered:
         return pm.Normal(name, mu, sd, dims=dim)
     z = pm.Normal(f"{name}_z", 0.0, 1.0, dims=dim)
@@ -220,6 +225,15 @@ def white_variance(mu, n_eval, sigma_extra):
     return binomial + sigma_extra**2
 
 
+def _array_module_of(value):
+    """pytensor.tensor for a symbolic value, numpy otherwise. Looked up without importing PyTensor
+    (1.6 s): if it has not been imported, no value can be one of its tensors."""
+    tensor = sys.modules.get("pytensor.tensor")
+    if tensor is not None and isinstance(value, tensor.variable.TensorVariable):
+        return tensor
+    return np
+
+
 def residual_process(resid_prev, x, x_prev, white_var, white_var_prev, wander_sd, wander_scale, has_prev):
     """Mean and variance of a residual given the previous residual of the same run.
 
@@ -228,7 +242,7 @@ def residual_process(resid_prev, x, x_prev, white_var, white_var_prev, wander_sd
     residual only (a Markov approximation), with the exact lag-one covariance. Works on numpy
     arrays and PyTensor tensors alike, so predictions and the likelihood share one formula.
     """
-    lib = pt if isinstance(resid_prev, pt.variable.TensorVariable) else np
+    lib = _array_module_of(resid_prev)
     corr = lib.exp(-(x - x_prev) / wander_scale)
     cov = wander_sd**2 * corr * has_prev
     var_here = white_var + wander_sd**2
@@ -273,6 +287,11 @@ def build_model(
     Every data-dependent number is a pm.Data, so a compiled model is reused for new data of the
     same structure (`ModelData.structure_key`).
     """
+    # PyMC is imported here, not with the module: reading a saved fit needs this module's data
+    # preparation and noise formulas but no model, and importing PyMC takes 5 s
+    import pymc as pm
+    import pytensor.tensor as pt
+
     priors = priors or Priors()
     has_n_eval = data.has_n_eval
     values = data_values(data, priors)

@@ -348,8 +348,8 @@ def provenance(fc, inputs=None) -> dict:
         "forecast_version": __version__,
         "generated": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         # the kept try's chains and draws, which a longer try may have doubled
-        "sampler": f"{info.get('sampler', '?')}, mode {fc.mode}, {fc.idata.posterior.sizes['chain']} chains x "
-                   f"{fc.idata.posterior.sizes['draw']} draws",
+        "sampler": f"{info.get('sampler', '?')}, mode {fc.mode}, {fc.posterior.sizes['chain']} chains x "
+                   f"{fc.posterior.sizes['draw']} draws",
         "random_seed": info.get("random_seed"),
         "python": sys.version.split()[0],
     }

@@ -197,16 +197,34 @@ def test_fit_says_never_for_a_target_out_of_reach_and_its_json_is_strict(fit_dir
     assert any(row["q95"] is None for row in summary["compute_to_target"])
 
 
-def test_the_command_line_answers_help_and_bad_tables_without_loading_pymc(tmp_path):
-    # PyMC takes about 4 s to import: `forecast --help` and a rejected table took 5 s, now under 1
-    code = ("import sys, forecast.cli, forecast; from forecast import load_runs; before = 'pymc' in sys.modules; "
-            "forecast.ScalingForecaster; print(before, 'pymc' in sys.modules)")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+SAMPLING_LIBRARIES = ("pymc", "pytensor", "arviz", "nutpie")
+
+
+def _libraries_loaded_by(code: str, *args) -> tuple[list[str], list[str]]:
+    """(what `code` printed, the sampling libraries imported) in a fresh interpreter."""
+    probe = f"{code}; import sys; print('loaded:', *[m for m in {SAMPLING_LIBRARIES!r} if m in sys.modules])"
+    done = subprocess.run([sys.executable, "-c", probe, *map(str, args)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split() == ["False", "True"]  # the model's names still load when asked for
+    *printed, loaded = done.stdout.strip().splitlines()
+    return printed, loaded.split()[1:]
+
+
+def test_the_command_line_answers_help_and_bad_tables_without_loading_pymc(tmp_path):
+    # PyMC takes about 5 s to import and ArviZ 3: `forecast --help` and a rejected table took 5 s, now under 1
+    assert _libraries_loaded_by("import forecast.cli, forecast; from forecast import load_runs, ScalingForecaster, Priors")[1] == []
     bad = tmp_path / "bad.csv"
     bad.write_text("run_id,recipe,compute,metric\na,x,1,0.2\na,x,2,1.7\n")
-    code = ("import sys; from forecast.cli import main; code = main(['fit', sys.argv[1], '--out', sys.argv[2]]); "
-            "print(code, 'pymc' in sys.modules)")
-    done = subprocess.run([sys.executable, "-c", code, str(bad), str(tmp_path / "out")], capture_output=True, text=True, timeout=120)
-    assert done.stdout.split() == ["2", "False"] and "row 3" in done.stderr
+    code = "import sys; from forecast.cli import main; print(main(['fit', sys.argv[1], '--out', sys.argv[2]]))"
+    assert _libraries_loaded_by(code, bad, tmp_path / "out") == (["2"], [])
+
+
+def test_commands_on_a_saved_fit_read_it_without_the_sampling_libraries(fit_dir):
+    # `forecast predict` on a saved fit took 6.1 s, most of it importing PyMC and ArviZ; now about 2
+    fit = fit_dir / "fit"
+    for command in (["predict", fit, "--compute", "5e3", "--json"], ["decide", fit, "--budget", "5e3", "--json"]):
+        code = f"import sys; from forecast.cli import main; assert main({[str(c) for c in command]!r}) == 0"
+        assert _libraries_loaded_by(code)[1] == [], command
+    # a user who asks for the InferenceData still gets one
+    code = f"from forecast import ScalingForecaster; fc = ScalingForecaster.load({str(fit / 'fit.nc')!r}); print(type(fc.idata).__name__)"
+    printed, loaded = _libraries_loaded_by(code)
+    assert printed == ["InferenceData"] and "arviz" in loaded

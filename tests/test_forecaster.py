@@ -495,6 +495,7 @@ def test_the_compiled_model_cache_keeps_only_the_models_used_last(monkeypatch):
     an old one. Each compiled model holds about 100 MB; the cache kept every one of them for good (a
     watched 8-run sweep: 9 models, 1.2 GB). It keeps the MAX_COMPILED_MODELS used last."""
     import nutpie
+    import pymc
 
     from forecast import inference
 
@@ -506,7 +507,7 @@ def test_the_compiled_model_cache_keeps_only_the_models_used_last(monkeypatch):
     monkeypatch.setattr(inference, "_COMPILED_CACHE", {})
     monkeypatch.setattr(inference, "MAX_COMPILED_MODELS", 3, raising=False)
     monkeypatch.setattr(nutpie, "compile_pymc_model", lambda model: compiled_for.append(model) or Compiled())
-    monkeypatch.setattr(inference.pm, "set_data", lambda values, model=None: None)
+    monkeypatch.setattr(pymc, "set_data", lambda values, model=None: None)
 
     def get(key):
         return inference._compiled(lambda: key, key, {})[1]
