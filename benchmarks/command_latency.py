@@ -1,0 +1,73 @@
+"""Command latency: how long the command line takes to answer when no sampling is needed.
+
+Each command runs in a fresh interpreter, as a user or a script calls it:
+  baseline: the same command in an interpreter that imports PyMC (and with it PyTensor and
+            ArviZ) first, which is what these commands did before PyMC was imported only when a
+            fit samples and ArviZ only when a user asks for `fc.idata`;
+  ours:     the command as shipped.
+Commands: `forecast --help`, a rejected table in `fit`, and `predict`, `decide` and `report` on a
+saved fit (a fast-mode fit of the shipped trainer sweep, made once before timing). Prints the
+median wall time of `--repeats` calls of each and the ratio. Target: every command that only
+reads a saved fit answers in under 3 s.
+
+    python benchmarks/command_latency.py [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RUNS = ROOT / "examples" / "trainer_sweep" / "runs.csv"
+SAMPLING_LIBRARIES = "import pymc, arviz; "
+
+
+def seconds_to_answer(argv: list[str], *, preload: str) -> float:
+    """Wall time of `forecast ARGV` in a fresh interpreter that first runs `preload`."""
+    code = f"{preload}import sys; from forecast.cli import main; sys.exit(main(sys.argv[1:]))"
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    return time.perf_counter() - start
+
+
+def commands(folder: Path) -> dict[str, list[str]]:
+    bad = folder / "bad.csv"
+    bad.write_text("run_id,recipe,compute,metric\na,x,1,0.2\na,x,2,1.7\n")
+    fit = folder / "fit"
+    return {
+        "--help": ["--help"],
+        "fit, rejected table": ["fit", str(bad), "--out", str(folder / "never")],
+        "predict, saved fit": ["predict", str(fit), "--compute", "1e12", "--json"],
+        "decide, saved fit": ["decide", str(fit), "--budget", "1e12", "--json"],
+        "report, saved fit": ["report", str(fit), "--budget", "1e12", "-o", str(folder / "report.html")],
+    }
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        made = subprocess.run([sys.executable, "-m", "forecast.cli", "fit", str(RUNS), "--out", str(folder / "fit"),
+                               "--fast", "--no-progress"], capture_output=True, text=True, cwd=ROOT)
+        if made.returncode != 0:
+            print(made.stderr[-2000:])
+            return 1
+        print(f"{'command':<22} {'baseline s':>10} {'ours s':>8} {'ratio':>6}")
+        for name, command in commands(folder).items():
+            seconds_to_answer(command, preload="")  # warm the file cache once
+            base = statistics.median(seconds_to_answer(command, preload=SAMPLING_LIBRARIES) for _ in range(args.repeats))
+            ours = statistics.median(seconds_to_answer(command, preload="") for _ in range(args.repeats))
+            print(f"{name:<22} {base:>10.2f} {ours:>8.2f} {ours / base:>5.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
