@@ -49,6 +49,28 @@ def test_recipe_level_can_be_non_centred_alone(small_sweep, centered, recipe_cen
     assert ("logit_A_run" in free) is not runs_z
 
 
+@pytest.mark.parametrize("with_n_eval", [True, False])
+def test_extra_white_noise_keeps_its_half_normal_prior_and_is_sampled_where_zero_is_reachable(small_sweep, with_n_eval):
+    """With n_eval known the binomial noise is a floor, so extra noise of 0 (the usual truth) fits
+    as well as any small value, and a HalfNormal sampled in log space left a flat tail there that
+    chains crossed slowly (a 25-recipe sweep: R-hat 1.036 after every retry). It is sampled as
+    noise_sd * |z|, the same prior. Without n_eval the white noise is all the noise: log space."""
+    import pymc as pm
+    from scipy import stats
+
+    from forecast.data import validate_runs
+
+    runs = validate_runs(small_sweep if with_n_eval else small_sweep.drop(columns="n_eval"))
+    priors = Priors(noise_sd=0.02, noise_sd_no_n_eval=0.07)
+    model = build_model(prepare_data(runs), priors)
+    free = {v.name for v in model.free_RVs}
+    assert ("sigma_extra_z" in free) is with_n_eval and ("sigma_extra" in free) is not with_n_eval
+    scale = priors.noise_sd if with_n_eval else priors.noise_sd_no_n_eval
+    prior_draws = pm.draw(model["sigma_extra"], draws=4000, random_seed=1)
+    assert stats.kstest(prior_draws, stats.halfnorm(scale=scale).cdf).pvalue > 0.01
+    assert stats.kstest(prior_draws, stats.halfnorm(scale=1.3 * scale).cdf).pvalue < 0.01  # the check can tell
+
+
 def test_single_short_run_in_progress_fits_and_is_uncertain():
     """One recipe, one seed, six evaluations well before the midpoint: the fit works, the
     parametrisation falls back to non-centred, and the asymptote interval is honestly wide."""
