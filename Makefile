@@ -51,6 +51,7 @@ bench: setup
 	$(PY) benchmarks/extrapolation.py
 	$(PY) benchmarks/early_stop.py
 	$(PY) benchmarks/optuna_pruner.py
+	$(PY) benchmarks/command_latency.py
 
 trainer-sweep: setup
 	$(VENV)/bin/trainer-minimal sweep --presets scalerl,grpo,dapo,cispo,gspo,scalerl-bs8,scalerl-g4 \
