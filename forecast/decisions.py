@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .formatting import fmt_compute
+from .formatting import fmt_compute, prob_is
 
 __all__ = [
     "probability_best",
@@ -153,7 +153,7 @@ def recommend_text(table: pd.DataFrame, *, budget: float, target: float | None =
     top = table.iloc[0]
     head = (
         f"at {_fmt(budget)} {unit} a new run of '{top.recipe}' is expected to reach {top.expected:.3f} "
-        f"(90% interval {top.q05:.3f}-{top.q95:.3f}), P(best) = {top.p_best:.2f}"
+        f"(90% interval {top.q05:.3f}-{top.q95:.3f}), P(best) {prob_is(top.p_best)}"
     )
     parts = []
     if target is not None and "p_target" in table and table["p_target"].max() < UNLIKELY_TARGET_P:
@@ -161,7 +161,7 @@ def recommend_text(table: pd.DataFrame, *, budget: float, target: float | None =
         likeliest = table.loc[table["p_target"].idxmax()]
         parts.append(
             f"No recipe is likely to reach {target:g} at {_fmt(budget)} {unit}: the best chance is "
-            f"P = {likeliest.p_target:.2f} for '{likeliest.recipe}' (below {UNLIKELY_TARGET_P:g}); a larger budget "
+            f"P {prob_is(likeliest.p_target)} for '{likeliest.recipe}' (below {UNLIKELY_TARGET_P:g}); a larger budget "
             "or a lower target, or the ranking at this budget below."
         )
     if len(table) == 1:
@@ -174,14 +174,14 @@ def recommend_text(table: pd.DataFrame, *, budget: float, target: float | None =
             # the partner is the likeliest other winner, which need not be second by expected metric
             # (a wide posterior can win more often with a lower mean)
             partner = table.iloc[1:].loc[table.iloc[1:]["p_best"].idxmax()]
-            why = "" if partner.recipe == second.recipe else f" (the likeliest other winner, P(best) = {partner.p_best:.2f})"
+            why = "" if partner.recipe == second.recipe else f" (the likeliest other winner, P(best) {prob_is(partner.p_best)})"
             parts.append(
                 f"Too close to call, leaning '{top.recipe}': {head}, below {CLEAR_WINNER_P:.2f} (the bar for a "
                 f"clear winner). Consider running '{top.recipe}' and '{partner.recipe}'{why} side by side, or more "
                 "seeds first."
             )
         parts.append(
-            f"Runner-up '{second.recipe}': expected {second.expected:.3f}, P(best) = {second.p_best:.2f}."
+            f"Runner-up '{second.recipe}': expected {second.expected:.3f}, P(best) {prob_is(second.p_best)}."
         )
         parts.append(f"Downside (5% quantile): {top.q05:.3f} for '{top.recipe}' vs {second.q05:.3f} for '{second.recipe}'.")
         safest = table.loc[table["q05"].idxmax()]
@@ -190,13 +190,13 @@ def recommend_text(table: pd.DataFrame, *, budget: float, target: float | None =
                 f"Risk-averse choice: '{safest.recipe}' has the best downside ({safest.q05:.3f} vs {top.q05:.3f})."
             )
     if target is not None and "p_target" in table:
-        sentence = f"P(>= {target:g} at this budget) = {top.p_target:.2f} for '{top.recipe}'"
+        sentence = f"P(>= {target:g} at this budget) {prob_is(top.p_target)} for '{top.recipe}'"
         if "compute_q50" in table and pd.notna(top.get("compute_q50")):
             median = f"{_fmt(top.compute_q50)} {unit}" if np.isfinite(top.compute_q50) else "never, in the median draw"
             sentence += (
                 f"; compute to reach {target:g}: {median} "
                 f"(90% interval {_fmt(top.compute_q05)}-{_fmt(top.compute_q95)}; "
-                f"P(ever reaches it) = {top.p_reach_ever:.2f})"
+                f"P(ever reaches it) {prob_is(top.p_reach_ever)})"
             )
         if _target_measures_disagree(top, budget):
             # both are right, and they differ on purpose: say why rather than leave a puzzle
@@ -210,7 +210,7 @@ def recommend_text(table: pd.DataFrame, *, budget: float, target: float | None =
         if best_target.recipe != top.recipe and best_target.p_target > top.p_target:
             parts.append(
                 f"For the target alone, '{best_target.recipe}' is likelier to get there "
-                f"(P = {best_target.p_target:.2f})."
+                f"(P {prob_is(best_target.p_target)})."
             )
     return " ".join(parts)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import re
 
-__all__ = ["fmt_compute", "shown_so_it_reads_true"]
+__all__ = ["fmt_compute", "fmt_prob", "prob_is", "shown_so_it_reads_true"]
 
 
 def fmt_compute(x) -> str:
@@ -21,6 +21,28 @@ def fmt_compute(x) -> str:
     if 10 <= abs(x) < 1e6:
         return f"{x:,.0f}"
     return re.sub(r"e\+?(-?)0*(\d)", r"e\1\2", f"{x:.3g}")  # 3 digits: a budget of 1.25e7 keeps its 5
+
+
+def fmt_prob(p) -> str:
+    """A probability in two decimals, where two decimals would round a small share of draws to 0.00
+    or a large one to 1.00: '<0.01' and '>0.99'. Only a share of exactly none or all of the
+    draws prints as 0.00 or 1.00."""
+    if p is None or not math.isfinite(p):
+        return "–"
+    if 0 < p < 0.005:
+        return "<0.01"
+    if 0.995 < p < 1:
+        return ">0.99"
+    return f"{p:.2f}"
+
+
+def prob_is(p) -> str:
+    """The comparison that completes 'P(best) ...' in a sentence: '= 0.46', '< 0.01', '> 0.99', so
+    the recommendation and the table under it print the same probability the same way."""
+    text = fmt_prob(p)
+    if text[0] in "<>":
+        return f"{text[0]} {text[1:]}"
+    return f"= {text}"
 
 
 def shown_so_it_reads_true(value: float, reads_true, digits: int) -> str:

@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from . import __version__
-from .formatting import fmt_compute
+from .formatting import fmt_compute, fmt_prob, prob_is
 from .io import atomic_write_text, json_safe
 
 __all__ = [
@@ -214,12 +214,12 @@ def builtin_recommendation(table: pd.DataFrame, budget: float, unit: str, target
     top = ranked.iloc[0]
     at = f"{fmt_compute(budget)} {unit}"
     if top["p_best"] >= CLEAR_WINNER:
-        headline = f"Scale {top['recipe']}: P(best at {at}) = {top['p_best']:.2f}"
+        headline = f"Scale {top['recipe']}: P(best at {at}) {prob_is(top['p_best'])}"
     elif len(ranked) > 1:
         second = ranked.iloc[1]
         headline = (
-            f"No clear winner at {at}: {top['recipe']} (P(best) {top['p_best']:.2f}) vs "
-            f"{second['recipe']} ({second['p_best']:.2f}); more seeds or compute before committing"
+            f"No clear winner at {at}: {top['recipe']} (P(best) {fmt_prob(top['p_best'])}) vs "
+            f"{second['recipe']} ({fmt_prob(second['p_best'])}); more seeds or compute before committing"
         )
     else:
         headline = f"Only one recipe ({top['recipe']}): nothing to compare"
@@ -230,7 +230,7 @@ def builtin_recommendation(table: pd.DataFrame, budget: float, unit: str, target
             f"asymptote {fmt_interval(row['A_q50'], row['A_q05'], row['A_q95'])}"
         )
         if target is not None and "p_target" in row:
-            reason += f", P(>= {target:g} at budget) = {row['p_target']:.2f}"
+            reason += f", P(>= {target:g} at budget) {prob_is(row['p_target'])}"
         reasons.append(reason)
     return Recommendation(headline, reasons, source="built-in rule on P(best at budget) (forecast.decisions unavailable)")
 
@@ -428,15 +428,6 @@ def fmt_interval(mid, lo, hi, fmt=fmt_metric) -> str:
     return f"{fmt(mid)} [{fmt(lo)}, {fmt(hi)}]"
 
 
-def fmt_prob(p) -> str:
-    if p is None or not np.isfinite(p):
-        return "–"
-    if p < 0.005 and p > 0:
-        return "<0.01"
-    if p > 0.995 and p < 1:
-        return ">0.99"
-    return f"{p:.2f}"
-
 
 # ============================================================================ HTML fragments (pure)
 
@@ -468,6 +459,7 @@ th, td { padding:6px 10px; border-bottom:1px solid var(--line); text-align:left;
 th { background:#f0f4f8; font-weight:600; font-size:13px; }
 th.num { text-align:right; }
 td.num { text-align:right; font-variant-numeric:tabular-nums; white-space:nowrap; }
+td.name { white-space:nowrap; }
 tr:nth-child(even) td { background:#fafbfc; }
 .bar { display:inline-block; height:10px; background:var(--accent); border-radius:2px;
        vertical-align:middle; margin-right:6px; }
@@ -492,9 +484,13 @@ def section_html(title: str, body: str, *, css_class: str = "", anchor: str = ""
     return f"<section{attrs}>\n<h2>{esc(title)}</h2>\n{body}\n</section>"
 
 
+NAME_COLUMNS = {"recipe", "run_id"}
+
+
 def table_html(rows: list[dict], columns: list[tuple[str, str]], *, numeric=(), raw=(), css_id: str = "") -> str:
     """A table from row dicts. columns: (key, header). Cells are escaped except `raw` keys, whose
-    values are HTML made by this module (e.g. the P(best) bar)."""
+    values are HTML made by this module (e.g. the P(best) bar). Recipe and run names never wrap:
+    a browser would break 'scalerl-lr1e-3' at its hyphens, and '3' alone on a line is no name."""
     num = ' class="num"'
     head = "".join(f"<th{num if k in numeric else ''}>{esc(h)}</th>" for k, h in columns)
     body = []
@@ -503,7 +499,7 @@ def table_html(rows: list[dict], columns: list[tuple[str, str]], *, numeric=(), 
         for key, _ in columns:
             value = row.get(key, "")
             text = value if key in raw else esc(value)
-            cls = ' class="num"' if key in numeric else ""
+            cls = ' class="num"' if key in numeric else ' class="name"' if key in NAME_COLUMNS else ""
             cells.append(f"<td{cls}>{text}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     ident = f' id="{esc(css_id)}"' if css_id else ""

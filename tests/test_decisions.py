@@ -175,6 +175,22 @@ def test_a_decision_prints_never_where_a_column_mixes_finite_compute_and_inf(rng
     assert rows["b"]["compute_q50"] is None and rows["a"]["compute_q50"] == pytest.approx(5e3)
 
 
+def test_a_small_probability_reads_as_the_report_table_prints_it(rng):
+    # 3 draws in 1000 where 'b' is best: two decimals would say P(best) = 0.00, the report's table
+    # says <0.01; the sentence must say what the table says
+    from forecast.formatting import fmt_prob
+
+    a = np.full(1000, 0.70)
+    b = np.full(1000, 0.60)
+    b[:3] = 0.75
+    table = rank_recipes({"a": a, "b": b}, budget=1e4)
+    text = recommend_text(table, budget=1e4)
+    assert table.set_index("recipe").loc["b", "p_best"] == pytest.approx(0.003)
+    assert "Runner-up 'b': expected 0.600, P(best) < 0.01." in text
+    assert "P(best) > 0.99" in text and "= 0.00" not in text and "= 1.00" not in text
+    assert fmt_prob(0.003) == "<0.01" and fmt_prob(0.997) == ">0.99" and fmt_prob(0.0) == "0.00"
+
+
 def test_a_target_no_recipe_reaches_at_the_budget_is_said_first(rng):
     draws = {"a": rng.normal(0.60, 0.01, 4000), "b": rng.normal(0.55, 0.01, 4000)}
     text = recommend_text(rank_recipes(draws, target=0.7, budget=1e4), budget=1e4, target=0.7)

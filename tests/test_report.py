@@ -58,6 +58,15 @@ def test_table_html_escapes_cells_but_not_raw_columns():
     assert '<td class="num">1.5</td>' in out
 
 
+def test_recipe_and_run_names_are_kept_on_one_line():
+    # a browser breaks 'scalerl-lr1e-3' after 'lr1e-' in a narrow column unless told not to
+    rows = [{"recipe": "scalerl-lr1e-3", "run_id": "scalerl-lr1e-3-s0", "other": "a-b"}]
+    out = rp.table_html(rows, [("recipe", "recipe"), ("run_id", "run"), ("other", "other")])
+    assert '<td class="name">scalerl-lr1e-3</td>' in out and '<td class="name">scalerl-lr1e-3-s0</td>' in out
+    assert "<td>a-b</td>" in out
+    assert re.search(r"td\.name\s*\{[^}]*white-space:\s*nowrap", rp.CSS)
+
+
 def test_figure_html_is_an_inline_png():
     out = rp.figure_html(b"\x89PNG fake", alt='a "chart"', caption="c")
     assert 'src="data:image/png;base64,' in out
