@@ -286,6 +286,15 @@ def test_report_summary_is_strict_json(report_file):
 # ----------------------------------------------------------------------------- CLI
 
 
+# decide --json's names -> report --json's, as the README's table gives them (written out here, not
+# read from forecast.report, so a wrong mapping there fails)
+README_JSON_NAMES = {
+    "expected": "at_budget_mean", "q05": "at_budget_q05", "q50": "at_budget_q50", "q95": "at_budget_q95",
+    "p_target": "p_target", "p_reach_ever": "p_reach",
+    "compute_q05": "c_target_q05", "compute_q50": "c_target_q50", "compute_q95": "c_target_q95",
+}
+
+
 def test_cli_report_from_a_saved_fit(fitted, tmp_path, capsys):
     from forecast.cli import main
 
@@ -295,6 +304,18 @@ def test_cli_report_from_a_saved_fit(fitted, tmp_path, capsys):
     summary = json.loads(capsys.readouterr().out)
     assert summary["budget"] == 5e4 and summary["target"] == 0.6 and out.exists()
     assert summary["provenance"]["inputs"] == [f"{tmp_path} (saved fit)"]  # no summary.json beside it
+    # the same numbers as decide --json, under the names the README's table gives
+    assert main(["decide", str(tmp_path), "--target", "0.6", "--budget", "5e4", "--json"]) == 0
+    decided = {row["recipe"]: row for row in json.loads(capsys.readouterr().out)["table"]}
+    assert [row["recipe"] for row in summary["recipes"]] == list(decided)
+    for row in summary["recipes"]:
+        for decide_name, report_name in README_JSON_NAMES.items():
+            theirs = decided[row["recipe"]][decide_name]
+            if theirs is None or row[report_name] is None:  # a compute never reached is null in both
+                assert theirs is None and row[report_name] is None, report_name
+            else:
+                assert row[report_name] == pytest.approx(theirs), report_name
+        assert row["p_best"] == pytest.approx(decided[row["recipe"]]["p_best"])
     # a budget in the wrong unit: on the page, in the JSON and on stderr
     (tmp_path / "summary.json").write_text(json.dumps({"input": "runs.csv"}))
     assert main(["report", str(tmp_path), "--budget", "1e12", "-o", str(out), "--json", "--no-progress"]) == 0
