@@ -428,7 +428,6 @@ def fmt_interval(mid, lo, hi, fmt=fmt_metric) -> str:
     return f"{fmt(mid)} [{fmt(lo)}, {fmt(hi)}]"
 
 
-
 # ============================================================================ HTML fragments (pure)
 
 CSS = """
