@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 import warnings
 from pathlib import Path
@@ -98,16 +99,29 @@ def warn_ignored(flags: list[str], why: str) -> None:
 
 def _check_output_file(path, flag: str, example: str, source=None) -> None:
     """An output file must not be a folder, nor an input of the command: the run table or saved
-    fit it reads, or a file the folder it reads would take as a run table next time (checked
-    before any work, not after a long fit)."""
+    fit it reads, or a file the folder it reads would take as a run table next time, nor a file in
+    a trainer's run folder (checked before any work, not after a long fit)."""
     if path is None:
         return
     out = Path(path)
     if out.is_dir():
         raise BadInput(f"{flag} {path}: is a folder; give a file name, e.g. {out / example}")
+    if conflict := _output_conflict(out, source):
+        elsewhere = Path(source).resolve().parent if source is not None else out.resolve().parent.parent
+        raise BadInput(f"{flag} {path}: {conflict}; write it elsewhere, e.g. {elsewhere / example}")
+
+
+def _output_conflict(out: Path, source=None) -> str | None:
+    """Why writing the file `out` would destroy or corrupt an input, or None. A trainer's run folder
+    is the trainer's: its run log, its summary.json (which marks the run finished) and its config
+    are read by `watch`, `fit` and `backtest`, so nothing of ours goes in it."""
+    from .data import RUN_LOG_NAME
+
     if source is not None and _read_as_input(out, Path(source)):
-        raise BadInput(f"{flag} {path}: is, or would become, an input read from {source}; write it elsewhere, "
-                       f"e.g. {Path(source).resolve().parent / example}")
+        return f"is, or would become, an input read from {source}"
+    if (out.resolve().parent / RUN_LOG_NAME).exists():
+        return f"is in the run folder {out.resolve().parent}, whose files ({RUN_LOG_NAME}, summary.json) are the trainer's"
+    return None
 
 
 def _read_as_input(out: Path, source: Path) -> bool:
@@ -191,9 +205,17 @@ def run_fit(args) -> int:
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise BadInput(f"--out {out}: is a file; --out names a folder (fit.nc and summary.json go in it)")
+    for name in ("fit.nc", "summary.json"):
+        if conflict := _output_conflict(out / name, args.runs):
+            # a saved fit inside the runs folder would be read instead of the runs from then on
+            raise BadInput(f"--out {out}: its {name} {conflict}; write the fit elsewhere, "
+                           f"e.g. {Path(args.runs).resolve().parent / 'fit'}")
     runs = load_runs(args.runs)
     if args.horizon is not None and (message := far_from_data(args.horizon, runs["compute"], unit=compute_unit_of(runs), name="--horizon")):
         warn(message)  # before the fit, which would take minutes to use it
+    if args.horizon is not None and args.horizon <= runs["compute"].max():
+        warn_ignored(["--horizon"], f"the runs already reach {runs['compute'].max():.3g} {compute_unit_of(runs)}, "
+                                    "and the priors are set on the compute range seen when it is within it")
     # PyMC loads here, after the table is checked
     from .forecaster import ConvergenceWarning, ScalingForecaster
 
@@ -324,15 +346,18 @@ def add_report_parser(sub):
     p.set_defaults(func=run_report)
 
 
-def _saved_fit_inputs(source: Path) -> list[str]:
+def _saved_fit_inputs(source: Path, fc) -> list[str]:
     """Provenance of a report made from a saved fit: the run table it was fitted on (the
-    summary.json `forecast fit` wrote beside fit.nc says), then the fit itself."""
+    summary.json `forecast fit` wrote beside fit.nc says), then the fit itself. A summary whose
+    fit_info is not this fit's (a `fit` stopped between writing fit.nc and summary.json, or a
+    fit.nc copied over) belongs to another fit, and its input is not claimed for this one."""
     file = source / "fit.nc" if source.is_dir() else source
     fitted_on = None
     if file.name == "fit.nc":  # another .nc's folder may hold some other fit's summary
         try:
             summary = json.loads((file.parent / "summary.json").read_text(encoding="utf-8"))
-            fitted_on = summary.get("input") if isinstance(summary, dict) else None
+            if isinstance(summary, dict) and summary.get("fit_info") == json.loads(dumps_json(fc.fit_info_)):
+                fitted_on = summary.get("input")
         except (OSError, ValueError):
             pass
     return ([f"{fitted_on} (fitted on)"] if fitted_on else []) + [f"{source} (saved fit)"]
@@ -358,7 +383,7 @@ def run_report(args) -> int:
         _no_prior_for_saved_fit(source, forecaster_kwargs)
         _warn_fit_flags_ignored(args, source)
         fc = load_fit(source)
-        inputs = _saved_fit_inputs(source)
+        inputs = _saved_fit_inputs(source, fc)
     else:
         from .data import load_runs
         from .forecaster import ScalingForecaster
@@ -565,6 +590,7 @@ def run_watch(args) -> int:
         raise BadInput(f"--max-polls must be >= 1, got {args.max_polls}")
     if not Path(args.runs_dir).is_dir():
         raise BadInput(f"{args.runs_dir}: is not a folder")
+    _check_output_file(args.out, "--out", "recommendations.json", source=args.runs_dir)
     if args.reference is not None and not Path(args.reference).exists():
         raise BadInput(f"--reference {args.reference}: does not exist")
     if args.once and args.max_polls not in (None, 1):
@@ -613,7 +639,8 @@ def add_backtest_parser(sub):
     p.add_argument("--halving-eta", type=int, default=None,
                    help="successive halving keeps the best 1/eta at each rung, rungs eta times apart (default 4)")
     p.add_argument("--median-percentile", type=float, default=None,
-                   help="the median rule keeps runs in the top this-%% at each step, as Optuna's PercentilePruner "
+                   help="the median rule stops a run whose best value so far is below the (100 - this)th "
+                        "percentile of the other runs at its step, as Optuna's PercentilePruner "
                         "(default 50 = MedianPruner; smaller stops more)")
     p.add_argument("--truth", default=None, metavar="COLUMN",
                    help="score regret on this column of true pass rates (e.g. true_metric of a simulated sweep) "
@@ -706,10 +733,20 @@ COMMANDS = [
 ]
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with "-1e12" read as a (negative) number like "-1" and "-0.5": Python 3.11's
+    argparse takes it for an unknown flag, so `--budget -1e12` said "expected one argument"
+    instead of our "--budget must be finite and > 0". (Python 3.13's own pattern covers it.)"""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = re.compile(r"^-\d+$|^-\d*\.\d+$|^-(\d+\.?\d*|\.\d+)[eE][-+]?\d+$")
+
+
 def build_parser() -> argparse.ArgumentParser:
     import importlib
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="forecast",
         description="Bayesian forecasts of RL compute scaling (ScaleRL sigmoid), and decisions built on them.",
         epilog=EPILOG,
@@ -725,6 +762,7 @@ def build_parser() -> argparse.ArgumentParser:
         except (ImportError, AttributeError):
             continue  # a command whose module is not present in this build
         adder(sub)
+    parser.commands = sub.choices  # name -> its parser, for errors in the command's own words
     return parser
 
 
@@ -737,7 +775,10 @@ def main(argv=None) -> int:
     # raise forecast.cli.BadInput: catch both classes so bad input always exits 2.
     bad_input = (RunDataError, BadInput, RegisteredBadInput)
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        # said by the command's own parser: its usage line lists the flags it does take
+        parser.commands.get(args.command, parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_BAD_INPUT

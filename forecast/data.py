@@ -238,15 +238,18 @@ def validate_runs(frame: pd.DataFrame, *, source=None, min_points: int = 2) -> p
                 **_where(frame, idx),
             )
 
-    recipes_per_run = frame.groupby("run_id")["recipe"].nunique()
-    if (recipes_per_run > 1).any():
-        run = recipes_per_run[recipes_per_run > 1].index[0]
-        idx = frame.index[(frame["run_id"] == run) & (frame["recipe"] != frame.loc[frame["run_id"] == run, "recipe"].iloc[0])][0]
-        raise RunDataError(
-            f"belongs to several recipes {sorted(frame.loc[frame['run_id'] == run, 'recipe'].unique())}",
-            column="recipe",
-            **_where(frame, idx),
-        )
+    # a run has one recipe and one seed: two in one run_id are two runs written under one name
+    for column, what in (("recipe", "recipes"), ("seed", "seeds")):
+        if column not in frame.columns:
+            continue
+        per_run = frame.groupby("run_id")[column].nunique()
+        if (per_run > 1).any():
+            run = per_run[per_run > 1].index[0]
+            values = frame.loc[frame["run_id"] == run, column].dropna()
+            idx = values.index[values != values.iloc[0]][0]
+            shown = [v.item() if isinstance(v, np.generic) else v for v in sorted(values.unique())]
+            shown = [int(v) if isinstance(v, float) and v.is_integer() else v for v in shown]  # seed 1, not 1.0
+            raise RunDataError(f"belongs to several {what} {shown}", column=column, **_where(frame, idx))
     duplicated = frame.duplicated(["run_id", "compute"], keep="first")
     if duplicated.any():
         idx = duplicated.idxmax()
@@ -293,7 +296,7 @@ class RunSummary:
 
 
 def summarize_runs(runs: pd.DataFrame) -> RunSummary:
-    unit = str(runs["compute_unit"].dropna().iloc[0]) if "compute_unit" in runs and runs["compute_unit"].notna().any() else "compute"
+    unit = compute_unit_of(runs)
     sources = tuple(sorted(runs["_source"].dropna().unique())) if "_source" in runs else ()
     return RunSummary(
         n_runs=int(runs["run_id"].nunique()),
@@ -305,11 +308,16 @@ def summarize_runs(runs: pd.DataFrame) -> RunSummary:
     )
 
 
+# what a table without a compute_unit column measures compute in: printed after numbers ("at 4e+05
+# compute units") and in axis labels, where a bare "compute" read "at 4e+05 compute", "compute (compute)"
+UNSPECIFIED_UNIT = "compute units"
+
+
 def compute_unit_of(runs: pd.DataFrame) -> str:
-    """The run table's compute unit (its compute_unit column), or "compute" when it says none."""
+    """The run table's compute unit (its compute_unit column), or UNSPECIFIED_UNIT when it says none."""
     if "compute_unit" in runs and runs["compute_unit"].notna().any():
         return str(runs["compute_unit"].dropna().iloc[0])
-    return "compute"
+    return UNSPECIFIED_UNIT
 
 
 # A compute this many times beyond the data's largest (or below its smallest) is more often a unit

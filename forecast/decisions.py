@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from .data import UNSPECIFIED_UNIT
 from .formatting import fmt_compute, prob_is
 
 __all__ = [
@@ -146,7 +147,7 @@ def _target_measures_disagree(row, budget: float) -> bool:
     return median is not None and pd.notna(median) and (median <= budget) != (row.p_target >= 0.5)
 
 
-def recommend_text(table: pd.DataFrame, *, budget: float, target: float | None = None, unit: str = "compute") -> str:
+def recommend_text(table: pd.DataFrame, *, budget: float, target: float | None = None, unit: str = UNSPECIFIED_UNIT) -> str:
     """A plain-words recommendation from a `rank_recipes` table; every claim cites its number."""
     if table.empty:
         return "no recipes to rank"
@@ -250,7 +251,7 @@ def split_budget(
     return pd.DataFrame(rows)
 
 
-def recommend_split_text(table: pd.DataFrame, *, total: float, unit: str = "compute") -> str:
+def recommend_split_text(table: pd.DataFrame, *, total: float, unit: str = UNSPECIFIED_UNIT) -> str:
     """Plain words for `split_budget`: the fewest k whose expected best-of-k is the highest in the
     3 digits the text prints. A gain that does not show in them is Monte Carlo noise, and more runs
     cost more to manage: the fewer runs win the tie (and the text never declines a split it prints
@@ -307,7 +308,7 @@ class ScaleDecision:
     recommendation: str
     budget: float | None = None
     target: float | None = None
-    unit: str = "compute"
+    unit: str = UNSPECIFIED_UNIT
     extra: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:

@@ -29,7 +29,7 @@ from scipy.special import expit
 from . import __version__
 from .curves import compute_to_target as _compute_to_target
 from .curves import sigmoid_curve_log
-from .data import compute_unit_of, load_runs, validate_runs
+from .data import UNSPECIFIED_UNIT, compute_unit_of, load_runs, validate_runs
 from .inference import ConvergenceReport, SamplerSettings, convergence_report, sample_model
 from .io import atomic_path
 from .model import Priors, build_model, data_values, prepare_data, residual_process, white_variance
@@ -436,7 +436,7 @@ class ScalingForecaster:
 
     @property
     def compute_unit(self) -> str:
-        return compute_unit_of(self.runs_) if self.runs_ is not None else "compute"
+        return compute_unit_of(self.runs_) if self.runs_ is not None else UNSPECIFIED_UNIT
 
     @property
     def recipes(self) -> list[str]:
@@ -760,8 +760,11 @@ class ScalingForecaster:
 
     @classmethod
     def load(cls, path, *, allow_version_mismatch: bool = False) -> ScalingForecaster:
-        """Load a saved fit. Refuses a file written by another package version unless allowed."""
+        """Load a saved fit: the file save() wrote, or the folder `forecast fit --out DIR` wrote
+        (its fit.nc). Refuses a file written by another package version unless allowed."""
         path = Path(path)
+        if path.is_dir():  # the CLI's output folder: a notebook is handed the path the CLI printed
+            path = path / "fit.nc"
         if not path.exists():
             raise FileNotFoundError(f"no saved fit at {path}")
         idata = _read_fit_groups(path)

@@ -51,6 +51,8 @@ def test_predict_run_kind_table(fit_dir, capsys):
     [
         (["predict", "{d}/fit", "--compute", "abc"], "not a number"),
         (["predict", "{d}/fit", "--compute", "-5"], "> 0"),
+        (["predict", "{d}/fit", "--compute", "-1e5"], "> 0"),  # a negative number, not an unknown flag
+        (["decide", "{d}/fit", "--budget", "-2.5E+4"], "--budget must be finite and > 0"),
         (["predict", "{d}/fit", "--compute", "10", "--recipe", "nope"], "unknown recipe"),
         (["predict", "{d}/nofit", "--compute", "10"], "no saved fit"),
         (["fit", "{d}/missing.csv", "--out", "{d}/x"], "does not exist"),
@@ -66,6 +68,11 @@ def test_predict_run_kind_table(fit_dir, capsys):
         (["fit", "{d}/missing.csv", "--out", "{d}/runs.csv"], "is a file; --out names a folder"),  # before reading
         (["report", "{d}/fit", "-o", "{d}"], "is a folder; give a file name"),
         (["backtest", "{d}/runs.csv", "--out", "{d}"], "is a folder; give a file name"),
+        # a fit written into the folder of run logs it reads: from then on the folder reads as that fit
+        (["fit", "{d}/logs", "--out", "{d}/logs"], "its fit.nc is, or would become, an input read from"),
+        # or into one run's folder, over the summary.json that marks the run finished
+        (["fit", "{d}/logs", "--out", "{d}/logs/a-s0"], "its fit.nc is in the run folder"),
+        (["report", "{d}/fit", "-o", "{d}/logs/a-s0/report.html"], "whose files (evals.jsonl, summary.json) are the trainer's"),
         (["backtest", "{d}/runs.csv", "--rule", "margin=-1"], "--rule margin must"),
         (["backtest", "{d}/runs.csv", "--margin", "-1"], "--margin must"),
     ],
@@ -75,9 +82,16 @@ def test_bad_input_exits_2_with_message(fit_dir, capsys, argv, message):
 
     xr.Dataset({"x": ("i", [1.0, 2.0])}).to_netcdf(fit_dir / "not_a_fit.nc")  # netCDF, but no fit in it
     (fit_dir / "garbage.nc").write_text("not netCDF at all\n")
+    run_folder = fit_dir / "logs" / "a-s0"  # a trainer's run folder: its log and the summary of a finished run
+    run_folder.mkdir(parents=True, exist_ok=True)
+    (run_folder / "evals.jsonl").write_text("".join(
+        json.dumps({"run_id": "a-s0", "recipe": "a", "compute": 10.0 * (i + 1), "metric": 0.1 + 0.01 * i}) + "\n"
+        for i in range(5)))
+    (run_folder / "summary.json").write_text('{"final_metric": 0.14}')
     argv = [a.format(d=fit_dir) for a in argv]
     assert main(argv) == 2
     assert message in capsys.readouterr().err
+    assert (run_folder / "summary.json").read_text() == '{"final_metric": 0.14}' and not (fit_dir / "logs" / "fit.nc").exists()
 
 
 def test_bad_table_exits_2_without_traceback_and_keeps_old_results(fit_dir, tmp_path):
@@ -103,21 +117,31 @@ def test_prior_overrides_reads_name_value_pairs():
         prior_overrides(["b_mu"])
 
 
-def test_fit_with_priors_from_the_command_line_saves_them_with_the_fit(fit_dir):
+def test_fit_with_priors_from_the_command_line_saves_them_with_the_fit(fit_dir, small_sweep, capsys):
     from forecast.forecaster import ScalingForecaster
 
     out = fit_dir / "fit_priors"
+    inside = small_sweep["compute"].max() / 2  # a horizon the runs have already passed changes nothing
     argv = ["fit", str(fit_dir / "runs.csv"), "--out", str(out), "--fast", "--no-progress",
-            "--prior", "b_mu=0.5", "--prior", "a_mu_offset=1.0"]
+            "--prior", "b_mu=0.5", "--prior", "a_mu_offset=1.0", "--horizon", str(inside)]
     assert main(argv) == 0
     priors = ScalingForecaster.load(out / "fit.nc").priors
     assert (priors.b_mu, priors.a_mu_offset, priors.m_mu) == (0.5, 1.0, 0.0)  # m_mu: the default, untouched
+    assert "--horizon has no effect: the runs already reach" in capsys.readouterr().err
 
 
 def test_a_negative_seed_is_refused_by_the_parser(fit_dir, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["decide", str(fit_dir / "fit"), "--budget", "1e5", "--seed", "-1"])
     assert exit_info.value.code == 2 and "whole number >= 0" in capsys.readouterr().err
+
+
+def test_an_unknown_flag_is_named_by_the_command_it_was_given_to(fit_dir, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["predict", str(fit_dir / "fit"), "--compute", "1e5", "--bogus"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "forecast predict: error: unrecognized arguments: --bogus" in err
+    assert "usage: forecast predict" in err  # the flags predict does take, not the list of commands
 
 
 def test_fit_summary_keeps_the_priors_and_version_flag(fit_dir, capsys):

@@ -78,6 +78,9 @@ def _mutate(table, name):
         t.loc[5, "compute_unit"] = "gpu_hours"
     elif name == "run in two recipes":
         t.loc[5, "recipe"] = "b"
+    elif name == "run with two seeds":
+        t["seed"] = t["run_id"].str[-1].astype(int)
+        t.loc[5, "seed"] = 7
     elif name == "empty run id":
         t.loc[5, "run_id"] = None
     elif name == "bad n_eval":
@@ -100,6 +103,7 @@ CASES = {
     "one point run": (None, "c-s0", 14, "1 point"),
     "mixed units": ("compute_unit", "a-s1", 7, "mixes compute units"),
     "run in two recipes": ("recipe", "a-s1", 7, "several recipes"),
+    "run with two seeds": ("seed", "a-s1", 7, r"several seeds \[1, 7\]"),
     "empty run id": ("run_id", None, 7, "missing"),
     "bad n_eval": ("n_eval", "a-s1", 7, "whole number, got 2.5$"),
     "infinite compute": ("compute", "a-s1", 7, "infinite"),

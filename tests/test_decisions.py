@@ -120,12 +120,12 @@ def test_a_split_that_gains_less_than_the_digits_shown_is_not_recommended():
     table = pd.DataFrame({"ways": [1, 2], "compute_per_run": [100.0, 50.0], "recipes": [["a"], ["a", "b"]],
                           "expected_best": [0.696387, 0.696397], "q05": [0.6, 0.6], "q95": [0.8, 0.8]})
     text = recommend_split_text(table, total=100.0)
-    assert text.startswith("Put the whole 100 compute into one run of 'a'")
+    assert text.startswith("Put the whole 100 compute units into one run of 'a'")
     table.loc[1, "expected_best"] = 0.6990  # a gain that shows
-    assert recommend_split_text(table, total=100.0).startswith("Split 100 compute into 2 runs")
+    assert recommend_split_text(table, total=100.0).startswith("Split 100 compute units into 2 runs")
     # across a rounding boundary: 0.6964 prints 0.696 and 0.6968 prints 0.697, so the split shows higher
     table["expected_best"] = [0.6964, 0.6968]
-    assert recommend_split_text(table, total=100.0).startswith("Split 100 compute into 2 runs")
+    assert recommend_split_text(table, total=100.0).startswith("Split 100 compute units into 2 runs")
 
 
 def test_decide_on_a_fitted_model(fitted):
@@ -194,7 +194,7 @@ def test_a_small_probability_reads_as_the_report_table_prints_it(rng):
 def test_a_target_no_recipe_reaches_at_the_budget_is_said_first(rng):
     draws = {"a": rng.normal(0.60, 0.01, 4000), "b": rng.normal(0.55, 0.01, 4000)}
     text = recommend_text(rank_recipes(draws, target=0.7, budget=1e4), budget=1e4, target=0.7)
-    assert text.startswith("No recipe is likely to reach 0.7 at 10,000 compute: the best chance is P = 0.00 for 'a'")
+    assert text.startswith("No recipe is likely to reach 0.7 at 10,000 compute units: the best chance is P = 0.00 for 'a'")
     reachable = recommend_text(rank_recipes(draws, target=0.6, budget=1e4), budget=1e4, target=0.6)
     assert reachable.startswith("Scale 'a'")
 

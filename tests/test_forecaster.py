@@ -231,6 +231,14 @@ def test_save_load_round_trip(fitted, tmp_path):
     assert again.idata.posterior.attrs["forecast_version"]
 
 
+def test_load_takes_the_folder_the_cli_writes(fitted, tmp_path):
+    fitted.save(tmp_path / "fit.nc")  # `forecast fit --out DIR` writes DIR/fit.nc
+    assert ScalingForecaster.load(tmp_path).run_ids == fitted.run_ids
+    with pytest.raises(FileNotFoundError, match="no saved fit at .*empty.fit\\.nc"):
+        (tmp_path / "empty").mkdir()
+        ScalingForecaster.load(tmp_path / "empty")
+
+
 def test_load_refuses_other_versions(fitted, tmp_path):
     import arviz as az
 

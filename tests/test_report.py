@@ -317,13 +317,19 @@ def test_cli_report_from_a_saved_fit(fitted, tmp_path, capsys):
                 assert row[report_name] == pytest.approx(theirs), report_name
         assert row["p_best"] == pytest.approx(decided[row["recipe"]]["p_best"])
     # a budget in the wrong unit: on the page, in the JSON and on stderr
-    (tmp_path / "summary.json").write_text(json.dumps({"input": "runs.csv"}))
+    from forecast.io import dumps_json
+
+    (tmp_path / "summary.json").write_text(dumps_json({"input": "runs.csv", "fit_info": fitted.fit_info_}))
     assert main(["report", str(tmp_path), "--budget", "1e12", "-o", str(out), "--json", "--no-progress"]) == 0
     captured = capsys.readouterr()
     summary = json.loads(captured.out)
     assert "Is the unit right?" in summary["warnings"][0] and "Is the unit right?" in captured.err
     assert 'id="budget-warning"' in out.read_text(encoding="utf-8")
     assert summary["provenance"]["inputs"] == ["runs.csv (fitted on)", f"{tmp_path} (saved fit)"]
+    # a summary.json of another fit (`fit` stopped between its two files): its input is not this fit's
+    (tmp_path / "summary.json").write_text(dumps_json({"input": "old.csv", "fit_info": {"mode": "other"}}))
+    assert main(["report", str(tmp_path), "--budget", "5e4", "-o", str(out), "--json", "--no-progress"]) == 0
+    assert json.loads(capsys.readouterr().out)["provenance"]["inputs"] == [f"{tmp_path} (saved fit)"]
 
 
 @pytest.mark.parametrize(

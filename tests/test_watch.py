@@ -142,6 +142,20 @@ def test_watch_cli_bad_input(tmp_path, capsys):
     assert main(["watch", str(tmp_path), "--once", "--threshold", "2"]) == 2
 
 
+@pytest.mark.parametrize("target, message", [
+    ("good-s0/evals.jsonl", "is, or would become, an input read from"),  # the run log it follows
+    ("good-s0/summary.json", "whose files (evals.jsonl, summary.json) are the trainer's"),  # would mark it finished
+    (".", "is a folder; give a file name"),  # refused before the fit, not after it
+])
+def test_watch_refuses_an_out_that_would_overwrite_what_it_reads(sweep, capsys, target, message):
+    log = sweep / "good-s0" / "evals.jsonl"
+    append(log, row("good-s0", 0, 0.1))
+    before = log.read_text()
+    assert main(["watch", str(sweep), "--once", "--budget", "1e4", "--out", str(sweep / target)]) == 2
+    assert message in capsys.readouterr().err
+    assert log.read_text() == before and not (sweep / "good-s0" / "summary.json").exists()
+
+
 @pytest.mark.slow
 def test_the_default_advisor_reweights_when_one_evaluation_arrives(sweep):
     """Real fits: the first poll samples, the next (one new evaluation) reweights that posterior."""
