@@ -133,12 +133,15 @@ def default_target(fc) -> float:
 
 
 def budget_draws(fc, budget: float, *, kind: str = "new_run") -> np.ndarray:
-    """Draws of each recipe's new run at `budget`: (n_draws, n_recipes), in fc.recipes order.
+    """Draws of each recipe's new run's true pass rate at `budget`: (n_draws, n_recipes), in
+    fc.recipes order. No single evaluation's white noise, as forecast.decisions draws them, so
+    the fallback table shows the numbers `forecast decide` shows.
 
-    Each recipe gets its own random stream: the seed-to-seed and evaluation noise of two
-    recipes' new runs are independent, while posterior draw i is shared (see p_best_from_draws).
+    Each recipe gets its own random stream: the seed-to-seed spread and wander of two recipes'
+    new runs are independent, while posterior draw i is shared (see p_best_from_draws).
     """
-    columns = [fc.sample_curves([budget], recipe=r, kind=kind, rng=fc.recipe_stream(r))[:, 0] for r in fc.recipes]
+    columns = [fc.sample_curves([budget], recipe=r, kind=kind, rng=fc.recipe_stream(r), eval_noise=False)[:, 0]
+               for r in fc.recipes]
     return np.column_stack(columns)
 
 

@@ -258,12 +258,17 @@ def test_report_speaks_with_the_decision_and_stop_modules(fitted, report_file):
 
 def test_report_falls_back_without_the_decision_modules(fitted, monkeypatch):
     """A trimmed install without forecast.decisions/early_stop still gets a report, and says so."""
+    full, _, _ = rp.scale_decision(fitted, 1e5, 0.6)
     monkeypatch.setitem(sys.modules, "forecast.decisions", None)  # import now raises ImportError
     monkeypatch.setitem(sys.modules, "forecast.early_stop", None)
     table, rec, notes = rp.scale_decision(fitted, 1e5, 0.6)
     assert "built-in" in rec.source and notes
     assert table["p_best"].sum() == pytest.approx(1.0)
     assert {"p_target", "c_target_q50", "A_q50", "at_budget_q50"} <= set(table.columns)
+    # the same draws as `forecast decide`'s (a new run's true pass rate), so the same numbers
+    columns = ["at_budget_q05", "at_budget_q50", "at_budget_q95", "p_target"]
+    pd.testing.assert_frame_equal(table.set_index("recipe").loc[full["recipe"], columns].reset_index(),
+                                  full[["recipe", *columns]], check_exact=False, atol=1e-12)
     advice, notes = rp.stop_advice(fitted, 1e5, 0.6)
     assert advice is None and "early_stop" in notes[0]
 
