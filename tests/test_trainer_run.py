@@ -147,6 +147,12 @@ def test_advisor_stop_ends_the_run_with_stopped_json(tmp_path, warm_cache, monke
      "advisor_rules 'min_evals=x': 'x' is not a whole number"),
     (["sweep", "--presets", "grpo,nope", "--seeds", "0"], "unknown preset 'nope'"),
     (["sweep", "--presets", "grpo", "--seeds", "0,x"], "comma list of integers"),
+    (["train", "--lr", "inf"], "lr must be a finite number, got inf"),
+    (["train", "--clip-high", "nan"], "clip_high must be a finite number, got nan"),
+    # rev at size 1 has 1000 distinct prompts: the validation set cannot hold 1500 unique ones
+    (["train", "--tasks", "rev", "--max-size", "1", "--val-size", "1500"], "could only generate 1000 of 1500"),
+    (["sweep", "--presets", "grpo", "--seeds", "0", "--tasks", "rev", "--max-size", "1", "--val-size", "1500"],
+     "could only generate 1000 of 1500"),
 ])
 def test_bad_input_is_refused_with_exit_2_before_any_compute(tmp_path, capsys, argv, message):
     out = tmp_path / "out"
@@ -311,19 +317,62 @@ def test_deleting_the_stop_record_and_resuming_trains_on(tmp_path, warm_cache, m
     assert json.loads((run / "summary.json").read_text())["steps"] == 6
 
 
-@pytest.mark.parametrize("flags, field", [
-    (["--seed", "7"], "seed"), (["--recipe", "other"], "recipe"), (["--run-id", "other-s0"], "run_id"),
-])
-def test_resume_refuses_to_change_the_runs_identity(tmp_path, warm_cache, capsys, flags, field):
+def test_resume_refuses_to_change_what_defines_the_run(tmp_path, warm_cache, capsys):
     """A resumed run whose later rows carry another run_id, recipe or seed is two runs to the
-    forecaster (and a seed changed mid-run is not the run that was started)."""
+    forecaster; one resumed with another learning rate is another recipe, and one resumed with
+    other val_samples, temperature or gen_len measures its later rows differently. All under one
+    run_id, the forecaster would read them as one curve."""
     run = tmp_path / "run"
-    train(tiny(run, warm_cache, max_steps=2, eval_every=2))
+    cfg = tiny(run, warm_cache, max_steps=2, eval_every=2)
+    train(cfg)
+    before = folder_snapshot(run)
+    for flags, change in [(["--seed", "7"], "seed 0 -> 7"), (["--recipe", "other"], "recipe 'scalerl' -> 'other'"),
+                          (["--run-id", "other-s0"], "run_id 'scalerl-s0' -> 'other-s0'"),
+                          (["--val-samples", "8"], "val_samples 4 -> 8"), (["--temperature", "0.7"], "temperature 1.0 -> 0.7"),
+                          (["--gen-len", "6"], "gen_len 5 -> 6"), (["--lr", "1e-3"], "lr 0.002 -> 0.001"),
+                          (["--d-model", "48"], "d_model 32 -> 48")]:
+        capsys.readouterr()
+        assert main(["train", "--out", str(run), "--resume", "--max-steps", "4", *flags]) == 2, flags
+        err = capsys.readouterr().err
+        assert f"started with other settings ({change}); these cannot change mid-run" in err, err
+        assert folder_snapshot(run) == before
+    # the same guard in the Python API, which reads the checkpoint's config rather than config.json
+    with pytest.raises(ValueError, match=r"other settings than the checkpoint .*: val_samples 4 -> 8"):
+        train(dataclasses.replace(cfg, resume=True, max_steps=4, val_samples=8))
+    # what a resume may change: where and how long it trains, and how often it is evaluated
+    assert main(["train", "--out", str(run), "--resume", "--max-steps", "4", "--eval-every", "4", "--threads", "2"]) == 0
+    assert [r["step"] for r in read_jsonl(run / "evals.jsonl")] == [2, 4]
+
+
+def test_resume_refuses_a_max_steps_below_the_checkpoint(tmp_path, warm_cache, capsys):
+    """It wrote summary.json for the checkpoint's steps and rewrote config.json's max_steps to the
+    smaller number, so the folder claimed a run it was not."""
+    run = tmp_path / "run"
+    train(tiny(run, warm_cache, max_steps=4, eval_every=2))
+    (run / "summary.json").unlink()  # interrupted after its last checkpoint
     before = folder_snapshot(run)
     capsys.readouterr()
-    assert main(["train", "--out", str(run), "--resume", "--max-steps", "4", *flags]) == 2
-    assert f"was started with other {field}; these cannot change mid-run" in capsys.readouterr().err
+    assert main(["train", "--out", str(run), "--resume", "--max-steps", "2"]) == 2
+    assert ("max_steps=2 is below the step of the checkpoint" in capsys.readouterr().err)
     assert folder_snapshot(run) == before
+
+
+def test_resume_with_the_advisor_off_drops_its_settings(tmp_path):
+    """--advisor-every 0 on a run that had advisor rules was refused as 'advisor_rules is set but
+    advisor_every=0' until --advisor-rules '' was given as well."""
+    from trainer_minimal.cli import build_parser, resolve_train_config
+    from trainer_minimal.config import to_json
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "ckpt.pt").write_bytes(b"")  # resolve_train_config reads only config.json
+    (run / "config.json").write_text(to_json(make_config(out=str(run), advisor_every=1, advisor_rules="target=0.5",
+                                                         advisor_priors="b_mu=0.5")))
+    args = build_parser().parse_args(["train", "--out", str(run), "--resume", "--advisor-every", "0"])
+    cfg = resolve_train_config(args)
+    assert (cfg.advisor_every, cfg.advisor_rules, cfg.advisor_priors) == (0, "", "")
+    args = build_parser().parse_args(["train", "--out", str(run), "--resume", "--advisor-rules", "target=0.6"])
+    assert resolve_train_config(args).advisor_rules == "target=0.6"  # the advisor's settings may change
 
 
 def test_a_second_process_is_refused_while_a_run_is_training_in_its_folder(tmp_path, warm_cache, capsys):
@@ -443,6 +492,20 @@ def test_sweep_runs_recipes_in_parallel_and_writes_runs_csv(tmp_path, warm_cache
     assert main(argv) == 0
     assert capsys.readouterr().out.count("finished, skipped") == 2
     pd.testing.assert_frame_equal(pd.read_csv(out / "runs.csv"), table)
+    # a re-run with another recipe knob, or without the --max-steps the runs were started with, would
+    # skip or resume them under their old settings, so the table would mix two: it is refused
+    at = argv.index("--max-steps")
+    without_max_steps = argv[:at] + argv[at + 2:]  # the default, 640, is not what the runs were started with
+    for rerun, message in [([*argv, "--lr", "1e-3"], "lr 0.002 -> 0.001"), (without_max_steps, "max_steps 4 -> 640")]:
+        assert main(rerun) == 2
+        err = capsys.readouterr().err
+        assert f"{out / 'grpo-s0'}: {message}" in err and f"{out / 'cispo-s0'}: {message}" in err, err
+    pd.testing.assert_frame_equal(pd.read_csv(out / "runs.csv"), table)
+    # an explicit, larger --max-steps extends every run from its checkpoint
+    assert main([*without_max_steps, "--max-steps", "6"]) == 0
+    longer = pd.read_csv(out / "runs.csv")
+    assert sorted(longer["step"]) == [2, 2, 4, 4, 6, 6]
+    pd.testing.assert_frame_equal(longer[longer["step"] <= 4].reset_index(drop=True), table)
 
 
 def test_runs_csv_is_replaced_atomically(tmp_path, monkeypatch):

@@ -20,9 +20,19 @@ import re
 import sys
 
 from . import config as config_module
-from .config import CHOICES, PRESETS, Config, field_names, from_dict, make_config, validate
+from .config import (
+    CHOICES,
+    PRESETS,
+    Config,
+    field_names,
+    from_dict,
+    make_config,
+    run_defining_changes,
+    validate,
+)
 
 SWEEP_FIXED = ("out", "preset", "seed", "recipe", "run_id", "resume")  # set by the sweep per run
+ADVISOR_SETTINGS = ("advisor_reference", "advisor_rules", "advisor_priors")  # need advisor_every > 0
 
 
 def field_help():
@@ -80,15 +90,15 @@ def resolve_train_config(args):
         if not os.path.exists(os.path.join(out, "ckpt.pt")) or not os.path.exists(saved):
             raise ValueError(f"--resume: no checkpoint in {out} (expected ckpt.pt and config.json)")
         with open(saved) as f:
-            cfg = from_dict(json.load(f))
-        # the run's identity (its rows must stay one run of one recipe and seed) and its shapes
-        fixed = ("preset", "recipe", "run_id", "seed", "model_path", "n_layer", "n_head", "d_model", "tasks",
-                 "max_size", "train_size", "val_size", "data_seed", "group_size", "batch_size", "off_policy_k")
-        changed = [k for k in fixed if k in overrides and overrides[k] != getattr(cfg, k)]
+            saved_cfg = from_dict(json.load(f))
+        if overrides.get("advisor_every") == 0:  # turning the advisor off turns off its settings too
+            overrides = {**{k: "" for k in ADVISOR_SETTINGS}, **overrides}
+        cfg = dataclasses.replace(saved_cfg, **overrides)
+        changed = run_defining_changes(saved_cfg, cfg)
         if changed:
-            raise ValueError(f"--resume: the run in {out} was started with other {', '.join(changed)}; "
-                             "these cannot change mid-run")
-        cfg = dataclasses.replace(cfg, **overrides)
+            raise ValueError(f"--resume: the run in {out} was started with other settings ({'; '.join(changed)}); "
+                             "these cannot change mid-run (only where and how long it trains, how often it is "
+                             "evaluated and its advisor can): start a new run with another --out")
         validate(cfg)
         return cfg
     return make_config(**overrides)

@@ -7,6 +7,7 @@ a short dict of field overrides on top of the defaults; the defaults are the Sca
 
 import dataclasses
 import json
+import math
 import os
 from dataclasses import dataclass, fields
 
@@ -105,8 +106,27 @@ POSITIVE_INTS = (
 TASK_NAMES = ("add", "mul", "sort", "count", "rev", "max")  # kept in sync with tasks.py (checked in tests)
 
 
+# What --resume (and a sweep re-run) may change: where and how fast the run trains, how long it
+# goes on, how often it is evaluated and whether the advisor is asked. Every other field defines
+# the run: its identity, its policy, its recipe, or what its evaluations measure (val_samples,
+# temperature, gen_len); changing one mid-run would append rows of a different run or a different
+# measure under the same run_id, which the forecaster would read as one curve.
+RESUMABLE_FIELDS = (
+    "out", "resume", "max_steps", "eval_every", "device", "dtype", "threads", "micro_batch",
+    "warmstart_cache", "advisor_every", "advisor_reference", "advisor_budget", "advisor_rules",
+    "advisor_priors",
+)
+
+
 def field_names():
     return [f.name for f in fields(Config)]
+
+
+def run_defining_changes(saved, cfg):
+    """["field: saved -> new", ...] for the fields that define a run (all but RESUMABLE_FIELDS)
+    on which cfg differs from the run's saved config."""
+    return [f"{name} {getattr(saved, name)!r} -> {getattr(cfg, name)!r}" for name in field_names()
+            if name not in RESUMABLE_FIELDS and getattr(saved, name) != getattr(cfg, name)]
 
 
 def make_config(preset="scalerl", **overrides):
@@ -132,6 +152,9 @@ def validate(cfg):
         value = getattr(cfg, name)
         if value not in allowed:
             raise ValueError(f"{name}={value!r} is not one of {', '.join(allowed)}")
+    for f in fields(cfg):
+        if f.type is float and not math.isfinite(getattr(cfg, f.name)):
+            raise ValueError(f"{f.name} must be a finite number, got {getattr(cfg, f.name)}")
     for name in POSITIVE_INTS:
         if getattr(cfg, name) < 1:
             raise ValueError(f"{name} must be >= 1, got {getattr(cfg, name)}")

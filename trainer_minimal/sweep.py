@@ -6,9 +6,14 @@ Every run is `python -m trainer_minimal train --preset P --seed S --out DIR/P-sS
 sweep run is exactly reproducible on its own. The warm starts are computed once, before any run
 starts, into DIR/_warmstart (all runs with the same model and task settings share one). Re-running
 the same command skips finished runs (summary.json) and resumes interrupted ones (ckpt.pt), so a
-killed sweep is continued by running it again. DIR/runs.csv concatenates every run's evals.jsonl.
+killed sweep is continued by running it again. A re-run may extend the runs (a larger --max-steps)
+and change what a resume may change (threads, device, evaluation interval, advisor); one whose
+flags would change an existing run's recipe or measure is refused before anything runs, since the
+sweep's table would mix two settings under one recipe name. DIR/runs.csv concatenates every run's
+evals.jsonl.
 """
 
+import json
 import os
 import shutil
 import subprocess
@@ -17,8 +22,15 @@ import time
 
 import pandas as pd
 
-from .config import check_advisor_reference, make_config
+from .config import (
+    RESUMABLE_FIELDS,
+    check_advisor_reference,
+    from_dict,
+    make_config,
+    run_defining_changes,
+)
 from .logging_io import read_jsonl
+from .tasks import build_datasets
 
 RUN_FORMAT_FIRST = ("run_id", "recipe", "seed", "compute", "compute_unit", "metric", "n_eval", "step",
                     "device_seconds")
@@ -37,16 +49,65 @@ def plan_sweep(presets, seeds, out, overrides):
         raise ValueError(f"duplicate presets or seeds in --presets {presets} --seeds {seeds}")
     overrides = dict(overrides)
     cache = overrides.pop("warmstart_cache", "") or os.path.join(out, "_warmstart")
-    plan = []
+    # on a re-run, an existing run is resumed with the flags a resume may change, and no others
+    resume_flags = override_flags({k: v for k, v in overrides.items() if k in RESUMABLE_FIELDS})
+    plan, conflicts = [], []
     for name in names:
         for seed in seed_values:
             run_dir = os.path.join(out, f"{name}-s{seed}")
             cfg = make_config(name, seed=seed, out=run_dir, warmstart_cache=cache, **overrides)
             if not same_path(cfg.advisor_reference, out):  # the sweep's own folder is made when it starts
                 check_advisor_reference(cfg)
-            plan.append(dict(cfg=cfg, argv=["--preset", name, "--seed", str(seed), "--out", run_dir,
-                                            "--warmstart-cache", cache, *override_flags(overrides)]))
+            state, problem = existing_run_state(cfg, max_steps_given="max_steps" in overrides)
+            if problem:
+                conflicts.append(f"{run_dir}: {problem}")
+            plan.append(dict(cfg=cfg, state=state,
+                             argv=["--out", run_dir, "--resume", *resume_flags] if state == "resume" else
+                             ["--preset", name, "--seed", str(seed), "--out", run_dir,
+                              "--warmstart-cache", cache, *override_flags(overrides)]))
+    if conflicts:
+        raise ValueError("this sweep's flags differ from the runs already in " + out + ":\n  " + "\n  ".join(conflicts)
+                         + "\nrerun with the flags those runs were started with (their config.json), "
+                           "or sweep into another --out")
+    check_task_data([p["cfg"] for p in plan])
     return plan
+
+
+def existing_run_state(cfg, max_steps_given):
+    """("new" | "resume" | "finished", why the run in cfg.out cannot be part of this sweep or "").
+
+    A run folder with a checkpoint or a summary was started by an earlier invocation: it is
+    resumed (or skipped when finished) only if this sweep would have started it the same way. Its
+    max_steps may grow when --max-steps is given (the runs are extended), never shrink, and never
+    change because the flag was left out of the re-run."""
+    ckpt, summary = (os.path.exists(os.path.join(cfg.out, n)) for n in ("ckpt.pt", "summary.json"))
+    config_path = os.path.join(cfg.out, "config.json")
+    if not (ckpt or summary) or not os.path.exists(config_path):
+        return "new", ""
+    with open(config_path) as f:
+        saved = from_dict(json.load(f))
+    changed = run_defining_changes(saved, cfg)
+    if cfg.max_steps < saved.max_steps or (cfg.max_steps != saved.max_steps and not max_steps_given):
+        changed.append(f"max_steps {saved.max_steps!r} -> {cfg.max_steps!r}")
+    if changed:
+        return "", "; ".join(changed)
+    extend = cfg.max_steps > saved.max_steps
+    if summary and not extend:
+        return "finished", ""
+    if not ckpt:
+        return "", f"has no checkpoint (ckpt.pt; the sweep was --slim), so it cannot go on to max_steps {cfg.max_steps}"
+    return "resume", ""
+
+
+def check_task_data(configs):
+    """Generate each distinct training pool and validation set once: a val_size or train_size the
+    tasks cannot supply is refused here, before the warm starts, not as a traceback in every run."""
+    keys = set()
+    for cfg in configs:
+        key = (cfg.tasks, cfg.max_size, cfg.train_size, cfg.val_size, cfg.data_seed)
+        if key not in keys:
+            keys.add(key)
+            build_datasets(cfg)
 
 
 def same_path(a, b):
@@ -73,13 +134,10 @@ def run_sweep(plan, out, workers, slim=False):
     prepare_warm_starts([p["cfg"] for p in plan])
     queue, running, failed = [], [], []
     for p in plan:
-        run_dir = p["cfg"].out
-        if os.path.exists(os.path.join(run_dir, "summary.json")):
+        if p["state"] == "finished":
             print(f"[sweep] {p['cfg'].run_id}: finished, skipped", flush=True)
             continue
-        argv = (["--out", run_dir, "--resume"] if os.path.exists(os.path.join(run_dir, "ckpt.pt"))
-                else p["argv"])
-        queue.append((p["cfg"].run_id, run_dir, argv))
+        queue.append((p["cfg"].run_id, p["cfg"].out, p["argv"]))
     while queue or running:
         while queue and len(running) < workers:
             run_id, run_dir, argv = queue.pop(0)
@@ -113,7 +171,6 @@ def prepare_warm_starts(configs):
     """Compute each distinct warm start once, here, so parallel runs never race to build it."""
     from .model import build_policy
     from .rollout import derive_seed
-    from .tasks import build_datasets
     from .train import warm_start, warm_start_path
 
     done = set()

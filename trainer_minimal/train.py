@@ -40,6 +40,9 @@ the checkpoint, drops a torn last line and any rows logged after the checkpoint'
 rewrite), and continues; every random draw is derived from (seed, step, prompt), so the resumed run
 reproduces the rows it dropped. A run that already ended (stopped.json, or max_steps reached) is
 not resumed: --resume says so and writes nothing (delete stopped.json or raise --max-steps to go on).
+A resume may change only where and how long the run trains, how often it is evaluated and its
+advisor (config.RESUMABLE_FIELDS); a changed recipe knob or evaluation setting is refused, since
+the rows after it would be another run's, or another measure, under the same run_id.
 A run killed while the advisor was being asked is asked again on --resume, before it trains, and
 one killed after stopped.json but before summary.json stays stopped. While a run trains, its
 folder is locked (.lock, released when the process ends, kill -9 included): a second process
@@ -65,7 +68,13 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from .config import advisor_settings, check_advisor_reference, from_dict, to_json
+from .config import (
+    advisor_settings,
+    check_advisor_reference,
+    from_dict,
+    run_defining_changes,
+    to_json,
+)
 from .flops import FlopsModel
 from .logging_io import (
     append_jsonl,
@@ -119,6 +128,12 @@ def preflight(cfg):
     if cfg.batch_size % world:
         raise ValueError(f"batch_size={cfg.batch_size} must be divisible by the {world} processes")
     check_advisor_reference(cfg)
+    build_datasets(cfg)  # a val_size or train_size the tasks cannot supply fails here, not after the lock
+    if cfg.resume:
+        step = checkpoint_step(paths["ckpt"])
+        if cfg.max_steps < step:
+            raise ValueError(f"--resume: max_steps={cfg.max_steps} is below the step of the checkpoint in "
+                             f"{cfg.out} ({step}); a run cannot be shortened (give --max-steps {step} or more)")
     ended_note(cfg)  # a malformed stopped.json is refused here, with the other bad input
 
 
@@ -502,10 +517,9 @@ def run_training(cfg):
     if cfg.resume:
         ckpt = torch.load(paths["ckpt"], map_location=device, weights_only=False)
         saved_cfg = from_dict(ckpt["config"])
-        changed = [f for f in ("run_id", "recipe", "seed", "model_path", "n_layer", "n_head", "d_model", "tasks",
-                               "max_size", "train_size") if getattr(saved_cfg, f) != getattr(cfg, f)]
+        changed = run_defining_changes(saved_cfg, cfg)
         if changed:
-            raise ValueError(f"--resume with different {', '.join(changed)} than the checkpoint in {cfg.out}")
+            raise ValueError(f"--resume with other settings than the checkpoint in {cfg.out}: {'; '.join(changed)}")
         model.load_state_dict(ckpt["model"])
         optimizer.load_state_dict(ckpt["optimizer"])
         state.update(ckpt["state"])
