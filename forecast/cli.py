@@ -107,8 +107,18 @@ def _check_output_file(path, flag: str, example: str, source=None) -> None:
     if out.is_dir():
         raise BadInput(f"{flag} {path}: is a folder; give a file name, e.g. {out / example}")
     if conflict := _output_conflict(out, source):
-        elsewhere = Path(source).resolve().parent if source is not None else out.resolve().parent.parent
+        elsewhere = _outside_run_folders(Path(source).resolve().parent if source is not None else out.resolve().parent)
         raise BadInput(f"{flag} {path}: {conflict}; write it elsewhere, e.g. {elsewhere / example}")
+
+
+def _outside_run_folders(folder: Path) -> Path:
+    """`folder`, or the nearest folder above it that is not a trainer's run folder: where a refusal
+    suggests writing instead (next to one run's evals.jsonl would be refused again)."""
+    from .data import RUN_LOG_NAME
+
+    while (folder / RUN_LOG_NAME).exists() and folder.parent != folder:
+        folder = folder.parent
+    return folder
 
 
 def _output_conflict(out: Path, source=None) -> str | None:
@@ -209,7 +219,7 @@ def run_fit(args) -> int:
         if conflict := _output_conflict(out / name, args.runs):
             # a saved fit inside the runs folder would be read instead of the runs from then on
             raise BadInput(f"--out {out}: its {name} {conflict}; write the fit elsewhere, "
-                           f"e.g. {Path(args.runs).resolve().parent / 'fit'}")
+                           f"e.g. {_outside_run_folders(Path(args.runs).resolve().parent) / 'fit'}")
     runs = load_runs(args.runs)
     if args.horizon is not None and (message := far_from_data(args.horizon, runs["compute"], unit=compute_unit_of(runs), name="--horizon")):
         warn(message)  # before the fit, which would take minutes to use it
@@ -280,10 +290,9 @@ def load_fit(path):
     try:
         return ScalingForecaster.load(file)
     except ValueError as err:
-        raise BadInput(f"{file}: {err}") from None
-    except OSError as err:  # not netCDF at all: the reader's words name HDF5 internals
-        raise BadInput(f"{file}: cannot be read as a saved fit ({type(err).__name__}); "
-                       "run `forecast fit RUNS --out DIR` to make one") from None
+        message = str(err) if str(err).startswith(str(file)) else f"{file}: {err}"
+        hint = "; run `forecast fit RUNS --out DIR` to make one" if "cannot be read" in message else ""
+        raise BadInput(message + hint) from None
 
 
 def run_predict(args) -> int:
@@ -291,7 +300,9 @@ def run_predict(args) -> int:
     compute = _parse_floats(args.compute)
     if not all(_positive_finite(c) for c in compute):
         raise BadInput(f"--compute values must be finite and > 0, got {', '.join(f'{c:g}' for c in compute)}")
-    kind = args.kind or ("run" if args.run_id else "new_run")
+    from .forecaster import resolve_kind  # loaded with the fit above
+
+    kind = resolve_kind(args.kind, args.run_id)
     if args.run_id and kind != "run" and not args.recipe:
         warn(f"--kind {kind} forecasts the recipe of run '{args.run_id}', not the run itself; --kind run for the run")
     warn_if_unconverged(fc)

@@ -12,6 +12,7 @@ derived from it. Three kinds of prediction:
                  (which fades with compute), evaluation noise, and extrapolation uncertainty;
   kind="new_run" a fresh seed of the recipe: seed-to-seed spread of A and R0 on top;
   kind="mean"    the recipe's typical curve, without noise (what the recipe "is").
+The default kind is "run" when a run_id is given and "new_run" otherwise, as on the command line.
 """
 
 from __future__ import annotations
@@ -38,6 +39,16 @@ __all__ = ["ScalingForecaster", "ConvergenceWarning", "NotFittedError"]
 
 DEFAULT_QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 KINDS = ("run", "new_run", "mean")
+
+
+def resolve_kind(kind, run_id):
+    """kind=None: "run" when a run_id is given (that run's own future, which is what naming a run
+    asks for), else "new_run". An explicit kind is checked against KINDS."""
+    if kind is None:
+        return "run" if run_id is not None else "new_run"
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    return kind
 RETRY_TARGET_ACCEPT = 0.97
 # a nuts fit still flagged after its tries is sampled once more with this many times the draws and warm-up
 LONGER_CHAINS = 2
@@ -132,6 +143,34 @@ def _qname(q: float) -> str:
     return "q" + f"{percent:g}".replace(".", "_")
 
 
+def _compute_values(compute) -> np.ndarray:
+    """compute (a number or a flat list of numbers) as a 1-D float array. ValueError saying what
+    is wrong, rather than numpy's own error several calls further in."""
+    try:
+        values = np.asarray(compute, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"compute must be a number or a list of numbers, got {compute!r}") from None
+    if values.ndim > 1:
+        raise ValueError(f"compute must be a number or a flat list of numbers, got an array of shape {values.shape}")
+    values = np.atleast_1d(values)
+    if values.size == 0:
+        raise ValueError("compute is empty: give at least one compute value")
+    if not np.all(np.isfinite(values)) or np.any(values <= 0):
+        raise ValueError(f"compute must be finite and > 0, got {', '.join(f'{c:g}' for c in values)}")
+    return values
+
+
+def _non_negative(name: str, value) -> float:
+    """A predictive-spread setting as a float; ValueError for a negative, infinite or non-number."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number >= 0, got {value!r}") from None
+    if not (np.isfinite(number) and number >= 0):
+        raise ValueError(f"{name} must be finite and >= 0, got {value!r}")
+    return number
+
+
 def _checked_quantiles(quantiles) -> tuple[float, ...]:
     """Quantiles as a tuple of distinct levels in (0, 1); a scalar is one level. ValueError for
     percents (5, 95) or levels whose column names would collide."""
@@ -200,9 +239,9 @@ class ScalingForecaster:
         self.parametrization = parametrization
         self.mode = mode
         self.sampler = sampler or (SamplerSettings.fast() if mode == "fast" else SamplerSettings())
-        self.horizon_sd = float(horizon_sd)
-        self.level_sd = float(level_sd)
-        self.level_wander_ratio = float(level_wander_ratio)
+        self.horizon_sd = _non_negative("horizon_sd", horizon_sd)
+        self.level_sd = _non_negative("level_sd", level_sd)
+        self.level_wander_ratio = _non_negative("level_wander_ratio", level_wander_ratio)
         self._idata = None  # an InferenceData, or _FitGroups until someone asks for `idata`
         self.runs_ = None
         self.data_ = None
@@ -521,11 +560,11 @@ class ScalingForecaster:
         and two recipes' new seeds get independent seed luck."""
         return 1000 + self._recipe_index(recipe)
 
-    def curve_parameters(self, *, recipe=None, run_id=None, kind="new_run", rng=None) -> dict:
-        """Per-draw curve parameters (A, B, log_C_mid, R0) for one recipe or run, by kind."""
+    def curve_parameters(self, *, recipe=None, run_id=None, kind=None, rng=None) -> dict:
+        """Per-draw curve parameters (A, B, log_C_mid, R0) for one recipe or run, by kind
+        (default: "run" with a run_id, else "new_run")."""
         self._require_fit("curve_parameters()")
-        if kind not in KINDS:
-            raise ValueError(f"kind must be one of {KINDS}, got '{kind}'")
+        kind = resolve_kind(kind, run_id)
         if kind == "run":
             if run_id is None:
                 raise ValueError("kind='run' needs run_id")
@@ -555,9 +594,10 @@ class ScalingForecaster:
             "R0": expit(r0),
         }
 
-    def sample_curves(self, compute, *, recipe=None, run_id=None, kind="new_run", noise=True, rng=None, eval_noise=True,
+    def sample_curves(self, compute, *, recipe=None, run_id=None, kind=None, noise=True, rng=None, eval_noise=True,
                       shared_noise=False) -> np.ndarray:
         """Posterior predictive draws of the metric at `compute`: array (n_draws, len(compute)).
+        kind: as predict()'s (default "run" with a run_id, else "new_run").
 
         noise=True predicts an evaluation (with evaluation noise, wander and extrapolation
         uncertainty); noise=False gives the underlying curve only. eval_noise=False (with
@@ -568,9 +608,8 @@ class ScalingForecaster:
         instead: each compute's distribution is the same, but draw i is not a path (for
         marginal summaries, as predict() makes: its quantile curves are then smooth in compute).
         """
-        compute = np.atleast_1d(np.asarray(compute, dtype=float))
-        if np.any(~np.isfinite(compute)) or np.any(compute <= 0):
-            raise ValueError("compute must be finite and > 0")
+        compute = _compute_values(compute)
+        kind = resolve_kind(kind, run_id)
         rng = np.random.default_rng(rng if rng is not None else 2024)
         p = self.curve_parameters(recipe=recipe, run_id=run_id, kind=kind, rng=rng)
         log_c = np.log(compute)[None, :]
@@ -610,19 +649,18 @@ class ScalingForecaster:
 
     # ------------------------------------------------------------------ tidy views
 
-    def predict(self, compute, *, recipe=None, run_id=None, kind="new_run", noise=True, quantiles=DEFAULT_QUANTILES) -> pd.DataFrame:
+    def predict(self, compute, *, recipe=None, run_id=None, kind=None, noise=True, quantiles=DEFAULT_QUANTILES) -> pd.DataFrame:
         """Tidy forecast: one row per (recipe or run, compute) with mean and quantile columns.
 
+        kind: "run" (default when run_id is given), "new_run" (default otherwise) or "mean".
         With neither recipe nor run_id: every recipe (kind new_run/mean) or every run (kind run);
-        kind="run" with recipe= alone: every run of that recipe. quantiles: levels in (0, 1).
+        kind="run" with recipe= alone: every run of that recipe; kind="new_run" with run_id=: a
+        new seed of that run's recipe. quantiles: levels in (0, 1).
         """
         self._require_fit("predict()")
-        compute = np.atleast_1d(np.asarray(compute, dtype=float))
-        if compute.size == 0:
-            raise ValueError("compute is empty: give at least one compute value")
+        compute = _compute_values(compute)
         quantiles = _checked_quantiles(quantiles)
-        if kind not in KINDS:
-            raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+        kind = resolve_kind(kind, run_id)
         if recipe is not None:
             self._recipe_index(recipe)  # KeyError naming the known recipes
             if run_id is not None and self._recipe_of(run_id) != recipe:
@@ -704,8 +742,8 @@ class ScalingForecaster:
         when p_reach < 0.95: an honest "might never get there".
         """
         self._require_fit("compute_to_target()")
-        if not 0 < target < 1:
-            raise ValueError(f"target must lie in (0, 1), got {target}")
+        if not isinstance(target, (int, float, np.number)) or not 0 < target < 1:
+            raise ValueError(f"target must lie in (0, 1), got {target!r}")
         quantiles = _checked_quantiles(quantiles)
         if kind == "run":
             items = [(self._recipe_of(run), run) for run in self.run_ids]
@@ -732,8 +770,12 @@ class ScalingForecaster:
                              "use predict(compute, run_id=..., kind='run')")
         if isinstance(recipes, str):
             recipes = [recipes]
+        if recipes is not None and len(recipes) == 0:
+            raise ValueError(f"recipes is empty: name at least one of {', '.join(self.recipes)} (or leave it out for all)")
         for recipe in recipes or []:
             self._recipe_index(recipe)  # KeyError naming the known recipes
+        if budget is not None and not (np.isfinite(budget) and budget > 0):
+            raise ValueError(f"budget must be finite and > 0 (compute in {self.compute_unit}), got {budget!r}")
         from .plotting import plot_fan_chart
 
         return plot_fan_chart(self, recipes=recipes, budget=budget, kind=kind, ax=ax, **kwargs)
@@ -767,7 +809,11 @@ class ScalingForecaster:
             path = path / "fit.nc"
         if not path.exists():
             raise FileNotFoundError(f"no saved fit at {path}")
-        idata = _read_fit_groups(path)
+        try:
+            idata = _read_fit_groups(path)
+        except OSError as err:  # h5py's "file signature not found" for a file that is no netCDF
+            raise ValueError(f"{path} cannot be read as a saved fit ({type(err).__name__}: not the netCDF "
+                             "file save() writes)") from None
         if "posterior" not in idata.groups() or "run_table" not in idata.groups():
             raise ValueError(f"{path} is not a scaling-forecast fit (no posterior and run table in it)")
         attrs = idata.posterior.attrs

@@ -73,6 +73,10 @@ def test_predict_run_kind_table(fit_dir, capsys):
         # or into one run's folder, over the summary.json that marks the run finished
         (["fit", "{d}/logs", "--out", "{d}/logs/a-s0"], "its fit.nc is in the run folder"),
         (["report", "{d}/fit", "-o", "{d}/logs/a-s0/report.html"], "whose files (evals.jsonl, summary.json) are the trainer's"),
+        # the place suggested instead is not in a run folder either (it was {d}/logs/a-s0/fit)
+        (["fit", "{d}/logs/a-s0/evals.jsonl", "--out", "{d}/logs/a-s0"], "write the fit elsewhere, e.g. {d}/logs/fit\n"),
+        (["backtest", "{d}/logs/a-s0/evals.jsonl", "--out", "{d}/logs/a-s0/b.json"],
+         "write it elsewhere, e.g. {d}/logs/backtest.json\n"),
         (["backtest", "{d}/runs.csv", "--rule", "margin=-1"], "--rule margin must"),
         (["backtest", "{d}/runs.csv", "--margin", "-1"], "--margin must"),
     ],
@@ -90,7 +94,7 @@ def test_bad_input_exits_2_with_message(fit_dir, capsys, argv, message):
     (run_folder / "summary.json").write_text('{"final_metric": 0.14}')
     argv = [a.format(d=fit_dir) for a in argv]
     assert main(argv) == 2
-    assert message in capsys.readouterr().err
+    assert message.format(d=fit_dir.resolve()) in capsys.readouterr().err
     assert (run_folder / "summary.json").read_text() == '{"final_metric": 0.14}' and not (fit_dir / "logs" / "fit.nc").exists()
 
 

@@ -135,6 +135,41 @@ def test_predict_honours_every_argument_it_is_given(fitted):
         fitted.compute_to_target(0.5, quantiles=(5, 95))
 
 
+def test_naming_a_run_forecasts_that_run_unless_another_kind_is_asked(fitted):
+    """predict(run_id=X) gave the recipe's new-seed forecast (the default kind was new_run), while
+    `forecast predict --run-id X` forecasts the run: one question, two answers."""
+    own = fitted.predict([1e4, 1e6], run_id="scalerl_8b-s0")
+    pd.testing.assert_frame_equal(own, fitted.predict([1e4, 1e6], run_id="scalerl_8b-s0", kind="run"))
+    assert set(own["kind"]) == {"run"} and set(own["run_id"]) == {"scalerl_8b-s0"}
+    new_seed = fitted.predict([1e4, 1e6], run_id="scalerl_8b-s0", kind="new_run")  # asked for: the run's recipe
+    pd.testing.assert_frame_equal(new_seed, fitted.predict([1e4, 1e6], recipe="scalerl_8b"))
+    assert not np.allclose(own["q95"] - own["q05"], new_seed["q95"] - new_seed["q05"])
+    np.testing.assert_array_equal(fitted.sample_curves([1e5], run_id="scalerl_8b-s0"),
+                                  fitted.sample_curves([1e5], run_id="scalerl_8b-s0", kind="run"))
+
+
+def test_wrong_argument_types_are_refused_in_words(fitted, tmp_path):
+    """Each gave numpy's or Python's own error from deep inside (a TypeError comparing str and
+    float; a 2-D compute broke the table; a non-fit file an h5py OSError)."""
+    for bad, message in ((["1e4", "x"], "compute must be a number or a list of numbers"),
+                         ([[1e4, 1e5]], r"flat list of numbers, got an array of shape \(1, 2\)"),
+                         ([1e4, -1.0], "compute must be finite and > 0, got 10000, -1")):
+        with pytest.raises(ValueError, match=message):
+            fitted.predict(bad, recipe="scalerl_8b")
+        with pytest.raises(ValueError, match=message):
+            fitted.sample_curves(bad, recipe="scalerl_8b")
+    with pytest.raises(ValueError, match="target must lie in \\(0, 1\\), got '0.5'"):
+        fitted.compute_to_target("0.5")
+    for name in ("horizon_sd", "level_sd", "level_wander_ratio"):
+        with pytest.raises(ValueError, match=f"{name} must be finite and >= 0, got -0.1"):
+            ScalingForecaster(**{name: -0.1})
+    with pytest.raises(ValueError, match="horizon_sd must be a number >= 0, got 'wide'"):
+        ScalingForecaster(horizon_sd="wide")
+    (tmp_path / "notes.md").write_text("# not a fit\n")
+    with pytest.raises(ValueError, match="notes.md cannot be read as a saved fit"):
+        ScalingForecaster.load(tmp_path / "notes.md")
+
+
 def test_plot_and_decide_take_one_recipe_by_name_and_refuse_what_they_cannot_draw(fitted):
     import matplotlib.pyplot as plt
 
@@ -148,6 +183,11 @@ def test_plot_and_decide_take_one_recipe_by_name_and_refuse_what_they_cannot_dra
     _, ax = plt.subplots()
     with pytest.raises(ValueError, match="ax holds 1 axes for 3 recipes"):
         fitted.plot(ax=ax)
+    with pytest.raises(ValueError, match="recipes is empty: name at least one of scalerl"):
+        fitted.plot(recipes=[])  # was a ZeroDivisionError laying out zero columns
+    for budget in (0, -1e5, float("nan")):  # drawn as a budget line nowhere, with a key for it
+        with pytest.raises(ValueError, match="budget must be finite and > 0"):
+            fitted.plot(budget=budget)
     plt.close("all")
     assert list(decide(fitted, 1e5, recipes="scalerl_8b").table["recipe"]) == ["scalerl_8b"]
     with pytest.raises(KeyError, match="unknown recipe 'ppo'; known: "):
