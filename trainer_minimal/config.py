@@ -123,7 +123,7 @@ def field_names():
 
 
 def run_defining_changes(saved, cfg):
-    """["field: saved -> new", ...] for the fields that define a run (all but RESUMABLE_FIELDS)
+    """["field saved -> new", ...] for the fields that define a run (all but RESUMABLE_FIELDS)
     on which cfg differs from the run's saved config."""
     return [f"{name} {getattr(saved, name)!r} -> {getattr(cfg, name)!r}" for name in field_names()
             if name not in RESUMABLE_FIELDS and getattr(saved, name) != getattr(cfg, name)]
