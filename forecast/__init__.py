@@ -28,6 +28,7 @@ _LAZY_NAMES = {
     "ScalingForecaster": ".forecaster",
     "ConvergenceWarning": ".forecaster",
     "NotFittedError": ".forecaster",
+    "NotASavedFitError": ".forecaster",
     "SamplerSettings": ".inference",
     "Priors": ".model",
 }
@@ -57,4 +58,5 @@ __all__ = [
     "Priors",
     "ConvergenceWarning",
     "NotFittedError",
+    "NotASavedFitError",
 ]

@@ -232,6 +232,7 @@ def run_fit(args) -> int:
     fc = ScalingForecaster(robust=args.robust, mode="fast" if args.fast else "nuts", **forecaster_kwargs)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # said once below, after the diagnostics
+        warnings.filterwarnings("ignore", message="horizon=.* has no effect")  # said above, as a flag
         fc.fit(runs, random_seed=args.seed, progress=None if not args.no_progress else False, horizon=args.horizon)
     out.mkdir(parents=True, exist_ok=True)
     fc.save(out / "fit.nc")
@@ -278,7 +279,7 @@ def add_predict_parser(sub):
 
 
 def load_fit(path):
-    from .forecaster import ScalingForecaster
+    from .forecaster import NotASavedFitError, ScalingForecaster
 
     path = Path(path)
     file = path / "fit.nc" if path.is_dir() else path
@@ -291,7 +292,7 @@ def load_fit(path):
         return ScalingForecaster.load(file)
     except ValueError as err:
         message = str(err) if str(err).startswith(str(file)) else f"{file}: {err}"
-        hint = "; run `forecast fit RUNS --out DIR` to make one" if "cannot be read" in message else ""
+        hint = "; run `forecast fit RUNS --out DIR` to make one" if isinstance(err, NotASavedFitError) else ""
         raise BadInput(message + hint) from None
 
 

@@ -65,6 +65,10 @@ class NotFittedError(RuntimeError):
     pass
 
 
+class NotASavedFitError(ValueError):
+    """A file given to load() that is not a fit save() wrote (another netCDF file, or no netCDF at all)."""
+
+
 class _FitGroups:
     """The groups of a fit (posterior, sample_stats, run_table) as plain xarray Datasets.
 
@@ -287,6 +291,10 @@ class ScalingForecaster:
         """
         runs = self._validated(runs)
         data = prepare_data(runs, pad_to=pad_to, horizon=horizon)
+        if horizon is not None and horizon <= runs["compute"].max():
+            # said before sampling, which takes minutes; the fit is the same as without it
+            warnings.warn(f"horizon={horizon:g} has no effect: the runs already reach {runs['compute'].max():.3g}, "
+                          "and the priors are set on the compute range seen when it is within it", UserWarning, stacklevel=2)
         centered = self._centered_for(runs)
         values = data_values(data, self.priors)
 
@@ -774,7 +782,7 @@ class ScalingForecaster:
             raise ValueError(f"recipes is empty: name at least one of {', '.join(self.recipes)} (or leave it out for all)")
         for recipe in recipes or []:
             self._recipe_index(recipe)  # KeyError naming the known recipes
-        if budget is not None and not (np.isfinite(budget) and budget > 0):
+        if budget is not None and not (isinstance(budget, (int, float, np.number)) and np.isfinite(budget) and budget > 0):
             raise ValueError(f"budget must be finite and > 0 (compute in {self.compute_unit}), got {budget!r}")
         from .plotting import plot_fan_chart
 
@@ -812,14 +820,14 @@ class ScalingForecaster:
         try:
             idata = _read_fit_groups(path)
         except OSError as err:  # h5py's "file signature not found" for a file that is no netCDF
-            raise ValueError(f"{path} cannot be read as a saved fit ({type(err).__name__}: not the netCDF "
+            raise NotASavedFitError(f"{path} cannot be read as a saved fit ({type(err).__name__}: not the netCDF "
                              "file save() writes)") from None
         if "posterior" not in idata.groups() or "run_table" not in idata.groups():
-            raise ValueError(f"{path} is not a scaling-forecast fit (no posterior and run table in it)")
+            raise NotASavedFitError(f"{path} is not a scaling-forecast fit (no posterior and run table in it)")
         attrs = idata.posterior.attrs
         version = attrs.get("forecast_version")
         if version is None:
-            raise ValueError(f"{path} is not a scaling-forecast fit (no forecast_version attribute)")
+            raise NotASavedFitError(f"{path} is not a scaling-forecast fit (no forecast_version attribute)")
         if version != __version__ and not allow_version_mismatch:
             raise ValueError(
                 f"{path} was written by scaling-forecast {version}, this is {__version__}; refit, "

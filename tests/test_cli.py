@@ -1,6 +1,7 @@
 import json
 import subprocess
 import sys
+import warnings
 
 import pytest
 
@@ -63,8 +64,8 @@ def test_predict_run_kind_table(fit_dir, capsys):
         (["decide", "{d}/fit", "--budget", "1e5", "--prior", "b_mu=0.5"], "is a saved fit"),
         (["report", "{d}/fit", "--prior", "b_mu=0.5"], "is a saved fit"),
         (["predict", "{d}/runs.csv", "--compute", "10"], "is not a saved fit"),
-        (["predict", "{d}/not_a_fit.nc", "--compute", "10"], "is not a scaling-forecast fit"),
-        (["predict", "{d}/garbage.nc", "--compute", "10"], "cannot be read as a saved fit"),
+        (["predict", "{d}/not_a_fit.nc", "--compute", "10"], "is not a scaling-forecast fit (no posterior and run table in it); run `forecast fit RUNS --out DIR` to make one"),
+        (["predict", "{d}/garbage.nc", "--compute", "10"], "cannot be read as a saved fit (OSError: not the netCDF file save() writes); run `forecast fit"),
         (["fit", "{d}/missing.csv", "--out", "{d}/runs.csv"], "is a file; --out names a folder"),  # before reading
         (["report", "{d}/fit", "-o", "{d}"], "is a folder; give a file name"),
         (["backtest", "{d}/runs.csv", "--out", "{d}"], "is a folder; give a file name"),
@@ -128,7 +129,10 @@ def test_fit_with_priors_from_the_command_line_saves_them_with_the_fit(fit_dir, 
     inside = small_sweep["compute"].max() / 2  # a horizon the runs have already passed changes nothing
     argv = ["fit", str(fit_dir / "runs.csv"), "--out", str(out), "--fast", "--no-progress",
             "--prior", "b_mu=0.5", "--prior", "a_mu_offset=1.0", "--horizon", str(inside)]
-    assert main(argv) == 0
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert main(argv) == 0
+    assert not [w for w in caught if "has no effect" in str(w.message)]  # fit's own warning: said once, below
     priors = ScalingForecaster.load(out / "fit.nc").priors
     assert (priors.b_mu, priors.a_mu_offset, priors.m_mu) == (0.5, 1.0, 0.0)  # m_mu: the default, untouched
     assert "--horizon has no effect: the runs already reach" in capsys.readouterr().err

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from forecast import NotFittedError, SamplerSettings, ScalingForecaster
+from forecast import NotASavedFitError, NotFittedError, SamplerSettings, ScalingForecaster
 from forecast.inference import ConvergenceReport
 from forecast.synthetic import simulate_sweep
 
@@ -166,7 +166,7 @@ def test_wrong_argument_types_are_refused_in_words(fitted, tmp_path):
     with pytest.raises(ValueError, match="horizon_sd must be a number >= 0, got 'wide'"):
         ScalingForecaster(horizon_sd="wide")
     (tmp_path / "notes.md").write_text("# not a fit\n")
-    with pytest.raises(ValueError, match="notes.md cannot be read as a saved fit"):
+    with pytest.raises(NotASavedFitError, match="notes.md cannot be read as a saved fit"):  # a ValueError
         ScalingForecaster.load(tmp_path / "notes.md")
 
 
@@ -185,7 +185,7 @@ def test_plot_and_decide_take_one_recipe_by_name_and_refuse_what_they_cannot_dra
         fitted.plot(ax=ax)
     with pytest.raises(ValueError, match="recipes is empty: name at least one of scalerl"):
         fitted.plot(recipes=[])  # was a ZeroDivisionError laying out zero columns
-    for budget in (0, -1e5, float("nan")):  # drawn as a budget line nowhere, with a key for it
+    for budget in (0, -1e5, float("nan"), "1e5"):  # drawn as a budget line nowhere (a string: numpy's TypeError)
         with pytest.raises(ValueError, match="budget must be finite and > 0"):
             fitted.plot(budget=budget)
     plt.close("all")
@@ -407,6 +407,18 @@ def test_a_fit_told_the_planned_budget_keeps_that_axis_through_refits(small_swee
         fc.refit(grown, random_seed=4, pad_to=128, horizon=budget)
     assert fc.fit_info_["reweighted"] and fc.data_.n_obs == len(early) + 1
     assert fc.fit_info_["frame"] == fc._base["data"].frame() and fc.data_.to_x(budget) == pytest.approx(1.0)
+
+
+def test_a_horizon_the_runs_already_reach_is_said_to_have_no_effect(fitted, small_sweep, monkeypatch):
+    """The CLI says so for --horizon; the Python API said nothing and sampled as if it were used.
+    Sampling is faked: the warning comes before it. A horizon beyond the data says nothing."""
+    fake_sampling(monkeypatch, fitted, [{}, {}])
+    inside = float(small_sweep["compute"].max()) / 2
+    with pytest.warns(UserWarning, match=f"horizon={inside:g} has no effect: the runs already reach"):
+        ScalingForecaster().fit(small_sweep, random_seed=0, progress=False, horizon=inside)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ScalingForecaster().fit(small_sweep, random_seed=0, progress=False, horizon=4 * inside)
 
 
 def fake_sampling(monkeypatch, fitted, reports):
