@@ -6,12 +6,15 @@ forecasting a sweep in flight); each method predicts the final observed evaluati
   - least squares: the paper's per-run fit (forecast.baseline), point forecast;
   - ours:          the hierarchical Bayesian model, posterior predictive of that run (kind="run").
 Prints MAE, and for ours the 90%-interval coverage and mean width, on the same curves, plus the
-ratios the targets are stated in. Data: synthetic sweeps shaped like ScaleRL's Table 1 (clean and
+ratios the targets are stated in. Where a sweep knows each run's true asymptote (the synthetic
+ones' true_A), also each run's asymptote: ours (the run's A, its median and 90% interval) against
+least squares' A, by error, and the coverage of ours' interval. Data: synthetic sweeps shaped like ScaleRL's Table 1 (clean and
 messy: early plateaus and late declines), and the trainer's shipped sweep when present.
 
     python benchmarks/extrapolation.py            # full
     python benchmarks/extrapolation.py --quick    # one synthetic sweep, one fraction
     python benchmarks/extrapolation.py --horizon  # ours told the planned budget (fit(horizon=...))
+    python benchmarks/extrapolation.py --fractions 0.25,1  # other cuts (1: the whole curves, asymptotes only)
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ def evaluate(runs: pd.DataFrame, fraction: float, *, seed: int = 0, horizon_sd=N
     start = time.perf_counter()
     fc = ScalingForecaster(**kwargs).fit(kept, random_seed=seed, progress=False, horizon=horizon)
     fit_seconds = time.perf_counter() - start
+    asymptotes = fc.asymptote().query("level == 'run'").set_index("run_id")
     rows = []
     for run_id, run in kept.groupby("run_id"):
         c_final, y_final = final.loc[run_id, "compute"], final.loc[run_id, "metric"]
@@ -79,6 +83,11 @@ def evaluate(runs: pd.DataFrame, fraction: float, *, seed: int = 0, horizon_sd=N
                 "ours_lo": lo,
                 "ours_hi": hi,
                 "shape": final.loc[run_id, "shape"] if "shape" in final else "real",
+                "A_true": final.loc[run_id, "true_A"] if "true_A" in final else np.nan,
+                "A_ours": asymptotes.loc[run_id, "q50"],
+                "A_ours_lo": asymptotes.loc[run_id, "q05"],
+                "A_ours_hi": asymptotes.loc[run_id, "q95"],
+                "A_least_squares": ls["A"],
                 "fit_seconds": fit_seconds,
                 "converged": fc.diagnostics().converged,
                 "verdict": str(fc.diagnostics()).splitlines()[0],
@@ -104,6 +113,10 @@ def summarise(results: pd.DataFrame) -> pd.DataFrame:
                 "mae_oracle": err("oracle"),
                 "coverage90": float(covered.mean()),
                 "width90": float((g["ours_hi"] - g["ours_lo"]).mean()),
+                # each run's asymptote, where the truth is known (NaN otherwise)
+                "A_mae_ls": float(np.mean(np.abs(g["A_least_squares"] - g["A_true"]))),
+                "A_mae_ours": float(np.mean(np.abs(g["A_ours"] - g["A_true"]))),
+                "A_coverage90": float(((g["A_true"] >= g["A_ours_lo"]) & (g["A_true"] <= g["A_ours_hi"]))[g["A_true"].notna()].mean()),
             }
         )
 
@@ -130,8 +143,10 @@ def main(argv=None):
                         help="tell ours each sweep's planned budget (its largest final compute), as a sweep in flight would")
     parser.add_argument("--csv", default=None, help="write per-curve results here")
     parser.add_argument("--calibrate", default="", help="comma-separated horizon_sd values to score on the same fits")
+    parser.add_argument("--fractions", default=None, help="comma-separated cuts (default 0.125,0.25; --quick 0.25); "
+                        "at 1 the final is in the fit, so only the asymptote columns mean anything there")
     args = parser.parse_args(argv)
-    fractions = [0.25] if args.quick else [0.125, 0.25]
+    fractions = [float(v) for v in args.fractions.split(",")] if args.fractions else [0.25] if args.quick else [0.125, 0.25]
     results = []
     for name, runs in datasets(args.quick):
         for fraction in fractions:
@@ -156,6 +171,7 @@ def main(argv=None):
             print(results.groupby(["dataset", "fraction"])[cal].mean())
             print(results[cal].mean().to_frame("all").T)
     print("mae_oracle: error of the true noiseless curve itself (synthetic only): the noise floor no forecast can beat")
+    print("A_*: each run's asymptote against its true value (synthetic sweeps only); A_coverage90 should be near 0.90")
     print("targets: ours/ls <= 0.70, ours/last < 1.00, 0.85 <= coverage90 <= 0.95")
 
 

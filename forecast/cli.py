@@ -346,7 +346,7 @@ def add_report_parser(sub):
     )
     p.add_argument("runs", help="run table or folder of run logs, or a saved fit (fit.nc or its folder)")
     p.add_argument("--budget", type=float, default=None, help="compute budget to plan for (default: 4x the largest observed)")
-    p.add_argument("--target", type=float, default=None, help="metric to reach (default: the median of the recipes' forecast asymptotes, for the compute-to-target table only: a chosen target stops no run)")
+    p.add_argument("--target", type=float, default=None, help="metric to reach (default: the median of the recipes' forecast asymptotes rounded down to 0.01, for the compute-to-target table only: a chosen target stops no run)")
     p.add_argument("-o", "--out", default="report.html", help="output HTML file (default report.html)")
     p.add_argument("--title", default=None, help="page title")
     p.add_argument("--seed", type=_seed, default=0, help="random seed of the fit (default 0)")
@@ -445,7 +445,7 @@ def add_decide_parser(sub):
     p.add_argument("--budget", type=float, required=True, help="compute per run (or the total, with --total)")
     p.add_argument("--target", type=float, default=None, help="metric to reach: adds P(target) and compute to target")
     p.add_argument("--total", action="store_true", help="--budget is a total to split over up to --max-ways runs")
-    p.add_argument("--max-ways", type=int, default=4, help="with --total: most runs to split into (default 4)")
+    p.add_argument("--max-ways", type=int, default=None, help="with --total: most runs to split into (default 4)")
     p.add_argument("--seed", type=_seed, default=0, help="random seed of the fit (default 0)")
     p.add_argument("--fast", action="store_true", help="short chains when fitting a run table")
     p.add_argument("--json", action="store_true", help="print the table and recommendation as JSON")
@@ -488,9 +488,9 @@ def run_decide(args) -> int:
         raise BadInput(f"--budget must be finite and > 0, got {args.budget:g}")
     if args.target is not None and not 0 < args.target < 1:
         raise BadInput(f"--target must lie in (0, 1), got {args.target:g}")
-    if args.max_ways < 1:
+    if args.max_ways is not None and args.max_ways < 1:
         raise BadInput(f"--max-ways must be >= 1, got {args.max_ways}")
-    if not args.total and args.max_ways != 4:
+    if not args.total and args.max_ways is not None:  # given, even as the default 4
         warn_ignored(["--max-ways"], "it splits a total budget, which needs --total")
     if args.total and args.target is not None:
         warn_ignored(["--target"], "--total compares splits of the budget by their expected best metric")
@@ -500,7 +500,7 @@ def run_decide(args) -> int:
     fc = _fit_or_load(source, fast=args.fast, seed=args.seed, forecaster_kwargs=_forecaster_kwargs(args))
     warn_if_far_from_data(fc, [args.budget], "--budget")
     if args.total:
-        decision = decide_split(fc, args.budget, max_ways=args.max_ways)
+        decision = decide_split(fc, args.budget, max_ways=4 if args.max_ways is None else args.max_ways)
     else:
         decision = decide(fc, args.budget, target=args.target)
     if args.json:

@@ -20,6 +20,9 @@ REQUIRED_COLUMNS = ("run_id", "recipe", "compute", "metric")
 OPTIONAL_NUMERIC = ("seed", "n_eval", "step", "device_seconds")
 RUN_LOG_NAME = "evals.jsonl"
 SUPPORTED_SUFFIXES = (".csv", ".parquet", ".pq", ".jsonl", ".json")
+# in a folder, a .json file is a config, a summary or notes far more often than a run table (the
+# trainer writes config.json and summary.json beside its logs): read only when named as the input
+FOLDER_SUFFIXES = (".csv", ".parquet", ".pq", ".jsonl")
 
 __all__ = ["RunDataError", "load_runs", "validate_runs", "require_rates", "read_table", "RunSummary", "summarize_runs"]
 
@@ -110,7 +113,7 @@ def _files_in_folder(folder: Path) -> list[Path]:
     logs = sorted(folder.rglob(RUN_LOG_NAME))
     if logs:
         return logs
-    return sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in SUPPORTED_SUFFIXES)
+    return sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in FOLDER_SUFFIXES)
 
 
 def read_table(path) -> pd.DataFrame:
@@ -120,7 +123,7 @@ def read_table(path) -> pd.DataFrame:
         raise RunDataError("does not exist", source=path)
     files = _files_in_folder(path) if path.is_dir() else [path]
     if not files:
-        raise RunDataError("folder holds no run files (*.csv, *.parquet, *.jsonl)", source=path)
+        raise RunDataError("folder holds no run files (*.csv, *.parquet, *.pq, *.jsonl)", source=path)
     frames = [_read_one_file(f) for f in files]
     frames = [f for f in frames if len(f)]
     if not frames:

@@ -194,7 +194,7 @@ def run_demo(args) -> int:
     if tries := fc.sampling_tries():  # a fit that needed more than one try says so
         print(f"     {tries}")
     why_budget = "" if args.budget is not None else " (4x the largest observed compute)"
-    why_target = "" if args.target is not None else " (median of the recipes' forecast asymptotes)"
+    why_target = "" if args.target is not None else " (median of the recipes' forecast asymptotes, rounded down to 0.01)"
     print(f"\nbudget {fmt_compute(data.budget)} {data.compute_unit}{why_budget}, target {target:g}{why_target}\n")
     print(recipe_table_text(data))
     print(f"\n=> {data.recommendation.headline}")

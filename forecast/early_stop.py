@@ -85,7 +85,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -643,7 +643,7 @@ def evaluate_in_turn(
     while True:
         fired = [run for run, rec in out.items() if rec.stop and run not in committed]
         if not fired:
-            return out
+            return {run: _noting_a_far_bar(rec, in_flight, config, compute_scale) for run, rec in out.items()}
         weakest = min(fired, key=lambda r: float(_draws(in_flight[r]["at_budget"]).mean()))
         committed.add(weakest)
         if out[weakest].rule in COMPARISON_RULES and (own := _stop_on_its_own_rule(out[weakest])) is not None:
@@ -664,6 +664,23 @@ def evaluate_in_turn(
         if weakest in finals:
             finals[weakest] = in_flight[weakest]["now"]
         out.update({run: recommend(run) for run in in_flight if run not in committed})
+
+
+def _noting_a_far_bar(rec: Recommendation, in_flight: Mapping[str, dict], config: EarlyStopConfig,
+                      compute_scale: float | None) -> Recommendation:
+    """A beats_best stop whose bar is a run in flight too far from its budget for the rules to judge
+    it (max_extrapolation) says so: the bar is that run's forecast from there. The stop stands:
+    that forecast's spread is in the probability, and such forecasts have run low, not high
+    (README, the model), but a person checking the stop should see what it rests on."""
+    bar = rec.details.get("alternative")
+    if not (rec.stop and rec.rule == "beats_best" and bar in in_flight and config.max_extrapolation is not None):
+        return rec
+    r = in_flight[bar]
+    held = min(r["budget"], compute_scale or r["budget"]) / r["compute_now"]  # as evaluate_rules' guard
+    if held <= config.max_extrapolation:
+        return rec
+    note = f"; '{bar}' is {held:.1f}x short of its budget, too early for its own stop rules"
+    return replace(rec, message=rec.message + note, details={**rec.details, "alternative_too_early": float(held)})
 
 
 def recent_comparison_stops(history, compute_now: float, window: float | None) -> int:

@@ -139,6 +139,27 @@ def _normals_keyed_by_compute(rng: np.random.Generator, compute: np.ndarray, n_d
     return np.column_stack([np.random.default_rng([base, int(key)]).standard_normal(n_draws) for key in keys])
 
 
+def _wander_paths(rng, x, x_start, start, wander_sd, wander_scale) -> np.ndarray:
+    """Ornstein-Uhlenbeck paths (n_draws, len(x)) in normalised log-compute x (1, n): sd wander_sd,
+    correlation exp(-dx / wander_scale) (model.residual_process), one path per draw (n_draws, 1
+    parameters). From its stationary law, or from `start` = (mean, variance) at x_start."""
+    order = np.argsort(x[0], kind="stable")
+    n_draws = wander_sd.shape[0]
+    paths = np.empty((n_draws, x.shape[1]))
+    if start is None:
+        previous_x, level = None, wander_sd[:, 0] * rng.standard_normal(n_draws)
+    else:
+        mean, var = start
+        previous_x, level = x_start, mean[:, 0] + np.sqrt(np.maximum(var[:, 0], 0)) * rng.standard_normal(n_draws)
+    for j in order:
+        if previous_x is not None:
+            corr = np.exp(-(x[0, j] - previous_x) / wander_scale[:, 0])
+            level = corr * level + wander_sd[:, 0] * np.sqrt(1 - corr**2) * rng.standard_normal(n_draws)
+        paths[:, j] = level
+        previous_x = x[0, j]
+    return paths
+
+
 def _qname(q: float) -> str:
     """q05, q50, q95; a quantile between whole percents keeps its digits: q2_5, q97_5."""
     percent = round(q * 100, 6)
@@ -603,7 +624,7 @@ class ScalingForecaster:
         }
 
     def sample_curves(self, compute, *, recipe=None, run_id=None, kind=None, noise=True, rng=None, eval_noise=True,
-                      shared_noise=False) -> np.ndarray:
+                      shared_noise=False, paths=False) -> np.ndarray:
         """Posterior predictive draws of the metric at `compute`: array (n_draws, len(compute)).
         kind: as predict()'s (default "run" with a run_id, else "new_run").
 
@@ -615,9 +636,18 @@ class ScalingForecaster:
         across computes. shared_noise=True uses one standard normal per draw at every compute
         instead: each compute's distribution is the same, but draw i is not a path (for
         marginal summaries, as predict() makes: its quantile curves are then smooth in compute).
+
+        paths=True makes draw i one run's evaluation history across `compute` (to simulate a run
+        that has not been made, or the rest of one in flight): the wander is one Ornstein-Uhlenbeck
+        path in log-compute, as the model has it, and the extrapolation terms are one level move
+        per draw that grows with the distance beyond the data; only the white evaluation noise is
+        independent across computes. Each compute's distribution is the same as without it. For
+        kind="run" the path starts from the run's last evaluation, so every compute must lie beyond it.
         """
         compute = _compute_values(compute)
         kind = resolve_kind(kind, run_id)
+        if paths and shared_noise:
+            raise ValueError("paths=True draws each run's own noise path; shared_noise=True is for marginal summaries: choose one")
         rng = np.random.default_rng(rng if rng is not None else 2024)
         p = self.curve_parameters(recipe=recipe, run_id=run_id, kind=kind, rng=rng)
         log_c = np.log(compute)[None, :]
@@ -634,6 +664,9 @@ class ScalingForecaster:
             n_eval = self._typical_n_eval(r)
             last = int(d.run_last_obs[r])
             x_last, y_last = d.x[last], d.y[last]
+            if paths and np.any(x <= x_last):
+                raise ValueError(f"paths=True for run {run_id!r} continues it from its last evaluation at "
+                                 f"{np.exp(d.loc + d.scale * x_last):.4g} {self.compute_unit}: every compute must lie beyond it")
             mu_last = sigmoid_curve_log(d.loc + d.scale * x_last, p["A"], p["B"], p["log_C_mid"], p["R0"])[:, None]
             n_last = d.n_eval[last] if d.has_n_eval else 0.0
             white_last = white_variance(mu_last, n_last, sigma_extra)
@@ -650,7 +683,17 @@ class ScalingForecaster:
             c_max = max(np.exp(d.loc + d.scale * d.x[d.run_last_obs[r]]) for r in runs_of_recipe)
             horizon = np.clip(np.log2(compute / c_max), 0, None)[None, :]
         level_var = self.level_sd**2 + (self.level_wander_ratio * wander_sd) ** 2
-        var = var + (self.horizon_sd * horizon) ** 2 + level_var * (1 - 2.0 ** (-horizon))
+        extrapolation_var = (self.horizon_sd * horizon) ** 2 + level_var * (1 - 2.0 ** (-horizon))
+        if paths:
+            wander_at_last = None
+            if kind == "run":  # the wander at the last evaluation, given its residual (the white noise in it shrinks it)
+                share = wander_sd**2 / (wander_sd**2 + white_last)
+                wander_at_last = (share * (y_last - mu_last), wander_sd**2 * (1 - share))
+            wander = _wander_paths(rng, x, x_last if kind == "run" else None, wander_at_last, wander_sd, wander_scale)
+            white_noise = np.sqrt(np.maximum(white, 0)) * _normals_keyed_by_compute(rng, compute, curve.shape[0])
+            level_move = np.sqrt(np.maximum(extrapolation_var, 0)) * rng.standard_normal((curve.shape[0], 1))
+            return np.clip(curve + wander + white_noise + level_move, 0.0, 1.0)
+        var = var + extrapolation_var
         z = rng.standard_normal((curve.shape[0], 1)) if shared_noise else _normals_keyed_by_compute(rng, compute, curve.shape[0])
         draws = curve + mean + np.sqrt(np.maximum(var, 0)) * z
         return np.clip(draws, 0.0, 1.0)

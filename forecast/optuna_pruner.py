@@ -21,7 +21,8 @@ it on its own). Unlike MedianPruner it compares forecasts at the planned budget,
 same step, so a slow starter with a higher ceiling survives.
 
 Steps are compute (`step_to_compute` maps other step units to compute; steps <= 0 are ignored,
-the curve needs compute > 0). Unlike MedianPruner's, `n_warmup_steps` and `interval_steps` count
+the curve needs compute > 0). Optuna stores a reported step as an integer, so report compute in
+whole units (or report a step count and map it with `step_to_compute`). Unlike MedianPruner's, `n_warmup_steps` and `interval_steps` count
 reports, not steps (a trial that reaches max_step inside the warm-up is warned about once);
 `n_startup_trials` is MedianPruner's (no pruning until that many trials completed; default 0). Values
 must be rates in [0, 1]; for a minimised error rate the pruner works on 1 - value (so the numbers

@@ -121,7 +121,7 @@ def default_target_from_asymptotes(asymptote_medians) -> float:
     return float(np.clip(math.floor(level * 100) / 100, 0.01, 0.99))
 
 
-TARGET_CHOSEN_NOTE = "chosen for the page: the median of the recipes' forecast asymptotes"
+TARGET_CHOSEN_NOTE = "chosen for the page: the median of the recipes' forecast asymptotes, rounded down to 0.01"
 
 
 def default_target(fc) -> float:
@@ -749,9 +749,9 @@ def diagnostics_html(d: dict) -> str:
     rows = [
         ("status", None),
         ("max R-hat", f"{d['max_rhat']:.3f} (limit {d['rhat_limit']})"),
-        # the limit scales with the chains' length: min(100 per chain, a quarter of the draws)
-        ("min bulk ESS", f"{d['min_ess_bulk']:.0f} (limit {d['ess_limit']:.0f}: 100 per chain, at most a quarter of the draws)"),
-        ("min tail ESS", f"{d['min_ess_tail']:.0f}"),
+        # the limit scales with the chains' length (inference.default_ess_limit)
+        ("min bulk ESS", f"{d['min_ess_bulk']:.0f} (limit {d['ess_limit']:.0f}: 100 per chain, for short chains a quarter of the draws but at least 100)"),
+        ("min tail ESS", f"{d['min_ess_tail']:.0f} (the same limit)"),
         ("divergent transitions", f"{d['divergences']}"),
         ("posterior draws", f"{d['n_draws']}"),
     ]

@@ -198,6 +198,8 @@ def test_warnings_for_a_budget_far_beyond_the_data_and_for_ignored_flags(fit_dir
     err = capsys.readouterr().err
     assert "--budget 1e+12 is" in err and "Is the unit right?" in err
     assert "--fast has no effect" in err and "--max-ways has no effect" in err
+    assert main(["decide", str(fit_dir / "fit"), "--budget", "1e5", "--max-ways", "4"]) == 0  # the default, given
+    assert "--max-ways has no effect" in capsys.readouterr().err
     assert main(["predict", str(fit_dir / "fit"), "--compute", "1e5", "--run-id", "scalerl_8b-s1", "--recipe", "scalerl_8gen"]) == 2
     assert "is a run of 'scalerl_8b', not of 'scalerl_8gen'" in capsys.readouterr().err
     assert main(["predict", str(fit_dir / "fit"), "--compute", "1e5", "--run-id", "scalerl_8b-s1", "--kind", "new_run"]) == 0

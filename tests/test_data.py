@@ -45,6 +45,23 @@ def test_folder_of_run_logs_with_torn_last_line(tmp_path):
     assert len(runs) == 12
 
 
+def test_a_folder_of_tables_skips_json_files_that_a_named_json_input_reads(tmp_path):
+    """A notes or config .json beside the tables made the whole folder fail on its missing run_id."""
+    table = good_table()
+    table.iloc[:8].to_csv(tmp_path / "part1.csv", index=False)
+    table.iloc[8:].to_parquet(tmp_path / "part2.pq")
+    (tmp_path / "meta.json").write_text('{"note": "hello"}\n')
+    assert len(load_runs(tmp_path)) == 12
+    records = tmp_path / "named" / "runs.json"
+    records.parent.mkdir()
+    records.write_text("\n".join(json.dumps(r) for r in table.to_dict("records")) + "\n")
+    assert len(load_runs(records)) == 12
+    (tmp_path / "only_json").mkdir()
+    (tmp_path / "only_json" / "runs.json").write_text(records.read_text())
+    with pytest.raises(RunDataError, match=r"folder holds no run files \(\*\.csv, \*\.parquet, \*\.pq, \*\.jsonl\)"):
+        load_runs(tmp_path / "only_json")
+
+
 def test_bad_json_line_in_the_middle_is_an_error(tmp_path):
     path = tmp_path / "evals.jsonl"
     path.write_text('{"run_id": "a"}\n{oops\n{"run_id": "a"}\n')

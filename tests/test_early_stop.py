@@ -361,6 +361,27 @@ def one_ahead_of_the_rest(name: str, n_behind: int):
     return in_flight, {r: v["at_budget"] for r, v in in_flight.items()}
 
 
+def test_a_stop_against_a_bar_too_far_from_its_own_budget_says_so():
+    """The planning report stopped seven runs against 'dapo-s2', whose own line read "too early to
+    judge" (9.7x short of the budget): the stop stands, but its line says what the bar rests on."""
+    from forecast.early_stop import evaluate_in_turn
+
+    in_flight, finals = one_ahead_of_the_rest("lead", 4)
+    in_flight["lead"] = {**in_flight["lead"], "compute_now": 4.0 / 10}  # 10x short of its budget: > 8x
+    recs = evaluate_in_turn(in_flight, finals, EarlyStopConfig(keep_runner_up=False))
+    assert (recs["lead"].action, recs["lead"].rule) == ("continue", "too_early")
+    stopped = [rec for rec in recs.values() if rec.stop]
+    assert stopped and all(rec.rule == "beats_best" for rec in stopped)
+    for rec in stopped:
+        assert rec.message.startswith("stop: P(beats best 'lead' by 0.01 at 4, 2.0x now) = ")
+        assert rec.message.endswith("< 0.1; 'lead' is 10.0x short of its budget, too early for its own stop rules")
+        assert rec.details["alternative_too_early"] == pytest.approx(10.0)
+    # a bar within the guard: no note
+    in_flight, finals = one_ahead_of_the_rest("lead", 4)
+    recs = evaluate_in_turn(in_flight, finals, EarlyStopConfig(keep_runner_up=False))
+    assert not any("too early for its own" in rec.message for rec in recs.values())
+
+
 def test_max_stop_share_holds_comparison_stops_beyond_the_share_for_the_next_check():
     from forecast.early_stop import evaluate_in_turn
 

@@ -46,6 +46,46 @@ def test_a_compute_gets_the_same_forecast_whatever_is_asked_beside_it(fitted):
     assert abs(np.corrcoef(residual.T)[0, 1]) < 0.2
 
 
+def test_wander_paths_follow_the_models_ornstein_uhlenbeck_law():
+    from forecast.forecaster import _wander_paths
+
+    rng = np.random.default_rng(0)
+    n = 40_000
+    x = np.array([[0.9, 0.1, 0.5, 0.3]])  # unsorted: paths run in compute order
+    sd, scale = np.full((n, 1), 0.02), np.full((n, 1), 0.4)
+    paths = _wander_paths(rng, x, None, None, sd, scale)
+    np.testing.assert_allclose(paths.std(axis=0), 0.02, rtol=0.03)
+    corr = np.corrcoef(paths.T)
+    for i, j in ((1, 3), (1, 0), (2, 0)):
+        assert corr[i, j] == pytest.approx(np.exp(-abs(x[0, i] - x[0, j]) / 0.4), abs=0.02)
+    # from a known start: the mean decays towards 0 and the variance grows to the stationary one
+    start = (np.full((n, 1), 0.05), np.zeros((n, 1)))
+    ahead = _wander_paths(rng, np.array([[0.2, 1.0]]), 0.0, start, sd, scale)
+    np.testing.assert_allclose(ahead.mean(axis=0), 0.05 * np.exp(-np.array([0.2, 1.0]) / 0.4), atol=0.0005)
+    np.testing.assert_allclose(ahead.std(axis=0), 0.02 * np.sqrt(1 - np.exp(-2 * np.array([0.2, 1.0]) / 0.4)), rtol=0.03)
+
+
+def test_sample_curves_paths_are_evaluation_histories_with_the_same_marginals(fitted):
+    """paths=True: draw i is one run's history (notebook 02 simulates an extra seed with it; with
+    noise independent at every compute such a seed was noisier than any real run and averaged out
+    its wander). Each compute's spread is predict()'s, and a run's forecasts ahead move together."""
+    runs = fitted.runs_
+    inside = np.geomspace(runs["compute"].min() * 2, runs["compute"].max() / 2, 8)
+    last = runs.loc[runs["run_id"] == "scalerl_8b-s0", "compute"].max()
+    ahead = last * np.array([1.5, 2.0, 4.0, 16.0])
+    for compute, where in ((inside, {"recipe": "scalerl_8b", "kind": "new_run"}), (ahead, {"run_id": "scalerl_8b-s0"})):
+        independent = fitted.sample_curves(compute, rng=5, **where)
+        paths = fitted.sample_curves(compute, rng=5, paths=True, **where)
+        np.testing.assert_allclose(paths.std(axis=0), independent.std(axis=0), rtol=0.15)
+        monte_carlo_sd = independent.std(axis=0) * np.sqrt(2 / len(paths))  # of the difference of two means
+        assert np.all(np.abs(paths.mean(axis=0) - independent.mean(axis=0)) < 4 * monte_carlo_sd)
+    assert np.corrcoef(paths[:, :2].T)[0, 1] > 0.4 > abs(np.corrcoef(independent[:, :2].T)[0, 1])
+    with pytest.raises(ValueError, match="every compute must lie beyond it"):
+        fitted.sample_curves([last / 2, 2 * last], run_id="scalerl_8b-s0", paths=True)
+    with pytest.raises(ValueError, match="choose one"):
+        fitted.sample_curves(inside, recipe="scalerl_8b", paths=True, shared_noise=True)
+
+
 def test_predicted_bands_are_smooth_along_compute(fitted):
     # a fan chart's bands are predict()'s quantiles on a fine grid: Monte Carlo noise drawn anew at
     # every compute made them saw-toothed (second differences ~0.005 a point, 0.2-0.3 summed here)
@@ -247,6 +287,20 @@ def test_convergence_report_flags_problems():
     assert not bad.converged
     text = str(bad)
     assert "NOT CONVERGED" in text and "7 divergent" in text and "R-hat up to 1.500" in text and "ESS" in text
+
+
+def test_a_low_tail_ess_alone_flags_a_fit_and_short_chains_get_no_lower_limit_than_100():
+    """The 5% and 95% quantiles every interval reports rest on the tail ESS: a default fit of the
+    shipped sweep read "converged" at tail ESS 179 against a limit of 200. And the limit fell with
+    the draws: a 2 x 20-draw fit passed at ESS 21 (limit 10)."""
+    from forecast.inference import default_ess_limit
+
+    tails_short = ConvergenceReport(max_rhat=1.005, min_ess_bulk=242, min_ess_tail=179, divergences=0, n_draws=2000, ess_limit=200)
+    assert not tails_short.converged
+    assert tails_short.problems() == ["tail ESS as low as 179 (< 200): the 5% and 95% quantiles are noisy"]
+    assert ConvergenceReport(max_rhat=1.005, min_ess_bulk=242, min_ess_tail=201, divergences=0, n_draws=2000, ess_limit=200).converged
+    assert default_ess_limit(2, 2000) == 200 and default_ess_limit(2, 600) == 150  # default and fast mode
+    assert default_ess_limit(2, 40) == 100 and default_ess_limit(1, 40) == 100
 
 
 def test_a_problem_just_past_its_limit_is_printed_with_the_digits_that_show_it():
