@@ -98,6 +98,10 @@ def evaluate(runs: pd.DataFrame, fraction: float, *, seed: int = 0, horizon_sd=N
     return pd.DataFrame(rows)
 
 
+def ratio(a: float, b: float) -> float:
+    return a / b if b > 0 else float("nan")
+
+
 def summarise(results: pd.DataFrame) -> pd.DataFrame:
     def one(g):
         err = lambda col: float(np.mean(np.abs(g[col] - g["y_final"])))  # noqa: E731
@@ -108,8 +112,8 @@ def summarise(results: pd.DataFrame) -> pd.DataFrame:
                 "mae_last_value": err("last_value"),
                 "mae_least_squares": err("least_squares"),
                 "mae_ours": err("ours"),
-                "ours/ls": err("ours") / err("least_squares"),
-                "ours/last": err("ours") / err("last_value"),
+                "ours/ls": ratio(err("ours"), err("least_squares")),
+                "ours/last": ratio(err("ours"), err("last_value")),  # NaN at a cut of 1: the last value is the final
                 "mae_oracle": err("oracle"),
                 "coverage90": float(covered.mean()),
                 "width90": float((g["ours_hi"] - g["ours_lo"]).mean()),

@@ -121,11 +121,16 @@ def smoothed_final(metrics, last: int = 3) -> float:
     return float(values[-last:].mean())
 
 
+# checks closer than 1% of compute apart decide nothing new (evaluations are further apart than
+# that), and 1.0000001 made tens of millions of them: the replay never ended
+MIN_CHECK_GROWTH = 1.01
+
+
 def checkpoint_schedule(runs: pd.DataFrame, *, min_evals: int, growth: float) -> list[float]:
     """Compute levels at which policies decide: from when every run has `min_evals` evaluations,
     growing geometrically, up to (not including) the largest final compute."""
-    if growth <= 1:
-        raise ValueError(f"check_growth must be > 1, got {growth}")
+    if not (np.isfinite(growth) and growth >= MIN_CHECK_GROWTH):
+        raise ValueError(f"check_growth must be finite and at least {MIN_CHECK_GROWTH:g}, got {growth}")
     start = runs.groupby("run_id")["compute"].apply(lambda c: float(np.sort(c.to_numpy())[min(min_evals, len(c)) - 1])).max()
     end = float(runs["compute"].max())
     points = []

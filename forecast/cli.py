@@ -52,9 +52,13 @@ def _forecaster_kwargs(args) -> dict:
     from .model import Priors  # loads PyMC: only when there are priors to check
 
     try:
-        return {"priors": Priors(**prior_overrides(args.prior))}
+        overrides = prior_overrides(args.prior)  # its errors name --prior and the item
     except ValueError as err:
         raise BadInput(str(err)) from None
+    try:
+        return {"priors": Priors(**overrides)}
+    except ValueError as err:
+        raise BadInput(f"--prior {err}") from None
 
 
 def _seed(text: str) -> int:
@@ -106,9 +110,20 @@ def _check_output_file(path, flag: str, example: str, source=None) -> None:
     out = Path(path)
     if out.is_dir():
         raise BadInput(f"{flag} {path}: is a folder; give a file name, e.g. {out / example}")
+    _check_parent_folders(out, flag)
     if conflict := _output_conflict(out, source):
         elsewhere = _outside_run_folders(Path(source).resolve().parent if source is not None else out.resolve().parent)
         raise BadInput(f"{flag} {path}: {conflict}; write it elsewhere, e.g. {elsewhere / example}")
+
+
+def _check_parent_folders(out: Path, flag: str) -> None:
+    """An output under an existing file (runs.csv/fit) cannot be made: said before any work, not by
+    a traceback after it."""
+    for parent in out.absolute().parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise BadInput(f"{flag} {out}: {parent} is a file, so nothing can be written under it")
+            return
 
 
 def _outside_run_folders(folder: Path) -> Path:
@@ -137,7 +152,7 @@ def _output_conflict(out: Path, source=None) -> str | None:
 def _read_as_input(out: Path, source: Path) -> bool:
     """Whether a file at `out` is read when `source` is: the file itself, a saved fit's fit.nc, or
     in a folder of run files one that load_runs would pick up (run logs win, as in forecast.data)."""
-    from .data import RUN_LOG_NAME, SUPPORTED_SUFFIXES
+    from .data import FOLDER_SUFFIXES, RUN_LOG_NAME
 
     out, source = out.resolve(), source.resolve()
     if out == source:
@@ -148,7 +163,7 @@ def _read_as_input(out: Path, source: Path) -> bool:
         return True
     if any(source.rglob(RUN_LOG_NAME)):
         return out.name == RUN_LOG_NAME
-    return out.suffix.lower() in SUPPORTED_SUFFIXES
+    return out.suffix.lower() in FOLDER_SUFFIXES
 
 
 def _positive_finite(value: float) -> bool:
@@ -203,6 +218,21 @@ def fit_summary(fc, target=None) -> dict:
     return summary
 
 
+def _check_savable(runs, source) -> None:
+    """Write the run table as the saved fit will hold it, to a scratch file: a column netCDF cannot
+    hold fails here, in words, rather than in save() after the fit."""
+    import tempfile
+
+    from .forecaster import run_table_dataset
+
+    with tempfile.TemporaryDirectory() as scratch:
+        try:
+            run_table_dataset(runs).to_netcdf(Path(scratch) / "run_table.nc")
+        except (TypeError, ValueError) as err:
+            raise BadInput(f"{source}: the run table cannot be saved with the fit ({err}); "
+                           "drop or rename the column it names") from None
+
+
 def run_fit(args) -> int:
     from .data import compute_unit_of, far_from_data, load_runs
     from .io import atomic_write_json
@@ -215,6 +245,8 @@ def run_fit(args) -> int:
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise BadInput(f"--out {out}: is a file; --out names a folder (fit.nc and summary.json go in it)")
+    _check_parent_folders(out, "--out")
+    _refuse_a_saved_fit(Path(args.runs), "fit")
     for name in ("fit.nc", "summary.json"):
         if conflict := _output_conflict(out / name, args.runs):
             # a saved fit inside the runs folder would be read instead of the runs from then on
@@ -229,6 +261,7 @@ def run_fit(args) -> int:
     # PyMC loads here, after the table is checked
     from .forecaster import ConvergenceWarning, ScalingForecaster
 
+    _check_savable(runs, args.runs)  # before the fit, which takes minutes
     fc = ScalingForecaster(robust=args.robust, mode="fast" if args.fast else "nuts", **forecaster_kwargs)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # said once below, after the diagnostics
@@ -285,6 +318,8 @@ def load_fit(path):
     file = path / "fit.nc" if path.is_dir() else path
     if not file.exists():
         raise BadInput(f"no saved fit at {file} (run `forecast fit RUNS --out DIR` first)")
+    if file.is_dir():
+        raise BadInput(f"{file}: is a folder, not a saved fit (a fit is the file fit.nc that `forecast fit --out DIR` writes)")
     if file.suffix != ".nc":
         raise BadInput(f"{file}: is not a saved fit (fit.nc, or the folder `forecast fit --out` wrote); "
                        f"run `forecast fit {file} --out DIR` first")
@@ -605,6 +640,8 @@ def run_watch(args) -> int:
     _check_output_file(args.out, "--out", "recommendations.json", source=args.runs_dir)
     if args.reference is not None and not Path(args.reference).exists():
         raise BadInput(f"--reference {args.reference}: does not exist")
+    if args.reference is not None:  # the advice written over the reference table would destroy it
+        _check_output_file(args.out, "--out", "recommendations.json", source=args.reference)
     if args.once and args.max_polls not in (None, 1):
         warn(f"--max-polls {args.max_polls} has no effect with --once (one poll)")
     polls = 1 if args.once else args.max_polls
@@ -621,7 +658,7 @@ def run_watch(args) -> int:
             print(text, flush=True)
 
     watch(args.runs_dir, interval=args.interval, budget=args.budget, config=config, reference=args.reference,
-          out=args.out, max_polls=polls, emit=emit, say=say, random_seed=args.seed,
+          out=args.out, max_polls=polls, emit=emit, say=say, warn=warn, random_seed=args.seed,
           forecaster_kwargs=_forecaster_kwargs(args))
     return EXIT_OK
 
@@ -679,7 +716,7 @@ def _warn_if_runs_in_flight(source: Path) -> None:
 
 
 def run_backtest(args) -> int:
-    from .backtest import POLICIES, BacktestConfig, backtest
+    from .backtest import MIN_CHECK_GROWTH, POLICIES, BacktestConfig, backtest
     from .data import load_runs
     from .io import atomic_write_json
 
@@ -688,8 +725,9 @@ def run_backtest(args) -> int:
     unknown = [p for p in policies if p not in POLICIES]
     if unknown or not policies:
         raise BadInput(f"--policies: unknown {', '.join(unknown) or '(none given)'}; known: {', '.join(POLICIES)}")
-    if args.growth is not None and not args.growth > 1:
-        raise BadInput(f"--growth must be > 1, got {args.growth:g}")
+    if args.growth is not None and not (math.isfinite(args.growth) and args.growth >= MIN_CHECK_GROWTH):
+        raise BadInput(f"--growth must be finite and at least {MIN_CHECK_GROWTH:g} (a check when compute has grown "
+                       f"by that factor), got {args.growth:g}")
     if args.halving_eta is not None and args.halving_eta < 2:
         raise BadInput(f"--halving-eta must be an integer >= 2, got {args.halving_eta}")
     if args.median_percentile is not None and not 0 <= args.median_percentile <= 100:
@@ -703,10 +741,12 @@ def run_backtest(args) -> int:
         config.halving_eta = args.halving_eta
     if args.median_percentile is not None:
         config.median_percentile = args.median_percentile
+    _refuse_a_saved_fit(Path(args.runs), "backtest")
     runs = load_runs(args.runs)
     if args.truth is not None:
         _check_truth_column(runs, args.truth, args.runs)
     _warn_if_runs_in_flight(Path(args.runs))
+    _warn_if_nothing_to_decide(runs, config.min_evals)
     result = backtest(runs, policies, config, truth=args.truth)
     result.source = str(args.runs)
     payload = result.to_dict()
@@ -720,6 +760,23 @@ def run_backtest(args) -> int:
         print(f"\ncompute_fraction = compute used / running every run to its end; regret = true best final - "
               f"final of the chosen run (final = mean of the last {config.smooth_last} evaluations{scored_on})")
     return EXIT_OK
+
+
+def _warn_if_nothing_to_decide(runs, min_evals: int) -> None:
+    """A backtest of one run, or of runs that never reach min_evals evaluations, scores policies
+    on nothing: least squares "saved" 86% of a lone run's compute beside a ceiling of 0%."""
+    n_runs = runs["run_id"].nunique()
+    if n_runs < 2:
+        warn(f"the table holds {n_runs} run: a stopping policy needs runs to compare, so its figures mean nothing here")
+    elif runs.groupby("run_id").size().max() < min_evals:
+        warn(f"no run has {min_evals} evaluations (min_evals), where the policies start deciding: every policy runs every run")
+
+
+def _refuse_a_saved_fit(source: Path, command: str) -> None:
+    """fit and backtest read runs: a saved fit given to them failed on its summary.json, or on .nc as a file type."""
+    if _is_saved_fit(source):
+        raise BadInput(f"{source}: is a saved fit; `forecast {command}` reads a run table or a folder of run logs "
+                       "(the fit's own runs: the table it was fitted on)")
 
 
 def _check_truth_column(runs, column: str, source) -> None:

@@ -198,6 +198,12 @@ def validate_runs(frame: pd.DataFrame, *, source=None, min_points: int = 2) -> p
             idx = missing.idxmax()
             raise RunDataError("is missing (NaN/empty)", column=column, **_where(frame, idx))
         frame[column] = frame[column].astype(str)
+        # a control character (NUL, a newline) is a corrupted name, and a saved fit cannot hold NUL
+        control = frame[column].str.contains(r"[\x00-\x08\x0a-\x1f\x7f]", regex=True)
+        if control.any():
+            idx = control.idxmax()
+            raise RunDataError(f"holds a control character ({frame.at[idx, column]!r}); names are printable text",
+                               column=column, **_where(frame, idx))
 
     _require_numeric(frame, "compute", required=True)
     require_rates(frame, "metric")

@@ -139,6 +139,30 @@ def _normals_keyed_by_compute(rng: np.random.Generator, compute: np.ndarray, n_d
     return np.column_stack([np.random.default_rng([base, int(key)]).standard_normal(n_draws) for key in keys])
 
 
+def run_table_dataset(runs: pd.DataFrame) -> xr.Dataset:
+    """The run table as the Dataset save() writes into a fit's netCDF file. netCDF holds neither
+    pandas' categorical and nullable columns nor a "/" in a variable name, all ordinary in a run
+    table's knob columns (a parquet file gives categoricals back; "eval/pass@1"): such columns are
+    written as text or floats, and renamed names are kept in the attribute `column_names`."""
+    table = runs.drop(columns=[c for c in runs.columns if str(c).startswith("_")]).reset_index(drop=True)
+    for column in table.columns:
+        dtype = table[column].dtype
+        if isinstance(dtype, pd.CategoricalDtype):
+            table[column] = table[column].astype(object)
+            dtype = table[column].dtype
+        if pd.api.types.is_extension_array_dtype(dtype) and pd.api.types.is_numeric_dtype(dtype) and not pd.api.types.is_bool_dtype(dtype):
+            table[column] = table[column].astype("float64")  # Int64, UInt8, Float64: <NA> becomes NaN
+        elif pd.api.types.is_object_dtype(dtype) or pd.api.types.is_extension_array_dtype(dtype):
+            table[column] = table[column].astype(str)  # text, and nullable booleans as "True"/"False"/"<NA>"
+    # a name netCDF refuses: a "/", an empty name, a number or a tuple (from a DataFrame built in Python)
+    renamed = {c: str(c).replace("/", "\u2215") or "(unnamed)" for c in table.columns
+               if not isinstance(c, str) or "/" in c or not c}
+    dataset = xr.Dataset.from_dataframe(table.rename(columns=renamed).rename_axis("row"))
+    if renamed:
+        dataset.attrs["column_names"] = json.dumps({safe: str(name) for name, safe in renamed.items()})
+    return dataset
+
+
 def _wander_paths(rng, x, x_start, start, wander_sd, wander_scale) -> np.ndarray:
     """Ornstein-Uhlenbeck paths (n_draws, len(x)) in normalised log-compute x (1, n): sd wander_sd,
     correlation exp(-dx / wander_scale) (model.residual_process), one path per draw (n_draws, 1
@@ -672,7 +696,10 @@ class ScalingForecaster:
             white_last = white_variance(mu_last, n_last, sigma_extra)
             white = white_variance(curve, n_eval, sigma_extra) if eval_noise else np.zeros_like(curve)
             ahead = (x > x_last).astype(float)
-            mean, var = residual_process(y_last - mu_last, x, x_last, white, white_last, wander_sd, wander_scale, ahead)
+            # computes before the last evaluation are not conditioned on it (ahead = 0); clipped, far
+            # earlier ones do not overflow exp(-(x - x_last) / scale) to inf, and inf * 0 to NaN
+            mean, var = residual_process(y_last - mu_last, np.maximum(x, x_last), x_last, white, white_last,
+                                         wander_sd, wander_scale, ahead)
             horizon = np.clip(np.log2(compute / np.exp(d.loc + d.scale * x_last)), 0, None)[None, :]
         else:
             k = self._recipe_index(recipe if recipe is not None else self._recipe_of(run_id))
@@ -837,12 +864,7 @@ class ScalingForecaster:
         """Save posterior, run table, settings and package version to one netCDF file (atomic)."""
         self._require_fit("save()")
         path = Path(path)
-        table = self.runs_.drop(columns=[c for c in self.runs_.columns if c.startswith("_")])
-        table = table.reset_index(drop=True)
-        for column in table.columns:
-            if table[column].dtype == object or str(table[column].dtype).startswith("string"):
-                table[column] = table[column].astype(str)
-        run_table = xr.Dataset.from_dataframe(table.rename_axis("row"))
+        run_table = run_table_dataset(self.runs_)
         idata = self.idata.copy()
         if "run_table" in idata.groups():
             del idata.run_table
@@ -888,6 +910,7 @@ class ScalingForecaster:
             level_wander_ratio=settings.get("level_wander_ratio", 0.0),
         )
         table = idata.run_table.to_dataframe().reset_index(drop=True)
+        table = table.rename(columns=json.loads(idata.run_table.attrs.get("column_names", "{}")))
         runs = validate_runs(table, source=path)
         info = json.loads(attrs.get("fit_info", "{}"))
         report = ConvergenceReport.from_dict(info["diagnostics"]) if "diagnostics" in info else None

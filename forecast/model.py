@@ -73,13 +73,21 @@ class Priors:
     wander_scale: float = 0.15  # median correlation length of the wander, normalised log-compute
     student_nu: float = 4.0  # degrees of freedom of the robust likelihood
 
-    # the centres may take any value; every other setting is a scale, a spread or a degree of freedom
+    # the centres may be negative; every other setting is a scale, a spread or a degree of freedom
     CENTRES = ("a_mu_offset", "b_mu", "m_mu")
+    # Every setting lives on a logit, log or normalised scale, where 20 is already absurd (a logit
+    # offset of 20; b = e^20). Far larger values, or inf and NaN, overflow inside the sampler: it
+    # crashed (a segfault for b_mu=nan or 1e300) after a minute of compiling, instead of saying so.
+    LIMIT = 20.0
+    STUDENT_NU_LIMIT = 1e4  # a large nu is a normal likelihood: allowed far higher
 
     def __post_init__(self):
         for name, value in self.to_dict().items():
-            if name not in self.CENTRES and not value > 0:  # also refuses NaN
-                raise ValueError(f"{name} must be > 0, got {value!r}")
+            limit = self.STUDENT_NU_LIMIT if name == "student_nu" else self.LIMIT
+            if name in self.CENTRES and not -limit <= value <= limit:  # also refuses NaN
+                raise ValueError(f"{name} must lie in [-{limit:g}, {limit:g}] (a logit, log or normalised-axis centre), got {value!r}")
+            if name not in self.CENTRES and not 0 < value <= limit:
+                raise ValueError(f"{name} must be > 0 and at most {limit:g}, got {value!r}")
 
     def to_dict(self) -> dict:
         return asdict(self)

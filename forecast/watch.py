@@ -12,6 +12,10 @@ holds summary.json (trainer_minimal writes it at the end, stopped or not); finis
 alternatives for the others, judged where they ended. A run with a bad row (or one that only
 conflicts with the others, e.g. another compute unit) is left out, said once, listed under
 "refused" in the JSON, and looked at again when its log changes; the other runs are still advised.
+A log that cannot be read as rows (a bad line before the last, a line that is not a JSON object,
+rows without run_id) refuses its run the same way. A run whose log is deleted or emptied loses its
+advice, said once and listed under "gone". A reference table (--reference) is read and checked
+once, at the start, so a bad row in it stops the watcher before the first poll, not hours later.
 
 Planned budget per run: --budget if given, else the run folder's config.json (advisor_budget, or
 max_steps times the compute per step so far), else the run gets a "no_budget" continue.
@@ -20,6 +24,7 @@ max_steps times the compute per step so far), else the run gets a "no_budget" co
 from __future__ import annotations
 
 import json
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,7 +33,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from .data import RUN_LOG_NAME, RunDataError, read_table, validate_runs
+from .data import (
+    RUN_LOG_NAME,
+    RunDataError,
+    compute_unit_of,
+    far_from_data,
+    load_runs,
+    read_table,
+    validate_runs,
+)
 from .early_stop import (
     COMPARISON_RULES,
     CONTINUE,
@@ -64,6 +77,13 @@ class WatchState:
     # run_id -> (evaluations seen, why its rows were refused): a run with a bad row is left out of
     # the fits, and advised again once its log changes, instead of stopping advice for every run
     refused: dict = field(default_factory=dict)
+    # refused runs whose log could not be read at all (run -> log): read again at every poll, and
+    # cleared from `refused` when the log reads again or is gone
+    unreadable: dict = field(default_factory=dict)
+    folders: dict = field(default_factory=dict)  # run_id -> its folder, as last seen: names an unreadable log's run
+    gone: dict = field(default_factory=dict)  # run_id -> why: its log was deleted or emptied after it was seen
+    budget_checked: bool = False  # the --budget unit check is made once, when the first rows are read
+    notes: list = field(default_factory=list)  # warnings for watch() to say once (then cleared)
 
     @property
     def told_to_stop(self) -> set:
@@ -71,17 +91,20 @@ class WatchState:
         return set().union(*(runs for _, runs in self.comparison_stops))
 
 
-def scan_runs(runs_dir) -> tuple[pd.DataFrame, dict[str, Path]]:
-    """All evaluation rows under `runs_dir` and the folder of each run. Logs that are empty or
-    hold only a torn first line are skipped (the run has not evaluated yet)."""
+def scan_runs(runs_dir) -> tuple[pd.DataFrame, dict[str, Path], dict[Path, RunDataError]]:
+    """All evaluation rows under `runs_dir`, the folder of each run, and the logs that cannot be
+    read as rows (log -> the error naming file, column and row). Logs that are empty or hold only a
+    torn first line are skipped silently (the run has not evaluated yet)."""
     runs_dir = Path(runs_dir)
-    frames, folders = [], {}
+    frames, folders, unreadable = [], {}, {}
     for log in sorted(runs_dir.rglob(RUN_LOG_NAME)):
         try:
             frame = read_table(log)
-        except RunDataError:
-            continue  # no complete row yet
-        if "run_id" not in frame:
+            _require_run_ids(frame, log)
+        except RunDataError as err:
+            if not _has_complete_line(log):
+                continue  # no complete row yet (or the log went between listing and reading)
+            unreadable[log] = err  # a bad line that is not a write in progress: the user's to fix
             continue
         frames.append(frame)
         for run in frame["run_id"].astype(str).unique():
@@ -89,7 +112,27 @@ def scan_runs(runs_dir) -> tuple[pd.DataFrame, dict[str, Path]]:
     table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     if len(table):
         table["run_id"] = table["run_id"].astype(str)
-    return table, folders
+    return table, folders, unreadable
+
+
+def _has_complete_line(log: Path) -> bool:
+    """Whether the log holds a non-blank line ended by a newline. The reader skips a torn last
+    line (a write in progress), so a log without such a line has simply not evaluated yet."""
+    try:
+        text = log.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False  # deleted while the folder was scanned: gone, not bad
+    return bool(text[: text.rfind("\n") + 1].strip())
+
+
+def _require_run_ids(frame: pd.DataFrame, log: Path) -> None:
+    """Every row of a run log names its run: a row without run_id cannot be told apart from
+    another run's, and astype(str) would make a run called 'nan' of it."""
+    if "run_id" not in frame:
+        raise RunDataError("is missing on every row", source=log, column="run_id", row=int(frame["_line"].iloc[0]))
+    missing = frame["run_id"].isna() | (frame["run_id"].astype(str).str.strip() == "")
+    if missing.any():
+        raise RunDataError("is missing (NaN/empty)", source=log, column="run_id", row=int(frame.loc[missing.idxmax(), "_line"]))
 
 
 def _read_json(path: Path) -> dict:
@@ -167,10 +210,14 @@ def poll(
 
     advisor = advisor or default_advisor
     state.polls += 1
-    table, folders = scan_runs(runs_dir)
+    table, folders, unreadable = scan_runs(runs_dir)
+    _refuse_unreadable(runs_dir, unreadable, state)
+    counts = table.groupby("run_id").size().to_dict() if len(table) else {}
+    _drop_gone_runs(counts, state)
+    state.folders.update(folders)
+    _check_budget_unit(budget, table, state)
     if table.empty:
         return []
-    counts = table.groupby("run_id").size().to_dict()
     # checked every poll: a run writes summary.json after its last evaluation, with no new row to notice
     finished = {r for r in counts if is_finished(folders.get(r))}
     state.finished = finished
@@ -196,7 +243,9 @@ def poll(
         budgets[run] = b
     fit_rows = table[(table["run_id"].map(counts) >= 2) & table["run_id"].isin(usable)]
     if reference is not None:
-        fit_rows = pd.concat([reference_rows(read_table(reference), table), fit_rows], ignore_index=True)
+        # a table was loaded by watch() at the start; a path (a direct poll() call) is read now
+        loaded = reference if isinstance(reference, pd.DataFrame) else load_reference(reference)
+        fit_rows = pd.concat([reference_rows(loaded, table), fit_rows], ignore_index=True)
     if budgets:
         fit_rows = _validated_together(fit_rows, counts, state)
         for run in set(budgets) - set(fit_rows["run_id"]):  # refused only beside the others
@@ -213,6 +262,80 @@ def poll(
     for run in finished | set(state.refused):  # a refused run's earlier advice would read as current
         state.latest.pop(run, None)
     return new
+
+
+def load_reference(reference) -> pd.DataFrame:
+    """The reference runs (a run table's path, or a table), validated: RunDataError names the
+    file, column, run and row. watch() calls it once, at the start."""
+    if isinstance(reference, pd.DataFrame):
+        return validate_runs(reference)
+    return load_runs(reference)
+
+
+def _refuse_unreadable(runs_dir: Path, unreadable: dict, state: WatchState) -> None:
+    """Refuse the run of each log that cannot be read as rows, as a bad row refuses its run: left
+    out, said once (again only when the log changes), listed under 'refused'. The log is read at
+    every poll, so an entry whose log reads again (or is gone) is cleared first."""
+    for run in state.unreadable:
+        state.refused.pop(run, None)
+    state.unreadable = {}
+    for log, err in unreadable.items():
+        for run in _runs_of_log(log, runs_dir, state):
+            state.refused[run] = (_log_signature(log), str(err))
+            state.unreadable[run] = log
+            state.latest.pop(run, None)
+            # no count: advised afresh when the log reads again; still a run in flight unless it has ended
+            if is_finished(log.parent):
+                state.seen.pop(run, None)
+            else:
+                state.seen[run] = None
+
+
+def _runs_of_log(log: Path, runs_dir: Path, state: WatchState) -> list[str]:
+    """The runs an unreadable log held when it last read (its rows cannot be read now), else its
+    folder's name (the trainer names run folders after their runs)."""
+    known = sorted(run for run, folder in state.folders.items() if folder == log.parent)
+    if known:
+        return known
+    folder = log.parent.relative_to(runs_dir).as_posix()
+    return [folder if folder != "." else log.name]
+
+
+def _log_signature(log: Path):
+    """What changes when a log is written to or fixed: an unreadable log is said again only then."""
+    try:
+        stat = log.stat()
+    except OSError:
+        return None
+    return (stat.st_size, stat.st_mtime_ns)
+
+
+def _drop_gone_runs(counts: dict, state: WatchState) -> None:
+    """Runs seen before whose log was deleted or emptied: their advice would read as current and
+    they would never count as finished, so they are forgotten, said once, and listed as gone."""
+    for run in counts:
+        state.gone.pop(run, None)  # a log that came back is a run again
+    for run in sorted(set(state.seen) - set(counts) - set(state.unreadable)):
+        for memory in (state.seen, state.latest, state.refused, state.folders):
+            memory.pop(run, None)
+        state.gone[run] = f"its {RUN_LOG_NAME} was deleted or emptied"
+        state.notes.append(f"[{run}] {state.gone[run]}: its advice is dropped")
+
+
+def _check_budget_unit(budget, table: pd.DataFrame, state: WatchState) -> None:
+    """Warn once, when the first rows are read (the data are unknown at the start), about a
+    budget below every compute logged: likely another unit (1e3 against FLOPs at 2e11), which
+    would tell every run to stop. Only the low side: a planned budget far beyond a sweep's first
+    evaluations is normal for a watcher, unlike for decide's finished runs."""
+    if budget is None or state.budget_checked or table.empty:
+        return
+    compute = pd.to_numeric(table["compute"], errors="coerce") if "compute" in table else pd.Series(dtype=float)
+    compute = compute[(compute > 0) & (compute < float("inf"))]
+    if compute.empty:
+        return
+    state.budget_checked = True
+    if float(budget) < compute.min():
+        state.notes.append(far_from_data(float(budget), compute, unit=compute_unit_of(table), name="--budget"))
 
 
 def _validated_together(fit_rows: pd.DataFrame, counts: dict, state: WatchState) -> pd.DataFrame:
@@ -270,6 +393,7 @@ def write_recommendations(path, runs_dir, state: WatchState) -> None:
             "polls": state.polls,
             "recommendations": {r: rec.to_dict() for r, rec in sorted(state.latest.items())},
             "refused": {r: why for r, (_, why) in sorted(state.refused.items())},  # left out until their logs change
+            "gone": dict(sorted(state.gone.items())),  # logs deleted or emptied: no advice
         },
     )
 
@@ -286,6 +410,7 @@ def watch(
     advisor: Callable | None = None,
     emit: Callable[[Recommendation], None] | None = None,
     say: Callable[[str], None] = print,
+    warn: Callable[[str], None] | None = None,
     sleep: Callable[[float], None] = time.sleep,
     random_seed: int = 0,
     forecaster_kwargs: dict | None = None,
@@ -293,13 +418,18 @@ def watch(
     """Poll `runs_dir` until `max_polls` polls (None: forever), emitting and writing advice.
 
     emit(rec) is called for each new recommendation (default: say() one readable line);
-    say(text) gets status lines; sleep(seconds) waits between polls (tests pass their own).
+    say(text) gets status lines; warn(text) warnings (default: 'warning: ...' on stderr, so JSON
+    output stays parseable); sleep(seconds) waits between polls (tests pass their own).
+    A reference table is read and validated here, before the first poll (RunDataError).
     forecaster_kwargs go to the forecaster of each fresh fit (e.g. {"priors": Priors(b_mu=0.5)}).
     """
     emit = emit or (lambda rec: say(_line(rec)))
+    warn = warn or (lambda text: print(f"warning: {text}", file=sys.stderr, flush=True))
     runs_dir = Path(runs_dir)
     if not runs_dir.is_dir():
         raise RunDataError("is not a folder", source=runs_dir)
+    if reference is not None:
+        reference = load_reference(reference)  # a bad row in it stops us now, not at the first fit
     config = config or EarlyStopConfig()
     out = Path(out) if out is not None else runs_dir / DEFAULT_OUT_NAME
     state = WatchState()
@@ -312,11 +442,15 @@ def watch(
             if told_refused.get(run) != n:
                 say(f"[{run}] left out until its log changes: {why}")
                 told_refused[run] = n
+        for text in state.notes:
+            warn(text)
+        state.notes.clear()
         for rec in new:
             emit(rec)
-        if state.seen:  # every poll, so 'polls' and 'updated' say the watcher is alive; nothing before a run log exists
+        seen_any = state.seen or state.refused or state.gone
+        if seen_any:  # every poll, so 'polls' and 'updated' say the watcher is alive; nothing before a run log exists
             write_recommendations(out, runs_dir, state)
-        if state.polls == 1 and not state.seen:
+        if state.polls == 1 and not seen_any:
             say(f"waiting for {RUN_LOG_NAME} under {runs_dir}")
         all_finished = bool(state.seen) and set(state.seen) <= state.finished
         if all_finished and not said_all_finished:  # at the first poll, or when the last run ends

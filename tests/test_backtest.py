@@ -234,6 +234,16 @@ def test_backtest_cli_bad_input(tmp_path, capsys):
     assert main(["backtest", str(tmp_path / "runs.csv"), "--policies", "forecast,coinflip"]) == 2
     assert "unknown coinflip" in capsys.readouterr().err
     assert main(["backtest", str(tmp_path / "runs.csv"), "--growth", "1"]) == 2
+    for growth in ("1.0000001", "inf"):  # tens of millions of checks (the replay never ended); one check
+        assert main(["backtest", str(tmp_path / "runs.csv"), "--growth", growth]) == 2
+        assert "--growth must be finite and at least 1.01" in capsys.readouterr().err
+    # an output under a file, found after the replay (FileExistsError); a saved fit as the runs
+    assert main(["backtest", str(tmp_path / "runs.csv"), "--out", str(tmp_path / "runs.csv" / "bt.json")]) == 2
+    assert "runs.csv is a file, so nothing can be written under it" in capsys.readouterr().err
+    (tmp_path / "fit").mkdir()
+    (tmp_path / "fit" / "fit.nc").write_bytes(b"")
+    assert main(["backtest", str(tmp_path / "fit")]) == 2
+    assert "is a saved fit; `forecast backtest` reads a run table or a folder of run logs" in capsys.readouterr().err
     assert main(["backtest", str(tmp_path / "runs.csv"), "--rule", "keep_leeder=false"]) == 2
     assert "--rule 'keep_leeder=false': expected NAME=VALUE with NAME one of" in capsys.readouterr().err
     assert main(["backtest", str(tmp_path / "runs.csv"), "--rule", "p_target_threshold=1.5"]) == 2
@@ -277,6 +287,19 @@ def test_backtest_cli_baseline_settings_reach_the_baselines(tmp_path, capsys):
     assert tuned["config"]["early_stop"]["protect_top_percent"] == 10 and plain["config"]["early_stop"]["protect_top_percent"] is None
     assert tuned["policies"]["median"]["n_stopped"] > plain["policies"]["median"]["n_stopped"]
     assert tuned["policies"]["successive_halving"]["n_checks"] > plain["policies"]["successive_halving"]["n_checks"]
+
+
+def test_a_backtest_with_nothing_to_decide_says_so(tmp_path, capsys):
+    """One run: least squares "saved" 86% of its compute beside a ceiling of 0%, without a word."""
+    curve_table({"a": 0.5}).to_csv(tmp_path / "one.csv", index=False)
+    assert main(["backtest", str(tmp_path / "one.csv"), "--policies", "median", "--json"]) == 0
+    assert "the table holds 1 run: a stopping policy needs runs to compare" in capsys.readouterr().err
+    curve_table({"a": 0.5, "b": 0.6}, n=3).to_csv(tmp_path / "short.csv", index=False)
+    assert main(["backtest", str(tmp_path / "short.csv"), "--policies", "median", "--json"]) == 0
+    assert "no run has 4 evaluations (min_evals)" in capsys.readouterr().err
+    curve_table({"a": 0.5, "b": 0.6}).to_csv(tmp_path / "fine.csv", index=False)
+    assert main(["backtest", str(tmp_path / "fine.csv"), "--policies", "median", "--json"]) == 0
+    assert "warning" not in capsys.readouterr().err
 
 
 def test_backtest_cli_scores_regret_on_a_truth_column(tmp_path, capsys):

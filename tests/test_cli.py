@@ -78,6 +78,13 @@ def test_predict_run_kind_table(fit_dir, capsys):
         (["fit", "{d}/logs/a-s0/evals.jsonl", "--out", "{d}/logs/a-s0"], "write the fit elsewhere, e.g. {d}/logs/fit\n"),
         (["backtest", "{d}/logs/a-s0/evals.jsonl", "--out", "{d}/logs/a-s0/b.json"],
          "write it elsewhere, e.g. {d}/logs/backtest.json\n"),
+        # an output under an existing file: a traceback after the whole fit or replay
+        (["fit", "{d}/runs.csv", "--out", "{d}/runs.csv/fit"], "runs.csv is a file, so nothing can be written under it"),
+        (["report", "{d}/fit", "-o", "{d}/runs.csv/r.html"], "runs.csv is a file, so nothing can be written under it"),
+        # a saved fit where runs are read (failed on its summary.json); a folder named fit.nc
+        (["fit", "{d}/fit", "--out", "{d}/refit"], "is a saved fit; `forecast fit` reads a run table"),
+        (["predict", "{d}/dir_fit", "--compute", "10"], "fit.nc: is a folder, not a saved fit"),
+        (["fit", "{d}/runs.csv", "--out", "{d}/x", "--prior", "b_mu=nan"], "--prior b_mu must lie in [-20, 20]"),
         (["backtest", "{d}/runs.csv", "--rule", "margin=-1"], "--rule margin must"),
         (["backtest", "{d}/runs.csv", "--margin", "-1"], "--margin must"),
     ],
@@ -87,6 +94,7 @@ def test_bad_input_exits_2_with_message(fit_dir, capsys, argv, message):
 
     xr.Dataset({"x": ("i", [1.0, 2.0])}).to_netcdf(fit_dir / "not_a_fit.nc")  # netCDF, but no fit in it
     (fit_dir / "garbage.nc").write_text("not netCDF at all\n")
+    (fit_dir / "dir_fit" / "fit.nc").mkdir(parents=True, exist_ok=True)
     run_folder = fit_dir / "logs" / "a-s0"  # a trainer's run folder: its log and the summary of a finished run
     run_folder.mkdir(parents=True, exist_ok=True)
     (run_folder / "evals.jsonl").write_text("".join(
@@ -136,6 +144,26 @@ def test_fit_with_priors_from_the_command_line_saves_them_with_the_fit(fit_dir, 
     priors = ScalingForecaster.load(out / "fit.nc").priors
     assert (priors.b_mu, priors.a_mu_offset, priors.m_mu) == (0.5, 1.0, 0.0)  # m_mu: the default, untouched
     assert "--horizon has no effect: the runs already reach" in capsys.readouterr().err
+
+
+def test_a_run_table_a_saved_fit_cannot_hold_is_refused_before_the_fit(fit_dir, capsys, monkeypatch):
+    """save() failed after minutes of fitting, on a column netCDF cannot hold; forecast fit now
+    writes the table to a scratch file first (the columns known to fail are converted: see
+    test_forecaster), so whatever is still refused is refused before the fit."""
+    import forecast.forecaster as forecaster_module
+
+    def refuse(runs):
+        raise ValueError("Invalid name 'odd' for DataArray or Dataset key")
+
+    def no_fit(*args, **kwargs):
+        raise AssertionError("the fit ran before the table was found unsavable")
+
+    monkeypatch.setattr(forecaster_module, "run_table_dataset", refuse)
+    monkeypatch.setattr(forecaster_module.ScalingForecaster, "fit", no_fit)
+    assert main(["fit", str(fit_dir / "runs.csv"), "--out", str(fit_dir / "never"), "--fast"]) == 2
+    err = capsys.readouterr().err
+    assert "the run table cannot be saved with the fit (Invalid name 'odd'" in err and "drop or rename the column" in err
+    assert not (fit_dir / "never").exists()
 
 
 def test_a_negative_seed_is_refused_by_the_parser(fit_dir, capsys):

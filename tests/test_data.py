@@ -62,6 +62,15 @@ def test_a_folder_of_tables_skips_json_files_that_a_named_json_input_reads(tmp_p
         load_runs(tmp_path / "only_json")
 
 
+def test_a_name_with_a_control_character_is_refused_naming_the_row():
+    table = good_table()
+    table.loc[5, "run_id"] = "a-s1\x00"  # a NUL: a corrupted name, which a saved fit cannot hold either
+    with pytest.raises(RunDataError, match=r"column 'run_id', .*row 6: holds a control character \('a-s1\\x00'\)"):
+        validate_runs(table, source="runs.csv")
+    table["run_id"] = table["run_id"].str.replace("a-s1\x00", "a-s1").str.replace("-", "\t")  # a tab is text
+    assert len(validate_runs(table)) == 12
+
+
 def test_bad_json_line_in_the_middle_is_an_error(tmp_path):
     path = tmp_path / "evals.jsonl"
     path.write_text('{"run_id": "a"}\n{oops\n{"run_id": "a"}\n')

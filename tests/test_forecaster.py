@@ -86,6 +86,15 @@ def test_sample_curves_paths_are_evaluation_histories_with_the_same_marginals(fi
         fitted.sample_curves(inside, recipe="scalerl_8b", paths=True, shared_noise=True)
 
 
+def test_a_run_forecast_far_before_its_data_is_finite_and_quiet(fitted):
+    """exp(-(x - x_last) / wander_scale) overflowed for a compute far below a run's last evaluation
+    (a watch budget in the wrong unit): numpy's overflow warning on stderr, and inf * 0 = NaN."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        table = fitted.predict([1e-300, 1e4], run_id="scalerl_8b-s0")
+    assert np.isfinite(table[["mean", "q05", "q50", "q95"]].to_numpy()).all()
+
+
 def test_predicted_bands_are_smooth_along_compute(fitted):
     # a fan chart's bands are predict()'s quantiles on a fine grid: Monte Carlo noise drawn anew at
     # every compute made them saw-toothed (second differences ~0.005 a point, 0.2-0.3 summed here)
@@ -323,6 +332,27 @@ def test_save_load_round_trip(fitted, tmp_path):
     assert again.settings() == fitted.settings()
     pd.testing.assert_frame_equal(again.predict([1e4, 1e5]), fitted.predict([1e4, 1e5]))
     assert again.idata.posterior.attrs["forecast_version"]
+
+
+def test_a_run_table_with_knob_columns_netcdf_cannot_hold_as_they_are_saves_and_loads(fitted, tmp_path):
+    """`forecast fit` fitted for minutes, then failed in save() on a categorical column (parquet
+    gives them back), pandas' nullable columns and a "/" in a column name (eval/pass@1)."""
+    import copy
+
+    n = len(fitted.runs_)
+    knobs = fitted.runs_.assign(**{
+        "loss_type": pd.Categorical(["cispo", "dapo"] * (n // 2) + ["cispo"] * (n % 2)),
+        "eval/pass@1": fitted.runs_["metric"].to_numpy(),
+        "step": pd.array([None, *range(1, n)], dtype="Int64"),
+        "fp32_head": pd.array([True, None, False] * (n // 3) + [True] * (n % 3), dtype="boolean"),
+    })
+    fc = copy.copy(fitted)
+    fc.runs_ = knobs
+    again = ScalingForecaster.load(fc.save(tmp_path / "fit.nc"))
+    assert {"loss_type", "eval/pass@1", "step", "fp32_head"} <= set(again.runs_.columns)
+    np.testing.assert_allclose(again.runs_["eval/pass@1"], again.runs_["metric"])
+    assert set(again.runs_["loss_type"]) == {"cispo", "dapo"} and again.runs_["step"].isna().sum() == 1
+    assert {"True", "False"} < set(again.runs_["fp32_head"])  # and the missing one, as text
 
 
 def test_load_takes_the_folder_the_cli_writes(fitted, tmp_path):

@@ -374,10 +374,12 @@ def test_cli_report_refuses_to_overwrite_its_input(tmp_path, capsys):
     (sweep / "a-s0").mkdir(parents=True)
     (sweep / "a-s0" / "evals.jsonl").write_text("")
     assert not _read_as_input(sweep / "backtest.json", sweep) and _read_as_input(sweep / "a-s0" / "evals.jsonl", sweep)
-    # a folder of tables reads every table in it: a JSON result there would be read as runs next time
+    # a folder of tables reads every table in it (.csv, .parquet, .pq, .jsonl): a CSV written there would
+    # be read as runs next time; a .json is not read from a folder (configs, summaries), so may go there
     tables = tmp_path / "tables"
     tables.mkdir()
-    assert _read_as_input(tables / "backtest.JSON", tables) and not _read_as_input(tables / "report.html", tables)
+    assert _read_as_input(tables / "out.CSV", tables) and _read_as_input(tables / "more.jsonl", tables)
+    assert not _read_as_input(tables / "backtest.JSON", tables) and not _read_as_input(tables / "report.html", tables)
 
 
 def test_cli_report_missing_file_exits_2(tmp_path, capsys):

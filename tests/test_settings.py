@@ -55,10 +55,17 @@ def test_rules_that_may_be_off_accept_none_and_the_defaults_are_valid():
                     max_stop_share=None, protect_top_percent=None)
 
 
-def test_priors_scales_must_be_positive_and_centres_may_be_anything():
-    Priors(a_mu_offset=-2.0, b_mu=-1.0, m_mu=-0.5)
+def test_priors_scales_must_be_positive_and_centres_may_be_negative_but_neither_absurd():
+    Priors(a_mu_offset=-2.0, b_mu=-1.0, m_mu=-0.5, student_nu=1000.0)
     for name in ("a_sd", "noise_sd", "student_nu", "wander_scale"):
         with pytest.raises(ValueError, match=f"{name} must be > 0"):
             Priors(**{name: 0.0})
-    with pytest.raises(ValueError, match="a_run_sd must be > 0, got nan"):
+    with pytest.raises(ValueError, match="a_run_sd must be > 0 and at most 20, got nan"):
         Priors(a_run_sd=math.nan)
+    # these overflowed inside the sampler, after a minute of compiling: a segfault, or "All
+    # initialization points failed"
+    for name, value in (("b_mu", math.nan), ("b_mu", 1e300), ("m_mu", -math.inf)):
+        with pytest.raises(ValueError, match=rf"{name} must lie in \[-20, 20\] \(a logit, log or normalised-axis centre\), got"):
+            Priors(**{name: value})
+    with pytest.raises(ValueError, match="a_sd must be > 0 and at most 20, got inf"):
+        Priors(a_sd=math.inf)

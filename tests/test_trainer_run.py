@@ -142,7 +142,7 @@ def test_advisor_stop_ends_the_run_with_stopped_json(tmp_path, warm_cache, monke
     (["train", "--advisor-every", "1", "--advisor-rules", "taget=0.5"], "advisor_rules 'taget=0.5': expected NAME=VALUE"),
     (["train", "--advisor-every", "1", "--advisor-rules", "p_beat_threshold=2"],
      "advisor_rules: p_beat_threshold must lie in (0, 1), got 2.0"),
-    (["train", "--advisor-every", "1", "--advisor-priors", "a_sd=-1"], "advisor_priors: a_sd must be > 0, got -1.0"),
+    (["train", "--advisor-every", "1", "--advisor-priors", "a_sd=-1"], "advisor_priors: a_sd must be > 0 and at most 20, got -1.0"),
     (["sweep", "--presets", "grpo", "--seeds", "0", "--advisor-every", "1", "--advisor-rules", "min_evals=x"],
      "advisor_rules 'min_evals=x': 'x' is not a whole number"),
     (["sweep", "--presets", "grpo,nope", "--seeds", "0"], "unknown preset 'nope'"),

@@ -8,6 +8,7 @@ and that advice is written atomically. The rules themselves are tested in test_e
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -90,7 +91,8 @@ def test_budget_from_the_run_config(sweep):
     folder = sweep / "good-s0"
     for i in range(3):
         append(folder / "evals.jsonl", row("good-s0", i, 0.2))
-    table, folders = scan_runs(sweep)
+    table, folders, unreadable = scan_runs(sweep)
+    assert not unreadable
     rows = table[table["run_id"] == "good-s0"]
     assert planned_budget(folder, rows) is None
     (folder / "config.json").write_text(json.dumps({"max_steps": 120, "advisor_budget": 0.0}))
@@ -340,3 +342,110 @@ def test_a_stop_from_a_fit_that_did_not_converge_says_so_on_its_line():
     go_on = Recommendation("continue", "beats_best", "continue: P(beats best) = 0.4 >= 0.1", run_id="a-s0")
     go_on.details["converged"] = False
     assert "warning" not in _line(go_on)
+
+
+def test_watch_refuses_an_out_that_is_the_reference_table(sweep, tmp_path, capsys):
+    append(sweep / "good-s0" / "evals.jsonl", row("good-s0", 0, 0.1))
+    reference = tmp_path / "reference.csv"
+    reference.write_text("run_id,recipe,compute,metric\nold-s0,old,100,0.1\nold-s0,old,200,0.2\n")
+    before = reference.read_text()
+    assert main(["watch", str(sweep), "--once", "--budget", "1e4", "--reference", str(reference), "--out", str(reference)]) == 2
+    assert f"--out {reference}: is, or would become, an input read from {reference}" in capsys.readouterr().err
+    assert reference.read_text() == before
+    assert not (sweep / "recommendations.json").exists()  # refused before the first poll
+
+
+@pytest.mark.parametrize("broken, where", [
+    (lambda rows: rows[0] + rows[1][:30] + "\n" + rows[2], "line 2 is not valid JSON"),  # a torn line, not the last
+    (lambda rows: rows[0] + "[1, 2, 3]\n" + rows[2], "line 2 is not a JSON object"),
+    (lambda rows: "".join(r.replace('"run_id": "bad-s0", ', "") for r in rows), "column 'run_id', row 1"),
+    (lambda rows: rows[0] + rows[1].replace('"run_id": "bad-s0", ', "") + rows[2], "column 'run_id', row 2"),
+])
+def test_a_log_that_cannot_be_read_refuses_its_run_once_and_is_read_again_when_it_changes(sweep, broken, where):
+    good, bad = sweep / "good-s0" / "evals.jsonl", sweep / "bad-s0" / "evals.jsonl"
+    append(good, "".join(row("good-s0", i, 0.1 + 0.05 * i) for i in range(4)) + row("good-s0", 4, 0.3)[:20])  # torn last line
+    bad_rows = [row("bad-s0", i, 0.1) for i in range(4)]
+    bad.write_text(broken(bad_rows[:3]))
+    lines, advisor = [], FakeAdvisor()
+    state = watch(sweep, interval=0, budget=1e4, config=EarlyStopConfig(min_evals=3), max_polls=2,
+                  advisor=advisor, say=lines.append, sleep=lambda _s: None)
+    refused = [line for line in lines if line.startswith("[bad-s0] left out")]
+    assert len(refused) == 1 and str(bad) in refused[0] and where in refused[0]  # said once, naming file and row
+    assert set(state.refused) == {"bad-s0"}  # the torn last line of good-s0 is a write in progress, not a problem
+    written = json.loads((sweep / "recommendations.json").read_text())
+    assert set(written["recommendations"]) == {"good-s0"} and str(bad) in written["refused"]["bad-s0"]
+
+    bad.write_text("".join(bad_rows))  # fixed: read again and advised
+    poll(sweep, state, config=EarlyStopConfig(min_evals=3), budget=1e4, advisor=advisor)
+    assert state.refused == {} and set(state.latest) == {"good-s0", "bad-s0"}
+
+
+def test_a_run_whose_log_was_deleted_or_emptied_loses_its_advice(sweep):
+    for run in ("gone-s0", "empty-s0"):
+        (sweep / run).mkdir()
+    for run in ("good-s0", "bad-s0", "gone-s0", "empty-s0"):
+        append(sweep / run / "evals.jsonl", "".join(row(run, i, 0.2) for i in range(4)))
+    lines, warnings_said, writes = [], [], []
+
+    def sleep(_seconds):  # between polls: two logs go, then the two runs left finish
+        writes.append(json.loads((sweep / "recommendations.json").read_text()))
+        if len(writes) == 1:
+            shutil.rmtree(sweep / "gone-s0")
+            (sweep / "empty-s0" / "evals.jsonl").write_text("")
+        elif len(writes) == 2:
+            for run in ("good-s0", "bad-s0"):
+                (sweep / run / "summary.json").write_text("{}")
+
+    state = watch(sweep, interval=0, budget=1e4, config=EarlyStopConfig(min_evals=3), max_polls=4, advisor=FakeAdvisor(),
+                  say=lines.append, warn=warnings_said.append, sleep=sleep)
+    assert set(writes[0]["recommendations"]) == {"good-s0", "bad-s0", "gone-s0", "empty-s0"}
+    assert set(writes[1]["recommendations"]) == {"good-s0", "bad-s0"}
+    assert set(writes[1]["gone"]) == {"gone-s0", "empty-s0"}
+    assert sorted(warnings_said) == ["[empty-s0] its evals.jsonl was deleted or emptied: its advice is dropped",
+                                     "[gone-s0] its evals.jsonl was deleted or emptied: its advice is dropped"]  # once each
+    assert state.latest == {}
+    assert lines[-1] == f"no run in flight under {sweep}: 2 run(s) finished (their folders hold summary.json)"
+
+
+def test_a_budget_below_every_compute_logged_is_flagged_once(sweep):
+    for run in ("good-s0", "bad-s0"):
+        append(sweep / run / "evals.jsonl", "".join(row(run, i, 0.2) for i in range(4)))  # compute 100..400
+    warnings_said = []
+    watch(sweep, interval=0, budget=1.0, config=EarlyStopConfig(min_evals=3), max_polls=3, advisor=FakeAdvisor(),
+          say=lambda _t: None, warn=warnings_said.append, sleep=lambda _s: None)
+    assert warnings_said == ["--budget 1 is below the smallest compute in the data (100 flops). Is the unit right?"]
+    quiet = []
+    watch(sweep, interval=0, budget=1e5, config=EarlyStopConfig(min_evals=3), max_polls=1, advisor=FakeAdvisor(),
+          say=lambda _t: None, warn=quiet.append, sleep=lambda _s: None)
+    assert quiet == []  # far beyond the first evaluations is what a planned budget is
+
+
+def test_the_budget_warning_goes_to_stderr_so_json_lines_stay_parseable(sweep, capsys):
+    append(sweep / "good-s0" / "evals.jsonl", row("good-s0", 0, 0.1))  # warm-up only: no fit
+    assert main(["watch", str(sweep), "--once", "--json", "--budget", "1"]) == 0
+    captured = capsys.readouterr()
+    assert [json.loads(line)["rule"] for line in captured.out.splitlines()] == ["warmup"]
+    assert "warning: --budget 1 is below the smallest compute in the data" in captured.err
+
+
+def test_a_bad_reference_stops_the_watcher_before_the_first_poll(sweep, tmp_path, capsys):
+    append(sweep / "good-s0" / "evals.jsonl", row("good-s0", 0, 0.2))  # in warm-up: the first fit could be hours away
+    reference = tmp_path / "reference.csv"
+    reference.write_text("run_id,recipe,compute,metric\ngood-s0,good,100,0.1\ngood-s0,good,200,1.5\n")
+    assert main(["watch", str(sweep), "--once", "--budget", "1e4", "--reference", str(reference)]) == 2
+    err = capsys.readouterr().err
+    assert f"file {reference}, column 'metric', run 'good-s0', row 3: must lie in [0, 1]" in err
+    assert not (sweep / "recommendations.json").exists()  # no poll was made
+
+
+def test_a_run_in_flight_with_an_unreadable_log_is_still_in_flight(sweep):
+    append(sweep / "good-s0" / "evals.jsonl", "".join(row("good-s0", i, 0.2) for i in range(3)))
+    (sweep / "good-s0" / "summary.json").write_text("{}")
+    (sweep / "bad-s0" / "evals.jsonl").write_text(row("bad-s0", 0, 0.1) + "[1, 2]\n" + row("bad-s0", 2, 0.1))
+    lines = []
+    watch(sweep, interval=0, budget=1e4, max_polls=2, advisor=FakeAdvisor(), say=lines.append, sleep=lambda _s: None)
+    assert not any(line.startswith("no run in flight") for line in lines)
+    (sweep / "bad-s0" / "summary.json").write_text("{}")  # it ended, its log still unreadable
+    lines.clear()
+    watch(sweep, interval=0, budget=1e4, max_polls=1, advisor=FakeAdvisor(), say=lines.append, sleep=lambda _s: None)
+    assert lines[-1].startswith("no run in flight")
