@@ -48,10 +48,25 @@ class RunDataError(ValueError):
 # ----------------------------------------------------------------------------- reading
 
 
+def _read_json_records(path: Path, text: str) -> pd.DataFrame:
+    """A .json file holding one array of row objects (pandas' to_json(orient="records"))."""
+    try:
+        records = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise RunDataError(f"line {err.lineno} is not valid JSON ({err.msg})", source=path) from None
+    for number, record in enumerate(records, start=1):
+        if not isinstance(record, dict):
+            raise RunDataError(f"item {number} of the array is not a JSON object", source=path)
+        record["_line"] = number
+    return pd.DataFrame.from_records(records)
+
+
 def _read_jsonl(path: Path) -> pd.DataFrame:
     """Read a JSONL run log. A torn last line (a writer killed mid-line) is skipped, because a
     log that is still being written must stay readable; a bad line anywhere else is an error."""
-    text = path.read_text(encoding="utf-8")
+    text = path.read_text(encoding="utf-8-sig")  # a byte-order mark, as some editors write, is not data
+    if path.suffix.lower() == ".json" and text.lstrip().startswith("["):
+        return _read_json_records(path, text)
     lines = text.split("\n")
     records = []
     for number, line in enumerate(lines, start=1):

@@ -56,6 +56,11 @@ def test_a_folder_of_tables_skips_json_files_that_a_named_json_input_reads(tmp_p
     records.parent.mkdir()
     records.write_text("\n".join(json.dumps(r) for r in table.to_dict("records")) + "\n")
     assert len(load_runs(records)) == 12
+    records.write_text(table.to_json(orient="records"))  # one JSON array, as pandas writes it
+    assert len(load_runs(records)) == 12
+    bom = tmp_path / "named" / "bom.jsonl"  # a byte-order mark before the first line was "not valid JSON"
+    bom.write_bytes(b"\xef\xbb\xbf" + "\n".join(json.dumps(r) for r in table.to_dict("records")).encode() + b"\n")
+    assert len(load_runs(bom)) == 12
     (tmp_path / "only_json").mkdir()
     (tmp_path / "only_json" / "runs.json").write_text(records.read_text())
     with pytest.raises(RunDataError, match=r"folder holds no run files \(\*\.csv, \*\.parquet, \*\.pq, \*\.jsonl\)"):
