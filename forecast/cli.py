@@ -76,6 +76,12 @@ def warn(text: str) -> None:
     print(f"warning: {text}", file=sys.stderr, flush=True)
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """A package warning on the terminal in the CLI's own words ("warning: ..."), not Python's
+    "/site-packages/forecast/data.py:231: UserWarning: ..." with the source line under it."""
+    warn(str(message))
+
+
 def warn_if_unconverged(fc) -> None:
     """Every command that shows numbers from a fit says on stderr when that fit did not converge,
     whether it was fitted now or loaded: its intervals should not be trusted."""
@@ -270,7 +276,7 @@ def run_fit(args) -> int:
     out.mkdir(parents=True, exist_ok=True)
     fc.save(out / "fit.nc")
     summary = fit_summary(fc, args.target)
-    summary["input"] = str(args.runs)
+    summary["input"] = str(Path(args.runs).resolve())  # a report run from another folder still finds it
     atomic_write_json(out / "summary.json", summary)
     if args.json:
         print(dumps_json(summary))
@@ -535,6 +541,10 @@ def run_decide(args) -> int:
     fc = _fit_or_load(source, fast=args.fast, seed=args.seed, forecaster_kwargs=_forecaster_kwargs(args))
     warn_if_far_from_data(fc, [args.budget], "--budget")
     if args.total:
+        n_recipes = len(fc.recipes)
+        if args.max_ways is not None and args.max_ways > n_recipes:
+            warn(f"--max-ways {args.max_ways} is more than the {n_recipes} recipe(s) fitted: "
+                 f"splits use at most {n_recipes}, one run per recipe")
         decision = decide_split(fc, args.budget, max_ways=4 if args.max_ways is None else args.max_ways)
     else:
         decision = decide(fc, args.budget, target=args.target)
@@ -854,6 +864,7 @@ def main(argv=None) -> int:
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*BLAS.*")
+            warnings.showwarning = _show_warning  # restored when the block ends
             return int(args.func(args) or 0)
     except bad_input as err:
         print(f"error: {err}", file=sys.stderr)

@@ -96,6 +96,8 @@ def _read_one_file(path: Path) -> pd.DataFrame:
             frame["_line"] = np.arange(len(frame)) + 2  # header is line 1
         elif suffix in (".parquet", ".pq"):
             frame = pd.read_parquet(path)
+            if any(name is not None for name in frame.index.names):
+                frame = frame.reset_index()  # run_id saved as the index (to_parquet keeps it) is a column here
             frame["_line"] = np.arange(len(frame)) + 1
         elif suffix in (".jsonl", ".json"):
             frame = _read_jsonl(path)
@@ -158,7 +160,22 @@ def _where(frame: pd.DataFrame, index) -> dict:
     return {"source": source, "run_id": run_id, "row": int(line) if pd.notna(line) else None}
 
 
+def _not_a_plain_number(value) -> bool:
+    """True/False and dates are read as numbers by pandas (1, nanoseconds since 1970): refused here,
+    because a compute of True or of a timestamp is a column mix-up, never a measurement."""
+    return isinstance(value, (bool, np.bool_, pd.Timestamp, pd.Timedelta, np.datetime64, np.timedelta64))
+
+
 def _require_numeric(frame: pd.DataFrame, column: str, *, required: bool) -> None:
+    kind = frame[column].dtype
+    if pd.api.types.is_bool_dtype(kind) or pd.api.types.is_datetime64_any_dtype(kind) \
+            or pd.api.types.is_timedelta64_dtype(kind) or kind == object:
+        odd = frame[column].map(_not_a_plain_number)
+        if odd.any():
+            idx = odd.idxmax()
+            what = "true/false" if isinstance(frame.loc[idx, column], (bool, np.bool_)) else "a date or a duration"
+            raise RunDataError(f"value {frame.loc[idx, column]!r} is {what}, not a number", column=column,
+                               **_where(frame, idx))
     values = pd.to_numeric(frame[column], errors="coerce")
     bad = values.isna() & frame[column].notna()
     if bad.any():
@@ -282,6 +299,7 @@ def validate_runs(frame: pd.DataFrame, *, source=None, min_points: int = 2) -> p
             column="compute",
             **_where(frame, idx),
         )
+    _require_compute_to_grow_with_step(frame)
     counts = frame.groupby("run_id").size()
     short = counts[counts < min_points]
     if len(short):
@@ -295,6 +313,25 @@ def validate_runs(frame: pd.DataFrame, *, source=None, min_points: int = 2) -> p
     frame = frame.sort_values(["recipe", "run_id", "compute"], kind="stable").reset_index(drop=True)
     frame.attrs["source"] = str(src) if src is not None else None
     return frame
+
+
+def _require_compute_to_grow_with_step(frame: pd.DataFrame) -> None:
+    """Compute is counted from the start of a run, so it never falls while the step rises; where it
+    does, a resumed run restarted its counter (or two logs share a run_id), and the curve would be
+    fitted to a compute axis that folds back on itself."""
+    if "step" not in frame.columns or frame["step"].isna().all():
+        return
+    ordered = frame.dropna(subset=["step"]).sort_values(["run_id", "step", "compute"], kind="stable")
+    previous = ordered.groupby("run_id")["compute"].shift()
+    previous_step = ordered.groupby("run_id")["step"].shift()
+    falls = (ordered["compute"] < previous) & (ordered["step"] > previous_step)
+    if falls.any():
+        idx = falls.idxmax()
+        raise RunDataError(
+            f"falls from {previous[idx]:g} to {ordered.at[idx, 'compute']:g} while step rises from "
+            f"{previous_step[idx]:g} to {ordered.at[idx, 'step']:g}; compute must count from the run's start "
+            "(a resumed run that restarted its counter?)",
+            column="compute", **_where(frame, idx))
 
 
 def load_runs(path, *, min_points: int = 2) -> pd.DataFrame:

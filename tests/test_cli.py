@@ -31,6 +31,7 @@ def test_fit_writes_fit_and_summary(fit_dir):
     assert "max_rhat" in summary["diagnostics"] and "converged" in summary["diagnostics"]
     assert {row["recipe"] for row in summary["compute_to_target"]} == set(summary["recipes"])
     assert (fit_dir / "fit" / "fit.nc").stat().st_size > 0
+    assert summary["input"] == str((fit_dir / "runs.csv").resolve())  # found from any folder a report runs in
 
 
 def test_predict_json(fit_dir, capsys):
@@ -143,7 +144,9 @@ def test_fit_with_priors_from_the_command_line_saves_them_with_the_fit(fit_dir, 
     assert not [w for w in caught if "has no effect" in str(w.message)]  # fit's own warning: said once, below
     priors = ScalingForecaster.load(out / "fit.nc").priors
     assert (priors.b_mu, priors.a_mu_offset, priors.m_mu) == (0.5, 1.0, 0.0)  # m_mu: the default, untouched
-    assert "--horizon has no effect: the runs already reach" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--horizon has no effect: the runs already reach" in err
+    assert "horizon=" not in err and "UserWarning" not in err  # said once, in the CLI's words
 
 
 def test_a_run_table_a_saved_fit_cannot_hold_is_refused_before_the_fit(fit_dir, capsys, monkeypatch):
@@ -228,10 +231,25 @@ def test_warnings_for_a_budget_far_beyond_the_data_and_for_ignored_flags(fit_dir
     assert "--fast has no effect" in err and "--max-ways has no effect" in err
     assert main(["decide", str(fit_dir / "fit"), "--budget", "1e5", "--max-ways", "4"]) == 0  # the default, given
     assert "--max-ways has no effect" in capsys.readouterr().err
+    assert main(["decide", str(fit_dir / "fit"), "--budget", "1e5", "--total", "--max-ways", "9"]) == 0
+    assert "--max-ways 9 is more than the 3 recipe(s) fitted: splits use at most 3" in capsys.readouterr().err
     assert main(["predict", str(fit_dir / "fit"), "--compute", "1e5", "--run-id", "scalerl_8b-s1", "--recipe", "scalerl_8gen"]) == 2
     assert "is a run of 'scalerl_8b', not of 'scalerl_8gen'" in capsys.readouterr().err
     assert main(["predict", str(fit_dir / "fit"), "--compute", "1e5", "--run-id", "scalerl_8b-s1", "--kind", "new_run"]) == 0
     assert "forecasts the recipe of run 'scalerl_8b-s1'" in capsys.readouterr().err
+
+
+def test_a_package_warning_reaches_the_terminal_in_the_clis_words(tmp_path, small_sweep, capsys):
+    table = small_sweep.copy()
+    table["n_eval"] = 512.0
+    table.loc[3, "n_eval"] = None  # said as a warning while the table is checked...
+    table.loc[5, "compute"] = table.loc[4, "compute"]  # ...then refused, so no fit is run
+    table.to_csv(tmp_path / "runs.csv", index=False)
+    assert main(["fit", str(tmp_path / "runs.csv"), "--out", str(tmp_path / "fit"), "--fast"]) == 2
+    err = capsys.readouterr().err
+    assert "warning: file " in err and "column 'n_eval'" in err and "row 5" in err
+    assert "UserWarning" not in err and "data.py" not in err  # not Python's file:line format
+    assert "error: " in err and "duplicate run_id, compute" in err
 
 
 def test_backtest_with_the_measured_metric_as_truth(fit_dir, capsys):

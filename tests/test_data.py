@@ -119,6 +119,9 @@ def _mutate(table, name):
         t.loc[5, "n_eval"] = 2.5
     elif name == "infinite compute":
         t.loc[5, "compute"] = np.inf
+    elif name == "compute falls as step rises":
+        t["step"] = t.groupby("run_id").cumcount() * 10
+        t.loc[5, "compute"] = 5.0  # the run's second evaluation, below its first: a restarted counter
     return t
 
 
@@ -138,6 +141,7 @@ CASES = {
     "empty run id": ("run_id", None, 7, "missing"),
     "bad n_eval": ("n_eval", "a-s1", 7, "whole number, got 2.5$"),
     "infinite compute": ("compute", "a-s1", 7, "infinite"),
+    "compute falls as step rises": ("compute", "a-s1", 7, "falls from 10 to 5 while step rises from 0 to 10"),
 }
 
 
@@ -158,6 +162,40 @@ def test_bad_input_names_file_column_run_and_row(tmp_path, case):
         assert err.run_id == run and f"run '{run}'" in message
     if line:
         assert err.row == line and f"row {line}" in message  # CSV line number (header = line 1)
+
+
+def test_true_false_or_a_date_as_compute_is_refused_not_read_as_a_number(tmp_path):
+    rows = good_table().to_dict("records")
+    rows[5]["compute"] = True  # pandas would read it as 1
+    log = tmp_path / "runs.jsonl"
+    log.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    with pytest.raises(RunDataError, match="True is true/false, not a number") as info:
+        load_runs(log)
+    assert (info.value.column, info.value.run_id, info.value.row) == ("compute", "a-s1", 6)
+
+    table = good_table()
+    table["compute"] = pd.to_datetime("2026-01-01") + pd.to_timedelta(table["compute"], unit="D")
+    table.to_parquet(tmp_path / "dated.parquet")
+    with pytest.raises(RunDataError, match="a date or a duration, not a number") as info:
+        load_runs(tmp_path / "dated.parquet")
+    assert info.value.column == "compute" and info.value.row == 1
+
+
+def test_a_parquet_file_with_run_id_as_its_index_reads_it_as_a_column(tmp_path):
+    table = good_table().set_index("run_id")
+    table.to_parquet(tmp_path / "runs.parquet")
+    runs = load_runs(tmp_path / "runs.parquet")
+    assert sorted(runs["run_id"].unique()) == ["a-s0", "a-s1", "b-s0"] and len(runs) == 12
+
+
+def test_compute_may_repeat_a_step_but_not_fall_behind_it():
+    table = good_table()
+    table["step"] = table.groupby("run_id").cumcount() * 10
+    assert len(validate_runs(table)) == 12  # rising together: fine
+    table.loc[table["run_id"] == "b-s0", "step"] = [30, 20, 10, 0]  # step counted down: compute fell behind it
+    with pytest.raises(RunDataError, match="falls from 80 to 40") as info:
+        validate_runs(table)
+    assert info.value.run_id == "b-s0"
 
 
 def test_missing_file_and_unsupported_type(tmp_path):
