@@ -168,8 +168,9 @@ def _not_a_plain_number(value) -> bool:
 
 def _require_numeric(frame: pd.DataFrame, column: str, *, required: bool) -> None:
     kind = frame[column].dtype
-    if pd.api.types.is_bool_dtype(kind) or pd.api.types.is_datetime64_any_dtype(kind) \
-            or pd.api.types.is_timedelta64_dtype(kind) or kind == object:
+    types = pd.api.types
+    if types.is_bool_dtype(kind) or types.is_datetime64_any_dtype(kind) or types.is_timedelta64_dtype(kind) \
+            or types.is_object_dtype(kind):
         odd = frame[column].map(_not_a_plain_number)
         if odd.any():
             idx = odd.idxmax()
