@@ -845,6 +845,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _repeated_flag(command_parser: argparse.ArgumentParser, argv: list[str]) -> str | None:
+    """A value-taking flag given twice, which argparse settles silently by keeping the last (a
+    pasted command with `--budget 1e5 ... --budget 1e6` decides at 1e6 without a word); None if none.
+    Flags meant to repeat (--prior, --rule) and on/off switches (--fast twice means --fast) pass."""
+    for action in command_parser._actions:
+        if not action.option_strings or action.nargs == 0 or isinstance(action, argparse._AppendAction):
+            continue
+        given = [token.split("=", 1)[0] for token in argv
+                 if token in action.option_strings or token.split("=", 1)[0] in action.option_strings]
+        if len(given) > 1:
+            return "/".join(dict.fromkeys(given))
+    return None
+
+
 def main(argv=None) -> int:
     from forecast.cli import BadInput as RegisteredBadInput
 
@@ -858,6 +872,10 @@ def main(argv=None) -> int:
     if unknown:
         # said by the command's own parser: its usage line lists the flags it does take
         parser.commands.get(args.command, parser).error(f"unrecognized arguments: {' '.join(unknown)}")
+    command_parser = parser.commands.get(getattr(args, "command", None))
+    repeated = command_parser and _repeated_flag(command_parser, list(sys.argv[1:] if argv is None else argv))
+    if repeated:
+        command_parser.error(f"{repeated} is given more than once; give it once (only the last would count)")
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_BAD_INPUT

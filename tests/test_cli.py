@@ -175,6 +175,22 @@ def test_a_negative_seed_is_refused_by_the_parser(fit_dir, capsys):
     assert exit_info.value.code == 2 and "whole number >= 0" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("argv, named", [
+    (["decide", "FIT", "--budget", "1e5", "--budget", "1e6"], "--budget is given more than once"),
+    (["decide", "FIT", "--budget=1e5", "--seed", "1", "--budget", "1e6"], "--budget is given more than once"),
+    (["report", "FIT", "-o", "a.html", "--out", "b.html"], "-o/--out is given more than once"),
+])
+def test_a_value_flag_given_twice_is_refused_not_settled_by_the_last(fit_dir, capsys, argv, named):
+    with pytest.raises(SystemExit) as exit_info:
+        main([str(fit_dir / "fit") if a == "FIT" else a for a in argv])
+    assert exit_info.value.code == 2 and named in capsys.readouterr().err
+
+
+def test_switches_and_repeatable_flags_may_be_given_twice(fit_dir, capsys):
+    assert main(["decide", str(fit_dir / "fit"), "--budget", "1e5", "--json", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["recommendation"]
+
+
 def test_an_unknown_flag_is_named_by_the_command_it_was_given_to(fit_dir, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["predict", str(fit_dir / "fit"), "--compute", "1e5", "--bogus"])
