@@ -301,6 +301,7 @@ def validate_runs(frame: pd.DataFrame, *, source=None, min_points: int = 2) -> p
             **_where(frame, idx),
         )
     _require_compute_to_grow_with_step(frame)
+    _warn_if_runs_look_like_two_units(frame)
     counts = frame.groupby("run_id").size()
     short = counts[counts < min_points]
     if len(short):
@@ -314,6 +315,26 @@ def validate_runs(frame: pd.DataFrame, *, source=None, min_points: int = 2) -> p
     frame = frame.sort_values(["recipe", "run_id", "compute"], kind="stable").reset_index(drop=True)
     frame.attrs["source"] = str(src) if src is not None else None
     return frame
+
+
+# Runs of one sweep share a compute grid within a few x (a bigger batch, a longer generation); runs
+# whose typical compute differs by more than this were almost surely counted in different units.
+UNIT_MIX_RATIO = 1e3
+
+
+def _warn_if_runs_look_like_two_units(frame: pd.DataFrame) -> None:
+    """A warning when one run's compute sits orders of magnitude beside another's: FLOPs beside
+    GPU-hours, which a table without a compute_unit column cannot say and the fit would take as
+    two recipes a million times apart in cost."""
+    typical = frame.groupby("run_id")["compute"].median()
+    if len(typical) < 2 or typical.max() <= UNIT_MIX_RATIO * typical.min():
+        return
+    low, high = typical.idxmin(), typical.idxmax()
+    warnings.warn(str(RunDataError(
+        f"runs' compute differs by {typical[high] / typical[low]:.2g}x (run '{low}' at about {typical[low]:.3g}, "
+        f"run '{high}' at about {typical[high]:.3g}): are they in one unit? Convert to one unit per table",
+        source=frame.attrs.get("source") or (frame["_source"].iloc[0] if "_source" in frame else None),
+        column="compute")), UserWarning, stacklevel=3)
 
 
 def _require_compute_to_grow_with_step(frame: pd.DataFrame) -> None:

@@ -1,6 +1,7 @@
 """Bad input fails at the boundary with a message naming the file, column, run and row."""
 
 import json
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -196,6 +197,17 @@ def test_compute_may_repeat_a_step_but_not_fall_behind_it():
     with pytest.raises(RunDataError, match="falls from 80 to 40") as info:
         validate_runs(table)
     assert info.value.run_id == "b-s0"
+
+
+def test_runs_whose_compute_sits_orders_of_magnitude_apart_are_flagged_as_a_unit_mix():
+    table = good_table()
+    table.loc[table["run_id"] == "b-s0", "compute"] *= 3.6e15  # b-s0 logged in FLOPs, the rest in GPU-hours
+    with pytest.warns(UserWarning, match=r"run 'a-s0' at about 30, run 'b-s0' at about 1.08e\+17\): are they in one unit"):
+        validate_runs(table)
+    table.loc[table["run_id"] == "b-s0", "compute"] /= 3.6e13  # 100x apart: a bigger model, not a unit mix
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        validate_runs(table)
 
 
 def test_missing_file_and_unsupported_type(tmp_path):
