@@ -845,7 +845,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _repeated_flag(command_parser: argparse.ArgumentParser, argv: list[str]) -> str | None:
+def repeated_flag(command_parser: argparse.ArgumentParser, argv: list[str]) -> str | None:
     """A value-taking flag given twice, which argparse settles silently by keeping the last (a
     pasted command with `--budget 1e5 ... --budget 1e6` decides at 1e6 without a word); None if none.
     Flags meant to repeat (--prior, --rule) and on/off switches (--fast twice means --fast) pass."""
@@ -873,7 +873,7 @@ def main(argv=None) -> int:
         # said by the command's own parser: its usage line lists the flags it does take
         parser.commands.get(args.command, parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     command_parser = parser.commands.get(getattr(args, "command", None))
-    repeated = command_parser and _repeated_flag(command_parser, list(sys.argv[1:] if argv is None else argv))
+    repeated = command_parser and repeated_flag(command_parser, list(sys.argv[1:] if argv is None else argv))
     if repeated:
         command_parser.error(f"{repeated} is given more than once; give it once (only the last would count)")
     if not getattr(args, "func", None):

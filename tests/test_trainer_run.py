@@ -148,6 +148,8 @@ def test_advisor_stop_ends_the_run_with_stopped_json(tmp_path, warm_cache, monke
     (["sweep", "--presets", "grpo,nope", "--seeds", "0"], "unknown preset 'nope'"),
     (["sweep", "--presets", "grpo", "--seeds", "0,x"], "comma list of integers"),
     (["train", "--lr", "inf"], "lr must be a finite number, got inf"),
+    (["train", "--lr", "1e-5", "--seed", "1", "--lr=1e-4"], "--lr is given more than once"),
+    (["sweep", "--presets", "grpo", "--seeds", "0", "--seeds", "1"], "--seeds is given more than once"),
     (["train", "--clip-high", "nan"], "clip_high must be a finite number, got nan"),
     # rev at size 1 has 1000 distinct prompts: the validation set cannot hold 1500 unique ones
     (["train", "--tasks", "rev", "--max-size", "1", "--val-size", "1500"], "could only generate 1000 of 1500"),

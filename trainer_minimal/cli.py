@@ -78,6 +78,7 @@ def build_parser():
                          help="when done, delete checkpoints, training logs and the warm-start cache")
     add_config_flags(sweep_p, exclude=SWEEP_FIXED)
     sub.add_parser("presets", help="list the named recipes and their overrides")
+    parser.commands = sub.choices  # name -> its parser, for errors in the command's own words
     return parser
 
 
@@ -105,8 +106,17 @@ def resolve_train_config(args):
 
 
 def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        args = build_parser().parse_args(argv)
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        # `--lr 1e-5 ... --lr 1e-4`: argparse keeps the last without a word, and a run is hours
+        from forecast.cli import repeated_flag
+
+        command_parser = parser.commands[args.command]
+        repeated = repeated_flag(command_parser, argv)
+        if repeated:
+            command_parser.error(f"{repeated} is given more than once; give it once (only the last would count)")
     except SystemExit as e:  # unknown flag or bad type (argparse printed why): 2; --help: 0
         return e.code
     from .train import preflight  # torch is imported only once the arguments are known to be sane
