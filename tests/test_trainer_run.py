@@ -498,7 +498,9 @@ def test_sweep_runs_recipes_in_parallel_and_writes_runs_csv(tmp_path, warm_cache
     # skip or resume them under their old settings, so the table would mix two: it is refused
     at = argv.index("--max-steps")
     without_max_steps = argv[:at] + argv[at + 2:]  # the default, 640, is not what the runs were started with
-    for rerun, message in [([*argv, "--lr", "1e-3"], "lr 0.002 -> 0.001"), (without_max_steps, "max_steps 4 -> 640")]:
+    other_lr = [*argv]
+    other_lr[argv.index("--lr") + 1] = "1e-3"  # replaced, not repeated: a flag given twice is refused on its own
+    for rerun, message in [(other_lr, "lr 0.002 -> 0.001"), (without_max_steps, "max_steps 4 -> 640")]:
         assert main(rerun) == 2
         err = capsys.readouterr().err
         assert f"{out / 'grpo-s0'}: {message}" in err and f"{out / 'cispo-s0'}: {message}" in err, err
