@@ -49,6 +49,7 @@ bench: setup
 	$(PY) benchmarks/fit_speed.py
 	$(PY) benchmarks/convergence.py
 	$(PY) benchmarks/extrapolation.py
+	$(PY) benchmarks/exact_likelihood.py
 	$(PY) benchmarks/early_stop.py
 	$(PY) benchmarks/optuna_pruner.py
 	$(PY) benchmarks/command_latency.py
