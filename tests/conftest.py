@@ -3,13 +3,32 @@ by every test that only reads a fitted model."""
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
+import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from forecast.synthetic import load_table1, simulate_sweep
+
+
+@contextlib.contextmanager
+def benchmark_module(file_name: str):
+    """A script in benchmarks/ imported as a module, for tests of its helpers. Registered in
+    sys.modules while in use: dataclasses look their module up while the class is made."""
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / file_name
+    spec = importlib.util.spec_from_file_location(f"{path.stem}_benchmark", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        sys.modules.pop(spec.name, None)
 
 
 def small_recipe_table(n: int = 3) -> pd.DataFrame:

@@ -3,22 +3,16 @@ sweep by sweep. The figures in the README rest on these, so they are checked on 
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import pytest
-
-BENCHMARK = Path(__file__).resolve().parent.parent / "benchmarks" / "early_stop.py"
+from conftest import benchmark_module
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("early_stop_benchmark", BENCHMARK)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    with benchmark_module("early_stop.py") as module:
+        yield module
 
 
 def seeds_table(seeds_per_recipe: dict[str, int]) -> pd.DataFrame:

@@ -3,22 +3,16 @@ written as a prefix scan) against the dense multivariate normal it must equal, o
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
+from conftest import benchmark_module
 from scipy.stats import multivariate_normal
-
-BENCHMARK = Path(__file__).resolve().parent.parent / "benchmarks" / "exact_likelihood.py"
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("exact_likelihood_benchmark", BENCHMARK)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    with benchmark_module("exact_likelihood.py") as module:
+        yield module
 
 
 def two_runs(rng):

@@ -3,27 +3,17 @@ synthetic objective's noise. Checked on hand-made trials; no study is optimised 
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
-
-BENCHMARK = Path(__file__).resolve().parent.parent / "benchmarks" / "optuna_pruner.py"
+from conftest import benchmark_module
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("optuna_pruner_benchmark", BENCHMARK)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
-    try:
-        spec.loader.exec_module(module)
+    with benchmark_module("optuna_pruner.py") as module:
         yield module
-    finally:
-        sys.modules.pop(spec.name, None)
 
 
 def outcome(bench, number, state, last_step, true_final):
