@@ -33,7 +33,8 @@ from .curves import sigmoid_curve_log
 from .data import UNSPECIFIED_UNIT, compute_unit_of, load_runs, validate_runs
 from .inference import ConvergenceReport, SamplerSettings, convergence_report, sample_model
 from .io import atomic_path
-from .model import Priors, build_model, data_values, prepare_data, residual_process, white_variance
+from .model import Priors, build_model, data_values, prepare_data, white_variance
+from .wander_filter import filter_residuals
 
 __all__ = ["ScalingForecaster", "ConvergenceWarning", "NotFittedError"]
 
@@ -165,7 +166,7 @@ def run_table_dataset(runs: pd.DataFrame) -> xr.Dataset:
 
 def _wander_paths(rng, x, x_start, start, wander_sd, wander_scale) -> np.ndarray:
     """Ornstein-Uhlenbeck paths (n_draws, len(x)) in normalised log-compute x (1, n): sd wander_sd,
-    correlation exp(-dx / wander_scale) (model.residual_process), one path per draw (n_draws, 1
+    correlation exp(-dx / wander_scale) (forecast.wander_filter), one path per draw (n_draws, 1
     parameters). From its stationary law, or from `start` = (mean, variance) at x_start."""
     order = np.argsort(x[0], kind="stable")
     n_draws = wander_sd.shape[0]
@@ -596,6 +597,21 @@ class ScalingForecaster:
     def _recipe_of(self, run_id: str) -> str:
         return self.data_.recipes[int(self.data_.run_recipe[self._run_index(run_id)])]
 
+    def _filtered_wander_at_last(self, run: int, curve_params: dict, sigma_extra, wander_sd, wander_scale):
+        """(mean, variance) of the run's wander at its last evaluation, per draw (each (n_draws, 1)):
+        the Kalman filter over all its evaluations (forecast.wander_filter), as the model's
+        likelihood has it, so that white noise in the last evaluation is not taken for wander."""
+        d = self.data_
+        obs = np.flatnonzero((d.obs_run == run) & (d.weight > 0))  # in compute order (prepare_data)
+        x = d.x[obs][None, :]
+        p = {name: values[:, None] for name, values in curve_params.items()}
+        mu = sigmoid_curve_log(d.loc + d.scale * x, p["A"], p["B"], p["log_C_mid"], p["R0"])
+        white = white_variance(mu, d.n_eval[obs] if d.has_n_eval else 0.0, sigma_extra)
+        phi = np.exp(-np.diff(x, axis=1, prepend=x[:, :1]) / wander_scale)
+        phi[:, 0] = 0.0  # the first evaluation forgets nothing before it
+        _, mean, var = filter_residuals(d.y[obs] - mu, white, phi, wander_sd**2)
+        return mean[:, -1:], var[:, -1:]
+
     def _typical_n_eval(self, run: int | None = None) -> float:
         """Median n_eval of the run's (or all) evaluations; 0 (no binomial term) when the model
         was fitted without n_eval: its white noise then holds the evaluation noise already."""
@@ -687,19 +703,19 @@ class ScalingForecaster:
             r = self._run_index(run_id)
             n_eval = self._typical_n_eval(r)
             last = int(d.run_last_obs[r])
-            x_last, y_last = d.x[last], d.y[last]
+            x_last = d.x[last]
             if paths and np.any(x <= x_last):
                 raise ValueError(f"paths=True for run {run_id!r} continues it from its last evaluation at "
                                  f"{np.exp(d.loc + d.scale * x_last):.4g} {self.compute_unit}: every compute must lie beyond it")
-            mu_last = sigmoid_curve_log(d.loc + d.scale * x_last, p["A"], p["B"], p["log_C_mid"], p["R0"])[:, None]
-            n_last = d.n_eval[last] if d.has_n_eval else 0.0
-            white_last = white_variance(mu_last, n_last, sigma_extra)
+            wander_last = self._filtered_wander_at_last(r, p, sigma_extra, wander_sd, wander_scale)
             white = white_variance(curve, n_eval, sigma_extra) if eval_noise else np.zeros_like(curve)
+            # the wander ahead reverts from its filtered value at the last evaluation; computes
+            # before it are not conditioned on it (ahead = 0): clipped, far earlier ones do not
+            # overflow exp(-(x - x_last) / scale) to inf, and inf * 0 to NaN
             ahead = (x > x_last).astype(float)
-            # computes before the last evaluation are not conditioned on it (ahead = 0); clipped, far
-            # earlier ones do not overflow exp(-(x - x_last) / scale) to inf, and inf * 0 to NaN
-            mean, var = residual_process(y_last - mu_last, np.maximum(x, x_last), x_last, white, white_last,
-                                         wander_sd, wander_scale, ahead)
+            corr = np.exp(-(np.maximum(x, x_last) - x_last) / wander_scale) * ahead
+            mean = corr * wander_last[0]
+            var = wander_sd**2 - corr**2 * (wander_sd**2 - wander_last[1]) + white
             horizon = np.clip(np.log2(compute / np.exp(d.loc + d.scale * x_last)), 0, None)[None, :]
         else:
             k = self._recipe_index(recipe if recipe is not None else self._recipe_of(run_id))
@@ -712,11 +728,8 @@ class ScalingForecaster:
         level_var = self.level_sd**2 + (self.level_wander_ratio * wander_sd) ** 2
         extrapolation_var = (self.horizon_sd * horizon) ** 2 + level_var * (1 - 2.0 ** (-horizon))
         if paths:
-            wander_at_last = None
-            if kind == "run":  # the wander at the last evaluation, given its residual (the white noise in it shrinks it)
-                share = wander_sd**2 / (wander_sd**2 + white_last)
-                wander_at_last = (share * (y_last - mu_last), wander_sd**2 * (1 - share))
-            wander = _wander_paths(rng, x, x_last if kind == "run" else None, wander_at_last, wander_sd, wander_scale)
+            wander = _wander_paths(rng, x, x_last if kind == "run" else None, wander_last if kind == "run" else None,
+                                   wander_sd, wander_scale)
             white_noise = np.sqrt(np.maximum(white, 0)) * _normals_keyed_by_compute(rng, compute, curve.shape[0])
             level_move = np.sqrt(np.maximum(extrapolation_var, 0)) * rng.standard_normal((curve.shape[0], 1))
             return np.clip(curve + wander + white_noise + level_move, 0.0, 1.0)

@@ -6,8 +6,8 @@ The model, per observation i of run r (recipe k = recipe[r]) at compute C_i:
     mu_i       = R0_r + (A_r - R0_r) * sigmoid(b_k * (x_i - m_k))
     resid_i    = metric_i - mu_i = wander (OU process in x, per run) + white noise,
                  white variance = mu_i (1 - mu_i) / n_eval_i + sigma_extra^2
-                 likelihood: each residual given the previous one of its run (Normal, or
-                 Student-t if robust), see `residual_process`
+                 likelihood: exact, by a Kalman filter along each run (forecast/wander_filter.py;
+                 Normal innovations, or Student-t if robust)
 
     logit A_k  ~ Normal(a_mu, a_sd)            recipe asymptotes, partially pooled
     log   b_k  ~ Normal(b_mu, b_sd)            recipe steepness; B = b / scale in log-compute units
@@ -20,8 +20,8 @@ to pin itself down (`centered=True`, chosen by the forecaster), non-centred (z-s
 `recipe_centered=False` makes the recipe level alone non-centred, the forecaster's last resort
 when a centred fit still diverges (a sweep of alike recipes: the recipe spreads' funnel);
 R0 is always non-centred, because runs of a sweep usually share their start checkpoint and a
-near-zero spread is exactly the centred form's funnel. The recipe spreads get zero-avoiding
-Gamma priors for the same reason. Extra white noise keeps its HalfNormal prior, whose mode at 0
+near-zero spread is exactly the centred form's funnel. The recipe spreads and the seed-to-seed
+spread of the asymptote get zero-avoiding Gamma priors for the same reason. Extra white noise keeps its HalfNormal prior, whose mode at 0
 is the common truth, but is sampled as noise_sd * |z| where n_eval is known (see build_model).
 With a single recipe the recipe level is dropped. Priors are on the scale of the data: logit A
 is centred on the best observed pass rates, R0 on the first evaluations, midpoints on the
@@ -40,6 +40,7 @@ import pandas as pd
 from scipy.special import logit
 
 from .curves import sigmoid_curve_pt
+from .wander_filter import residual_loglik
 
 if TYPE_CHECKING:
     import pymc as pm
@@ -58,7 +59,7 @@ class Priors:
     a_mu_offset: float = 0.5  # centre of logit A: logit(best observed) + this (A lies above the data)
     a_mu_sd: float = 1.0  # uncertainty of that centre, logit units
     a_sd: float = 0.5  # recipe-to-recipe spread of logit A: Gamma(2, 4 / a_sd) prior, mean a_sd / 2
-    a_run_sd: float = 0.1  # half-normal scale of seed-to-seed spread of logit A
+    a_run_sd: float = 0.1  # seed-to-seed spread of logit A: Gamma(2, 2.5 / a_run_sd) prior, mean 0.8 a_run_sd
     b_mu: float = 1.0  # centre of log b; b = B * scale, so exp(1) ~ 2.7 ~ B of 1.5 over a 30x range
     b_mu_sd: float = 0.75
     b_sd: float = 0.3  # recipe spread of log b: Gamma(2, 4 / b_sd) prior
@@ -248,9 +249,10 @@ def residual_process(resid_prev, x, x_prev, white_var, white_var_prev, wander_sd
     """Mean and variance of a residual given the previous residual of the same run.
 
     Residuals are slow "wander" (an Ornstein-Uhlenbeck process in log-compute: real curves drift
-    around the sigmoid for a while) plus white evaluation noise. We condition on the previous
-    residual only (a Markov approximation), with the exact lag-one covariance. Works on numpy
-    arrays and PyTensor tensors alike, so predictions and the likelihood share one formula.
+    around the sigmoid for a while) plus white evaluation noise. This conditions on the previous
+    residual only, with the exact lag-one covariance: the "one-lag" likelihood, an approximation
+    kept for comparison (the model's own is exact: forecast/wander_filter.py). Works on numpy
+    arrays and PyTensor tensors alike.
     """
     lib = _array_module_of(resid_prev)
     corr = lib.exp(-(x - x_prev) / wander_scale)
@@ -287,12 +289,15 @@ def data_values(data: ModelData, priors: Priors) -> dict:
 
 def build_model(
     data: ModelData, priors: Priors | None = None, *, robust: bool = False, centered: bool = True,
-    recipe_centered: bool | None = None,
+    recipe_centered: bool | None = None, residual_likelihood: str = "exact",
 ) -> pm.Model:
     """The hierarchical ScaleRL model for `data`. Pure construction: no sampling here.
 
     centered: both partially pooled levels (recipes, runs) centred, else non-centred.
     recipe_centered: the recipe level's form when it differs from `centered` (None: as centered).
+    residual_likelihood: "exact" (the Kalman filter of forecast.wander_filter) or "one-lag" (each
+        residual given only the previous noisy one: the model before 2026-12-04, whose run
+        asymptote intervals were too narrow; kept for benchmarks/exact_likelihood.py).
 
     Every data-dependent number is a pm.Data, so a compiled model is reused for new data of the
     same structure (`ModelData.structure_key`).
@@ -302,6 +307,8 @@ def build_model(
     import pymc as pm
     import pytensor.tensor as pt
 
+    if residual_likelihood not in ("exact", "one-lag"):
+        raise ValueError(f"residual_likelihood must be 'exact' or 'one-lag', got {residual_likelihood!r}")
     priors = priors or Priors()
     has_n_eval = data.has_n_eval
     values = data_values(data, priors)
@@ -339,7 +346,11 @@ def build_model(
             m = m_mu[None]
 
         # run level: seed-to-seed asymptote and start
-        a_run_sd = pm.HalfNormal("a_run_sd", priors.a_run_sd)
+        # Zero-avoiding too, with the mean of the HalfNormal(a_run_sd) it replaced: a few seeds per
+        # recipe cannot tell no spread from a small one, and with the exact residual likelihood a
+        # run's asymptote is no longer pinned far tighter than the spread, so a spread near 0 was a
+        # funnel (synthetic sweep rng 21: R-hat 1.072 centred, 13 divergences non-centred).
+        a_run_sd = pm.Gamma("a_run_sd", alpha=2.0, beta=2.5 / priors.a_run_sd)
         r0_mu = pm.Normal("r0_mu", r0_centre, priors.r0_mu_sd)
         r0_sd = pm.HalfNormal("r0_sd", priors.r0_sd)
         logit_A_run = _hier("logit_A_run", logit_A_recipe[run_recipe], a_run_sd, "run", centered)
@@ -378,6 +389,12 @@ def build_model(
         white_var = (mu_c * (1 - mu_c) / n_eval if has_n_eval else 0.0) + sigma_extra**2
         white_var = white_var * pt.ones_like(mu)
         resid = y - mu
+        if residual_likelihood == "exact":
+            # a run's first evaluation: dx = 0 there, so that exp() cannot overflow before has_prev zeroes it
+            phi = pt.exp(-(x - x[prev]) * has_prev / wander_scale) * has_prev
+            nu = priors.student_nu if robust else np.inf
+            pm.Potential("metric_loglik", residual_loglik(resid, white_var, phi, wander_sd**2, weight, nu))
+            return model
         cond_mean, cond_var = residual_process(
             resid[prev], x, x[prev], white_var, white_var[prev], wander_sd, wander_scale, has_prev
         )

@@ -13,8 +13,8 @@ posterior too far and a real refit is needed (the approach of Buerkner, Gabry an
 approximate leave-future-out cross-validation, 2020). The reweighted draws are resampled to an
 equally weighted set, so every table of the forecaster works on them unchanged.
 
-The likelihood here is the model's (forecast.model.build_model: metric_loglik) written in numpy
-over all draws at once; tests check that the two agree.
+The likelihood here is the model's (forecast.model.build_model: metric_loglik, the Kalman filter
+of forecast.wander_filter) in numpy over all draws at once; tests check that the two agree.
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 from .curves import sigmoid_curve_log
-from .model import ModelData, residual_process, white_variance
+from .model import ModelData, white_variance
+from .wander_filter import filter_residuals
 
 __all__ = ["PARAMETERS", "log_likelihood", "ImportanceUpdate", "importance_update", "systematic_resample"]
 
@@ -49,17 +49,11 @@ def log_likelihood(params: dict, data: ModelData, *, robust: bool = False, nu: f
     n_eval = data.n_eval[:n] if data.has_n_eval else np.zeros(n)
     white = white_variance(mu, n_eval, params["sigma_extra"][:, None])
     resid = data.y[:n] - mu
-    prev = np.maximum(data.prev[:n], 0)
     has_prev = (data.prev[:n] >= 0).astype(float)
-    mean, var = residual_process(
-        resid[:, prev], x, x[prev], white, white[:, prev],
-        params["wander_sd"][:, None], params["wander_scale"][:, None], has_prev,
-    )
-    if robust:
-        logp = stats.t.logpdf(resid, nu, loc=mean, scale=np.sqrt(var))
-    else:
-        logp = -0.5 * (np.log(2 * np.pi * var) + (resid - mean) ** 2 / var)
-    return logp.sum(axis=1)
+    dx = (x - x[np.maximum(data.prev[:n], 0)]) * has_prev
+    phi = np.exp(-dx / params["wander_scale"][:, None]) * has_prev
+    loglik, _, _ = filter_residuals(resid, white, phi, params["wander_sd"][:, None] ** 2, nu=nu if robust else np.inf)
+    return loglik
 
 
 def systematic_resample(weights: np.ndarray, rng: np.random.Generator) -> np.ndarray:

@@ -1,0 +1,82 @@
+"""The exact likelihood of a run's residuals around its curve: slow wander plus white noise.
+
+A residual (metric minus curve) is the run's wander, an Ornstein-Uhlenbeck process in
+log-compute (stationary variance q, correlation phi = exp(-dx / wander_scale) from one evaluation
+to the next), plus white evaluation noise of variance w_t. Its exact Gaussian likelihood is a
+scalar Kalman filter along each run:
+
+    predicted variance  V_t = phi_t^2 P_{t-1} + q (1 - phi_t^2)
+    innovation          v_t = r_t - phi_t m_{t-1},   variance S_t = V_t + w_t
+    log-likelihood      log N(v_t; 0, S_t)            (Student-t of scale sqrt(S_t) if robust)
+    filtered wander     m_t = phi_t m_{t-1} + (V_t / S_t) v_t,   P_t = V_t w_t / S_t
+
+Runs lie one after another; a run's first evaluation has phi = 0 (it forgets the previous run),
+so one pass covers a whole sweep. Scoring each residual given only the previous *noisy* one, as
+the model did before, makes each run's asymptote interval about 1.5x too narrow
+(benchmarks/RESULTS.md, "Each run's own asymptote"); this is the fix.
+
+Three users, one recursion: the model's likelihood (a PyTensor Op whose gradient is the filter's
+hand-written reverse pass, compiled by Numba: a prefix-scan graph of the same filter took 90 s to
+compile, this takes seconds), reweighting (numpy, all posterior draws at once) and predictions
+from a run's last evaluation (the filtered wander there, not the last noisy residual).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.special import gammaln
+
+__all__ = ["filter_residuals", "innovation_logpdf", "residual_loglik"]
+
+
+def innovation_logpdf(v, s, nu: float = math.inf):
+    """Log density of innovations v of variance s: normal, or Student-t (nu degrees of freedom)
+    of scale sqrt(s) when nu is finite."""
+    if math.isinf(nu):
+        return -0.5 * (np.log(2 * np.pi * s) + v**2 / s)
+    const = gammaln((nu + 1) / 2) - gammaln(nu / 2) - 0.5 * np.log(nu * np.pi)
+    return const - 0.5 * np.log(s) - (nu + 1) / 2 * np.log1p(v**2 / (nu * s))
+
+
+def filter_residuals(resid, white, phi, wander_var, weight=None, nu: float = math.inf):
+    """The filter over the last axis, vectorised over any leading ones (posterior draws).
+
+    resid, white, phi: (..., n); wander_var: broadcastable to (...,) + (1,).
+    Returns (log-likelihood (...,), filtered wander mean (..., n), its variance (..., n)).
+    """
+    resid, white, phi = np.broadcast_arrays(*(np.asarray(a, dtype=float) for a in (resid, white, phi)))
+    q = np.broadcast_to(np.asarray(wander_var, dtype=float), resid.shape[:-1] + (1,))[..., 0]
+    weight = np.ones(resid.shape[-1]) if weight is None else np.asarray(weight, dtype=float)
+    mean, var = np.empty(resid.shape), np.empty(resid.shape)
+    m, p = np.zeros(resid.shape[:-1]), q.copy()
+    loglik = np.zeros(resid.shape[:-1])
+    for t in range(resid.shape[-1]):
+        ph = phi[..., t]
+        predicted = ph**2 * p + q * (1 - ph**2)
+        total = predicted + white[..., t]
+        innovation = resid[..., t] - ph * m
+        if weight[t] != 0:
+            loglik = loglik + weight[t] * innovation_logpdf(innovation, total, nu)
+        m = ph * m + predicted / total * innovation
+        p = predicted * white[..., t] / total
+        mean[..., t], var[..., t] = m, p
+    return loglik, mean, var
+
+
+# ---------------------------------------------------------------- the model's Op (Numba kernels)
+
+def kernels():
+    """The Numba forward and reverse passes (forecast/_wander_kernels.py), compiled on first use."""
+    from ._wander_kernels import forward, reverse
+
+    return forward, reverse
+
+
+def residual_loglik(resid, white, phi, wander_var, weight, nu: float = math.inf):
+    """The filter's log-likelihood as a PyTensor scalar, for the model (nu: Student-t degrees of
+    freedom, inf for normal)."""
+    from ._wander_kernels import ResidualLoglik
+
+    return ResidualLoglik(0.0 if math.isinf(nu) else nu)(resid, white, phi, wander_var, weight)

@@ -1,0 +1,133 @@
+"""The model's residual likelihood (forecast/wander_filter.py: a Kalman filter along each run)
+against the dense multivariate normal it must equal, its hand-written gradient against finite
+differences, and the filtered wander against the dense Gaussian conditional, on hand-made runs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.stats import multivariate_normal, t
+
+from forecast.wander_filter import filter_residuals, innovation_logpdf, kernels, residual_loglik
+
+
+def two_runs(rng):
+    """Residuals of a 7-point and a 3-point run at irregular compute, then one padding row; and
+    each row's wander correlation with the row before (0 at a run's first row)."""
+    lengths = (7, 3)
+    x = np.concatenate([np.sort(rng.uniform(-1, 1, n)) for n in lengths] + [np.zeros(1)])
+    has_prev = np.concatenate([np.r_[0.0, np.ones(n - 1)] for n in lengths] + [np.zeros(1)])
+    white = rng.uniform(1e-5, 4e-5, len(x))
+    resid = rng.normal(0, 0.01, len(x))
+    weight = np.r_[np.ones(sum(lengths)), 0.0]
+    return lengths, x, has_prev, white, resid, weight
+
+
+def phi_of(x, has_prev, wander_scale):
+    return np.exp(-(x - np.r_[x[0], x[:-1]]) * has_prev / wander_scale) * has_prev
+
+
+def run_covariance(xs, white, wander_sd, wander_scale):
+    return wander_sd**2 * np.exp(-np.abs(xs[:, None] - xs[None, :]) / wander_scale) + np.diag(white)
+
+
+def dense_loglik(lengths, x, white, resid, wander_sd, wander_scale):
+    total, start = 0.0, 0
+    for n in lengths:
+        span = slice(start, start + n)
+        cov = run_covariance(x[span], white[span], wander_sd, wander_scale)
+        total += multivariate_normal(np.zeros(n), cov).logpdf(resid[span])
+        start += n
+    return total
+
+
+CASES = [(0.006, 0.3), (0.02, 2.0), (0.001, 0.05)]
+
+
+@pytest.mark.parametrize("wander_sd,wander_scale", CASES)
+def test_the_filter_equals_the_dense_gaussian(wander_sd, wander_scale):
+    lengths, x, has_prev, white, resid, weight = two_runs(np.random.default_rng(3))
+    phi = phi_of(x, has_prev, wander_scale)
+    expected = dense_loglik(lengths, x, white, resid, wander_sd, wander_scale)
+    numpy_loglik, _, _ = filter_residuals(resid, white, phi, wander_sd**2, weight)
+    assert numpy_loglik == pytest.approx(expected, rel=1e-9)
+    forward, _ = kernels()
+    assert forward(resid, white, phi, wander_sd**2, weight, 0.0) == pytest.approx(expected, rel=1e-9)
+
+
+def test_the_filter_is_vectorised_over_draws():
+    lengths, x, has_prev, white, resid, weight = two_runs(np.random.default_rng(4))
+    draws = [(0.006, 0.3), (0.02, 2.0)]
+    phi = np.stack([phi_of(x, has_prev, scale) for _, scale in draws])
+    wander_var = np.array([[sd**2] for sd, _ in draws])
+    loglik, _, _ = filter_residuals(resid[None, :], white[None, :], phi, wander_var, weight)
+    for got, (sd, scale) in zip(loglik, draws, strict=True):
+        assert got == pytest.approx(dense_loglik(lengths, x, white, resid, sd, scale), rel=1e-9)
+
+
+def test_the_filtered_wander_is_the_gaussian_conditional_on_the_runs_residuals_so_far():
+    lengths, x, has_prev, white, resid, weight = two_runs(np.random.default_rng(6))
+    wander_sd, wander_scale = 0.01, 0.4
+    _, mean, var = filter_residuals(resid, white, phi_of(x, has_prev, wander_scale), wander_sd**2, weight)
+    start = lengths[0]  # the second run: its filter must not remember the first
+    for end in range(start + 1, start + lengths[1] + 1):
+        xs = x[start:end]
+        cov = run_covariance(xs, white[start:end], wander_sd, wander_scale)
+        cross = wander_sd**2 * np.exp(-np.abs(xs - xs[-1]) / wander_scale)  # wander at xs[-1] with each residual
+        assert mean[end - 1] == pytest.approx(cross @ np.linalg.solve(cov, resid[start:end]), rel=1e-9)
+        assert var[end - 1] == pytest.approx(wander_sd**2 - cross @ np.linalg.solve(cov, cross), rel=1e-9)
+
+
+def test_the_robust_density_is_students_t_and_nears_the_normal_for_many_degrees_of_freedom():
+    v, s = np.array([-0.03, 0.0, 0.01]), np.array([1e-4, 2e-4, 4e-4])
+    assert innovation_logpdf(v, s, 4.0) == pytest.approx(t.logpdf(v, 4.0, scale=np.sqrt(s)), rel=1e-12)
+    assert innovation_logpdf(v, s, 1e7) == pytest.approx(innovation_logpdf(v, s), rel=1e-5)
+    lengths, x, has_prev, white, resid, weight = two_runs(np.random.default_rng(3))
+    phi = phi_of(x, has_prev, 0.3)
+    forward, _ = kernels()
+    assert forward(resid, white, phi, 1e-4, weight, 4.0) == pytest.approx(
+        filter_residuals(resid, white, phi, 1e-4, weight, nu=4.0)[0], rel=1e-12)
+
+
+@pytest.mark.parametrize("nu", [0.0, 4.0])
+def test_the_reverse_pass_is_the_gradient(nu):
+    lengths, x, has_prev, white, resid, weight = two_runs(np.random.default_rng(7))
+    phi, wander_var = phi_of(x, has_prev, 0.3), 1e-4
+    forward, reverse = kernels()
+    inputs = {"resid": resid, "white": white, "phi": phi}
+
+    def loglik(**changed):
+        values = {**inputs, "wander_var": wander_var, **changed}
+        return forward(values["resid"], values["white"], values["phi"], values["wander_var"], weight, nu)
+
+    d_resid, d_white, d_phi, d_wander_var, d_weight = reverse(resid, white, phi, wander_var, weight, nu)
+    typical = {"resid": 0.01, "white": 1e-5, "phi": 1.0}  # steps far above rounding, far below curvature
+    for name, analytic in (("resid", d_resid), ("white", d_white), ("phi", d_phi)):
+        for i in range(len(x) - 1):  # the padding row: phi and weight 0, nothing depends on it
+            step = 1e-6 * max(abs(inputs[name][i]), typical[name])
+            up, down = inputs[name].copy(), inputs[name].copy()
+            up[i] += step
+            down[i] -= step
+            numeric = (loglik(**{name: up}) - loglik(**{name: down})) / (2 * step)
+            assert analytic[i] == pytest.approx(numeric, rel=1e-5, abs=1e-6), (name, i)
+    step = 1e-6 * wander_var
+    numeric = (loglik(wander_var=wander_var + step) - loglik(wander_var=wander_var - step)) / (2 * step)
+    assert d_wander_var == pytest.approx(numeric, rel=1e-5)
+    # the weight's gradient is each row's log density: they add up to the whole
+    assert d_weight @ weight == pytest.approx(loglik(), rel=1e-12)
+
+
+@pytest.mark.parametrize("mode", ["FAST_COMPILE", "NUMBA"])
+def test_the_pytensor_op_and_its_gradient_in_python_and_numba(mode):
+    pytensor = pytest.importorskip("pytensor")
+    pt = pytensor.tensor
+    lengths, x, has_prev, white, resid, weight = two_runs(np.random.default_rng(5))
+    phi = phi_of(x, has_prev, 0.3)
+    r, w, p, q = pt.dvector("r"), pt.dvector("w"), pt.dvector("p"), pt.dscalar("q")
+    loglik = residual_loglik(r, w, p, q, pt.as_tensor(weight))
+    f = pytensor.function([r, w, p, q], [loglik, *pytensor.grad(loglik, [r, w, p, q])], mode=mode)
+    value, *grads = f(resid, white, phi, 0.006**2)
+    assert value == pytest.approx(dense_loglik(lengths, x, white, resid, 0.006, 0.3), rel=1e-9)
+    expected = kernels()[1](resid, white, phi, 0.006**2, weight, 0.0)[:4]
+    for got, want in zip(grads, expected, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=0)
