@@ -131,3 +131,26 @@ def test_the_pytensor_op_and_its_gradient_in_python_and_numba(mode):
     expected = kernels()[1](resid, white, phi, 0.006**2, weight, 0.0)[:4]
     for got, want in zip(grads, expected, strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=0)
+
+
+def test_a_runs_forecast_starts_from_the_wander_its_whole_history_implies(fitted, small_sweep):
+    # the forecaster's filtered wander at a run's last evaluation, per draw, against the dense
+    # Gaussian conditional built here from the run table itself
+    from forecast.curves import sigmoid_curve_log
+    from forecast.model import white_variance
+
+    run_id = small_sweep["run_id"].iloc[-1]
+    rows = small_sweep[small_sweep["run_id"] == run_id].sort_values("compute")
+    params = fitted.curve_parameters(run_id=run_id, kind="run")
+    wander_sd, wander_scale, sigma_extra = (fitted.draws(name) for name in ("wander_sd", "wander_scale", "sigma_extra"))
+    mean, var = fitted._filtered_wander_at_last(fitted.data_.runs.index(run_id), params, sigma_extra[:, None],
+                                                wander_sd[:, None], wander_scale[:, None])
+    x = fitted.data_.to_x(rows["compute"])
+    for i in (0, 7, len(wander_sd) - 1):
+        mu = sigmoid_curve_log(np.log(rows["compute"].to_numpy()), params["A"][i], params["B"][i],
+                               params["log_C_mid"][i], params["R0"][i])
+        cov = run_covariance(x, white_variance(mu, rows["n_eval"].to_numpy(), sigma_extra[i]), wander_sd[i], wander_scale[i])
+        cross = wander_sd[i] ** 2 * np.exp(-np.abs(x - x[-1]) / wander_scale[i])
+        resid = rows["metric"].to_numpy() - mu
+        assert mean[i, 0] == pytest.approx(cross @ np.linalg.solve(cov, resid), rel=1e-6)
+        assert var[i, 0] == pytest.approx(wander_sd[i] ** 2 - cross @ np.linalg.solve(cov, cross), rel=1e-6)
