@@ -578,8 +578,10 @@ def test_a_fit_that_still_diverges_tries_the_recipe_level_non_centred(
         # the retry removed the divergences but left R-hat: longer chains non-centred, as they diverged
         ([{"divergences": 5}, {"max_rhat": 1.03}, {}], True,
          [(0.9, 1000, 1000, False), (0.97, 1000, 1000, False), (0.97, 2000, 2000, True)], True),
-        # the longer chains diverge more: the flagged fit is kept, and says so
-        ([{"max_rhat": 1.03}, {"divergences": 3}], True, [(0.9, 1000, 1000, False), (0.9, 2000, 2000, False)], False),
+        # the longer chains diverge more: the flagged fit is kept, and says so (then the last
+        # resort, every level non-centred, is no better: the next test)
+        ([{"max_rhat": 1.03}, {"divergences": 3}, {"max_rhat": 1.04}], True,
+         [(0.9, 1000, 1000, False), (0.9, 2000, 2000, False), (0.9, 1000, 1000, True)], False),
         ([{}], True, [(0.9, 1000, 1000, False)], None),  # converged at once: one try
         ([{"max_rhat": 1.03}], False, [(0.9, 1000, 1000, False)], None),  # extend_if_flagged=False
     ],
@@ -601,16 +603,38 @@ def test_a_fit_still_flagged_is_sampled_again_with_longer_chains(
         assert longer is None and "sampled again" not in tried_longer
         return
     assert longer["kept"] is longer_kept and (longer["draws"], longer["tune"]) == (2000, 2000)
-    assert fc.idata.attrs["try"] == (len(tries) if longer_kept else len(tries) - 1)
+    longer_index = next(i for i, (_, draws, _, _) in enumerate(expected_tries) if draws == 2000)
+    assert fc.idata.attrs["try"] == (longer_index + 1 if longer_kept else longer_index)
     assert fc.diagnostics().converged is longer_kept
-    longer_non_centred = expected_tries[-1][3]
+    longer_non_centred = expected_tries[longer_index][3]
     assert longer["recipe_centered"] is (not longer_non_centred)
     kept_try = expected_tries[fc.idata.attrs["try"] - 1]
     assert fc.fit_info_["recipe_centered"] is (not kept_try[3])  # the kept try's form, whichever it is
     form = " with the recipe level non-centred" if longer_non_centred else ""
     assert f"sampled again with 2000 draws and 2000 warm-up per chain{form}:" in tried_longer
-    assert tried_longer.endswith("converged (kept)" if longer_kept else "(not kept: it diverged more)")
+    assert ("converged (kept)" if longer_kept else "(not kept: it diverged more)") in tried_longer
     assert "(kept)." not in tried_longer  # an earlier try is not called kept when the longer one was
+
+
+@pytest.mark.parametrize("last_resort, kept", [({}, True), ({"max_rhat": 1.04}, False)])
+def test_a_centred_fit_flagged_after_longer_chains_tries_every_level_non_centred(
+    fitted, small_sweep, monkeypatch, last_resort, kept
+):
+    """The last resort for runs their data pin down less tightly than the seeds spread (the
+    shipped trainer sweep); sampling and diagnostics faked as above."""
+    tries = fake_sampling(monkeypatch, fitted, [{"max_rhat": 1.03}, {"max_rhat": 1.02}, last_resort])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fc = ScalingForecaster().fit(small_sweep, random_seed=0, progress=False)
+    assert tries == [(0.9, 1000, 1000, False), (0.9, 2000, 2000, False), (0.9, 1000, 1000, True)]
+    assert fc.fit_info_["noncentred"]["kept"] is kept
+    assert fc.idata.attrs["try"] == (3 if kept else 2)
+    assert fc.fit_info_["centered"] is (not kept) and fc.fit_info_["recipe_centered"] is (not kept)
+    assert fc.diagnostics().converged is kept
+    said = fc.sampling_tries()
+    assert "so sampled again with every level non-centred: " in said
+    assert said.endswith("converged (kept)" if kept else "(not kept: no better)")
+    assert ("not kept: the next try did better" in said) is kept  # the longer try, replaced
 
 
 def test_a_fit_without_n_eval_on_every_row_adds_no_binomial_term_to_its_forecasts(small_sweep):
