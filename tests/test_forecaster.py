@@ -616,6 +616,16 @@ def test_a_fit_still_flagged_is_sampled_again_with_longer_chains(
     assert "(kept)." not in tried_longer  # an earlier try is not called kept when the longer one was
 
 
+def test_the_last_resort_samples_at_the_target_acceptance_of_the_kept_try(fitted, small_sweep, monkeypatch):
+    # diverged, so retried at 0.97 and kept; flagged for R-hat after longer chains; non-centred at 0.97
+    tries = fake_sampling(monkeypatch, fitted, [{"divergences": 5}, {"max_rhat": 1.03}, {"max_rhat": 1.03}, {}])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fc = ScalingForecaster().fit(small_sweep, random_seed=0, progress=False)
+    assert tries[-1] == (0.97, 1000, 1000, True)
+    assert fc.fit_info_["noncentred"]["kept"] and fc.diagnostics().converged
+
+
 @pytest.mark.parametrize("last_resort, kept", [({}, True), ({"max_rhat": 1.04}, False)])
 def test_a_centred_fit_flagged_after_longer_chains_tries_every_level_non_centred(
     fitted, small_sweep, monkeypatch, last_resort, kept
