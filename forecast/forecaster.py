@@ -34,7 +34,7 @@ from .data import UNSPECIFIED_UNIT, compute_unit_of, load_runs, validate_runs
 from .inference import ConvergenceReport, SamplerSettings, convergence_report, sample_model
 from .io import atomic_path
 from .model import Priors, build_model, data_values, prepare_data, white_variance
-from .wander_filter import filter_residuals
+from .wander_filter import filter_residuals, wander_correlation
 
 __all__ = ["ScalingForecaster", "ConvergenceWarning", "NotFittedError"]
 
@@ -635,8 +635,8 @@ class ScalingForecaster:
         p = {name: values[:, None] for name, values in curve_params.items()}
         mu = sigmoid_curve_log(d.loc + d.scale * x, p["A"], p["B"], p["log_C_mid"], p["R0"])
         white = white_variance(mu, d.n_eval[obs] if d.has_n_eval else 0.0, sigma_extra)
-        phi = np.exp(-np.diff(x, axis=1, prepend=x[:, :1]) / wander_scale)
-        phi[:, 0] = 0.0  # the first evaluation forgets nothing before it
+        has_prev = (np.arange(x.shape[1]) > 0).astype(float)  # the run's first evaluation has none
+        phi = wander_correlation(x, np.roll(x, 1, axis=1), has_prev, wander_scale)
         _, mean, var = filter_residuals(d.y[obs] - mu, white, phi, wander_sd**2)
         return mean[:, -1:], var[:, -1:]
 

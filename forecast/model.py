@@ -31,7 +31,6 @@ Everything is overridable via `Priors`.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
@@ -40,7 +39,7 @@ import pandas as pd
 from scipy.special import logit
 
 from .curves import sigmoid_curve_pt
-from .wander_filter import residual_loglik
+from .wander_filter import array_module_of, residual_loglik, wander_correlation
 
 if TYPE_CHECKING:
     import pymc as pm
@@ -236,15 +235,6 @@ def white_variance(mu, n_eval, sigma_extra):
     return binomial + sigma_extra**2
 
 
-def _array_module_of(value):
-    """pytensor.tensor for a symbolic value, numpy otherwise. Looked up without importing PyTensor
-    (1.6 s): if it has not been imported, no value can be one of its tensors."""
-    tensor = sys.modules.get("pytensor.tensor")
-    if tensor is not None and isinstance(value, tensor.variable.TensorVariable):
-        return tensor
-    return np
-
-
 def residual_process(resid_prev, x, x_prev, white_var, white_var_prev, wander_sd, wander_scale, has_prev):
     """Mean and variance of a residual given the previous residual of the same run.
 
@@ -254,7 +244,7 @@ def residual_process(resid_prev, x, x_prev, white_var, white_var_prev, wander_sd
     kept for comparison (the model's own is exact: forecast/wander_filter.py). Works on numpy
     arrays and PyTensor tensors alike.
     """
-    lib = _array_module_of(resid_prev)
+    lib = array_module_of(resid_prev)
     corr = lib.exp(-(x - x_prev) / wander_scale)
     cov = wander_sd**2 * corr * has_prev
     var_here = white_var + wander_sd**2
@@ -390,17 +380,17 @@ def build_model(
         white_var = white_var * pt.ones_like(mu)
         resid = y - mu
         if residual_likelihood == "exact":
-            # a run's first evaluation: dx = 0 there, so that exp() cannot overflow before has_prev zeroes it
-            phi = pt.exp(-(x - x[prev]) * has_prev / wander_scale) * has_prev
+            phi = wander_correlation(x, x[prev], has_prev, wander_scale)
             nu = priors.student_nu if robust else np.inf
-            pm.Potential("metric_loglik", residual_loglik(resid, white_var, phi, wander_sd**2, weight, nu))
-            return model
-        cond_mean, cond_var = residual_process(
-            resid[prev], x, x[prev], white_var, white_var[prev], wander_sd, wander_scale, has_prev
-        )
-        if robust:
-            dist = pm.StudentT.dist(nu=priors.student_nu, mu=cond_mean, sigma=pt.sqrt(cond_var))
+            loglik = residual_loglik(resid, white_var, phi, wander_sd**2, weight, nu)
         else:
-            dist = pm.Normal.dist(mu=cond_mean, sigma=pt.sqrt(cond_var))
-        pm.Potential("metric_loglik", (weight * pm.logp(dist, resid)).sum())
+            cond_mean, cond_var = residual_process(
+                resid[prev], x, x[prev], white_var, white_var[prev], wander_sd, wander_scale, has_prev
+            )
+            if robust:
+                dist = pm.StudentT.dist(nu=priors.student_nu, mu=cond_mean, sigma=pt.sqrt(cond_var))
+            else:
+                dist = pm.Normal.dist(mu=cond_mean, sigma=pt.sqrt(cond_var))
+            loglik = (weight * pm.logp(dist, resid)).sum()
+        pm.Potential("metric_loglik", loglik)
     return model

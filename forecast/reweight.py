@@ -25,7 +25,7 @@ import numpy as np
 
 from .curves import sigmoid_curve_log
 from .model import ModelData, white_variance
-from .wander_filter import filter_residuals
+from .wander_filter import filter_residuals, wander_correlation
 
 __all__ = ["PARAMETERS", "log_likelihood", "ImportanceUpdate", "importance_update", "systematic_resample"]
 
@@ -50,8 +50,7 @@ def log_likelihood(params: dict, data: ModelData, *, robust: bool = False, nu: f
     white = white_variance(mu, n_eval, params["sigma_extra"][:, None])
     resid = data.y[:n] - mu
     has_prev = (data.prev[:n] >= 0).astype(float)
-    dx = (x - x[np.maximum(data.prev[:n], 0)]) * has_prev
-    phi = np.exp(-dx / params["wander_scale"][:, None]) * has_prev
+    phi = wander_correlation(x, x[np.maximum(data.prev[:n], 0)], has_prev, params["wander_scale"][:, None])
     loglik, _, _ = filter_residuals(resid, white, phi, params["wander_sd"][:, None] ** 2, nu=nu if robust else np.inf)
     return loglik
 

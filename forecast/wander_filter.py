@@ -24,11 +24,29 @@ from a run's last evaluation (the filtered wander there, not the last noisy resi
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 from scipy.special import gammaln
 
-__all__ = ["filter_residuals", "innovation_logpdf", "residual_loglik"]
+__all__ = ["filter_residuals", "innovation_logpdf", "residual_loglik", "wander_correlation"]
+
+
+def array_module_of(value):
+    """pytensor.tensor for a symbolic value, numpy otherwise. Looked up without importing PyTensor
+    (1.6 s): if it has not been imported, no value can be one of its tensors."""
+    tensor = sys.modules.get("pytensor.tensor")
+    if tensor is not None and isinstance(value, tensor.variable.TensorVariable):
+        return tensor
+    return np
+
+
+def wander_correlation(x, x_prev, has_prev, wander_scale):
+    """phi: the wander's correlation with the previous evaluation of the same run, exp(-dx /
+    wander_scale), and 0 at a run's first evaluation (has_prev 0). dx is zeroed there first, so
+    exp() cannot overflow to inf before has_prev zeroes it (inf * 0 is NaN). Numpy or PyTensor."""
+    exponent = -(x - x_prev) * has_prev / wander_scale  # symbolic if any input is
+    return array_module_of(exponent).exp(exponent) * has_prev
 
 
 def innovation_logpdf(v, s, nu: float = math.inf):
