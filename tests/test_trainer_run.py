@@ -16,7 +16,7 @@ import torch
 from trainer_minimal import make_config
 from trainer_minimal.cli import main
 from trainer_minimal.logging_io import read_jsonl
-from trainer_minimal.model import load_hf_policy
+from trainer_minimal.model import load_hf_policy, save_untrained_llama
 from trainer_minimal.tokenizer import CharTokenizer, HFTokenizer
 from trainer_minimal.train import checkpoint_step, train
 
@@ -432,13 +432,10 @@ def save_tiny_hf_model(folder, arch):
     """
     transformers = pytest.importorskip("transformers")
     vocab_size = CharTokenizer().vocab_size
-    torch.manual_seed(0)
     if arch == "llama":
-        config = transformers.LlamaConfig(vocab_size=vocab_size, hidden_size=32, intermediate_size=64,
-                                          num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
-                                          max_position_embeddings=64)
-        transformers.LlamaForCausalLM(config).save_pretrained(folder)
+        save_untrained_llama(folder, hidden_size=32, n_layer=1, n_head=2)
         return
+    torch.manual_seed(0)
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
     tokenizer = Tokenizer(models.WordLevel(dict(zip(CharTokenizer().itos, range(vocab_size), strict=True)),

@@ -145,6 +145,21 @@ def load_hf_policy(path):
     return model, tok
 
 
+def save_untrained_llama(folder, hidden_size=64, n_layer=2, n_head=4, seed=0):
+    """A Llama-architecture causal LM with random weights, built from a config and saved to folder:
+    the Hugging Face path (--model-path) where no model hub can be reached. It has no tokenizer
+    files, so the trainer uses its character tokenizer; the warm start then teaches it the tasks."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(vocab_size=CharTokenizer().vocab_size, hidden_size=hidden_size,
+                         intermediate_size=4 * hidden_size, num_hidden_layers=n_layer,
+                         num_attention_heads=n_head, num_key_value_heads=max(1, n_head // 2),
+                         max_position_embeddings=MAX_POSITIONS)
+    torch.manual_seed(seed)
+    LlamaForCausalLM(config).save_pretrained(folder)
+    return str(folder)
+
+
 def attention_shape(model):
     """(n_layer, d_attn) for the attention term of the FLOPs model."""
     if isinstance(model, TinyGPT):
