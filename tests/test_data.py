@@ -277,6 +277,14 @@ def test_shipped_trainer_sweeps_load_whole(path):
     assert set(runs["compute_unit"]) == {"flops"} and runs["metric"].between(0, 1).all()
 
 
+def test_the_gpu_sweep_loads_whole():
+    """examples/gpu_llama_sweep: what trainer_minimal wrote on a GPU reads like any run table."""
+    runs = load_runs(Path(__file__).resolve().parent.parent / "examples" / "gpu_llama_sweep" / "runs.csv")
+    assert sorted(runs["run_id"].unique()) == ["grpo-s0", "grpo-s1", "scalerl-s0", "scalerl-s1"]
+    assert (runs.groupby("run_id").size() == 20).all() and set(runs["compute_unit"]) == {"flops"}
+    assert runs["metric"].between(0, 1).all() and (runs["n_eval"] == 1200).all()
+
+
 def test_a_csv_keeps_run_and_recipe_names_as_written(tmp_path):
     path = tmp_path / "lr.csv"
     path.write_text("run_id,recipe,compute,metric\n001,1e-3,10,0.3\n001,1e-3,20,0.35\n1,5e-4,10,0.3\n1,5e-4,20,0.33\n")
