@@ -157,6 +157,7 @@ def _where(frame: pd.DataFrame, index) -> dict:
     source = row["_source"] if "_source" in frame.columns else None
     line = row["_line"] if "_line" in frame.columns else index
     run_id = row["run_id"] if "run_id" in frame.columns and pd.notna(row.get("run_id")) else None
+    run_id = run_id if str(run_id).strip() else None  # a blank name names no run
     return {"source": source, "run_id": run_id, "row": int(line) if pd.notna(line) else None}
 
 
@@ -204,6 +205,14 @@ def require_rates(frame: pd.DataFrame, column: str) -> None:
         raise RunDataError(f"must lie in [0, 1], got {frame.loc[idx, column]:g}", column=column, **_where(frame, idx))
 
 
+def require_names(frame: pd.DataFrame, column: str) -> None:
+    """Every row names its run (or recipe): a row without one cannot be told apart from another
+    run's, and astype(str) would make a run called 'nan' of it."""
+    missing = frame[column].isna() | (frame[column].astype(str).str.strip() == "")
+    if missing.any():
+        raise RunDataError("is missing (NaN/empty)", column=column, **_where(frame, missing.idxmax()))
+
+
 def validate_runs(frame: pd.DataFrame, *, source=None, min_points: int = 2) -> pd.DataFrame:
     """Check a run table and return a clean copy sorted by (recipe, run_id, compute).
 
@@ -226,10 +235,7 @@ def validate_runs(frame: pd.DataFrame, *, source=None, min_points: int = 2) -> p
             present = ", ".join(c for c in frame.columns if not c.startswith("_"))
             raise RunDataError(f"is missing (columns present: {present})", source=src, column=column)
     for column in ("run_id", "recipe"):
-        missing = frame[column].isna() | (frame[column].astype(str).str.strip() == "")
-        if missing.any():
-            idx = missing.idxmax()
-            raise RunDataError("is missing (NaN/empty)", column=column, **_where(frame, idx))
+        require_names(frame, column)
         frame[column] = frame[column].astype(str)
         # a control character (NUL, a newline) is a corrupted name, and a saved fit cannot hold NUL
         control = frame[column].str.contains(r"[\x00-\x08\x0a-\x1f\x7f]", regex=True)

@@ -40,6 +40,7 @@ from .data import (
     far_from_data,
     load_runs,
     read_table,
+    require_names,
     validate_runs,
 )
 from .early_stop import (
@@ -126,13 +127,10 @@ def _has_complete_line(log: Path) -> bool:
 
 
 def _require_run_ids(frame: pd.DataFrame, log: Path) -> None:
-    """Every row of a run log names its run: a row without run_id cannot be told apart from
-    another run's, and astype(str) would make a run called 'nan' of it."""
+    """Every row of a run log names its run (validate_runs checks the rest once the logs are joined)."""
     if "run_id" not in frame:
         raise RunDataError("is missing on every row", source=log, column="run_id", row=int(frame["_line"].iloc[0]))
-    missing = frame["run_id"].isna() | (frame["run_id"].astype(str).str.strip() == "")
-    if missing.any():
-        raise RunDataError("is missing (NaN/empty)", source=log, column="run_id", row=int(frame.loc[missing.idxmax(), "_line"]))
+    require_names(frame, "run_id")
 
 
 def _read_json(path: Path) -> dict:

@@ -438,6 +438,16 @@ def test_a_bad_reference_stops_the_watcher_before_the_first_poll(sweep, tmp_path
     assert not (sweep / "recommendations.json").exists()  # no poll was made
 
 
+def test_a_log_row_without_its_run_is_named_by_file_column_and_line(sweep):
+    log = sweep / "bad-s0" / "evals.jsonl"
+    nameless = json.loads(row("bad-s0", 1, 0.1)) | {"run_id": " "}
+    log.write_text(row("bad-s0", 0, 0.1) + json.dumps(nameless) + "\n")
+    append(sweep / "good-s0" / "evals.jsonl", row("good-s0", 0, 0.2))
+    table, folders, unreadable = scan_runs(sweep)
+    assert set(table["run_id"]) == {"good-s0"}  # the other logs are still read
+    assert str(unreadable[log]) == f"file {log}, column 'run_id', row 2: is missing (NaN/empty)"
+
+
 def test_a_run_in_flight_with_an_unreadable_log_is_still_in_flight(sweep):
     append(sweep / "good-s0" / "evals.jsonl", "".join(row("good-s0", i, 0.2) for i in range(3)))
     (sweep / "good-s0" / "summary.json").write_text("{}")
