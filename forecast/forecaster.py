@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import numbers
 import warnings
 from pathlib import Path
 
@@ -196,6 +197,9 @@ def _qname(q: float) -> str:
 def _compute_values(compute) -> np.ndarray:
     """compute (a number or a flat list of numbers) as a 1-D float array. ValueError saying what
     is wrong, rather than numpy's own error several calls further in."""
+    # numpy reads None as nan, True as 1.0 and "1e5" as 100000.0: say what was given instead
+    if compute is None or isinstance(compute, (bool, np.bool_, str, bytes)):
+        raise ValueError(f"compute must be a number or a list of numbers, got {compute!r}")
     try:
         values = np.asarray(compute, dtype=float)
     except (TypeError, ValueError):
@@ -208,6 +212,21 @@ def _compute_values(compute) -> np.ndarray:
     if not np.all(np.isfinite(values)) or np.any(values <= 0):
         raise ValueError(f"compute must be finite and > 0, got {', '.join(f'{c:g}' for c in values)}")
     return values
+
+
+def _optional_horizon(horizon) -> float | None:
+    """fit(horizon=...) as a float, or None; ValueError for anything but a finite compute > 0."""
+    if horizon is None:
+        return None
+    if isinstance(horizon, bool) or not isinstance(horizon, numbers.Real) or not (np.isfinite(horizon) and horizon > 0):
+        raise ValueError(f"horizon must be a compute > 0 (a number), got {horizon!r}")
+    return float(horizon)
+
+
+def _check_random_seed(random_seed) -> None:
+    if random_seed is not None and (isinstance(random_seed, bool) or not isinstance(random_seed, numbers.Integral)
+                                    or random_seed < 0):
+        raise ValueError(f"random_seed must be an integer >= 0 or None, got {random_seed!r}")
 
 
 def _non_negative(name: str, value) -> float:
@@ -287,6 +306,12 @@ class ScalingForecaster:
             raise ValueError("parametrization must be 'auto', 'centered' or 'noncentered'")
         if mode not in ("nuts", "fast"):
             raise ValueError("mode must be 'nuts' or 'fast'")
+        # a wrong type here failed only inside fit(), as an AttributeError, after the data were read
+        if priors is not None and not isinstance(priors, Priors):
+            raise TypeError(f"priors must be a Priors (e.g. Priors(a_sd=0.3)), got {type(priors).__name__}")
+        if sampler is not None and not isinstance(sampler, SamplerSettings):
+            raise TypeError(f"sampler must be a SamplerSettings (e.g. SamplerSettings.fast()); for short chains "
+                            f"give mode='fast'; got {sampler!r}")
         self.priors = priors or Priors()
         self.robust = robust
         self.parametrization = parametrization
@@ -339,6 +364,8 @@ class ScalingForecaster:
         forecasts far ahead run low (model.prepare_data).
         """
         runs = self._validated(runs)
+        horizon = _optional_horizon(horizon)
+        _check_random_seed(random_seed)
         data = prepare_data(runs, pad_to=pad_to, horizon=horizon)
         if horizon is not None and horizon <= runs["compute"].max():
             # said before sampling, which takes minutes; the fit is the same as without it
@@ -451,9 +478,14 @@ class ScalingForecaster:
         this is fit(). Its diagnostics are the sampled fit's R-hat and divergences, its ESS
         scaled by the weights' efficiency, and Pareto k, so a reweighted fit is flagged exactly
         when it should be. `fit_info_["reweighted"]` says which happened. A reweighted fit keeps
-        the sampled fit's compute axis and priors; `horizon` applies when it samples. Returns self.
+        the sampled fit's compute axis and priors. When it samples, it keeps the last fit's
+        `horizon` unless another is given (or the runs have grown past it), so a forecast does not
+        change with which of the two paths ran. Returns self.
         """
         runs = self._validated(runs)
+        if horizon is None:
+            kept = self.fit_info_.get("horizon")
+            horizon = kept if kept is not None and kept > runs["compute"].max() else None
         base = self._base
         if reweight and base is not None and self._same_runs(runs, base["data"]):
             if self._try_reweight(runs, base, pad_to=pad_to, random_seed=random_seed):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import numbers
 import os
 import shutil
 import sys
@@ -50,6 +51,18 @@ class SamplerSettings:
     # nuts mode: a fit still flagged (R-hat, ESS, divergences) after its retries is sampled once more
     # with twice the draws and warm-up (ScalingForecaster.fit); False: report the flags as they are
     extend_if_flagged: bool = True
+
+    def __post_init__(self):
+        # refused here, not as a reshape error or an integer overflow inside the sampler
+        for name, least in (("draws", 1), ("tune", 0), ("chains", 1), ("cores", 1)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < least:
+                raise ValueError(f"SamplerSettings.{name} must be an integer >= {least}, got {value!r}")
+        if isinstance(self.target_accept, bool) or not isinstance(self.target_accept, numbers.Real) \
+                or not 0 < self.target_accept < 1:
+            raise ValueError(f"SamplerSettings.target_accept must lie strictly between 0 and 1, got {self.target_accept!r}")
+        if self.sampler not in ("auto", "nutpie", "pymc"):
+            raise ValueError(f"SamplerSettings.sampler must be 'auto', 'nutpie' or 'pymc', got {self.sampler!r}")
 
     def to_dict(self) -> dict:
         return asdict(self)

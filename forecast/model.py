@@ -31,6 +31,7 @@ Everything is overridable via `Priors`.
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
@@ -83,6 +84,8 @@ class Priors:
 
     def __post_init__(self):
         for name, value in self.to_dict().items():
+            if isinstance(value, bool) or not isinstance(value, numbers.Real):  # "x" < 20 is a TypeError deep down
+                raise ValueError(f"{name} must be a number, got {value!r}")
             limit = self.STUDENT_NU_LIMIT if name == "student_nu" else self.LIMIT
             if name in self.CENTRES and not -limit <= value <= limit:  # also refuses NaN
                 raise ValueError(f"{name} must lie in [-{limit:g}, {limit:g}] (a logit, log or normalised-axis centre), got {value!r}")

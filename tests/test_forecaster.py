@@ -8,6 +8,7 @@ import pytest
 
 from forecast import NotASavedFitError, NotFittedError, SamplerSettings, ScalingForecaster
 from forecast.inference import ConvergenceReport
+from forecast.model import Priors
 from forecast.synthetic import simulate_sweep
 
 
@@ -197,9 +198,31 @@ def test_naming_a_run_forecasts_that_run_unless_another_kind_is_asked(fitted):
                                   fitted.sample_curves([1e5], run_id="scalerl_8b-s0", kind="run"))
 
 
-def test_wrong_argument_types_are_refused_in_words(fitted, tmp_path):
+def test_wrong_argument_types_are_refused_in_words(fitted, small_sweep, tmp_path):
     """Each gave numpy's or Python's own error from deep inside (a TypeError comparing str and
-    float; a 2-D compute broke the table; a non-fit file an h5py OSError)."""
+    float; a 2-D compute broke the table; a non-fit file an h5py OSError), or was read as
+    something else (None as nan, True as a compute of 1)."""
+    for bad in (None, True, "1e5"):
+        with pytest.raises(ValueError, match=f"compute must be a number or a list of numbers, got {bad!r}"):
+            fitted.predict(bad, recipe="scalerl_8b")
+    with pytest.raises(TypeError, match=r"priors must be a Priors \(e.g. Priors\(a_sd=0.3\)\), got dict"):
+        ScalingForecaster(priors={"a_sd": 0.3})
+    with pytest.raises(TypeError, match="sampler must be a SamplerSettings .* got 'fast'"):
+        ScalingForecaster(sampler="fast")
+    for settings, message in (({"draws": 0}, "draws must be an integer >= 1, got 0"),
+                              ({"chains": -1}, "chains must be an integer >= 1, got -1"),
+                              ({"tune": 1.5}, "tune must be an integer >= 0, got 1.5"),
+                              ({"target_accept": 2.0}, "target_accept must lie strictly between 0 and 1, got 2.0"),
+                              ({"sampler": "bogus"}, "sampler must be 'auto', 'nutpie' or 'pymc', got 'bogus'")):
+        with pytest.raises(ValueError, match=f"SamplerSettings.{message}"):
+            SamplerSettings(**settings)
+    with pytest.raises(ValueError, match="a_sd must be a number, got 'x'"):
+        Priors(a_sd="x")
+    for kwargs, message in (({"horizon": "4e12"}, "horizon must be a compute > 0 \\(a number\\), got '4e12'"),
+                            ({"horizon": -1.0}, "horizon must be a compute > 0"),
+                            ({"random_seed": "a"}, "random_seed must be an integer >= 0 or None, got 'a'")):
+        with pytest.raises(ValueError, match=message):  # said before any sampling
+            ScalingForecaster().fit(small_sweep, progress=False, **kwargs)
     for bad, message in ((["1e4", "x"], "compute must be a number or a list of numbers"),
                          ([[1e4, 1e5]], r"flat list of numbers, got an array of shape \(1, 2\)"),
                          ([1e4, -1.0], "compute must be finite and > 0, got 10000, -1")):
@@ -491,6 +514,22 @@ def test_a_fit_told_the_planned_budget_keeps_that_axis_through_refits(small_swee
         fc.refit(grown, random_seed=4, pad_to=128, horizon=budget)
     assert fc.fit_info_["reweighted"] and fc.data_.n_obs == len(early) + 1
     assert fc.fit_info_["frame"] == fc._base["data"].frame() and fc.data_.to_x(budget) == pytest.approx(1.0)
+
+
+def test_a_refit_that_samples_keeps_the_last_fits_horizon(small_sweep):
+    """refit() samples when it cannot reweight; it used to drop fit(horizon=...) then, so the same
+    forecast moved with the path taken. The horizon is kept while it lies beyond the runs, and a
+    new one wins. Sampling is replaced by a spy on fit(): what matters is the horizon it gets."""
+    fc = ScalingForecaster()
+    given = []
+    fc.fit = lambda runs, **kwargs: given.append(kwargs["horizon"]) or fc
+    reach = float(small_sweep["compute"].max())
+    fc.fit_info_ = {"horizon": 8 * reach}
+    fc.refit(small_sweep)
+    fc.refit(small_sweep, horizon=16 * reach)
+    fc.fit_info_ = {"horizon": reach / 2}  # the runs have grown past it: it would have no effect
+    fc.refit(small_sweep)
+    assert given == [8 * reach, 16 * reach, None]
 
 
 def test_a_horizon_the_runs_already_reach_is_said_to_have_no_effect(fitted, small_sweep, monkeypatch):

@@ -18,7 +18,7 @@ from trainer_minimal.cli import main
 from trainer_minimal.logging_io import read_jsonl
 from trainer_minimal.model import load_hf_policy, save_untrained_llama
 from trainer_minimal.tokenizer import CharTokenizer, HFTokenizer
-from trainer_minimal.train import checkpoint_step, train
+from trainer_minimal.train import advice_line, checkpoint_step, train
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Reversing 3 digits with a one-layer model: learnt in seconds, so a few steps show a rise.
@@ -124,6 +124,30 @@ def test_advisor_stop_ends_the_run_with_stopped_json(tmp_path, warm_cache, monke
     assert torch.load(tmp_path / "run" / "ckpt.pt", weights_only=False)["state"]["step"] == 8
 
 
+def test_a_run_is_not_judged_at_max_steps_so_a_larger_max_steps_extends_it(tmp_path, warm_cache, monkeypatch):
+    """The advisor's last turn used to fall on the final step, where it says budget_reached; the
+    stopped.json that wrote then refused `--resume --max-steps N` as if the run had been judged."""
+    from forecast.early_stop import EarlyStopConfig
+
+    asked = []
+
+    def trainer_advice(evals, **kwargs):
+        asked.append(int(evals["step"].max()))
+        advice = dict(action="stop", rule="budget_reached", message="stop: compute >= planned budget")
+        return types.SimpleNamespace(**advice, details={"converged": False}, to_dict=lambda: advice)
+
+    fake = types.SimpleNamespace(trainer_advice=trainer_advice, EarlyStopConfig=EarlyStopConfig)
+    monkeypatch.setitem(sys.modules, "forecast.early_stop", fake)
+    run = tmp_path / "run"
+    summary = train(tiny(run, warm_cache, max_steps=4, eval_every=2, advisor_every=2))
+    assert asked == [] and not summary["stopped"] and not (run / "stopped.json").exists()
+    assert main(["train", "--out", str(run), "--resume", "--max-steps", "8"]) == 0
+    assert asked == [] and json.loads((run / "summary.json").read_text())["steps"] == 8
+    assert [row["step"] for row in read_jsonl(run / "evals.jsonl")] == [2, 4, 6, 8]
+    # a budget_reached stop reads no fit, so no "did not converge" warning rides on it
+    assert "warning" not in advice_line("stop", "budget_reached", "stop: x", {"converged": False})
+
+
 @pytest.mark.parametrize("argv, message", [
     (["train", "--preset", "nope"], "unknown preset 'nope'"),
     (["train", "--loss-type", "ppo2"], "invalid choice"),
@@ -132,6 +156,13 @@ def test_advisor_stop_ends_the_run_with_stopped_json(tmp_path, warm_cache, monke
     (["train", "--group-size", "1"], "group_size must be >= 2"),
     (["train", "--batch-size", "abc"], "invalid int value"),
     (["train", "--eval-every", "3", "--off-policy-k", "2"], "multiple of off_policy_k"),
+    # a run that ended mid-round, extended later, sampled that round again and charged it twice
+    (["train", "--max-steps", "3", "--eval-every", "2"], "max_steps=3 must be a multiple of off_policy_k=2"),
+    (["sweep", "--presets", "scalerl,scalerl-k8", "--seeds", "0", "--max-steps", "36", "--eval-every", "4"],
+     "eval_every=4 must be a multiple of off_policy_k=8"),
+    (["train", "--train-size", "31"], "train_size=31 must be at least off_policy_k * batch_size = 32"),
+    (["train", "--data-seed", "-1"], "data_seed must be >= 0, got -1"),
+    (["train", "--seed", "-1"], "seed must be >= 0, got -1"),
     (["train", "--resume"], "no checkpoint"),
     (["train", "--model-path", "/nonexistent/model"], "not a local Hugging Face model folder"),
     (["train", "--advisor-every", "1", "--advisor-reference", "/nonexistent/runs.csv"],

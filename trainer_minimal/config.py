@@ -169,6 +169,19 @@ def validate(cfg):
                          f"clip_low={cfg.clip_low}, clip_high={cfg.clip_high}")
     if not 0 <= cfg.npr_threshold <= 1:
         raise ValueError(f"npr_threshold must be in [0, 1] (0 = off), got {cfg.npr_threshold}")
+    for name in ("seed", "data_seed", "warmup_seed"):
+        if getattr(cfg, name) < 0:
+            raise ValueError(f"{name} must be >= 0, got {getattr(cfg, name)}")
+    # a run ends, is checkpointed and is evaluated only between generation rounds: a round's
+    # k mini-batches share one sampling, and a run cut mid-round and extended later would sample
+    # that round again from changed weights and charge it twice
+    for name in ("eval_every", "max_steps"):
+        if getattr(cfg, name) % cfg.off_policy_k:
+            raise ValueError(f"{name}={getattr(cfg, name)} must be a multiple of off_policy_k={cfg.off_policy_k} "
+                             "(one generation round feeds off_policy_k optimizer steps)")
+    if cfg.train_size < cfg.off_policy_k * cfg.batch_size:
+        raise ValueError(f"train_size={cfg.train_size} must be at least off_policy_k * batch_size = "
+                         f"{cfg.off_policy_k * cfg.batch_size} (the distinct prompts of one generation round)")
     if cfg.group_size < 2:
         raise ValueError(f"group_size must be >= 2 (advantages compare samples of a prompt), got {cfg.group_size}")
     if not cfg.model_path and cfg.d_model % cfg.n_head:

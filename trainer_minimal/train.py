@@ -109,7 +109,7 @@ def run_paths(cfg):
 
 def preflight(cfg):
     """Refuse, before any compute, what would fail later: a resume without a checkpoint, a fresh
-    run over an existing one, evaluations mid-round, a batch that does not split over the ranks,
+    run over an existing one, a checkpoint taken mid-round, a batch that does not split over the ranks,
     an advisor reference that is not there."""
     paths = run_paths(cfg)
     if cfg.resume and not os.path.exists(paths["ckpt"]):
@@ -117,9 +117,6 @@ def preflight(cfg):
     if not cfg.resume and (os.path.exists(paths["evals"]) or os.path.exists(paths["ckpt"])):
         raise ValueError(f"{cfg.out} already holds a run (evals.jsonl or ckpt.pt); "
                          "pass --resume to continue it or choose another --out")
-    if cfg.eval_every % cfg.off_policy_k:
-        raise ValueError(f"eval_every={cfg.eval_every} must be a multiple of off_policy_k="
-                         f"{cfg.off_policy_k} (checkpoints are taken between generation rounds)")
     if cfg.model_path and not os.path.isfile(os.path.join(cfg.model_path, "config.json")):
         raise ValueError(f"model_path={cfg.model_path!r} is not a local Hugging Face model folder (no config.json)")
     if cfg.device.startswith("cuda") and not torch.cuda.is_available():
@@ -131,6 +128,10 @@ def preflight(cfg):
     build_datasets(cfg)  # a val_size or train_size the tasks cannot supply fails here, not after the lock
     if cfg.resume:
         step = checkpoint_step(paths["ckpt"])
+        if step % cfg.off_policy_k and cfg.max_steps > step:  # ended mid-round by an older version
+            raise ValueError(f"--resume: the checkpoint in {cfg.out} is at step {step}, inside a generation round "
+                             f"of off_policy_k={cfg.off_policy_k} steps; the run cannot be extended exactly "
+                             "(its unfinished round was not saved): start a new run with another --out")
         if cfg.max_steps < step:
             raise ValueError(f"--resume: max_steps={cfg.max_steps} is below the step of the checkpoint in "
                              f"{cfg.out} ({step}); a run cannot be shortened (give --max-steps {step} or more)")
@@ -172,7 +173,7 @@ def ended_note(cfg):
         advice, step = stopped["advice"], stopped["step"]
         return (f"[{cfg.run_id}] already stopped by the advisor at step {step}: {advice['rule']}: "
                 f"{advice_reason(advice['action'], advice.get('message', ''))}"
-                f"{convergence_note(advice.get('details') or {})} (delete {paths['stopped']} to train on)")
+                f"{convergence_note(advice.get('details') or {}, advice['rule'])} (delete {paths['stopped']} to train on)")
     step = checkpoint_step(paths["ckpt"])
     if step >= cfg.max_steps:
         return f"[{cfg.run_id}] already finished at step {step} of {cfg.max_steps} (pass a larger --max-steps to train on)"
@@ -573,7 +574,7 @@ def run_training(cfg):
                 eval_rows.append(row)
                 if advisor_due(cfg, step):  # the question is open from before the checkpoint: see advise()
                     atomic_write_json(paths["asking"], dict(step=step))
-                if not pending:  # round boundary (always, except a final step mid-round)
+                if not pending:  # round boundary (always: validate() keeps eval_every and max_steps multiples of k)
                     save_checkpoint(cfg, model, optimizer, state)
                 print(f"[{cfg.run_id}] step {step}  pass {metric:.3f}  reward {metrics['reward']:.3f}  "
                       f"compute {state['compute']:.3g}  {state['device_seconds']:.1f}s", flush=True)
@@ -600,8 +601,10 @@ def run_training(cfg):
 
 
 def advisor_due(cfg, step):
-    """Whether the advisor is consulted after the evaluation at this step."""
-    return (bool(cfg.advisor_every) and step > 0 and step % cfg.eval_every == 0
+    """Whether the advisor is consulted after the evaluation at this step. Not at max_steps: the
+    run ends there anyway, and a recorded "budget_reached" stop would refuse a later --max-steps
+    extension as if the advisor had judged the run."""
+    return (bool(cfg.advisor_every) and 0 < step < cfg.max_steps and step % cfg.eval_every == 0
             and (step // cfg.eval_every) % cfg.advisor_every == 0)
 
 
@@ -621,7 +624,7 @@ def resumed_advice(cfg, eval_rows, state, rank, world):
     if record is not None:
         return record["advice"]
     step = state["step"]
-    if step >= cfg.max_steps or not advisor_due(cfg, step) or asked_at(paths["asking"]) != step:
+    if not advisor_due(cfg, step) or asked_at(paths["asking"]) != step:
         # answered (a continue, or a stop whose stopped.json the user deleted to train on) or never asked
         return None
     logged = rank == 0 and bool(eval_rows) and eval_rows[-1].get("step") == step
@@ -658,10 +661,11 @@ def advice_reason(action, message):
     return message.removeprefix(f"{action}: ")
 
 
-def convergence_note(details):
+def convergence_note(details, rule):
     """A warning when the fit behind the advice did not converge ("" when it did, or is unknown):
-    a stop decided on such a fit deserves a second look."""
-    if details.get("converged", True):
+    a stop decided on such a fit deserves a second look. budget_reached reads no fit: it compares
+    compute with the planned budget."""
+    if rule == "budget_reached" or details.get("converged", True):
         return ""
     problems = "; ".join(details.get("convergence_problems") or []) or "see its diagnostics"
     return f" (warning: the forecaster's fit did not converge: {problems})"
@@ -670,7 +674,8 @@ def convergence_note(details):
 def advice_line(action, rule, message, details):
     """One printed line per advice: 'advisor: stop (beats_best): P(...) < 0.1', plus the convergence
     warning on a stop (a continue costs nothing if the fit was off; a stop ends the run)."""
-    note = convergence_note(details) if action == "stop" else ""
+    # budget_reached compares compute with the budget and reads no fit
+    note = convergence_note(details, rule) if action == "stop" else ""
     return f"advisor: {action} ({rule}): {advice_reason(action, message)}{note}"
 
 
