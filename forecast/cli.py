@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import re
 import sys
 import warnings
@@ -18,6 +19,7 @@ from pathlib import Path
 from .io import dumps_json
 
 EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_BROKEN_PIPE = 128 + 13  # as a command killed by SIGPIPE: the shell's 141
 
 EPILOG = """examples:
   forecast fit examples/trainer_sweep/runs.csv --out fits/sweep
@@ -848,15 +850,25 @@ def build_parser() -> argparse.ArgumentParser:
 def repeated_flag(command_parser: argparse.ArgumentParser, argv: list[str]) -> str | None:
     """A value-taking flag given twice, which argparse settles silently by keeping the last (a
     pasted command with `--budget 1e5 ... --budget 1e6` decides at 1e6 without a word); None if none.
-    Flags meant to repeat (--prior, --rule) and on/off switches (--fast twice means --fast) pass."""
+    Flags meant to repeat (--prior, --rule) and on/off switches (--fast twice means --fast) pass.
+    A flag abbreviated as argparse allows (--bud for --budget) counts as the flag it stands for."""
+    spelled = [token.split("=", 1)[0] for token in argv if token.startswith("-")]
     for action in command_parser._actions:
         if not action.option_strings or action.nargs == 0 or isinstance(action, argparse._AppendAction):
             continue
-        given = [token.split("=", 1)[0] for token in argv
-                 if token in action.option_strings or token.split("=", 1)[0] in action.option_strings]
+        given = [name for name in spelled if _flag_meant(command_parser, name) in action.option_strings]
         if len(given) > 1:
             return "/".join(dict.fromkeys(given))
     return None
+
+
+def _flag_meant(command_parser: argparse.ArgumentParser, name: str) -> str:
+    """The option a token names: itself, or the one long option it is the unique prefix of."""
+    options = command_parser._option_string_actions
+    if name in options or not name.startswith("--"):
+        return name
+    matches = [option for option in options if option.startswith(name)]
+    return matches[0] if len(matches) == 1 else name
 
 
 def main(argv=None) -> int:
@@ -890,6 +902,15 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader closed early (`forecast backtest ... --json | head`): it has what it wanted.
+        # Point stdout at devnull so the flush at exit raises no second error, and exit as a
+        # command killed by SIGPIPE does, without a traceback.
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (AttributeError, OSError, ValueError):  # stdout is not a file (a notebook, a test)
+            pass
+        return EXIT_BROKEN_PIPE
 
 
 if __name__ == "__main__":

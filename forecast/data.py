@@ -216,8 +216,30 @@ def require_names(frame: pd.DataFrame, column: str) -> None:
 def validate_runs(frame: pd.DataFrame, *, source=None, min_points: int = 2) -> pd.DataFrame:
     """Check a run table and return a clean copy sorted by (recipe, run_id, compute).
 
-    Raises RunDataError naming the file, column, run and row of the first problem found.
+    Raises RunDataError naming the file, column, run and row of the first problem found. Its
+    warnings (n_eval missing on some rows, two compute units) are said once per table: a table
+    this function returned, unchanged since, is checked again in silence (load_runs, then fit).
     """
+    digest = _digest(frame) if isinstance(frame, pd.DataFrame) else None
+    said_before = digest is not None and frame.attrs.get("validated_digest") == digest
+    with warnings.catch_warnings():
+        if said_before:
+            warnings.simplefilter("ignore", UserWarning)
+        clean = _checked_runs(frame, source=source, min_points=min_points)
+    clean.attrs["validated_digest"] = _digest(clean)
+    return clean
+
+
+def _digest(frame: pd.DataFrame) -> int | None:
+    """A fingerprint of a table's content (index, columns and values), to tell an unchanged one;
+    None when a cell cannot be hashed (a list in a JSONL field), so such a table is never "unchanged"."""
+    try:
+        return int(pd.util.hash_pandas_object(frame, index=True).sum()) ^ hash(tuple(map(str, frame.columns)))
+    except TypeError:
+        return None
+
+
+def _checked_runs(frame: pd.DataFrame, *, source, min_points: int) -> pd.DataFrame:
     if not isinstance(frame, pd.DataFrame):
         raise RunDataError(f"expected a pandas DataFrame, got {type(frame).__name__}", source=source)
     frame = frame.copy()
@@ -263,7 +285,7 @@ def validate_runs(frame: pd.DataFrame, *, source=None, min_points: int = 2) -> p
             warnings.warn(str(RunDataError(
                 "is missing (here first) while other rows have it: the fit then ignores n_eval everywhere and "
                 "learns all evaluation noise from the scatter (give it on every row to use the binomial term)",
-                column="n_eval", **_where(frame, idx))), UserWarning, stacklevel=2)
+                column="n_eval", **_where(frame, idx))), UserWarning, stacklevel=3)
         bad = n.notna() & ((n <= 0) | (n != np.round(n)))
         if bad.any():
             idx = bad.idxmax()
@@ -340,7 +362,7 @@ def _warn_if_runs_look_like_two_units(frame: pd.DataFrame) -> None:
         f"runs' compute differs by {typical[high] / typical[low]:.2g}x (run '{low}' at about {typical[low]:.3g}, "
         f"run '{high}' at about {typical[high]:.3g}): are they in one unit? Convert to one unit per table",
         source=frame.attrs.get("source") or (frame["_source"].iloc[0] if "_source" in frame else None),
-        column="compute")), UserWarning, stacklevel=3)
+        column="compute")), UserWarning, stacklevel=4)
 
 
 def _require_compute_to_grow_with_step(frame: pd.DataFrame) -> None:

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from .data import UNSPECIFIED_UNIT
-from .formatting import fmt_compute, prob_is
+from .formatting import fmt_compute, prob_is, shown_so_it_reads_true
 
 __all__ = [
     "probability_best",
@@ -152,10 +152,12 @@ def recommend_text(table: pd.DataFrame, *, budget: float, target: float | None =
     if table.empty:
         return "no recipes to rank"
     top = table.iloc[0]
-    head = (
-        f"at {_fmt(budget)} {unit} a new run of '{top.recipe}' is expected to reach {top.expected:.3f} "
-        f"(90% interval {top.q05:.3f}-{top.q95:.3f}), P(best) {prob_is(top.p_best)}"
-    )
+
+    def headline(p_best_is: str) -> str:
+        return (f"at {_fmt(budget)} {unit} a new run of '{top.recipe}' is expected to reach {top.expected:.3f} "
+                f"(90% interval {top.q05:.3f}-{top.q95:.3f}), P(best) {p_best_is}")
+
+    head = headline(prob_is(top.p_best))
     parts = []
     if target is not None and "p_target" in table and table["p_target"].max() < UNLIKELY_TARGET_P:
         # the question was the target: say first that no recipe answers it, before ranking them
@@ -176,6 +178,8 @@ def recommend_text(table: pd.DataFrame, *, budget: float, target: float | None =
             # (a wide posterior can win more often with a lower mean)
             partner = table.iloc[1:].loc[table.iloc[1:]["p_best"].idxmax()]
             why = "" if partner.recipe == second.recipe else f" (the likeliest other winner, P(best) {prob_is(partner.p_best)})"
+            if prob_is(top.p_best).startswith("="):  # 0.798 as "= 0.80, below 0.80" contradicts itself
+                head = headline(f"= {shown_so_it_reads_true(top.p_best, lambda p: p < CLEAR_WINNER_P, 2)}")
             parts.append(
                 f"Too close to call, leaning '{top.recipe}': {head}, below {CLEAR_WINNER_P:.2f} (the bar for a "
                 f"clear winner). Consider running '{top.recipe}' and '{partner.recipe}'{why} side by side, or more "

@@ -24,6 +24,7 @@ max_steps times the compute per step so far), else the run gets a "no_budget" co
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
 from collections.abc import Callable
@@ -142,18 +143,42 @@ def _read_json(path: Path) -> dict:
 
 def planned_budget(folder: Path | None, rows: pd.DataFrame, override: float | None = None) -> float | None:
     """Planned compute of one run: the override, else what its config.json implies, else None."""
+    return planned_budget_or_why_not(folder, rows, override)[0]
+
+
+def planned_budget_or_why_not(folder: Path | None, rows: pd.DataFrame, override: float | None = None):
+    """(planned budget, None), or (None, why config.json gives none: its file and value, or None
+    where it just says nothing). A hand-edited config.json (max_steps "640", -5, a list) used to
+    raise out of the whole poll, so one run's file stopped the advice for every run."""
     if override:
-        return float(override)
+        return float(override), None
     if folder is None:
-        return None
-    config = _read_json(folder / "config.json")
-    if config.get("advisor_budget"):
-        return float(config["advisor_budget"])
-    if config.get("max_steps") and "step" in rows and rows["step"].notna().any():
+        return None, None
+    path = folder / "config.json"
+    config = _read_json(path)
+    if not isinstance(config, dict):
+        return None, f"{path} is not a JSON object"
+    advisor_budget, problem = _config_number(config, "advisor_budget", path)
+    if advisor_budget is not None or problem:
+        return advisor_budget, problem
+    max_steps, problem = _config_number(config, "max_steps", path)
+    if max_steps is not None and "step" in rows and rows["step"].notna().any():
         last = rows.sort_values("compute").iloc[-1]
         if last["step"] > 0:
-            return float(last["compute"] / last["step"] * config["max_steps"])
-    return None
+            budget = float(last["compute"] / last["step"] * max_steps)
+            return (budget, None) if math.isfinite(budget) else (None, f"{path}: max_steps {max_steps:g} is too large")
+    return None, problem
+
+
+def _config_number(config: dict, name: str, path: Path):
+    """(a positive finite number, None), (None, None) when unset (absent, null or 0, the trainer's
+    "not given"), or (None, what is wrong with it)."""
+    value = config.get(name)
+    if value is None or (not isinstance(value, bool) and value == 0):
+        return None, None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value > 0):
+        return None, f"{path}: {name} {value!r} is not a number > 0"
+    return float(value), None
 
 
 def is_finished(folder: Path | None) -> bool:
@@ -234,9 +259,10 @@ def poll(
             recs[run] = Recommendation(CONTINUE, "warmup", f"continue: {counts[run]} evaluation(s) so far; rules start at {max(config.min_evals, 2)}",
                                        run_id=run, value=float(counts[run]), threshold=float(max(config.min_evals, 2)))
             continue
-        b = planned_budget(folders.get(run), rows, budget)
+        b, problem = planned_budget_or_why_not(folders.get(run), rows, budget)
         if b is None:
-            recs[run] = Recommendation(CONTINUE, "no_budget", "continue: no planned budget known (pass --budget)", run_id=run)
+            why = f"; {problem}" if problem else ""
+            recs[run] = Recommendation(CONTINUE, "no_budget", f"continue: no planned budget known (pass --budget{why})", run_id=run)
             continue
         budgets[run] = b
     fit_rows = table[(table["run_id"].map(counts) >= 2) & table["run_id"].isin(usable)]

@@ -179,11 +179,26 @@ def test_a_negative_seed_is_refused_by_the_parser(fit_dir, capsys):
     (["decide", "FIT", "--budget", "1e5", "--budget", "1e6"], "--budget is given more than once"),
     (["decide", "FIT", "--budget=1e5", "--seed", "1", "--budget", "1e6"], "--budget is given more than once"),
     (["report", "FIT", "-o", "a.html", "--out", "b.html"], "-o/--out is given more than once"),
+    (["decide", "FIT", "--bud", "1e5", "--budget", "1e6"], "--bud/--budget is given more than once"),  # argparse's prefix
+    (["predict", "FIT", "--compute", "1e12", "--rec", "dapo", "--recipe", "grpo"], "--rec/--recipe is given more than once"),
 ])
 def test_a_value_flag_given_twice_is_refused_not_settled_by_the_last(fit_dir, capsys, argv, named):
     with pytest.raises(SystemExit) as exit_info:
         main([str(fit_dir / "fit") if a == "FIT" else a for a in argv])
     assert exit_info.value.code == 2 and named in capsys.readouterr().err
+
+
+def test_a_reader_that_closes_early_gets_the_pipe_exit_not_a_traceback(fit_dir, monkeypatch, capsys):
+    """`forecast backtest ... --json | head` printed a BrokenPipeError traceback."""
+    import io
+
+    class ClosedPipe(io.StringIO):
+        def write(self, text):
+            raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(sys, "stdout", ClosedPipe())
+    assert main(["decide", str(fit_dir / "fit"), "--budget", "1e5", "--json"]) == 141
+    assert "Traceback" not in capsys.readouterr().err
 
 
 def test_switches_and_repeatable_flags_may_be_given_twice(fit_dir, capsys):

@@ -305,4 +305,12 @@ def test_n_eval_missing_on_some_rows_is_said_with_where():
     frame = pd.DataFrame({"run_id": ["a"] * 3, "recipe": ["r"] * 3, "compute": [1.0, 2.0, 4.0],
                           "metric": [0.1, 0.2, 0.3], "n_eval": [800, np.nan, 800]})
     with pytest.warns(UserWarning, match=r"column .n_eval., run .a., row 2: is missing \(here first\) while other rows have it"):
-        validate_runs(frame)
+        clean = validate_runs(frame)
+    # said once per table: `forecast fit` loads a table and then fits it, and printed it twice
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert validate_runs(clean).equals(clean)
+    edited = clean.copy()
+    edited.loc[0, "metric"] = 0.15
+    with pytest.warns(UserWarning, match="is missing"):  # a changed table is checked, and said, again
+        validate_runs(edited)

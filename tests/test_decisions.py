@@ -98,6 +98,15 @@ def test_recommendation_says_too_close_to_call(rng):
     assert text.startswith("Too close to call")
 
 
+def test_a_p_best_just_under_the_bar_is_printed_so_it_reads_below_it(rng):
+    """P(best) 0.7983 was printed "= 0.80, below 0.80 (the bar for a clear winner)"."""
+    draws = {"a": rng.normal(0.62, 0.02, 2000), "b": rng.normal(0.60, 0.02, 2000)}
+    table = rank_recipes(draws, budget=1.0)
+    table.loc[0, "p_best"], table.loc[1, "p_best"] = 0.7983, 0.2017
+    text = recommend_text(table, budget=1.0)
+    assert "P(best) = 0.798, below 0.80 (the bar for a clear winner)" in text
+
+
 def test_recommendation_names_the_risk_averse_choice(rng):
     draws = {"risky": rng.normal(0.66, 0.06, 4000), "safe": rng.normal(0.64, 0.003, 4000)}
     text = recommend_text(rank_recipes(draws, budget=1.0), budget=1.0)

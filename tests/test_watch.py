@@ -102,6 +102,27 @@ def test_budget_from_the_run_config(sweep):
     assert planned_budget(folder, rows, override=7.0) == 7.0
 
 
+@pytest.mark.parametrize("config, said", [
+    ({"max_steps": -5}, "max_steps -5 is not a number > 0"),
+    ({"max_steps": "640"}, "max_steps '640' is not a number > 0"),
+    ({"advisor_budget": float("inf")}, "advisor_budget inf is not a number > 0"),
+    ([1, 2], "config.json is not a JSON object"),
+])
+def test_a_hand_edited_config_costs_its_own_run_the_budget_not_the_poll(sweep, config, said):
+    """It raised out of poll() with a traceback (a ValueError, TypeError or AttributeError), so
+    one run's file stopped the advice for every run."""
+    for i in range(4):
+        append(sweep / "good-s0" / "evals.jsonl", row("good-s0", i, 0.1 + 0.05 * i))
+        append(sweep / "bad-s0" / "evals.jsonl", row("bad-s0", i, 0.1))
+    (sweep / "good-s0" / "config.json").write_text(json.dumps({"max_steps": 120}))
+    (sweep / "bad-s0" / "config.json").write_text(json.dumps(config))
+    advisor, state = FakeAdvisor(), WatchState()
+    new = {r.run_id: r for r in poll(sweep, state, config=EarlyStopConfig(min_evals=4), advisor=advisor)}
+    assert advisor.calls[-1]["_budgets"] == {"good-s0": pytest.approx(100.0 / 10 * 120)}
+    assert new["bad-s0"].rule == "no_budget" and str(sweep / "bad-s0" / "config.json") in new["bad-s0"].message
+    assert said in new["bad-s0"].message
+
+
 def test_watch_loop_prints_and_writes_atomically_while_the_log_grows(sweep):
     good, bad = sweep / "good-s0" / "evals.jsonl", sweep / "bad-s0" / "evals.jsonl"
     for i in range(4):
