@@ -93,7 +93,7 @@ def _read_one_file(path: Path) -> pd.DataFrame:
         if suffix == ".csv":
             # names stay as written: "001" is not run 1, and recipe "1e-3" is not 0.001
             frame = pd.read_csv(path, dtype={"run_id": str, "recipe": str, "compute_unit": str})
-            frame["_line"] = np.arange(len(frame)) + 2  # header is line 1
+            frame["_line"] = _csv_row_lines(path, len(frame))
         elif suffix in (".parquet", ".pq"):
             frame = pd.read_parquet(path)
             if any(name is not None for name in frame.index.names):
@@ -114,6 +114,17 @@ def _read_one_file(path: Path) -> pd.DataFrame:
         raise RunDataError(f"could not be read ({type(err).__name__}: {err})", source=path) from None
     frame["_source"] = str(path)
     return frame
+
+
+def _csv_row_lines(path: Path, n_rows: int) -> np.ndarray:
+    """The file line of each data row, for errors that name it. read_csv skips blank lines, so
+    counting rows from the header put an error after a blank line one line or more too early.
+    Where the count does not match (a quoted field holding a newline), rows counted from line 2."""
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    filled = [number for number, line in enumerate(lines, start=1) if line.strip()]
+    if len(filled) == n_rows + 1:  # the header and one line per row
+        return np.array(filled[1:])
+    return np.arange(n_rows) + 2
 
 
 def _ragged_csv_message(parser_message: str) -> str:

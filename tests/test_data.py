@@ -314,3 +314,15 @@ def test_n_eval_missing_on_some_rows_is_said_with_where():
     edited.loc[0, "metric"] = 0.15
     with pytest.warns(UserWarning, match="is missing"):  # a changed table is checked, and said, again
         validate_runs(edited)
+
+
+def test_an_error_after_blank_lines_names_the_line_of_the_file(tmp_path):
+    """read_csv skips blank lines; rows counted from the header named line 5 for what is on line 7."""
+    path = tmp_path / "runs.csv"
+    path.write_text("run_id,recipe,compute,metric\n\na,r,1,0.1\n\n\na,r,2,0.2\na,r,3,1.5\n")
+    with pytest.raises(RunDataError, match=r"column 'metric', run 'a', row 7: must lie in \[0, 1\], got 1.5"):
+        load_runs(path)
+    quoted = tmp_path / "quoted.csv"  # a quoted newline: one row over two lines, counted from the header as before
+    quoted.write_text('run_id,recipe,compute,metric,note\na,r,1,0.1,"two\nlines"\na,r,2,1.5,x\n')
+    with pytest.raises(RunDataError, match="row 3: must lie"):
+        load_runs(quoted)
