@@ -92,6 +92,7 @@ with other seeds (101-104) than the ones reported here (11-14).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import json
 import math
@@ -106,6 +107,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from forecast.backtest import (  # noqa: E402
+    MIN_CHECK_GROWTH,
     POLICIES,
     TRUTH_COLUMN,
     BacktestConfig,
@@ -173,7 +175,8 @@ def count_seed_subsets(runs, keep: int = 1) -> int:
     return int(np.prod([math.comb(n, keep) if n > keep else 1 for n in runs.groupby("recipe")["run_id"].nunique()]))
 
 
-def cheap_baselines_on_every_subset(runs, policies, keep: int = 1, limit: int = 5000) -> dict:
+def cheap_baselines_on_every_subset(runs, policies, keep: int = 1, limit: int = 5000,
+                                    base: BacktestConfig | None = None) -> dict:
     """Compute saved / regret of the instant baselines on every sweep with `keep` runs per recipe
     (none when there are more than `limit` such sweeps: the product of seeds grows fast). Shows how
     typical the subsets drawn for ours are for the baselines."""
@@ -181,7 +184,7 @@ def cheap_baselines_on_every_subset(runs, policies, keep: int = 1, limit: int = 
         return {}
     cheap = [p for p in policies if p in ("median", "successive_halving")]
     scores = {p: [] for p in cheap}
-    config = BacktestConfig()
+    config = base or BacktestConfig()  # the checkpoints the main lines use (--check-growth)
     for sweep in every_seed_subset(runs, keep):
         for policy in cheap:
             result = replay(sweep, make_policy(policy, config), config)
@@ -339,14 +342,16 @@ BASELINE_KNOBS = {
 }
 
 
-def baseline_frontier(sweeps: dict, names: list[str], policy: str, truths: dict | None = None) -> dict:
+def baseline_frontier(sweeps: dict, names: list[str], policy: str, truths: dict | None = None,
+                      base: BacktestConfig | None = None) -> dict:
     """`policy` at each setting of its knob: mean (saved, regret) over the sweeps `names`
-    (`truths`: sweep -> the column of true pass rates its regret is scored on, if any)."""
+    (`truths`: sweep -> the column of true pass rates its regret is scored on, if any; `base`:
+    the rest of the configuration, so the frontier is replayed at the main lines' checkpoints)."""
     *_, field_name, settings = BASELINE_KNOBS[policy]
     truths = truths or {}
     out = {}
     for setting in settings:
-        config = BacktestConfig(**{field_name: setting})
+        config = dataclasses.replace(base or BacktestConfig(), **{field_name: setting})
         scores = [replay(sweeps[s], make_policy(policy, config), config, truth=truths.get(s)) for s in names]
         out[setting] = (float(np.mean([r.compute_saved for r in scores])), float(np.mean([r.regret for r in scores])))
     return out
@@ -502,8 +507,11 @@ def main(argv=None) -> int:
                         help="ours' keep_runner_up: while the run the others are compared with is in flight, the "
                              "strongest other run goes on (default: EarlyStopConfig's, on)")
     args = parser.parse_args(argv)
-    if args.check_growth is not None and not args.check_growth > 1:
-        parser.error(f"--check-growth must be > 1, got {args.check_growth:g}")
+    if args.check_growth is not None and not args.check_growth >= MIN_CHECK_GROWTH:
+        parser.error(f"--check-growth must be at least {MIN_CHECK_GROWTH:g}, got {args.check_growth:g}")
+    unknown = [p for p in args.policies.split(",") if p.strip() not in POLICIES]
+    if unknown:
+        parser.error(f"--policies: unknown {', '.join(map(repr, unknown))}; known: {', '.join(POLICIES)}")
     synthetic_seeds = tuple(int(x) for x in args.synthetic_seeds.split(","))
     if len(synthetic_seeds) != 4:
         parser.error(f"--synthetic-seeds needs 4 seeds, got {args.synthetic_seeds!r}")
@@ -525,10 +533,12 @@ def main(argv=None) -> int:
         field = str(error).split()[0]
         parser.error(f"--{field.replace('_', '-')}: {error}")
     warnings.simplefilter("ignore")
-    policies = args.policies.split(",")
+    policies = [p.strip() for p in args.policies.split(",")]
 
     sweeps = {}
     trainer_sweep = Path(args.trainer_sweep)
+    if not trainer_sweep.exists() and args.trainer_sweep != str(TRAINER_SWEEP):
+        parser.error(f"--trainer-sweep {args.trainer_sweep}: no such file or folder")
     if trainer_sweep.exists():
         sweeps["trainer_sweep"] = load_runs(trainer_sweep)
         if not args.quick:
@@ -547,12 +557,13 @@ def main(argv=None) -> int:
     if not args.no_synthetic:
         sweeps.update(synthetic_sweeps(args.quick, synthetic_seeds))
 
+    base_config = BacktestConfig(early_stop=early_stop, forecaster_kwargs=forecaster_kwargs, planned_horizon=args.planned_horizon)
+    if args.check_growth is not None:
+        base_config.check_growth = args.check_growth
     everything = {}
     for name, runs in sweeps.items():
         start = time.perf_counter()
-        config = BacktestConfig(early_stop=early_stop, forecaster_kwargs=forecaster_kwargs, planned_horizon=args.planned_horizon)
-        if args.check_growth is not None:
-            config.check_growth = args.check_growth
+        config = dataclasses.replace(base_config)
         result = backtest(runs, policies, config,
                           truth=truths.get(name))
         payload = result.to_dict()
@@ -593,7 +604,7 @@ def main(argv=None) -> int:
                   "finals are measured with evaluation noise, and another run's luckier final counts as the best")
         if "forecast" in policies and family != "every sweep":
             for policy in BASELINE_KNOBS:
-                frontiers[policy][family] = baseline_frontier(sweeps, names, policy, truths)
+                frontiers[policy][family] = baseline_frontier(sweeps, names, policy, truths, base=base_config)
                 print("\n".join(frontier_lines(everything, names, policy, frontiers[policy][family])))
     for policy, by_family in frontiers.items():
         if len(by_family) > 1:
@@ -616,7 +627,7 @@ def main(argv=None) -> int:
         for keep, drawn, what in ((2, args.subsets, "2-seed subsets"), (1, args.singles, "one-seed-per-recipe sweeps")):
             if not drawn:
                 continue
-            every = cheap_baselines_on_every_subset(sweeps["trainer_sweep"], policies, keep=keep)
+            every = cheap_baselines_on_every_subset(sweeps["trainer_sweep"], policies, keep=keep, base=base_config)
             for policy, v in every.items():
                 print(f"  {policy:<19} on all {len(v)} {what}: saved {v[:, 0].mean():6.1%}   regret mean "
                       f"{v[:, 1].mean():.4f}  regret > {TARGET_REGRET}: {np.mean(v[:, 1] > TARGET_REGRET + 1e-12):4.0%} of sweeps")

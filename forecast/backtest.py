@@ -31,6 +31,8 @@ Scores:
                       is smoothed: the mean of a run's last 3 evaluations. The policy chooses the run
                       with the best mean of its last 3 *revealed* evaluations, and gets that value:
                       a run stopped early is judged where it stopped, not where it would have ended.
+                      So regret can fall below 0 on runs that decline late: a run stopped near its
+                      peak can hold more than the best final (kept as it is, not clipped at 0).
   hindsight ceiling   compute saved by finishing the true best run and stopping every other run
                       at the first checkpoint: the most a policy saves without paying in regret.
 
@@ -56,11 +58,11 @@ import pandas as pd
 from .early_stop import (
     EarlyStopConfig,
     count_comparison_stops,
-    evaluate_rules,
+    evaluate_in_turn,
     fit_for_advice,
     recent_comparison_stops,
     recommend_runs,
-    sweep_leader,
+    top_at_step,
 )
 
 __all__ = [
@@ -296,13 +298,16 @@ class SuccessiveHalving:
 
 
 class LeastSquaresRule:
-    """The paper's least-squares fit per run, judged by our stop rules on its point forecasts."""
+    """The paper's least-squares fit per run, judged by our stop rules on its point forecasts:
+    the same rules, guards included (one stop at a time, the stop cap, the runner-up hold), so
+    the difference from ours is the forecast alone."""
 
     name = "least_squares"
 
     def __init__(self, config: EarlyStopConfig):
         self.config = config
         self._cache = {}
+        self._comparison_stops = []  # (checkpoint, runs stopped on comparisons there): the stop cap's window
 
     def checkpoints(self, schedule, end):
         return schedule
@@ -318,30 +323,25 @@ class LeastSquaresRule:
     def decide(self, view: SweepView) -> dict:
         from .baseline import predict_least_squares
 
-        fits, last = {}, {}
+        fits, last, by_run = {}, {}, {}
         for run, g in view.revealed.groupby("run_id", sort=False):
             fits[run], last[run] = self._fit(run, g), float(g["compute"].max())
+            by_run[run] = g.sort_values("compute")["metric"].to_numpy()
 
-        def point(run, compute):
+        def point(run, compute):  # a point forecast: one "draw", so every probability is 0 or 1
             return np.atleast_1d(predict_least_squares(fits[run], [compute]))
 
-        finals = {}
-        for run in fits:
-            at = view.budgets[run] if run in view.active else last[run]
-            finals[run] = point(run, at)
-        standing = {run: point(run, last[run]) for run in fits}
-        leader = sweep_leader({r: standing[r] for r in view.active}, {r: v for r, v in standing.items() if r not in view.active})
-        out = {}
+        finals = {run: point(run, view.budgets[run] if run in view.active else last[run]) for run in fits}
+        in_flight = {}
         for run in view.active:
-            rec = evaluate_rules(
-                run, finals[run], point(run, last[run]), {r: v for r, v in finals.items() if r != run},
-                self.config, budget=view.budgets[run], compute_now=last[run],
-                n_evals=int((view.revealed["run_id"] == run).sum()),
-                compute_scale=view.typical_budget, leading=run == leader,
-            )
-            if rec.stop:
-                out[run] = rec.message
-        return out
+            in_flight[run] = {"at_budget": finals[run], "now": point(run, last[run]), "budget": view.budgets[run],
+                              "compute_now": last[run], "n_evals": len(by_run[run])}
+            if self.config.protect_top_percent is not None:
+                in_flight[run]["protected"] = top_at_step(run, by_run, self.config.protect_top_percent)
+        recent = recent_comparison_stops(self._comparison_stops, view.checkpoint, self.config.stop_cap_window)
+        recs = evaluate_in_turn(in_flight, finals, self.config, compute_scale=view.typical_budget, recent_stops=recent)
+        self._comparison_stops.append((view.checkpoint, count_comparison_stops(recs)))
+        return {run: rec.message for run, rec in recs.items() if rec.stop}
 
 
 class ForecastRule:

@@ -181,7 +181,7 @@ class EarlyStopConfig:
     max_extrapolation: float | None = 8.0
     # at most this share of the runs in flight is stopped on comparisons with other runs'
     # forecasts (beats_best, gain_per_compute) at one check, weakest first; the rest are judged
-    # again at the next check, with more data on the run they were compared with. None = no cap
+    # again at the next check, with more data on the run they were compared with. None or 1 = no cap
     max_stop_share: float | None = 0.5
     # the cap counts the runs stopped on comparisons over the last this-times growth of compute, not
     # per check: with checks closer together than this (live advice after every evaluation), the
@@ -638,7 +638,8 @@ def evaluate_in_turn(
     committed: set = set()
     stopped: set = set()
     share = config.max_stop_share
-    cap = max(1, int(share * len(in_flight))) - recent_stops if share is not None else None
+    # share 1 is no cap: every run in flight may go, whatever went within the window before
+    cap = max(1, int(share * len(in_flight))) - recent_stops if share is not None and share < 1 else None
     n_compared = 0
     while True:
         fired = [run for run, rec in out.items() if rec.stop and run not in committed]

@@ -19,6 +19,7 @@ from forecast.backtest import (
     checkpoint_schedule,
     halving_survivors,
     hindsight_ceiling,
+    make_policy,
     median_should_stop,
     replay,
     resample_evaluation_noise,
@@ -26,6 +27,7 @@ from forecast.backtest import (
     smoothed_trajectory,
 )
 from forecast.cli import main
+from forecast.data import validate_runs
 from forecast.synthetic import load_table1, simulate_sweep
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -356,3 +358,27 @@ def test_backtest_of_a_folder_warns_about_runs_still_in_flight(tmp_path, capsys)
         (folder / "summary.json").write_text("{}")
     assert main(["backtest", str(tmp_path / "sweep"), "--policies", "no_stopping", "--json"]) == 0
     assert "may still be training" not in capsys.readouterr().err
+
+
+def test_least_squares_is_judged_by_the_same_rules_guards_included():
+    """It called evaluate_rules run by run, so the stop cap, the runner-up hold and one-at-a-time
+    stops never applied: `vs least_squares` compared ours with a baseline without the guards."""
+    from forecast.early_stop import EarlyStopConfig
+
+    compute = np.geomspace(1e3, 1e6, 24)
+
+    def curve(asymptote):  # ScaleRL sigmoid, C_mid 3e4, B 1.5, R0 0.05
+        return 0.05 + (asymptote - 0.05) / (1 + (3e4 / compute) ** 1.5)
+
+    table = pd.concat([pd.DataFrame({"run_id": name, "recipe": name, "compute": compute, "metric": curve(a)})
+                       for name, a in [("strong", 0.8)] + [(f"weak{i}", 0.25 + 0.01 * i) for i in range(4)]])
+    runs = validate_runs(table)
+
+    def first_check_stops(share):
+        config = BacktestConfig(early_stop=EarlyStopConfig(max_stop_share=share, keep_runner_up=False))
+        stops = replay(runs, make_policy("least_squares", config), config).stops
+        first = min(s["checkpoint"] for s in stops)
+        return sorted(s["run_id"] for s in stops if s["checkpoint"] == first)
+
+    assert first_check_stops(0.5) == ["weak0", "weak1"]  # half of the 5 in flight, weakest first
+    assert first_check_stops(1.0) == ["weak0", "weak1", "weak2", "weak3"]

@@ -81,12 +81,27 @@ def test_out_of_range_settings_for_ours_are_refused_before_any_replay(bench, fla
     assert flag in capsys.readouterr().err
 
 
-def test_settings_at_the_edges_of_their_ranges_are_taken(bench, capsys):
+def test_settings_at_the_edges_of_their_ranges_are_taken(bench, capsys, tmp_path):
     # 0 turns the expected-gain rule off and 1 lifts the cap: both are documented uses, not errors
+    sweep = tmp_path / "sweep.csv"
+    seeds_table({"a": 2, "b": 2}).to_csv(sweep, index=False)
     argv = ["--min-gain-per-compute", "0", "--max-stop-share", "1", "--no-keep-runner-up", "--no-synthetic",
-            "--trainer-sweep", "no/such/sweep.csv", "--policies", "no_stopping"]
+            "--trainer-sweep", str(sweep), "--subsets", "0", "--singles", "0", "--policies", "no_stopping"]
     assert bench.main(argv) == 0
-    assert "not found, skipped" in capsys.readouterr().out
+    assert "== trainer_sweep: 4 runs" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--trainer-sweep", "no/such/sweep.csv"], "--trainer-sweep no/such/sweep.csv: no such file or folder"),
+    (["--policies", "median,nope"], "--policies: unknown 'nope'"),
+    (["--check-growth", "1.005"], "--check-growth must be at least 1.01, got 1.005"),
+])
+def test_bad_benchmark_flags_exit_2_before_any_replay(bench, capsys, argv, said):
+    """A named sweep that is not there ran nothing and exited 0; an unknown policy and a growth
+    below the backtest's floor raised a ValueError with a traceback."""
+    with pytest.raises(SystemExit) as exit_info:
+        bench.main(["--no-synthetic", *argv])
+    assert exit_info.value.code == 2 and said in capsys.readouterr().err
 
 
 def test_replicas_replace_every_trainer_sweep_and_keep_each_subsets_runs(bench):
@@ -116,3 +131,19 @@ def test_resample_noise_without_n_eval_is_refused_naming_the_flag(bench, capsys,
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert "--resample-noise" in err and "n_eval" in err
+
+
+def test_the_baselines_trade_off_is_replayed_at_the_main_lines_checkpoints(bench):
+    """--check-growth reached only the main policy lines: the frontier and the all-subsets lines
+    built BacktestConfig() afresh, so ours at 1.1 was read against baselines at 1.25."""
+    from forecast import load_runs
+    from forecast.backtest import BacktestConfig, make_policy, replay
+
+    runs = load_runs(bench.TRAINER_SWEEP)
+    base = BacktestConfig(check_growth=1.1)
+    frontier = bench.baseline_frontier({"sweep": runs}, ["sweep"], "median", base=base)
+    at_50 = BacktestConfig(check_growth=1.1, median_percentile=50)
+    direct = replay(runs, make_policy("median", at_50), at_50)
+    assert frontier[50] == pytest.approx((direct.compute_saved, direct.regret))
+    default = replay(runs, make_policy("median", BacktestConfig()), BacktestConfig())
+    assert frontier[50][0] != pytest.approx(default.compute_saved)  # the checkpoints matter on this sweep

@@ -425,6 +425,9 @@ def test_the_stop_cap_counts_the_comparison_stops_of_recent_checks():
     assert all(held[r].rule == "stop_cap" for r in ("w1", "w2", "w3", "w4"))
     assert "0 of 5 runs in flight were already stopped on comparisons at this check and 2 in the last 1.25x" in held["w1"].message
     assert count_comparison_stops(evaluate_in_turn(in_flight, finals, config)) == 2  # nothing recent: the share
+    # share 1 is documented as no cap: recent stops held runs there too (live advice, checks < 1.25x apart)
+    no_cap = EarlyStopConfig(max_stop_share=1.0, keep_runner_up=False)
+    assert count_comparison_stops(evaluate_in_turn(in_flight, finals, no_cap, recent_stops=3)) == 4
 
 
 def test_the_guards_do_not_keep_a_run_its_own_rule_stops():
