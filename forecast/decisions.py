@@ -147,6 +147,19 @@ def _target_measures_disagree(row, budget: float) -> bool:
     return median is not None and pd.notna(median) and (median <= budget) != (row.p_target >= 0.5)
 
 
+def _told_apart(likelier: float, other: float) -> tuple[str, str]:
+    """prob_is of two probabilities, the first called likelier in the text: with as many digits
+    as it takes for the two to differ (0.125 and 0.118 both print as '= 0.12')."""
+    first, second = prob_is(likelier), prob_is(other)
+    if first != second or not first.startswith("=") or likelier == other:
+        return first, second
+    for digits in (3, 4, 5):
+        first, second = f"= {likelier:.{digits}f}", f"= {other:.{digits}f}"
+        if first != second:
+            break
+    return first, second
+
+
 def recommend_text(table: pd.DataFrame, *, budget: float, target: float | None = None, unit: str = UNSPECIFIED_UNIT) -> str:
     """A plain-words recommendation from a `rank_recipes` table; every claim cites its number."""
     if table.empty:
@@ -171,13 +184,15 @@ def recommend_text(table: pd.DataFrame, *, budget: float, target: float | None =
         parts.append(f"Scale '{top.recipe}': {head}.")
     else:
         second = table.iloc[1]
+        second_is = prob_is(second.p_best)
         if top.p_best >= CLEAR_WINNER_P:
             parts.append(f"Scale '{top.recipe}': {head}.")
         else:
             # the partner is the likeliest other winner, which need not be second by expected metric
             # (a wide posterior can win more often with a lower mean)
             partner = table.iloc[1:].loc[table.iloc[1:]["p_best"].idxmax()]
-            why = "" if partner.recipe == second.recipe else f" (the likeliest other winner, P(best) {prob_is(partner.p_best)})"
+            partner_is, second_is = _told_apart(partner.p_best, second.p_best)
+            why = "" if partner.recipe == second.recipe else f" (the likeliest other winner, P(best) {partner_is})"
             if prob_is(top.p_best).startswith("="):  # 0.798 as "= 0.80, below 0.80" contradicts itself
                 head = headline(f"= {shown_so_it_reads_true(top.p_best, lambda p: p < CLEAR_WINNER_P, 2)}")
             parts.append(
@@ -185,9 +200,7 @@ def recommend_text(table: pd.DataFrame, *, budget: float, target: float | None =
                 f"clear winner). Consider running '{top.recipe}' and '{partner.recipe}'{why} side by side, or more "
                 "seeds first."
             )
-        parts.append(
-            f"Runner-up '{second.recipe}': expected {second.expected:.3f}, P(best) {prob_is(second.p_best)}."
-        )
+        parts.append(f"Runner-up '{second.recipe}': expected {second.expected:.3f}, P(best) {second_is}.")
         parts.append(f"Downside (5% quantile): {top.q05:.3f} for '{top.recipe}' vs {second.q05:.3f} for '{second.recipe}'.")
         safest = table.loc[table["q05"].idxmax()]
         if safest.recipe != top.recipe and f"{safest.q05:.3f}" != f"{top.q05:.3f}":  # a tie in the digits shown is none

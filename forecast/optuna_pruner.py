@@ -26,7 +26,9 @@ whole units (or report a step count and map it with `step_to_compute`). Unlike M
 reports, not steps (a trial that reaches max_step inside the warm-up is warned about once);
 `n_startup_trials` is MedianPruner's (no pruning until that many trials completed; default 0). Values
 must be rates in [0, 1]; for a minimised error rate the pruner works on 1 - value (so the numbers
-in `advice[...].details`, e.g. expected_at_budget, are in 1 - value units there). Why each trial
+in `advice[...].details`, e.g. expected_at_budget, are in 1 - value units there, and each message
+says so). A `config.target` is in the study's own units: for a minimised error, the error to get
+down to (target=0.3: an error of 0.3, a pass rate of 0.7 on the pruner's side). Why each trial
 was (or was not) pruned is kept in `pruner.advice` (trial number -> Recommendation) and logged.
 
 The saturation rule is off by default here: Optuna never makes a pruned trial the study's best
@@ -35,7 +37,9 @@ trial, so pruning a leader because it has flattened would throw the leader away.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import numbers
 import warnings
 from collections.abc import Callable
 
@@ -81,8 +85,11 @@ class ForecastPruner(BasePruner):
     ----------
     max_step : the step (compute) every trial is planned to reach; forecasts are made there.
     config : EarlyStopConfig; default: EarlyStopConfig's defaults with the saturation rule off.
-    n_warmup_steps : reports a trial needs before it can be pruned (the curve must show a trend).
+    n_warmup_steps : reports a trial needs before it can be pruned (the curve must show a trend);
+        at least config.min_evals (4): a smaller value is raised to it, with a warning.
     interval_steps : check every this many reports (each check is a refit, about a second).
+    A trial that has reported a step at or past max_step is done: it is not pruned after that,
+    even if it reports smaller steps later.
     step_to_compute : maps a reported step to compute (default: the step is compute).
     n_eval : graded samples behind each value, if known (enables the binomial noise term).
     n_startup_trials : no trial is pruned until this many trials have completed, as MedianPruner's
@@ -106,11 +113,20 @@ class ForecastPruner(BasePruner):
             raise ValueError("max_step must be > 0")
         if n_startup_trials < 0:
             raise ValueError(f"n_startup_trials must be >= 0, got {n_startup_trials}")
+        # refused as Optuna's MedianPruner refuses them, instead of read as something else in silence
+        if isinstance(n_warmup_steps, bool) or not isinstance(n_warmup_steps, numbers.Integral) or n_warmup_steps < 0:
+            raise ValueError(f"n_warmup_steps must be an integer >= 0, got {n_warmup_steps!r}")
+        if isinstance(interval_steps, bool) or not isinstance(interval_steps, numbers.Integral) or interval_steps < 1:
+            raise ValueError(f"interval_steps must be an integer >= 1, got {interval_steps!r}")
         self.n_startup_trials = int(n_startup_trials)
         self.max_step = max_step
         self.config = config or EarlyStopConfig(saturation_epsilon=None)
-        self.n_warmup_steps = max(int(n_warmup_steps), self.config.min_evals, 2)
-        self.interval_steps = max(int(interval_steps), 1)
+        floor = max(self.config.min_evals, 2)
+        if n_warmup_steps < floor:
+            warnings.warn(f"ForecastPruner: n_warmup_steps={n_warmup_steps} is raised to {floor}: the stop rules "
+                          f"judge a curve from min_evals={self.config.min_evals} reports on", UserWarning, stacklevel=2)
+        self.n_warmup_steps = max(int(n_warmup_steps), floor)
+        self.interval_steps = int(interval_steps)
         self.step_to_compute = step_to_compute or float
         self.n_eval = n_eval
         self.random_seed = random_seed
@@ -152,12 +168,26 @@ class ForecastPruner(BasePruner):
         1000 reports here and the pruner would never prune, in silence."""
         if self._warned_warmup or not trial.intermediate_values:
             return
-        if float(self.step_to_compute(max(trial.intermediate_values))) < float(self.step_to_compute(self.max_step)):
+        budget = float(self.step_to_compute(self.max_step))
+        if float(self.step_to_compute(max(trial.intermediate_values))) < budget:
+            return
+        if float(self.step_to_compute(min(trial.intermediate_values))) >= budget:
+            self._warn_steps_in_another_unit(trial, budget)  # the cause, not the warm-up
             return
         self._warned_warmup = True
         warnings.warn(f"ForecastPruner: trial {trial.number} reached max_step after {n_reports} report(s), fewer than "
                       f"n_warmup_steps={self.n_warmup_steps}, so it could never be pruned; n_warmup_steps counts "
                       "reports (unlike MedianPruner's, which is a step)", UserWarning, stacklevel=3)
+
+    def _warn_steps_in_another_unit(self, trial, budget: float) -> None:
+        """Once: every report at or past max_step from the first, a step unit mix-up; the pruner would never prune."""
+        if self._warned_max_step:
+            return
+        self._warned_max_step = True
+        warnings.warn(f"ForecastPruner: trial {trial.number} reported its first steps at or past max_step "
+                      f"({budget:g} compute), so it can never be pruned; max_step should be the step (in the "
+                      "unit trial.report uses, or mapped by step_to_compute) trials are planned to reach",
+                      UserWarning, stacklevel=4)
 
     def prune(self, study: optuna.study.Study, trial: optuna.trial.FrozenTrial) -> bool:
         n_reports = len(trial.intermediate_values)
@@ -190,13 +220,8 @@ class ForecastPruner(BasePruner):
             self.advice.setdefault(trial.number, Recommendation(
                 CONTINUE, "at_budget", f"continue: reported step {last:g}{at} is at or past max_step "
                 f"{self.max_step:g}{planned}; nothing is left to save", run_id=run_id))
-            if table["compute"].min() >= budget and not self._warned_max_step:
-                # every report past max_step from the first: a step unit mix-up, and the pruner would never prune
-                self._warned_max_step = True
-                warnings.warn(f"ForecastPruner: trial {trial.number} reported its first steps at or past max_step "
-                              f"({budget:g} compute), so it can never be pruned; max_step should be the step (in the "
-                              "unit trial.report uses, or mapped by step_to_compute) trials are planned to reach",
-                              UserWarning, stacklevel=2)
+            if table["compute"].min() >= budget:
+                self._warn_steps_in_another_unit(trial, budget)
             return False
         best = self._best_completed(study)
         no_rule = best is None and self.config.target is None and self.config.saturation_epsilon is None
@@ -217,7 +242,12 @@ class ForecastPruner(BasePruner):
         self._previous = {trial.number: fc}  # the next report of this trial refits this fit
         self.n_fits += 1
         # the best completed trial is judged where it ended: that is the value it already has
-        rec = recommend_runs(fc, {run_id: budget}, self.config, alternatives=alternatives)[run_id]
+        config = self.config
+        if minimize and config.target is not None:  # the target is an error to get down to: 1 - it on this side
+            config = dataclasses.replace(config, target=1.0 - config.target)
+        rec = recommend_runs(fc, {run_id: budget}, config, alternatives=alternatives)[run_id]
+        if minimize:
+            rec.message += " (in 1 - value: the study minimises)"
         rec.details["converged"] = converged
         rec.details["trial"] = trial.number
         self.advice[trial.number] = rec

@@ -217,3 +217,14 @@ def test_the_two_target_measures_are_explained_when_they_point_different_ways(rn
     assert "so the two can disagree" in recommend_text(table, budget=1e4, target=0.6)
     table = rank_recipes({"a": rng.normal(0.62, 0.01, 4000)}, target=0.6, compute_to_target=c_star, budget=1e4)
     assert "so the two can disagree" not in recommend_text(table, budget=1e4, target=0.6)
+
+
+def test_the_likeliest_other_winner_and_the_runner_up_are_printed_apart(rng):
+    """'the likeliest other winner, P(best) = 0.12' beside 'Runner-up ..., P(best) = 0.12' (0.125
+    against 0.118) called one likelier while printing the same number for both."""
+    draws = {"a": rng.normal(0.62, 0.02, 2000), "b": rng.normal(0.61, 0.001, 2000), "c": rng.normal(0.55, 0.08, 2000)}
+    table = rank_recipes(draws, budget=1.0)
+    assert list(table["recipe"]) == ["a", "b", "c"]
+    table["p_best"] = [0.757, 0.118, 0.125]
+    text = recommend_text(table, budget=1.0)
+    assert "(the likeliest other winner, P(best) = 0.125)" in text and "P(best) = 0.118." in text

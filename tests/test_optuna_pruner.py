@@ -171,3 +171,43 @@ def test_n_startup_trials_holds_pruning_until_that_many_trials_completed():
     assert pruner.advice[1].rule == "startup" and "1 completed trial(s) of the 2" in pruner.advice[1].message
     with pytest.raises(ValueError, match="n_startup_trials must be >= 0"):
         ForecastPruner(max_step=10, n_startup_trials=-1)
+
+
+def test_warmup_and_interval_are_refused_or_raised_in_words():
+    """They were read as max(n, 4) and max(n, 1) in silence: 2 gave 4, -5 gave 4, 0 gave 1."""
+    for kwargs, message in (({"n_warmup_steps": -5}, "n_warmup_steps must be an integer >= 0, got -5"),
+                            ({"n_warmup_steps": 2.7}, "n_warmup_steps must be an integer >= 0, got 2.7"),
+                            ({"interval_steps": 0}, "interval_steps must be an integer >= 1, got 0")):
+        with pytest.raises(ValueError, match=message):
+            ForecastPruner(max_step=10, **kwargs)
+    with pytest.warns(UserWarning, match="n_warmup_steps=2 is raised to 4: the stop rules judge a curve from min_evals=4"):
+        assert ForecastPruner(max_step=10, n_warmup_steps=2).n_warmup_steps == 4
+
+
+def test_a_unit_mix_up_inside_the_warm_up_is_named_as_the_unit_not_the_warm_up():
+    pruner = ForecastPruner(max_step=50)  # steps reported from 100 up, and the trial ends after 2 reports
+    study = optuna.create_study(direction="maximize", pruner=pruner)
+    trial = study.ask()
+    trial.report(0.3, STEPS[0])
+    with pytest.warns(UserWarning) as said:
+        trial.report(0.3, STEPS[1])
+        assert trial.should_prune() is False
+    assert [str(w.message) for w in said if "can never be pruned" in str(w.message)]
+    assert not [w for w in said if "counts reports" in str(w.message)]
+
+
+def test_a_target_of_a_minimised_study_is_in_its_own_units():
+    """target=0.3 on a minimised error meant a pass rate of 0.3 on the pruner's side (error 0.7), so
+    an error falling from 0.68 to 0.60 read as 'P(reaches 0.3) = 0.98'."""
+    from forecast.early_stop import EarlyStopConfig
+
+    pruner = ForecastPruner(max_step=STEPS[-1], n_eval=N_EVAL,
+                            config=EarlyStopConfig(target=0.3, saturation_epsilon=None, p_target_threshold=0.05))
+    study = optuna.create_study(direction="minimize", pruner=pruner)
+    trial = study.ask()
+    errors = 1.0 - sigmoid_curve(np.array(STEPS[:8], dtype=float), 0.40, 1.5, 400.0, 0.30)  # an error that ends near 0.6
+    for step, error in zip(STEPS[:8], errors, strict=True):
+        trial.report(float(error), step)
+    assert trial.should_prune() is True
+    advice = pruner.advice[trial.number]
+    assert advice.rule == "reach_target" and "0.7" in advice.message and "(in 1 - value: the study minimises)" in advice.message
