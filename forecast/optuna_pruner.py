@@ -57,6 +57,13 @@ __all__ = ["ForecastPruner", "trial_table"]
 logger = logging.getLogger(__name__)
 
 
+def _whole(value) -> bool:
+    """An integer, or a float with an integer value (4.0); not a bool."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return False
+    return isinstance(value, numbers.Integral) or float(value).is_integer()
+
+
 def trial_table(trial, *, minimize: bool, step_to_compute: Callable[[float], float], n_eval: int | None) -> pd.DataFrame:
     """A trial's intermediate values as a run table (one run, its own recipe)."""
     steps = sorted(trial.intermediate_values)
@@ -86,7 +93,7 @@ class ForecastPruner(BasePruner):
     max_step : the step (compute) every trial is planned to reach; forecasts are made there.
     config : EarlyStopConfig; default: EarlyStopConfig's defaults with the saturation rule off.
     n_warmup_steps : reports a trial needs before it can be pruned (the curve must show a trend);
-        at least config.min_evals (4): a smaller value is raised to it, with a warning.
+        default and least value config.min_evals (4): a smaller value is raised to it, with a warning.
     interval_steps : check every this many reports (each check is a refit, about a second).
     A trial that has reported a step at or past max_step is done: it is not pruned after that,
     even if it reports smaller steps later.
@@ -101,7 +108,7 @@ class ForecastPruner(BasePruner):
         max_step: float,
         *,
         config: EarlyStopConfig | None = None,
-        n_warmup_steps: int = 4,
+        n_warmup_steps: int | None = None,
         interval_steps: int = 1,
         step_to_compute: Callable[[float], float] | None = None,
         n_eval: int | None = None,
@@ -114,18 +121,18 @@ class ForecastPruner(BasePruner):
         if n_startup_trials < 0:
             raise ValueError(f"n_startup_trials must be >= 0, got {n_startup_trials}")
         # refused as Optuna's MedianPruner refuses them, instead of read as something else in silence
-        if isinstance(n_warmup_steps, bool) or not isinstance(n_warmup_steps, numbers.Integral) or n_warmup_steps < 0:
+        if n_warmup_steps is not None and not (_whole(n_warmup_steps) and n_warmup_steps >= 0):
             raise ValueError(f"n_warmup_steps must be an integer >= 0, got {n_warmup_steps!r}")
-        if isinstance(interval_steps, bool) or not isinstance(interval_steps, numbers.Integral) or interval_steps < 1:
+        if not (_whole(interval_steps) and interval_steps >= 1):
             raise ValueError(f"interval_steps must be an integer >= 1, got {interval_steps!r}")
         self.n_startup_trials = int(n_startup_trials)
         self.max_step = max_step
         self.config = config or EarlyStopConfig(saturation_epsilon=None)
         floor = max(self.config.min_evals, 2)
-        if n_warmup_steps < floor:
+        if n_warmup_steps is not None and n_warmup_steps < floor:
             warnings.warn(f"ForecastPruner: n_warmup_steps={n_warmup_steps} is raised to {floor}: the stop rules "
                           f"judge a curve from min_evals={self.config.min_evals} reports on", UserWarning, stacklevel=2)
-        self.n_warmup_steps = max(int(n_warmup_steps), floor)
+        self.n_warmup_steps = max(int(n_warmup_steps or 0), floor)
         self.interval_steps = int(interval_steps)
         self.step_to_compute = step_to_compute or float
         self.n_eval = n_eval
@@ -171,7 +178,8 @@ class ForecastPruner(BasePruner):
         budget = float(self.step_to_compute(self.max_step))
         if float(self.step_to_compute(max(trial.intermediate_values))) < budget:
             return
-        if float(self.step_to_compute(min(trial.intermediate_values))) >= budget:
+        on_curve = [c for c in map(float, map(self.step_to_compute, trial.intermediate_values)) if c > 0]
+        if on_curve and min(on_curve) >= budget:  # as prune() reads it: compute 0 is not on the curve
             self._warn_steps_in_another_unit(trial, budget)  # the cause, not the warm-up
             return
         self._warned_warmup = True

@@ -174,6 +174,11 @@ def _config_number(config: dict, name: str, path: Path):
     """(a positive finite number, None), (None, None) when unset (absent, null or 0, the trainer's
     "not given"), or (None, what is wrong with it)."""
     value = config.get(name)
+    if isinstance(value, str):  # a hand-edited "640" or "1e12" reads as the number it spells
+        try:
+            value = float(value)
+        except ValueError:
+            return None, f"{path}: {name} {value!r} is not a number > 0"
     if value is None or (not isinstance(value, bool) and value == 0):
         return None, None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value > 0):

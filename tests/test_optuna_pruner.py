@@ -3,6 +3,8 @@ reason, a better one runs to the end and becomes the study's best trial."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import optuna
 import pytest
@@ -182,12 +184,19 @@ def test_warmup_and_interval_are_refused_or_raised_in_words():
             ForecastPruner(max_step=10, **kwargs)
     with pytest.warns(UserWarning, match="n_warmup_steps=2 is raised to 4: the stop rules judge a curve from min_evals=4"):
         assert ForecastPruner(max_step=10, n_warmup_steps=2).n_warmup_steps == 4
+    from forecast.early_stop import EarlyStopConfig
+
+    with warnings.catch_warnings():  # the default follows min_evals, and a value nobody gave is not warned about
+        warnings.simplefilter("error")
+        assert ForecastPruner(max_step=10, config=EarlyStopConfig(min_evals=6)).n_warmup_steps == 6
+        assert ForecastPruner(max_step=10, n_warmup_steps=5.0).n_warmup_steps == 5
 
 
 def test_a_unit_mix_up_inside_the_warm_up_is_named_as_the_unit_not_the_warm_up():
-    pruner = ForecastPruner(max_step=50)  # steps reported from 100 up, and the trial ends after 2 reports
+    pruner = ForecastPruner(max_step=50)  # steps reported from 100 up, and the trial ends after 3 reports
     study = optuna.create_study(direction="maximize", pruner=pruner)
     trial = study.ask()
+    trial.report(0.2, 0)  # an evaluation before training: compute 0 is not on the curve, nor a unit
     trial.report(0.3, STEPS[0])
     with pytest.warns(UserWarning) as said:
         trial.report(0.3, STEPS[1])

@@ -131,9 +131,11 @@ def test_a_run_is_not_judged_at_max_steps_so_a_larger_max_steps_extends_it(tmp_p
 
     asked = []
 
-    def trainer_advice(evals, **kwargs):
+    def trainer_advice(evals, planned_compute, **kwargs):
         asked.append(int(evals["step"].max()))
-        advice = dict(action="stop", rule="budget_reached", message="stop: compute >= planned budget")
+        done = evals["compute"].max() >= planned_compute  # what the real advisor says at max_steps
+        advice = (dict(action="stop", rule="budget_reached", message="stop: compute >= planned budget") if done else
+                  dict(action="continue", rule="beats_best", message="continue: P(beats best) = 0.5 >= 0.1"))
         return types.SimpleNamespace(**advice, details={"converged": False}, to_dict=lambda: advice)
 
     fake = types.SimpleNamespace(trainer_advice=trainer_advice, EarlyStopConfig=EarlyStopConfig)
@@ -141,9 +143,13 @@ def test_a_run_is_not_judged_at_max_steps_so_a_larger_max_steps_extends_it(tmp_p
     run = tmp_path / "run"
     summary = train(tiny(run, warm_cache, max_steps=4, eval_every=2, advisor_every=2))
     assert asked == [] and not summary["stopped"] and not (run / "stopped.json").exists()
+    # extended, it is asked at step 4 as the run trained straight to 8 steps is, and not at 8
     assert main(["train", "--out", str(run), "--resume", "--max-steps", "8"]) == 0
-    assert asked == [] and json.loads((run / "summary.json").read_text())["steps"] == 8
+    assert asked == [4] and json.loads((run / "summary.json").read_text())["steps"] == 8
     assert [row["step"] for row in read_jsonl(run / "evals.jsonl")] == [2, 4, 6, 8]
+    straight = tmp_path / "straight"
+    train(tiny(straight, warm_cache, max_steps=8, eval_every=2, advisor_every=2))
+    assert asked == [4, 4]
     # a budget_reached stop reads no fit, so no "did not converge" warning rides on it
     assert "warning" not in advice_line("stop", "budget_reached", "stop: x", {"converged": False})
 
@@ -249,6 +255,20 @@ def test_resume_of_a_run_the_advisor_stopped_does_not_train(tmp_path, warm_cache
         "[scalerl-s0] already stopped by the advisor at step 2: beats_best: P(beats best 'b-s0' by 0.01) = 0.02 "
         f"< 0.1 (delete {run / 'stopped.json'} to train on)\n")
     assert folder_snapshot(run) == before
+
+
+def test_a_run_that_ended_mid_round_before_that_was_refused_still_resumes_to_say_so(tmp_path, warm_cache, capsys):
+    """max_steps must now be a multiple of off_policy_k. A run made before (here: 3 steps at k=2, its
+    config edited to say so) is still told apart: finished, or not extendable, in words."""
+    run = tmp_path / "run"
+    train(tiny(run, warm_cache, max_steps=3, eval_every=1, off_policy_k=1))
+    saved = json.loads((run / "config.json").read_text())
+    (run / "config.json").write_text(json.dumps({**saved, "off_policy_k": 2, "eval_every": 2}))
+    capsys.readouterr()
+    assert main(["train", "--out", str(run), "--resume"]) == 0
+    assert "already finished at step 3 of 3" in capsys.readouterr().out
+    assert main(["train", "--out", str(run), "--resume", "--max-steps", "6"]) == 2
+    assert "inside a generation round of off_policy_k=2 steps; the run cannot be extended exactly" in capsys.readouterr().err
 
 
 def test_resume_of_a_finished_run_says_so_and_trains_no_further(tmp_path, warm_cache, capsys):

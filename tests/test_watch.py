@@ -100,11 +100,13 @@ def test_budget_from_the_run_config(sweep):
     (folder / "config.json").write_text(json.dumps({"max_steps": 120, "advisor_budget": 5e3}))
     assert planned_budget(folder, rows) == 5e3
     assert planned_budget(folder, rows, override=7.0) == 7.0
+    (folder / "config.json").write_text(json.dumps({"max_steps": "120"}))  # hand-edited: the number it spells
+    assert planned_budget(folder, rows) == pytest.approx(300.0 / 30 * 120)
 
 
 @pytest.mark.parametrize("config, said", [
     ({"max_steps": -5}, "max_steps -5 is not a number > 0"),
-    ({"max_steps": "640"}, "max_steps '640' is not a number > 0"),
+    ({"max_steps": "lots"}, "max_steps 'lots' is not a number > 0"),
     ({"advisor_budget": float("inf")}, "advisor_budget inf is not a number > 0"),
     ([1, 2], "config.json is not a JSON object"),
 ])

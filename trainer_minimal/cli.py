@@ -100,7 +100,7 @@ def resolve_train_config(args):
             raise ValueError(f"--resume: the run in {out} was started with other settings ({'; '.join(changed)}); "
                              "these cannot change mid-run (only where and how long it trains, how often it is "
                              "evaluated and its advisor can): start a new run with another --out")
-        validate(cfg)
+        validate(cfg, saved_max_steps=saved_cfg.max_steps)
         return cfg
     return make_config(**overrides)
 

@@ -146,8 +146,10 @@ def make_config(preset="scalerl", **overrides):
     return cfg
 
 
-def validate(cfg):
-    """Refuse bad values before any compute is spent. Raises ValueError naming the field."""
+def validate(cfg, *, saved_max_steps=None):
+    """Refuse bad values before any compute is spent. Raises ValueError naming the field.
+    saved_max_steps: on --resume, the run's own max_steps, kept even where it is not a multiple
+    of off_policy_k (a run made before that was required: it can be resumed to say it finished)."""
     for name, allowed in CHOICES.items():
         value = getattr(cfg, name)
         if value not in allowed:
@@ -176,6 +178,8 @@ def validate(cfg):
     # k mini-batches share one sampling, and a run cut mid-round and extended later would sample
     # that round again from changed weights and charge it twice
     for name in ("eval_every", "max_steps"):
+        if name == "max_steps" and cfg.max_steps == saved_max_steps:
+            continue
         if getattr(cfg, name) % cfg.off_policy_k:
             raise ValueError(f"{name}={getattr(cfg, name)} must be a multiple of off_policy_k={cfg.off_policy_k} "
                              "(one generation round feeds off_policy_k optimizer steps)")

@@ -617,14 +617,20 @@ def resumed_advice(cfg, eval_rows, state, rank, world):
       - the question at the checkpoint's step was left open (advisor_asking.json names that step):
         it is asked again now, before any training, instead of skipping to the advisor's next turn
         with the stop it may have said unheard. An answered question is not asked again: after a
-        continue, or a stop whose stopped.json the user deleted to train on, the run trains on.
+        continue, or a stop whose stopped.json the user deleted to train on, the run trains on;
+      - the run ended at its old max_steps (summary.json at this step), where the advisor is not
+        asked, and a larger --max-steps extends it: the question owed at this step is asked now.
     Returns the stop advice (a dict) or None."""
     paths = run_paths(cfg)
     record = read_stop_record(paths["stopped"])
     if record is not None:
         return record["advice"]
     step = state["step"]
-    if not advisor_due(cfg, step) or asked_at(paths["asking"]) != step:
+    summary = saved_summary(cfg)
+    # extended past the max_steps it ended at, where the advisor is not asked: asked now, as the run
+    # trained straight to the new max_steps was at this step
+    extended = summary is not None and not summary.get("stopped") and summary.get("steps") == step
+    if not advisor_due(cfg, step) or (asked_at(paths["asking"]) != step and not extended):
         # answered (a continue, or a stop whose stopped.json the user deleted to train on) or never asked
         return None
     logged = rank == 0 and bool(eval_rows) and eval_rows[-1].get("step") == step
