@@ -3,17 +3,33 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
-# CPU build of torch first: an unpinned torch would pull a multi-gigabyte CUDA build.
+# CPU build of torch first: an unpinned torch would pull a multi-gigabyte CUDA build. The pin
+# finds the CPU wheel where pip's configured sources hold one (this project's machines); on
+# plain PyPI it is the CUDA build, so elsewhere give PyTorch's CPU index:
+#   make setup TORCH_INDEX=https://download.pytorch.org/whl/cpu
 TORCH_SPEC ?= torch==2.13.0
+TORCH_INDEX ?=
 
-.PHONY: setup demo demo-live test test-fast lint lab bench chromium trainer-sweep clean
+.PHONY: help setup demo demo-live test test-fast lint lab bench chromium trainer-sweep clean
+
+help:
+	@echo "make demo        set up, fit the shipped sweep, print the plan, write demo_out/report.html"
+	@echo "make test        set up, run the test suite (CPU only)"
+	@echo "make setup       the venv (.venv), CPU torch and the package; TORCH_INDEX=URL for a torch index"
+	@echo "make demo-live   train a short sweep with trainer_minimal, then forecast it"
+	@echo "make test-fast   the tests without the slow marker"
+	@echo "make lint        ruff"
+	@echo "make lab         install JupyterLab (the notebooks extra) and open notebooks/"
+	@echo "make bench       every benchmark that needs no GPU (long)"
+	@echo "make trainer-sweep  the shipped 7 recipes x 3 seeds sweep, into out/trainer_sweep"
+	@echo "make clean       remove the venv, demo output and caches"
 
 setup: $(STAMP) chromium
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q "$(TORCH_SPEC)"
+	$(PY) -m pip install -q $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH_SPEC)"
 	$(PY) -m pip install -q -e ".[dev]"
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $(STAMP)
@@ -37,9 +53,12 @@ test-fast: setup
 	$(PY) -m pytest -m "not slow"
 
 # JupyterLab is an extra (about 40 packages), installed on first use rather than by every setup
-lab: setup
+lab: setup $(VENV)/.notebooks
+	$(VENV)/bin/jupyter lab $$([ "$$(id -u)" = "0" ] && echo --allow-root) notebooks/
+
+$(VENV)/.notebooks: pyproject.toml
 	$(PY) -m pip install -q -e ".[notebooks]"
-	$(VENV)/bin/jupyter lab notebooks/
+	touch $@
 
 lint: setup
 	$(PY) -m ruff check forecast trainer_minimal tests benchmarks notebooks
@@ -59,4 +78,4 @@ trainer-sweep: setup
 	  --seeds 0,1,2 --out out/trainer_sweep --workers 2 --slim
 
 clean:
-	rm -rf $(VENV) demo_out .pytest_cache
+	rm -rf $(VENV) demo_out .pytest_cache .ruff_cache scaling_forecast.egg-info

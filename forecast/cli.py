@@ -369,7 +369,7 @@ def run_predict(args) -> int:
 REPORT_EPILOG = """examples:
   forecast report examples/synthetic_table1/runs.csv -o report.html
   forecast report runs.csv --budget 6.4e4 --target 0.6 -o report.html
-  forecast report fits/sweep --budget 6.4e4 -o report.html --json   # from a saved fit (fit.nc)
+  forecast report fits/sweep --budget 4e12 -o report.html --json   # from a saved fit (fit.nc)
 
 RUNS is a run table (CSV, Parquet, JSONL, a folder of run logs) or a saved fit (fit.nc or the
 folder `forecast fit --out` wrote). The page is self-contained: it opens offline.
@@ -472,9 +472,9 @@ def run_report(args) -> int:
 # (early-stop and scale decisions: forecast/decisions.py, early_stop.py, watch.py, backtest.py)
 
 DECIDE_EPILOG = """examples:
-  forecast decide fits/sweep --budget 6.4e4 --target 0.62
+  forecast decide fits/sweep --budget 4e12 --target 0.55
   forecast decide runs.csv --budget 2.56e5 --total --max-ways 3 --fast
-  forecast decide fits/sweep --budget 6.4e4 --json
+  forecast decide fits/sweep --budget 4e12 --json
 
 RUNS_OR_FIT is a run table (fitted here; --fast for short chains) or a saved fit.
 --budget is compute for one run; with --total it is a total that may be split over k runs.
