@@ -148,7 +148,7 @@ def planned_budget(folder: Path | None, rows: pd.DataFrame, override: float | No
 
 def planned_budget_or_why_not(folder: Path | None, rows: pd.DataFrame, override: float | None = None):
     """(planned budget, None), or (None, why config.json gives none: its file and value, or None
-    where it just says nothing). A hand-edited config.json (max_steps "640", -5, a list) used to
+    where it just says nothing). A hand-edited config.json (max_steps "lots", -5, a list) used to
     raise out of the whole poll, so one run's file stopped the advice for every run."""
     if override:
         return float(override), None
