@@ -150,6 +150,26 @@ def test_a_run_is_not_judged_at_max_steps_so_a_larger_max_steps_extends_it(tmp_p
     straight = tmp_path / "straight"
     train(tiny(straight, warm_cache, max_steps=8, eval_every=2, advisor_every=2))
     assert asked == [4, 4]
+
+
+def test_an_extended_run_is_in_flight_again_until_it_ends(tmp_path, warm_cache, monkeypatch):
+    """Its old summary.json stayed while it trained on, so `forecast watch` and `forecast backtest`
+    took it for finished (watch: "no run in flight") until it wrote a new one."""
+    import trainer_minimal.train as train_module
+
+    run = tmp_path / "run"
+    first = train(tiny(run, warm_cache, max_steps=4, eval_every=2))
+    summary_while_training = []
+    evaluate = train_module.evaluate
+
+    def watched_evaluate(cfg, model, tok, val, step, *args):
+        summary_while_training.append((step, (run / "summary.json").exists()))
+        return evaluate(cfg, model, tok, val, step, *args)
+
+    monkeypatch.setattr(train_module, "evaluate", watched_evaluate)
+    extended = train(dataclasses.replace(tiny(run, warm_cache, max_steps=4, eval_every=2), resume=True, max_steps=8))
+    assert summary_while_training == [(6, False), (8, False)]
+    assert json.loads((run / "summary.json").read_text()) == extended and extended["steps"] == 8 != first["steps"]
     # a budget_reached stop reads no fit, so no "did not converge" warning rides on it
     assert "warning" not in advice_line("stop", "budget_reached", "stop: x", {"converged": False})
 

@@ -545,6 +545,10 @@ def run_training(cfg):
     knobs = {k: getattr(cfg, k) for k in KNOB_COLUMNS}
     n_params = state["flops_model"].n_params
     stopped = resumed_advice(cfg, eval_rows, state, rank, world) if cfg.resume else None
+    if rank == 0 and stopped is None and state["step"] < cfg.max_steps and os.path.exists(paths["summary"]):
+        # extended past where it ended: in flight again, not finished (watch and backtest read summary.json
+        # as the end of a run); the new summary is written when it ends
+        os.remove(paths["summary"])
     pending = []
     while state["step"] < cfg.max_steps and stopped is None:
         t0 = time.perf_counter()
