@@ -40,6 +40,8 @@ the checkpoint, drops a torn last line and any rows logged after the checkpoint'
 rewrite), and continues; every random draw is derived from (seed, step, prompt), so the resumed run
 reproduces the rows it dropped. A run that already ended (stopped.json, or max_steps reached) is
 not resumed: --resume says so and writes nothing (delete stopped.json or raise --max-steps to go on).
+A run raised past where it ended drops its summary.json as it trains on (it is in flight again, for
+forecast watch and backtest) and writes a new one when it ends.
 A resume may change only where and how long the run trains, how often it is evaluated and its
 advisor (config.RESUMABLE_FIELDS); a changed recipe knob or evaluation setting is refused, since
 the rows after it would be another run's, or another measure, under the same run_id.
