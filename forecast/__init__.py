@@ -31,6 +31,9 @@ _LAZY_NAMES = {
     "NotASavedFitError": ".forecaster",
     "SamplerSettings": ".inference",
     "Priors": ".model",
+    "cross_validate": ".cross_validation",
+    "performance_metrics": ".cross_validation",
+    "describe_cross_validation": ".cross_validation",
 }
 
 
@@ -59,4 +62,7 @@ __all__ = [
     "ConvergenceWarning",
     "NotFittedError",
     "NotASavedFitError",
+    "cross_validate",
+    "performance_metrics",
+    "describe_cross_validation",
 ]

@@ -1,0 +1,254 @@
+"""Cross-validation on held-out curve ends: are the forecasts honest on *your* runs?
+
+Prophet made this a habit (cross_validation, then performance_metrics): before trusting a
+forecaster's intervals, hide the ends of curves you already have, forecast them, and count how
+often the intervals hold the truth. Here the curves are cut at a fraction of each run's final
+compute (every run at once, as when a sweep is forecast in flight), the model is fitted to what is
+left, and every hidden evaluation is forecast as that run's own future (kind="run"), beside the
+paper's least-squares point forecast and the last value carried forward.
+
+    from forecast import cross_validate, performance_metrics
+    cv = cross_validate(runs, cuts=(0.25, 0.5), random_seed=0)   # one fit per cut
+    performance_metrics(cv)          # coverage, error and bias by how far ahead the forecast reaches
+
+Coverage is the share of hidden evaluations inside the central `level` interval; with honest
+intervals it is near `level`. Evaluations of one run are correlated (a run above its curve stays
+above it for a while), so the count that says how far chance moves coverage is the runs, not the
+points: `describe_cross_validation` states the band chance gives for that many runs.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pandas as pd
+
+from .baseline import fit_run_least_squares, predict_least_squares
+from .data import compute_unit_of, validate_runs
+
+__all__ = ["cross_validate", "performance_metrics", "describe_cross_validation", "DEFAULT_CUTS"]
+
+DEFAULT_CUTS = (0.25, 0.5)
+MIN_POINTS_BEFORE_CUT = 3  # a sigmoid and its noise from fewer is the prior alone; least squares fails
+# how far ahead a forecast reaches (compute / the run's last seen compute), the bins of
+# benchmarks/RESULTS.md's honesty table: the stop rules read forecasts from all three
+REACH_BINS = ((0.0, 2.0, "up to 2x"), (2.0, 4.0, "2-4x"), (4.0, math.inf, "beyond 4x"))
+
+
+def checked_cuts(cuts) -> tuple[float, ...]:
+    """Cut fractions, each in (0, 1), sorted and without repeats."""
+    try:
+        values = [float(c) for c in np.atleast_1d(np.asarray(cuts, dtype=object))]
+    except (TypeError, ValueError):
+        raise ValueError(f"cuts must be numbers in (0, 1), e.g. (0.25, 0.5); got {cuts!r}") from None
+    if not values:
+        raise ValueError("cuts is empty: give at least one fraction of each run's compute, e.g. 0.5")
+    bad = [c for c in values if not 0 < c < 1]
+    if bad:
+        raise ValueError(f"each cut is a fraction of a run's final compute, in (0, 1); got {bad[0]:g}")
+    return tuple(sorted(set(values)))
+
+
+def checked_level(level) -> float:
+    if isinstance(level, bool) or not isinstance(level, (int, float, np.number)) or not 0 < level < 1:
+        raise ValueError(f"level is the interval's probability, in (0, 1), e.g. 0.9; got {level!r}")
+    return float(level)
+
+
+def split_at(runs: pd.DataFrame, cut: float) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+    """(seen, hidden, left_out): each run's evaluations up to `cut` x its final compute, those after,
+    and the runs left out because fewer than MIN_POINTS_BEFORE_CUT evaluations come before the cut."""
+    final = runs.groupby("run_id")["compute"].transform("max")
+    before = runs["compute"] <= cut * final * (1 + 1e-9)
+    counts = before.groupby(runs["run_id"]).sum()
+    left_out = sorted(str(r) for r in counts.index[counts < MIN_POINTS_BEFORE_CUT])
+    keep = ~runs["run_id"].isin(counts.index[counts < MIN_POINTS_BEFORE_CUT])
+    seen = runs[keep & before].reset_index(drop=True)
+    hidden = runs[keep & ~before].reset_index(drop=True)
+    return seen, hidden, left_out
+
+
+def splits_at(runs: pd.DataFrame, cuts) -> list[tuple[pd.DataFrame, pd.DataFrame, list[str]]]:
+    """split_at for each cut; ValueError naming the first cut before which no run has enough evaluations."""
+    splits = [split_at(runs, cut) for cut in cuts]
+    for cut, (seen, _, _) in zip(cuts, splits, strict=True):
+        if seen.empty:
+            raise ValueError(f"cut {cut:g}: no run has {MIN_POINTS_BEFORE_CUT} evaluations up to {cut:g} of its final "
+                             "compute; give a larger cut")
+    return splits
+
+
+def reach_bin(ahead: float) -> str:
+    for low, high, name in REACH_BINS:
+        if low < ahead <= high:
+            return name
+    raise ValueError(f"a forecast reaches {ahead:g}x the compute seen; expected > 0")
+
+
+def fresh_like(forecaster):
+    """An unfitted forecaster with the same settings (priors, likelihood, sampler, noise terms)."""
+    from .forecaster import ScalingForecaster
+
+    if forecaster is None:
+        return ScalingForecaster()
+    if not isinstance(forecaster, ScalingForecaster):
+        raise TypeError(f"forecaster must be a ScalingForecaster (its settings are used), got {type(forecaster).__name__}")
+    return ScalingForecaster(
+        priors=forecaster.priors, robust=forecaster.robust, parametrization=forecaster.parametrization,
+        mode=forecaster.mode, sampler=forecaster.sampler, horizon_sd=forecaster.horizon_sd,
+        level_sd=forecaster.level_sd, level_wander_ratio=forecaster.level_wander_ratio,
+    )
+
+
+def forecast_hidden(fc, seen: pd.DataFrame, hidden: pd.DataFrame, *, cut: float, level: float) -> pd.DataFrame:
+    """One row per hidden evaluation: ours (median and central interval of this run's posterior
+    predictive), least squares and the last value, each fitted to or read from the seen part."""
+    tail = (1 - level) / 2
+    rows = []
+    for run_id, ahead_of in hidden.groupby("run_id", sort=False):
+        past = seen[seen["run_id"] == run_id].sort_values("compute")
+        compute = ahead_of["compute"].to_numpy(float)
+        draws = fc.sample_curves(compute, run_id=run_id, kind="run", shared_noise=True)
+        lower, median, upper = np.quantile(draws, [tail, 0.5, 1 - tail], axis=0)
+        mean, sd = draws.mean(axis=0), draws.std(axis=0)
+        least_squares = predict_least_squares(fit_run_least_squares(past["compute"], past["metric"]), compute)
+        seen_until = float(past["compute"].iloc[-1])
+        observed = ahead_of["metric"].to_numpy(float)
+        final = compute == compute.max()
+        for j, c in enumerate(compute):
+            rows.append({
+                "cut": cut, "run_id": run_id, "recipe": past["recipe"].iloc[0], "compute_seen": seen_until,
+                "compute": float(c), "ahead": float(c) / seen_until, "observed": observed[j],
+                "forecast": float(median[j]), "lower": float(lower[j]), "upper": float(upper[j]),
+                "covered": bool(lower[j] <= observed[j] <= upper[j]),
+                # standardised error: sd 1 across points when the spread is honest
+                "z": float((observed[j] - mean[j]) / sd[j]) if sd[j] > 0 else math.nan,
+                "least_squares": float(least_squares[j]), "last_value": float(past["metric"].iloc[-1]),
+                "final": bool(final[j]),
+            })
+    return pd.DataFrame(rows)
+
+
+def cross_validate(runs, *, cuts=DEFAULT_CUTS, level: float = 0.9, forecaster=None, random_seed=0,
+                   planned_budget: bool = True, progress: bool = False, say=None) -> pd.DataFrame:
+    """Hide each run's evaluations beyond `cut` x its final compute, fit to the rest, forecast them.
+
+    runs: a run table (DataFrame or a path load_runs reads). cuts: fractions in (0, 1); one fit
+    each. level: the central interval checked. forecaster: a ScalingForecaster whose settings
+    (priors, robust, mode, sampler) are used; the defaults otherwise. planned_budget: tell each fit
+    the compute the runs went on to reach (fit(horizon=...)), as a sweep in flight knows its
+    planned budget; False fits as if it were not known. say: a function given one line of progress
+    per fit (e.g. print).
+
+    Returns one row per hidden evaluation: cut, run_id, recipe, compute_seen (the run's last
+    compute before the cut), compute, ahead (compute / compute_seen), observed, forecast (median),
+    lower, upper, covered, z (standardised error), least_squares, last_value, final (the run's last
+    evaluation), and the fit's diagnostics (fit_converged, fit_problems). attrs["fits"] holds each
+    cut's fit: runs used, runs left out (fewer than 3 evaluations before the cut), diagnostics.
+    """
+    from .data import load_runs
+
+    cuts = checked_cuts(cuts)
+    level = checked_level(level)
+    candidate = fresh_like(forecaster)  # a wrong type fails before the table is read
+    runs = validate_runs(runs) if isinstance(runs, pd.DataFrame) else load_runs(runs)
+    horizon = float(runs["compute"].max()) if planned_budget else None
+    splits = splits_at(runs, cuts)  # every cut checked before the first fit, which takes minutes
+    tables, fits = [], []
+    for cut, (seen, hidden, left_out) in zip(cuts, splits, strict=True):
+        if say is not None:
+            say(f"cut {cut:g}: fitting {seen['run_id'].nunique()} runs on their first {cut:g} of compute "
+                f"({len(seen)} evaluations), forecasting {len(hidden)} hidden ones")
+        fc = fresh_like(candidate)
+        with warnings.catch_warnings():
+            # said once per cut in the result (fit_converged, attrs["fits"]), not as it happens
+            from .forecaster import ConvergenceWarning
+
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            fc.fit(seen, random_seed=random_seed, progress=progress, horizon=horizon)
+        report = fc.diagnostics()
+        table = forecast_hidden(fc, seen, hidden, cut=cut, level=level)
+        table["fit_converged"] = bool(report.converged)
+        table["fit_problems"] = "; ".join(report.problems())
+        tables.append(table)
+        fits.append({"cut": cut, "runs": int(seen["run_id"].nunique()), "left_out": left_out,
+                     "converged": bool(report.converged), "problems": list(report.problems()),
+                     "diagnostics": str(report).splitlines()[0], "tries": fc.sampling_tries() or ""})
+    result = pd.concat(tables, ignore_index=True)
+    result.attrs.update({"level": level, "fits": fits, "compute_unit": compute_unit_of(runs),
+                         "planned_budget": horizon})
+    return result
+
+
+def _summary(group: pd.DataFrame) -> dict:
+    absolute = lambda column: float((group[column] - group["observed"]).abs().mean())  # noqa: E731
+    return {
+        "runs": int(group["run_id"].nunique()), "points": len(group),
+        "coverage": float(group["covered"].mean()), "width": float((group["upper"] - group["lower"]).mean()),
+        "mae": absolute("forecast"), "mae_least_squares": absolute("least_squares"),
+        "mae_last_value": absolute("last_value"),
+        "mean_error": float((group["observed"] - group["forecast"]).mean()),  # > 0: forecasts run low
+        "z_sd": float(group["z"].std(ddof=0)) if group["z"].notna().any() else math.nan,
+    }
+
+
+def performance_metrics(cv: pd.DataFrame) -> pd.DataFrame:
+    """Per cut and reach ("up to 2x", "2-4x", "beyond 4x", then "all" and "final evaluations"):
+    runs, points, coverage (of the central interval), width, mae (ours, median), mae_least_squares,
+    mae_last_value, mean_error (observed - forecast: above 0, forecasts run low) and z_sd (spread of
+    standardised errors: above 1, intervals narrower than the errors; below 1, wider)."""
+    missing = [c for c in ("cut", "ahead", "covered", "observed", "forecast", "final") if c not in cv.columns]
+    if missing:
+        raise ValueError(f"not a cross_validate() result: no column {missing[0]!r}")
+    rows = []
+    for cut, at_cut in cv.groupby("cut", sort=True):
+        reach = at_cut["ahead"].map(reach_bin)
+        for _, _, name in REACH_BINS:
+            if (reach == name).any():
+                rows.append({"cut": cut, "reach": name, **_summary(at_cut[reach == name])})
+        rows.append({"cut": cut, "reach": "all", **_summary(at_cut)})
+        rows.append({"cut": cut, "reach": "final evaluations", **_summary(at_cut[at_cut["final"]])})
+    return pd.DataFrame(rows)
+
+
+def chance_band(level: float, n: int) -> float:
+    """Two binomial standard errors of a coverage counted over n independent runs: how far from
+    `level` chance alone moves it often enough (about 1 time in 20)."""
+    return 2 * math.sqrt(level * (1 - level) / n) if n > 0 else math.inf
+
+
+def describe_cross_validation(cv: pd.DataFrame, metrics: pd.DataFrame | None = None) -> list[str]:
+    """Plain sentences per cut, each citing its numbers: coverage of the runs' final evaluations
+    against the band chance gives for that many runs, the bias, and ours' error against least
+    squares'. Fits that did not converge are said first."""
+    metrics = performance_metrics(cv) if metrics is None else metrics
+    level = float(cv.attrs.get("level", 0.9))
+    lines = []
+    for fit in cv.attrs.get("fits", []):
+        if not fit["converged"]:
+            lines.append(f"cut {fit['cut']:g}: the fit did not converge ({'; '.join(fit['problems'])}); "
+                         "treat its figures with suspicion")
+        if fit["left_out"]:
+            lines.append(f"cut {fit['cut']:g}: left out {len(fit['left_out'])} run(s) with fewer than "
+                         f"{MIN_POINTS_BEFORE_CUT} evaluations before the cut: {', '.join(fit['left_out'])}")
+    for cut, rows in metrics.groupby("cut", sort=True):
+        finals = rows[rows["reach"] == "final evaluations"].iloc[0]
+        every = rows[rows["reach"] == "all"].iloc[0]
+        band = chance_band(level, int(finals["runs"]))
+        if finals["coverage"] < level - band:
+            verdict = "below what chance allows: the intervals are too narrow on these runs"
+        elif finals["coverage"] > level + band:
+            verdict = "above what chance allows: the intervals are wider than these runs need"
+        else:
+            verdict = "within what chance allows"
+        direction = "low" if every["mean_error"] > 0 else "high"
+        lines.append(
+            f"cut {cut:g}: {level:.0%} intervals held {finals['coverage']:.0%} of the {int(finals['runs'])} runs' final "
+            f"evaluations ({level:.0%} +/- {band:.0%} is chance for {int(finals['runs'])} runs: {verdict}) and "
+            f"{every['coverage']:.0%} of all {int(every['points'])} hidden ones; forecasts ran {abs(every['mean_error']):.3f} "
+            f"{direction} on average, with an absolute error {every['mae']:.3f} against least squares' "
+            f"{every['mae_least_squares']:.3f} and the last value's {every['mae_last_value']:.3f}"
+        )
+    return lines

@@ -1,0 +1,159 @@
+"""Cross-validation on held-out curve ends: the split, the metrics on hand-made tables with known
+answers, the plain-words summary, and one real (short-chain) run through the command line."""
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from forecast.cli import main
+from forecast.cross_validation import (
+    checked_cuts,
+    describe_cross_validation,
+    forecast_hidden,
+    performance_metrics,
+    reach_bin,
+    split_at,
+    splits_at,
+)
+
+
+def _runs(points: dict[str, int], final: float = 100.0) -> pd.DataFrame:
+    """Runs with the given number of evaluations, evenly spaced up to `final` compute."""
+    rows = []
+    for run_id, n in points.items():
+        for c in np.linspace(final / n, final, n):
+            rows.append({"recipe": run_id.split("-")[0], "run_id": run_id, "compute": c, "metric": 0.3 + c / 1000})
+    return pd.DataFrame(rows)
+
+
+def test_split_hides_each_run_beyond_its_own_fraction_and_leaves_out_short_beginnings():
+    runs = pd.concat([_runs({"a-s0": 10}), _runs({"b-s0": 4}, final=400.0)], ignore_index=True)
+    seen, hidden, left_out = split_at(runs, 0.5)
+    assert sorted(seen.groupby("run_id").size().to_dict().items()) == [("a-s0", 5)]  # b has 2 before its 200
+    assert left_out == ["b-s0"]
+    assert set(hidden["run_id"]) == {"a-s0"} and hidden["compute"].min() > 50 and len(hidden) == 5
+    assert len(seen) + len(hidden) == 10
+
+
+def test_a_cut_no_run_has_three_evaluations_before_is_refused_before_any_fit():
+    with pytest.raises(ValueError, match="cut 0.1: no run has 3 evaluations"):
+        splits_at(_runs({"a-s0": 10, "b-s0": 10}), (0.5, 0.1))
+
+
+@pytest.mark.parametrize("cuts", [(0.0,), (1.0,), (-0.2,), (), ("abc",), (0.5, 1.5)])
+def test_cuts_outside_zero_one_are_refused(cuts):
+    with pytest.raises(ValueError, match="cut"):
+        checked_cuts(cuts)
+
+
+def test_cuts_are_sorted_without_repeats():
+    assert checked_cuts([0.5, 0.25, 0.5]) == (0.25, 0.5)
+    assert checked_cuts(0.3) == (0.3,)
+
+
+@pytest.mark.parametrize("ahead, name", [(1.1, "up to 2x"), (2.0, "up to 2x"), (2.01, "2-4x"), (4.0, "2-4x"), (9.0, "beyond 4x")])
+def test_reach_bins(ahead, name):
+    assert reach_bin(ahead) == name
+
+
+def _hand_made(n_runs: int, covered_runs: int, *, error: float = 0.01) -> pd.DataFrame:
+    """Each run: two hidden points (1.5x and 3x ahead), the final one covered for the first
+    `covered_runs` runs; forecasts `error` below the observed value; least squares twice as far off."""
+    rows = []
+    for i in range(n_runs):
+        for ahead, final in ((1.5, False), (3.0, True)):
+            inside = not final or i < covered_runs
+            rows.append({"cut": 0.5, "run_id": f"r{i}", "recipe": "x", "compute_seen": 10.0, "compute": 10 * ahead,
+                         "ahead": ahead, "observed": 0.5, "forecast": 0.5 - error, "lower": 0.48 if inside else 0.40,
+                         "upper": 0.52 if inside else 0.45, "covered": inside, "z": 1.0 if inside else 3.0,
+                         "least_squares": 0.5 - 2 * error, "last_value": 0.45, "final": final})
+    cv = pd.DataFrame(rows)
+    cv.attrs.update({"level": 0.9, "fits": [{"cut": 0.5, "runs": n_runs, "left_out": [], "converged": True, "problems": []}]})
+    return cv
+
+
+def test_metrics_on_a_hand_made_table():
+    metrics = performance_metrics(_hand_made(10, 5)).set_index("reach")
+    assert list(metrics.index) == ["up to 2x", "2-4x", "all", "final evaluations"]
+    assert metrics.loc["up to 2x", "coverage"] == 1.0 and metrics.loc["final evaluations", "coverage"] == 0.5
+    assert metrics.loc["all", "coverage"] == 0.75 and metrics.loc["all", "points"] == 20
+    assert metrics.loc["all", "runs"] == 10
+    assert metrics.loc["all", "mae"] == pytest.approx(0.01)
+    assert metrics.loc["all", "mae_least_squares"] == pytest.approx(0.02)
+    assert metrics.loc["all", "mae_last_value"] == pytest.approx(0.05)
+    assert metrics.loc["all", "mean_error"] == pytest.approx(0.01)  # observed above the forecast: ran low
+    assert metrics.loc["up to 2x", "z_sd"] == 0.0 and metrics.loc["2-4x", "z_sd"] == pytest.approx(1.0)
+
+
+def test_metrics_refuse_a_table_that_is_not_a_cross_validation():
+    with pytest.raises(ValueError, match="not a cross_validate"):
+        performance_metrics(pd.DataFrame({"cut": [0.5]}))
+
+
+def test_summary_calls_narrow_intervals_narrow_only_beyond_chance():
+    narrow = describe_cross_validation(_hand_made(20, 12))  # 60% of 20 finals: chance band is +/- 13%
+    assert any("too narrow" in line and "60% of the 20 runs' final evaluations" in line for line in narrow)
+    assert "ran 0.010 low" in narrow[-1] and "0.010 against least squares' 0.020" in narrow[-1]
+    fine = describe_cross_validation(_hand_made(20, 17))  # 85%: within 90% +/- 13%
+    assert "within what chance allows" in fine[-1]
+    few = describe_cross_validation(_hand_made(4, 3))  # 75% of 4 runs: within 90% +/- 30%
+    assert "+/- 30% is chance for 4 runs: within what chance allows" in few[-1]
+
+
+def test_summary_says_an_unconverged_fit_and_left_out_runs_first():
+    cv = _hand_made(10, 9)
+    cv.attrs["fits"] = [{"cut": 0.5, "runs": 10, "left_out": ["z-s0"], "converged": False, "problems": ["R-hat up to 1.05"]}]
+    lines = describe_cross_validation(cv)
+    assert lines[0].startswith("cut 0.5: the fit did not converge (R-hat up to 1.05)")
+    assert "z-s0" in lines[1]
+
+
+def test_hidden_points_get_ordered_intervals_and_the_baselines(fitted, small_sweep):
+    seen, hidden, left_out = split_at(small_sweep, 0.5)
+    table = forecast_hidden(fitted, seen, hidden, cut=0.5, level=0.8)
+    assert len(table) == len(hidden) and not left_out
+    assert (table["lower"] <= table["forecast"]).all() and (table["forecast"] <= table["upper"]).all()
+    assert (table["ahead"] > 1).all() and table.groupby("run_id")["final"].sum().eq(1).all()
+    assert table["covered"].eq((table["observed"] >= table["lower"]) & (table["observed"] <= table["upper"])).all()
+    last_seen = seen.sort_values("compute").groupby("run_id")["metric"].last()
+    assert table["last_value"].eq(table["run_id"].map(last_seen)).all()
+    wider = forecast_hidden(fitted, seen, hidden, cut=0.5, level=0.95)
+    assert ((wider["upper"] - wider["lower"]) > (table["upper"] - table["lower"])).all()
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--cuts", "0.5,1"], "--cuts 0.5,1: each cut is a fraction"),
+        (["--cuts", "x"], "--cuts x"),
+        (["--level", "1.5"], "--level must lie in (0, 1)"),
+        (["--cuts", "0.5"], "cut 0.5: no run has 3 evaluations"),
+    ],
+)
+def test_cli_refuses_bad_flags_before_fitting(tmp_path, capsys, flags, message):
+    _runs({"a-s0": 4, "b-s0": 5}).to_csv(tmp_path / "runs.csv", index=False)  # 2 evaluations before half
+    assert main(["cross-validate", str(tmp_path / "runs.csv"), *flags]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_cli_cross_validates_a_sweep_and_writes_every_hidden_evaluation(tmp_path, small_sweep, capsys):
+    """One real short-chain fit: every hidden evaluation is forecast, the file and JSON agree."""
+    small_sweep.to_csv(tmp_path / "runs.csv", index=False)
+    out = tmp_path / "cv.csv"
+    rc = main(["cross-validate", str(tmp_path / "runs.csv"), "--cuts", "0.5", "--fast", "--seed", "1", "--json", "--out", str(out)])
+    assert rc == 0
+    payload = json.loads(capsys.readouterr().out)
+    table = pd.read_csv(out)
+    _, hidden, _ = split_at(small_sweep, 0.5)
+    assert len(table) == len(hidden) and set(table["run_id"]) == set(hidden["run_id"])
+    everything = next(m for m in payload["metrics"] if m["reach"] == "all")
+    assert everything["points"] == len(hidden)
+    assert everything["coverage"] == pytest.approx(table["covered"].mean())
+    assert payload["fits"][0]["runs"] == small_sweep["run_id"].nunique()
+    assert payload["summary"][-1].startswith("cut 0.5: 90% intervals held")
+    # the synthetic curves are the model's own family: its forecasts beat least squares' from half the compute
+    assert everything["mae"] < everything["mae_least_squares"]
+    assert everything["coverage"] >= 0.6 and not math.isnan(everything["z_sd"])
