@@ -110,6 +110,8 @@ def _read_one_file(path: Path) -> pd.DataFrame:
         raise
     except pd.errors.ParserError as err:  # a ragged CSV: say which line, in words rather than the parser's
         raise RunDataError(_ragged_csv_message(str(err)), source=path) from None
+    except UnicodeDecodeError as err:  # the decoder's byte offset is into a chunk, not the file: name the line
+        raise RunDataError(_not_utf8_message(path, err), source=path) from None
     except Exception as err:  # pandas/pyarrow parse errors: name the file, keep the cause
         raise RunDataError(f"could not be read ({type(err).__name__}: {err})", source=path) from None
     frame["_source"] = str(path)
@@ -133,6 +135,16 @@ def _ragged_csv_message(parser_message: str) -> str:
         return f"could not be read as CSV ({parser_message.strip()})"
     expected, line, saw = found.groups()
     return f"line {line} has {saw} fields where the header has {expected} (a stray comma, or a row cut short?)"
+
+
+def _not_utf8_message(path: Path, err: UnicodeDecodeError) -> str:
+    """Which line of a text file is not UTF-8 (a table saved as Latin-1, or UTF-16 by a spreadsheet)."""
+    for number, line in enumerate(path.read_bytes().split(b"\n"), start=1):
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError as bad:
+            return f"line {number} is not UTF-8 text (byte 0x{line[bad.start]:02x}); save the file as UTF-8"
+    return f"is not UTF-8 text ({err.reason}); save the file as UTF-8"
 
 
 def _files_in_folder(folder: Path) -> list[Path]:

@@ -326,3 +326,15 @@ def test_an_error_after_blank_lines_names_the_line_of_the_file(tmp_path):
     quoted.write_text('run_id,recipe,compute,metric,note\na,r,1,0.1,"two\nlines"\na,r,2,1.5,x\n')
     with pytest.raises(RunDataError, match="row 3: must lie"):
         load_runs(quoted)
+
+
+def test_a_file_that_is_not_utf8_names_its_line(tmp_path):
+    """The decoder's 'position 3' counted into a chunk of the file, and no line was named."""
+    table = tmp_path / "runs.csv"
+    table.write_bytes("run_id,recipe,compute,metric\na,r,1,0.1\nb\xe9,r,2,0.2\n".encode("latin-1"))
+    log = tmp_path / "evals.jsonl"
+    log.write_bytes(b'{"run_id": "a"}\n{"run_id": "\xff"}\n')
+    for path, line, byte in ((table, 3, "0xe9"), (log, 2, "0xff")):
+        with pytest.raises(RunDataError) as info:
+            load_runs(path)
+        assert str(info.value) == f"file {path}: line {line} is not UTF-8 text (byte {byte}); save the file as UTF-8"
