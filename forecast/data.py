@@ -262,9 +262,21 @@ def _digest(frame: pd.DataFrame) -> int | None:
         return None
 
 
+def _require_one_column_per_name(frame: pd.DataFrame, source) -> None:
+    """Each column is found by one name: two columns named 'metric' (a concat along columns), or
+    names on several header rows, made frame['metric'] a table and the checks fail with a traceback."""
+    if frame.columns.nlevels > 1:
+        raise RunDataError("has column names on several levels (a MultiIndex); give each column one name, "
+                           "e.g. frame.columns = frame.columns.get_level_values(-1)", source=source)
+    twice = frame.columns[frame.columns.duplicated()]
+    if len(twice):
+        raise RunDataError("appears more than once; keep one column of each name", source=source, column=twice[0])
+
+
 def _checked_runs(frame: pd.DataFrame, *, source, min_points: int) -> pd.DataFrame:
     if not isinstance(frame, pd.DataFrame):
         raise RunDataError(f"expected a pandas DataFrame, got {type(frame).__name__}", source=source)
+    _require_one_column_per_name(frame, source)
     frame = frame.copy()
     frame.index = pd.RangeIndex(len(frame))
     if "_source" not in frame.columns and source is not None:

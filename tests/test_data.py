@@ -338,3 +338,15 @@ def test_a_file_that_is_not_utf8_names_its_line(tmp_path):
         with pytest.raises(RunDataError) as info:
             load_runs(path)
         assert str(info.value) == f"file {path}: line {line} is not UTF-8 text (byte {byte}); save the file as UTF-8"
+
+
+def test_a_frame_with_two_columns_of_one_name_is_refused_in_words():
+    """frame['metric'] was then a table, and validation failed with an AttributeError."""
+    table = good_table()
+    twice = pd.concat([table, table[["metric"]]], axis=1)
+    with pytest.raises(RunDataError, match="column 'metric': appears more than once"):
+        validate_runs(twice)
+    levels = table.copy()
+    levels.columns = pd.MultiIndex.from_arrays([["run"] * 5, table.columns])
+    with pytest.raises(RunDataError, match="several levels"):
+        validate_runs(levels)
