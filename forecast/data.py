@@ -273,6 +273,30 @@ def _require_one_column_per_name(frame: pd.DataFrame, source) -> None:
         raise RunDataError("appears more than once; keep one column of each name", source=source, column=twice[0])
 
 
+def _missing_column_message(column: str, columns) -> str:
+    """'is missing', the columns there are, and the likely cause where one shows: a name with a
+    space or a capital, a file separated by ';' or tabs, a first line of data rather than names."""
+    present = [str(c) for c in columns if not str(c).startswith("_")]  # header=None gives names 0, 1, ...
+    message = f"is missing (columns present: {', '.join(present)})"
+    near = [name for name in present if name.strip().lower() == column]
+    if near:
+        return f"{message}; {near[0]!r} is not '{column}': names are matched exactly, without spaces or capitals"
+    for separator in (";", "\t", "|"):
+        if len(present) == 1 and separator in present[0]:
+            return f"{message}; the header is one column holding {separator!r}: separate the columns with commas"
+    if any(_is_number(name) for name in present):
+        return f"{message}; some column names are numbers: does the table lack its header line?"
+    return message
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 def _checked_runs(frame: pd.DataFrame, *, source, min_points: int) -> pd.DataFrame:
     if not isinstance(frame, pd.DataFrame):
         raise RunDataError(f"expected a pandas DataFrame, got {type(frame).__name__}", source=source)
@@ -289,8 +313,7 @@ def _checked_runs(frame: pd.DataFrame, *, source, min_points: int) -> pd.DataFra
 
     for column in REQUIRED_COLUMNS:
         if column not in frame.columns:
-            present = ", ".join(c for c in frame.columns if not c.startswith("_"))
-            raise RunDataError(f"is missing (columns present: {present})", source=src, column=column)
+            raise RunDataError(_missing_column_message(column, frame.columns), source=src, column=column)
     for column in ("run_id", "recipe"):
         require_names(frame, column)
         frame[column] = frame[column].astype(str)

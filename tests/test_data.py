@@ -350,3 +350,24 @@ def test_a_frame_with_two_columns_of_one_name_is_refused_in_words():
     levels.columns = pd.MultiIndex.from_arrays([["run"] * 5, table.columns])
     with pytest.raises(RunDataError, match="several levels"):
         validate_runs(levels)
+
+
+@pytest.mark.parametrize("header, hint", [
+    ("run_id, recipe, compute, metric", "' recipe' is not 'recipe': names are matched exactly"),
+    ("run_id,recipe,compute,Metric", "'Metric' is not 'metric'"),
+    ("run_id;recipe;compute;metric", "the header is one column holding ';': separate the columns with commas"),
+    ("a,r,1,0.1", "some column names are numbers: does the table lack its header line?"),
+])
+def test_a_missing_column_says_the_likely_cause(tmp_path, header, hint):
+    path = tmp_path / "runs.csv"
+    path.write_text(f"{header}\na,r,1,0.1\na,r,2,0.2\n")
+    with pytest.raises(RunDataError, match="is missing") as info:
+        load_runs(path)
+    assert hint in str(info.value)
+
+
+def test_a_frame_read_without_its_header_is_refused_in_words():
+    """Column names 0, 1, ... (read_csv(header=None)) failed with an AttributeError on startswith."""
+    table = pd.DataFrame([["a", "r", 1.0, 0.1], ["a", "r", 2.0, 0.2]])
+    with pytest.raises(RunDataError, match=r"column 'run_id': is missing \(columns present: 0, 1, 2, 3\)"):
+        validate_runs(table)
