@@ -91,9 +91,7 @@ def _read_one_file(path: Path) -> pd.DataFrame:
     suffix = path.suffix.lower()
     try:
         if suffix == ".csv":
-            # names stay as written: "001" is not run 1, and recipe "1e-3" is not 0.001
-            frame = pd.read_csv(path, dtype={"run_id": str, "recipe": str, "compute_unit": str})
-            frame["_line"] = _csv_row_lines(path, len(frame))
+            frame = _read_csv(path)
         elif suffix in (".parquet", ".pq"):
             frame = pd.read_parquet(path)
             if any(name is not None for name in frame.index.names):
@@ -115,6 +113,18 @@ def _read_one_file(path: Path) -> pd.DataFrame:
     except Exception as err:  # pandas/pyarrow parse errors: name the file, keep the cause
         raise RunDataError(f"could not be read ({type(err).__name__}: {err})", source=path) from None
     frame["_source"] = str(path)
+    return frame
+
+
+def _read_csv(path: Path) -> pd.DataFrame:
+    try:
+        # names stay as written: "001" is not run 1, and recipe "1e-3" is not 0.001
+        frame = pd.read_csv(path, dtype={"run_id": str, "recipe": str, "compute_unit": str})
+    except pd.errors.EmptyDataError:
+        # a file with nothing in it holds no rows, as a header-only one or an empty JSONL log does
+        # (in a folder it is skipped, where it failed the whole read; named, it "holds no rows")
+        return pd.DataFrame()
+    frame["_line"] = _csv_row_lines(path, len(frame))
     return frame
 
 

@@ -371,3 +371,14 @@ def test_a_frame_read_without_its_header_is_refused_in_words():
     table = pd.DataFrame([["a", "r", 1.0, 0.1], ["a", "r", 2.0, 0.2]])
     with pytest.raises(RunDataError, match=r"column 'run_id': is missing \(columns present: 0, 1, 2, 3\)"):
         validate_runs(table)
+
+
+def test_an_empty_csv_holds_no_rows_as_an_empty_log_does(tmp_path):
+    """A zero-byte CSV failed a whole folder with pandas' EmptyDataError, where an empty JSONL log
+    or a header-only CSV beside the other tables is skipped."""
+    good_table().to_csv(tmp_path / "part1.csv", index=False)
+    (tmp_path / "part2.csv").write_text("")
+    assert len(load_runs(tmp_path)) == 12
+    with pytest.raises(RunDataError) as info:
+        load_runs(tmp_path / "part2.csv")
+    assert str(info.value) == f"file {tmp_path / 'part2.csv'}: holds no rows"
