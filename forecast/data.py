@@ -61,10 +61,23 @@ def _read_json_records(path: Path, text: str) -> pd.DataFrame:
     return pd.DataFrame.from_records(records)
 
 
+def _log_text(path: Path) -> str:
+    """A JSONL file's text (a byte-order mark, as some editors write, is not data). A torn last line
+    may be cut inside a multi-byte character: it is dropped, as the reader drops any torn line,
+    rather than failing the whole log; bytes that are not UTF-8 anywhere else raise."""
+    raw = path.read_bytes()
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        if raw.endswith(b"\n"):
+            raise
+        return raw[: raw.rfind(b"\n") + 1].decode("utf-8-sig")
+
+
 def _read_jsonl(path: Path) -> pd.DataFrame:
     """Read a JSONL run log. A torn last line (a writer killed mid-line) is skipped, because a
     log that is still being written must stay readable; a bad line anywhere else is an error."""
-    text = path.read_text(encoding="utf-8-sig")  # a byte-order mark, as some editors write, is not data
+    text = _log_text(path)
     if path.suffix.lower() == ".json" and text.lstrip().startswith("["):
         return _read_json_records(path, text)
     lines = text.split("\n")

@@ -382,3 +382,17 @@ def test_an_empty_csv_holds_no_rows_as_an_empty_log_does(tmp_path):
     with pytest.raises(RunDataError) as info:
         load_runs(tmp_path / "part2.csv")
     assert str(info.value) == f"file {tmp_path / 'part2.csv'}: holds no rows"
+
+
+def test_a_log_torn_inside_a_multibyte_character_keeps_its_complete_rows(tmp_path):
+    """A writer killed halfway through 'é' (two bytes) left a last line that is not UTF-8, and the
+    whole log failed to decode, where any other torn last line is skipped."""
+    rows = [{"run_id": "café", "recipe": "r", "compute": c, "metric": 0.1 * c} for c in (1, 2)]
+    log = tmp_path / "evals.jsonl"
+    text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+    log.write_bytes(text.encode() + '{"run_id": "café'.encode()[:-1])
+    runs = load_runs(log)
+    assert list(runs["run_id"]) == ["café", "café"]
+    log.write_bytes(b'{"run_id": "caf\xc3"}\n' + text.encode())  # not a torn line: still an error
+    with pytest.raises(RunDataError, match="line 1 is not UTF-8"):
+        load_runs(log)
