@@ -237,8 +237,23 @@ def _check_savable(runs, source) -> None:
         try:
             run_table_dataset(runs).to_netcdf(Path(scratch) / "run_table.nc")
         except (TypeError, ValueError) as err:
-            raise BadInput(f"{source}: the run table cannot be saved with the fit ({err}); "
-                           "drop or rename the column it names") from None
+            column = _unsavable_column(runs, Path(scratch))
+            which = f"column '{column}'" if column is not None else "column it names"
+            raise BadInput(f"{source}: the run table cannot be saved with the fit ({err}); drop or rename the {which}") from None
+
+
+def _unsavable_column(runs, scratch: Path):
+    """The one column netCDF refuses when written alone, for a message that names it (its own error,
+    "VLEN strings do not support embedded NULLs", does not); None where none or several do."""
+    from .forecaster import run_table_dataset
+
+    refused = []
+    for number, column in enumerate(c for c in runs.columns if not str(c).startswith("_")):
+        try:
+            run_table_dataset(runs[[column]]).to_netcdf(scratch / f"column{number}.nc")
+        except (TypeError, ValueError):
+            refused.append(column)
+    return refused[0] if len(refused) == 1 else None
 
 
 def run_fit(args) -> int:

@@ -339,3 +339,18 @@ def test_commands_on_a_saved_fit_read_it_without_the_sampling_libraries(fit_dir)
     code = f"from forecast import ScalingForecaster; fc = ScalingForecaster.load({str(fit / 'fit.nc')!r}); print(type(fc.idata).__name__)"
     printed, loaded = _libraries_loaded_by(code)
     assert printed == ["InferenceData"] and "arviz" in loaded
+
+
+def test_a_column_a_saved_fit_cannot_hold_is_named(tmp_path, capsys, monkeypatch):
+    """netCDF's own error ("VLEN strings do not support embedded NULLs") names no column, and the
+    message asked to drop "the column it names"."""
+    import forecast.forecaster as forecaster_module
+
+    def no_fit(*args, **kwargs):
+        raise AssertionError("the fit ran before the table was found unsavable")
+
+    monkeypatch.setattr(forecaster_module.ScalingForecaster, "fit", no_fit)
+    rows = ["run_id,recipe,compute,metric,loss,note"] + [f"r{i},x,{c},0.{c},dapo,a\0b" for i in (0, 1) for c in (1, 2, 3)]
+    (tmp_path / "runs.csv").write_text("\n".join(rows) + "\n")
+    assert main(["fit", str(tmp_path / "runs.csv"), "--out", str(tmp_path / "fit")]) == 2
+    assert "embedded NULLs); drop or rename the column 'note'" in capsys.readouterr().err
