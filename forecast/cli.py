@@ -411,6 +411,9 @@ def add_report_parser(sub):
     p.add_argument("--fast", action="store_true", help="short chains: a quick look, not a decision")
     p.add_argument("--robust", action="store_true", help="Student-t likelihood for outliers")
     p.add_argument("--json", action="store_true", help="print the report's numbers as JSON")
+    p.add_argument("--cross-validation", default=None, metavar="CV_CSV",
+                   help="a table `forecast cross-validate RUNS --out CV_CSV` wrote: the page then says how honest the "
+                        "intervals were on these runs' held-out curve ends")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     _add_prior_option(p)
     p.set_defaults(func=run_report)
@@ -445,6 +448,7 @@ def run_report(args) -> int:
     if args.target is not None and not 0 < args.target < 1:
         raise BadInput(f"--target must lie in (0, 1), got {args.target:g}")
     _check_output_file(args.out, "-o", "report.html", source=args.runs)
+    cross_validation = _read_cross_validation(args.cross_validation)  # a bad file fails before the fit
     source = Path(args.runs)
     progress = not args.no_progress and sys.stderr.isatty()
     forecaster_kwargs = _forecaster_kwargs(args)
@@ -466,7 +470,8 @@ def run_report(args) -> int:
             fc.fit(runs, random_seed=args.seed, progress=progress)
     target = args.target if args.target is not None else default_target(fc)
     data = write_report(fc, args.out, budget=args.budget, target=target, target_chosen=args.target is None, inputs=inputs,
-                        title=args.title, progress=progress)
+                        title=args.title, progress=progress, cross_validation=cross_validation,
+                        cross_validation_source=args.cross_validation)
     if args.json:
         print(dumps_json(report_summary(data, args.out)))
         for message in data.warnings:
@@ -476,11 +481,28 @@ def run_report(args) -> int:
     print(data.recommendation.headline)
     print()
     print(recipe_table_text(data))
+    if data.honesty:
+        print("\nhow honest the intervals were on these runs (cross-validation):")
+        print("\n".join(data.honesty["summary"]))
     print(f"\nwrote {args.out}")
     for message in data.warnings:  # on the page as a banner; said here too for whoever reads the terminal
         warn(message)
     warn_if_unconverged(fc)
     return EXIT_OK
+
+
+def _read_cross_validation(path):
+    if path is None:
+        return None
+    from .cross_validation import read_cross_validation
+
+    if not Path(path).is_file():
+        raise BadInput(f"--cross-validation {path}: {'is a folder' if Path(path).is_dir() else 'does not exist'}; "
+                       "give the CSV file `forecast cross-validate RUNS --out cv.csv` wrote")
+    try:
+        return read_cross_validation(path)
+    except ValueError as err:
+        raise BadInput(f"--cross-validation {err}") from None
 
 
 # ----------------------------------------------------------------------------- decide, watch, backtest

@@ -28,7 +28,7 @@ import pandas as pd
 from .baseline import fit_run_least_squares, predict_least_squares
 from .data import compute_unit_of, validate_runs
 
-__all__ = ["cross_validate", "performance_metrics", "describe_cross_validation", "DEFAULT_CUTS"]
+__all__ = ["cross_validate", "performance_metrics", "describe_cross_validation", "read_cross_validation", "DEFAULT_CUTS"]
 
 DEFAULT_CUTS = (0.25, 0.5)
 MIN_POINTS_BEFORE_CUT = 3  # a sigmoid and its noise from fewer is the prior alone; least squares fails
@@ -145,7 +145,7 @@ def cross_validate(runs, *, cuts=DEFAULT_CUTS, level: float = 0.9, forecaster=No
     Returns one row per hidden evaluation: cut, run_id, recipe, compute_seen (the run's last
     compute before the cut), compute, ahead (compute / compute_seen), observed, forecast (median),
     lower, upper, covered, z (standardised error), least_squares, last_value, final (the run's last
-    evaluation), and the fit's diagnostics (fit_converged, fit_problems). attrs["fits"] holds each
+    evaluation), level, and the fit's diagnostics (fit_converged, fit_problems). attrs["fits"] holds each
     cut's fit: runs used, runs left out (fewer than 3 evaluations before the cut), diagnostics.
     """
     from .data import load_runs
@@ -170,6 +170,7 @@ def cross_validate(runs, *, cuts=DEFAULT_CUTS, level: float = 0.9, forecaster=No
             fc.fit(seen, random_seed=random_seed, progress=progress, horizon=horizon)
         report = fc.diagnostics()
         table = forecast_hidden(fc, seen, hidden, cut=cut, level=level)
+        table["level"] = level  # a saved table (--out cv.csv) says which interval it checked
         table["fit_converged"] = bool(report.converged)
         table["fit_problems"] = "; ".join(report.problems())
         tables.append(table)
@@ -252,3 +253,47 @@ def describe_cross_validation(cv: pd.DataFrame, metrics: pd.DataFrame | None = N
             f"{every['mae_least_squares']:.3f} and the last value's {every['mae_last_value']:.3f}"
         )
     return lines
+
+
+CSV_COLUMNS = ("cut", "run_id", "ahead", "observed", "forecast", "lower", "upper", "covered", "z", "least_squares",
+               "last_value", "final", "level", "fit_converged", "fit_problems")
+
+
+def read_cross_validation(path) -> pd.DataFrame:
+    """A table `forecast cross-validate --out` wrote, with what cross_validate keeps in attrs
+    (level, each cut's fit) restored from its columns. ValueError naming the file and what is
+    wrong when it is not such a table."""
+    try:
+        cv = pd.read_csv(path, dtype={"run_id": str}, keep_default_na=False, na_values={"z": ["", "nan", "NaN"]})
+    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as err:
+        raise ValueError(f"{path}: cannot be read as a cross-validation table ({err})") from None
+    missing = [c for c in CSV_COLUMNS if c not in cv.columns]
+    if missing:
+        raise ValueError(f"{path}: not a table written by `forecast cross-validate --out` (no column {missing[0]!r})")
+    if cv.empty:
+        raise ValueError(f"{path}: holds no hidden evaluations")
+    for column in ("covered", "final", "fit_converged"):
+        cv[column] = cv[column].map(_as_bool(path, column))
+    levels = cv["level"].unique()
+    if len(levels) != 1 or not 0 < float(levels[0]) < 1:
+        raise ValueError(f"{path}: column 'level' must hold one interval probability in (0, 1), found {list(levels)[:3]}")
+    cv.attrs["level"] = float(levels[0])
+    cv.attrs["fits"] = [
+        {"cut": float(cut), "runs": int(at_cut["run_id"].nunique()), "left_out": [],
+         "converged": bool(at_cut["fit_converged"].all()),
+         "problems": [p for p in str(at_cut["fit_problems"].iloc[0]).split("; ") if p]}
+        for cut, at_cut in cv.groupby("cut", sort=True)
+    ]
+    return cv
+
+
+def _as_bool(path, column: str):
+    def read(value):
+        text = str(value).strip().lower()
+        if text in ("true", "1", "1.0"):
+            return True
+        if text in ("false", "0", "0.0"):
+            return False
+        raise ValueError(f"{path}: column {column!r} holds {value!r}, not True or False")
+
+    return read

@@ -91,6 +91,7 @@ class ReportData:
     notes: list[str] = field(default_factory=list)  # integration notes shown in a muted box
     warnings: list[str] = field(default_factory=list)  # about the question asked (a budget far from the data): a banner
     target_chosen: bool = False  # the target was picked for the page (default_target), not asked for
+    honesty: dict | None = None  # a cross-validation's metrics and sentences (cross_validation_section_data)
 
 
 # ============================================================================ numbers (pure)
@@ -367,13 +368,32 @@ def diagnostics_dict(fc) -> dict:
     return d
 
 
+def cross_validation_section_data(cv: pd.DataFrame, fc=None, source=None) -> dict:
+    """What the page shows of a cross-validation (forecast.cross_validation): its metrics, its
+    sentences, and a warning when it was made on runs this fit does not hold."""
+    from .cross_validation import describe_cross_validation, performance_metrics
+
+    metrics = performance_metrics(cv)
+    foreign = sorted(set(cv["run_id"].astype(str)) - set(map(str, fc.run_ids))) if fc is not None else []
+    warning = None
+    if foreign:
+        shown = ", ".join(foreign[:4]) + (f" and {len(foreign) - 4} more" if len(foreign) > 4 else "")
+        warning = (f"the cross-validation{f' ({source})' if source else ''} holds runs this fit does not ({shown}): "
+                   "its figures are of other runs")
+    return {"source": str(source) if source is not None else None, "level": float(cv.attrs.get("level", 0.9)),
+            "metrics": metrics, "summary": describe_cross_validation(cv, metrics), "warning": warning}
+
+
 def collect_report(fc, *, budget=None, target=None, target_chosen: bool = False, inputs=None, title=None,
-                   progress: bool = False) -> ReportData:
+                   progress: bool = False, cross_validation: pd.DataFrame | None = None,
+                   cross_validation_source=None) -> ReportData:
     """Everything the page shows, computed once from a fitted forecaster.
 
     target_chosen: the target was picked for the page (default_target) rather than asked for. It
     then shows compute to target and P(>= target), but stops no run for missing it: a stop on a
     target nobody set would be advice nobody asked for (and `forecast watch` has no such default).
+    cross_validation: a forecast.cross_validation.cross_validate() result (or one read back with
+    read_cross_validation) for a section on how honest the intervals were on held-out curve ends.
     """
     from tqdm.auto import tqdm
 
@@ -401,6 +421,7 @@ def collect_report(fc, *, budget=None, target=None, target_chosen: bool = False,
     from .data import far_from_data
 
     far = far_from_data(budget, fc.runs_["compute"], unit=fc.compute_unit, name="The budget")
+    honesty = None if cross_validation is None else cross_validation_section_data(cross_validation, fc, cross_validation_source)
     return ReportData(
         title=title or ("Scaling forecast (synthetic data)" if synthetic else "Scaling forecast"),
         budget=budget,
@@ -414,8 +435,9 @@ def collect_report(fc, *, budget=None, target=None, target_chosen: bool = False,
         stop_advice=advice,
         synthetic=synthetic,
         notes=notes + stop_notes,
-        warnings=[far] if far else [],
+        warnings=([far] if far else []) + ([honesty["warning"]] if honesty and honesty["warning"] else []),
         target_chosen=bool(target_chosen and target is not None),
+        honesty=honesty,
     )
 
 
@@ -765,6 +787,33 @@ def diagnostics_html(d: dict) -> str:
     return section_html("Fit diagnostics", body, anchor="diagnostics")
 
 
+HONESTY_COLUMNS = [("cut", "cut (share of each run's compute)"), ("reach", "reach"), ("points", "hidden evaluations"), ("coverage", "coverage"),
+                   ("mean_error", "observed - forecast"), ("mae", "error, ours"),
+                   ("mae_least_squares", "error, least squares"), ("mae_last_value", "error, last value")]
+
+
+def honesty_html(honesty: dict | None) -> str:
+    """How honest the intervals were on these runs' held-out curve ends (forecast cross-validate)."""
+    if not honesty:
+        return ""
+    level = honesty["level"]
+    rows = []
+    for row in honesty["metrics"].to_dict(orient="records"):
+        rows.append({"cut": f"{row['cut']:g}", "reach": row["reach"], "points": f"{row['points']}",
+                     "coverage": f"{row['coverage']:.0%}", "mean_error": f"{row['mean_error']:+.3f}",
+                     "mae": fmt_metric(row["mae"]), "mae_least_squares": fmt_metric(row["mae_least_squares"]),
+                     "mae_last_value": fmt_metric(row["mae_last_value"])})
+    table = table_html(rows, HONESTY_COLUMNS, numeric=("points", "coverage", "mean_error", "mae", "mae_least_squares",
+                                                        "mae_last_value"), css_id="honesty-table")
+    sentences = "".join(f"<li>{esc(line)}</li>" for line in honesty["summary"])
+    source = f" (read from {esc(honesty['source'])})" if honesty.get("source") else ""
+    explain = (f'<p class="explain">Each cut hid every run\'s evaluations beyond that share of its compute, fitted the '
+               f"rest and forecast them{source}. With honest intervals the {level:.0%} interval holds about {level:.0%} "
+               "of them; observed - forecast above 0 means the forecasts ran low. Errors are absolute, in pass rate.</p>")
+    return section_html("How honest the intervals were on these runs", f"<ul>{sentences}</ul>" + table + explain,
+                        anchor="cross-validation")
+
+
 def provenance_html(p: dict) -> str:
     lo, hi = p["compute_range"]
     rows = [
@@ -801,6 +850,7 @@ def render_report(data: ReportData) -> str:
         figures_html(data.figures, data.budget, unit, data.target),
         compute_to_target_html(data.recipe_table, data.budget, unit, data.target, data.provenance["compute_range"][1]),
         stop_advice_html(data.stop_advice),
+        honesty_html(data.honesty),
         diagnostics_html(data.diagnostics),
         provenance_html(data.provenance),
         notes_html(data.notes),
@@ -835,14 +885,18 @@ def report_summary(data: ReportData, path=None) -> dict:
         "provenance": data.provenance,
         "notes": data.notes,
         "warnings": data.warnings,
+        "cross_validation": None if data.honesty is None else {
+            "source": data.honesty["source"], "level": data.honesty["level"],
+            "metrics": data.honesty["metrics"].to_dict(orient="records"), "summary": data.honesty["summary"]},
     })
 
 
 def write_report(fc, path, *, budget=None, target=None, target_chosen: bool = False, inputs=None, title=None,
-                 progress: bool = False) -> ReportData:
+                 progress: bool = False, cross_validation=None, cross_validation_source=None) -> ReportData:
     """Collect, render and write the report atomically (a reader never sees half a page)."""
     data = collect_report(fc, budget=budget, target=target, target_chosen=target_chosen, inputs=inputs, title=title,
-                          progress=progress)
+                          progress=progress, cross_validation=cross_validation,
+                          cross_validation_source=cross_validation_source)
     atomic_write_text(path, render_report(data))
     return data
 

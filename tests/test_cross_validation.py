@@ -15,6 +15,7 @@ from forecast.cross_validation import (
     forecast_hidden,
     performance_metrics,
     reach_bin,
+    read_cross_validation,
     split_at,
     splits_at,
 )
@@ -157,3 +158,86 @@ def test_cli_cross_validates_a_sweep_and_writes_every_hidden_evaluation(tmp_path
     # the synthetic curves are the model's own family: its forecasts beat least squares' from half the compute
     assert everything["mae"] < everything["mae_least_squares"]
     assert everything["coverage"] >= 0.6 and not math.isnan(everything["z_sd"])
+
+
+def _saved(cv: pd.DataFrame, path) -> None:
+    cv.assign(level=cv.attrs["level"], fit_converged=True, fit_problems="").to_csv(path, index=False)
+
+
+def test_a_saved_table_reads_back_with_its_level_and_fits(tmp_path):
+    cv = _hand_made(10, 5)
+    cv["level"] = 0.8
+    cv["fit_converged"] = False
+    cv["fit_problems"] = "R-hat up to 1.03; 2 divergent transitions"
+    cv.to_csv(tmp_path / "cv.csv", index=False)
+    back = read_cross_validation(tmp_path / "cv.csv")
+    assert back.attrs["level"] == 0.8
+    assert back.attrs["fits"] == [{"cut": 0.5, "runs": 10, "left_out": [], "converged": False,
+                                   "problems": ["R-hat up to 1.03", "2 divergent transitions"]}]
+    assert back["covered"].dtype == bool and back["covered"].sum() == 15
+    pd.testing.assert_frame_equal(performance_metrics(back), performance_metrics(cv))
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda f: f.drop(columns="lower"), "no column 'lower'"),
+        (lambda f: f.assign(covered="maybe"), "column 'covered' holds 'maybe'"),
+        (lambda f: f.assign(level=1.5), "column 'level' must hold one interval probability"),
+        (lambda f: f.iloc[:0], "holds no hidden evaluations"),
+    ],
+)
+def test_a_table_that_is_not_a_saved_cross_validation_is_refused_naming_the_file(tmp_path, edit, message):
+    cv = _hand_made(4, 4)
+    frame = cv.assign(level=0.9, fit_converged=True, fit_problems="")
+    edit(frame).to_csv(tmp_path / "cv.csv", index=False)
+    with pytest.raises(ValueError, match=message) as err:
+        read_cross_validation(tmp_path / "cv.csv")
+    assert "cv.csv" in str(err.value)
+
+
+def test_the_report_shows_the_cross_validation_and_warns_when_it_is_of_other_runs(fitted, tmp_path):
+    from forecast import report as rp
+
+    seen, hidden, _ = split_at(fitted.runs_, 0.5)
+    cv = forecast_hidden(fitted, seen, hidden, cut=0.5, level=0.9)
+    cv.attrs.update({"level": 0.9, "fits": [{"cut": 0.5, "runs": 6, "left_out": [], "converged": True, "problems": []}]})
+    data = rp.collect_report(fitted, target=0.6, cross_validation=cv, cross_validation_source="cv.csv")
+    page = rp.render_report(data)
+    assert 'id="cross-validation"' in page and 'id="honesty-table"' in page and "(read from cv.csv)" in page
+    assert data.honesty["summary"][-1] in page.replace("&#x27;", "'")
+    assert not any("other runs" in w for w in data.warnings)
+    summary = rp.report_summary(data)
+    assert summary["cross_validation"]["metrics"][0]["cut"] == 0.5 and summary["cross_validation"]["level"] == 0.9
+    elsewhere = cv.assign(run_id="someone-else")
+    data = rp.collect_report(fitted, target=0.6, cross_validation=elsewhere)
+    assert any("holds runs this fit does not (someone-else)" in w for w in data.warnings)
+    assert 'id="cross-validation"' not in rp.render_report(rp.collect_report(fitted, target=0.6))
+
+
+def test_cli_report_reads_a_saved_cross_validation_and_refuses_a_bad_one_before_fitting(fitted, tmp_path, capsys):
+    fitted.save(tmp_path / "fit.nc")
+    seen, hidden, _ = split_at(fitted.runs_, 0.5)
+    cv = forecast_hidden(fitted, seen, hidden, cut=0.5, level=0.9)
+    cv.attrs["level"] = 0.9
+    _saved(cv, tmp_path / "cv.csv")
+    out = tmp_path / "r.html"
+    assert main(["report", str(tmp_path / "fit.nc"), "--cross-validation", str(tmp_path / "cv.csv"), "-o", str(out),
+                 "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    assert "how honest the intervals were on these runs" in printed and "cut 0.5: 90% intervals held" in printed
+    assert 'id="honesty-table"' in out.read_text(encoding="utf-8")
+    (tmp_path / "runs.csv").write_text("run_id,recipe,compute,metric\na,r,1,0.1\na,r,2,0.2\n")
+    assert main(["report", str(tmp_path / "runs.csv"), "--cross-validation", str(tmp_path / "runs.csv"), "-o",
+                 str(tmp_path / "x.html")]) == 2
+    assert "--cross-validation" in capsys.readouterr().err and not (tmp_path / "x.html").exists()
+    assert main(["report", str(tmp_path / "fit.nc"), "--cross-validation", str(tmp_path), "-o", str(out)]) == 2
+    assert "is a folder" in capsys.readouterr().err
+
+
+def test_python_dash_m_forecast_is_the_forecast_command():
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "forecast", "cross-validate", "--help"], capture_output=True, text=True)
+    assert done.returncode == 0 and "usage: forecast cross-validate" in done.stdout
