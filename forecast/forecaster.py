@@ -916,17 +916,7 @@ class ScalingForecaster:
         recipe (`recipes`: a name or a list; default all). kind: "new_run" or "mean"; one run's
         own forecast is `predict(..., run_id=..., kind="run")`."""
         self._require_fit("plot()")
-        if kind not in ("new_run", "mean"):
-            raise ValueError(f"plot() draws kind 'new_run' or 'mean', got {kind!r}; for one run's own forecast "
-                             "use predict(compute, run_id=..., kind='run')")
-        if isinstance(recipes, str):
-            recipes = [recipes]
-        if recipes is not None and len(recipes) == 0:
-            raise ValueError(f"recipes is empty: name at least one of {', '.join(self.recipes)} (or leave it out for all)")
-        for recipe in recipes or []:
-            self._recipe_index(recipe)  # KeyError naming the known recipes
-        if budget is not None and not (isinstance(budget, (int, float, np.number)) and np.isfinite(budget) and budget > 0):
-            raise ValueError(f"budget must be finite and > 0 (compute in {self.compute_unit}), got {budget!r}")
+        # plot_fan_chart checks recipes, kind and budget, for its direct callers too
         from .plotting import plot_fan_chart
 
         return plot_fan_chart(self, recipes=recipes, budget=budget, kind=kind, ax=ax, **kwargs)

@@ -173,6 +173,26 @@ def _seed_legend_rows(labels_per_panel, panel_width_in: float) -> int:
                 for labels in labels_per_panel if labels), default=1)
 
 
+def _fan_chart_recipes(fc, recipes, budget, kind) -> list:
+    """The recipes to draw, after refusing what a fan chart cannot draw. Here rather than in
+    ScalingForecaster.plot, so that plot_fan_chart called directly is checked too: there a name
+    was split into its letters, kind="run" joined a recipe's runs into one zigzag band, and an
+    empty list or a budget <= 0 failed deep in matplotlib or drew nothing."""
+    if kind not in ("new_run", "mean"):
+        raise ValueError(f"plot() draws kind 'new_run' or 'mean', got {kind!r}; for one run's own forecast "
+                         "use predict(compute, run_id=..., kind='run')")
+    if isinstance(recipes, str):
+        recipes = [recipes]
+    if recipes is not None and len(recipes) == 0:
+        raise ValueError(f"recipes is empty: name at least one of {', '.join(fc.recipes)} (or leave it out for all)")
+    for recipe in recipes or []:
+        if recipe not in fc.recipes:
+            raise KeyError(f"unknown recipe '{recipe}'; known: {', '.join(fc.recipes)}")
+    if budget is not None and not (isinstance(budget, (int, float, np.number)) and np.isfinite(budget) and budget > 0):
+        raise ValueError(f"budget must be finite and > 0 (compute in {fc.compute_unit}), got {budget!r}")
+    return list(recipes) if recipes is not None else list(fc.recipes)
+
+
 def plot_fan_chart(fc, *, recipes=None, budget=None, kind="new_run", ax=None, ncols=3, title=None):
     """One panel per recipe: observed evaluations, the posterior median curve and 50%/90% bands
     out to `budget`. Returns the matplotlib Figure.
@@ -180,7 +200,7 @@ def plot_fan_chart(fc, *, recipes=None, budget=None, kind="new_run", ax=None, nc
     Legends stay off the data: one key for the bands, the median, the budget and the data-end line,
     shared by the figure above the panels; and under each panel its own seeds, labelled by what
     tells them apart (`short_run_labels`)."""
-    recipes = list(recipes) if recipes is not None else fc.recipes
+    recipes = _fan_chart_recipes(fc, recipes, budget, kind)
     grid = _grid(fc, budget)
     labels_of = {}
     for recipe in recipes:

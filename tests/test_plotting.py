@@ -257,3 +257,22 @@ def test_plotting_into_the_callers_axes_leaves_their_figure_alone(fitted):
         assert labels == KEY_LABELS
     finally:
         plt.close(fig)
+
+
+def test_plot_fan_chart_called_directly_refuses_what_it_cannot_draw(fitted):
+    """forecast.plotting is imported directly (the quickstart does, for the forest): its fan chart
+    checks its arguments as ScalingForecaster.plot does. A name was split into its letters, and
+    kind="run" drew a recipe's runs as one zigzag band."""
+    with pytest.raises(KeyError, match="unknown recipe 'ppo'; known: scalerl"):
+        plot_fan_chart(fitted, recipes=["ppo"])
+    with pytest.raises(ValueError, match="kind='run'"):
+        plot_fan_chart(fitted, recipes=["scalerl_8b"], kind="run")
+    with pytest.raises(ValueError, match="recipes is empty"):
+        plot_fan_chart(fitted, recipes=[])
+    with pytest.raises(ValueError, match="budget must be finite and > 0"):
+        plot_fan_chart(fitted, budget=-1e5)
+    fig = plot_fan_chart(fitted, recipes="scalerl_8b")
+    try:
+        assert [ax.get_title() for ax in _panels(fig)] == ["scalerl_8b"]
+    finally:
+        plt.close(fig)
