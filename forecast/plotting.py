@@ -183,6 +183,8 @@ def _fan_chart_recipes(fc, recipes, budget, kind) -> list:
                          "use predict(compute, run_id=..., kind='run')")
     if isinstance(recipes, str):
         recipes = [recipes]
+    elif recipes is not None:  # an array or Series (table["recipe"], .unique()) has no truth value
+        recipes = list(recipes)
     if recipes is not None and len(recipes) == 0:
         raise ValueError(f"recipes is empty: name at least one of {', '.join(fc.recipes)} (or leave it out for all)")
     for recipe in recipes or []:
@@ -190,7 +192,7 @@ def _fan_chart_recipes(fc, recipes, budget, kind) -> list:
             raise KeyError(f"unknown recipe '{recipe}'; known: {', '.join(fc.recipes)}")
     if budget is not None and not (isinstance(budget, (int, float, np.number)) and np.isfinite(budget) and budget > 0):
         raise ValueError(f"budget must be finite and > 0 (compute in {fc.compute_unit}), got {budget!r}")
-    return list(recipes) if recipes is not None else list(fc.recipes)
+    return recipes if recipes is not None else list(fc.recipes)
 
 
 def plot_fan_chart(fc, *, recipes=None, budget=None, kind="new_run", ax=None, ncols=3, title=None):

@@ -276,3 +276,17 @@ def test_plot_fan_chart_called_directly_refuses_what_it_cannot_draw(fitted):
         assert [ax.get_title() for ax in _panels(fig)] == ["scalerl_8b"]
     finally:
         plt.close(fig)
+
+
+def test_fan_chart_takes_recipes_as_an_array_or_series(fitted):
+    """A notebook picks recipes from a table (`table["recipe"]`, `.unique()`): an array or a Series
+    of two or more names raised numpy's and pandas' "truth value ... is ambiguous"."""
+    import numpy as np
+
+    two = list(fitted.recipes[:2])
+    for recipes in (np.array(two), pd.Series(two), (r for r in two)):
+        fig = fitted.plot(recipes=recipes)
+        try:
+            assert [ax.get_title() for ax in _panels(fig)] == two
+        finally:
+            plt.close(fig)
