@@ -216,6 +216,9 @@ def plot_fan_chart(fc, *, recipes=None, budget=None, kind="new_run", ax=None, nc
         title_of = {recipe: wrap_title(recipe, _title_chars(panel.get_position().width * fig.get_figwidth()))
                     for panel, recipe in zip(axes, recipes, strict=False)}
     else:
+        # refused here: 0 was a ZeroDivisionError and -1 a "figure size must be positive" from matplotlib
+        if isinstance(ncols, bool) or not isinstance(ncols, (int, np.integer)) or ncols < 1:
+            raise ValueError(f"ncols must be a whole number >= 1, got {ncols!r}")
         ncols = min(ncols, len(recipes))
         nrows = int(np.ceil(len(recipes) / ncols))
         legend_rows = _seed_legend_rows(labels_of.values(), _COLUMN_IN * 0.8 * _PANEL_FILL)

@@ -290,3 +290,14 @@ def test_fan_chart_takes_recipes_as_an_array_or_series(fitted):
             assert [ax.get_title() for ax in _panels(fig)] == two
         finally:
             plt.close(fig)
+
+
+def test_fan_chart_refuses_a_column_count_below_one(fitted):
+    for ncols in (0, -1, 2.5):  # 0 was a ZeroDivisionError, -1 matplotlib's "figure size must be positive"
+        with pytest.raises(ValueError, match="ncols must be a whole number >= 1"):
+            fitted.plot(ncols=ncols)
+    fig = fitted.plot(ncols=1)
+    try:
+        assert len({round(ax.get_position().x0, 3) for ax in _panels(fig)}) == 1  # one column
+    finally:
+        plt.close(fig)
