@@ -302,7 +302,8 @@ def plot_asymptote_forest(fc, *, ax=None, reference=None):
     """Forest plot of recipe asymptotes with 50% and 90% intervals (best at top)."""
     table = fc.asymptote().query("level == 'recipe'").sort_values("q50")
     draws = {r: fc.draws("A")[:, k] for k, r in enumerate(fc.recipes)}
-    if ax is None:
+    own_figure = ax is None
+    if own_figure:
         fig, ax = plt.subplots(figsize=(6, 0.45 * len(table) + 1.2))
     else:
         fig = ax.figure
@@ -318,5 +319,6 @@ def plot_asymptote_forest(fc, *, ax=None, reference=None):
     ax.set_yticklabels(table["recipe"])
     ax.set_xlabel("asymptote A (50% and 90% intervals)")
     ax.grid(axis="x", alpha=0.3)
-    fig.tight_layout()
+    if own_figure:  # a caller's figure is theirs to lay out: tight_layout moved their other axes
+        fig.tight_layout()
     return fig

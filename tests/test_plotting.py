@@ -301,3 +301,19 @@ def test_fan_chart_refuses_a_column_count_below_one(fitted):
         assert len({round(ax.get_position().x0, 3) for ax in _panels(fig)}) == 1  # one column
     finally:
         plt.close(fig)
+
+
+def test_forest_into_the_callers_axes_leaves_their_layout_alone(fitted):
+    """As the fan chart does with axes it is given: no tight_layout on the caller's figure, which
+    moved their other panels."""
+    from forecast.plotting import plot_asymptote_forest
+
+    fig, (forest, other) = plt.subplots(1, 2, figsize=(10, 3))
+    try:
+        before = [tuple(a.get_position().bounds) for a in (forest, other)]
+        assert plot_asymptote_forest(fitted, ax=forest) is fig
+        assert [tuple(a.get_position().bounds) for a in (forest, other)] == before
+        assert [t.get_text() for t in forest.get_yticklabels()][-1] == fitted.asymptote().query(
+            "level == 'recipe'").sort_values("q50")["recipe"].iloc[-1]  # the best at the top
+    finally:
+        plt.close(fig)
