@@ -173,6 +173,11 @@ def _seed_legend_rows(labels_per_panel, panel_width_in: float) -> int:
                 for labels in labels_per_panel if labels), default=1)
 
 
+# what the bands and median are of, as the key's title: a "mean" chart's bands leave out seed spread and
+# evaluation noise, so most dots fall outside them, and without it looked like a miscalibrated "new_run" one
+KEY_TITLES = {"new_run": "forecast for a new run's evaluations", "mean": "forecast of the recipe's mean curve"}
+
+
 def _fan_chart_recipes(fc, recipes, budget, kind) -> list:
     """The recipes to draw, after refusing what a fan chart cannot draw. Here rather than in
     ScalingForecaster.plot, so that plot_fan_chart called directly is checked too: there a name
@@ -224,8 +229,8 @@ def plot_fan_chart(fc, *, recipes=None, budget=None, kind="new_run", ax=None, nc
         legend_rows = _seed_legend_rows(labels_of.values(), _COLUMN_IN * 0.8 * _PANEL_FILL)
         title_of = {recipe: wrap_title(recipe, _title_chars(_COLUMN_TITLE_IN)) for recipe in recipes}
         extra_title_lines = max(text.count("\n") for text in title_of.values())
-        # room under each panel for its seed legend, above it for a wrapped title, and above the panels for the shared key
-        height = (3.2 + 0.2 + 0.17 * legend_rows + 0.22 * extra_title_lines) * nrows + 0.35 + (0.35 if title else 0)
+        # room under each panel for its seed legend, above it for a wrapped title, and above the panels for the shared key (its title and a row)
+        height = (3.2 + 0.2 + 0.17 * legend_rows + 0.22 * extra_title_lines) * nrows + 0.5 + (0.35 if title else 0)
         fig, axes = plt.subplots(nrows, ncols, figsize=(_COLUMN_IN * ncols, height), squeeze=False, sharey=True)
         axes = axes.ravel()
         for extra in axes[len(recipes):]:
@@ -256,18 +261,19 @@ def plot_fan_chart(fc, *, recipes=None, budget=None, kind="new_run", ax=None, nc
         panel.grid(alpha=0.3)
     axes[0].set_ylabel("metric", fontsize=11)
     if ax is not None:
-        return _legends_on_given_axes(axes[:len(recipes)], band_handles, seeds_of, labels_of, recipes, title)
+        return _legends_on_given_axes(axes[:len(recipes)], band_handles, seeds_of, labels_of, recipes, title, KEY_TITLES[kind])
     # the title at the very top (its default place sinks into the key on a tall figure), the key under it
     suptitle = fig.suptitle(title, y=1.0 - 0.05 / fig.get_figheight(), va="top") if title else None
     key_top = 1.0 - (0.35 / fig.get_figheight() if title else 0.0)
     renderer = _renderer(fig)
     for ncol in range(len(band_handles), 0, -1):  # one row, unless the figure is too narrow for it (one panel)
         key = fig.legend(handles=band_handles, labels=[h.get_label() for h in band_handles], fontsize=9,
-                         loc="upper center", bbox_to_anchor=(0.5, key_top), ncol=ncol, frameon=False)
+                         loc="upper center", bbox_to_anchor=(0.5, key_top), ncol=ncol, frameon=False,
+                         title=KEY_TITLES[kind], title_fontsize=9)
         if ncol == 1 or renderer is None or key.get_window_extent(renderer).width <= 0.98 * fig.bbox.width:
             break
         key.remove()
-    key_in = key.get_window_extent(renderer).height / fig.dpi if renderer is not None else 0.3
+    key_in = key.get_window_extent(renderer).height / fig.dpi if renderer is not None else 0.5  # its title and a row
     top = key_top - (key_in + 0.05) / fig.get_figheight()  # the panels fill what the key and the title leave
     if suptitle is not None and renderer is not None:  # tight_layout adds room for a suptitle, already kept above the key
         pad_in = 1.08 * plt.rcParams["font.size"] / 72  # tight_layout's default pad
@@ -281,14 +287,14 @@ def plot_fan_chart(fc, *, recipes=None, budget=None, kind="new_run", ax=None, nc
     return fig
 
 
-def _legends_on_given_axes(axes, band_handles, seeds_of, labels_of, recipes, title):
+def _legends_on_given_axes(axes, band_handles, seeds_of, labels_of, recipes, title, key_title):
     """Axes the caller laid out: the figure is theirs, so no figure-level key (two calls would stack
     two) and no tight_layout. The key sits right of the last panel, outside it, and each panel's
     seeds under it, as on a figure of our own."""
     fig = axes[0].figure
     last = axes[-1]
     key = last.legend(handles=band_handles, labels=[h.get_label() for h in band_handles], fontsize=9,
-                      loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False)
+                      loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False, title=key_title, title_fontsize=9)
     last.add_artist(key)  # kept when the panel's seed legend replaces its legend below
     renderer = _renderer(fig)
     for panel, recipe in zip(axes, recipes, strict=False):

@@ -317,3 +317,25 @@ def test_forest_into_the_callers_axes_leaves_their_layout_alone(fitted):
             "level == 'recipe'").sort_values("q50")["recipe"].iloc[-1]  # the best at the top
     finally:
         plt.close(fig)
+
+
+def test_the_key_names_what_the_bands_are_of(fitted):
+    """A "mean" chart's bands leave out seed spread and evaluation noise, so most dots fall outside
+    them; its key said only "90%", "50%", "median", as a "new_run" chart's does, and read as a
+    miscalibrated forecast once shown without the code that drew it."""
+    titles = {}
+    for kind in ("new_run", "mean"):
+        fig = fitted.plot(budget=2e5, kind=kind)
+        try:
+            _check_legends(fig, len(fitted.recipes))
+            titles[kind] = fig.legends[0].get_title().get_text()
+        finally:
+            plt.close(fig)
+    assert "new run" in titles["new_run"] and "mean" in titles["mean"]
+    fig, panel = plt.subplots()
+    try:
+        fitted.plot(recipes=fitted.recipes[0], ax=panel, kind="mean")  # the caller's axes: the key beside the panel
+        (key,) = [a for a in panel.artists if isinstance(a, Legend)]
+        assert key.get_title().get_text() == titles["mean"]
+    finally:
+        plt.close(fig)
