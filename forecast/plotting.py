@@ -305,7 +305,13 @@ def _legends_on_given_axes(axes, band_handles, seeds_of, labels_of, recipes, tit
 
 
 def plot_asymptote_forest(fc, *, ax=None, reference=None):
-    """Forest plot of recipe asymptotes with 50% and 90% intervals (best at top)."""
+    """Forest plot of recipe asymptotes with 50% and 90% intervals (best at top); `reference`: a
+    pass rate in [0, 1] (a target) drawn as a dashed line."""
+    # refused, not drawn: a string became a category at x=0 and 60 (a percent) a line far right,
+    # either squeezing every interval into a corner of the panel without a word
+    if reference is not None and (isinstance(reference, bool) or not isinstance(reference, (int, float, np.number))
+                                  or not 0 <= reference <= 1):
+        raise ValueError(f"reference must be a pass rate in [0, 1], got {reference!r}")
     table = fc.asymptote().query("level == 'recipe'").sort_values("q50")
     draws = {r: fc.draws("A")[:, k] for k, r in enumerate(fc.recipes)}
     own_figure = ax is None

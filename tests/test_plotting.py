@@ -339,3 +339,19 @@ def test_the_key_names_what_the_bands_are_of(fitted):
         assert key.get_title().get_text() == titles["mean"]
     finally:
         plt.close(fig)
+
+
+def test_forest_refuses_a_reference_that_is_no_pass_rate(fitted):
+    """A string was drawn as a category at x=0 and 60 (a percent) as a line far right, squeezing
+    the intervals into a corner without a word."""
+    from forecast.plotting import plot_asymptote_forest
+
+    for reference in ("0.6", 60, float("nan"), True):
+        with pytest.raises(ValueError, match="reference must be a pass rate in"):
+            plot_asymptote_forest(fitted, reference=reference)
+    fig = plot_asymptote_forest(fitted, reference=0.6)
+    try:
+        (line,) = [ln for ln in fig.axes[0].get_lines() if ln.get_linestyle() == "--"]
+        assert line.get_xdata()[0] == 0.6
+    finally:
+        plt.close(fig)
