@@ -217,6 +217,8 @@ def plot_fan_chart(fc, *, recipes=None, budget=None, kind="new_run", ax=None, nc
         axes = np.atleast_1d(ax).ravel()
         if len(axes) < len(recipes):
             raise ValueError(f"ax holds {len(axes)} axes for {len(recipes)} recipes; pass recipes=[...] or as many axes")
+        for extra in axes[len(recipes):]:  # as on a figure of our own: a grid's empty frame beside the last
+            extra.set_visible(False)       # panel was drawn over its key, which sits there
         fig = axes[0].figure
         title_of = {recipe: wrap_title(recipe, _title_chars(panel.get_position().width * fig.get_figwidth()))
                     for panel, recipe in zip(axes, recipes, strict=False)}

@@ -355,3 +355,20 @@ def test_forest_refuses_a_reference_that_is_no_pass_rate(fitted):
         assert line.get_xdata()[0] == 0.6
     finally:
         plt.close(fig)
+
+
+def test_a_grid_of_the_callers_with_spare_axes_leaves_the_key_readable(fitted):
+    """Three recipes into a 2 x 2 grid: the key sits right of the last panel, where the spare
+    fourth axes was drawn over it (the key's handles showed, its words did not)."""
+    fig, grid = plt.subplots(2, 2, figsize=(10, 7))
+    try:
+        fitted.plot(ax=grid, budget=2e5)
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        assert not grid[1, 1].get_visible()
+        (key,) = [a for a in grid.ravel()[len(fitted.recipes) - 1].artists if isinstance(a, Legend)]
+        for text in key.get_texts():
+            box = text.get_window_extent(renderer)
+            assert not any(_overlap(box, ax.bbox) for ax in _panels(fig)), f"{text.get_text()!r} lies under a panel"
+    finally:
+        plt.close(fig)
