@@ -411,6 +411,7 @@ def _checked_runs(frame: pd.DataFrame, *, source, min_points: int) -> pd.DataFra
         )
     _require_compute_to_grow_with_step(frame)
     _warn_if_runs_look_like_two_units(frame)
+    _warn_if_a_recipe_mixes_settings(frame)
     counts = frame.groupby("run_id").size()
     short = counts[counts < min_points]
     if len(short):
@@ -444,6 +445,47 @@ def _warn_if_runs_look_like_two_units(frame: pd.DataFrame) -> None:
         f"run '{high}' at about {typical[high]:.3g}): are they in one unit? Convert to one unit per table",
         source=frame.attrs.get("source") or (frame["_source"].iloc[0] if "_source" in frame else None),
         column="compute")), UserWarning, stacklevel=4)
+
+
+# Columns that define a recipe in trainer_minimal's runs: its knobs (trainer_minimal.train.KNOB_COLUMNS,
+# kept in sync by a test) and the model's size. Runs of one recipe differ only by seed
+# (docs/run_format.md); a table that joins two sweeps under one recipe name at two learning rates
+# would be pooled as seeds of one recipe, its difference read as seed-to-seed spread.
+RECIPE_SETTING_COLUMNS = (
+    "loss_type", "aggregation", "adv_norm", "zero_var_filter", "npr_threshold", "off_policy_k",
+    "fp32_logits", "batch_size", "group_size", "gen_len", "lr", "n_params",
+)
+
+
+def _comparable(values: pd.Series) -> pd.Series:
+    """Numbers where every value is one (5e-4 and "0.0005" from two writers are one setting), text otherwise."""
+    numbers = pd.to_numeric(values, errors="coerce")
+    return numbers if numbers.notna().all() else values.astype(str)
+
+
+def _warn_if_a_recipe_mixes_settings(frame: pd.DataFrame) -> None:
+    """A warning (the first found) when runs of one recipe differ in a recipe-defining column."""
+    present = [c for c in RECIPE_SETTING_COLUMNS if c in frame.columns]
+    if not present or frame["run_id"].nunique() < 2:
+        return
+    per_run = frame.groupby("run_id", sort=False)[["recipe", *present]].first()
+    for column in present:
+        for recipe, runs in per_run.groupby("recipe", sort=True):
+            values = runs[column].dropna()
+            if values.empty:
+                continue
+            values = _comparable(values)
+            if values.nunique() < 2:
+                continue
+            first, other = values.iloc[0], values[values != values.iloc[0]].iloc[0]
+            first_run, other_run = values.index[0], values[values != values.iloc[0]].index[0]
+            warnings.warn(str(RunDataError(
+                f"differs between runs of recipe '{recipe}' ({first} in run '{first_run}', {other} in run '{other_run}'): "
+                "runs of one recipe are pooled as seeds, so the fit reads the difference as seed-to-seed spread and the "
+                "recipe's forecast mixes the two settings; give each setting its own recipe name",
+                source=frame.attrs.get("source") or (frame["_source"].iloc[0] if "_source" in frame else None),
+                column=column)), UserWarning, stacklevel=4)
+            return
 
 
 def _require_compute_to_grow_with_step(frame: pd.DataFrame) -> None:

@@ -396,3 +396,30 @@ def test_a_log_torn_inside_a_multibyte_character_keeps_its_complete_rows(tmp_pat
     log.write_bytes(b'{"run_id": "caf\xc3"}\n' + text.encode())  # not a torn line: still an error
     with pytest.raises(RunDataError, match="line 1 is not UTF-8"):
         load_runs(log)
+
+
+def _two_runs_of_dapo(lr_a, lr_b, recipe_b="dapo") -> pd.DataFrame:
+    rows = []
+    for run_id, recipe, lr in (("dapo-s0", "dapo", lr_a), ("dapo-lr-s0", recipe_b, lr_b)):
+        rows += [{"run_id": run_id, "recipe": recipe, "compute": c, "metric": 0.3 + c / 100, "lr": lr} for c in (1, 2, 4)]
+    return pd.DataFrame(rows)
+
+
+def test_runs_of_one_recipe_at_two_learning_rates_are_named_in_a_warning():
+    with pytest.warns(UserWarning, match=r"column 'lr'.*differs between runs of recipe 'dapo' \(0.0005 in run 'dapo-s0', "
+                                         r"0.001 in run 'dapo-lr-s0'\).*give each setting its own recipe name"):
+        validate_runs(_two_runs_of_dapo(5e-4, 1e-3))
+
+
+@pytest.mark.parametrize("lr_b, recipe_b", [(5e-4, "dapo"), ("0.0005", "dapo"), (1e-3, "dapo-lr1e-3")])
+def test_one_setting_per_recipe_is_read_in_silence(lr_b, recipe_b):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        validate_runs(_two_runs_of_dapo(5e-4, lr_b, recipe_b))
+
+
+def test_the_recipe_setting_columns_hold_every_trainer_knob():
+    from forecast.data import RECIPE_SETTING_COLUMNS
+    from trainer_minimal.train import KNOB_COLUMNS
+
+    assert set(KNOB_COLUMNS) <= set(RECIPE_SETTING_COLUMNS)
