@@ -191,6 +191,8 @@ def test_an_extended_run_is_in_flight_again_until_it_ends(tmp_path, warm_cache, 
     (["train", "--seed", "-1"], "seed must be >= 0, got -1"),
     (["train", "--resume"], "no checkpoint"),
     (["train", "--model-path", "/nonexistent/model"], "not a local Hugging Face model folder"),
+    (["sweep", "--presets", "grpo", "--seeds", "0", "--model-path", "/nonexistent/model"],
+     "not a local Hugging Face model folder"),
     (["train", "--advisor-every", "1", "--advisor-reference", "/nonexistent/runs.csv"],
      "advisor_reference '/nonexistent/runs.csv' does not exist"),
     (["sweep", "--presets", "grpo", "--seeds", "0", "--advisor-every", "1", "--advisor-reference", "/nonexistent/runs"],
@@ -219,6 +221,23 @@ def test_bad_input_is_refused_with_exit_2_before_any_compute(tmp_path, capsys, a
     assert code == 2
     assert message in capsys.readouterr().err
     assert not out.exists()  # nothing created, nothing computed
+
+
+@pytest.mark.parametrize("command", [["train"], ["sweep", "--presets", "grpo", "--seeds", "0"]])
+def test_a_model_folder_that_cannot_be_loaded_is_refused_with_exit_2(tmp_path, capsys, command):
+    """A config without weights, or no tokenizer and a vocabulary too small for the character
+    tokenizer: refused like a missing folder, not a traceback after the run folder was made."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.LlamaConfig(vocab_size=10, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                                      num_attention_heads=2, num_key_value_heads=1)
+    config.save_pretrained(tmp_path / "config-only")
+    transformers.LlamaForCausalLM(config).save_pretrained(tmp_path / "small-vocab")
+    for folder, message in (("config-only", "has a config.json but no weights"),
+                            ("small-vocab", "has no tokenizer and vocab_size=10 < 21")):
+        out = tmp_path / f"out-{folder}"
+        assert main([*command, "--model-path", str(tmp_path / folder), "--out", str(out)]) == 2
+        assert message in capsys.readouterr().err
+        assert not out.exists()
 
 
 def test_an_existing_run_is_neither_overwritten_nor_resumed_with_another_model(tmp_path, warm_cache, capsys):

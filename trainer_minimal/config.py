@@ -11,6 +11,8 @@ import math
 import os
 from dataclasses import dataclass, fields
 
+from .tokenizer import HF_TOKENIZER_FILES, CharTokenizer
+
 
 @dataclass
 class Config:
@@ -213,6 +215,29 @@ def check_advisor_reference(cfg):
     if cfg.advisor_reference and not os.path.exists(cfg.advisor_reference):
         raise ValueError(f"advisor_reference {cfg.advisor_reference!r} does not exist "
                          "(give a run table or a folder of runs to compare with)")
+
+
+def check_model_path(cfg):
+    """Refuse a model_path the trainer cannot load: not a local Hugging Face model folder (no
+    config.json), a folder without weights, or one without a tokenizer whose vocabulary is smaller
+    than the character tokenizer's. Left to the loader, each is a traceback after the run folder
+    was made. Not part of validate() (it reads files): it runs where a run starts and where a sweep
+    is planned, like check_advisor_reference."""
+    path = cfg.model_path
+    if not path:
+        return
+    if not os.path.isfile(os.path.join(path, "config.json")):
+        raise ValueError(f"model_path={path!r} is not a local Hugging Face model folder (no config.json)")
+    if not any(name.endswith((".safetensors", ".bin")) for name in os.listdir(path)):
+        raise ValueError(f"model_path={path!r} has a config.json but no weights (*.safetensors or *.bin)")
+    if any(os.path.exists(os.path.join(path, f)) for f in HF_TOKENIZER_FILES):
+        return
+    with open(os.path.join(path, "config.json")) as f:
+        vocab_size = json.load(f).get("vocab_size")
+    n_chars = CharTokenizer().vocab_size
+    if isinstance(vocab_size, int) and vocab_size < n_chars:  # a nested config is checked when loaded
+        raise ValueError(f"model_path={path!r} has no tokenizer and vocab_size={vocab_size} "
+                         f"< {n_chars} characters of the character tokenizer")
 
 
 def advisor_settings(cfg):

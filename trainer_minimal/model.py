@@ -16,7 +16,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .tokenizer import CharTokenizer, HFTokenizer
+from .tokenizer import HF_TOKENIZER_FILES, CharTokenizer, HFTokenizer
 
 ARCHITECTURE = "tiny-gpt-1"  # part of the warm-start cache key: bump when TinyGPT changes
 MAX_POSITIONS = 64  # learned positions; prompts are <= 16 tokens and generations short
@@ -136,7 +136,7 @@ def load_hf_policy(path):
 
     model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=torch.float32)
     model.eval()  # no dropout: the sampler and the trainer must see the same policy
-    if any(os.path.exists(os.path.join(path, f)) for f in ("tokenizer.json", "tokenizer_config.json")):
+    if any(os.path.exists(os.path.join(path, f)) for f in HF_TOKENIZER_FILES):
         return model, HFTokenizer(AutoTokenizer.from_pretrained(path, local_files_only=True))
     tok = CharTokenizer()
     if model.config.vocab_size < tok.vocab_size:

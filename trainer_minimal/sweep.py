@@ -25,6 +25,7 @@ import pandas as pd
 from .config import (
     RESUMABLE_FIELDS,
     check_advisor_reference,
+    check_model_path,
     from_dict,
     make_config,
     run_defining_changes,
@@ -58,6 +59,7 @@ def plan_sweep(presets, seeds, out, overrides):
             cfg = make_config(name, seed=seed, out=run_dir, warmstart_cache=cache, **overrides)
             if not same_path(cfg.advisor_reference, out):  # the sweep's own folder is made when it starts
                 check_advisor_reference(cfg)
+            check_model_path(cfg)
             state, problem = existing_run_state(cfg, max_steps_given="max_steps" in overrides)
             if problem:
                 conflicts.append(f"{run_dir}: {problem}")

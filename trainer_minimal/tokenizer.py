@@ -7,6 +7,7 @@ model spends its parameters on the task rather than on an embedding table.
 
 CHARS = "0123456789+*=:scrm"  # every character the tasks in tasks.py can produce
 SPECIALS = ("<pad>", "<bos>", "<eos>")
+HF_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")  # a model folder with a tokenizer has one
 
 
 class CharTokenizer:

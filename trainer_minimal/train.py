@@ -73,6 +73,7 @@ import torch.distributed as dist
 from .config import (
     advisor_settings,
     check_advisor_reference,
+    check_model_path,
     from_dict,
     run_defining_changes,
     to_json,
@@ -112,15 +113,14 @@ def run_paths(cfg):
 def preflight(cfg):
     """Refuse, before any compute, what would fail later: a resume without a checkpoint, a fresh
     run over an existing one, a checkpoint taken mid-round, a batch that does not split over the ranks,
-    an advisor reference that is not there."""
+    an advisor reference that is not there, a model folder that cannot be loaded."""
     paths = run_paths(cfg)
     if cfg.resume and not os.path.exists(paths["ckpt"]):
         raise ValueError(f"--resume: no checkpoint at {paths['ckpt']}")
     if not cfg.resume and (os.path.exists(paths["evals"]) or os.path.exists(paths["ckpt"])):
         raise ValueError(f"{cfg.out} already holds a run (evals.jsonl or ckpt.pt); "
                          "pass --resume to continue it or choose another --out")
-    if cfg.model_path and not os.path.isfile(os.path.join(cfg.model_path, "config.json")):
-        raise ValueError(f"model_path={cfg.model_path!r} is not a local Hugging Face model folder (no config.json)")
+    check_model_path(cfg)
     if cfg.device.startswith("cuda") and not torch.cuda.is_available():
         raise ValueError(f"device={cfg.device!r} but this torch build sees no CUDA device")
     world = int(os.environ.get("WORLD_SIZE", "1"))
