@@ -72,3 +72,51 @@ def test_end_distributed_frees_the_group_before_interpreter_exit(tmp_path):
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     left = dict(re.findall(r"rank (\d) gloo threads left: (\d+)", done.stdout))
     assert left == {"0": "0", "1": "0"}, done.stdout
+
+
+SLOW_RANK_SCRIPT = """
+import os, sys, time, types
+import trainer_minimal.train as T
+from trainer_minimal.cli import main
+
+T.consult_advisor = lambda cfg, rows, planned: types.SimpleNamespace(  # the forecaster, without its fit
+    action="continue", rule="stub", message="continue: stub", details={}, to_dict=dict)
+flops_model = T.FlopsModel
+def late(model):  # rank 1 loads its model slower: rank 0 has answered the advisor by the time it is ready
+    if os.environ["RANK"] == "1":
+        time.sleep(3)
+    return flops_model(model)
+T.FlopsModel = late
+sys.exit(main(["train", *sys.argv[1:]]))
+"""
+
+
+def test_a_resumed_question_to_the_advisor_does_not_hang_a_slower_rank(tmp_path):
+    """A run killed while the advisor was asked is asked again on --resume. Rank 0 asks, and removes
+    advisor_asking.json on a continue; a rank that read that file on its own after that skipped the
+    broadcast of the answer, and both ranks then waited in different collectives forever."""
+    pytest.importorskip("torch.distributed")
+    run = tmp_path / "run"
+    train(make_config("scalerl", out=str(run), warmstart_cache=str(tmp_path / "warmstart"), advisor_every=1,
+                      **{**TINY, "max_steps": 2}))
+    os.remove(run / "summary.json")  # as if killed while the advisor was asked at step 2 of 4
+    (run / "advisor_asking.json").write_text(json.dumps({"step": 2}))
+    script = tmp_path / "slow_rank.py"
+    script.write_text(SLOW_RANK_SCRIPT)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+           str(script), "--out", str(run), "--resume", "--max-steps", "4"]
+    env = {**os.environ, "PYTHONPATH": REPO, "OMP_NUM_THREADS": "1"}
+    log = tmp_path / "torchrun.log"
+    with open(log, "w") as f:
+        child = subprocess.Popen(cmd, env=env, cwd=REPO, stdout=f, stderr=subprocess.STDOUT)
+        try:
+            child.wait(timeout=90)
+        except subprocess.TimeoutExpired:
+            child.terminate()  # torchrun passes SIGTERM on to both ranks (a SIGKILL would orphan them)
+            child.wait(timeout=60)
+            pytest.fail("the resumed 2-process run hung after the advisor's answer")
+    output = log.read_text()
+    assert child.returncode == 0, output[-3000:]
+    assert "advisor: continue (stub)" in output
+    assert [r["step"] for r in read_jsonl(run / "evals.jsonl")] == [2, 4]
+    assert not (run / "advisor_asking.json").exists()

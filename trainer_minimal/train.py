@@ -546,7 +546,9 @@ def run_training(cfg):
     eval_rows = read_jsonl(paths["evals"]) if rank == 0 else []
     knobs = {k: getattr(cfg, k) for k in KNOB_COLUMNS}
     n_params = state["flops_model"].n_params
-    stopped = resumed_advice(cfg, eval_rows, state, rank, world) if cfg.resume else None
+    # rank 0 alone reads the run folder and decides: it rewrites advisor_asking.json and summary.json as
+    # it goes, so another rank reading them on its own, later, could skip the broadcast it answers with
+    stopped = broadcast_object(resumed_advice(cfg, eval_rows, state) if cfg.resume and rank == 0 else None, world)
     if rank == 0 and stopped is None and state["step"] < cfg.max_steps and os.path.exists(paths["summary"]):
         # extended past where it ended: in flight again, not finished (watch and backtest read summary.json
         # as the end of a run); the new summary is written when it ends
@@ -614,7 +616,7 @@ def advisor_due(cfg, step):
             and (step // cfg.eval_every) % cfg.advisor_every == 0)
 
 
-def resumed_advice(cfg, eval_rows, state, rank, world):
+def resumed_advice(cfg, eval_rows, state):
     """On --resume, the advice owed at the checkpoint's step, so that a resumed run stops where the
     run that was never killed would have. The checkpoint is taken after an evaluation and before
     the advisor is asked about it, and a kill often lands during that (slow) question:
@@ -626,7 +628,7 @@ def resumed_advice(cfg, eval_rows, state, rank, world):
         continue, or a stop whose stopped.json the user deleted to train on, the run trains on;
       - the run ended at its old max_steps (summary.json at this step), where the advisor is not
         asked, and a larger --max-steps extends it: the question owed at this step is asked now.
-    Returns the stop advice (a dict) or None."""
+    Returns the stop advice (a dict) or None. Rank 0 only (it holds eval_rows): see run_training."""
     paths = run_paths(cfg)
     record = read_stop_record(paths["stopped"])
     if record is not None:
@@ -639,8 +641,8 @@ def resumed_advice(cfg, eval_rows, state, rank, world):
     if not advisor_due(cfg, step) or (asked_at(paths["asking"]) != step and not extended):
         # answered (a continue, or a stop whose stopped.json the user deleted to train on) or never asked
         return None
-    logged = rank == 0 and bool(eval_rows) and eval_rows[-1].get("step") == step
-    return broadcast_object(advise(cfg, eval_rows, state) if logged else None, world)
+    logged = bool(eval_rows) and eval_rows[-1].get("step") == step
+    return advise(cfg, eval_rows, state) if logged else None
 
 
 def advise(cfg, eval_rows, state):
