@@ -914,7 +914,8 @@ class ScalingForecaster:
     def plot(self, *, recipes=None, budget=None, kind="new_run", ax=None, **kwargs):
         """Fan chart: observed points, fitted curve, 50% and 90% extrapolation bands, one panel per
         recipe (`recipes`: a name or a list; default all). kind: "new_run" or "mean"; one run's
-        own forecast is `predict(..., run_id=..., kind="run")`."""
+        own forecast is `predict(..., run_id=..., kind="run")`. Returns the matplotlib Figure, which
+        stays open as any pyplot figure does: in a loop, `plt.close(fig)` once it is saved."""
         self._require_fit("plot()")
         # plot_fan_chart checks recipes, kind and budget, for its direct callers too
         from .plotting import plot_fan_chart
