@@ -61,7 +61,10 @@ def split_at(runs: pd.DataFrame, cut: float) -> tuple[pd.DataFrame, pd.DataFrame
     """(seen, hidden, left_out): each run's evaluations up to `cut` x its final compute, those after,
     and the runs left out because fewer than MIN_POINTS_BEFORE_CUT evaluations come before the cut."""
     final = runs.groupby("run_id")["compute"].transform("max")
-    before = runs["compute"] <= cut * final * (1 + 1e-9)
+    # the tolerance keeps an evaluation at the cut seen despite rounding; the final evaluation is
+    # hidden at any cut below 1 (0.9999999999 within the tolerance hid nothing, and the fit that
+    # preceded the empty table ended in a traceback)
+    before = (runs["compute"] <= cut * final * (1 + 1e-9)) & (runs["compute"] < final)
     counts = before.groupby(runs["run_id"]).sum()
     left_out = sorted(str(r) for r in counts.index[counts < MIN_POINTS_BEFORE_CUT])
     keep = ~runs["run_id"].isin(counts.index[counts < MIN_POINTS_BEFORE_CUT])

@@ -39,6 +39,13 @@ def test_split_hides_each_run_beyond_its_own_fraction_and_leaves_out_short_begin
     assert len(seen) + len(hidden) == 10
 
 
+def test_a_cut_just_below_one_still_hides_each_runs_final_evaluation():
+    runs = _runs({"a-s0": 10, "b-s0": 6})
+    seen, hidden, left_out = split_at(runs, 1 - 1e-12)
+    assert sorted(hidden["run_id"]) == ["a-s0", "b-s0"] and (hidden["compute"] == 100.0).all()
+    assert len(seen) == 14 and not left_out
+
+
 def test_a_cut_no_run_has_three_evaluations_before_is_refused_before_any_fit():
     with pytest.raises(ValueError, match="cut 0.1: no run has 3 evaluations"):
         splits_at(_runs({"a-s0": 10, "b-s0": 10}), (0.5, 0.1))
