@@ -14,7 +14,7 @@ paper's least-squares point forecast and the last value carried forward.
 Coverage is the share of hidden evaluations inside the central `level` interval; with honest
 intervals it is near `level`. Evaluations of one run are correlated (a run above its curve stays
 above it for a while), so the count that says how far chance moves coverage is the runs, not the
-points: `describe_cross_validation` states the band chance gives for that many runs.
+points: `describe_cross_validation` states the range chance gives for that many runs.
 """
 
 from __future__ import annotations
@@ -217,15 +217,26 @@ def performance_metrics(cv: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def chance_band(level: float, n: int) -> float:
-    """Two binomial standard errors of a coverage counted over n independent runs: how far from
-    `level` chance alone moves it often enough (about 1 time in 20)."""
-    return 2 * math.sqrt(level * (1 - level) / n) if n > 0 else math.inf
+CHANCE_TAIL = 0.025  # each end of the chance range: 1 time in 40, 1 in 20 in all
+
+
+def chance_range(level: float, n: int) -> tuple[float, float]:
+    """The coverages of n independent runs' finals that chance alone gives 19 times in 20 (each
+    end holds back 1 time in 40), counted exactly from the binomial. Two normal standard errors
+    are no such band for a few runs or a level near 1: they called 0 of 1 run (1 time in 10 at
+    90%) and 7 of 10 (1 in 14) beyond chance, and reached below 0% and above 100%."""
+    if n <= 0:
+        return 0.0, 1.0
+    from scipy.stats import binom
+
+    counts = np.arange(n + 1)
+    plausible = (binom.cdf(counts, n, level) >= CHANCE_TAIL) & (binom.sf(counts - 1, n, level) >= CHANCE_TAIL)
+    return float(counts[plausible].min() / n), float(counts[plausible].max() / n)
 
 
 def describe_cross_validation(cv: pd.DataFrame, metrics: pd.DataFrame | None = None) -> list[str]:
     """Plain sentences per cut, each citing its numbers: coverage of the runs' final evaluations
-    against the band chance gives for that many runs, the bias, and ours' error against least
+    against the range chance gives for that many runs, the bias, and ours' error against least
     squares'. Fits that did not converge are said first."""
     metrics = performance_metrics(cv) if metrics is None else metrics
     level = float(cv.attrs.get("level", 0.9))
@@ -240,17 +251,20 @@ def describe_cross_validation(cv: pd.DataFrame, metrics: pd.DataFrame | None = N
     for cut, rows in metrics.groupby("cut", sort=True):
         finals = rows[rows["reach"] == "final evaluations"].iloc[0]
         every = rows[rows["reach"] == "all"].iloc[0]
-        band = chance_band(level, int(finals["runs"]))
-        if finals["coverage"] < level - band:
+        n = int(finals["runs"])
+        low, high = chance_range(level, n)
+        runs = "1 run" if n == 1 else f"{n} runs"
+        finals_of = "the 1 run's final evaluation" if n == 1 else f"the {n} runs' final evaluations"
+        if finals["coverage"] < low - 1e-9:
             verdict = "below what chance allows: the intervals are too narrow on these runs"
-        elif finals["coverage"] > level + band:
+        elif finals["coverage"] > high + 1e-9:
             verdict = "above what chance allows: the intervals are wider than these runs need"
         else:
             verdict = "within what chance allows"
         direction = "low" if every["mean_error"] > 0 else "high"
         lines.append(
-            f"cut {cut:g}: {level:.0%} intervals held {finals['coverage']:.0%} of the {int(finals['runs'])} runs' final "
-            f"evaluations ({level:.0%} +/- {band:.0%} is chance for {int(finals['runs'])} runs: {verdict}) and "
+            f"cut {cut:g}: {level:.0%} intervals held {finals['coverage']:.0%} of {finals_of} ({low:.0%} to "
+            f"{high:.0%} is chance for {runs}: {verdict}) and "
             f"{every['coverage']:.0%} of all {int(every['points'])} hidden ones; forecasts ran {abs(every['mean_error']):.3f} "
             f"{direction} on average, with an absolute error {every['mae']:.3f} against least squares' "
             f"{every['mae_least_squares']:.3f} and the last value's {every['mae_last_value']:.3f}"

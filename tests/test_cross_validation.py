@@ -102,13 +102,30 @@ def test_metrics_refuse_a_table_that_is_not_a_cross_validation():
 
 
 def test_summary_calls_narrow_intervals_narrow_only_beyond_chance():
-    narrow = describe_cross_validation(_hand_made(20, 12))  # 60% of 20 finals: chance band is +/- 13%
+    narrow = describe_cross_validation(_hand_made(20, 12))  # 60% of 20 finals: chance gives 75% to 100%
     assert any("too narrow" in line and "60% of the 20 runs' final evaluations" in line for line in narrow)
     assert "ran 0.010 low" in narrow[-1] and "0.010 against least squares' 0.020" in narrow[-1]
-    fine = describe_cross_validation(_hand_made(20, 17))  # 85%: within 90% +/- 13%
+    fine = describe_cross_validation(_hand_made(20, 17))  # 85%: within 75% to 100%
     assert "within what chance allows" in fine[-1]
-    few = describe_cross_validation(_hand_made(4, 3))  # 75% of 4 runs: within 90% +/- 30%
-    assert "+/- 30% is chance for 4 runs: within what chance allows" in few[-1]
+    few = describe_cross_validation(_hand_made(4, 3))  # 75% of 4 runs: within 50% to 100%
+    assert "50% to 100% is chance for 4 runs: within what chance allows" in few[-1]
+
+
+@pytest.mark.parametrize(
+    "n_runs, covered",
+    [(1, 0), (5, 3), (10, 7), (21, 16)],  # each happens more often than 1 time in 20 with honest 90% intervals
+)
+def test_a_miss_chance_gives_more_often_than_1_in_20_is_not_called_too_narrow(n_runs, covered):
+    from scipy.stats import binom
+
+    assert binom.cdf(covered, n_runs, 0.9) > 0.05
+    line = describe_cross_validation(_hand_made(n_runs, covered))[-1]
+    assert "within what chance allows" in line and "too narrow" not in line
+
+
+def test_one_run_is_said_as_one():
+    line = describe_cross_validation(_hand_made(1, 1))[-1]
+    assert "100% of the 1 run's final evaluation (0% to 100% is chance for 1 run: within" in line
 
 
 def test_summary_says_an_unconverged_fit_and_left_out_runs_first():
