@@ -285,6 +285,9 @@ def read_cross_validation(path) -> pd.DataFrame:
     except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as err:
         raise ValueError(f"{path}: cannot be read as a cross-validation table ({err})") from None
     missing = [c for c in CSV_COLUMNS if c not in cv.columns]
+    if missing == ["level"]:  # the first `forecast cross-validate` (a6b928e) wrote every column but this
+        raise ValueError(f"{path}: has no column 'level', so which interval it checked is not known (an older "
+                         "`forecast cross-validate` wrote it); run `forecast cross-validate RUNS --out` again")
     if missing:
         raise ValueError(f"{path}: not a table written by `forecast cross-validate --out` (no column {missing[0]!r})")
     if cv.empty:

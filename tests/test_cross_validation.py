@@ -209,6 +209,7 @@ def test_a_saved_table_reads_back_with_its_level_and_fits(tmp_path):
         (lambda f: f.assign(covered="maybe"), "column 'covered' holds 'maybe'"),
         (lambda f: f.assign(level=1.5), "column 'level' must hold one interval probability"),
         (lambda f: f.iloc[:0], "holds no hidden evaluations"),
+        (lambda f: f.drop(columns="level"), "no column 'level', so which interval it checked is not known"),
     ],
 )
 def test_a_table_that_is_not_a_saved_cross_validation_is_refused_naming_the_file(tmp_path, edit, message):
