@@ -276,6 +276,10 @@ CSV_COLUMNS = ("cut", "run_id", "ahead", "observed", "forecast", "lower", "upper
                "last_value", "final", "level", "fit_converged", "fit_problems")
 
 
+NUMERIC_CSV_COLUMNS = ("cut", "ahead", "observed", "forecast", "lower", "upper", "z", "least_squares", "last_value",
+                       "level")
+
+
 def read_cross_validation(path) -> pd.DataFrame:
     """A table `forecast cross-validate --out` wrote, with what cross_validate keeps in attrs
     (level, each cut's fit) restored from its columns. ValueError naming the file and what is
@@ -292,6 +296,16 @@ def read_cross_validation(path) -> pd.DataFrame:
         raise ValueError(f"{path}: not a table written by `forecast cross-validate --out` (no column {missing[0]!r})")
     if cv.empty:
         raise ValueError(f"{path}: holds no hidden evaluations")
+    for column in NUMERIC_CSV_COLUMNS:
+        # a cell emptied or typed over in a spreadsheet failed only after the report's fit, in a traceback
+        values = pd.to_numeric(cv[column], errors="coerce")
+        bad = (values.isna() & cv[column].notna()) if column == "z" else values.isna()  # z is blank where sd was 0
+        bad |= values <= 0 if column == "ahead" else False
+        if bad.any():
+            row = int(bad.idxmax())
+            raise ValueError(f"{path}: column {column!r} holds '{cv.at[row, column]}' on line {row + 2}, "
+                             f"not {'a compute ratio > 0' if column == 'ahead' else 'a number'}")
+        cv[column] = values
     for column in ("covered", "final", "fit_converged"):
         cv[column] = cv[column].map(_as_bool(path, column))
     levels = cv["level"].unique()

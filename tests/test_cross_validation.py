@@ -210,6 +210,10 @@ def test_a_saved_table_reads_back_with_its_level_and_fits(tmp_path):
         (lambda f: f.assign(level=1.5), "column 'level' must hold one interval probability"),
         (lambda f: f.iloc[:0], "holds no hidden evaluations"),
         (lambda f: f.drop(columns="level"), "no column 'level', so which interval it checked is not known"),
+        (lambda f: f.assign(observed=["", *f["observed"][1:]]), "column 'observed' holds '' on line 2, not a number"),
+        (lambda f: f.assign(ahead=[*f["ahead"][:-1], "x"]), "column 'ahead' holds 'x' on line 9"),
+        (lambda f: f.assign(ahead=[0.0, *f["ahead"][1:]]), "column 'ahead' holds '0.0' on line 2, not a compute ratio"),
+        (lambda f: f.assign(z=["big", *f["z"][1:]]), "column 'z' holds 'big'"),
     ],
 )
 def test_a_table_that_is_not_a_saved_cross_validation_is_refused_naming_the_file(tmp_path, edit, message):
