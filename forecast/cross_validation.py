@@ -234,12 +234,25 @@ def chance_range(level: float, n: int) -> tuple[float, float]:
     return float(counts[plausible].min() / n), float(counts[plausible].max() / n)
 
 
+def level_of(cv: pd.DataFrame) -> float:
+    """The interval level a cross-validation checked: its 'level' column where it has one (attrs do
+    not survive pd.concat of two results, and 0.9 then stood in for an 0.8 table's level), else
+    attrs["level"], else 0.9. ValueError when the rows checked several levels."""
+    if "level" in cv.columns and cv["level"].notna().any():
+        levels = sorted(cv["level"].dropna().unique())
+        if len(levels) > 1:
+            raise ValueError(f"the table checks intervals at several levels ({', '.join(f'{v:g}' for v in levels)}); "
+                             "describe the rows of each level on their own")
+        return float(levels[0])
+    return float(cv.attrs.get("level", 0.9))
+
+
 def describe_cross_validation(cv: pd.DataFrame, metrics: pd.DataFrame | None = None) -> list[str]:
     """Plain sentences per cut, each citing its numbers: coverage of the runs' final evaluations
     against the range chance gives for that many runs, the bias, and ours' error against least
     squares'. Fits that did not converge are said first."""
     metrics = performance_metrics(cv) if metrics is None else metrics
-    level = float(cv.attrs.get("level", 0.9))
+    level = level_of(cv)
     lines = []
     for fit in cv.attrs.get("fits", []):
         if not fit["converged"]:

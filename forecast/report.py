@@ -371,7 +371,7 @@ def diagnostics_dict(fc) -> dict:
 def cross_validation_section_data(cv: pd.DataFrame, fc=None, source=None) -> dict:
     """What the page shows of a cross-validation (forecast.cross_validation): its metrics, its
     sentences, and a warning when it was made on runs this fit does not hold."""
-    from .cross_validation import describe_cross_validation, performance_metrics
+    from .cross_validation import describe_cross_validation, level_of, performance_metrics
 
     metrics = performance_metrics(cv)
     foreign = sorted(set(cv["run_id"].astype(str)) - set(map(str, fc.run_ids))) if fc is not None else []
@@ -380,7 +380,7 @@ def cross_validation_section_data(cv: pd.DataFrame, fc=None, source=None) -> dic
         shown = ", ".join(foreign[:4]) + (f" and {len(foreign) - 4} more" if len(foreign) > 4 else "")
         warning = (f"the cross-validation{f' ({source})' if source else ''} holds runs this fit does not ({shown}): "
                    "its figures are of other runs")
-    return {"source": str(source) if source is not None else None, "level": float(cv.attrs.get("level", 0.9)),
+    return {"source": str(source) if source is not None else None, "level": level_of(cv),
             "metrics": metrics, "summary": describe_cross_validation(cv, metrics), "warning": warning}
 
 

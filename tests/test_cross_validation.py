@@ -128,6 +128,20 @@ def test_one_run_is_said_as_one():
     assert "100% of the 1 run's final evaluation (0% to 100% is chance for 1 run: within" in line
 
 
+def test_summary_reads_the_level_from_the_table_when_attrs_are_lost():
+    at_80 = []
+    for cut in (0.25, 0.5):  # two cross_validate(level=0.8) calls, one cut each
+        cv = _hand_made(20, 12).assign(cut=cut, level=0.8)
+        cv.attrs.update({"level": 0.8, "fits": [{**cv.attrs["fits"][0], "cut": cut}]})
+        at_80.append(cv)
+    together = pd.concat(at_80, ignore_index=True)  # attrs differ (each cut's fit), so concat drops them
+    assert "level" not in together.attrs
+    line = describe_cross_validation(together)[-1]
+    assert line.startswith("cut 0.5: 80% intervals held 60%") and "within what chance allows" in line
+    with pytest.raises(ValueError, match="several levels \\(0.8, 0.9\\)"):
+        describe_cross_validation(pd.concat([at_80[0], _hand_made(20, 12).assign(level=0.9)]))
+
+
 def test_summary_says_an_unconverged_fit_and_left_out_runs_first():
     cv = _hand_made(10, 9)
     cv.attrs["fits"] = [{"cut": 0.5, "runs": 10, "left_out": ["z-s0"], "converged": False, "problems": ["R-hat up to 1.05"]}]
