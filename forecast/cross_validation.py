@@ -234,6 +234,11 @@ def chance_range(level: float, n: int) -> tuple[float, float]:
     return float(counts[plausible].min() / n), float(counts[plausible].max() / n)
 
 
+def level_text(level: float) -> str:
+    """'90%', '97.5%': whole percents rounded 0.975 to '98%' and 0.999 to '100% intervals'."""
+    return f"{100 * level:.4g}%"
+
+
 def level_of(cv: pd.DataFrame) -> float:
     """The interval level a cross-validation checked: its 'level' column where it has one (attrs do
     not survive pd.concat of two results, and 0.9 then stood in for an 0.8 table's level), else
@@ -276,7 +281,7 @@ def describe_cross_validation(cv: pd.DataFrame, metrics: pd.DataFrame | None = N
             verdict = "within what chance allows"
         direction = "low" if every["mean_error"] > 0 else "high"
         lines.append(
-            f"cut {cut:g}: {level:.0%} intervals held {finals['coverage']:.0%} of {finals_of} ({low:.0%} to "
+            f"cut {cut:g}: {level_text(level)} intervals held {finals['coverage']:.0%} of {finals_of} ({low:.0%} to "
             f"{high:.0%} is chance for {runs}: {verdict}) and "
             f"{every['coverage']:.0%} of all {int(every['points'])} hidden ones; forecasts ran {abs(every['mean_error']):.3f} "
             f"{direction} on average, with an absolute error {every['mae']:.3f} against least squares' "

@@ -796,6 +796,8 @@ def honesty_html(honesty: dict | None) -> str:
     """How honest the intervals were on these runs' held-out curve ends (forecast cross-validate)."""
     if not honesty:
         return ""
+    from .cross_validation import level_text
+
     level = honesty["level"]
     rows = []
     for row in honesty["metrics"].to_dict(orient="records"):
@@ -808,7 +810,7 @@ def honesty_html(honesty: dict | None) -> str:
     sentences = "".join(f"<li>{esc(line)}</li>" for line in honesty["summary"])
     source = f" (read from {esc(honesty['source'])})" if honesty.get("source") else ""
     explain = (f'<p class="explain">Each cut hid every run\'s evaluations beyond that share of its compute, fitted the '
-               f"rest and forecast them{source}. With honest intervals the {level:.0%} interval holds about {level:.0%} "
+               f"rest and forecast them{source}. With honest intervals the {level_text(level)} interval holds about {level_text(level)} "
                "of them; observed - forecast above 0 means the forecasts ran low. Errors are absolute, in pass rate.</p>")
     return section_html("How honest the intervals were on these runs", f"<ul>{sentences}</ul>" + table + explain,
                         anchor="cross-validation")

@@ -123,6 +123,12 @@ def test_a_miss_chance_gives_more_often_than_1_in_20_is_not_called_too_narrow(n_
     assert "within what chance allows" in line and "too narrow" not in line
 
 
+def test_a_level_between_whole_percents_is_said_as_it_was_asked():
+    cv = _hand_made(10, 10).assign(level=0.975)
+    assert describe_cross_validation(cv)[-1].startswith("cut 0.5: 97.5% intervals held 100%")
+    assert describe_cross_validation(cv.assign(level=0.999))[-1].startswith("cut 0.5: 99.9% intervals")
+
+
 def test_one_run_is_said_as_one():
     line = describe_cross_validation(_hand_made(1, 1))[-1]
     assert "100% of the 1 run's final evaluation (0% to 100% is chance for 1 run: within" in line
