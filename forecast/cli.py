@@ -921,7 +921,7 @@ def run_cross_validate(args) -> int:
         with pd.option_context("display.width", 160, "display.max_columns", 20):
             print(metrics.to_string(index=False, float_format="%.3f"))
         print("\ncoverage: share of hidden evaluations inside the central interval; mean_error: observed - forecast "
-              "(> 0: forecasts ran low); z_sd: spread of standardised errors (> 1: intervals narrower than the errors)\n")
+              "(> 0: forecasts ran low); z_rms: root mean square of standardised errors (> 1: intervals narrower than the errors)\n")
         print("\n".join(summary))
         if args.out:
             print(f"\nwrote {args.out}")

@@ -162,7 +162,8 @@ def cross_validate(runs, *, cuts=DEFAULT_CUTS, level: float = 0.9, forecaster=No
     tables, fits = [], []
     for cut, (seen, hidden, left_out) in zip(cuts, splits, strict=True):
         if say is not None:
-            say(f"cut {cut:g}: fitting {seen['run_id'].nunique()} runs on their first {cut:g} of compute "
+            n_runs = seen["run_id"].nunique()
+            say(f"cut {cut:g}: fitting {n_runs} run{'s' if n_runs != 1 else ''} on their first {cut:g} of compute "
                 f"({len(seen)} evaluations), forecasting {len(hidden)} hidden ones")
         fc = fresh_like(candidate)
         with warnings.catch_warnings():
@@ -194,14 +195,15 @@ def _summary(group: pd.DataFrame) -> dict:
         "mae": absolute("forecast"), "mae_least_squares": absolute("least_squares"),
         "mae_last_value": absolute("last_value"),
         "mean_error": float((group["observed"] - group["forecast"]).mean()),  # > 0: forecasts run low
-        "z_sd": float(group["z"].std(ddof=0)) if group["z"].notna().any() else math.nan,
+        # about 0, not about the mean: a bias counts against the spread, as it does against coverage
+        "z_rms": float(np.sqrt((group["z"] ** 2).mean())) if group["z"].notna().any() else math.nan,
     }
 
 
 def performance_metrics(cv: pd.DataFrame) -> pd.DataFrame:
     """Per cut and reach ("up to 2x", "2-4x", "beyond 4x", then "all" and "final evaluations"):
     runs, points, coverage (of the central interval), width, mae (ours, median), mae_least_squares,
-    mae_last_value, mean_error (observed - forecast: above 0, forecasts run low) and z_sd (spread of
+    mae_last_value, mean_error (observed - forecast: above 0, forecasts run low) and z_rms (root mean square of
     standardised errors: above 1, intervals narrower than the errors; below 1, wider)."""
     missing = [c for c in ("cut", "ahead", "covered", "observed", "forecast", "final") if c not in cv.columns]
     if missing:
@@ -279,11 +281,12 @@ def describe_cross_validation(cv: pd.DataFrame, metrics: pd.DataFrame | None = N
             verdict = "above what chance allows: the intervals are wider than these runs need"
         else:
             verdict = "within what chance allows"
-        direction = "low" if every["mean_error"] > 0 else "high"
+        bias = abs(every["mean_error"])
+        direction = "off" if bias < 0.0005 else "low" if every["mean_error"] > 0 else "high"  # 0.000 is neither
         lines.append(
             f"cut {cut:g}: {level_text(level)} intervals held {finals['coverage']:.0%} of {finals_of} ({low:.0%} to "
             f"{high:.0%} is chance for {runs}: {verdict}) and "
-            f"{every['coverage']:.0%} of all {int(every['points'])} hidden ones; forecasts ran {abs(every['mean_error']):.3f} "
+            f"{every['coverage']:.0%} of all {int(every['points'])} hidden ones; forecasts ran {bias:.3f} "
             f"{direction} on average, with an absolute error {every['mae']:.3f} against least squares' "
             f"{every['mae_least_squares']:.3f} and the last value's {every['mae_last_value']:.3f}"
         )

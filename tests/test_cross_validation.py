@@ -93,7 +93,8 @@ def test_metrics_on_a_hand_made_table():
     assert metrics.loc["all", "mae_least_squares"] == pytest.approx(0.02)
     assert metrics.loc["all", "mae_last_value"] == pytest.approx(0.05)
     assert metrics.loc["all", "mean_error"] == pytest.approx(0.01)  # observed above the forecast: ran low
-    assert metrics.loc["up to 2x", "z_sd"] == 0.0 and metrics.loc["2-4x", "z_sd"] == pytest.approx(1.0)
+    # about 0, not the mean: z of 1 everywhere is no spread about its mean, but a root mean square of 1
+    assert metrics.loc["up to 2x", "z_rms"] == 1.0 and metrics.loc["2-4x", "z_rms"] == pytest.approx(math.sqrt(5))
 
 
 def test_metrics_refuse_a_table_that_is_not_a_cross_validation():
@@ -201,7 +202,7 @@ def test_cli_cross_validates_a_sweep_and_writes_every_hidden_evaluation(tmp_path
     assert payload["summary"][-1].startswith("cut 0.5: 90% intervals held")
     # the synthetic curves are the model's own family: its forecasts beat least squares' from half the compute
     assert everything["mae"] < everything["mae_least_squares"]
-    assert everything["coverage"] >= 0.6 and not math.isnan(everything["z_sd"])
+    assert everything["coverage"] >= 0.6 and not math.isnan(everything["z_rms"])
 
 
 def _saved(cv: pd.DataFrame, path) -> None:
