@@ -806,7 +806,9 @@ class ScalingForecaster:
         kind: "run" (default when run_id is given), "new_run" (default otherwise) or "mean".
         With neither recipe nor run_id: every recipe (kind new_run/mean) or every run (kind run);
         kind="run" with recipe= alone: every run of that recipe; kind="new_run" with run_id=: a
-        new seed of that run's recipe. quantiles: levels in (0, 1).
+        new seed of that run's recipe. quantiles: levels in (0, 1). The last column, ahead, is
+        compute / the largest compute evaluated (of the run for kind="run", else of the recipe's
+        runs): up to 1 the forecast is within the data, above it an extrapolation that far out.
         """
         self._require_fit("predict()")
         compute = _compute_values(compute)
@@ -832,12 +834,20 @@ class ScalingForecaster:
             # the same at a compute whatever else is asked (no Monte Carlo jitter between calls)
             draws = self.sample_curves(compute, recipe=rec, run_id=run, kind=kind, noise=noise, shared_noise=True)
             qs = np.quantile(draws, quantiles, axis=0)
+            seen = self._largest_compute_seen(rec, run)
             for j, c in enumerate(compute):
                 row = {"recipe": rec, "run_id": run, "kind": kind, "compute": c, "mean": float(draws[:, j].mean())}
                 row.update({_qname(q): float(qs[i, j]) for i, q in enumerate(quantiles)})
+                row["ahead"] = float(c / seen)  # <= 1: within the data (interpolation); above: extrapolation
                 rows.append(row)
         frame = pd.DataFrame(rows)
         return frame if kind == "run" else frame.drop(columns="run_id")
+
+    def _largest_compute_seen(self, recipe: str, run_id: str | None) -> float:
+        """The largest compute evaluated: of the run, or of any run of the recipe."""
+        runs = self.runs_
+        rows = runs["run_id"] == run_id if run_id is not None else runs["recipe"] == recipe
+        return float(runs.loc[rows, "compute"].max())
 
     def _summarise(self, draws: np.ndarray, quantiles=(0.05, 0.5, 0.95)) -> dict:
         out = {"mean": float(np.mean(draws)), "sd": float(np.std(draws))}

@@ -21,7 +21,7 @@ def test_accessors_before_fit_say_which_call_is_missing():
 
 def test_predict_is_tidy_and_ordered(fitted):
     table = fitted.predict([1e3, 1e4, 1e5], recipe="scalerl_8b", kind="new_run")
-    assert list(table.columns) == ["recipe", "kind", "compute", "mean", "q05", "q25", "q50", "q75", "q95"]
+    assert list(table.columns) == ["recipe", "kind", "compute", "mean", "q05", "q25", "q50", "q75", "q95", "ahead"]
     assert len(table) == 3
     assert (table["q05"] <= table["q25"]).all() and (table["q25"] <= table["q50"]).all()
     assert (table["q50"] <= table["q75"]).all() and (table["q75"] <= table["q95"]).all()
@@ -737,3 +737,13 @@ def test_the_compiled_model_cache_keeps_only_the_models_used_last(monkeypatch):
     assert set(inference._COMPILED_CACHE) == {"e", "f", "g"}
     assert get("g") and not get("b")  # a dropped structure is compiled again
     assert compiled_for == ["a", "b", "c", "d", "e", "f", "g", "b"]
+
+
+def test_predict_says_how_far_beyond_the_data_each_forecast_reaches(fitted, small_sweep):
+    recipe_max = small_sweep.groupby("recipe")["compute"].max()["scalerl_8b"]
+    table = fitted.predict([recipe_max / 2, recipe_max, 4 * recipe_max], recipe="scalerl_8b")
+    assert table["ahead"].tolist() == pytest.approx([0.5, 1.0, 4.0])
+    run = small_sweep[small_sweep["run_id"] == "scalerl_8b-s1"]
+    run_max = run["compute"].max()
+    own = fitted.predict([2 * run_max], run_id="scalerl_8b-s1")
+    assert own["ahead"].iloc[0] == pytest.approx(2.0)
