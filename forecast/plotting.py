@@ -6,6 +6,7 @@ import re
 
 import matplotlib.pyplot as plt  # no backend forced: notebooks keep inline figures
 import numpy as np
+from matplotlib.ticker import FuncFormatter
 
 
 def _grid(fc, budget, n=80):
@@ -334,5 +335,54 @@ def plot_asymptote_forest(fc, *, ax=None, reference=None):
     ax.set_xlabel("asymptote A (50% and 90% intervals)")
     ax.grid(axis="x", alpha=0.3)
     if own_figure:  # a caller's figure is theirs to lay out: tight_layout moved their other axes
+        fig.tight_layout()
+    return fig
+
+
+def _interval_band(ahead: np.ndarray, below: np.ndarray, above: np.ndarray, n_bins: int = 8) -> list:
+    """[(left, right, low, high)]: per log-spaced bin of reach that holds an evaluation, the median
+    of the interval's edges relative to each forecast there."""
+    if ahead.max() <= ahead.min():
+        return [(ahead.min() / 1.02, ahead.max() * 1.02, float(np.median(below)), float(np.median(above)))]
+    edges = np.geomspace(ahead.min(), ahead.max(), n_bins + 1)
+    which = np.clip(np.digitize(ahead, edges) - 1, 0, n_bins - 1)
+    return [(edges[b], edges[b + 1], float(np.median(below[which == b])), float(np.median(above[which == b])))
+            for b in range(n_bins) if (which == b).any()]
+
+
+def plot_cross_validation(cv, *, ax=None):
+    """Held-out evaluations of a cross-validation (forecast.cross_validation.cross_validate), one
+    colour per cut: each one's error (observed - forecast) against how far ahead it was forecast,
+    and the band the central interval spans there (the median of its edges over evaluations about
+    that far ahead). Points outside the band are misses; a cloud above 0 means forecasts ran low."""
+    from .cross_validation import level_of, level_text
+
+    missing = [c for c in ("cut", "ahead", "observed", "forecast", "lower", "upper", "covered") if c not in cv.columns]
+    if missing:
+        raise ValueError(f"not a cross_validate() result: no column {missing[0]!r}")
+    own_figure = ax is None
+    if own_figure:
+        fig, ax = plt.subplots(figsize=(7, 4.2))
+    else:
+        fig = ax.figure
+    for k, (cut, rows) in enumerate(cv.groupby("cut", sort=True)):
+        colour = f"C{k}"
+        ahead = rows["ahead"].to_numpy(float)
+        forecast = rows["forecast"].to_numpy(float)
+        for left, right, low, high in _interval_band(ahead, rows["lower"].to_numpy(float) - forecast,
+                                                      rows["upper"].to_numpy(float) - forecast):
+            ax.fill_between([left, right], low, high, color=colour, alpha=0.15, lw=0)
+        ax.scatter(ahead, rows["observed"].to_numpy(float) - forecast, s=9, alpha=0.5, color=colour,
+                   label=f"cut {cut:g}: {rows['covered'].mean():.0%} of {len(rows)} inside")
+    ax.axhline(0, color="black", lw=0.8)
+    ax.set_xscale("log")
+    # "2x", not matplotlib's "2 x 10^0": reaches span a decade or two at most
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}x"))
+    ax.xaxis.set_minor_formatter(FuncFormatter(lambda x, _: f"{x:g}x" if f"{x:g}"[0] in "2345" else ""))
+    ax.set_xlabel("reach: compute / the run's last compute before the cut")
+    ax.set_ylabel("observed - forecast (pass rate)")
+    ax.legend(title=f"bands: the {level_text(level_of(cv))} interval", fontsize=8, title_fontsize=8, loc="best")
+    ax.grid(alpha=0.3)
+    if own_figure:
         fig.tight_layout()
     return fig

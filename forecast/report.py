@@ -380,8 +380,11 @@ def cross_validation_section_data(cv: pd.DataFrame, fc=None, source=None) -> dic
         shown = ", ".join(foreign[:4]) + (f" and {len(foreign) - 4} more" if len(foreign) > 4 else "")
         warning = (f"the cross-validation{f' ({source})' if source else ''} holds runs this fit does not ({shown}): "
                    "its figures are of other runs")
+    from .plotting import plot_cross_validation
+
     return {"source": str(source) if source is not None else None, "level": level_of(cv),
-            "metrics": metrics, "summary": describe_cross_validation(cv, metrics), "warning": warning}
+            "metrics": metrics, "summary": describe_cross_validation(cv, metrics), "warning": warning,
+            "figure": figure_png(plot_cross_validation(cv))}
 
 
 def collect_report(fc, *, budget=None, target=None, target_chosen: bool = False, inputs=None, title=None,
@@ -812,8 +815,14 @@ def honesty_html(honesty: dict | None) -> str:
     explain = (f'<p class="explain">Each cut hid every run\'s evaluations beyond that share of its compute, fitted the '
                f"rest and forecast them{source}. With honest intervals the {level_text(level)} interval holds about {level_text(level)} "
                "of them; observed - forecast above 0 means the forecasts ran low. Errors are absolute, in pass rate.</p>")
-    return section_html("How honest the intervals were on these runs", f"<ul>{sentences}</ul>" + table + explain,
-                        anchor="cross-validation")
+    figure = ""
+    if honesty.get("figure"):
+        figure = figure_html(honesty["figure"], "held-out errors against the interval, by reach",
+                             "Each dot is a hidden evaluation: observed - forecast, against how far ahead it was "
+                             "forecast; the shaded band is what the interval spans there. Dots outside it are misses.",
+                             width=760)
+    return section_html("How honest the intervals were on these runs",
+                        f"<ul>{sentences}</ul>" + figure + table + explain, anchor="cross-validation")
 
 
 def provenance_html(p: dict) -> str:

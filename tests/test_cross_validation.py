@@ -255,6 +255,8 @@ def test_the_report_shows_the_cross_validation_and_warns_when_it_is_of_other_run
     data = rp.collect_report(fitted, target=0.6, cross_validation=cv, cross_validation_source="cv.csv")
     page = rp.render_report(data)
     assert 'id="cross-validation"' in page and 'id="honesty-table"' in page and "(read from cv.csv)" in page
+    section = page.split('id="cross-validation"')[1].split("</section>")[0]
+    assert 'alt="held-out errors against the interval, by reach"' in section and "data:image/png;base64," in section
     assert data.honesty["summary"][-1] in page.replace("&#x27;", "'")
     assert not any("other runs" in w for w in data.warnings)
     summary = rp.report_summary(data)
@@ -291,3 +293,28 @@ def test_python_dash_m_forecast_is_the_forecast_command():
 
     done = subprocess.run([sys.executable, "-m", "forecast", "cross-validate", "--help"], capture_output=True, text=True)
     assert done.returncode == 0 and "usage: forecast cross-validate" in done.stdout
+
+
+def test_the_cross_validation_chart_draws_every_hidden_evaluation_beside_its_band():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from forecast.plotting import plot_cross_validation
+
+    cv = pd.concat([_hand_made(10, 5), _hand_made(6, 6).assign(cut=0.25)], ignore_index=True)
+    cv["level"] = 0.8
+    fig = plot_cross_validation(cv)
+    ax = fig.axes[0]
+    dots = [c for c in ax.collections if c.get_offsets().shape[0] > 0 and type(c).__name__ == "PathCollection"]
+    assert sorted(len(c.get_offsets()) for c in dots) == [12, 20]
+    first = next(c for c in dots if len(c.get_offsets()) == 20)
+    # y is observed - forecast: 0.01 for every hand-made evaluation
+    assert np.allclose(first.get_offsets()[:, 1], 0.01)
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels == ["cut 0.25: 100% of 12 inside", "cut 0.5: 75% of 20 inside"]
+    assert ax.get_legend().get_title().get_text() == "bands: the 80% interval"
+    plt.close(fig)
+    with pytest.raises(ValueError, match="no column 'lower'"):
+        plot_cross_validation(cv.drop(columns="lower"))
