@@ -16,7 +16,7 @@ import torch
 from trainer_minimal import make_config
 from trainer_minimal.cli import main
 from trainer_minimal.logging_io import read_jsonl
-from trainer_minimal.model import load_hf_policy, save_untrained_llama
+from trainer_minimal.model import forward_logits, load_hf_policy, save_untrained_llama
 from trainer_minimal.tokenizer import CharTokenizer, HFTokenizer
 from trainer_minimal.train import advice_line, checkpoint_step, train
 
@@ -232,8 +232,13 @@ def test_a_model_folder_that_cannot_be_loaded_is_refused_with_exit_2(tmp_path, c
                                       num_attention_heads=2, num_key_value_heads=1)
     config.save_pretrained(tmp_path / "config-only")
     transformers.LlamaForCausalLM(config).save_pretrained(tmp_path / "small-vocab")
+    # Cohere multiplies its logits by logit_scale after the head, which the trainer's own head does not redo
+    transformers.CohereForCausalLM(transformers.CohereConfig(
+        vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+        num_key_value_heads=1, logit_scale=0.0625)).save_pretrained(tmp_path / "logit-scale")
     for folder, message in (("config-only", "has a config.json but no weights"),
-                            ("small-vocab", "has no tokenizer and vocab_size=10 < 21")):
+                            ("small-vocab", "has no tokenizer and vocab_size=10 < 21"),
+                            ("logit-scale", "its config sets logit_scale=0.0625")):
         out = tmp_path / f"out-{folder}"
         assert main([*command, "--model-path", str(tmp_path / folder), "--out", str(out)]) == 2
         assert message in capsys.readouterr().err
@@ -552,6 +557,41 @@ def test_hugging_face_tiny_model_runs_a_step_on_cpu(tmp_path, warm_cache, arch):
     assert all(r["grad_norm"] is not None and r["trained_tokens"] > 0 for r in log)
     (row,) = read_jsonl(tmp_path / "run" / "evals.jsonl")
     assert row["compute"] > 0 and 0 <= row["metric"] <= 1 and row["n_params"] > 0
+
+
+def test_the_trainer_sees_a_softcapped_model_s_own_logits(tmp_path):
+    """Gemma 2 squashes its logits after the head (tanh(logits / cap) * cap); the trainer applies the head
+    itself, so it must do the same, with and without the fp32 head."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.Gemma2Config(vocab_size=32, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                       num_attention_heads=2, num_key_value_heads=1, head_dim=16,
+                                       final_logit_softcapping=2.0)
+    torch.manual_seed(0)
+    model = transformers.Gemma2ForCausalLM(config)
+    with torch.no_grad():
+        model.lm_head.weight.normal_(0, 1.0)  # logits well beyond the cap, so it bites
+    model.save_pretrained(tmp_path / "gemma2")
+    model, _ = load_hf_policy(str(tmp_path / "gemma2"))
+    ids = torch.tensor([[3, 9, 4, 1, 7], [0, 0, 3, 9, 4]])
+    mask = (torch.arange(5) >= torch.tensor([[0], [2]])).long()
+    with torch.no_grad():
+        own = model(input_ids=ids[:1], attention_mask=mask[:1]).logits
+        assert own.abs().max() > 1.5  # near the cap: without it the trainer's logits would reach ~30
+        for fp32 in (True, False):
+            logits, _ = forward_logits(model, ids, mask, fp32_logits=fp32)
+            torch.testing.assert_close(logits[:1], own, rtol=1e-5, atol=1e-5)
+            assert logits.abs().max() <= 2.0
+
+
+def test_a_model_that_changes_its_logits_after_the_head_is_refused_when_loaded(tmp_path):
+    """The load-time check: the model's own logits against the trainer's. Granite divides its logits by
+    logits_scaling (check_model_path refuses the field before a run; this is the net behind it)."""
+    transformers = pytest.importorskip("transformers")
+    transformers.GraniteForCausalLM(transformers.GraniteConfig(
+        vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+        num_key_value_heads=1, logits_scaling=4.0)).save_pretrained(tmp_path / "granite")
+    with pytest.raises(ValueError, match="the model's own logits differ from the trainer's.*'logits_scaling': 4.0"):
+        load_hf_policy(str(tmp_path / "granite"))
 
 
 def test_bfloat16_with_and_without_fp32_head(tmp_path, warm_cache):

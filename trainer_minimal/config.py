@@ -217,12 +217,20 @@ def check_advisor_reference(cfg):
                          "(give a run table or a folder of runs to compare with)")
 
 
+# Hugging Face config fields that change the logits after the LM head. The trainer applies the head
+# itself (model.forward_logits, for the fp32 option), so it must redo what the model's own forward does
+# there: the softcap it does; the others it does not, and a model that sets one is refused.
+SOFTCAP_FIELD = "final_logit_softcapping"  # Gemma 2: logits = tanh(logits / cap) * cap
+UNSUPPORTED_HEAD_FIELDS = ("logit_scale", "logits_scaling", "lm_head_multiplier")  # Cohere; Granite, MiniCPM3; Falcon-H1
+
+
 def check_model_path(cfg):
     """Refuse a model_path the trainer cannot load: not a local Hugging Face model folder (no
-    config.json), a folder without weights, or one without a tokenizer whose vocabulary is smaller
-    than the character tokenizer's. Left to the loader, each is a traceback after the run folder
-    was made. Not part of validate() (it reads files): it runs where a run starts and where a sweep
-    is planned, like check_advisor_reference."""
+    config.json), a folder without weights, a model that scales its logits after the LM head (see
+    UNSUPPORTED_HEAD_FIELDS), or one without a tokenizer whose vocabulary is smaller than the
+    character tokenizer's. Left to the loader, each is a traceback after the run folder was made (or,
+    for the scale, a run on other logits than the model's own). Not part of validate() (it reads
+    files): it runs where a run starts and where a sweep is planned, like check_advisor_reference."""
     path = cfg.model_path
     if not path:
         return
@@ -230,14 +238,27 @@ def check_model_path(cfg):
         raise ValueError(f"model_path={path!r} is not a local Hugging Face model folder (no config.json)")
     if not any(name.endswith((".safetensors", ".bin")) for name in os.listdir(path)):
         raise ValueError(f"model_path={path!r} has a config.json but no weights (*.safetensors or *.bin)")
+    with open(os.path.join(path, "config.json")) as f:
+        config = json.load(f)
+    check_head_fields(path, config)
     if any(os.path.exists(os.path.join(path, f)) for f in HF_TOKENIZER_FILES):
         return
-    with open(os.path.join(path, "config.json")) as f:
-        vocab_size = json.load(f).get("vocab_size")
+    vocab_size = config.get("vocab_size")
     n_chars = CharTokenizer().vocab_size
     if isinstance(vocab_size, int) and vocab_size < n_chars:  # a nested config is checked when loaded
         raise ValueError(f"model_path={path!r} has no tokenizer and vocab_size={vocab_size} "
                          f"< {n_chars} characters of the character tokenizer")
+
+
+def check_head_fields(path, config):
+    """Refuse a model config (config.json as a dict) that sets a logit scale the trainer does not redo."""
+    for part in (config, config.get("text_config") or {}):  # a multimodal config nests the text model's
+        for name in UNSUPPORTED_HEAD_FIELDS:
+            value = part.get(name)
+            if value is not None and value != 1:
+                raise ValueError(f"model_path={path!r}: its config sets {name}={value}, which its model applies to "
+                                 "the logits after the LM head; the trainer applies the head itself (for the fp32 "
+                                 "option) and does not redo that, so it would train on other logits than the model's")
 
 
 def advisor_settings(cfg):

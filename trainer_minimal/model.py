@@ -5,6 +5,8 @@ attention mask over all keys (cached and new) and an optional KV cache, and retu
 also where the FP32 LM head lives: the hidden state may come out of a bfloat16 autocast region,
 but with fp32_logits the last matmul and the softmax after it run in float32, which keeps the
 sampler's and the trainer's token probabilities close (ScaleRL's "FP32 precision at the LM head").
+Applying the head here bypasses what a Hugging Face model's own forward does after it: Gemma 2's
+logit softcap is redone here; a model that does something else is refused (check_own_logits).
 """
 
 import contextlib
@@ -16,6 +18,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .config import SOFTCAP_FIELD
 from .tokenizer import HF_TOKENIZER_FILES, CharTokenizer, HFTokenizer
 
 ARCHITECTURE = "tiny-gpt-1"  # part of the warm-start cache key: bump when TinyGPT changes
@@ -108,6 +111,9 @@ def forward_logits(model, ids, attn_mask, cache=None, use_cache=False, fp32_logi
                 logits = F.linear(h.float(), head.weight.float(), bias)
             else:
                 logits = head(h)
+            cap = None if isinstance(model, TinyGPT) else getattr(model.config.get_text_config(), SOFTCAP_FIELD, None)
+            if cap:  # what the model's own forward does after its head (Gemma 2): logits into (-cap, cap)
+                logits = torch.tanh(logits / cap) * cap
     return logits, (new_cache if use_cache else None)
 
 
@@ -136,6 +142,7 @@ def load_hf_policy(path):
 
     model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=torch.float32)
     model.eval()  # no dropout: the sampler and the trainer must see the same policy
+    check_own_logits(model, path)
     if any(os.path.exists(os.path.join(path, f)) for f in HF_TOKENIZER_FILES):
         return model, HFTokenizer(AutoTokenizer.from_pretrained(path, local_files_only=True))
     tok = CharTokenizer()
@@ -143,6 +150,26 @@ def load_hf_policy(path):
         raise ValueError(f"{path} has no tokenizer and vocab_size={model.config.vocab_size} "
                          f"< {tok.vocab_size} characters of the character tokenizer")
     return model, tok
+
+
+@torch.no_grad()
+def check_own_logits(model, path, tolerance=1e-4):
+    """Refuse a model whose own forward gives other logits than forward_logits, which runs the backbone
+    and applies the LM head itself: a model that changes its logits after the head in a way forward_logits
+    does not redo (config.check_model_path refuses the fields known to) would be sampled and trained on
+    logits that are not its own, silently. One forward of a few tokens, in float32, on the CPU."""
+    n_vocab = model.get_input_embeddings().num_embeddings
+    ids = (torch.arange(1, 7) % n_vocab)[None]
+    mask = torch.ones_like(ids)
+    own = model(input_ids=ids, attention_mask=mask).logits.float()
+    ours, _ = forward_logits(model, ids, mask, fp32_logits=True)
+    gap = (own - ours).abs().max().item()
+    if gap > tolerance * max(1.0, own.abs().max().item()):
+        fields = {k: v for k, v in model.config.get_text_config().to_dict().items()
+                  if ("logit" in k or "lm_head" in k) and not any(w in k for w in ("attn", "attention", "router"))}
+        raise ValueError(f"model_path={path!r}: the model's own logits differ from the trainer's (LM head on the "
+                         f"backbone's output) by up to {gap:.3g}; its forward changes the logits after the head in "
+                         f"a way the trainer does not redo (its config's logit fields: {fields or 'none'})")
 
 
 def save_untrained_llama(folder, hidden_size=64, n_layer=2, n_head=4, seed=0):
