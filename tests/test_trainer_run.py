@@ -544,6 +544,18 @@ def save_tiny_hf_model(folder, arch):
     transformers.GPT2LMHeadModel(config).save_pretrained(folder)
 
 
+def test_a_folder_with_only_a_sentencepiece_tokenizer_is_refused_not_run_on_characters(tmp_path, capsys):
+    """A Llama-2 style folder (tokenizer.model, no tokenizer.json or tokenizer_config.json) fell back to
+    the character tokenizer: a 32k-vocabulary model trained on character ids, silently."""
+    save_tiny_hf_model(tmp_path / "model", "llama")
+    (tmp_path / "model" / "tokenizer.model").write_bytes(b"\x0a\x0b sentencepiece model proto")
+    out = tmp_path / "out"
+    assert main(["train", "--model-path", str(tmp_path / "model"), "--out", str(out),
+                 *tiny_flags(warmup_steps=0, max_steps=2, eval_every=2)]) == 2
+    assert "has tokenizer files (tokenizer.model) but no tokenizer.json or tokenizer_config.json" in capsys.readouterr().err
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("arch", ["llama", "gpt2"])
 def test_hugging_face_tiny_model_runs_a_step_on_cpu(tmp_path, warm_cache, arch):
     save_tiny_hf_model(tmp_path / arch, arch)

@@ -6,12 +6,13 @@ a short dict of field overrides on top of the defaults; the defaults are the Sca
 """
 
 import dataclasses
+import functools
 import json
 import math
 import os
 from dataclasses import dataclass, fields
 
-from .tokenizer import HF_TOKENIZER_FILES, CharTokenizer
+from .tokenizer import folder_tokenizer
 
 
 @dataclass
@@ -227,9 +228,9 @@ UNSUPPORTED_HEAD_FIELDS = ("logit_scale", "logits_scaling", "lm_head_multiplier"
 def check_model_path(cfg):
     """Refuse a model_path the trainer cannot load: not a local Hugging Face model folder (no
     config.json), a folder without weights, a model that scales its logits after the LM head (see
-    UNSUPPORTED_HEAD_FIELDS), or one without a tokenizer whose vocabulary is smaller than the
-    character tokenizer's. Left to the loader, each is a traceback after the run folder was made (or,
-    for the scale, a run on other logits than the model's own). Not part of validate() (it reads
+    UNSUPPORTED_HEAD_FIELDS), a tokenizer the loop cannot use (tokenizer.folder_tokenizer: loads it).
+    Left to the loader, each is a traceback after the run folder was made, or a run on other logits
+    or other token ids than the model's own. Not part of validate() (it reads
     files): it runs where a run starts and where a sweep is planned, like check_advisor_reference."""
     path = cfg.model_path
     if not path:
@@ -241,13 +242,13 @@ def check_model_path(cfg):
     with open(os.path.join(path, "config.json")) as f:
         config = json.load(f)
     check_head_fields(path, config)
-    if any(os.path.exists(os.path.join(path, f)) for f in HF_TOKENIZER_FILES):
-        return
-    vocab_size = config.get("vocab_size")
-    n_chars = CharTokenizer().vocab_size
-    if isinstance(vocab_size, int) and vocab_size < n_chars:  # a nested config is checked when loaded
-        raise ValueError(f"model_path={path!r} has no tokenizer and vocab_size={vocab_size} "
-                         f"< {n_chars} characters of the character tokenizer")
+    vocab_size = config.get("vocab_size", (config.get("text_config") or {}).get("vocab_size"))
+    check_folder_tokenizer(path, vocab_size if isinstance(vocab_size, int) else None)  # else checked when loaded
+
+
+@functools.cache  # a sweep checks every run's config, all with one model folder
+def check_folder_tokenizer(path, vocab_size):
+    folder_tokenizer(path, vocab_size)
 
 
 def check_head_fields(path, config):

@@ -12,14 +12,13 @@ logit softcap is redone here; a model that does something else is refused (check
 import contextlib
 import functools
 import inspect
-import os
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from .config import SOFTCAP_FIELD
-from .tokenizer import HF_TOKENIZER_FILES, CharTokenizer, HFTokenizer
+from .tokenizer import CharTokenizer, folder_tokenizer
 
 ARCHITECTURE = "tiny-gpt-1"  # part of the warm-start cache key: bump when TinyGPT changes
 MAX_POSITIONS = 64  # learned positions; prompts are <= 16 tokens and generations short
@@ -136,20 +135,14 @@ def load_hf_policy(path):
     """A causal LM from a local folder; nothing is downloaded (local_files_only).
 
     The folder's own tokenizer is used when it has one; a folder without tokenizer files (e.g. a
-    tiny model built from a config) uses the character tokenizer, whose ids must fit the vocab.
+    tiny model built from a config) uses the character tokenizer (tokenizer.folder_tokenizer).
     """
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=torch.float32)
     model.eval()  # no dropout: the sampler and the trainer must see the same policy
     check_own_logits(model, path)
-    if any(os.path.exists(os.path.join(path, f)) for f in HF_TOKENIZER_FILES):
-        return model, HFTokenizer(AutoTokenizer.from_pretrained(path, local_files_only=True))
-    tok = CharTokenizer()
-    if model.config.vocab_size < tok.vocab_size:
-        raise ValueError(f"{path} has no tokenizer and vocab_size={model.config.vocab_size} "
-                         f"< {tok.vocab_size} characters of the character tokenizer")
-    return model, tok
+    return model, folder_tokenizer(path, model.get_input_embeddings().num_embeddings)
 
 
 @torch.no_grad()

@@ -5,9 +5,14 @@ loop uses. The character vocabulary is tiny (the tasks only use digits and a few
 model spends its parameters on the task rather than on an embedding table.
 """
 
+import os
+
 CHARS = "0123456789+*=:scrm"  # every character the tasks in tasks.py can produce
 SPECIALS = ("<pad>", "<bos>", "<eos>")
-HF_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")  # a model folder with a tokenizer has one
+HF_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")  # what a tokenizer is loaded from
+# tokenizer files without those two: a tokenizer the trainer does not load (a Llama-2 style tokenizer.model
+# needs sentencepiece to be converted); *.model and *.tiktoken files count too
+OTHER_TOKENIZER_FILES = ("vocab.json", "merges.txt", "vocab.txt", "special_tokens_map.json")
 
 
 class CharTokenizer:
@@ -58,3 +63,35 @@ class HFTokenizer:
         if self.eos_id in ids:
             ids = ids[: ids.index(self.eos_id)]
         return self.hf.decode(ids, skip_special_tokens=True).strip()
+
+
+def folder_tokenizer(path, vocab_size):
+    """The tokenizer for the model in folder `path`, whose embedding has vocab_size rows (None: not known).
+
+    Its own (HFTokenizer) when the folder has tokenizer.json or tokenizer_config.json; the character
+    tokenizer when it has no tokenizer files at all (a tiny model built from a config). ValueError, in
+    words, for what would otherwise train wrongly or crash later: other tokenizer files only (the
+    character tokenizer would silently stand in for a 32k vocabulary).
+    """
+    names = sorted(os.listdir(path))
+    if any(name in HF_TOKENIZER_FILES for name in names):
+        return load_hf_tokenizer(path, vocab_size)
+    others = [n for n in names if n in OTHER_TOKENIZER_FILES or n.endswith((".model", ".tiktoken"))]
+    if others:
+        raise ValueError(f"model_path={path!r} has tokenizer files ({', '.join(others)}) but no tokenizer.json or "
+                         "tokenizer_config.json, the only ones the trainer loads a tokenizer from; it would fall back "
+                         "to its character tokenizer. Write them with transformers where the tokenizer loads "
+                         "(AutoTokenizer.from_pretrained(source).save_pretrained(model_path); a tokenizer.model needs "
+                         "sentencepiece)")
+    tok = CharTokenizer()
+    if vocab_size is not None and vocab_size < tok.vocab_size:
+        raise ValueError(f"model_path={path!r} has no tokenizer and vocab_size={vocab_size} "
+                         f"< {tok.vocab_size} characters of the character tokenizer")
+    return tok
+
+
+def load_hf_tokenizer(path, vocab_size):
+    """HFTokenizer for the folder's own tokenizer."""
+    from transformers import AutoTokenizer
+
+    return HFTokenizer(AutoTokenizer.from_pretrained(path, local_files_only=True))
