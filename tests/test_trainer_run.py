@@ -519,11 +519,12 @@ def test_train_help_shows_the_default_of_every_on_off_flag(capsys):
     assert "a --preset changes some of them (`trainer-minimal presets` lists what each one sets)" in text
 
 
-def save_tiny_hf_model(folder, arch):
+def save_tiny_hf_model(folder, arch, eos_token="<eos>", model_vocab_size=None):
     """A tiny causal LM built from a transformers config (nothing downloaded), saved to a folder.
 
     llama: no tokenizer files, so the trainer uses its character tokenizer;
-    gpt2: saved with a character-level Hugging Face tokenizer, so the trainer uses the HF adapter.
+    gpt2: saved with a character-level Hugging Face tokenizer, so the trainer uses the HF adapter
+    (eos_token None: one without; model_vocab_size: the model's, when not the tokenizer's).
     """
     transformers = pytest.importorskip("transformers")
     vocab_size = CharTokenizer().vocab_size
@@ -533,13 +534,14 @@ def save_tiny_hf_model(folder, arch):
     torch.manual_seed(0)
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
+    specials = dict(bos_token="<bos>", pad_token="<pad>", **({"eos_token": eos_token} if eos_token else {}))
+
     tokenizer = Tokenizer(models.WordLevel(dict(zip(CharTokenizer().itos, range(vocab_size), strict=True)),
                                            unk_token="<pad>"))
     tokenizer.pre_tokenizer = pre_tokenizers.Split("", behavior="isolated")  # one token per character
     tokenizer.decoder = decoders.Fuse()
-    transformers.PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<bos>", eos_token="<eos>",
-                                         pad_token="<pad>").save_pretrained(folder)
-    config = transformers.GPT2Config(vocab_size=vocab_size, n_embd=32, n_layer=1, n_head=2, n_positions=64,
+    transformers.PreTrainedTokenizerFast(tokenizer_object=tokenizer, **specials).save_pretrained(folder)
+    config = transformers.GPT2Config(vocab_size=model_vocab_size or vocab_size, n_embd=32, n_layer=1, n_head=2, n_positions=64,
                                      bos_token_id=1, eos_token_id=2)
     transformers.GPT2LMHeadModel(config).save_pretrained(folder)
 
@@ -554,6 +556,26 @@ def test_a_folder_with_only_a_sentencepiece_tokenizer_is_refused_not_run_on_char
                  *tiny_flags(warmup_steps=0, max_steps=2, eval_every=2)]) == 2
     assert "has tokenizer files (tokenizer.model) but no tokenizer.json or tokenizer_config.json" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_a_tokenizer_the_loop_cannot_use_is_refused_with_exit_2(tmp_path, capsys):
+    """Without an end-of-sequence token the loop crashed at padding (pad id None) or, with a pad token,
+    sampled answers that never end; with ids beyond the model's vocabulary it crashed at the embedding
+    lookup (a device-side assert on CUDA); a tokenizer that does not load gave transformers' own error.
+    Each is refused in words before the run folder is made."""
+    save_tiny_hf_model(tmp_path / "no-eos", "gpt2", eos_token=None)
+    save_tiny_hf_model(tmp_path / "small-vocab", "gpt2", model_vocab_size=16)
+    save_tiny_hf_model(tmp_path / "unloadable", "llama")  # tokenizer_config.json beside a tokenizer.model
+    (tmp_path / "unloadable" / "tokenizer.model").write_bytes(b"\x0a\x0b not a sentencepiece model")
+    (tmp_path / "unloadable" / "tokenizer_config.json").write_text('{"tokenizer_class": "LlamaTokenizer"}')
+    for folder, message in (("no-eos", "its tokenizer has no end-of-sequence token (eos_token)"),
+                            ("small-vocab", "its tokenizer has ids up to 20, beyond the model's vocab_size=16"),
+                            ("unloadable", "its tokenizer could not be loaded")):
+        out = tmp_path / f"out-{folder}"
+        assert main(["train", "--model-path", str(tmp_path / folder), "--out", str(out),
+                     *tiny_flags(warmup_steps=0, max_steps=2, eval_every=2)]) == 2
+        assert message in capsys.readouterr().err
+        assert not out.exists()
 
 
 @pytest.mark.parametrize("arch", ["llama", "gpt2"])

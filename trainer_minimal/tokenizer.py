@@ -71,7 +71,8 @@ def folder_tokenizer(path, vocab_size):
     Its own (HFTokenizer) when the folder has tokenizer.json or tokenizer_config.json; the character
     tokenizer when it has no tokenizer files at all (a tiny model built from a config). ValueError, in
     words, for what would otherwise train wrongly or crash later: other tokenizer files only (the
-    character tokenizer would silently stand in for a 32k vocabulary).
+    character tokenizer would silently stand in for a 32k vocabulary), a tokenizer that cannot be loaded,
+    one without an end-of-sequence token, ids beyond the model's vocabulary.
     """
     names = sorted(os.listdir(path))
     if any(name in HF_TOKENIZER_FILES for name in names):
@@ -91,7 +92,18 @@ def folder_tokenizer(path, vocab_size):
 
 
 def load_hf_tokenizer(path, vocab_size):
-    """HFTokenizer for the folder's own tokenizer."""
+    """HFTokenizer for the folder's own tokenizer, refused in words where the loop could not use it."""
     from transformers import AutoTokenizer
 
-    return HFTokenizer(AutoTokenizer.from_pretrained(path, local_files_only=True))
+    try:
+        hf = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    except Exception as err:  # a converter missing (sentencepiece, tiktoken), a broken file: a traceback otherwise
+        raise ValueError(f"model_path={path!r}: its tokenizer could not be loaded ({type(err).__name__}: {err})") from err
+    if hf.eos_token_id is None:  # answers end with it, and it pads when there is no pad token
+        raise ValueError(f"model_path={path!r}: its tokenizer has no end-of-sequence token (eos_token); "
+                         "set one and save it (tokenizer.eos_token = ...; tokenizer.save_pretrained(model_path))")
+    n_ids = max(hf.get_vocab().values()) + 1
+    if vocab_size is not None and n_ids > vocab_size:  # an embedding lookup past the table: IndexError, or a CUDA assert
+        raise ValueError(f"model_path={path!r}: its tokenizer has ids up to {n_ids - 1}, beyond the model's "
+                         f"vocab_size={vocab_size}")
+    return HFTokenizer(hf)
