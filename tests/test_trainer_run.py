@@ -15,10 +15,11 @@ import torch
 
 from trainer_minimal import make_config
 from trainer_minimal.cli import main
+from trainer_minimal.config import from_dict
 from trainer_minimal.logging_io import read_jsonl
 from trainer_minimal.model import forward_logits, load_hf_policy, save_untrained_llama
 from trainer_minimal.tokenizer import CharTokenizer, HFTokenizer
-from trainer_minimal.train import advice_line, checkpoint_step, train
+from trainer_minimal.train import advice_line, checkpoint_step, train, warm_start_path
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Reversing 3 digits with a one-layer model: learnt in seconds, so a few steps show a rise.
@@ -626,6 +627,24 @@ def test_a_model_that_changes_its_logits_after_the_head_is_refused_when_loaded(t
         num_key_value_heads=1, logits_scaling=4.0)).save_pretrained(tmp_path / "granite")
     with pytest.raises(ValueError, match="the model's own logits differ from the trainer's.*'logits_scaling': 4.0"):
         load_hf_policy(str(tmp_path / "granite"))
+
+
+def test_the_warm_start_cache_knows_a_model_folder_replaced_by_another_of_the_same_shape(tmp_path):
+    """Keyed by model_path alone, another model saved into the same folder (same config.json, same file
+    sizes) loaded the first one's warm start over its own weights, silently."""
+    pytest.importorskip("transformers")
+    cfg = tiny(tmp_path / "run", str(tmp_path / "cache"), model_path=str(tmp_path / "model"))
+    save_untrained_llama(tmp_path / "model", hidden_size=32, n_layer=1, n_head=2, seed=0)
+    first = warm_start_path(cfg)
+    assert warm_start_path(cfg) == first
+    save_untrained_llama(tmp_path / "model", hidden_size=32, n_layer=1, n_head=2, seed=1)
+    assert warm_start_path(cfg) != first
+    # the tiny GPT's key is as it was: the shipped sweep's runs name the warm start they started from
+    run = os.path.join(REPO, "examples", "trainer_sweep", "grpo-s0")
+    with open(os.path.join(run, "config.json")) as f:
+        shipped = from_dict(json.load(f))
+    with open(os.path.join(run, "baseline.json")) as f:
+        assert warm_start_path(shipped) == json.load(f)["warm_start"]
 
 
 def test_bfloat16_with_and_without_fp32_head(tmp_path, warm_cache):

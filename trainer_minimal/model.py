@@ -11,14 +11,16 @@ logit softcap is redone here; a model that does something else is refused (check
 
 import contextlib
 import functools
+import hashlib
 import inspect
+import os
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from .config import SOFTCAP_FIELD
-from .tokenizer import CharTokenizer, folder_tokenizer
+from .tokenizer import OTHER_TOKENIZER_FILES, CharTokenizer, folder_tokenizer
 
 ARCHITECTURE = "tiny-gpt-1"  # part of the warm-start cache key: bump when TinyGPT changes
 MAX_POSITIONS = 64  # learned positions; prompts are <= 16 tokens and generations short
@@ -143,6 +145,32 @@ def load_hf_policy(path):
     model.eval()  # no dropout: the sampler and the trainer must see the same policy
     check_own_logits(model, path)
     return model, folder_tokenizer(path, model.get_input_embeddings().num_embeddings)
+
+
+def model_folder_fingerprint(path, whole_up_to=16 << 20, windows=256, window=4096):
+    """A digest of what in a model folder decides its warm start, for the warm-start cache key: keyed
+    by the path alone, a folder replaced by another model of the same shape loaded the old model's warm
+    start, silently. config.json and the tokenizer files are read whole; so is a weights file up to
+    16 MiB, and a larger one by `windows` evenly spaced 4 KiB windows (1 MiB read of a 5 GB shard).
+    Its name and size alone would not do: a model of the same shape has the same config and sizes.
+    The content, not the modification time, so every rank and a copy of the folder agree."""
+    digest = hashlib.sha256()
+    for name in sorted(os.listdir(path)):
+        file = os.path.join(path, name)
+        wanted = (name == "config.json" or name.startswith("tokenizer") or name in OTHER_TOKENIZER_FILES
+                  or name.endswith((".safetensors", ".bin")))
+        if not wanted or not os.path.isfile(file):
+            continue
+        size = os.path.getsize(file)
+        digest.update(f"{name}\0{size}\0".encode())
+        with open(file, "rb") as f:
+            if size <= whole_up_to:
+                digest.update(f.read())
+                continue
+            for i in range(windows):
+                f.seek(i * (size - window) // (windows - 1))
+                digest.update(f.read(window))
+    return digest.hexdigest()
 
 
 @torch.no_grad()

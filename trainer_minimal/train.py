@@ -89,7 +89,7 @@ from .logging_io import (
     repair_jsonl,
 )
 from .losses import aggregation_weights, group_advantages, policy_loss, zero_variance_groups
-from .model import ARCHITECTURE, build_policy
+from .model import ARCHITECTURE, build_policy, model_folder_fingerprint
 from .rollout import derive_seed, generate, left_pad, sampling_noise, score
 from .tasks import build_datasets, reward
 
@@ -276,7 +276,10 @@ def broadcast_object(obj, world):
 def warm_start_path(cfg):
     keys = ("model_path", "n_layer", "n_head", "d_model", "tasks", "max_size", "train_size",
             "val_size", "data_seed", "warmup_steps", "warmup_batch", "warmup_lr", "warmup_seed", "dtype")
-    key = derive_seed(ARCHITECTURE, *(getattr(cfg, k) for k in keys))
+    parts = [getattr(cfg, k) for k in keys]
+    if cfg.model_path:  # what the folder holds, not only its name; the tiny GPT's key is as it was
+        parts.append(model_folder_fingerprint(cfg.model_path))
+    key = derive_seed(ARCHITECTURE, *parts)
     folder = cfg.warmstart_cache or os.path.join(cfg.out, "warmstart")
     return os.path.join(folder, f"warmstart-{key:016x}.pt")
 
