@@ -982,8 +982,9 @@ def repeated_flag(command_parser: argparse.ArgumentParser, argv: list[str]) -> s
     """A value-taking flag given twice, which argparse settles silently by keeping the last (a
     pasted command with `--budget 1e5 ... --budget 1e6` decides at 1e6 without a word); None if none.
     Flags meant to repeat (--prior, --rule) and on/off switches (--fast twice means --fast) pass.
-    A flag abbreviated as argparse allows (--bud for --budget) counts as the flag it stands for."""
-    spelled = [token.split("=", 1)[0] for token in argv if token.startswith("-")]
+    A flag abbreviated as argparse allows (--bud for --budget) counts as the flag it stands for, and
+    a short flag with its value attached (-oreport.html) as the short flag."""
+    spelled = [token.split("=", 1)[0] if token.startswith("--") else token[:2] for token in argv if token.startswith("-")]
     for action in command_parser._actions:
         if not action.option_strings or action.nargs == 0 or isinstance(action, argparse._AppendAction):
             continue

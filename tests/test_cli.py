@@ -188,6 +188,16 @@ def test_a_value_flag_given_twice_is_refused_not_settled_by_the_last(fit_dir, ca
     assert exit_info.value.code == 2 and named in capsys.readouterr().err
 
 
+def test_a_short_flag_with_its_value_attached_counts_when_given_twice():
+    """`report RUNS -oa.html -o b.html` wrote b.html without a word: `-oa.html` was not seen as -o."""
+    from forecast.cli import build_parser, repeated_flag
+
+    report = build_parser().commands["report"]
+    assert repeated_flag(report, ["RUNS", "-oa.html", "-o", "b.html"]) == "-o"
+    assert repeated_flag(report, ["RUNS", "-oa.html", "--out", "b.html"]) == "-o/--out"
+    assert repeated_flag(report, ["RUNS", "-oa.html", "--budget", "-1e5"]) is None
+
+
 def test_a_reader_that_closes_early_gets_the_pipe_exit_not_a_traceback(fit_dir, monkeypatch, capsys):
     """`forecast backtest ... --json | head` printed a BrokenPipeError traceback."""
     import io
