@@ -159,7 +159,8 @@ def run_sweep(plan, out, workers, slim=False):
             if proc.returncode != 0:
                 failed.append(run_id)
     table = combine(out, [p["cfg"].out for p in plan])
-    print(f"[sweep] {len(table)} rows from {table['run_id'].nunique() if len(table) else 0} runs -> "
+    n_runs = table["run_id"].nunique() if len(table) else 0
+    print(f"[sweep] {len(table)} rows from {n_runs} run{'' if n_runs == 1 else 's'} -> "
           f"{os.path.join(out, 'runs.csv')}", flush=True)
     if slim and not failed:
         slim_down(out, [p["cfg"].out for p in plan])
