@@ -126,7 +126,7 @@ def forecast_hidden(fc, seen: pd.DataFrame, hidden: pd.DataFrame, *, cut: float,
                 "compute": float(c), "ahead": float(c) / seen_until, "observed": observed[j],
                 "forecast": float(median[j]), "lower": float(lower[j]), "upper": float(upper[j]),
                 "covered": bool(lower[j] <= observed[j] <= upper[j]),
-                # standardised error: sd 1 across points when the spread is honest
+                # standardised error: a root mean square of 1 across points when the spread is honest
                 "z": float((observed[j] - mean[j]) / sd[j]) if sd[j] > 0 else math.nan,
                 "least_squares": float(least_squares[j]), "last_value": float(past["metric"].iloc[-1]),
                 "final": bool(final[j]),
