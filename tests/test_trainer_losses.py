@@ -195,3 +195,19 @@ def test_advantages_are_invariant_to_affine_reward_changes(rows, scale, shift):
                                    group_advantages(rewards, norm, eps=0.0).nan_to_num(), atol=1e-4, rtol=1e-4)
     torch.testing.assert_close(group_advantages(rewards + shift, "none"), group_advantages(rewards, "none"),
                                atol=1e-5, rtol=0)
+
+
+def test_batch_std_counts_only_the_prompts_kept():
+    """Zero-variance filtering drops a prompt from the batch, so from the batch std too: an informative
+    prompt's advantages do not grow with the number of all-pass / all-fail prompts beside it."""
+    informative = torch.tensor([[1.0, 0.0, 0.0, 0.0], [1.0, 1.0, 0.0, 0.0]])
+    alone = group_advantages(informative, "batch")
+    for n_flat in (1, 6):
+        rewards = torch.cat([informative, torch.ones(n_flat, 4), torch.zeros(n_flat, 4)])
+        keep = ~zero_variance_groups(rewards)
+        adv = group_advantages(rewards, "batch", keep=keep)
+        torch.testing.assert_close(adv[:2], alone)  # counted, the flat rows' zeros scaled these by ~1.5 and ~2.8
+        torch.testing.assert_close(adv[keep].std(), torch.tensor(1.0), atol=1e-4, rtol=0)
+        assert torch.all(adv[2:] == 0)
+    everything_flat = torch.cat([torch.ones(2, 4), torch.zeros(2, 4)])
+    assert torch.all(group_advantages(everything_flat, "batch", keep=~zero_variance_groups(everything_flat)) == 0)

@@ -11,18 +11,24 @@ import torch
 import torch.nn.functional as F
 
 
-def group_advantages(rewards, norm="group", eps=1e-6):
+def group_advantages(rewards, norm="group", eps=1e-6, keep=None):
     """rewards (P, G) -> advantages (P, G): reward minus its group mean, then scaled.
 
     norm="group": divide by each group's std (GRPO); "batch": by the std of all centred rewards
     in the batch (ScaleRL; keeps rare successes on hard prompts from being blown up); "none".
     Groups with identical rewards get advantage 0 under every choice.
+    keep (P,) bool: the prompts trained on (zero-variance filtering); None = all. The batch std is
+    taken over these only: a filtered prompt is out of the batch (ScaleRL's objective holds only
+    prompts with 0 < mean reward < 1; verl filters groups before computing advantages). Counted,
+    its zeros would shrink the std, and scale every kept advantage by about
+    1 / sqrt(fraction of prompts kept): a step size that grows as more prompts are all-pass or all-fail.
     """
     centred = rewards - rewards.mean(dim=1, keepdim=True)
     if norm == "group":
         return centred / (rewards.std(dim=1, keepdim=True) + eps)
     if norm == "batch":
-        return centred / (centred.std() + eps)
+        kept = centred if keep is None or not keep.any() else centred[keep]  # none kept: all zero anyway
+        return centred / (kept.std() + eps)
     if norm == "none":
         return centred
     raise ValueError(f"unknown advantage normalisation {norm!r}")

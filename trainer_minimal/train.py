@@ -5,8 +5,8 @@ What it does, per generation round (one round = off_policy_k optimizer steps):
      No-Positive-Resampling (latest pass rate >= npr_threshold) are not picked again.
   2. Sample group_size completions per prompt with the current weights (rollout.generate); keep
      the sampler's token log-probs as pi_old. Reward = exact match with the answer.
-  3. Advantages: reward minus the group mean, scaled by the group std, the batch std, or nothing.
-     Zero-variance filtering drops prompts whose samples all got the same reward.
+  3. Advantages: reward minus the group mean, scaled by the group std, the batch std (over the
+     prompts kept), or nothing. Zero-variance filtering drops prompts whose samples all got the same reward.
   4. Split the round into k mini-batches; each is one optimizer step: re-score the tokens under the
      current weights (pi), apply the loss (PPO-clip, CISPO or GSPO) to the ratio pi / pi_old, and
      average with per-token weights computed over the whole mini-batch (sample / token / prompt),
@@ -383,8 +383,8 @@ def sample_round(cfg, model, tok, pool, state, step, device, rank, world):
     else:
         rewards[mine] = local_rewards.view(len(mine), G)
 
-    advantages = group_advantages(rewards, cfg.adv_norm)  # (k * bs, G), identical on every rank
     keep = ~zero_variance_groups(rewards) if cfg.zero_var_filter else torch.ones(k * bs, dtype=torch.bool)
+    advantages = group_advantages(rewards, cfg.adv_norm, keep=keep)  # (k * bs, G), identical on every rank
     if cfg.npr_threshold > 0:
         state["retired"][chosen] |= rewards.mean(1).numpy() >= cfg.npr_threshold
 
