@@ -90,7 +90,10 @@ class ForecastPruner(BasePruner):
 
     Parameters
     ----------
-    max_step : the step (compute) every trial is planned to reach; forecasts are made there.
+    max_step : the step (compute) every trial is planned to reach; forecasts are made there. One
+        for the study: a trial planned to end earlier is judged at a budget it will not reach, so
+        it can be kept where its own end would prune it (studies of unequal lengths: the step the
+        trials are to be compared at).
     config : EarlyStopConfig; default: EarlyStopConfig's defaults with the saturation rule off.
     n_warmup_steps : reports a trial needs before it can be pruned (the curve must show a trend);
         default and least value config.min_evals (4): a smaller value is raised to it, with a warning.
