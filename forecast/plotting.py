@@ -6,7 +6,7 @@ import re
 
 import matplotlib.pyplot as plt  # no backend forced: notebooks keep inline figures
 import numpy as np
-from matplotlib.ticker import FuncFormatter
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
 
 def _grid(fc, budget, n=80):
@@ -350,6 +350,9 @@ def _interval_band(ahead: np.ndarray, below: np.ndarray, above: np.ndarray, n_bi
             for b in range(n_bins) if (which == b).any()]
 
 
+REACH_TICKS = (1, 1.25, 1.5, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024)
+
+
 def plot_cross_validation(cv, *, ax=None):
     """Held-out evaluations of a cross-validation (forecast.cross_validation.cross_validate), one
     colour per cut: each one's error (observed - forecast) against how far ahead it was forecast,
@@ -376,9 +379,13 @@ def plot_cross_validation(cv, *, ax=None):
                    label=f"cut {cut:g}: {rows['covered'].mean():.0%} of {len(rows)} inside")
     ax.axhline(0, color="black", lw=0.8)
     ax.set_xscale("log")
-    # "2x", not matplotlib's "2 x 10^0": reaches span a decade or two at most
+    # "1.5x", "2x", not matplotlib's "2 x 10^0", whose log ticks leave a reach of 1-2x one label
+    reach = cv["ahead"].to_numpy(float)
+    ticks = [t for t in REACH_TICKS if reach.min() / 1.05 <= t <= reach.max() * 1.05]
+    if len(ticks) >= 2:
+        ax.xaxis.set_major_locator(FixedLocator(ticks))
+        ax.xaxis.set_minor_locator(NullLocator())
     ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}x"))
-    ax.xaxis.set_minor_formatter(FuncFormatter(lambda x, _: f"{x:g}x" if f"{x:g}"[0] in "2345" else ""))
     ax.set_xlabel("reach: compute / the run's last compute before the cut")
     ax.set_ylabel("observed - forecast (pass rate)")
     ax.legend(title=f"bands: the {level_text(level_of(cv))} interval", fontsize=8, title_fontsize=8, loc="best")

@@ -315,6 +315,7 @@ def test_the_cross_validation_chart_draws_every_hidden_evaluation_beside_its_ban
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert labels == ["cut 0.25: 100% of 12 inside", "cut 0.5: 75% of 20 inside"]
     assert ax.get_legend().get_title().get_text() == "bands: the 80% interval"
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1.5x", "2x", "3x"]  # reaches 1.5x and 3x, one label each
     plt.close(fig)
     with pytest.raises(ValueError, match="no column 'lower'"):
         plot_cross_validation(cv.drop(columns="lower"))
