@@ -477,8 +477,8 @@ def _warn_if_a_recipe_mixes_settings(frame: pd.DataFrame) -> None:
             values = _comparable(values)
             if values.nunique() < 2:
                 continue
-            first, other = values.iloc[0], values[values != values.iloc[0]].iloc[0]
-            first_run, other_run = values.index[0], values[values != values.iloc[0]].index[0]
+            others = values[values != values.iloc[0]]
+            first, other, first_run, other_run = values.iloc[0], others.iloc[0], values.index[0], others.index[0]
             warnings.warn(str(RunDataError(
                 f"differs between runs of recipe '{recipe}' ({first} in run '{first_run}', {other} in run '{other_run}'): "
                 "runs of one recipe are pooled as seeds, so the fit reads the difference as seed-to-seed spread and the "

@@ -372,6 +372,7 @@ def cross_validation_section_data(cv: pd.DataFrame, fc=None, source=None) -> dic
     """What the page shows of a cross-validation (forecast.cross_validation): its metrics, its
     sentences, and a warning when it was made on runs this fit does not hold."""
     from .cross_validation import describe_cross_validation, level_of, performance_metrics
+    from .plotting import plot_cross_validation
 
     metrics = performance_metrics(cv)
     foreign = sorted(set(cv["run_id"].astype(str)) - set(map(str, fc.run_ids))) if fc is not None else []
@@ -380,8 +381,6 @@ def cross_validation_section_data(cv: pd.DataFrame, fc=None, source=None) -> dic
         shown = ", ".join(foreign[:4]) + (f" and {len(foreign) - 4} more" if len(foreign) > 4 else "")
         warning = (f"the cross-validation{f' ({source})' if source else ''} holds runs this fit does not ({shown}): "
                    "its figures are of other runs")
-    from .plotting import plot_cross_validation
-
     return {"source": str(source) if source is not None else None, "level": level_of(cv),
             "metrics": metrics, "summary": describe_cross_validation(cv, metrics), "warning": warning,
             "figure": figure_png(plot_cross_validation(cv))}
