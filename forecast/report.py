@@ -481,6 +481,7 @@ h2 { font-size:18px; margin:0 0 10px; }
 .recommendation .headline { font-size:20px; font-weight:700; margin:0 0 8px; }
 .recommendation ul { margin:0; padding-left:20px; }
 table { border-collapse:collapse; width:100%; font-size:14px; }
+.scroll { overflow-x:auto; }  /* a table wider than a narrow window scrolls inside its card */
 th, td { padding:6px 10px; border-bottom:1px solid var(--line); text-align:left; vertical-align:middle; }
 th { background:#f0f4f8; font-weight:600; font-size:13px; }
 th.num { text-align:right; }
@@ -494,8 +495,8 @@ figcaption { color:var(--muted); font-size:13px; margin-top:6px; }
 .grid2 { display:grid; grid-template-columns: 1fr 1fr; gap:16px; }
 details summary { cursor:pointer; color:var(--accent); margin:6px 0; font-size:14px; }
 .notes { color:var(--muted); font-size:13px; background:transparent; border-style:dashed; }
-dl { display:grid; grid-template-columns: max-content 1fr; gap:4px 16px; margin:0; font-size:14px; }
-dt { color:var(--muted); } dd { margin:0; }
+dl { display:grid; grid-template-columns: max-content minmax(0, 1fr); gap:4px 16px; margin:0; font-size:14px; }
+dt { color:var(--muted); } dd { margin:0; overflow-wrap:anywhere; }  /* a long input path wraps */
 """
 
 
@@ -529,7 +530,8 @@ def table_html(rows: list[dict], columns: list[tuple[str, str]], *, numeric=(), 
             cells.append(f"<td{cls}>{text}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     ident = f' id="{esc(css_id)}"' if css_id else ""
-    return f"<table{ident}>\n<thead><tr>{head}</tr></thead>\n<tbody>\n" + "\n".join(body) + "\n</tbody>\n</table>"
+    return (f'<div class="scroll"><table{ident}>\n<thead><tr>{head}</tr></thead>\n<tbody>\n' + "\n".join(body)
+            + "\n</tbody>\n</table></div>")
 
 
 def prob_bar_html(p: float) -> str:
@@ -541,7 +543,8 @@ def prob_bar_html(p: float) -> str:
 def figure_html(png: bytes, alt: str, caption: str = "", *, width: int | None = None) -> str:
     """An inline PNG (base64 data URI): no file or network needed to show it."""
     data = base64.b64encode(png).decode("ascii")
-    style = f' style="max-width:{int(width)}px"' if width else ""
+    # min(): an inline max-width alone replaced the stylesheet's 100%, and a 640 px chart ran past a narrow card
+    style = f' style="max-width:min(100%, {int(width)}px)"' if width else ""
     cap = f"<figcaption>{esc(caption)}</figcaption>" if caption else ""
     return f'<figure><img alt="{esc(alt)}" src="data:image/png;base64,{data}"{style}>{cap}</figure>'
 

@@ -506,3 +506,50 @@ def test_a_run_past_the_reports_budget_is_told_so_in_the_reports_terms(fitted):
     reasons = advice.table.set_index("run_id")["reason"]
     assert (advice.table["rule"] == "budget_reached").all()
     assert all("at or past the report's budget" in reasons[run] for run in fitted.run_ids)
+
+
+# Appended before </body> of a copy of a page: lists every element that sticks out to the right of
+# its section (or header, or banner), except inside a scrolling box, where that is intended. The
+# page itself has no scripts; this one only measures the layout Chromium made of it.
+OVERFLOW_PROBE = """<script>
+window.addEventListener('load', () => {
+  const out = [];
+  for (const box of document.querySelectorAll('section, header, .banner')) {
+    const right = box.getBoundingClientRect().right;
+    for (const el of box.querySelectorAll('*')) {
+      const r = el.getBoundingClientRect();
+      if (r.width > 0 && r.right > right + 1 && !el.closest('.scroll'))
+        out.push((box.id || box.tagName) + ' ' + el.tagName + ' ' + Math.round(r.right - right) + 'px');
+    }
+  }
+  out.push('page ' + document.documentElement.scrollWidth + ' of ' + document.documentElement.clientWidth);
+  const pre = document.createElement('pre'); pre.id = 'overflow-probe'; pre.textContent = out.join('\\n');
+  document.body.appendChild(pre);
+});
+</script>"""
+
+
+@needs_chromium
+def test_a_narrow_window_keeps_every_section_within_its_card(tmp_path):
+    """At a narrow window (a phone, a laptop's half screen) the page reflows instead of spilling:
+    the wide tables scroll inside their cards, the charts shrink to the card, and a long input
+    path wraps. Charts given a width (the forest plot, 640 px) kept it over the 100% cap and ran
+    past their card; tables and the provenance path pushed the page wider than the window."""
+    import matplotlib.pyplot as plt
+
+    data = hand_made_report()
+    fig, ax = plt.subplots(figsize=(9, 3))  # wider than a phone, like the report's charts
+    ax.plot([0, 1], [0, 1])
+    wide = rp.figure_png(fig)
+    data.figures = {"fan_chart": wide, "forest": wide}
+    data.provenance["inputs"] = ["/home/someone/experiments/2026-12-05_sweep_of_seven_recipes/runs_with_long_name.csv"]
+    page = rp.render_report(data)
+    probe = tmp_path / "probe.html"
+    probe.write_text(page.replace("</body>", OVERFLOW_PROBE + "</body>"), encoding="utf-8")
+    dom = chromium("--window-size=500,2000", "--dump-dom", probe.as_uri())
+    found = re.search(r'<pre id="overflow-probe">(.*?)</pre>', dom.stdout, re.S)
+    assert found, dom.stderr[-2000:]
+    lines = found.group(1).splitlines()
+    shown, width = re.fullmatch(r"page (\d+) of (\d+)", lines[-1]).groups()
+    assert lines[:-1] == [], "sticking out of their cards: " + "; ".join(lines[:-1])
+    assert int(shown) <= int(width)
