@@ -486,7 +486,7 @@ th, td { padding:6px 10px; border-bottom:1px solid var(--line); text-align:left;
 th { background:#f0f4f8; font-weight:600; font-size:13px; }
 th.num { text-align:right; }
 td.num { text-align:right; font-variant-numeric:tabular-nums; white-space:nowrap; }
-td.name { white-space:nowrap; }
+td.name, span.name { white-space:nowrap; }
 tr:nth-child(even) td { background:#fafbfc; }
 .bar { display:inline-block; height:10px; background:var(--accent); border-radius:2px;
        vertical-align:middle; margin-right:6px; }
@@ -727,6 +727,11 @@ def far_target_sentence(table: pd.DataFrame, largest_observed: float | None, uni
             f"are the curve's extrapolation, not something the data show: {names}.")
 
 
+def name_html(name) -> str:
+    """A run or recipe name kept on one line, as in the tables ('scalerl-bs8-' / 's1' is no name)."""
+    return f'<span class="name">{esc(name)}</span>'
+
+
 def stop_summary_html(table: pd.DataFrame) -> str:
     """Two lines a meeting reads: which runs continue and why, and how many stop by which rule."""
     lines = []
@@ -737,9 +742,9 @@ def stop_summary_html(table: pd.DataFrame) -> str:
         chip = f'<span class="chip {decision}">{decision}</span>'
         if decision == "continue":
             groups = part.groupby(part["rule"].map(continue_reason), sort=False)["run_id"]
-            what = "; ".join(f"{len(runs)} {esc(reason)}: {', '.join(esc(r) for r in runs)}" for reason, runs in groups)
+            what = "; ".join(f"{len(runs)} {esc(reason)}: {', '.join(name_html(r) for r in runs)}" for reason, runs in groups)
         elif len(part) <= 6:
-            what = ", ".join(esc(r) for r in part["run_id"])
+            what = ", ".join(name_html(r) for r in part["run_id"])
         else:
             counts = part["rule"].value_counts()
             what = "; ".join(f"{n} by rule {esc(rule)}" for rule, n in counts.items())
