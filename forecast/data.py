@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .formatting import fmt_compute
+
 REQUIRED_COLUMNS = ("run_id", "recipe", "compute", "metric")
 OPTIONAL_NUMERIC = ("seed", "n_eval", "step", "device_seconds")
 RUN_LOG_NAME = "evals.jsonl"
@@ -563,8 +565,9 @@ def far_from_data(value: float, observed_compute, *, unit: str, name: str) -> st
     """A sentence when `value` (a budget, a horizon) lies far outside the observed compute, else None."""
     low, high = float(np.min(observed_compute)), float(np.max(observed_compute))
     if value > FAR_BEYOND_DATA * high:
-        return (f"{name} {value:.3g} is {value / high:.3g}x the largest compute in the data ({high:.3g} {unit}); "
-                "a forecast that far out says little beyond the prior. Is the unit right?")
+        return (f"{name} {fmt_compute(value)} is {fmt_compute(value / high)}x the largest compute in the data "
+                f"({fmt_compute(high)} {unit}); a forecast that far out says little beyond the prior. Is the unit right?")
     if value < low:
-        return f"{name} {value:.3g} is below the smallest compute in the data ({low:.3g} {unit}). Is the unit right?"
+        return (f"{name} {fmt_compute(value)} is below the smallest compute in the data ({fmt_compute(low)} {unit}). "
+                "Is the unit right?")
     return None

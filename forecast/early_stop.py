@@ -70,7 +70,7 @@ that bar was one short run's over-high forecast; where the field stands at equal
 no single forecast can move.
 
 Every Recommendation names a rule with its number and threshold: the rule that fired for a stop
-("stop: P(beats best 'b-s1' by 0.01 at 4e+04, 4.0x now) = 0.02 < 0.1"), or the check closest to
+("stop: P(beats best 'b-s1' by 0.01 at 40,000, 4.0x now) = 0.02 < 0.1"), or the check closest to
 firing for a continue, so a user can always see how near the run is to being stopped.
 
 "Metric" here is a run's true pass rate at a compute (its curve plus its persisting wander, with
@@ -91,7 +91,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .formatting import shown_so_it_reads_true
+from .formatting import fmt_compute, shown_so_it_reads_true
 
 __all__ = [
     "EarlyStopConfig",
@@ -329,7 +329,7 @@ def _shown_against(value: float, threshold: float, fired: bool, digits: int) -> 
 def _beats_text(check: dict) -> str:
     by = f" by {check['margin']:g}" if check["margin"] else ""
     value = _shown_against(check["value"], check["threshold"], check["fired"], 2)
-    return f"P(beats best '{check['alternative']}'{by} at {check['budget']:.3g}, {check['budget_ratio']:.1f}x now) = {value}"
+    return f"P(beats best '{check['alternative']}'{by} at {fmt_compute(check['budget'])}, {check['budget_ratio']:.1f}x now) = {value}"
 
 
 def _describe(check: dict) -> str:
@@ -341,10 +341,10 @@ def _describe(check: dict) -> str:
                 f"for {check['compute_left']:.2f} typical budgets of compute left = {value} per budget")
     elif check["rule"] == "reach_target":
         value = _shown_against(check["value"], check["threshold"], check["fired"], 2)
-        text = f"P(reaches {check['target']:g} by {check['budget']:.3g}) = {value}"
+        text = f"P(reaches {check['target']:g} by {fmt_compute(check['budget'])}) = {value}"
     else:
         value = _shown_against(check["value"], check["threshold"], check["fired"], 4)
-        text = f"expected gain per doubling to {check['budget']:.3g} ({check['doublings']:.1f} doublings left) = {value}"
+        text = f"expected gain per doubling to {fmt_compute(check['budget'])} ({check['doublings']:.1f} doublings left) = {value}"
     sign = "<" if check["fired"] else ">="
     return f"{text} {sign} {check['threshold']:g}"
 
@@ -387,7 +387,7 @@ def evaluate_rules(
         )
     if compute_now >= budget:
         return Recommendation(
-            STOP, "budget_reached", f"stop: compute {compute_now:.3g} >= planned budget {budget:.3g}",
+            STOP, "budget_reached", f"stop: compute {fmt_compute(compute_now)} >= planned budget {fmt_compute(budget)}",
             run_id=run_id, value=float(compute_now), threshold=float(budget), details=base,
         )
     ratio = budget / compute_now

@@ -88,7 +88,7 @@ def test_stop_when_it_cannot_beat_the_best():
     assert rec.rule == "beats_best"
     assert rec.probability == pytest.approx(0.02) and rec.value == rec.probability
     assert rec.threshold == 0.05
-    assert rec.message == "stop: P(beats best 'b-s1' at 4e+04, 4.0x now) = 0.02 < 0.05"
+    assert rec.message == "stop: P(beats best 'b-s1' at 40,000, 4.0x now) = 0.02 < 0.05"
     assert rec.details["alternative"] == "b-s1"
 
 

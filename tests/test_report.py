@@ -196,7 +196,7 @@ def test_not_converged_fit_is_flagged_at_the_top():
 def test_a_budget_far_from_the_data_is_a_banner_on_the_page_and_in_the_json():
     data = hand_made_report()
     assert 'id="budget-warning"' not in rp.render_report(data)
-    data.warnings = ["The budget 1e+09 is 1e+07x the largest compute in the data (100 gpu_hours). Is the unit right?"]
+    data.warnings = ["The budget 1e9 is 1e7x the largest compute in the data (100 gpu_hours). Is the unit right?"]
     page = rp.render_report(data)
     assert page.index('id="budget-warning"') < page.index('id="recommendation"')
     assert "Is the unit right?" in page and rp.report_summary(data)["warnings"] == data.warnings
@@ -565,3 +565,20 @@ def test_a_narrow_window_keeps_every_section_within_its_card(tmp_path):
     shown, width = re.fullmatch(r"page (\d+) of (\d+)", lines[-1]).groups()
     assert lines[:-1] == [], "sticking out of their cards: " + "; ".join(lines[:-1])
     assert int(shown) <= int(width)
+
+
+def test_the_page_writes_compute_one_way(fitted):
+    """Stop reasons and the far-budget banner write compute as the rest of the page does: the
+    synthetic sweep's page said 'budget 64,320 gpu_hours' in its header and table and 'expected
+    gain per doubling to 6.43e+04' in its stop advice, and the trainer sweep's '4e12' and '4e+12'."""
+    from forecast.data import far_from_data
+    from forecast.formatting import fmt_compute
+
+    budget = 4 * float(fitted.runs_["compute"].max())
+    advice, _ = rp.stop_advice(fitted, budget, 0.9)
+    reasons = " ".join(advice.table["reason"])
+    assert "e+" not in reasons and f" {fmt_compute(budget)}" in reasons
+    far = far_from_data(1e12, fitted.runs_["compute"], unit=fitted.compute_unit, name="The budget")
+    assert "e+" not in far and far.startswith("The budget 1e12 is ")
+    low = far_from_data(1.0, fitted.runs_["compute"], unit=fitted.compute_unit, name="The budget")
+    assert f"({fmt_compute(fitted.runs_['compute'].min())} {fitted.compute_unit})" in low
