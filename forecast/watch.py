@@ -221,7 +221,8 @@ def poll(
     random_seed: int = 0,
     forecaster_kwargs: dict | None = None,
 ) -> list[Recommendation]:
-    """One look at the folder. Returns the recommendations made for runs with new evaluations
+    """One look at the folder. Returns the recommendations made for runs with new evaluations,
+    and for runs whose advice turned (continue to stop, or back) on the others' new evaluations
     (empty when nothing changed). Updates `state`. forecaster_kwargs: for the default advisor's fits."""
     def default_advisor(table, budgets, config):
         # Advice comes at every new evaluation, far more often than the backtest's checks, so the stop
@@ -284,7 +285,10 @@ def poll(
             state.fits += 1
     for run in changed:
         state.seen[run] = counts[run]
-    new = [recs[r] for r in changed if r in recs]
+    # a refit on the other runs' new rows can turn a run without new rows from continue to stop (or
+    # back): said too, or the JSON would tell a scheduler to stop a run the printed lines never did
+    flipped = [r for r, rec in recs.items() if r not in changed and r in state.latest and state.latest[r].action != rec.action]
+    new = [recs[r] for r in [*changed, *flipped] if r in recs]
     for rec in recs.values():
         rec.details.setdefault("n_evals", counts.get(rec.run_id))
     state.latest.update(recs)

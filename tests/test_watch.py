@@ -482,3 +482,25 @@ def test_a_run_in_flight_with_an_unreadable_log_is_still_in_flight(sweep):
     lines.clear()
     watch(sweep, interval=0, budget=1e4, max_polls=1, advisor=FakeAdvisor(), say=lines.append, sleep=lambda _s: None)
     assert lines[-1].startswith("no run in flight")
+
+
+def test_a_run_whose_advice_turns_on_the_others_new_rows_is_said_too(sweep):
+    """A refit on good-s0's new row turned bad-s0 (no new row) from continue to stop: the JSON said
+    stop, but only good-s0's line was printed, so a person never saw the stop a scheduler acted on."""
+    for i in range(4):
+        append(sweep / "good-s0" / "evals.jsonl", row("good-s0", i, 0.1 + 0.05 * i))
+        append(sweep / "bad-s0" / "evals.jsonl", row("bad-s0", i, 0.1))
+    calls = []
+
+    def advisor(table, budgets, config):  # bad-s0 is told to stop from the second fit on
+        calls.append(1)
+        action = {r: "stop" if r == "bad-s0" and len(calls) > 1 else "continue" for r in budgets}
+        return {r: Recommendation(a, "beats_best", f"{a}: P(beats best) = 0.01", run_id=r) for r, a in action.items()}
+
+    state, config = WatchState(), EarlyStopConfig(min_evals=4)
+    assert {r.run_id for r in poll(sweep, state, config=config, budget=1e4, advisor=advisor)} == {"good-s0", "bad-s0"}
+    append(sweep / "good-s0" / "evals.jsonl", row("good-s0", 4, 0.3))
+    new = poll(sweep, state, config=config, budget=1e4, advisor=advisor)
+    assert [(r.run_id, r.action) for r in new] == [("good-s0", "continue"), ("bad-s0", "stop")]
+    append(sweep / "good-s0" / "evals.jsonl", row("good-s0", 5, 0.35))
+    assert [r.run_id for r in poll(sweep, state, config=config, budget=1e4, advisor=advisor)] == ["good-s0"]  # unchanged: said once
