@@ -169,7 +169,9 @@ def sample_model(build_model, settings: SamplerSettings, *, random_seed=None, ca
             low_rank_modified_mass_matrix=settings.low_rank_mass_matrix,
             return_raw_trace=True,
         )
-        idata = _trace_to_idata(*raw.get_arrow_trace(), coords={**(compiled.coords or {}), **(coords or {})})
+        draw_batches, stat_batches = raw.get_arrow_trace()
+        _require_every_draw(len(stat_batches), [_kept_rows(stat).sum() for stat in stat_batches], settings)
+        idata = _trace_to_idata(draw_batches, stat_batches, coords={**(compiled.coords or {}), **(coords or {})})
     else:
         import pymc as pm
 
@@ -184,10 +186,29 @@ def sample_model(build_model, settings: SamplerSettings, *, random_seed=None, ca
                 progressbar=progress,
                 compute_convergence_checks=False,
             )
+        _require_every_draw(idata.posterior.sizes["chain"], [idata.posterior.sizes["draw"]], settings)
         info["compile_seconds"] = 0.0
         info["compiled_model_reused"] = False
     info["sample_seconds"] = time.perf_counter() - start
     return idata, info
+
+
+def _require_every_draw(n_chains: int, kept_per_chain, settings: SamplerSettings) -> None:
+    """Raise KeyboardInterrupt where the sampler returned fewer chains or draws than asked for.
+    nutpie (and PyMC) catch a Ctrl-C and return the draws so far instead of raising: chains of
+    different lengths then failed as 'ValueError: all input arrays must have the same shape' (a
+    traceback, where the CLI says 'interrupted', exit 130), and equal ones made a fit, saved or
+    advised on, from a fraction of its posterior, without a word."""
+    if n_chains != settings.chains or any(int(n) != settings.draws for n in kept_per_chain):
+        raise KeyboardInterrupt(f"sampling was interrupted: {n_chains} chain(s) of {[int(n) for n in kept_per_chain]} draws, "
+                                f"not {settings.chains} of {settings.draws}")
+
+
+def _kept_rows(stat_batch) -> np.ndarray:
+    """The rows of one chain's nutpie statistics that are draws (not warm-up: the raw trace keeps those)."""
+    import pyarrow
+
+    return ~pyarrow.array(stat_batch.column("tuning")).to_numpy(zero_copy_only=False).astype(bool)
 
 
 # sampler statistics nutpie records that are only needed for debugging the sampler itself
@@ -229,10 +250,8 @@ def _trace_to_idata(draw_batches, stat_batches, *, coords):
         extra = {name: np.asarray(values) for name, values in coords.items() if name in used}
         return xr.Dataset(variables, coords={"chain": np.arange(n_chain), "draw": np.arange(n_draw), **extra})
 
-    import pyarrow
-
     # nutpie keeps the warm-up rows in the raw trace; they are marked by the "tuning" statistic
-    kept = [~pyarrow.array(stat.column("tuning")).to_numpy(zero_copy_only=False).astype(bool) for stat in stat_batches]
+    kept = [_kept_rows(stat) for stat in stat_batches]
     return az.InferenceData(
         posterior=dataset(_arrow_columns(draw_batches, kept)),
         sample_stats=dataset(_arrow_columns(stat_batches, kept, _SKIPPED_STATS)),

@@ -747,3 +747,41 @@ def test_predict_says_how_far_beyond_the_data_each_forecast_reaches(fitted, smal
     run_max = run["compute"].max()
     own = fitted.predict([2 * run_max], run_id="scalerl_8b-s1")
     assert own["ahead"].iloc[0] == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize("draws_per_chain", [(5, 3), (3, 3)])
+def test_a_sample_cut_short_by_ctrl_c_is_an_interrupt_not_a_fit(monkeypatch, draws_per_chain):
+    """nutpie catches KeyboardInterrupt and returns the draws so far. Chains cut at different
+    lengths raised 'ValueError: all input arrays must have the same shape' (a traceback where the
+    CLI says 'interrupted', exit 130); chains cut at one length made a fit of 3 draws of 5, silently."""
+    import nutpie
+    import pyarrow
+    from arro3.core import RecordBatch  # what nutpie's raw trace is made of
+
+    from forecast import inference
+
+    tune, draws = 2, 5
+
+    def chain(n_kept):
+        tuning = [True] * tune + [False] * n_kept
+        draw = pyarrow.RecordBatch.from_pydict({"x": np.arange(len(tuning), dtype=float)})
+        stat = pyarrow.RecordBatch.from_pydict({"tuning": tuning, "diverging": [False] * len(tuning)})
+        return RecordBatch.from_arrow(draw), RecordBatch.from_arrow(stat)
+
+    class Raw:
+        def get_arrow_trace(self):
+            chains = [chain(n) for n in draws_per_chain]
+            return [d for d, _ in chains], [s for _, s in chains]
+
+    class Compiled:
+        coords = {}
+
+    monkeypatch.setattr(inference, "_compiled", lambda build, key, values: (Compiled(), False))
+    monkeypatch.setattr(nutpie, "sample", lambda compiled, **kwargs: Raw())
+    settings = SamplerSettings(draws=draws, tune=tune, chains=2, cores=1, sampler="nutpie", progress=False)
+    with pytest.raises(KeyboardInterrupt, match="sampling was interrupted"):
+        inference.sample_model(lambda: None, settings)
+    monkeypatch.setattr(nutpie, "sample", lambda compiled, **kwargs: type("Full", (Raw,), {"get_arrow_trace": lambda self: (
+        [chain(draws)[0]] * 2, [chain(draws)[1]] * 2)})())
+    idata, _ = inference.sample_model(lambda: None, settings)  # a complete sample is read as before
+    assert idata.posterior.sizes["draw"] == draws and idata.posterior.sizes["chain"] == 2
