@@ -27,6 +27,7 @@ import json
 import math
 import sys
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -451,8 +452,8 @@ def watch(
     """Poll `runs_dir` until `max_polls` polls (None: forever), emitting and writing advice.
 
     emit(rec) is called for each new recommendation (default: say() one readable line);
-    say(text) gets status lines; warn(text) warnings (default: 'warning: ...' on stderr, so JSON
-    output stays parseable); sleep(seconds) waits between polls (tests pass their own).
+    say(text) gets status lines; warn(text) warnings, the data's included, each once (default:
+    'warning: ...' on stderr, so JSON output stays parseable); sleep(seconds) waits between polls (tests pass their own).
     A reference table is read and validated here, before the first poll (RunDataError).
     forecaster_kwargs go to the forecaster of each fresh fit (e.g. {"priors": Priors(b_mu=0.5)}).
     """
@@ -461,16 +462,33 @@ def watch(
     runs_dir = Path(runs_dir)
     if not runs_dir.is_dir():
         raise RunDataError("is not a folder", source=runs_dir)
+    said_warnings = set()
+
+    def saying_warnings_once(call, *args, **kwargs):
+        """call(), its data warnings (a recipe mixing settings, runs in two units, ...) said through
+        warn() once per watch: Python's filter left them to its own printing (not warn()'s) and said
+        one again at every refit, since each fit resets the filter's memory."""
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", UserWarning)
+            result = call(*args, **kwargs)
+        for w in caught:
+            if not issubclass(w.category, UserWarning):
+                warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+            elif str(w.message) not in said_warnings:
+                said_warnings.add(str(w.message))
+                warn(str(w.message))
+        return result
+
     if reference is not None:
-        reference = load_reference(reference)  # a bad row in it stops us now, not at the first fit
+        reference = saying_warnings_once(load_reference, reference)  # a bad row in it stops us now, not at the first fit
     config = config or EarlyStopConfig()
     out = Path(out) if out is not None else runs_dir / DEFAULT_OUT_NAME
     state = WatchState()
     told_refused = {}
     said_all_finished = False
     while True:
-        new = poll(runs_dir, state, config=config, budget=budget, reference=reference, advisor=advisor, random_seed=random_seed,
-                   forecaster_kwargs=forecaster_kwargs)
+        new = saying_warnings_once(poll, runs_dir, state, config=config, budget=budget, reference=reference, advisor=advisor,
+                                   random_seed=random_seed, forecaster_kwargs=forecaster_kwargs)
         for run, (n, why) in state.refused.items():
             if told_refused.get(run) != n:
                 say(f"[{run}] left out until its log changes: {why}")

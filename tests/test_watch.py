@@ -504,3 +504,34 @@ def test_a_run_whose_advice_turns_on_the_others_new_rows_is_said_too(sweep):
     assert [(r.run_id, r.action) for r in new] == [("good-s0", "continue"), ("bad-s0", "stop")]
     append(sweep / "good-s0" / "evals.jsonl", row("good-s0", 5, 0.35))
     assert [r.run_id for r in poll(sweep, state, config=config, budget=1e4, advisor=advisor)] == ["good-s0"]  # unchanged: said once
+
+
+def test_a_data_warning_is_said_through_warn_once_not_at_every_refit(sweep):
+    """Two runs of recipe 'mix' at two learning rates: validate_runs warns at every poll's fit. The
+    warning went to Python's filter, not to watch()'s warn(), and each fit reset the filter's
+    memory, so the CLI said it again at every refit (and a warn= given to watch() never got it)."""
+    import warnings
+
+    shutil.rmtree(sweep / "good-s0")
+    shutil.rmtree(sweep / "bad-s0")
+
+    def mixed(run, i, lr):
+        return json.dumps(json.loads(row(run, i, 0.1 + 0.02 * i)) | {"recipe": "mix", "lr": lr}) + "\n"
+
+    for run, lr in (("mix-s0", 5e-4), ("mix-s1", 1e-3)):
+        (sweep / run).mkdir()
+        append(sweep / run / "evals.jsonl", "".join(mixed(run, i, lr) for i in range(4)))
+    more = iter(range(4, 7))
+
+    def sleep(_seconds):
+        append(sweep / "mix-s0" / "evals.jsonl", mixed("mix-s0", next(more), 5e-4))
+
+    said = []
+    with warnings.catch_warnings(record=True) as escaped:
+        warnings.simplefilter("always")
+        state = watch(sweep, interval=0, budget=1e4, config=EarlyStopConfig(min_evals=4), max_polls=3,
+                      advisor=FakeAdvisor(), say=lambda _text: None, warn=said.append, sleep=sleep)
+    assert state.polls == 3
+    mix = [text for text in said if "column 'lr': differs between runs of recipe 'mix'" in text]
+    assert len(mix) == 1, said
+    assert not [w for w in escaped if "differs between runs" in str(w.message)]
