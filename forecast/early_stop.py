@@ -888,16 +888,24 @@ def trainer_advice(
         )
     from .data import RunDataError
 
-    live = validate_runs(evals)
-    try:
-        reference = _reference_table(reference_path, live)
-        table = live if reference is None else validate_runs(pd.concat([reference, live], ignore_index=True))
-    except RunDataError as err:
-        # a misconfigured reference must not kill a training run: say so, and keep training
-        return Recommendation(
-            CONTINUE, "advisor_error", f"continue: reference runs unusable ({err})", run_id=run_id,
-            details={"error": str(err)},
-        )
+    # the data's warnings (a reference recipe named like this run's at another setting, pooled with it
+    # as seeds) go into the advice, where the trainer says them and stopped.json keeps them
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UserWarning)
+        live = validate_runs(evals)
+        try:
+            reference = _reference_table(reference_path, live)
+            table = live if reference is None else validate_runs(pd.concat([reference, live], ignore_index=True))
+        except RunDataError as err:
+            # a misconfigured reference must not kill a training run: say so, and keep training
+            return Recommendation(
+                CONTINUE, "advisor_error", f"continue: reference runs unusable ({err})", run_id=run_id,
+                details={"error": str(err)},
+            )
+    for w in caught:
+        if not issubclass(w.category, UserWarning):
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+    data_warnings = list(dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, UserWarning)))
     forecaster_kwargs = forecaster_kwargs or {}
     # a refit keeps the settings of the fit it starts from, so the last fit is reused only for the
     # same run under the same settings (a process may train the same run id again with others)
@@ -912,4 +920,8 @@ def trainer_advice(
     if not converged:  # what failed (R-hat, ESS, divergences), for the trainer's line and stopped.json
         rec.details["convergence_problems"] = fc.diagnostics().problems()
     rec.details["n_reference_runs"] = len(others)
+    if data_warnings:
+        rec.details["data_warnings"] = data_warnings
+    for text in data_warnings:  # for a caller of this function; the trainer says them in its own words
+        warnings.warn(text, UserWarning, stacklevel=2)
     return rec

@@ -146,3 +146,43 @@ def test_the_trainers_advice_fits_pad_to_few_sizes_as_its_table_grows(intercept_
     sizes = {early_stop.advice_pad(n) for n in range(1, 10_001)}
     assert len(sizes) <= 10 and all(s % 64 == 0 for s in sizes)
     assert all(n <= early_stop.advice_pad(n) <= max(256, 1.5 * n + 64) for n in range(1, 10_001))
+
+
+def test_a_reference_recipe_at_another_setting_is_said_by_the_trainer_once_and_kept_in_the_advice(
+        tmp_path, monkeypatch, capsys):
+    """An earlier sweep's 'live' recipe at lr 5e-4 as reference for a live 'live' run at 1e-3: they
+    are pooled as seeds of one recipe. The warning saying so went to Python's warnings printing (a
+    source line under it) at every consult, and was not in the advice, so stopped.json kept a stop
+    decided against the pooled recipe without a word about it."""
+    import warnings
+
+    from forecast import early_stop
+
+    fit = types.SimpleNamespace(run_ids=["live-s0", "ref:live-s0"], diagnostics=unconverged_report)
+    monkeypatch.setattr(early_stop, "fit_for_advice", lambda table, **kwargs: (fit, True))
+    monkeypatch.setattr(early_stop, "recommend_runs", lambda fc, budgets, config, **kwargs: {
+        "live-s0": early_stop.Recommendation("stop", "beats_best", "stop: P(beats best) = 0.02 < 0.1", run_id="live-s0")})
+    compute = [1e5, 2e5, 4e5, 8e5]
+    evals = pd.DataFrame({"run_id": "live-s0", "recipe": "live", "compute": compute, "metric": [0.3, 0.35, 0.37, 0.38],
+                          "lr": 1e-3})
+    evals.assign(metric=[0.31, 0.36, 0.4, 0.42], lr=5e-4).to_csv(tmp_path / "earlier.csv", index=False)
+    with warnings.catch_warnings(record=True) as escaped:
+        warnings.simplefilter("always")
+        rec = early_stop.trainer_advice(evals, reference_path=tmp_path / "earlier.csv", planned_compute=1e7)
+    assert len(rec.details["data_warnings"]) == 1
+    assert "column 'lr': differs between runs of recipe 'live'" in rec.details["data_warnings"][0]
+    assert [str(w.message) for w in escaped] == rec.details["data_warnings"]  # a caller of the function is told
+
+    cfg = types.SimpleNamespace(out=str(tmp_path), run_id="live-s0", advisor_budget=1e7, advisor_rules="",
+                                advisor_priors="", advisor_reference=str(tmp_path / "earlier.csv"))
+    with warnings.catch_warnings(record=True) as escaped:  # the trainer says it itself (below), not Python
+        warnings.simplefilter("always")
+        assert train_module.consult_advisor(cfg, evals.to_dict("records"), 1e7).details["data_warnings"] == rec.details["data_warnings"]
+    assert not [w for w in escaped if "differs between runs" in str(w.message)]
+
+    monkeypatch.setattr(train_module, "consult_advisor", lambda cfg, rows, planned: rec)
+    monkeypatch.setattr(train_module, "_SAID_DATA_WARNINGS", set())
+    for _ in range(2):
+        assert train_module.advise(cfg, [], {"step": 4, "compute": 8e5})["details"]["data_warnings"] == rec.details["data_warnings"]
+    printed = capsys.readouterr().out.splitlines()
+    assert [line.startswith("[live-s0] advisor: warning: ") for line in printed] == [True, False, False]

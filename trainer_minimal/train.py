@@ -65,6 +65,7 @@ import json
 import math
 import os
 import time
+import warnings
 
 import numpy as np
 import torch
@@ -482,8 +483,14 @@ def consult_advisor(cfg, eval_rows, planned_compute):
     from forecast.early_stop import trainer_advice
 
     rules, forecaster_kwargs = advisor_settings(cfg)
-    return trainer_advice(evals=pd.DataFrame(eval_rows), reference_path=cfg.advisor_reference or None,
-                          planned_compute=planned_compute, config=rules, forecaster_kwargs=forecaster_kwargs)
+    with warnings.catch_warnings(record=True) as caught:
+        rec = trainer_advice(evals=pd.DataFrame(eval_rows), reference_path=cfg.advisor_reference or None,
+                             planned_compute=planned_compute, config=rules, forecaster_kwargs=forecaster_kwargs)
+    said_by_advise = set(rec.details.get("data_warnings") or [])  # printed once, in the trainer's words
+    for w in caught:
+        if str(w.message) not in said_by_advise:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+    return rec
 
 
 # ---------------------------------------------------------------------------------------------
@@ -648,6 +655,9 @@ def resumed_advice(cfg, eval_rows, state):
     return advise(cfg, eval_rows, state) if logged else None
 
 
+_SAID_DATA_WARNINGS = set()  # the advisor's warnings about the data, said once per process
+
+
 def advise(cfg, eval_rows, state):
     """The advisor's recommendation as a dict when it says stop, else None. While the (slow)
     question is open, advisor_asking.json names its step (written before the checkpoint of that
@@ -657,6 +667,10 @@ def advise(cfg, eval_rows, state):
     atomic_write_json(asking, dict(step=state["step"]))  # again: a resumed run asks from here
     planned = cfg.advisor_budget or state["compute"] / state["step"] * cfg.max_steps
     rec = consult_advisor(cfg, eval_rows, planned)
+    for text in rec.details.get("data_warnings") or []:  # said once; stopped.json keeps them with the advice
+        if text not in _SAID_DATA_WARNINGS:
+            _SAID_DATA_WARNINGS.add(text)
+            print(f"[{cfg.run_id}] advisor: warning: {text}", flush=True)
     print(f"[{cfg.run_id}] {advice_line(rec.action, rec.rule, rec.message, rec.details)}", flush=True)
     if rec.action != "stop":
         os.remove(asking)
