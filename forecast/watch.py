@@ -15,7 +15,8 @@ conflicts with the others, e.g. another compute unit) is left out, said once, li
 A log that cannot be read as rows (a bad line before the last, a line that is not a JSON object,
 rows without run_id) refuses its run the same way. A run whose log is deleted or emptied loses its
 advice, said once and listed under "gone". A reference table (--reference) is read and checked
-once, at the start, so a bad row in it stops the watcher before the first poll, not hours later.
+once, at the start, so a bad row in it stops the watcher before the first poll, not hours later;
+one that counts compute in another unit than the runs stops it at the first poll that reads them.
 
 Planned budget per run: --budget if given, else the run folder's config.json (advisor_budget, or
 max_steps times the compute per step so far), else the run gets a "no_budget" continue.
@@ -276,6 +277,7 @@ def poll(
     if reference is not None:
         # a table was loaded by watch() at the start; a path (a direct poll() call) is read now
         loaded = reference if isinstance(reference, pd.DataFrame) else load_reference(reference)
+        _require_the_runs_unit(loaded, table, runs_dir)
         fit_rows = pd.concat([reference_rows(loaded, table), fit_rows], ignore_index=True)
     if budgets:
         fit_rows = _validated_together(fit_rows, counts, state)
@@ -304,6 +306,24 @@ def load_reference(reference) -> pd.DataFrame:
     if isinstance(reference, pd.DataFrame):
         return validate_runs(reference)
     return load_runs(reference)
+
+
+def _units(table: pd.DataFrame) -> set:
+    if "compute_unit" not in table:
+        return set()
+    units = table["compute_unit"].dropna().astype(str).str.strip()
+    return set(units[units != ""])
+
+
+def _require_the_runs_unit(reference: pd.DataFrame, table: pd.DataFrame, runs_dir) -> None:
+    """RunDataError when the reference counts compute in another unit than every run in flight.
+    Checked beside the runs, that mix refused each run in turn as if its own log were wrong ('mixes
+    compute units'), and the watcher went on polling with every run left out and nothing advised."""
+    theirs, ours = _units(reference), _units(table)
+    if theirs and ours and not theirs & ours:
+        source = reference.attrs.get("source") or (reference["_source"].iloc[0] if "_source" in reference else None)
+        raise RunDataError(f"counts compute in {', '.join(sorted(theirs))}, the runs under {runs_dir} in "
+                           f"{', '.join(sorted(ours))}; give a reference in their unit", source=source, column="compute_unit")
 
 
 def _refuse_unreadable(runs_dir: Path, unreadable: dict, state: WatchState) -> None:

@@ -535,3 +535,17 @@ def test_a_data_warning_is_said_through_warn_once_not_at_every_refit(sweep):
     mix = [text for text in said if "column 'lr': differs between runs of recipe 'mix'" in text]
     assert len(mix) == 1, said
     assert not [w for w in escaped if "differs between runs" in str(w.message)]
+
+
+def test_a_reference_in_another_compute_unit_is_named_not_every_run_refused(sweep, tmp_path, capsys):
+    """A reference in gpu_hours beside runs logging flops: each run in turn was refused as if its own
+    log 'mixes compute units', and the watcher went on with every run left out and nothing advised."""
+    for i in range(4):
+        append(sweep / "good-s0" / "evals.jsonl", row("good-s0", i, 0.1 + 0.05 * i))
+        append(sweep / "bad-s0" / "evals.jsonl", row("bad-s0", i, 0.1))
+    reference = tmp_path / "reference.csv"
+    reference.write_text("run_id,recipe,compute,metric,compute_unit\n"
+                         "old-s0,old,100,0.1,gpu_hours\nold-s0,old,200,0.2,gpu_hours\n")
+    assert main(["watch", str(sweep), "--once", "--budget", "1e4", "--reference", str(reference)]) == 2
+    err = capsys.readouterr().err
+    assert f"file {reference}, column 'compute_unit': counts compute in gpu_hours, the runs under {sweep} in flops" in err
