@@ -716,3 +716,19 @@ def test_runs_csv_is_replaced_atomically(tmp_path, monkeypatch):
         combine(str(out), [str(out / "a-s0")])
     assert (out / "runs.csv").read_text() == before
 
+
+
+def test_a_rerun_of_a_finished_sweep_trains_no_warm_start(tmp_path, capsys):
+    """After --slim deleted the sweep's warm-start cache, running the finished sweep again trained the
+    warm start once more (and --slim deleted it again), though no run started from it."""
+    from trainer_minimal.sweep import run_sweep
+
+    out, cache = tmp_path / "sweep", tmp_path / "cache"
+    cfg = tiny(out / "scalerl-s0", str(cache))
+    (out / "scalerl-s0").mkdir(parents=True)
+    row = dict(run_id=cfg.run_id, recipe=cfg.recipe, seed=0, compute=1.0, compute_unit="flops", metric=0.5,
+               n_eval=200, step=2)
+    (out / "scalerl-s0" / "evals.jsonl").write_text(json.dumps(row) + "\n")
+    assert run_sweep([dict(cfg=cfg, state="finished", argv=[])], str(out), workers=1) == 0
+    assert "finished, skipped" in capsys.readouterr().out
+    assert not os.path.exists(warm_start_path(cfg))

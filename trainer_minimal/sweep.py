@@ -133,7 +133,9 @@ def run_sweep(plan, out, workers, slim=False):
         print("trainer-minimal: error: --workers must be >= 1", file=sys.stderr)
         return 2
     os.makedirs(out, exist_ok=True)
-    prepare_warm_starts([p["cfg"] for p in plan])
+    # only a new run starts from the warm start: a resumed one loads its checkpoint, a finished one is
+    # skipped (after --slim deleted the cache, a re-run of a finished sweep trained it again for nothing)
+    prepare_warm_starts([p["cfg"] for p in plan if p["state"] == "new"])
     queue, running, failed = [], [], []
     for p in plan:
         if p["state"] == "finished":
