@@ -732,3 +732,23 @@ def test_a_rerun_of_a_finished_sweep_trains_no_warm_start(tmp_path, capsys):
     assert run_sweep([dict(cfg=cfg, state="finished", argv=[])], str(out), workers=1) == 0
     assert "finished, skipped" in capsys.readouterr().out
     assert not os.path.exists(warm_start_path(cfg))
+
+
+def test_a_sweep_rerun_with_fewer_runs_keeps_the_others_in_runs_csv(tmp_path):
+    """runs.csv held only the runs named by the last invocation: a sweep re-run for one recipe (or one
+    that added a recipe) dropped every other run of the folder from the table, while
+    forecast.load_runs(folder), reading the run logs, still saw them."""
+    pd = pytest.importorskip("pandas")
+    from trainer_minimal.sweep import combine
+
+    out = tmp_path / "sweep"
+    for run in ("a-s0", "b-s0"):
+        (out / run).mkdir(parents=True)
+        rows = [dict(run_id=run, recipe=run[0], seed=0, compute=float(s), compute_unit="flops", metric=0.5,
+                     n_eval=8, step=s) for s in (2, 4)]
+        (out / run / "evals.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    combine(str(out), [str(out / "a-s0"), str(out / "b-s0")])
+    table = pd.read_csv(out / "runs.csv")
+    assert len(table) == 4
+    combine(str(out), [str(out / "b-s0")])  # `sweep --presets b ...` into the same folder
+    pd.testing.assert_frame_equal(pd.read_csv(out / "runs.csv"), table)

@@ -13,6 +13,7 @@ sweep's table would mix two settings under one recipe name. DIR/runs.csv concate
 evals.jsonl.
 """
 
+import glob
 import json
 import os
 import shutil
@@ -197,7 +198,12 @@ def prepare_warm_starts(configs):
 
 
 def combine(out, run_dirs):
-    """Concatenate the runs' evals.jsonl into out/runs.csv (run-format columns first)."""
+    """Concatenate the runs' evals.jsonl into out/runs.csv (run-format columns first): this sweep's
+    runs and every other run folder in out, so that a re-run with fewer presets or seeds (or one that
+    adds a recipe to the folder) does not drop the others' rows from the table, which
+    forecast.load_runs(out), reading the run logs, would still see."""
+    found = [os.path.dirname(p) for p in sorted(glob.glob(os.path.join(glob.escape(out), "*", "evals.jsonl")))]
+    run_dirs = list(dict.fromkeys(os.path.normpath(d) for d in [*run_dirs, *found]))
     rows = [r for d in run_dirs for r in read_jsonl(os.path.join(d, "evals.jsonl"))]
     table = pd.DataFrame(rows)
     if len(table):
