@@ -752,3 +752,15 @@ def test_a_sweep_rerun_with_fewer_runs_keeps_the_others_in_runs_csv(tmp_path):
     assert len(table) == 4
     combine(str(out), [str(out / "b-s0")])  # `sweep --presets b ...` into the same folder
     pd.testing.assert_frame_equal(pd.read_csv(out / "runs.csv"), table)
+
+
+def test_sweep_help_shows_the_sweep_s_own_defaults(capsys):
+    """sweep --help gave no default for --seeds and --workers, said the warm-start cache defaults to
+    <out>/warmstart where a sweep keeps it in OUT/_warmstart, and did not say that each preset
+    changes the ScaleRL defaults it shows (train --help does)."""
+    assert main(["sweep", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
+    assert "comma list of integer seeds (default 0,1,2)" in text
+    assert "runs at a time (processes) (default 1)" in text
+    assert "empty = OUT/_warmstart" in text and "<out>/warmstart" not in text
+    assert "each preset changes some of them" in text

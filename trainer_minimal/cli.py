@@ -41,8 +41,8 @@ def field_help():
     return dict(re.findall(r"^\s+(\w+): \w+ = .*?#\s*(.*)$", source, flags=re.M))
 
 
-def add_config_flags(parser, exclude=()):
-    helps = field_help()
+def add_config_flags(parser, exclude=(), helps=None):
+    helps = {**field_help(), **(helps or {})}
     for f in dataclasses.fields(Config):
         if f.name in exclude:
             continue
@@ -69,14 +69,19 @@ def build_parser():
                              epilog="The defaults shown are the ScaleRL defaults; a --preset changes some of them "
                                     "(`trainer-minimal presets` lists what each one sets), and a flag given here wins over both.")
     add_config_flags(train_p)
-    sweep_p = sub.add_parser("sweep", help="recipes x seeds, one folder per run, plus DIR/runs.csv")
+    sweep_p = sub.add_parser("sweep", help="recipes x seeds, one folder per run, plus DIR/runs.csv",
+                             epilog="The defaults shown are the ScaleRL defaults; each preset changes some of them "
+                                    "(`trainer-minimal presets` lists what each one sets), and a flag given here "
+                                    "wins over both, for every run of the sweep.")
     sweep_p.add_argument("--presets", required=True, help="comma list of preset names")
-    sweep_p.add_argument("--seeds", default="0,1,2", help="comma list of integer seeds")
+    sweep_p.add_argument("--seeds", default="0,1,2", help="comma list of integer seeds (default 0,1,2)")
     sweep_p.add_argument("--out", required=True, help="sweep folder")
-    sweep_p.add_argument("--workers", type=int, default=1, help="runs at a time (processes)")
+    sweep_p.add_argument("--workers", type=int, default=1, help="runs at a time (processes) (default 1)")
     sweep_p.add_argument("--slim", action="store_true",
                          help="when done, delete checkpoints, training logs and the warm-start cache")
-    add_config_flags(sweep_p, exclude=SWEEP_FIXED)
+    # the sweep keeps one cache for all its runs in its own folder (sweep.plan_sweep), not one per run
+    add_config_flags(sweep_p, exclude=SWEEP_FIXED,
+                     helps={"warmstart_cache": "folder of cached warm starts; empty = OUT/_warmstart"})
     sub.add_parser("presets", help="list the named recipes and their overrides")
     parser.commands = sub.choices  # name -> its parser, for errors in the command's own words
     return parser
