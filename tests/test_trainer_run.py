@@ -764,3 +764,32 @@ def test_sweep_help_shows_the_sweep_s_own_defaults(capsys):
     assert "runs at a time (processes) (default 1)" in text
     assert "empty = OUT/_warmstart" in text and "<out>/warmstart" not in text
     assert "each preset changes some of them" in text
+
+
+def test_two_processes_saving_one_warm_start_do_not_break_each_other(tmp_path, monkeypatch):
+    """Two runs given one --warmstart-cache and started side by side both train the warm start and
+    save it. Through one shared path.tmp, the first to finish renamed the other's file, and the other
+    died with FileNotFoundError in os.replace (or had its half-written file renamed into the cache)."""
+    from trainer_minimal.model import build_policy
+    from trainer_minimal.tasks import build_datasets
+    from trainer_minimal.train import warm_start
+
+    cfg = tiny(tmp_path / "run", str(tmp_path / "cache"), warmup_steps=2)
+    pool, _ = build_datasets(cfg)
+    real_replace, real_getpid, raced = os.replace, os.getpid, []
+
+    def start(pid):
+        model, tok = build_policy(cfg, init_seed=0)
+        monkeypatch.setattr(os, "getpid", lambda: pid)
+        return warm_start(cfg, model, tok, pool, torch.device("cpu"), rank=0, world=1)
+
+    def replace_after_the_other_process(src, dst):  # the other process finishes while this one renames
+        if not raced:
+            raced.append(src)
+            start(real_getpid() + 1)
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace_after_the_other_process)
+    path = start(real_getpid())
+    assert raced and os.path.exists(path)
+    torch.load(path, weights_only=True)

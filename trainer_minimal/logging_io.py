@@ -99,7 +99,10 @@ def _plain(value):
     return value.item() if hasattr(value, "item") else str(value)
 
 
-def atomic_torch_save(obj, path):
-    tmp = f"{path}.tmp"
+def atomic_torch_save(obj, path, tmp=None):
+    """torch.save through a temporary file (default path.tmp) and os.replace. Where several processes
+    may write one path (a warm start in a shared cache), give each its own tmp: with one shared name,
+    the first to finish renamed the other's half-written file and the other died in os.replace."""
+    tmp = tmp or f"{path}.tmp"
     torch.save(obj, tmp)
     os.replace(tmp, path)

@@ -308,7 +308,9 @@ def warm_start(cfg, model, tok, pool, device, rank, world):
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
-        atomic_torch_save(model.state_dict(), path)
+        # a cache may be shared by runs started side by side (two sweeps, or train commands, given one
+        # --warmstart-cache): each writes through its own temporary file
+        atomic_torch_save(model.state_dict(), path, tmp=f"{path}.{os.getpid()}.tmp")
     if world > 1:
         dist.barrier()
     if os.path.exists(path):
