@@ -141,8 +141,9 @@ def parse_args(argv=None):
         prog="python -m forecast.demo",
         description="End-to-end demo: fit the shipped sweep, print the recommendation table, write the report.",
     )
-    parser.add_argument("--live", action="store_true", help="first run a short trainer_minimal sweep and forecast it")
-    parser.add_argument("--runs", type=Path, default=None, help="run table to use instead of the shipped sweep")
+    data = parser.add_mutually_exclusive_group()  # --live forecasts its own sweep: a --runs beside it was ignored
+    data.add_argument("--live", action="store_true", help="first run a short trainer_minimal sweep and forecast it")
+    data.add_argument("--runs", type=Path, default=None, help="run table to use instead of the shipped sweep")
     parser.add_argument("--out", type=Path, default=Path("demo_out"), help="output folder (default demo_out)")
     parser.add_argument("--budget", type=float, default=None, help="default: 4x the largest observed compute")
     parser.add_argument("--target", type=float, default=None, help="default: median of the recipes' asymptotes")

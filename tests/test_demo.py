@@ -69,3 +69,12 @@ def test_live_sweep_command_uses_real_trainer_flags(tmp_path, monkeypatch):
 def test_demo_bad_runs_file_exits_2(tmp_path, capsys):
     assert demo.main(["--runs", str(tmp_path / "missing.csv"), "--out", str(tmp_path / "out")]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_live_and_runs_together_are_refused_before_the_sweep(tmp_path, monkeypatch, capsys):
+    """`--live --runs R` trained the live sweep and forecast it, silently ignoring R."""
+    monkeypatch.setattr(demo.subprocess, "run", lambda *a, **k: pytest.fail("the live sweep was started"))
+    with pytest.raises(SystemExit) as exit_:
+        demo.main(["--live", "--runs", str(tmp_path / "runs.csv"), "--out", str(tmp_path / "out")])
+    assert exit_.value.code == 2 and "not allowed with argument" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
