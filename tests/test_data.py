@@ -423,3 +423,15 @@ def test_the_recipe_setting_columns_hold_every_trainer_knob():
     from trainer_minimal.train import KNOB_COLUMNS
 
     assert set(KNOB_COLUMNS) <= set(RECIPE_SETTING_COLUMNS)
+
+
+def test_the_run_format_documents_every_column_the_toolkit_reads_by_name():
+    """docs/run_format.md left out `source` (a table whose source says synthetic is labelled SYNTHETIC
+    in every output) and `true_metric` (what `backtest --truth` scores on): a user's own `source`
+    column changed the report's labels without a word in the format's description."""
+    from forecast.backtest import TRUTH_COLUMN
+    from forecast.data import OPTIONAL_NUMERIC, REQUIRED_COLUMNS
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "run_format.md").read_text()
+    for column in (*REQUIRED_COLUMNS, *OPTIONAL_NUMERIC, "compute_unit", "source", TRUTH_COLUMN):
+        assert f"| `{column}` |" in doc, column
