@@ -12,6 +12,7 @@ self-contained page), fan_chart.png, forest.png, summary.json and fit.nc (the sa
 from __future__ import annotations
 
 import argparse
+import shlex
 import subprocess
 import sys
 import time
@@ -95,7 +96,7 @@ def run_live_sweep(folder: Path, *, workers: int = 2) -> Path:
         "--presets", LIVE_PRESETS, "--seeds", LIVE_SEEDS, "--out", str(folder),
         "--workers", str(workers), "--slim", *LIVE_FLAGS,
     ]  # fmt: skip
-    print("live sweep:", " ".join(command[1:]), flush=True)
+    print("live sweep:", shlex.join(command), flush=True)  # the interpreter too, so the line can be pasted
     subprocess.run(command, check=True)
     table = folder / "runs.csv"
     if not table.exists():

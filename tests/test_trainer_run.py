@@ -4,6 +4,7 @@ refusal of bad input, the Hugging Face path, bfloat16, and the sweep."""
 import dataclasses
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -669,6 +670,9 @@ def test_sweep_runs_recipes_in_parallel_and_writes_runs_csv(tmp_path, warm_cache
                                        "step", "device_seconds"]
     assert (table["compute"] > 0).all() and set(table["compute_unit"]) == {"flops"}
     assert set(table["loss_type"]) == {"ppo", "cispo"}
+    # each start line is a command that can be pasted: the interpreter first, then the run's flags
+    started = [line for line in capsys.readouterr().out.splitlines() if line.startswith("[sweep] start grpo-s0: ")]
+    assert len(started) == 1 and shlex.split(started[0].split(": ", 1)[1])[:4] == [sys.executable, "-m", "trainer_minimal", "train"]
     # running it again skips the finished runs and rewrites the same table
     capsys.readouterr()
     assert main(argv) == 0

@@ -16,6 +16,7 @@ evals.jsonl.
 import glob
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -149,7 +150,7 @@ def run_sweep(plan, out, workers, slim=False):
             os.makedirs(run_dir, exist_ok=True)
             log = open(os.path.join(run_dir, "stdout.log"), "a")
             cmd = [sys.executable, "-m", "trainer_minimal", "train", *argv]
-            print(f"[sweep] start {run_id}: {' '.join(cmd[1:])}", flush=True)
+            print(f"[sweep] start {run_id}: {shlex.join(cmd)}", flush=True)  # pasteable, interpreter and all
             running.append((run_id, subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT), log, time.time()))
         time.sleep(0.2)
         for item in list(running):
