@@ -111,8 +111,11 @@ def p_best_from_draws(draws: np.ndarray) -> np.ndarray:
 
 
 def default_budget(runs: pd.DataFrame) -> float:
-    """A planning horizon a bit beyond the data: 4x the largest compute observed so far."""
-    return BUDGET_MULTIPLE * float(runs["compute"].max())
+    """A planning horizon a bit beyond the data: 4x the largest compute observed so far, rounded to
+    the digits the page prints (4.08e12, not 4.0792e12). Forecasts draw their noise per compute, so
+    `forecast decide --budget 4.08e12` copied from the page gave other probabilities than the page."""
+    exact = BUDGET_MULTIPLE * float(runs["compute"].max())
+    return float(fmt_compute(exact).replace(",", ""))
 
 
 def default_target_from_asymptotes(asymptote_medians) -> float:

@@ -30,6 +30,10 @@ def test_p_best_from_draws_counts_winners():
 def test_default_budget_and_target():
     runs = pd.DataFrame({"compute": [1.0, 10.0, 250.0]})
     assert rp.default_budget(runs) == 1000.0
+    # the budget the page uses is the one it prints, so a reader who copies it gets the same numbers
+    for largest, budget in [(1.0198e12, 4.08e12), (16080.4, 64322.0), (0.01234, 0.0494)]:
+        used = rp.default_budget(pd.DataFrame({"compute": [largest / 10, largest]}))
+        assert used == budget and float(rp.fmt_compute(used).replace(",", "")) == used
     # median of the ceilings, rounded down to 0.01: about half the recipes reach it
     assert rp.default_target_from_asymptotes([0.58, 0.612, 0.70]) == 0.61
 
