@@ -125,6 +125,7 @@ from forecast.synthetic import load_table1, simulate_sweep  # noqa: E402
 
 TRAINER_SWEEP = ROOT / "examples" / "trainer_sweep" / "runs.csv"
 TARGET_SAVED, TARGET_REGRET = 0.50, 0.01
+SYNTHETIC_NAMES = ("table1", "table1_no_scout", "table1_messy", "table1_no_scout_messy")  # synthetic_sweeps' names
 
 
 def synthetic_sweeps(quick: bool, seeds=(11, 12, 13, 14)) -> dict:
@@ -142,6 +143,20 @@ def synthetic_sweeps(quick: bool, seeds=(11, 12, 13, 14)) -> dict:
         name: simulate_sweep(recipes, n_seeds=2, n_points=32, messy_fraction=messy, rng=seed)
         for name, (recipes, messy, seed) in specs.items()
     }
+
+
+def runs_sweep_name(path, taken: set) -> str:
+    """The name a --runs sweep is replayed and printed under: its file's stem (a folder: its name),
+    with its folder in front where that name is taken, then a number. Every example sweep is a
+    runs.csv, and a second sweep of a name replaced the first without a word."""
+    path = Path(path)
+    name = path.stem if path.is_file() else path.name
+    if name in taken:
+        name = f"{path.parent.name}/{name}"
+    unique, k = name, 2
+    while unique in taken:
+        unique, k = f"{name}_{k}", k + 1
+    return unique
 
 
 def seed_subsets(runs, n: int, *, keep: int = 2, rng: int = 0, prefix: str = "trainer_subset") -> dict:
@@ -553,7 +568,7 @@ def main(argv=None) -> int:
         except ValueError as error:
             parser.error(f"--resample-noise: {error}")
     for path in args.runs:
-        sweeps[Path(path).stem if Path(path).is_file() else Path(path).name] = load_runs(path)
+        sweeps[runs_sweep_name(path, set(sweeps) | set(SYNTHETIC_NAMES))] = load_runs(path)
     if not args.no_synthetic:
         sweeps.update(synthetic_sweeps(args.quick, synthetic_seeds))
 

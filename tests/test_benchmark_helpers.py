@@ -147,3 +147,22 @@ def test_the_baselines_trade_off_is_replayed_at_the_main_lines_checkpoints(bench
     assert frontier[50] == pytest.approx((direct.compute_saved, direct.regret))
     default = replay(runs, make_policy("median", BacktestConfig()), BacktestConfig())
     assert frontier[50][0] != pytest.approx(default.compute_saved)  # the checkpoints matter on this sweep
+
+
+def test_two_runs_files_of_one_name_are_both_replayed(bench, capsys, tmp_path):
+    """Every example sweep is a runs.csv: `--runs a/runs.csv --runs b/runs.csv` replayed only b,
+    under the name 'runs', and said nothing of a."""
+    for folder, recipes in (("a", {"x": 2, "y": 2}), ("b", {"x": 3, "y": 3, "z": 1})):
+        (tmp_path / folder).mkdir()
+        seeds_table(recipes).to_csv(tmp_path / folder / "runs.csv", index=False)
+    trainer = tmp_path / "trainer.csv"
+    seeds_table({"x": 1, "y": 1}).to_csv(trainer, index=False)
+    argv = ["--quick", "--no-synthetic", "--policies", "no_stopping", "--trainer-sweep", str(trainer),
+            "--runs", str(tmp_path / "a" / "runs.csv"), "--runs", str(tmp_path / "b" / "runs.csv")]
+    assert bench.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "== runs: 4 runs" in out and "== b/runs: 7 runs" in out
+    assert "== every sweep (3)" in out
+    assert bench.runs_sweep_name(tmp_path / "a" / "runs.csv", {"runs", "a/runs"}) == "a/runs_2"
+    seeds_table({"x": 1}).to_csv(tmp_path / "table1.csv", index=False)  # a synthetic sweep's name is taken too
+    assert bench.runs_sweep_name(tmp_path / "table1.csv", set(bench.SYNTHETIC_NAMES)) == f"{tmp_path.name}/table1"
