@@ -28,12 +28,21 @@ RUNS = ROOT / "examples" / "trainer_sweep" / "runs.csv"
 SAMPLING_LIBRARIES = "import pymc, arviz; "
 
 
-def seconds_to_answer(argv: list[str], *, preload: str) -> float:
-    """Wall time of `forecast ARGV` in a fresh interpreter that first runs `preload`."""
+# the exit status each command must answer with; a command that fails otherwise is not timed
+EXPECTED_EXIT = {"fit, rejected table": 2}
+
+
+def seconds_to_answer(argv: list[str], *, preload: str, expect: int = 0) -> float:
+    """Wall time of `forecast ARGV` in a fresh interpreter that first runs `preload`. A command
+    that exits other than `expect` raises: a crash is not a fast answer."""
     code = f"{preload}import sys; from forecast.cli import main; sys.exit(main(sys.argv[1:]))"
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, cwd=ROOT, timeout=600)
-    return time.perf_counter() - start
+    done = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    seconds = time.perf_counter() - start
+    if done.returncode != expect:
+        raise RuntimeError(f"forecast {' '.join(argv)} exited {done.returncode}, not {expect}"
+                           f"{' (with ' + preload.strip() + ')' if preload else ''}: {done.stderr[-2000:]}")
+    return seconds
 
 
 def commands(folder: Path) -> dict[str, list[str]]:
@@ -62,9 +71,11 @@ def main(argv=None) -> int:
             return 1
         print(f"{'command':<22} {'baseline s':>10} {'ours s':>8} {'ratio':>6}")
         for name, command in commands(folder).items():
-            seconds_to_answer(command, preload="")  # warm the file cache once
-            base = statistics.median(seconds_to_answer(command, preload=SAMPLING_LIBRARIES) for _ in range(args.repeats))
-            ours = statistics.median(seconds_to_answer(command, preload="") for _ in range(args.repeats))
+            expect = EXPECTED_EXIT.get(name, 0)
+            seconds_to_answer(command, preload="", expect=expect)  # warm the file cache once
+            base = statistics.median(seconds_to_answer(command, preload=SAMPLING_LIBRARIES, expect=expect)
+                                     for _ in range(args.repeats))
+            ours = statistics.median(seconds_to_answer(command, preload="", expect=expect) for _ in range(args.repeats))
             print(f"{name:<22} {base:>10.2f} {ours:>8.2f} {ours / base:>5.2f}x")
     return 0
 

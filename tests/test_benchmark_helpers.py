@@ -166,3 +166,15 @@ def test_two_runs_files_of_one_name_are_both_replayed(bench, capsys, tmp_path):
     assert bench.runs_sweep_name(tmp_path / "a" / "runs.csv", {"runs", "a/runs"}) == "a/runs_2"
     seeds_table({"x": 1}).to_csv(tmp_path / "table1.csv", index=False)  # a synthetic sweep's name is taken too
     assert bench.runs_sweep_name(tmp_path / "table1.csv", set(bench.SYNTHETIC_NAMES)) == f"{tmp_path.name}/table1"
+
+
+def test_command_latency_does_not_time_a_command_that_failed(tmp_path):
+    """command_latency.py timed each command without looking at its exit status: a command that
+    crashed on the way (a renamed flag, a saved fit it could not read) was printed as a fast answer."""
+    with benchmark_module("command_latency.py") as latency:
+        with pytest.raises(RuntimeError, match="exited 2, not 0"):
+            latency.seconds_to_answer(["predict", str(tmp_path / "no_fit"), "--compute", "1e12"], preload="")
+        commands = latency.commands(tmp_path)
+        assert set(latency.EXPECTED_EXIT) <= set(commands)
+        # the rejected table is refused as it should be, and that is timed
+        assert latency.seconds_to_answer(commands["fit, rejected table"], preload="", expect=2) > 0
