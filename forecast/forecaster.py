@@ -430,6 +430,7 @@ class ScalingForecaster:
             info["longer"] = {"draws": longer_settings.draws, "tune": longer_settings.tune,
                               "recipe_centered": centered and not funnel,
                               "sample_seconds": longer_info["sample_seconds"],
+                              "compile_seconds": longer_info.get("compile_seconds", 0.0),
                               "problems_before": report.problems(), "problems_after": longer_report.problems()}
             info["sample_seconds"] += longer_info["sample_seconds"]
             info["compile_seconds"] = info.get("compile_seconds", 0.0) + longer_info.get("compile_seconds", 0.0)
@@ -448,7 +449,8 @@ class ScalingForecaster:
             other, other_info = sample(None, kept_settings, runs_centred=False)
             other_report = convergence_report(other)
             info["noncentred"] = {"problems_before": report.problems(), "problems_after": other_report.problems(),
-                                  "sample_seconds": other_info["sample_seconds"]}
+                                  "sample_seconds": other_info["sample_seconds"],
+                                  "compile_seconds": other_info.get("compile_seconds", 0.0)}
             info["sample_seconds"] += other_info["sample_seconds"]
             info["compile_seconds"] = info.get("compile_seconds", 0.0) + other_info.get("compile_seconds", 0.0)
             info["noncentred"]["kept"] = (other_report.divergences, other_report.max_rhat) < (report.divergences, report.max_rhat)

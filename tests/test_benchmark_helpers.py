@@ -178,3 +178,38 @@ def test_command_latency_does_not_time_a_command_that_failed(tmp_path):
         assert set(latency.EXPECTED_EXIT) <= set(commands)
         # the rejected table is refused as it should be, and that is timed
         assert latency.seconds_to_answer(commands["fit, rejected table"], preload="", expect=2) > 0
+
+
+def test_convergence_before_side_leaves_out_every_try_after_the_retries(monkeypatch):
+    """convergence.py's 'before' is a fit with extend_if_flagged=False, which skips both the longer
+    chains and the last resort with every level non-centred; only the longer try's sampling was
+    taken off, so 'before' was charged the last resort and the compiles of both."""
+    with benchmark_module("convergence.py") as convergence:
+        info = {"longer": {"sample_seconds": 30.0, "compile_seconds": 5.0, "problems_before": ["R-hat 1.020"]},
+                "noncentred": {"sample_seconds": 10.0, "compile_seconds": 20.0, "problems_before": ["R-hat 1.015"]}}
+        assert convergence.later_tries_seconds(info) == pytest.approx(65.0)
+        assert convergence.later_tries_seconds({"retry": {"sample_seconds": 9.0}}) == 0.0  # the retries are 'before'
+
+        class Report:
+            def problems(self):
+                return []
+
+            def __str__(self):
+                return "converged"
+
+        class Fitted:
+            fit_info_ = info
+
+            def fit(self, runs, **kwargs):
+                return self
+
+            def diagnostics(self):
+                return Report()
+
+            def sampling_tries(self):
+                return ""
+
+        monkeypatch.setattr(convergence, "ScalingForecaster", Fitted)
+        row = convergence.fit_once(None, seed=0)
+        assert row["before"] == ["R-hat 1.020"] and row["after"] == []
+        assert row["before_seconds"] == pytest.approx(row["seconds"] - 65.0)
