@@ -52,12 +52,16 @@ def timed_run(folder, name, device, dtype, steps, threads, model_path=""):
     return dict(seconds_per_step=seconds, flops_per_step=flops, steps=summary["steps"])
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=8, help="optimizer steps per run (default 8; even: whole rounds)")
     parser.add_argument("--llama-widths", default="256,1024", help="hidden sizes of the Llama policies")
     parser.add_argument("--cpu-threads", type=int, default=os.cpu_count(), help="torch threads on the CPU")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    if args.steps < 4 or args.steps % 2:
+        # timed over the rounds after the first (2 steps each): 2 steps left none to time, and that
+        # was found after the CPU run, on device time; an odd count failed in make_config
+        parser.error(f"--steps must be an even number of at least 4 (whole rounds after the first), got {args.steps}")
     if not torch.cuda.is_available():
         print("no CUDA device: this benchmark compares the CPU with a GPU", file=sys.stderr)
         return 2

@@ -213,3 +213,13 @@ def test_convergence_before_side_leaves_out_every_try_after_the_retries(monkeypa
         row = convergence.fit_once(None, seed=0)
         assert row["before"] == ["R-hat 1.020"] and row["after"] == []
         assert row["before_seconds"] == pytest.approx(row["seconds"] - 65.0)
+
+
+@pytest.mark.parametrize("steps", ["2", "3", "0"])
+def test_trainer_gpu_refuses_a_step_count_it_cannot_time_before_any_run(steps, capsys):
+    """--steps 2 trained on the CPU, then crashed (StatisticsError: no step after the first round
+    to time) before the GPU run; an odd count failed in make_config. Both cost lent GPU time."""
+    with benchmark_module("trainer_gpu.py") as trainer_gpu:
+        with pytest.raises(SystemExit) as exit_info:
+            trainer_gpu.main(["--steps", steps])
+    assert exit_info.value.code == 2 and "--steps must be an even number of at least 4" in capsys.readouterr().err
