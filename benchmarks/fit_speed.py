@@ -2,7 +2,10 @@
 
 Data: 8 recipes x 3 seeds x 40 points (synthetic, ScaleRL Table 1 shapes), one process.
   baseline: a plain hierarchical sigmoid (non-centred recipe effects, R0 fixed at each run's
-            first point, normal noise) sampled by pm.sample() with its defaults (1000+1000, 2 chains);
+            first point, normal noise) sampled by pm.sample() with its defaults (1000+1000, 2 chains), except
+            cores=2: without psutil PyMC guesses half of os.cpu_count() as cores, so on a
+            2-core machine its defaults ran the two chains one after the other while ours ran
+            them side by side (before 2026-12-05 the recorded ratios had that up to 2x in them);
   ours:     ScalingForecaster().fit(): cold (numba compile + sampling), warm (the compiled model
             reused, as in every refit of a session), and fast mode warm (median of 5 fits).
   fast refits: the frequent-refit case of fast mode (forecast watch, the trainer's advisor, the
@@ -126,10 +129,10 @@ def main(argv=None):
     if not args.skip_baseline:
         start = time.perf_counter()
         with plain_model(runs):
-            idata = pm.sample(random_seed=4, progressbar=False, compute_convergence_checks=False)
+            idata = pm.sample(random_seed=4, chains=2, cores=2, progressbar=False, compute_convergence_checks=False)
         results["baseline"] = time.perf_counter() - start
         div, rhat = describe(idata, ["A", "B", "log_C_mid"])
-        print(f"baseline (plain model, pm.sample defaults): {results['baseline']:6.1f} s  divergences {div}, max R-hat {rhat:.3f}")
+        print(f"baseline (plain model, pm.sample defaults, chains side by side): {results['baseline']:6.1f} s  divergences {div}, max R-hat {rhat:.3f}")
         print(f"speed-up warm: {results['baseline'] / results['ours warm']:.1f}x   cold: {results['baseline'] / results['ours cold']:.1f}x")
     print("targets: >= 10x, warm < 10 s, cold < 30 s, fast < 1 s, no divergences, R-hat <= 1.01")
 
