@@ -531,7 +531,8 @@ class ScalingForecaster:
             return False
         idata = _resampled(base_idata, update.indices)
         info = {
-            **{k: v for k, v in self.fit_info_.items() if k not in ("retry", "longer")},
+            # the base fit's tries are not this fit's: sampling_tries() told of the last resort alone
+            **{k: v for k, v in self.fit_info_.items() if k not in ("retry", "longer", "noncentred")},
             "reweighted": True,
             "base_n_obs": base_data.n_obs,
             "reweight_seconds": time.perf_counter() - start,

@@ -684,6 +684,12 @@ def test_a_centred_fit_flagged_after_longer_chains_tries_every_level_non_centred
     assert "so sampled again with every level non-centred: " in said
     assert said.endswith("converged (kept)" if kept else "(not kept: no better)")
     assert ("not kept: the next try did better" in said) is kept  # the longer try, replaced
+    # a refit that reweights these draws sampled nothing: it tells of no tries (it told of the last
+    # resort alone, without the tries before it)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fc.refit(small_sweep, random_seed=1, progress=False)
+    assert fc.fit_info_["reweighted"] and fc.sampling_tries() is None
 
 
 def test_a_fit_without_n_eval_on_every_row_adds_no_binomial_term_to_its_forecasts(small_sweep):
