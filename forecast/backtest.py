@@ -534,6 +534,9 @@ def backtest(runs, policies=POLICIES, config: BacktestConfig | None = None, *, t
     from .data import load_runs, validate_runs
 
     config = config or BacktestConfig()
+    repeated = sorted({p for p in policies if list(policies).count(p) > 1})
+    if repeated:  # to_dict() keys results by policy name: a repeat would be lost from the JSON
+        raise ValueError(f"policies given more than once: {', '.join(repeated)}")
     source = None
     if isinstance(runs, (str,)) or hasattr(runs, "__fspath__"):
         source = str(runs)

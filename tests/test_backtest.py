@@ -16,6 +16,7 @@ from forecast.backtest import (
     MedianRule,
     NoStopping,
     SuccessiveHalving,
+    backtest,
     checkpoint_schedule,
     halving_survivors,
     hindsight_ceiling,
@@ -235,6 +236,11 @@ def test_backtest_cli_bad_input(tmp_path, capsys):
     table.to_csv(tmp_path / "runs.csv", index=False)
     assert main(["backtest", str(tmp_path / "runs.csv"), "--policies", "forecast,coinflip"]) == 2
     assert "unknown coinflip" in capsys.readouterr().err
+    # a repeated policy was replayed twice, printed twice and saved once (the JSON keys results by name)
+    assert main(["backtest", str(tmp_path / "runs.csv"), "--policies", "median,no_stopping,median", "--json"]) == 2
+    assert "--policies: median given more than once" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="given more than once: median"):
+        backtest(table, ["median", "median"])
     assert main(["backtest", str(tmp_path / "runs.csv"), "--growth", "1"]) == 2
     for growth in ("1.0000001", "inf"):  # tens of millions of checks (the replay never ended); one check
         assert main(["backtest", str(tmp_path / "runs.csv"), "--growth", growth]) == 2
