@@ -223,3 +223,14 @@ def test_trainer_gpu_refuses_a_step_count_it_cannot_time_before_any_run(steps, c
         with pytest.raises(SystemExit) as exit_info:
             trainer_gpu.main(["--steps", steps])
     assert exit_info.value.code == 2 and "--steps must be an even number of at least 4" in capsys.readouterr().err
+
+
+def test_the_verdict_claims_only_the_baselines_it_was_compared_with(bench):
+    """--policies forecast printed 'better than median and successive halving' with neither replayed."""
+    ours = {"compute_saved": 0.6, "regret": 0.0}
+    assert "better than" not in bench.verdict({"forecast": ours})
+    one = bench.verdict({"forecast": ours, "median": {"compute_saved": 0.2, "regret": 0.0}})
+    assert "better than median on compute or regret" in one and "successive" not in one
+    both = bench.verdict({"forecast": ours, "median": {"compute_saved": 0.2, "regret": 0.0},
+                          "successive_halving": {"compute_saved": 0.5, "regret": 0.01}})
+    assert "better than median and successive halving on compute or regret" in both
