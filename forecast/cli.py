@@ -801,6 +801,10 @@ def run_backtest(args) -> int:
     _warn_if_nothing_to_decide(runs, config.min_evals)
     result = backtest(runs, policies, config, truth=args.truth)
     result.source = str(args.runs)
+    for policy in result.results:  # as every command showing numbers from a fit (warn_if_unconverged)
+        if policy.notes.get("unconverged_fits"):
+            warn(f"{policy.notes['unconverged_fits']} of the {policy.n_checks} refits of the {policy.policy} policy "
+                 "did not converge; its stops rest on them, so treat its figures with suspicion")
     payload = result.to_dict()
     if args.out:
         atomic_write_json(args.out, payload)

@@ -388,3 +388,23 @@ def test_least_squares_is_judged_by_the_same_rules_guards_included():
 
     assert first_check_stops(0.5) == ["weak0", "weak1"]  # half of the 5 in flight, weakest first
     assert first_check_stops(1.0) == ["weak0", "weak1", "weak2", "weak3"]
+
+
+def test_a_backtest_says_when_ours_stops_rest_on_fits_that_did_not_converge(tmp_path, capsys, monkeypatch):
+    """Every command showing numbers from a fit warns when it did not converge; the backtest kept
+    unconverged refits of ours in the JSON's notes alone (4 of 4 on the shipped sweep at --growth 2)."""
+    import forecast.backtest as backtest_module
+
+    def unconverged_decide(self, view):  # a refit that did not converge, and no stop
+        self.n_unconverged += 1
+        return {}
+
+    monkeypatch.setattr(backtest_module.ForecastRule, "decide", unconverged_decide)
+    curve_table({"a": 0.5, "b": 0.6}).to_csv(tmp_path / "runs.csv", index=False)
+    assert main(["backtest", str(tmp_path / "runs.csv"), "--policies", "forecast,median", "--json"]) == 0
+    captured = capsys.readouterr()
+    payload = json.loads(captured.out)
+    checks = payload["policies"]["forecast"]["n_checks"]
+    assert checks > 0 and payload["policies"]["forecast"]["notes"]["unconverged_fits"] == checks
+    assert f"{checks} of the {checks} refits of the forecast policy did not converge" in captured.err
+    assert "median" not in captured.err
