@@ -119,8 +119,9 @@ class ForecastPruner(BasePruner):
         forecaster_kwargs: dict | None = None,
         n_startup_trials: int = 0,
     ):
-        if max_step <= 0:
-            raise ValueError("max_step must be > 0")
+        # nan or inf passed here and failed every check after the warm-up, fit and all (the trial failed)
+        if isinstance(max_step, bool) or not isinstance(max_step, numbers.Real) or not (np.isfinite(max_step) and max_step > 0):
+            raise ValueError(f"max_step must be a finite number > 0, got {max_step!r}")
         if n_startup_trials < 0:
             raise ValueError(f"n_startup_trials must be >= 0, got {n_startup_trials}")
         # refused as Optuna's MedianPruner refuses them, instead of read as something else in silence

@@ -220,3 +220,12 @@ def test_a_target_of_a_minimised_study_is_in_its_own_units():
     assert trial.should_prune() is True
     advice = pruner.advice[trial.number]
     assert advice.rule == "reach_target" and "0.7" in advice.message and "(in 1 - value: the study minimises)" in advice.message
+
+
+@pytest.mark.parametrize("max_step", [float("nan"), float("inf"), 0, -5])
+def test_a_max_step_that_is_not_a_finite_positive_number_is_refused_up_front(max_step):
+    """nan and inf were accepted, and every check after the warm-up then fitted and raised
+    'budget ... must be a finite compute > 0', failing the trial mid-study."""
+    with pytest.raises(ValueError, match="max_step must be a finite number > 0"):
+        ForecastPruner(max_step=max_step)
+    assert ForecastPruner(max_step=np.int64(2000)).max_step == 2000  # a numpy number is a number
