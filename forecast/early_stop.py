@@ -786,18 +786,19 @@ def fit_for_advice(table: pd.DataFrame, *, random_seed=0, pad_to: int | None = N
     of the last advice) this is previous.refit(table): a few new evaluations of the same runs are
     absorbed by reweighting its posterior instead of sampling again. horizon: the largest planned
     budget (ScalingForecaster.fit). Returns (forecaster, converged)."""
-    from .forecaster import ConvergenceWarning, ScalingForecaster
+    from .forecaster import ScalingForecaster
 
     kwargs = {"mode": "fast", "parametrization": "noncentered", **forecaster_kwargs}
-    with warnings.catch_warnings(record=True) as caught:
+    with warnings.catch_warnings(record=True):  # the advice says the fit's flags itself, in its message
         warnings.simplefilter("always")
         if previous is not None:
             fc = previous.refit(table, random_seed=random_seed, progress=False, pad_to=pad_to, horizon=horizon)
         else:
             fc = ScalingForecaster(**kwargs).fit(table, random_seed=random_seed, progress=False, pad_to=pad_to,
                                                  horizon=horizon)
-    converged = not any(issubclass(w.category, ConvergenceWarning) for w in caught)
-    return fc, converged
+    # read from the fit, not from the warning: catch_warnings is not thread-safe, so under Optuna's
+    # n_jobs > 1 another trial's advice fit could take this one's ConvergenceWarning
+    return fc, fc.diagnostics().converged
 
 
 # ----------------------------------------------------------------------------- trainer entry point

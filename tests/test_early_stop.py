@@ -522,3 +522,16 @@ def test_recommend_runs_names_unknown_runs_and_wants_a_mapping(fitted):
         assert recommend_runs(fitted, {}) == {}
     rec = recommend_runs(fitted, {"scalerl_8b-s0": 1e6})["scalerl_8b-s0"]
     assert repr(rec) == f"Recommendation('scalerl_8b-s0': {rec.message})"  # one line, not the details
+
+
+def test_an_advice_fit_reads_its_convergence_from_the_fit_not_from_a_warning(small_sweep, monkeypatch):
+    """Under Optuna's n_jobs > 1, warnings.catch_warnings (not thread-safe) can hand one trial's
+    ConvergenceWarning to another's; an advice fit whose warning went elsewhere was called converged."""
+    from forecast.early_stop import fit_for_advice
+    from forecast.forecaster import ScalingForecaster
+    from forecast.inference import SamplerSettings
+
+    monkeypatch.setattr(ScalingForecaster, "_warn_if_unconverged", lambda self: None)  # the warning went elsewhere
+    short = SamplerSettings(draws=15, tune=15, chains=2, extend_if_flagged=False)  # too short to converge
+    fc, converged = fit_for_advice(small_sweep, random_seed=0, sampler=short)
+    assert not fc.diagnostics().converged and converged is False
