@@ -100,7 +100,9 @@ def rank_recipes(
 ) -> pd.DataFrame:
     """One row per recipe, best expected metric first.
 
-    Columns: recipe, budget, expected (posterior mean), q05 (downside), q50, q95, p_best, and with
+    Columns: recipe, budget, expected (posterior mean), expected_mcse (its Monte Carlo standard
+    error, sd / sqrt(draws): a refit with another random_seed moves expected by about this much),
+    q05 (downside), q50, q95, p_best, p_best_mcse (sqrt(p_best (1 - p_best) / draws), likewise), and with
     a target: p_target (P(metric at the budget >= target)); with compute_to_target draws as well:
     p_reach_ever, compute_q05, compute_q50, compute_q95. p_target is taken on `draws_at_budget`
     (for decide(): a new run's pass rate, with wander and extrapolation widening) and p_reach_ever
@@ -115,10 +117,12 @@ def rank_recipes(
             "recipe": recipe,
             "budget": budget,
             "expected": float(d.mean()),
+            "expected_mcse": float(d.std() / np.sqrt(len(d))),
             "q05": float(np.quantile(d, 0.05)),
             "q50": float(np.quantile(d, 0.5)),
             "q95": float(np.quantile(d, 0.95)),
             "p_best": p_best[recipe],
+            "p_best_mcse": float(np.sqrt(p_best[recipe] * (1 - p_best[recipe]) / len(d))),
         }
         if target is not None:
             row["p_target"] = float(np.mean(d >= target))
@@ -158,6 +162,19 @@ def _told_apart(likelier: float, other: float) -> tuple[str, str]:
         if first != second:
             break
     return first, second
+
+
+MC_LEVEL_SE = 2.0  # expected metrics closer than this many Monte Carlo standard errors of their difference are level
+
+
+def _level_with(others: pd.DataFrame, row) -> list[str]:
+    """Recipes of `others` whose expected metric is within Monte Carlo noise of `row`'s (fewer than
+    MC_LEVEL_SE standard errors apart), so their order is the sampler's luck, not the data's; none
+    without the expected_mcse column (a table made by hand)."""
+    if "expected_mcse" not in others or pd.isna(row.get("expected_mcse")):
+        return []
+    se = np.hypot(others["expected_mcse"], row.expected_mcse)
+    return list(others.loc[(others["expected"] - row.expected).abs() < MC_LEVEL_SE * se, "recipe"])
 
 
 def recommend_text(table: pd.DataFrame, *, budget: float, target: float | None = None, unit: str = UNSPECIFIED_UNIT) -> str:
@@ -200,7 +217,13 @@ def recommend_text(table: pd.DataFrame, *, budget: float, target: float | None =
                 f"clear winner). Consider running '{top.recipe}' and '{partner.recipe}'{why} side by side, or more "
                 "seeds first."
             )
-        parts.append(f"Runner-up '{second.recipe}': expected {second.expected:.3f}, P(best) {second_is}.")
+        runner_up = f"Runner-up '{second.recipe}': expected {second.expected:.3f}, P(best) {second_is}"
+        level = _level_with(table.iloc[2:], second)
+        if level:  # named as second on a difference a refit with another random_seed turns round
+            names = ", ".join(f"'{r}'" for r in level)
+            runner_up += (f" (level with {names} within Monte Carlo noise: which of them "
+                          "comes second can change from fit to fit)")
+        parts.append(runner_up + ".")
         parts.append(f"Downside (5% quantile): {top.q05:.3f} for '{top.recipe}' vs {second.q05:.3f} for '{second.recipe}'.")
         safest = table.loc[table["q05"].idxmax()]
         if safest.recipe != top.recipe and f"{safest.q05:.3f}" != f"{top.q05:.3f}":  # a tie in the digits shown is none

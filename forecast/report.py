@@ -190,6 +190,7 @@ DECISION_COLUMNS = {
     "q50": "at_budget_q50",
     "q95": "at_budget_q95",
     "expected": "at_budget_mean",
+    "expected_mcse": "at_budget_mean_mcse",
     "p_reach_ever": "p_reach",
     "compute_q05": "c_target_q05",
     "compute_q50": "c_target_q50",

@@ -98,6 +98,31 @@ def test_recommendation_says_too_close_to_call(rng):
     assert text.startswith("Too close to call")
 
 
+def test_a_runner_up_within_monte_carlo_noise_of_others_is_said_to_be_level(rng):
+    """examples/trainer_sweep at the page's budget, fitted with random_seed 0-3: the runner-up was
+    'scalerl-bs8' or 'cispo' by turns, on expected metrics 0.0001-0.0011 apart (printed 0.527 for
+    both) while each moved about 0.001 from fit to fit: the text named a second place the sampler
+    chose. Recipes within 2 Monte Carlo standard errors of the runner-up are now named as level."""
+
+    def draws_with_mean(mean, sd):
+        d = rng.normal(0.0, sd, 2000)
+        return d - d.mean() + mean
+
+    draws = {"a": draws_with_mean(0.569, 0.05), "b": draws_with_mean(0.5271, 0.04),
+             "c": draws_with_mean(0.5270, 0.04), "d": draws_with_mean(0.5020, 0.04)}
+    table = rank_recipes(draws, budget=1.0)
+    assert table.loc[1, "expected_mcse"] == pytest.approx(0.04 / np.sqrt(2000), rel=0.1)
+    p = table.loc[0, "p_best"]
+    assert table.loc[0, "p_best_mcse"] == pytest.approx(np.sqrt(p * (1 - p) / 2000))
+    text = recommend_text(table, budget=1.0)
+    assert "Runner-up 'b': expected 0.527" in text
+    assert "(level with 'c' within Monte Carlo noise: which of them comes second can change from fit to fit)" in text
+    # a runner-up clear of the rest by many standard errors is named alone
+    draws["c"] = draws_with_mean(0.5170, 0.04)
+    clear = recommend_text(rank_recipes(draws, budget=1.0), budget=1.0)
+    assert "Runner-up 'b': expected 0.527, P(best)" in clear and "Monte Carlo noise" not in clear
+
+
 def test_a_p_best_just_under_the_bar_is_printed_so_it_reads_below_it(rng):
     """P(best) 0.7983 was printed "= 0.80, below 0.80 (the bar for a clear winner)"."""
     draws = {"a": rng.normal(0.62, 0.02, 2000), "b": rng.normal(0.60, 0.02, 2000)}
