@@ -43,6 +43,12 @@ DEFAULT_QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 KINDS = ("run", "new_run", "mean")
 
 
+def as_name(name):
+    """A recipe or run name as the run table holds it: validate_runs reads every name as text, so a
+    table built with recipe 1 or run_id 7 (numbers) has recipe "1", and predict(recipe=1) asks for it."""
+    return name if name is None or isinstance(name, str) else str(name)
+
+
 def resolve_kind(kind, run_id):
     """kind=None: "run" when a run_id is given (that run's own future, which is what naming a run
     asks for), else "new_run". An explicit kind is checked against KINDS."""
@@ -646,12 +652,14 @@ class ScalingForecaster:
         return len(self.draws("A"))
 
     def _recipe_index(self, recipe: str) -> int:
+        recipe = as_name(recipe)
         try:
             return self.data_.recipes.index(recipe)
         except ValueError:
             raise KeyError(f"unknown recipe '{recipe}'; known: {', '.join(self.data_.recipes)}") from None
 
     def _run_index(self, run_id: str) -> int:
+        run_id = as_name(run_id)
         try:
             return self.data_.runs.index(run_id)
         except ValueError:
@@ -696,6 +704,7 @@ class ScalingForecaster:
         """Per-draw curve parameters (A, B, log_C_mid, R0) for one recipe or run, by kind
         (default: "run" with a run_id, else "new_run")."""
         self._require_fit("curve_parameters()")
+        recipe, run_id = as_name(recipe), as_name(run_id)
         kind = resolve_kind(kind, run_id)
         if kind == "run":
             if run_id is None:
@@ -748,6 +757,7 @@ class ScalingForecaster:
         kind="run" the path starts from the run's last evaluation, so every compute must lie beyond it.
         """
         compute = _compute_values(compute)
+        recipe, run_id = as_name(recipe), as_name(run_id)
         kind = resolve_kind(kind, run_id)
         if paths and shared_noise:
             raise ValueError("paths=True draws each run's own noise path; shared_noise=True is for marginal summaries: choose one")
@@ -816,6 +826,7 @@ class ScalingForecaster:
         self._require_fit("predict()")
         compute = _compute_values(compute)
         quantiles = _checked_quantiles(quantiles)
+        recipe, run_id = as_name(recipe), as_name(run_id)
         kind = resolve_kind(kind, run_id)
         if recipe is not None:
             self._recipe_index(recipe)  # KeyError naming the known recipes

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 import re
 
 import matplotlib.pyplot as plt  # no backend forced: notebooks keep inline figures
@@ -187,10 +188,12 @@ def _fan_chart_recipes(fc, recipes, budget, kind) -> list:
     if kind not in ("new_run", "mean"):
         raise ValueError(f"plot() draws kind 'new_run' or 'mean', got {kind!r}; for one run's own forecast "
                          "use predict(compute, run_id=..., kind='run')")
-    if isinstance(recipes, str):
+    if isinstance(recipes, (str, numbers.Number)):
         recipes = [recipes]
     elif recipes is not None:  # an array or Series (table["recipe"], .unique()) has no truth value
         recipes = list(recipes)
+    if recipes is not None:  # a table's names are text (validate_runs): its recipe 1 is "1"
+        recipes = [recipe if isinstance(recipe, str) else str(recipe) for recipe in recipes]
     if recipes is not None and len(recipes) == 0:
         raise ValueError(f"recipes is empty: name at least one of {', '.join(fc.recipes)} (or leave it out for all)")
     for recipe in recipes or []:

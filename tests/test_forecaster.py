@@ -791,3 +791,31 @@ def test_a_sample_cut_short_by_ctrl_c_is_an_interrupt_not_a_fit(monkeypatch, dra
         [chain(draws)[0]] * 2, [chain(draws)[1]] * 2)})())
     idata, _ = inference.sample_model(lambda: None, settings)  # a complete sample is read as before
     assert idata.posterior.sizes["draw"] == draws and idata.posterior.sizes["chain"] == 2
+
+
+def test_names_given_as_numbers_find_the_runs_a_table_of_numbers_names(small_sweep):
+    """A table built in Python with recipe 1, 2, 3 and run_id 10, 11, ... is read with its names as
+    text ("1"), so predict(recipe=1) said "unknown recipe '1'; known: 1, 2, 3", and plot(recipes=1)
+    failed. A name given as a number is the table's name as text. Same structure as `fitted`: the
+    compiled model is reused."""
+    import matplotlib.pyplot as plt
+
+    recipes = {name: number for number, name in enumerate(sorted(small_sweep["recipe"].unique()), start=1)}
+    runs = {name: number for number, name in enumerate(sorted(small_sweep["run_id"].unique()), start=10)}
+    table = small_sweep.assign(recipe=small_sweep["recipe"].map(recipes), run_id=small_sweep["run_id"].map(runs))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fc = ScalingForecaster(mode="fast").fit(table, random_seed=3, progress=False)
+    assert fc.recipes == ["1", "2", "3"]
+    pd.testing.assert_frame_equal(fc.predict([1e4], recipe=1), fc.predict([1e4], recipe="1"))
+    assert fc.predict([1e4], recipe=np.int64(2))["recipe"].tolist() == ["2"]
+    assert np.isfinite(fc.predict([1e4], recipe=1)["ahead"]).all()  # the recipe's runs are found for it too
+    pd.testing.assert_frame_equal(fc.predict([1e4], run_id=10), fc.predict([1e4], run_id="10"))
+    assert fc.predict([1e4], run_id=10, recipe=1)["run_id"].tolist() == ["10"]
+    assert fc.sample_curves([1e4], recipe=1, rng=0).shape == (fc.n_draws, 1)
+    with pytest.raises(KeyError, match="unknown recipe '9'; known: 1, 2, 3"):
+        fc.predict([1e4], recipe=9)
+    fig = fc.plot(recipes=1)
+    assert len([ax for ax in fig.axes if ax.get_visible() and ax.lines]) == 1
+    plt.close(fig)
+
