@@ -482,8 +482,8 @@ class ScalingForecaster:
         to the new data by Pareto-smoothed importance sampling (forecast.reweight): a fraction
         of a second instead of a sampler run. The reweighted posterior is used when it is
         reliable (Pareto k <= 0.7) and keeps at least half of the draws' information
-        (MIN_REWEIGHT_EFFICIENCY); otherwise, or with new runs or recipes, or reweight=False,
-        this is fit(). Its diagnostics are the sampled fit's R-hat and divergences, its ESS
+        (MIN_REWEIGHT_EFFICIENCY); otherwise, or with new runs or recipes, a `horizon` other than
+        the sampled fit's, or reweight=False, this is fit(). Its diagnostics are the sampled fit's R-hat and divergences, its ESS
         scaled by the weights' efficiency, and Pareto k, so a reweighted fit is flagged exactly
         when it should be. `fit_info_["reweighted"]` says which happened. A reweighted fit keeps
         the sampled fit's compute axis and priors. When it samples, it keeps the last fit's
@@ -491,11 +491,15 @@ class ScalingForecaster:
         change with which of the two paths ran. Returns self.
         """
         runs = self._validated(runs)
+        horizon = _optional_horizon(horizon)
+        kept = self.fit_info_.get("horizon")  # the last sampled fit's (a reweighted fit keeps it)
+        # a horizon other than the sampled fit's sets other priors, which reweighting its draws cannot
+        # give: it samples. It used to reweight and drop the horizon given, recorded as the old one.
+        new_horizon = horizon is not None and horizon != kept
         if horizon is None:
-            kept = self.fit_info_.get("horizon")
             horizon = kept if kept is not None and kept > runs["compute"].max() else None
         base = self._base
-        if reweight and base is not None and self._same_runs(runs, base["data"]):
+        if reweight and base is not None and not new_horizon and self._same_runs(runs, base["data"]):
             if self._try_reweight(runs, base, pad_to=pad_to, random_seed=random_seed):
                 self._warn_if_unconverged()
                 return self

@@ -819,3 +819,26 @@ def test_names_given_as_numbers_find_the_runs_a_table_of_numbers_names(small_swe
     assert len([ax for ax in fig.axes if ax.get_visible() and ax.lines]) == 1
     plt.close(fig)
 
+
+def test_refit_given_another_horizon_samples_rather_than_dropping_it(small_sweep, monkeypatch):
+    """refit(runs, horizon=H) reweighted the last fit's draws whenever it could, which keeps that
+    fit's compute axis and priors: a new H was dropped without a word (fit_info_ kept the old one).
+    A horizon other than the sampled fit's now samples with it; the same one still reweights.
+    Sampling and reweighting are spies: what matters is which path gets which horizon."""
+    fc = ScalingForecaster()
+    reach = float(small_sweep["compute"].max())
+    paths = []
+    fc.fit = lambda runs, **kwargs: paths.append(("fit", kwargs["horizon"])) or fc
+    monkeypatch.setattr(fc, "_same_runs", lambda runs, data: True)
+    monkeypatch.setattr(fc, "_try_reweight", lambda runs, base, **kwargs: paths.append(("reweight", None)) or True)
+    monkeypatch.setattr(fc, "_warn_if_unconverged", lambda: None)
+    fc._base = {"data": None}
+    fc.fit_info_ = {"horizon": 8 * reach}
+    fc.refit(small_sweep)
+    fc.refit(small_sweep, horizon=8 * reach)
+    fc.refit(small_sweep, horizon=16 * reach)
+    fc.fit_info_ = {"horizon": None}
+    fc.refit(small_sweep, horizon=4 * reach)
+    assert paths == [("reweight", None), ("reweight", None), ("fit", 16 * reach), ("fit", 4 * reach)]
+    with pytest.raises(ValueError, match="horizon must be a compute > 0"):
+        fc.refit(small_sweep, horizon="4e12")
