@@ -956,6 +956,8 @@ class ScalingForecaster:
         """Save posterior, run table, settings and package version to one netCDF file (atomic)."""
         self._require_fit("save()")
         path = Path(path)
+        if path.is_dir():  # load() reads a folder's fit.nc; save() refused one with the name of its own temporary file
+            raise IsADirectoryError(f"{path} is a folder: save() writes one file, e.g. fc.save('{path / 'fit.nc'}')")
         run_table = run_table_dataset(self.runs_)
         idata = self.idata.copy()
         if "run_table" in idata.groups():

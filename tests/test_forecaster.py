@@ -386,6 +386,15 @@ def test_load_takes_the_folder_the_cli_writes(fitted, tmp_path):
         ScalingForecaster.load(tmp_path / "empty")
 
 
+def test_save_to_a_folder_says_so_and_names_a_file_path(fitted, tmp_path):
+    """load() reads a folder's fit.nc, so save() is handed the folder too; it failed with
+    IsADirectoryError naming its own temporary file ('.out.x1y2.tmp' -> 'out')."""
+    (tmp_path / "out").mkdir()
+    with pytest.raises(IsADirectoryError, match="out is a folder: save\\(\\) writes one file, e.g. .*out.fit\\.nc"):
+        fitted.save(tmp_path / "out")
+    assert list((tmp_path / "out").iterdir()) == [] and sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
 def test_load_refuses_other_versions(fitted, tmp_path):
     import arviz as az
 
