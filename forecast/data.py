@@ -131,10 +131,20 @@ def _read_one_file(path: Path) -> pd.DataFrame:
     return frame
 
 
+# what read_csv takes for a missing value by default (pandas' documented list)
+CSV_MISSING = ("", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN", "<NA>", "N/A",
+               "NA", "NULL", "NaN", "None", "n/a", "nan", "null")
+NAME_COLUMNS = ("run_id", "recipe")
+
+
 def _read_csv(path: Path) -> pd.DataFrame:
     try:
-        # names stay as written: "001" is not run 1, and recipe "1e-3" is not 0.001
-        frame = pd.read_csv(path, dtype={"run_id": str, "recipe": str, "compute_unit": str})
+        columns = pd.read_csv(path, nrows=0).columns
+        # names stay as written: "001" is not run 1, and recipe "1e-3" is not 0.001; nor is a recipe
+        # "None" or a run "NA" missing (pandas' default reading, which refused them as "is missing")
+        missing = {column: [""] if column in NAME_COLUMNS else list(CSV_MISSING) for column in columns}
+        frame = pd.read_csv(path, dtype={"run_id": str, "recipe": str, "compute_unit": str}, keep_default_na=False,
+                            na_values=missing)
     except pd.errors.EmptyDataError:
         # a file with nothing in it holds no rows, as a header-only one or an empty JSONL log does
         # (in a folder it is skipped, where it failed the whole read; named, it "holds no rows")

@@ -292,6 +292,24 @@ def test_a_csv_keeps_run_and_recipe_names_as_written(tmp_path):
     assert set(runs["run_id"]) == {"001", "1"} and set(runs["recipe"]) == {"1e-3", "5e-4"}
 
 
+def test_a_csv_keeps_names_pandas_would_read_as_missing(tmp_path):
+    """A recipe called None or null, a run called NA: read_csv takes them for missing by default, and
+    the table was refused with "is missing (NaN/empty)" at a cell that is not empty. Other columns
+    still read NA as missing, and an empty name is still refused."""
+    path = tmp_path / "runs.csv"
+    path.write_text("run_id,recipe,compute,metric,n_eval\nNA,None,10,0.3,NA\nNA,None,20,0.35,NA\n"
+                    "nan,null,10,0.3,\nnan,null,20,0.33,\n")
+    runs = load_runs(path)
+    assert set(runs["run_id"]) == {"NA", "nan"} and set(runs["recipe"]) == {"None", "null"}
+    assert runs["n_eval"].isna().all()
+    path.write_text("run_id,recipe,compute,metric\nx,a,10,NA\nx,a,20,0.3\n")
+    with pytest.raises(RunDataError, match="column 'metric', run 'x', row 2: is missing"):
+        load_runs(path)
+    path.write_text("run_id,recipe,compute,metric\nx,,10,0.2\nx,,20,0.3\n")
+    with pytest.raises(RunDataError, match="column 'recipe', run 'x', row 2: is missing"):
+        load_runs(path)
+
+
 def test_blank_compute_unit_cells_take_the_tables_one_unit():
     frame = pd.DataFrame({"run_id": ["a"] * 3, "recipe": ["r"] * 3, "compute": [1.0, 2.0, 4.0],
                           "metric": [0.1, 0.2, 0.3], "compute_unit": ["gpu_hours", np.nan, " "]})
