@@ -337,6 +337,10 @@ def _checked_runs(frame: pd.DataFrame, *, source, min_points: int) -> pd.DataFra
         raise RunDataError(f"expected a pandas DataFrame, got {type(frame).__name__}", source=source)
     _require_one_column_per_name(frame, source)
     frame = frame.copy()
+    if any(name in REQUIRED_COLUMNS and name not in frame.columns for name in frame.index.names):
+        # run_id (or recipe) as the index, from set_index or a groupby, is a column here, as in a Parquet
+        # file (_read_one_file); the index was dropped and the table refused: "run_id is missing"
+        frame = frame.reset_index()
     frame.index = pd.RangeIndex(len(frame))
     if "_source" not in frame.columns and source is not None:
         frame["_source"] = str(source)

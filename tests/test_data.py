@@ -292,6 +292,18 @@ def test_a_csv_keeps_run_and_recipe_names_as_written(tmp_path):
     assert set(runs["run_id"]) == {"001", "1"} and set(runs["recipe"]) == {"1e-3", "5e-4"}
 
 
+def test_a_table_with_run_id_as_its_index_is_read_as_a_parquet_file_with_it_is():
+    """A DataFrame indexed by run_id (set_index, a groupby's result) was refused with "column 'run_id':
+    is missing" while the same table saved as Parquet was read (its named index is a column)."""
+    frame = pd.DataFrame({"run_id": ["a", "a", "b", "b"], "recipe": ["r", "r", "s", "s"],
+                          "compute": [1.0, 2.0, 1.0, 2.0], "metric": [0.1, 0.2, 0.1, 0.3]})
+    expected = validate_runs(frame)[["run_id", "recipe", "compute", "metric"]]
+    for indexed in (frame.set_index("run_id"), frame.set_index(["recipe", "run_id"])):
+        pd.testing.assert_frame_equal(validate_runs(indexed)[["run_id", "recipe", "compute", "metric"]], expected)
+    with pytest.raises(RunDataError, match="column 'run_id': is missing"):
+        validate_runs(frame.drop(columns="run_id").set_index("recipe").rename_axis("other"))
+
+
 def test_a_csv_keeps_names_pandas_would_read_as_missing(tmp_path):
     """A recipe called None or null, a run called NA: read_csv takes them for missing by default, and
     the table was refused with "is missing (NaN/empty)" at a cell that is not empty. Other columns
