@@ -165,7 +165,10 @@ def run_table_dataset(runs: pd.DataFrame) -> xr.Dataset:
     # a name netCDF refuses: a "/", an empty name, a number or a tuple (from a DataFrame built in Python)
     renamed = {c: str(c).replace("/", "\u2215") or "(unnamed)" for c in table.columns
                if not isinstance(c, str) or "/" in c or not c}
-    dataset = xr.Dataset.from_dataframe(table.rename(columns=renamed).rename_axis("row"))
+    table = table.rename(columns=renamed)
+    # the rows' dimension: a knob column called "row" became it, and load() drops the dimension
+    # (its values are only row numbers), so that column was lost; "_" columns are never saved
+    dataset = xr.Dataset.from_dataframe(table.rename_axis("row" if "row" not in table.columns else "_row"))
     if renamed:
         dataset.attrs["column_names"] = json.dumps({safe: str(name) for name, safe in renamed.items()})
     return dataset

@@ -378,6 +378,16 @@ def test_a_run_table_with_knob_columns_netcdf_cannot_hold_as_they_are_saves_and_
     assert {"True", "False"} < set(again.runs_["fp32_head"])  # and the missing one, as text
 
 
+def test_a_knob_column_called_row_survives_save_and_load(fitted, tmp_path):
+    """save() named the run table's row dimension "row": a column of that name became the dimension,
+    which load() drops, so the column was lost without a word."""
+    fc = ScalingForecaster.load(fitted.save(tmp_path / "fit.nc"))
+    fc.runs_ = fc.runs_.assign(row=np.arange(len(fc.runs_)) % 3 * 1.5)  # repeated values, as a knob has
+    again = ScalingForecaster.load(fc.save(tmp_path / "again.nc"))
+    np.testing.assert_array_equal(again.runs_["row"], fc.runs_["row"])
+    pd.testing.assert_frame_equal(again.runs_[["run_id", "compute", "metric"]], fitted.runs_[["run_id", "compute", "metric"]])
+
+
 def test_load_takes_the_folder_the_cli_writes(fitted, tmp_path):
     fitted.save(tmp_path / "fit.nc")  # `forecast fit --out DIR` writes DIR/fit.nc
     assert ScalingForecaster.load(tmp_path).run_ids == fitted.run_ids
