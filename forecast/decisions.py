@@ -19,6 +19,7 @@ VaR idea); P(reaching a target) and the compute needed for it answer "is this bu
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -333,7 +334,8 @@ def _checked_recipes(fc, recipes) -> list[str]:
     """recipes= as a list (one name is a list of one), each one the fit knows (KeyError naming them)."""
     if recipes is None:
         return fc.recipes
-    recipes = [recipes] if isinstance(recipes, str) else list(recipes)
+    recipes = [recipes] if isinstance(recipes, (str, numbers.Number)) else list(recipes)
+    recipes = [r if isinstance(r, str) else str(r) for r in recipes]  # a table's names are text: its recipe 1 is "1"
     unknown = [r for r in recipes if r not in fc.recipes]
     if unknown or not recipes:
         raise KeyError(f"unknown recipe {', '.join(map(repr, unknown)) or '(none given)'}; known: {', '.join(fc.recipes)}")

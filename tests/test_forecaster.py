@@ -837,6 +837,10 @@ def test_names_given_as_numbers_find_the_runs_a_table_of_numbers_names(small_swe
     fig = fc.plot(recipes=1)
     assert len([ax for ax in fig.axes if ax.get_visible() and ax.lines]) == 1
     plt.close(fig)
+    from forecast.decisions import decide
+
+    assert sorted(decide(fc, 1e5, recipes=[1, 3]).table["recipe"]) == ["1", "3"]
+    assert list(decide(fc, 1e5, recipes=2).table["recipe"]) == ["2"]
 
 
 def test_refit_given_another_horizon_samples_rather_than_dropping_it(small_sweep, monkeypatch):
