@@ -71,6 +71,7 @@ bench: setup
 	$(PY) benchmarks/exact_likelihood.py
 	$(PY) benchmarks/early_stop.py
 	$(PY) benchmarks/optuna_pruner.py
+	$(PY) benchmarks/fit_jitter.py
 	$(PY) benchmarks/command_latency.py
 
 trainer-sweep: setup

@@ -234,3 +234,25 @@ def test_the_verdict_claims_only_the_baselines_it_was_compared_with(bench):
     both = bench.verdict({"forecast": ours, "median": {"compute_saved": 0.2, "regret": 0.0},
                           "successive_halving": {"compute_saved": 0.5, "regret": 0.01}})
     assert "better than median and successive halving on compute or regret" in both
+
+
+def test_the_jitter_benchmark_reads_saved_fits_and_says_how_far_they_agree(small_sweep, tmp_path, capsys):
+    """benchmarks/fit_jitter.py on two fast fits of one table with other seeds: it reads both at one
+    budget, prints the spread beside the standard errors decide() states, and exits 0 because each
+    fit gives identical numbers when asked twice."""
+    import warnings
+
+    from forecast import ScalingForecaster
+
+    paths = []
+    for seed in (0, 1):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fc = ScalingForecaster(mode="fast").fit(small_sweep, random_seed=seed, progress=False)
+        paths.append(str(fc.save(tmp_path / f"fit{seed}.nc")))
+    with benchmark_module("fit_jitter.py") as jitter:
+        assert jitter.main(["--fits", *paths]) == 0
+    out = capsys.readouterr().out
+    assert out.count("identical when asked twice: True") == 2 and "2 fits" in out
+    assert "p_best" in out and "expected" in out and "sd / mcse" in out
+    assert "leaders: [" in out and "identical when asked twice: 2 of 2" in out
