@@ -210,6 +210,11 @@ def _compute_values(compute) -> np.ndarray:
     if compute is None or isinstance(compute, (bool, np.bool_, str, bytes)):
         raise ValueError(f"compute must be a number or a list of numbers, got {compute!r}")
     try:
+        given = np.asarray(compute)
+        # the same for the items of a list: ["1e12"] or [True] were read as numbers where "1e12" was refused
+        if given.dtype.kind in "bUS" or (given.dtype.kind == "O" and any(
+                item is None or isinstance(item, (bool, np.bool_, str, bytes)) for item in given.ravel())):
+            raise ValueError
         values = np.asarray(compute, dtype=float)
     except (TypeError, ValueError):
         raise ValueError(f"compute must be a number or a list of numbers, got {compute!r}") from None

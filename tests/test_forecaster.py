@@ -224,6 +224,10 @@ def test_wrong_argument_types_are_refused_in_words(fitted, small_sweep, tmp_path
         with pytest.raises(ValueError, match=message):  # said before any sampling
             ScalingForecaster().fit(small_sweep, progress=False, **kwargs)
     for bad, message in ((["1e4", "x"], "compute must be a number or a list of numbers"),
+                         (["1e4"], "compute must be a number or a list of numbers"),  # read as 10000 before
+                         ([True, False], "compute must be a number or a list of numbers"),  # as 1 and 0
+                         (pd.Series(["1e4"]), "compute must be a number or a list of numbers"),
+                         ([1e4, None], "compute must be a number or a list of numbers"),
                          ([[1e4, 1e5]], r"flat list of numbers, got an array of shape \(1, 2\)"),
                          ([1e4, -1.0], "compute must be finite and > 0, got 10000, -1")):
         with pytest.raises(ValueError, match=message):
