@@ -178,6 +178,16 @@ def _level_with(others: pd.DataFrame, row) -> list[str]:
     return list(others.loc[(others["expected"] - row.expected).abs() < MC_LEVEL_SE * se, "recipe"])
 
 
+def _near_the_bar(top) -> str:
+    """For a leader whose P(best) lies within MC_LEVEL_SE Monte Carlo standard errors of the
+    clear-winner bar, where "Scale" or "Too close to call" is the sampler's luck: the error and what
+    it means. Empty otherwise, or without the p_best_mcse column (a table made by hand)."""
+    mcse = top.get("p_best_mcse")
+    if mcse is None or pd.isna(mcse) or abs(top.p_best - CLEAR_WINNER_P) >= MC_LEVEL_SE * mcse:
+        return ""
+    return f"standard error {mcse:.3f}: a refit with another random seed can call it the other way"
+
+
 def recommend_text(table: pd.DataFrame, *, budget: float, target: float | None = None, unit: str = UNSPECIFIED_UNIT) -> str:
     """A plain-words recommendation from a `rank_recipes` table; every claim cites its number."""
     if table.empty:
@@ -204,7 +214,9 @@ def recommend_text(table: pd.DataFrame, *, budget: float, target: float | None =
         second = table.iloc[1]
         second_is = prob_is(second.p_best)
         if top.p_best >= CLEAR_WINNER_P:
-            parts.append(f"Scale '{top.recipe}': {head}.")
+            near = _near_the_bar(top)
+            parts.append(f"Scale '{top.recipe}': {head}"
+                         + (f" (within Monte Carlo noise of the {CLEAR_WINNER_P:.2f} bar for a clear winner, {near})" if near else "") + ".")
         else:
             # the partner is the likeliest other winner, which need not be second by expected metric
             # (a wide posterior can win more often with a lower mean)
@@ -213,9 +225,10 @@ def recommend_text(table: pd.DataFrame, *, budget: float, target: float | None =
             why = "" if partner.recipe == second.recipe else f" (the likeliest other winner, P(best) {partner_is})"
             if prob_is(top.p_best).startswith("="):  # 0.798 as "= 0.80, below 0.80" contradicts itself
                 head = headline(f"= {shown_so_it_reads_true(top.p_best, lambda p: p < CLEAR_WINNER_P, 2)}")
+            near = _near_the_bar(top)
             parts.append(
                 f"Too close to call, leaning '{top.recipe}': {head}, below {CLEAR_WINNER_P:.2f} (the bar for a "
-                f"clear winner). Consider running '{top.recipe}' and '{partner.recipe}'{why} side by side, or more "
+                f"clear winner{f'; within Monte Carlo noise of it, {near}' if near else ''}). Consider running '{top.recipe}' and '{partner.recipe}'{why} side by side, or more "
                 "seeds first."
             )
         runner_up = f"Runner-up '{second.recipe}': expected {second.expected:.3f}, P(best) {second_is}"

@@ -129,7 +129,25 @@ def test_a_p_best_just_under_the_bar_is_printed_so_it_reads_below_it(rng):
     table = rank_recipes(draws, budget=1.0)
     table.loc[0, "p_best"], table.loc[1, "p_best"] = 0.7983, 0.2017
     text = recommend_text(table, budget=1.0)
-    assert "P(best) = 0.798, below 0.80 (the bar for a clear winner)" in text
+    assert "P(best) = 0.798, below 0.80 (the bar for a clear winner" in text
+
+
+@pytest.mark.parametrize("p_best, verdict, near", [(0.79, "Too close to call", True), (0.815, "Scale 'a'", True),
+                                                  (0.70, "Too close to call", False), (0.90, "Scale 'a'", False)])
+def test_a_p_best_within_monte_carlo_noise_of_the_bar_says_a_refit_can_call_it_the_other_way(rng, p_best, verdict, near):
+    """Whether the text says "Scale" or "Too close to call" turns on P(best) >= 0.80; within two
+    Monte Carlo standard errors of the bar that is the sampler's luck, and the text says so."""
+    draws = {"a": rng.normal(0.62, 0.02, 2000), "b": rng.normal(0.60, 0.02, 2000)}
+    table = rank_recipes(draws, budget=1.0)
+    table.loc[0, "p_best"], table.loc[1, "p_best"] = p_best, 1 - p_best
+    table.loc[0, "p_best_mcse"] = 0.01
+    text = recommend_text(table, budget=1.0)
+    assert text.startswith(verdict)
+    said = "standard error 0.010: a refit with another random seed can call it the other way)"
+    assert (said in text) is near
+    if near:  # inside the verdict's own sentence, which the report takes as its headline
+        assert ("(the bar for a clear winner; within Monte Carlo noise of it, " + said if verdict.startswith("Too")
+                else "(within Monte Carlo noise of the 0.80 bar for a clear winner, " + said) in text.split(". ")[0] + ")"
 
 
 def test_recommendation_names_the_risk_averse_choice(rng):
