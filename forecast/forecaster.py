@@ -897,16 +897,22 @@ class ScalingForecaster:
         self._require_fit("parameters()")
         import arviz as az
 
+        # A reweighted fit's draws are the sampled fit's, resampled with repeats: R-hat and ESS on them
+        # describe the resampling, so they are read off the sampled fit, its ESS scaled by the
+        # reweighting's efficiency, as diagnostics() does
+        sampled, ess_scale = self.idata, 1.0
+        if self.fit_info_.get("reweighted") and self._base is not None and self._report.reweight_efficiency is not None:
+            sampled, ess_scale = self._base["idata"], self._report.reweight_efficiency
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            summary = az.summary(self.idata, var_names=["A", "B", "log_C_mid", "A_run", "R0_run", "R0"], kind="diagnostics",
+            summary = az.summary(sampled, var_names=["A", "B", "log_C_mid", "A_run", "R0_run", "R0"], kind="diagnostics",
                                  round_to="none")  # arviz rounds R-hat to 2 digits, which hides 1.005 against a 1.01 limit
         rows = []
 
         def add(param, recipe, run, draws, label):
             row = {"parameter": param, "recipe": recipe, "run_id": run, **self._summarise(draws)}
             row["r_hat"] = float(summary.loc[label, "r_hat"]) if label in summary.index else np.nan
-            row["ess_bulk"] = float(summary.loc[label, "ess_bulk"]) if label in summary.index else np.nan
+            row["ess_bulk"] = float(summary.loc[label, "ess_bulk"]) * ess_scale if label in summary.index else np.nan
             rows.append(row)
 
         for k, r in enumerate(self.recipes):

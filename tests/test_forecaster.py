@@ -537,6 +537,15 @@ def test_a_fit_told_the_planned_budget_keeps_that_axis_through_refits(small_swee
         fc.refit(grown, random_seed=4, pad_to=128, horizon=budget)
     assert fc.fit_info_["reweighted"] and fc.data_.n_obs == len(early) + 1
     assert fc.fit_info_["frame"] == fc._base["data"].frame() and fc.data_.to_x(budget) == pytest.approx(1.0)
+    # parameters() of the reweighted fit gives the sampled fit's R-hat, and its ESS scaled as
+    # diagnostics() scales it, not R-hat and ESS of draws resampled with repeats
+    base = ScalingForecaster(mode="fast")
+    base._set_fit(early, fc._base["data"], fc._base["idata"], {}, fc._base["report"])
+    sampled, reweighted = base.parameters(), fc.parameters()
+    efficiency = fc.diagnostics().reweight_efficiency
+    assert efficiency < 1
+    np.testing.assert_allclose(reweighted["r_hat"], sampled["r_hat"])
+    np.testing.assert_allclose(reweighted["ess_bulk"], sampled["ess_bulk"] * efficiency)
 
 
 def test_a_refit_that_samples_keeps_the_last_fits_horizon(small_sweep):
