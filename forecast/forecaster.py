@@ -500,6 +500,7 @@ class ScalingForecaster:
         """
         runs = self._validated(runs)
         horizon = _optional_horizon(horizon)
+        _check_random_seed(random_seed)  # as fit() does: the reweighting path took True or -1 as seeds
         kept = self.fit_info_.get("horizon")  # the last sampled fit's (a reweighted fit keeps it)
         # a horizon other than the sampled fit's sets other priors, which reweighting its draws cannot
         # give: it samples. It used to reweight and drop the horizon given, recorded as the old one.

@@ -223,6 +223,9 @@ def test_wrong_argument_types_are_refused_in_words(fitted, small_sweep, tmp_path
                             ({"random_seed": "a"}, "random_seed must be an integer >= 0 or None, got 'a'")):
         with pytest.raises(ValueError, match=message):  # said before any sampling
             ScalingForecaster().fit(small_sweep, progress=False, **kwargs)
+    for seed in (True, -1, "a"):  # refit() too, whether it would reweight or sample
+        with pytest.raises(ValueError, match=f"random_seed must be an integer >= 0 or None, got {seed!r}"):
+            fitted.refit(fitted.runs_, random_seed=seed)
     for bad, message in ((["1e4", "x"], "compute must be a number or a list of numbers"),
                          (["1e4"], "compute must be a number or a list of numbers"),  # read as 10000 before
                          ([True, False], "compute must be a number or a list of numbers"),  # as 1 and 0
