@@ -674,6 +674,30 @@ def add_watch_parser(sub):
     p.set_defaults(func=run_watch)
 
 
+FOLDER_WAIT_SECONDS = 60  # a sweep started a moment before its watch makes its folder a few seconds in
+
+
+def _wait_for_the_folder(runs_dir, *, wait: bool, sleep=None) -> None:
+    """BadInput unless runs_dir is a folder. One that does not exist yet is waited for (saying so),
+    up to FOLDER_WAIT_SECONDS, unless `wait` is False (--once): `trainer-minimal sweep ... &` then
+    `forecast watch` exited 2 while the sweep was still importing torch; a mistyped path still
+    ends in the same error, a minute later and with the wait named."""
+    import time
+
+    path = Path(runs_dir)
+    if path.is_dir():
+        return
+    if not wait or path.exists():
+        raise BadInput(f"{runs_dir}: is not a folder")
+    warn(f"{runs_dir} does not exist yet: waiting up to {FOLDER_WAIT_SECONDS} s for it (a sweep just started?)")
+    sleep = sleep or time.sleep
+    for _ in range(FOLDER_WAIT_SECONDS):
+        sleep(1.0)
+        if path.is_dir():
+            return
+    raise BadInput(f"{runs_dir}: is not a folder (waited {FOLDER_WAIT_SECONDS} s for it to appear)")
+
+
 def run_watch(args) -> int:
     from .watch import watch
 
@@ -684,8 +708,7 @@ def run_watch(args) -> int:
         raise BadInput(f"--interval must be >= 0, got {args.interval:g}")
     if args.max_polls is not None and args.max_polls < 1:
         raise BadInput(f"--max-polls must be >= 1, got {args.max_polls}")
-    if not Path(args.runs_dir).is_dir():
-        raise BadInput(f"{args.runs_dir}: is not a folder")
+    _wait_for_the_folder(args.runs_dir, wait=not args.once)
     _check_output_file(args.out, "--out", "recommendations.json", source=args.runs_dir)
     if args.reference is not None and not Path(args.reference).exists():
         raise BadInput(f"--reference {args.reference}: does not exist")

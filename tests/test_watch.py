@@ -161,6 +161,31 @@ def test_watch_cli_once_json(sweep, capsys):
     assert "--max-polls 3 has no effect with --once" in capsys.readouterr().err
 
 
+def test_watch_waits_a_while_for_a_folder_a_sweep_is_about_to_make(tmp_path, capsys, monkeypatch):
+    """`trainer-minimal sweep --out D ... &` then `forecast watch D`: the sweep makes D a few seconds
+    in, and watch exited 2 at once. Now it waits (saying so) up to a minute; a path that never
+    appears still ends in exit 2, naming the wait. Sleeping is faked."""
+    import time
+
+    import forecast.cli as cli
+
+    folder = tmp_path / "sweep"
+    naps = []
+
+    def the_sweep_makes_it(seconds):
+        naps.append(seconds)
+        if len(naps) == 3 and not folder.exists():
+            folder.mkdir()
+
+    monkeypatch.setattr(time, "sleep", the_sweep_makes_it)
+    cli._wait_for_the_folder(folder, wait=True)
+    assert len(naps) == 3 and "does not exist yet: waiting up to 60 s" in capsys.readouterr().err
+    naps.clear()
+    assert main(["watch", str(tmp_path / "typo"), "--max-polls", "1"]) == 2
+    assert len(naps) == cli.FOLDER_WAIT_SECONDS
+    assert "typo: is not a folder (waited 60 s for it to appear)" in capsys.readouterr().err
+
+
 def test_watch_cli_bad_input(tmp_path, capsys):
     assert main(["watch", str(tmp_path / "missing"), "--once"]) == 2
     assert "is not a folder" in capsys.readouterr().err
