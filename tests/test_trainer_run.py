@@ -696,6 +696,24 @@ def test_sweep_runs_recipes_in_parallel_and_writes_runs_csv(tmp_path, warm_cache
     pd.testing.assert_frame_equal(longer[longer["step"] <= 4].reset_index(drop=True), table)
 
 
+def test_ctrl_c_says_how_to_go_on_instead_of_a_traceback(tmp_path, monkeypatch, capsys):
+    """Ctrl-C in `train` or `sweep` printed a KeyboardInterrupt traceback (from every process of a
+    sweep); it now says how to resume, exit 130. Training is faked: the interrupt is what matters."""
+    import trainer_minimal.sweep as sweep_module
+    import trainer_minimal.train as train_module
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(train_module, "train", interrupted)
+    monkeypatch.setattr(sweep_module, "run_sweep", interrupted)
+    run = tmp_path / "run"
+    assert main(["train", "--out", str(run), *tiny_flags()]) == 130
+    assert f"interrupted; `trainer-minimal train --out {run} --resume` goes on" in capsys.readouterr().err
+    assert main(["sweep", "--presets", "grpo", "--seeds", "0", "--out", str(tmp_path / "sweep"), *tiny_flags()]) == 130
+    assert "interrupted; the same command again resumes the sweep" in capsys.readouterr().err
+
+
 def test_runs_csv_is_replaced_atomically(tmp_path, monkeypatch):
     """A sweep rewrites DIR/runs.csv at its end; killed (or failing) mid-write, it left half a table."""
     pd = pytest.importorskip("pandas")

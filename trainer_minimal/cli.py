@@ -141,8 +141,15 @@ def main(argv=None):
     except ValueError as e:
         print(f"trainer-minimal: error: {e}", file=sys.stderr)
         return 2
+    # Ctrl-C: one line saying how to go on, not a traceback (from every process of a sweep); the
+    # logs are append-only and the checkpoint atomic, so nothing written is lost. 130: killed by SIGINT.
     if args.command == "sweep":
-        return run_sweep(plan, args.out, args.workers, slim=args.slim)
+        try:
+            return run_sweep(plan, args.out, args.workers, slim=args.slim)
+        except KeyboardInterrupt:
+            print("trainer-minimal: interrupted; the same command again resumes the sweep (finished runs are skipped)",
+                  file=sys.stderr)
+            return 130
     from .logging_io import RunFolderBusy
     from .train import end_distributed, train
 
@@ -151,6 +158,10 @@ def main(argv=None):
     except RunFolderBusy as e:
         print(f"trainer-minimal: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"trainer-minimal: interrupted; `trainer-minimal train --out {cfg.out} --resume` goes on from the last "
+              "checkpoint", file=sys.stderr)
+        return 130
     finally:
         end_distributed()
     return 0
