@@ -816,7 +816,7 @@ def honesty_html(honesty: dict | None) -> str:
     rows = []
     for row in honesty["metrics"].to_dict(orient="records"):
         rows.append({"cut": f"{row['cut']:g}", "reach": row["reach"], "points": f"{row['points']}",
-                     "coverage": f"{row['coverage']:.0%}", "mean_error": f"{row['mean_error']:+.3f}",
+                     "coverage": f"{row['coverage']:.0%}", "mean_error": f"{round(row['mean_error'], 3) or 0.0:+.3f}",  # -0.0004 as +0.000, not -0.000
                      "mae": fmt_metric(row["mae"]), "mae_least_squares": fmt_metric(row["mae_least_squares"]),
                      "mae_last_value": fmt_metric(row["mae_last_value"])})
     table = table_html(rows, HONESTY_COLUMNS, numeric=("points", "coverage", "mean_error", "mae", "mae_least_squares",

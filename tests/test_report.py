@@ -586,3 +586,11 @@ def test_the_page_writes_compute_one_way(fitted):
     assert "e+" not in far and far.startswith("The budget 1e12 is ")
     low = far_from_data(1.0, fitted.runs_["compute"], unit=fitted.compute_unit, name="The budget")
     assert f"({fmt_compute(fitted.runs_['compute'].min())} {fitted.compute_unit})" in low
+
+
+def test_the_cross_validation_table_writes_a_mean_error_that_rounds_to_zero_without_a_sign_flip():
+    metrics = pd.DataFrame([{"cut": 0.25, "reach": reach, "points": 10, "coverage": 0.9, "mean_error": error, "mae": 0.02,
+                             "mae_least_squares": 0.04, "mae_last_value": 0.03}
+                            for reach, error in (("all", -0.0004), ("final", 0.0123))])
+    html = rp.honesty_html({"level": 0.9, "metrics": metrics, "summary": ["a sentence"]})
+    assert "-0.000" not in html and "+0.000" in html and "+0.012" in html
