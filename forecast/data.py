@@ -137,6 +137,19 @@ CSV_MISSING = ("", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-n
 NAME_COLUMNS = ("run_id", "recipe")
 
 
+def data_warnings_of(call, *args, **kwargs):
+    """(call(*args, **kwargs), the UserWarnings it raised, each message once), for callers that say
+    the data's warnings in their own words (watch, the trainer's advisor). Other warnings are shown
+    as Python would. What call raises propagates; the warnings caught before it are then dropped."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UserWarning)
+        result = call(*args, **kwargs)
+    for w in caught:
+        if not issubclass(w.category, UserWarning):
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+    return result, list(dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, UserWarning)))
+
+
 def _read_csv(path: Path) -> pd.DataFrame:
     try:
         columns = pd.read_csv(path, nrows=0).columns

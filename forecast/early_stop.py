@@ -887,26 +887,24 @@ def trainer_advice(
             CONTINUE, "no_budget", "continue: no planned budget given, so nothing to forecast to",
             run_id=run_id,
         )
-    from .data import RunDataError
+    from .data import RunDataError, data_warnings_of
 
     # the data's warnings (a reference recipe named like this run's at another setting, pooled with it
     # as seeds) go into the advice, where the trainer says them and stopped.json keeps them
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", UserWarning)
-        live = validate_runs(evals)
-        try:
-            reference = _reference_table(reference_path, live)
-            table = live if reference is None else validate_runs(pd.concat([reference, live], ignore_index=True))
-        except RunDataError as err:
-            # a misconfigured reference must not kill a training run: say so, and keep training
-            return Recommendation(
-                CONTINUE, "advisor_error", f"continue: reference runs unusable ({err})", run_id=run_id,
-                details={"error": str(err)},
-            )
-    for w in caught:
-        if not issubclass(w.category, UserWarning):
-            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
-    data_warnings = list(dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, UserWarning)))
+    def with_the_reference(live):
+        reference = _reference_table(reference_path, live)
+        return live if reference is None else validate_runs(pd.concat([reference, live], ignore_index=True))
+
+    live, data_warnings = data_warnings_of(validate_runs, evals)  # a bad row of the run's own is not the reference's
+    try:
+        table, reference_warnings = data_warnings_of(with_the_reference, live)
+        data_warnings = list(dict.fromkeys([*data_warnings, *reference_warnings]))
+    except RunDataError as err:
+        # a misconfigured reference must not kill a training run: say so, and keep training
+        return Recommendation(
+            CONTINUE, "advisor_error", f"continue: reference runs unusable ({err})", run_id=run_id,
+            details={"error": str(err)},
+        )
     forecaster_kwargs = forecaster_kwargs or {}
     # a refit keeps the settings of the fit it starts from, so the last fit is reused only for the
     # same run under the same settings (a process may train the same run id again with others)

@@ -28,7 +28,6 @@ import json
 import math
 import sys
 import time
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -40,6 +39,7 @@ from .data import (
     RUN_LOG_NAME,
     RunDataError,
     compute_unit_of,
+    data_warnings_of,
     far_from_data,
     load_runs,
     read_table,
@@ -488,15 +488,11 @@ def watch(
         """call(), its data warnings (a recipe mixing settings, runs in two units, ...) said through
         warn() once per watch: Python's filter left them to its own printing (not warn()'s) and said
         one again at every refit, since each fit resets the filter's memory."""
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", UserWarning)
-            result = call(*args, **kwargs)
-        for w in caught:
-            if not issubclass(w.category, UserWarning):
-                warnings.showwarning(w.message, w.category, w.filename, w.lineno)
-            elif str(w.message) not in said_warnings:
-                said_warnings.add(str(w.message))
-                warn(str(w.message))
+        result, messages = data_warnings_of(call, *args, **kwargs)
+        for message in messages:
+            if message not in said_warnings:
+                said_warnings.add(message)
+                warn(message)
         return result
 
     if reference is not None:
