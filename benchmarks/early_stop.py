@@ -113,6 +113,7 @@ from forecast.backtest import (  # noqa: E402
     BacktestConfig,
     backtest,
     make_policy,
+    repeated_policies,
     replay,
     resample_evaluation_noise,
     smoothed_final,
@@ -529,8 +530,8 @@ def main(argv=None) -> int:
     if unknown:
         parser.error(f"--policies: unknown {', '.join(map(repr, unknown))}; known: {', '.join(POLICIES)}")
     named = [p.strip() for p in args.policies.split(",")]
-    if len(set(named)) < len(named):
-        parser.error(f"--policies: {', '.join(sorted({p for p in named if named.count(p) > 1}))} given more than once")
+    if repeated := repeated_policies(named):
+        parser.error(f"--policies: {', '.join(repeated)} given more than once")
     synthetic_seeds = tuple(int(x) for x in args.synthetic_seeds.split(","))
     if len(synthetic_seeds) != 4:
         parser.error(f"--synthetic-seeds needs 4 seeds, got {args.synthetic_seeds!r}")

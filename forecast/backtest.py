@@ -528,14 +528,20 @@ class BacktestResult:
         return text
 
 
+def repeated_policies(policies) -> list[str]:
+    """The policies named more than once, sorted: results are keyed by policy name (to_dict(),
+    the JSON), so a repeat would be replayed twice and kept once."""
+    policies = list(policies)
+    return sorted({p for p in policies if policies.count(p) > 1})
+
+
 def backtest(runs, policies=POLICIES, config: BacktestConfig | None = None, *, truth: str | None = None) -> BacktestResult:
     """Replay `runs` (a run table, or a path load_runs reads) under each policy; with `truth`
     (a column of true pass rates), regret is scored on it (replay)."""
     from .data import load_runs, validate_runs
 
     config = config or BacktestConfig()
-    repeated = sorted({p for p in policies if list(policies).count(p) > 1})
-    if repeated:  # to_dict() keys results by policy name: a repeat would be lost from the JSON
+    if repeated := repeated_policies(policies):
         raise ValueError(f"policies given more than once: {', '.join(repeated)}")
     source = None
     if isinstance(runs, (str,)) or hasattr(runs, "__fspath__"):

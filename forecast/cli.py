@@ -788,7 +788,7 @@ def _warn_if_runs_in_flight(source: Path) -> None:
 
 
 def run_backtest(args) -> int:
-    from .backtest import MIN_CHECK_GROWTH, POLICIES, BacktestConfig, backtest
+    from .backtest import MIN_CHECK_GROWTH, POLICIES, BacktestConfig, backtest, repeated_policies
     from .data import load_runs
     from .io import atomic_write_json
 
@@ -797,8 +797,7 @@ def run_backtest(args) -> int:
     unknown = [p for p in policies if p not in POLICIES]
     if unknown or not policies:
         raise BadInput(f"--policies: unknown {', '.join(unknown) or '(none given)'}; known: {', '.join(POLICIES)}")
-    repeated = sorted({p for p in policies if policies.count(p) > 1})
-    if repeated:  # the JSON holds one result per policy name: a repeat would be printed twice and saved once
+    if repeated := repeated_policies(policies):
         raise BadInput(f"--policies: {', '.join(repeated)} given more than once")
     if args.growth is not None and not (math.isfinite(args.growth) and args.growth >= MIN_CHECK_GROWTH):
         raise BadInput(f"--growth must be finite and at least {MIN_CHECK_GROWTH:g} (a check when compute has grown "
