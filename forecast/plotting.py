@@ -204,14 +204,25 @@ def _fan_chart_recipes(fc, recipes, budget, kind) -> list:
     return recipes if recipes is not None else list(fc.recipes)
 
 
-def plot_fan_chart(fc, *, recipes=None, budget=None, kind="new_run", ax=None, ncols=3, title=None):
-    """One panel per recipe: observed evaluations, the posterior median curve and 50%/90% bands
-    out to `budget`. Returns the matplotlib Figure.
+def _checked_target(target):
+    """A target is a pass rate: a number in [0, 1], or None for no line."""
+    if target is None:
+        return None
+    if isinstance(target, bool) or not isinstance(target, (int, float, np.number)) or not 0 <= target <= 1:
+        raise ValueError(f"target must be a pass rate in [0, 1], got {target!r}")
+    return float(target)
 
-    Legends stay off the data: one key for the bands, the median, the budget and the data-end line,
+
+def plot_fan_chart(fc, *, recipes=None, budget=None, kind="new_run", ax=None, ncols=3, title=None, target=None):
+    """One panel per recipe: observed evaluations, the posterior median curve and 50%/90% bands
+    out to `budget`, and `target` (a pass rate) as a dash-dot line when given. Returns the
+    matplotlib Figure.
+
+    Legends stay off the data: one key for the bands, the median, the budget, target and data-end lines,
     shared by the figure above the panels; and under each panel its own seeds, labelled by what
     tells them apart (`short_run_labels`)."""
     recipes = _fan_chart_recipes(fc, recipes, budget, kind)
+    target = _checked_target(target)
     grid = _grid(fc, budget)
     labels_of = {}
     for recipe in recipes:
@@ -259,6 +270,10 @@ def plot_fan_chart(fc, *, recipes=None, budget=None, kind="new_run", ax=None, nc
         bands.append(panel.axvline(float(runs["compute"].max()), color="grey", ls=":", lw=1.2, label="last observed"))
         if budget:
             bands.append(panel.axvline(budget, color="black", ls="--", lw=1, label="budget"))
+        if target is not None:  # in the key with the other lines: a caption alone was easy to miss
+            bands.append(panel.axhline(target, color="tab:red", ls="-.", lw=1.2, alpha=0.8, label=f"target {target:g}"))
+            low, high = panel.get_ylim()
+            panel.set_ylim(min(low, target - 0.03), max(high, target + 0.03))  # never on the frame, where it vanishes
         band_handles = band_handles or bands
         panel.set_xscale("log")
         panel.set_title(title_of[recipe], fontsize=TITLE_FONTSIZE)

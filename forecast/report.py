@@ -318,14 +318,7 @@ def fan_chart_png(fc, budget: float, target: float | None, recipes=None) -> byte
     """Panels in the order given (the report passes best first, matching its table)."""
     from .plotting import plot_fan_chart
 
-    fig = plot_fan_chart(fc, recipes=recipes, budget=budget, kind="new_run", title=None)
-    if target is not None:
-        for ax in fig.axes:
-            if ax.get_visible():
-                ax.axhline(target, color="tab:red", ls="-.", lw=1.2, alpha=0.8)
-                low, high = ax.get_ylim()
-                ax.set_ylim(min(low, target - 0.03), max(high, target + 0.03))  # never on the frame, where it vanishes
-    return figure_png(fig)
+    return figure_png(plot_fan_chart(fc, recipes=recipes, budget=budget, kind="new_run", title=None, target=target))
 
 
 def forest_png(fc, target: float | None) -> bytes:

@@ -90,7 +90,8 @@ def _check_legends(fig, n_panels):
         # inside the figure: a plain savefig (no bbox_inches="tight") shows them whole
         assert fig.bbox.x0 - 1 <= a.x0 and a.x1 <= fig.bbox.x1 + 1 and fig.bbox.y0 - 1 <= a.y0 and a.y1 <= fig.bbox.y1 + 1
     assert len(fig.legends) == 1, "one band key for the whole figure"
-    assert [t.get_text() for t in fig.legends[0].get_texts()] == KEY_LABELS
+    key = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert [text for text in key if not text.startswith("target ")] == KEY_LABELS  # a target line adds its own entry
     seed_legends = [ax.get_legend() for ax in panels]
     assert all(leg is not None for leg in seed_legends), "every panel keeps its own seed legend"
     assert len(legends) == 1 + n_panels
@@ -372,3 +373,24 @@ def test_a_grid_of_the_callers_with_spare_axes_leaves_the_key_readable(fitted):
             assert not any(_overlap(box, ax.bbox) for ax in _panels(fig)), f"{text.get_text()!r} lies under a panel"
     finally:
         plt.close(fig)
+
+
+def test_the_target_line_is_named_in_the_key(fitted):
+    """The report's target line was drawn after the chart, outside its key: a forwarded image showed
+    an unexplained red line. Now plot(target=) draws it in every panel and names it in the key."""
+    fig = fitted.plot(budget=2e5, target=0.6)
+    try:
+        _check_legends(fig, len(fitted.recipes))
+        assert "target 0.6" in [t.get_text() for t in fig.legends[0].get_texts()]
+        for ax in _panels(fig):
+            assert [ln.get_ydata()[0] for ln in ax.get_lines() if ln.get_linestyle() == "-."] == [0.6]
+    finally:
+        plt.close(fig)
+    fig = fitted.plot(budget=2e5)
+    try:
+        assert not any(t.get_text().startswith("target") for t in fig.legends[0].get_texts())
+    finally:
+        plt.close(fig)
+    for bad in (1.5, -0.1, "0.6", True, float("nan")):
+        with pytest.raises(ValueError, match="target must be a pass rate"):
+            fitted.plot(budget=2e5, target=bad)
