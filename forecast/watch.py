@@ -14,7 +14,8 @@ conflicts with the others, e.g. another compute unit) is left out, said once, li
 "refused" in the JSON, and looked at again when its log changes; the other runs are still advised.
 A log that cannot be read as rows (a bad line before the last, a line that is not a JSON object,
 rows without run_id) refuses its run the same way. A run whose log is deleted or emptied loses its
-advice, said once and listed under "gone". A reference table (--reference) is read and checked
+advice, said once and listed under "gone". The JSON keeps the runs told to stop on comparisons, so a
+restarted watch of the same folder counts them against the stop cap as the first one did. A reference table (--reference) is read and checked
 once, at the start, so a bad row in it stops the watcher before the first poll, not hours later;
 one that counts compute in another unit than the runs stops it at the first poll that reads them.
 
@@ -448,8 +449,30 @@ def write_recommendations(path, runs_dir, state: WatchState) -> None:
             "recommendations": {r: rec.to_dict() for r, rec in sorted(state.latest.items())},
             "refused": {r: why for r, (_, why) in sorted(state.refused.items())},  # left out until their logs change
             "gone": dict(sorted(state.gone.items())),  # logs deleted or emptied: no advice
+            # the stop cap's memory, read back by a restarted watch (previous_comparison_stops)
+            "comparison_stops": [{"compute": at, "runs": sorted(runs)} for at, runs in state.comparison_stops if runs],
         },
     )
+
+
+def previous_comparison_stops(path, runs_dir) -> tuple[list, str | None]:
+    """The stop cap's history from a recommendations file an earlier watch of `runs_dir` wrote, and
+    a note saying what was read or why nothing was. A restart began with an empty history, so the
+    cap let through as many comparison stops again as if none had been made."""
+    path = Path(path)
+    if not path.exists():
+        return [], None
+    try:
+        saved = json.loads(path.read_text())
+        if Path(saved["runs_dir"]).resolve() != Path(runs_dir).resolve():
+            return [], None  # another folder's watch: its stops say nothing about these runs
+        history = [(float(entry["compute"]), set(map(str, entry["runs"]))) for entry in saved.get("comparison_stops", [])]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        return [], f"{path} could not be read ({type(err).__name__}: {err}); the stop cap starts with no history"
+    if not history:
+        return [], None
+    runs = sorted(set().union(*(runs for _, runs in history)))
+    return history, f"the stop cap keeps the {len(runs)} run(s) an earlier watch told to stop on comparisons ({', '.join(runs)}), read from {path}"
 
 
 def watch(
@@ -500,6 +523,9 @@ def watch(
     config = config or EarlyStopConfig()
     out = Path(out) if out is not None else runs_dir / DEFAULT_OUT_NAME
     state = WatchState()
+    state.comparison_stops, note = previous_comparison_stops(out, runs_dir)
+    if note:  # a note without a history says why the file could not be used
+        (say if state.comparison_stops else warn)(note)
     told_refused = {}
     said_all_finished = False
     while True:

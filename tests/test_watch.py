@@ -574,3 +574,45 @@ def test_a_reference_in_another_compute_unit_is_named_not_every_run_refused(swee
     assert main(["watch", str(sweep), "--once", "--budget", "1e4", "--reference", str(reference)]) == 2
     err = capsys.readouterr().err
     assert f"file {reference}, column 'compute_unit': counts compute in gpu_hours, the runs under {sweep} in flops" in err
+
+
+def test_a_restarted_watch_keeps_the_stop_caps_history(sweep, monkeypatch):
+    """A restart began with an empty history, so the cap let as many comparison stops through again
+    as if none had been made. The JSON keeps them; a watch of the same folder reads them back and
+    says so; a file from another folder's watch, or one that cannot be read, starts it fresh."""
+    import forecast.watch as watch_module
+
+    asked = []
+
+    def fake_advise_table(table, budgets, config, *, recent_stops=0, **kwargs):
+        asked.append(recent_stops)
+        recs = {r: Recommendation("stop" if r.startswith("bad") else "continue", "beats_best", "stop or go", run_id=r)
+                for r in budgets}
+        return recs, None
+
+    monkeypatch.setattr(watch_module, "advise_table", fake_advise_table)
+    for run in ("good-s0", "bad-s0"):
+        append(sweep / run / "evals.jsonl", "".join(row(run, i, 0.3) for i in range(5)))  # compute up to 500
+    config, said = EarlyStopConfig(min_evals=4), []
+    watch(sweep, budget=1e4, config=config, max_polls=1, say=said.append, sleep=lambda s: None)
+    saved = json.loads((sweep / "recommendations.json").read_text())
+    assert saved["comparison_stops"] == [{"compute": 500.0, "runs": ["bad-s0"]}]
+    (sweep / "bad-s0" / "summary.json").write_text("{}")  # bad-s0 acted on it and ended
+    append(sweep / "good-s0" / "evals.jsonl", row("good-s0", 5, 0.3))  # compute 600 < 1.25 x 500
+    said.clear()
+    watch(sweep, budget=1e4, config=config, max_polls=1, say=said.append, sleep=lambda s: None)  # a restart
+    assert asked[-1] == 1, "the ended run told to stop before the restart still counts"
+    assert any("stop cap keeps the 1 run(s)" in line and "bad-s0" in line for line in said)
+    kept = json.loads((sweep / "recommendations.json").read_text())["comparison_stops"]
+    assert kept == [{"compute": 500.0, "runs": ["bad-s0"]}], "a restart keeps the history in its own file too"
+
+    other = sweep.parent / "elsewhere"
+    other.mkdir()
+    saved["runs_dir"] = str(other)
+    (sweep / "recommendations.json").write_text(json.dumps(saved))
+    watch(sweep, budget=1e4, config=config, max_polls=1, say=said.append, sleep=lambda s: None)
+    assert asked[-1] == 0, "another folder's stops say nothing about these runs"
+    (sweep / "recommendations.json").write_text("{not json")
+    warned = []
+    watch(sweep, budget=1e4, config=config, max_polls=1, say=said.append, warn=warned.append, sleep=lambda s: None)
+    assert asked[-1] == 0 and any("could not be read" in line for line in warned)
