@@ -514,7 +514,8 @@ DECIDE_EPILOG = """examples:
   forecast decide fits/sweep --budget 4e12 --json
 
 RUNS_OR_FIT is a run table (fitted here; --fast for short chains) or a saved fit.
---budget is compute for one run; with --total it is a total that may be split over k runs.
+--budget is compute for one run; with --total it is a total that may be split over k runs
+(other recipes, or more seeds of one), keeping the best.
 """
 
 
@@ -580,10 +581,6 @@ def run_decide(args) -> int:
     fc = _fit_or_load(source, fast=args.fast, seed=args.seed, forecaster_kwargs=_forecaster_kwargs(args))
     warn_if_far_from_data(fc, [args.budget], "--budget")
     if args.total:
-        n_recipes = len(fc.recipes)
-        if args.max_ways is not None and args.max_ways > n_recipes:
-            warn(f"--max-ways {args.max_ways} is more than the {n_recipes} recipe(s) fitted: "
-                 f"splits use at most {n_recipes}, one run per recipe")
         decision = decide_split(fc, args.budget, max_ways=4 if args.max_ways is None else args.max_ways)
     else:
         decision = decide(fc, args.budget, target=args.target)

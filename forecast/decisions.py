@@ -271,7 +271,7 @@ def recommend_text(table: pd.DataFrame, *, budget: float, target: float | None =
 
 
 def split_budget(
-    sample: Callable[[str, float], np.ndarray],
+    sample: Callable[[str, float, int], np.ndarray],
     recipes: Sequence[str],
     total: float,
     *,
@@ -279,41 +279,74 @@ def split_budget(
 ) -> pd.DataFrame:
     """Should a total budget go to one run, or be split into k runs of total/k (keeping the best)?
 
-    `sample(recipe, compute)` returns draws of a new run's metric (aligned across recipes). For each
-    k, the k recipes with the best expected metric at total/k are run once each; the value of the
-    split is, draw by draw, the best of those k runs. Splitting pays when the leaders are hard to
-    tell apart and curves have flattened by total/k; it costs when curves still climb.
+    `sample(recipe, compute, n_seeds)` returns draws (n_draws, n_seeds) of that many fresh seeds'
+    metric (draw i aligned across recipes and seeds; one column: every seed alike). For each k the k runs are picked one at a
+    time, each the run that raises the expected best of those picked the most: a first run of the
+    recipe with the best expected metric at total/k, then another recipe or another seed of one
+    already picked, whichever is worth more. The value of the split is, draw by draw, the best of
+    its k runs. Splitting pays when the leaders are hard to tell apart (or seeds of one spread
+    widely) and curves have flattened by total/k; it costs when curves still climb.
     """
     if total <= 0:
         raise ValueError("total budget must be > 0")
-    rows = []
-    for k in range(1, min(max_ways, len(recipes)) + 1):
+    rows, one_run = [], None
+    for k in range(1, max_ways + 1):
         per_run = total / k
-        draws = {r: np.asarray(sample(r, per_run), dtype=float).ravel() for r in recipes}
-        chosen = sorted(recipes, key=lambda r: -draws[r].mean())[:k]
-        best_of_k = np.max(np.column_stack([draws[r] for r in chosen]), axis=1)
+        draws = {r: _seed_columns(sample(r, per_run, k), k) for r in recipes}
+        chosen, best = [], np.full(len(next(iter(draws.values()))), -np.inf)
+        for _ in range(k):
+            # each recipe's next seed, and what the best of the runs picked would be with it
+            with_next = {r: np.maximum(best, draws[r][:, chosen.count(r)]) for r in recipes}
+            pick = max(recipes, key=lambda r: with_next[r].mean())  # ties: the first in the order given
+            best = with_next[pick]
+            chosen.append(pick)
+        one_run = best if one_run is None else one_run
         rows.append(
             {
                 "ways": k,
                 "compute_per_run": per_run,
-                "recipes": list(chosen),
-                "expected_best": float(best_of_k.mean()),
-                "q05": float(np.quantile(best_of_k, 0.05)),
-                "q95": float(np.quantile(best_of_k, 0.95)),
+                "recipes": chosen,
+                "expected_best": float(best.mean()),
+                "q05": float(np.quantile(best, 0.05)),
+                "q95": float(np.quantile(best, 0.95)),
+                # Monte Carlo standard error of its gain over one run (draw by draw: both come from one posterior)
+                "gain_mcse": float(np.std(best - one_run) / np.sqrt(len(best))),
             }
         )
     return pd.DataFrame(rows)
 
 
+def _seed_columns(draws, n_seeds: int) -> np.ndarray:
+    """A sampler's draws as (n_draws, n_seeds); one column (or a flat array) is every seed alike."""
+    draws = np.asarray(draws, dtype=float)
+    draws = draws[:, None] if draws.ndim == 1 else draws
+    return np.broadcast_to(draws, (draws.shape[0], n_seeds))
+
+
+def _runs_text(recipes: Sequence[str]) -> str:
+    """['a', 'a', 'b'] -> "'a' (2 seeds), 'b'": the runs of a split, by recipe in order of first pick."""
+    counts = {r: list(recipes).count(r) for r in dict.fromkeys(recipes)}
+    return ", ".join(f"'{r}'" + (f" ({n} seeds)" if n > 1 else "") for r, n in counts.items())
+
+
 def recommend_split_text(table: pd.DataFrame, *, total: float, unit: str = UNSPECIFIED_UNIT) -> str:
     """Plain words for `split_budget`: the fewest k whose expected best-of-k is the highest in the
     3 digits the text prints. A gain that does not show in them is Monte Carlo noise, and more runs
-    cost more to manage: the fewer runs win the tie (and the text never declines a split it prints
-    as higher)."""
+    cost more to manage: the fewer runs win the tie. A split whose gain over one run shows in the
+    digits but lies within MC_LEVEL_SE of its Monte Carlo standard error (gain_mcse) is printed as
+    such and not recommended: a refit with another seed could call it the other way."""
     shown = table["expected_best"].map(lambda v: float(f"{v:.3f}"))
     best = table.loc[table.index[shown >= shown.max()][0]]
     one = table.iloc[0]
-    names = ", ".join(f"'{r}'" for r in best.recipes)
+    names = _runs_text(best.recipes)
+    mcse = best.get("gain_mcse")
+    if best.ways > 1 and mcse is not None and not pd.isna(mcse) and best.expected_best - one.expected_best <= MC_LEVEL_SE * mcse:
+        return (
+            f"Put the whole {_fmt(total)} {unit} into one run of '{one.recipes[0]}': expected {one.expected_best:.3f} "
+            f"(90% interval {one.q05:.3f}-{one.q95:.3f}). {best.ways} runs of {_fmt(best.compute_per_run)} ({names}) "
+            f"give {best.expected_best:.3f}, a gain of {best.expected_best - one.expected_best:.4f} within Monte Carlo "
+            f"noise (standard error {mcse:.4f}): a refit can call it the other way, and one run is the simpler plan."
+        )
     if best.ways == 1:
         text = (
             f"Put the whole {_fmt(total)} {unit} into one run of {names}: expected {best.expected_best:.3f} "
@@ -321,7 +354,7 @@ def recommend_split_text(table: pd.DataFrame, *, total: float, unit: str = UNSPE
         )
         if len(table) > 1:
             two = table.iloc[1]
-            text += f" Splitting in two ({_fmt(two.compute_per_run)} each) gives {two.expected_best:.3f}."
+            text += f" Splitting in two ({_fmt(two.compute_per_run)} each: {_runs_text(two.recipes)}) gives {two.expected_best:.3f}."
         return text
     return (
         f"Split {_fmt(total)} {unit} into {best.ways} runs of {_fmt(best.compute_per_run)} ({names}) and keep the "
@@ -414,9 +447,6 @@ def decide_split(fc, total: float, *, max_ways: int = 4, recipes: Sequence[str] 
     if max_ways < 1:
         raise ValueError(f"max_ways must be >= 1, got {max_ways}")
     recipes = _checked_recipes(fc, recipes)
-    table = split_budget(lambda r, c: recipe_draws_at(fc, r, c), recipes, total, max_ways=max_ways)
+    table = split_budget(lambda r, c, n: fc.sample_new_seeds(c, recipe=r, n_seeds=n), recipes, total, max_ways=max_ways)
     text = recommend_split_text(table, total=total, unit=fc.compute_unit)
-    if len(recipes) == 1 and max_ways > 1:  # said, rather than a comparison of nothing
-        text += (" Nothing was compared: a split runs different recipes, one run each, and there is one recipe "
-                 "here (more seeds of one recipe are the seed-to-seed question: kind='new_run' forecasts).")
     return ScaleDecision(table=table, recommendation=text, budget=total, unit=fc.compute_unit, extra={"mode": "split"})

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import xarray as xr
-from scipy.special import expit
+from scipy.special import expit, ndtr, ndtri
 
 from . import __version__
 from .curves import compute_to_target as _compute_to_target
@@ -823,6 +823,61 @@ class ScalingForecaster:
         z = rng.standard_normal((curve.shape[0], 1)) if shared_noise else _normals_keyed_by_compute(rng, compute, curve.shape[0])
         draws = curve + mean + np.sqrt(np.maximum(var, 0)) * z
         return np.clip(draws, 0.0, 1.0)
+
+    def sample_new_seeds(self, compute: float, *, recipe, n_seeds: int) -> np.ndarray:
+        """Draws of `n_seeds` fresh runs' true pass rates (no white evaluation noise) for one recipe
+        at one compute: array (n_draws, n_seeds), draw i of every column from one posterior draw.
+
+        What a seed owns is drawn for each (its deviation from the recipe's asymptote and start, its
+        wander); the extrapolation terms beyond the recipe's data are the recipe's, one move per draw
+        shared by all its seeds, since seeds of one recipe do not err independently about where its
+        curve goes. Independent extrapolation errors would make more seeds look better than they are.
+        Column 0 is the draws every decision of this recipe reads (recipe_draws_at)."""
+        self._require_fit("sample_new_seeds()")
+        recipe = as_name(recipe)
+        if isinstance(n_seeds, bool) or not isinstance(n_seeds, (int, np.integer)) or n_seeds < 1:
+            raise ValueError(f"n_seeds must be a whole number >= 1, got {n_seeds!r}")
+        first = self.sample_curves([compute], recipe=recipe, kind="new_run", rng=self.recipe_stream(recipe), eval_noise=False)
+        if n_seeds == 1:
+            return first
+        compute_arr = _compute_values([compute])
+        d = self.data_
+        k = self._recipe_index(recipe)
+        wander_var = self.draws("wander_sd") ** 2
+        c_max = max(np.exp(d.loc + d.scale * d.x[d.run_last_obs[r]]) for r in np.flatnonzero(d.run_recipe == k))
+        horizon = float(np.clip(np.log2(compute_arr[0] / c_max), 0, None))
+        level_var = self.level_sd**2 + (self.level_wander_ratio * self.draws("wander_sd")) ** 2
+        shared_var = (self.horizon_sd * horizon) ** 2 + level_var * (1 - 2.0 ** (-horizon))
+        # column 0's noise is own + shared in one normal; the shared part is drawn given it, so
+        # column 0 stays what decisions read and the columns have the joint law above
+        p0 = self.curve_parameters(recipe=recipe, kind="new_run", rng=np.random.default_rng(self.recipe_stream(recipe)))
+        log_c = np.log(compute_arr[0])
+        curve0 = sigmoid_curve_log(log_c, p0["A"], p0["B"], p0["log_C_mid"], p0["R0"])
+        rng = np.random.default_rng([self.recipe_stream(recipe), 1])
+        total_var = np.maximum(wander_var + shared_var, 1e-300)
+        noise0 = self._unclipped_noise(first[:, 0], curve0, total_var, rng)
+        shared = shared_var / total_var * noise0 + np.sqrt(shared_var * wander_var / total_var) * rng.standard_normal(len(noise0))
+        columns = [first[:, 0]]
+        for seed in range(1, n_seeds):
+            seed_rng = np.random.default_rng([self.recipe_stream(recipe), 1, seed])
+            p = self.curve_parameters(recipe=recipe, kind="new_run", rng=seed_rng)
+            curve = sigmoid_curve_log(log_c, p["A"], p["B"], p["log_C_mid"], p["R0"])
+            columns.append(np.clip(curve + shared + np.sqrt(wander_var) * seed_rng.standard_normal(len(curve)), 0.0, 1.0))
+        return np.column_stack(columns)
+
+    @staticmethod
+    def _unclipped_noise(clipped, curve, total_var, rng):
+        """The noise behind draws clipped to [0, 1]: where a draw sits on a bound, only that it went
+        at least that far is known, so it is drawn from the normal's tail beyond it."""
+        noise = clipped - curve
+        sd = np.sqrt(total_var)
+        for bound, side in ((0.0, -1.0), (1.0, 1.0)):
+            at = clipped == bound
+            if at.any():
+                edge = side * (bound - curve[at]) / sd[at]  # how many sd out the bound lies, on its side
+                u = rng.uniform(ndtr(edge), 1.0)
+                noise[at] = side * sd[at] * ndtri(np.minimum(u, 1 - 1e-16))
+        return noise
 
     # ------------------------------------------------------------------ tidy views
 

@@ -16,6 +16,7 @@ from forecast.decisions import (
     probability_best,
     probability_reach,
     rank_recipes,
+    recipe_draws_at,
     recommend_split_text,
     recommend_text,
     split_budget,
@@ -160,12 +161,51 @@ def test_split_budget_known_answers():
     # flat curves and two equally uncertain recipes: splitting buys the best of two at no cost
     rng = np.random.default_rng(1)
     noise = {"a": rng.normal(0, 0.05, 4000), "b": rng.normal(0, 0.05, 4000)}
-    flat = split_budget(lambda r, c: 0.6 + noise[r], ["a", "b"], 100.0, max_ways=2)
+    flat = split_budget(lambda r, c, n: 0.6 + noise[r][:, None], ["a", "b"], 100.0, max_ways=2)  # seeds alike
     assert flat.loc[1, "expected_best"] > flat.loc[0, "expected_best"] + 0.02  # E[max] of two N(0, .05)
+    assert sorted(flat.loc[1, "recipes"]) == ["a", "b"]  # a second seed of one adds nothing: the other recipe
     # steep curves and no doubt about the best: one run at the whole budget wins
-    steep = split_budget(lambda r, c: np.full(10, (0.7 if r == "a" else 0.5) * c / 100.0), ["a", "b"], 100.0)
+    steep = split_budget(lambda r, c, n: np.full((10, n), (0.7 if r == "a" else 0.5) * c / 100.0), ["a", "b"], 100.0)
     assert steep.loc[steep["expected_best"].idxmax(), "ways"] == 1
     assert steep.loc[0, "recipes"] == ["a"]
+    assert len(steep) == 4, "up to max_ways runs, more than the recipes: seeds of one"
+
+
+def test_split_budget_runs_more_seeds_of_one_recipe_when_seeds_spread():
+    """One recipe, flat curves: a second seed at half the compute is worth its E[max] when seeds
+    spread independently, and nothing when they do not."""
+    rng = np.random.default_rng(2)
+    own = rng.normal(0, 0.05, (4000, 3))
+    spread = split_budget(lambda r, c, n: 0.6 + own[:, :n], ["a"], 100.0, max_ways=3)
+    assert list(spread["recipes"]) == [["a"], ["a", "a"], ["a", "a", "a"]]
+    assert spread.loc[1, "expected_best"] == pytest.approx(0.6 + 0.05 / np.sqrt(np.pi), abs=0.003)  # E[max] of two
+    shared = split_budget(lambda r, c, n: np.repeat(0.6 + own[:, :1], n, axis=1), ["a"], 100.0, max_ways=3)
+    assert shared["expected_best"].nunique() == 1
+    assert recommend_split_text(spread, total=100.0).startswith("Split 100 compute units into 3 runs of 33 ('a' (3 seeds))")
+    assert "Put the whole" in recommend_split_text(shared, total=100.0)
+    # a recipe well ahead gets its second seed before a weaker recipe's first
+    ahead = split_budget(lambda r, c, n: (0.7 if r == "a" else 0.5) + own[:, :n], ["b", "a"], 100.0, max_ways=2)
+    assert ahead.loc[1, "recipes"] == ["a", "a"]
+
+
+def test_new_seeds_share_their_recipes_extrapolation_error(fitted):
+    """Column 0 is what every decision reads for the recipe; the other seeds are drawn alike within
+    the data; beyond it, where a recipe's extrapolation error grows, its seeds move together."""
+    recipe = fitted.recipes[0]
+    c_max = float(fitted.runs_.loc[fitted.runs_["recipe"] == recipe, "compute"].max())
+    within = fitted.sample_new_seeds(c_max, recipe=recipe, n_seeds=3)
+    assert within.shape == (len(recipe_draws_at(fitted, recipe, c_max)), 3)
+    np.testing.assert_array_equal(within[:, 0], recipe_draws_at(fitted, recipe, c_max))
+    assert abs(within[:, 0].mean() - within[:, 1].mean()) < 0.01 and abs(within[:, 1].mean() - within[:, 2].mean()) < 0.01
+    assert within[:, 1].std() == pytest.approx(within[:, 0].std(), rel=0.15)
+    far = fitted.sample_new_seeds(64 * c_max, recipe=recipe, n_seeds=2)
+    np.testing.assert_array_equal(far[:, 0], recipe_draws_at(fitted, recipe, 64 * c_max))
+    assert far[:, 1].std() == pytest.approx(far[:, 0].std(), rel=0.15)
+    corr_within, corr_far = (np.corrcoef(d[:, 0], d[:, 1])[0, 1] for d in (within, far))
+    assert corr_far > corr_within + 0.1
+    np.testing.assert_array_equal(fitted.sample_new_seeds(c_max, recipe=recipe, n_seeds=3), within)  # reproducible
+    with pytest.raises(ValueError, match="n_seeds must be a whole number"):
+        fitted.sample_new_seeds(c_max, recipe=recipe, n_seeds=0)
 
 
 def test_a_split_that_gains_less_than_the_digits_shown_is_not_recommended():
@@ -177,6 +217,13 @@ def test_a_split_that_gains_less_than_the_digits_shown_is_not_recommended():
     assert recommend_split_text(table, total=100.0).startswith("Split 100 compute units into 2 runs")
     # across a rounding boundary: 0.6964 prints 0.696 and 0.6968 prints 0.697, so the split shows higher
     table["expected_best"] = [0.6964, 0.6968]
+    assert recommend_split_text(table, total=100.0).startswith("Split 100 compute units into 2 runs")
+    # a gain that shows in the digits but lies within two Monte Carlo standard errors of it is noise
+    table["gain_mcse"] = [0.0, 0.0003]
+    text = recommend_split_text(table, total=100.0)
+    assert text.startswith("Put the whole 100 compute units into one run of 'a'")
+    assert "a gain of 0.0004 within Monte Carlo noise (standard error 0.0003)" in text
+    table["gain_mcse"] = [0.0, 0.0001]
     assert recommend_split_text(table, total=100.0).startswith("Split 100 compute units into 2 runs")
 
 
@@ -199,6 +246,10 @@ def test_decide_on_a_fitted_model(fitted):
         assert row.compute_q50 == ctt.loc[row.recipe, "q50"] and row.compute_q95 == ctt.loc[row.recipe, "q95"]
     split = decide_split(fitted, budget, max_ways=2)
     assert list(split.table["ways"]) == [1, 2]
+    assert split.table.loc[0, "expected_best"] == pytest.approx(table.set_index("recipe").loc[split.table.loc[0, "recipes"][0], "expected"])
+    one = decide_split(fitted, budget, max_ways=3, recipes=[fitted.recipes[0]])  # seeds of one recipe: still a question
+    assert list(one.table["recipes"]) == [[fitted.recipes[0]] * k for k in (1, 2, 3)]
+    assert "Nothing was compared" not in one.recommendation
 
 
 def test_decide_cli_on_a_saved_fit(fitted, tmp_path, capsys):
