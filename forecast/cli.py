@@ -585,7 +585,11 @@ def run_decide(args) -> int:
     else:
         decision = decide(fc, args.budget, target=args.target)
     if args.json:
-        print(dumps_json({**decision.to_dict(), "diagnostics": fc.diagnostics().to_dict()}))
+        from . import __version__
+
+        # stamped, as the fit's summary and the report are: a forwarded decision names what made it
+        print(dumps_json({**decision.to_dict(), "diagnostics": fc.diagnostics().to_dict(), "forecast_version": __version__,
+                          "fit_forecast_version": fc.posterior.attrs.get("forecast_version")}))
     else:
         print(decision)
     warn_if_unconverged(fc)
@@ -824,7 +828,9 @@ def run_backtest(args) -> int:
         if policy.notes.get("unconverged_fits"):
             warn(f"{policy.notes['unconverged_fits']} of the {policy.n_checks} refits of the {policy.policy} policy "
                  "did not converge; its stops rest on them, so treat its figures with suspicion")
-    payload = result.to_dict()
+    from . import __version__
+
+    payload = {**result.to_dict(), "forecast_version": __version__}
     if args.out:
         atomic_write_json(args.out, payload)
     if args.json:

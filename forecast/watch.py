@@ -36,6 +36,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from . import __version__
 from .data import (
     RUN_LOG_NAME,
     RunDataError,
@@ -445,6 +446,7 @@ def write_recommendations(path, runs_dir, state: WatchState) -> None:
         {
             "runs_dir": str(runs_dir),
             "updated": datetime.now(UTC).isoformat(timespec="seconds"),
+            "forecast_version": __version__,
             "polls": state.polls,
             "recommendations": {r: rec.to_dict() for r, rec in sorted(state.latest.items())},
             "refused": {r: why for r, (_, why) in sorted(state.refused.items())},  # left out until their logs change

@@ -277,8 +277,12 @@ def test_backtest_cli_priors_reach_the_config(tmp_path, capsys):
     code = main(["backtest", str(tmp_path / "runs.csv"), "--policies", "median,no_stopping", "--json",
                  "--prior", "b_mu=0.5", "--prior", "a_mu_offset=1"])
     assert code == 0
-    priors = json.loads(capsys.readouterr().out)["config"]["forecaster_kwargs"]["priors"]
+    payload = json.loads(capsys.readouterr().out)
+    priors = payload["config"]["forecaster_kwargs"]["priors"]
     assert (priors["b_mu"], priors["a_mu_offset"], priors["m_mu"]) == (0.5, 1.0, 0.0)
+    from forecast import __version__  # with the settings, what it takes to repeat it
+
+    assert payload["forecast_version"] == __version__
 
 
 def test_backtest_cli_baseline_settings_reach_the_baselines(tmp_path, capsys):

@@ -276,6 +276,10 @@ def test_warnings_for_a_budget_far_beyond_the_data_and_for_ignored_flags(fit_dir
     out, err = capsys.readouterr()
     assert "more than the 3 recipe(s)" not in err  # more runs than recipes are seeds of one
     assert [row["ways"] for row in json.loads(out)["table"]] == [1, 2, 3, 4, 5]
+    from forecast import __version__
+
+    # a forwarded decision names the package that made it, and its fit's
+    assert json.loads(out)["forecast_version"] == __version__ and json.loads(out)["fit_forecast_version"] == __version__
     assert main(["predict", str(fit_dir / "fit"), "--compute", "1e5", "--run-id", "scalerl_8b-s1", "--recipe", "scalerl_8gen"]) == 2
     assert "is a run of 'scalerl_8b', not of 'scalerl_8gen'" in capsys.readouterr().err
     assert main(["predict", str(fit_dir / "fit"), "--compute", "1e5", "--run-id", "scalerl_8b-s1", "--kind", "new_run"]) == 0

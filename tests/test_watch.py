@@ -597,6 +597,9 @@ def test_a_restarted_watch_keeps_the_stop_caps_history(sweep, monkeypatch):
     watch(sweep, budget=1e4, config=config, max_polls=1, say=said.append, sleep=lambda s: None)
     saved = json.loads((sweep / "recommendations.json").read_text())
     assert saved["comparison_stops"] == [{"compute": 500.0, "runs": ["bad-s0"]}]
+    from forecast import __version__
+
+    assert saved["forecast_version"] == __version__
     (sweep / "bad-s0" / "summary.json").write_text("{}")  # bad-s0 acted on it and ended
     append(sweep / "good-s0" / "evals.jsonl", row("good-s0", 5, 0.3))  # compute 600 < 1.25 x 500
     said.clear()
