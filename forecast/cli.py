@@ -563,14 +563,14 @@ def _fit_or_load(source: Path, *, fast: bool, seed: int, forecaster_kwargs: dict
 
 
 def run_decide(args) -> int:
-    from .decisions import decide, decide_split
+    from .decisions import MAX_SPLIT_WAYS, decide, decide_split
 
     if not _positive_finite(args.budget):
         raise BadInput(f"--budget must be finite and > 0, got {args.budget:g}")
     if args.target is not None and not 0 < args.target < 1:
         raise BadInput(f"--target must lie in (0, 1), got {args.target:g}")
-    if args.max_ways is not None and args.max_ways < 1:
-        raise BadInput(f"--max-ways must be >= 1, got {args.max_ways}")
+    if args.max_ways is not None and not 1 <= args.max_ways <= MAX_SPLIT_WAYS:
+        raise BadInput(f"--max-ways must be between 1 and {MAX_SPLIT_WAYS}, got {args.max_ways}")
     if not args.total and args.max_ways is not None:  # given, even as the default 4
         warn_ignored(["--max-ways"], "it splits a total budget, which needs --total")
     if args.total and args.target is not None:

@@ -270,6 +270,11 @@ def recommend_text(table: pd.DataFrame, *, budget: float, target: float | None =
     return " ".join(parts)
 
 
+# a split into k runs draws every recipe's k seeds for each k up to it: the work grows as k squared
+# (64: about 10 s), and a budget split into more runs than this is no longer one decision
+MAX_SPLIT_WAYS = 64
+
+
 def split_budget(
     sample: Callable[[str, float, int], np.ndarray],
     recipes: Sequence[str],
@@ -444,8 +449,8 @@ def decide(fc, budget: float, *, target: float | None = None, recipes: Sequence[
 
 def decide_split(fc, total: float, *, max_ways: int = 4, recipes: Sequence[str] | None = None) -> ScaleDecision:
     """One run at `total`, or k runs at total/k keeping the best? Decided on a fitted forecaster."""
-    if max_ways < 1:
-        raise ValueError(f"max_ways must be >= 1, got {max_ways}")
+    if not 1 <= max_ways <= MAX_SPLIT_WAYS:
+        raise ValueError(f"max_ways must be between 1 and {MAX_SPLIT_WAYS}, got {max_ways}")
     recipes = _checked_recipes(fc, recipes)
     table = split_budget(lambda r, c, n: fc.sample_new_seeds(c, recipe=r, n_seeds=n), recipes, total, max_ways=max_ways)
     text = recommend_split_text(table, total=total, unit=fc.compute_unit)

@@ -272,6 +272,8 @@ def test_warnings_for_a_budget_far_beyond_the_data_and_for_ignored_flags(fit_dir
     assert "--fast has no effect" in err and "--max-ways has no effect" in err
     assert main(["decide", str(fit_dir / "fit"), "--budget", "1e5", "--max-ways", "4"]) == 0  # the default, given
     assert "--max-ways has no effect" in capsys.readouterr().err
+    assert main(["decide", str(fit_dir / "fit"), "--budget", "1e5", "--total", "--max-ways", "1000"]) == 2
+    assert "--max-ways must be between 1 and 64, got 1000" in capsys.readouterr().err
     assert main(["decide", str(fit_dir / "fit"), "--budget", "1e5", "--total", "--max-ways", "5", "--json"]) == 0
     out, err = capsys.readouterr()
     assert "more than the 3 recipe(s)" not in err  # more runs than recipes are seeds of one
