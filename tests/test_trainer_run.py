@@ -705,13 +705,48 @@ def test_ctrl_c_says_how_to_go_on_instead_of_a_traceback(tmp_path, monkeypatch, 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(train_module, "train", interrupted)
+    def interrupted_after_a_checkpoint(cfg):
+        os.makedirs(cfg.out)
+        open(os.path.join(cfg.out, "ckpt.pt"), "wb").close()
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(train_module, "train", interrupted_after_a_checkpoint)
     monkeypatch.setattr(sweep_module, "run_sweep", interrupted)
     run = tmp_path / "run"
     assert main(["train", "--out", str(run), *tiny_flags()]) == 130
     assert f"interrupted; `trainer-minimal train --out {run} --resume` goes on" in capsys.readouterr().err
     assert main(["sweep", "--presets", "grpo", "--seeds", "0", "--out", str(tmp_path / "sweep"), *tiny_flags()]) == 130
     assert "interrupted; the same command again resumes the sweep" in capsys.readouterr().err
+
+
+def test_ctrl_c_before_the_first_checkpoint_does_not_advise_a_resume_that_is_refused(tmp_path, warm_cache, capsys,
+                                                                                      monkeypatch):
+    """Interrupted in its warm start or its step-0 evaluation, a run has no checkpoint yet: the Ctrl-C line
+    said `--resume` goes on, and that --resume was refused (exit 2, "no checkpoint") without saying what
+    would go on. Both now say that the command that started the run starts it again, and it does."""
+    import trainer_minimal.train as train_module
+
+    real_evaluate = train_module.evaluate
+
+    def interrupted_evaluation(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    run = tmp_path / "run"
+    argv = ["train", "--out", str(run), "--warmstart-cache", warm_cache, "--max-steps", "2", "--eval-every", "2",
+            *tiny_flags()]
+    monkeypatch.setattr(train_module, "evaluate", interrupted_evaluation)  # the step-0 evaluation (R0)
+    assert main(argv) == 130
+    err = capsys.readouterr().err
+    assert "interrupted before the run's first checkpoint (nothing to resume); the same command again starts it" in err
+    assert "--resume" not in err and not (run / "ckpt.pt").exists()
+    assert main(["train", "--out", str(run), "--resume"]) == 2
+    assert "it was stopped before its first checkpoint: the command that started it" in capsys.readouterr().err
+    monkeypatch.setattr(train_module, "evaluate", real_evaluate)
+    assert main(argv) == 0
+    assert [r["step"] for r in read_jsonl(run / "evals.jsonl")] == [2]
+    (run / "ckpt.pt").unlink()  # as a sweep's --slim leaves a finished run: not one to start again
+    assert main(["train", "--out", str(run), "--resume"]) == 2
+    assert "before its first checkpoint" not in capsys.readouterr().err
 
 
 def test_runs_csv_is_replaced_atomically(tmp_path, monkeypatch):

@@ -94,7 +94,13 @@ def resolve_train_config(args):
         out = overrides.get("out", Config.out)
         saved = os.path.join(out, "config.json")
         if not os.path.exists(os.path.join(out, "ckpt.pt")) or not os.path.exists(saved):
-            raise ValueError(f"--resume: no checkpoint in {out} (expected ckpt.pt and config.json)")
+            # config.json alone (no evaluation logged, no summary): stopped in its warm start or step-0
+            # evaluation, before the first checkpoint; a --slim sweep's finished run keeps its evals.jsonl
+            fresh = os.path.exists(saved) and not any(os.path.exists(os.path.join(out, name))
+                                                      for name in ("evals.jsonl", "summary.json"))
+            started = (f"; it was stopped before its first checkpoint: the command that started it (its flags are "
+                       f"in {saved}) starts it again" if fresh else "")
+            raise ValueError(f"--resume: no checkpoint in {out} (expected ckpt.pt and config.json){started}")
         with open(saved) as f:
             saved_cfg = from_dict(json.load(f))
         if overrides.get("advisor_every") == 0:  # turning the advisor off turns off its settings too
@@ -159,8 +165,12 @@ def main(argv=None):
         print(f"trainer-minimal: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"trainer-minimal: interrupted; `trainer-minimal train --out {cfg.out} --resume` goes on from the last "
-              "checkpoint", file=sys.stderr)
+        if os.path.exists(os.path.join(cfg.out, "ckpt.pt")):
+            print(f"trainer-minimal: interrupted; `trainer-minimal train --out {cfg.out} --resume` goes on from the last "
+                  "checkpoint", file=sys.stderr)
+        else:  # during the warm start or the step-0 evaluation: --resume would be refused (no checkpoint)
+            print("trainer-minimal: interrupted before the run's first checkpoint (nothing to resume); the same "
+                  "command again starts it", file=sys.stderr)
         return 130
     finally:
         end_distributed()
