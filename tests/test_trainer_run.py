@@ -749,6 +749,44 @@ def test_ctrl_c_before_the_first_checkpoint_does_not_advise_a_resume_that_is_ref
     assert "before its first checkpoint" not in capsys.readouterr().err
 
 
+def test_a_sweep_interrupted_alone_stops_its_runs_instead_of_leaving_them_training(tmp_path, monkeypatch):
+    """SIGINT to the sweep process alone (`kill -INT`, a scheduler; a terminal's Ctrl-C reaches every
+    process) made it exit 130 saying the same command resumes it, while its runs trained on as orphans
+    and held their folders' locks: that rerun then failed every run (exit 2). The sweep now waits a
+    moment for its runs, interrupts those still going, and exits once they have. The runs are faked by
+    sleeping processes; the sweep's poll sleep is where the interrupt lands."""
+    import types
+
+    import trainer_minimal.sweep as sweep_module
+
+    started, real_popen = [], subprocess.Popen
+
+    def sleeper(cmd, **kwargs):  # SIGINT at its default, as a run started by the sweep has it
+        proc = real_popen([sys.executable, "-c", "import time; time.sleep(120)"],
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL), **kwargs)
+        started.append(proc)
+        return proc
+
+    def interrupted(seconds):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(subprocess, "Popen", sleeper)
+    monkeypatch.setattr(sweep_module, "time", types.SimpleNamespace(time=time.time, sleep=interrupted))
+    monkeypatch.setattr(sweep_module, "STOP_GRACE_S", 0.2, raising=False)
+    plan = [dict(cfg=types.SimpleNamespace(run_id=f"r{i}", out=str(tmp_path / f"r{i}")), state="resume", argv=[])
+            for i in range(2)]
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            sweep_module.run_sweep(plan, str(tmp_path), workers=2)
+        assert len(started) == 2
+        assert all(proc.poll() is not None for proc in started), "a run of the interrupted sweep is still training"
+    finally:
+        for proc in started:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
 def test_runs_csv_is_replaced_atomically(tmp_path, monkeypatch):
     """A sweep rewrites DIR/runs.csv at its end; killed (or failing) mid-write, it left half a table."""
     pd = pytest.importorskip("pandas")

@@ -18,6 +18,7 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -144,24 +145,28 @@ def run_sweep(plan, out, workers, slim=False):
             print(f"[sweep] {p['cfg'].run_id}: finished, skipped", flush=True)
             continue
         queue.append((p["cfg"].run_id, p["cfg"].out, p["argv"]))
-    while queue or running:
-        while queue and len(running) < workers:
-            run_id, run_dir, argv = queue.pop(0)
-            os.makedirs(run_dir, exist_ok=True)
-            log = open(os.path.join(run_dir, "stdout.log"), "a")
-            cmd = [sys.executable, "-m", "trainer_minimal", "train", *argv]
-            print(f"[sweep] start {run_id}: {shlex.join(cmd)}", flush=True)  # pasteable, interpreter and all
-            running.append((run_id, subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT), log, time.time()))
-        time.sleep(0.2)
-        for item in list(running):
-            run_id, proc, log, t0 = item
-            if proc.poll() is None:
-                continue
-            running.remove(item)
-            log.close()
-            print(f"[sweep] done  {run_id}: exit {proc.returncode} after {time.time() - t0:.0f}s", flush=True)
-            if proc.returncode != 0:
-                failed.append(run_id)
+    try:
+        while queue or running:
+            while queue and len(running) < workers:
+                run_id, run_dir, argv = queue.pop(0)
+                os.makedirs(run_dir, exist_ok=True)
+                log = open(os.path.join(run_dir, "stdout.log"), "a")
+                cmd = [sys.executable, "-m", "trainer_minimal", "train", *argv]
+                print(f"[sweep] start {run_id}: {shlex.join(cmd)}", flush=True)  # pasteable, interpreter and all
+                running.append((run_id, subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT), log, time.time()))
+            time.sleep(0.2)
+            for item in list(running):
+                run_id, proc, log, t0 = item
+                if proc.poll() is None:
+                    continue
+                running.remove(item)
+                log.close()
+                print(f"[sweep] done  {run_id}: exit {proc.returncode} after {time.time() - t0:.0f}s", flush=True)
+                if proc.returncode != 0:
+                    failed.append(run_id)
+    except KeyboardInterrupt:
+        stop_runs(running)
+        raise
     table = combine(out, [p["cfg"].out for p in plan])
     n_runs = table["run_id"].nunique() if len(table) else 0
     print(f"[sweep] {len(table)} rows from {n_runs} run{'' if n_runs == 1 else 's'} -> "
@@ -172,6 +177,30 @@ def run_sweep(plan, out, workers, slim=False):
         print(f"[sweep] failed runs: {', '.join(failed)} (see their stdout.log; rerun to resume)", file=sys.stderr)
         return 1
     return 0
+
+
+STOP_GRACE_S = 2.0  # on Ctrl-C, how long the runs in flight get to stop on their own
+
+
+def stop_runs(running, grace=None):
+    """On Ctrl-C, stop the runs in flight before the sweep exits. A terminal's Ctrl-C reaches them
+    too, and they stop within the grace period; a SIGINT to the sweep alone (`kill -INT`, a
+    scheduler, `timeout -s INT`) left them training on as orphans, which then held their folders'
+    locks against the rerun the sweep's message advises (every run refused, exit 2). A run still
+    going after the grace period gets SIGINT (it stops where it is; its last checkpoint stands).
+    running: (run_id, process, log, start time) of each run in flight."""
+    deadline = time.time() + (STOP_GRACE_S if grace is None else grace)
+    for _, proc, _, _ in running:
+        try:
+            proc.wait(timeout=max(0.0, deadline - time.time()))
+        except subprocess.TimeoutExpired:
+            if os.name == "nt":  # Windows cannot send a process SIGINT: ended as by kill -9, which a run survives
+                proc.terminate()
+            else:
+                proc.send_signal(signal.SIGINT)
+    for _, proc, log, _ in running:
+        proc.wait()
+        log.close()
 
 
 def prepare_warm_starts(configs):
