@@ -135,6 +135,7 @@ def rank_recipes(
 
 
 _fmt = fmt_compute  # 38,400 or 3.2e15, "never" for inf: as the report prints compute
+COMPUTE_COLUMNS = ("budget", "compute_q05", "compute_q50", "compute_q95", "compute_per_run")  # written with _fmt
 
 
 UNLIKELY_TARGET_P = 0.05  # below this P(>= target at the budget) for every recipe, none is said to reach it
@@ -421,7 +422,10 @@ class ScaleDecision:
     def __str__(self) -> str:
         table = self.table.copy()
         for column in table.select_dtypes("number").columns:  # "never" for inf, as the recommendation says it
-            table[column] = table[column].map(lambda v: "never" if np.isinf(v) else f"{v:.4g}")
+            if column in COMPUTE_COLUMNS:  # compute as the recommendation and the report write it: 2.95e12, not 2.954e+12
+                table[column] = table[column].map(_fmt)
+            else:
+                table[column] = table[column].map(lambda v: "never" if np.isinf(v) else f"{v:.4g}")
         with pd.option_context("display.width", 160, "display.max_columns", 20):
             return f"compute in {self.unit}\n{table.to_string(index=False)}\n\n{self.recommendation}"
 

@@ -271,7 +271,7 @@ def test_a_decision_prints_never_where_a_column_mixes_finite_compute_and_inf(rng
     draws = {"a": rng.normal(0.64, 0.02, 2000), "b": rng.normal(0.60, 0.02, 2000)}
     table = rank_recipes(draws, target=0.65, compute_to_target=c_star, budget=1e4)
     text = str(ScaleDecision(table=table, recommendation="r", budget=1e4, target=0.65, unit="gpu_hours"))
-    assert text.startswith("compute in gpu_hours") and "5000" in text and "never" in text and "inf" not in text
+    assert text.startswith("compute in gpu_hours") and "5,000" in text and "never" in text and "inf" not in text
     # in JSON "never" is null, as report --json writes it, and the text is strict JSON (no Infinity)
     payload = json.loads(json.dumps(ScaleDecision(table=table, recommendation="r").to_dict(), allow_nan=False))
     rows = {row["recipe"]: row for row in payload["table"]}
@@ -322,3 +322,20 @@ def test_the_likeliest_other_winner_and_the_runner_up_are_printed_apart(rng):
     table["p_best"] = [0.757, 0.118, 0.125]
     text = recommend_text(table, budget=1.0)
     assert "(the likeliest other winner, P(best) = 0.125)" in text and "P(best) = 0.118." in text
+
+
+def test_a_decision_table_writes_compute_as_its_recommendation_does(rng):
+    """`forecast decide` printed compute_q50 '2.954e+12' and budget '4.08e+12' in its table, and
+    '2.95e12' and '4.08e12' in the recommendation under it: compute one way, as the report writes it."""
+    from forecast.decisions import ScaleDecision, recommend_text, split_budget
+
+    c_star = {"a": np.full(2000, 2.954e12), "b": np.where(np.arange(2000) < 1500, 9.91e11, np.inf)}
+    draws = {"a": rng.normal(0.64, 0.02, 2000), "b": rng.normal(0.60, 0.02, 2000)}
+    table = rank_recipes(draws, target=0.62, compute_to_target=c_star, budget=4.08e12)
+    text = recommend_text(table, budget=4.08e12, target=0.62, unit="flops")
+    shown = str(ScaleDecision(table=table, recommendation=text, budget=4.08e12, target=0.62, unit="flops"))
+    assert "e+" not in shown and "4.08e12" in shown.split("\n\n")[0] and "2.95e12" in shown.split("\n\n")[0]
+    assert "2.95e12" in text  # the sentence cites the number the table shows
+    split = split_budget(lambda r, c: draws[r], ["a", "b"], 4.08e12, max_ways=2)
+    shown = str(ScaleDecision(table=split, recommendation="r", budget=4.08e12, unit="flops"))
+    assert "e+" not in shown and "2.04e12" in shown
