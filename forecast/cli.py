@@ -441,7 +441,15 @@ def _is_saved_fit(path: Path) -> bool:
 
 
 def run_report(args) -> int:
-    from .report import default_target, recipe_table_text, report_summary, write_report
+    from .formatting import fmt_compute
+    from .report import (
+        BUDGET_MULTIPLE,
+        TARGET_CHOSEN_NOTE,
+        default_target,
+        recipe_table_text,
+        report_summary,
+        write_report,
+    )
 
     if args.budget is not None and not _positive_finite(args.budget):
         raise BadInput(f"--budget must be finite and > 0, got {args.budget:g}")
@@ -480,6 +488,10 @@ def run_report(args) -> int:
         return EXIT_OK
     print(data.recommendation.headline)
     print()
+    # what the table was made at, and which of the two nobody gave (the page's header says the same)
+    chosen_budget = f" ({BUDGET_MULTIPLE:g}x the largest compute observed; --budget sets one)" if args.budget is None else ""
+    chosen_target = f" ({TARGET_CHOSEN_NOTE}; --target sets one)" if data.target_chosen else ""
+    print(f"budget {fmt_compute(data.budget)} {data.compute_unit}{chosen_budget}, target {data.target:g}{chosen_target}")
     print(recipe_table_text(data))
     if data.honesty:
         print("\nhow honest the intervals were on these runs (cross-validation):")

@@ -594,3 +594,23 @@ def test_the_cross_validation_table_writes_a_mean_error_that_rounds_to_zero_with
                             for reach, error in (("all", -0.0004), ("final", 0.0123))])
     html = rp.honesty_html({"level": 0.9, "metrics": metrics, "summary": ["a sentence"]})
     assert "-0.000" not in html and "+0.000" in html and "+0.012" in html
+
+
+def test_cli_report_says_on_the_terminal_which_budget_and_target_it_chose(fitted, tmp_path, capsys):
+    """`forecast report RUNS -o r.html` printed a table with 'compute to 0.56' and 'P(>=0.56 at
+    budget)' columns for a target nobody gave, without a word that the page chose it (the page's
+    header says so, the terminal did not); a budget nobody gave was not named as chosen either."""
+    from forecast.cli import main
+    from forecast.formatting import fmt_compute
+
+    fitted.save(tmp_path / "fit.nc")
+    out = tmp_path / "r.html"
+    assert main(["report", str(tmp_path), "-o", str(out), "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    target = rp.default_target(fitted)
+    budget = rp.default_budget(fitted.runs_)
+    assert f"target {target:g} ({rp.TARGET_CHOSEN_NOTE}; --target sets one)" in printed
+    assert f"budget {fmt_compute(budget)} {fitted.compute_unit} (4x the largest compute observed; --budget sets one)" in printed
+    assert main(["report", str(tmp_path), "-o", str(out), "--no-progress", "--budget", "5e4", "--target", "0.6"]) == 0
+    printed = capsys.readouterr().out
+    assert f"budget 50,000 {fitted.compute_unit}, target 0.6\n" in printed and "chosen" not in printed and "sets one" not in printed
