@@ -263,7 +263,9 @@ def recommend_text(table: pd.DataFrame, *, budget: float, target: float | None =
             )
         parts.append(sentence + ".")
         best_target = table.loc[table["p_target"].idxmax()]
-        if best_target.recipe != top.recipe and best_target.p_target > top.p_target:
+        # a tie in the digits shown is none: "= 0.57 for 'a'. ... 'b' is likelier (P = 0.57)" contradicts itself
+        if (best_target.recipe != top.recipe and best_target.p_target > top.p_target
+                and prob_is(best_target.p_target) != prob_is(top.p_target)):
             parts.append(
                 f"For the target alone, '{best_target.recipe}' is likelier to get there "
                 f"(P {prob_is(best_target.p_target)})."

@@ -339,3 +339,20 @@ def test_a_decision_table_writes_compute_as_its_recommendation_does(rng):
     split = split_budget(lambda r, c: draws[r], ["a", "b"], 4.08e12, max_ways=2)
     shown = str(ScaleDecision(table=split, recommendation="r", budget=4.08e12, unit="flops"))
     assert "e+" not in shown and "2.04e12" in shown
+
+
+def test_another_recipe_is_called_likelier_to_reach_the_target_only_where_the_printed_numbers_say_so():
+    """'P(>= 0.6 at this budget) = 0.57 for 'a'. For the target alone, 'b' is likelier to get there
+    (P = 0.57).': 0.574 against 0.571, a difference the sentence's digits do not show (and well within
+    Monte Carlo noise), called a difference in words. A tie in the digits shown is none, as for the
+    risk-averse choice; a difference that shows is still said."""
+    n = 2000
+    a = np.where(np.arange(n) < 1142, 0.70, 0.50)  # P(>= 0.6) 0.571, expected 0.614: ranked first
+    for b_reach, said in [(1148, False), (1180, True)]:  # 0.574 (prints as 0.57), 0.590 (0.59)
+        b = np.roll(np.where(np.arange(n) < b_reach, 0.66, 0.52), 500)
+        table = rank_recipes({"a": a, "b": b}, target=0.6, budget=1e4)
+        assert list(table["recipe"]) == ["a", "b"] and table.loc[1, "p_target"] > table.loc[0, "p_target"]
+        text = recommend_text(table, budget=1e4, target=0.6)
+        assert ("For the target alone, 'b' is likelier" in text) is said, text
+        if said:
+            assert "(P = 0.59)" in text and "= 0.57 for 'a'" in text
