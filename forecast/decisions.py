@@ -141,6 +141,15 @@ COMPUTE_COLUMNS = ("budget", "compute_q05", "compute_q50", "compute_q95", "compu
 UNLIKELY_TARGET_P = 0.05  # below this P(>= target at the budget) for every recipe, none is said to reach it
 
 
+def _below_the_bar(p: float) -> str:
+    """prob_is of a P(>= target) said to be below UNLIKELY_TARGET_P, with the digits it takes to read
+    so: 0.0495 as '= 0.0495', not '= 0.05 ... (below 0.05)'."""
+    text = prob_is(p)
+    if text.startswith("=") and not float(text[2:]) < UNLIKELY_TARGET_P:
+        text = f"= {shown_so_it_reads_true(p, lambda v: v < UNLIKELY_TARGET_P, 2)}"
+    return text
+
+
 def _target_measures_disagree(row, budget: float) -> bool:
     """P(>= target at the budget) and the curve's compute to target point different ways: the first
     above P(ever reaches it), or the median compute to target within the budget while fewer than
@@ -206,7 +215,7 @@ def recommend_text(table: pd.DataFrame, *, budget: float, target: float | None =
         likeliest = table.loc[table["p_target"].idxmax()]
         parts.append(
             f"No recipe is likely to reach {target:g} at {_fmt(budget)} {unit}: the best chance is "
-            f"P {prob_is(likeliest.p_target)} for '{likeliest.recipe}' (below {UNLIKELY_TARGET_P:g}); a larger budget "
+            f"P {_below_the_bar(likeliest.p_target)} for '{likeliest.recipe}' (below {UNLIKELY_TARGET_P:g}); a larger budget "
             "or a lower target, or the ranking at this budget below."
         )
     if len(table) == 1:

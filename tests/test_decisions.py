@@ -356,3 +356,14 @@ def test_another_recipe_is_called_likelier_to_reach_the_target_only_where_the_pr
         assert ("For the target alone, 'b' is likelier" in text) is said, text
         if said:
             assert "(P = 0.59)" in text and "= 0.57 for 'a'" in text
+
+
+def test_no_recipe_likely_to_reach_the_target_cites_a_chance_that_reads_below_the_bar():
+    """'the best chance is P = 0.05 for 'a' (below 0.05)': P(>= target) 0.0495 printed with two
+    decimals contradicted the bar it was said to be below; it gets the digits its comparison needs."""
+    n = 2000
+    a = np.where(np.arange(n) < 99, 0.70, 0.55)  # P(>= 0.65) = 0.0495
+    b = np.full(n, 0.50)
+    table = rank_recipes({"a": a, "b": b}, target=0.65, budget=1e4)
+    text = recommend_text(table, budget=1e4, target=0.65)
+    assert text.startswith("No recipe is likely to reach 0.65") and "P = 0.0495 for 'a' (below 0.05)" in text, text
