@@ -59,6 +59,7 @@ from .early_stop import (
     recommend_runs,
     reference_rows,
 )
+from .formatting import fmt_compute
 from .io import atomic_write_json
 
 __all__ = ["WatchState", "scan_runs", "planned_budget", "advise_table", "poll", "watch", "DEFAULT_OUT_NAME"]
@@ -431,7 +432,7 @@ def _line(rec: Recommendation) -> str:
     n = rec.details.get("n_evals")
     at = rec.details.get("compute_now")
     where = f" eval {n}" if n is not None else ""
-    where += f" @ {at:.3g}" if at is not None else ""
+    where += f" @ {fmt_compute(at)}" if at is not None else ""  # as the advice writes compute: 1.01e12, 38,400
     # a stop decided on a fit that did not converge deserves a second look (a continue costs nothing)
     note = ""
     if rec.stop and rec.details.get("converged") is False:

@@ -619,3 +619,17 @@ def test_a_restarted_watch_keeps_the_stop_caps_history(sweep, monkeypatch):
     warned = []
     watch(sweep, budget=1e4, config=config, max_polls=1, say=said.append, warn=warned.append, sleep=lambda s: None)
     assert asked[-1] == 0 and any("could not be read" in line for line in warned)
+
+
+def test_a_line_writes_the_compute_reached_as_its_advice_does():
+    """`forecast watch` printed '[cispo-s0] eval 40 @ 1.01e+12: stop: P(beats best ... at 4.08e12, ...)':
+    two ways of writing compute on one line (and '@ 1.6e+04' beside 'at 64,000' for GPU-hours)."""
+    from forecast.formatting import fmt_compute
+    from forecast.watch import _line
+
+    for now, budget in [(1.01e12, 4.08e12), (16080.0, 64320.0)]:
+        rec = Recommendation("stop", "beats_best", f"stop: P(beats best 'b-s0' by 0.01 at {fmt_compute(budget)}, 4.0x now) "
+                             "= 0.03 < 0.1", run_id="a-s0")
+        rec.details.update(n_evals=40, compute_now=now)
+        line = _line(rec)
+        assert line.startswith(f"[a-s0] eval 40 @ {fmt_compute(now)}: stop:") and "e+" not in line, line
