@@ -335,7 +335,7 @@ def add_predict_parser(sub):
 
 
 def load_fit(path):
-    from .forecaster import NotASavedFitError, ScalingForecaster
+    from .forecaster import ConvergenceWarning, NotASavedFitError, ScalingForecaster
 
     path = Path(path)
     file = path / "fit.nc" if path.is_dir() else path
@@ -347,7 +347,9 @@ def load_fit(path):
         raise BadInput(f"{file}: is not a saved fit (fit.nc, or the folder `forecast fit --out` wrote); "
                        f"run `forecast fit {file} --out DIR` first")
     try:
-        return ScalingForecaster.load(file)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)  # said once by warn_if_unconverged, after the numbers
+            return ScalingForecaster.load(file)
     except ValueError as err:
         message = str(err) if str(err).startswith(str(file)) else f"{file}: {err}"
         hint = "; run `forecast fit RUNS --out DIR` to make one" if isinstance(err, NotASavedFitError) else ""

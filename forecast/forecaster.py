@@ -1084,6 +1084,9 @@ class ScalingForecaster:
             # a sampled fit is refit()'s base as it was before saving; a reweighted one holds resampled
             # (repeated) draws, too few distinct ones to reweight again, so its refit samples
             fc._base = {"data": data, "idata": idata, "report": fc._report, "params": None, "loglik": None}
+        # said on load as on fit: a notebook that loads a flagged fit and predicts or decides from
+        # it would otherwise never hear of it (the CLI says it itself, once, after the numbers)
+        fc._warn_if_unconverged()
         return fc
 
     def __repr__(self) -> str:

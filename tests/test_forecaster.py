@@ -882,3 +882,26 @@ def test_refit_given_another_horizon_samples_rather_than_dropping_it(small_sweep
     assert paths == [("reweight", None), ("reweight", None), ("fit", 16 * reach), ("fit", 4 * reach)]
     with pytest.raises(ValueError, match="horizon must be a compute > 0"):
         fc.refit(small_sweep, horizon="4e12")
+
+
+def test_loading_a_fit_that_did_not_converge_warns_as_fitting_it_did(fitted, tmp_path):
+    """fit() warned (ConvergenceWarning) on a flagged fit, load() said nothing: a notebook that
+    loaded a saved flagged fit and predicted or decided from it never heard of the flags."""
+    import dataclasses
+    import warnings as _warnings
+
+    from forecast import ConvergenceWarning
+
+    with _warnings.catch_warnings():
+        _warnings.simplefilter("ignore", ConvergenceWarning)
+        flagged = ScalingForecaster.load(fitted.save(tmp_path / "fit.nc"))  # a copy: the fixture is shared
+    report = dataclasses.replace(flagged.diagnostics(), divergences=7)
+    flagged._set_fit(flagged.runs_, flagged.data_, flagged.idata, flagged.fit_info_, report)
+    path = flagged.save(tmp_path / "flagged.nc")
+    with pytest.warns(ConvergenceWarning, match="7 divergent transitions"):
+        ScalingForecaster.load(path)
+    converged = dataclasses.replace(report, divergences=0, max_rhat=1.0, min_ess_bulk=1e4, min_ess_tail=1e4, pareto_k=None)
+    flagged._set_fit(flagged.runs_, flagged.data_, flagged.idata, flagged.fit_info_, converged)
+    with _warnings.catch_warnings():
+        _warnings.simplefilter("error", ConvergenceWarning)
+        ScalingForecaster.load(flagged.save(tmp_path / "converged.nc"))
