@@ -525,6 +525,12 @@ class BacktestResult:
         if self.hindsight_ceiling is not None:
             text += (f"\nhindsight ceiling: {self.hindsight_ceiling:.1%} saved at regret 0 (finish the true best run, "
                      "stop every other run at the first checkpoint)")
+        # the replay's refits swallow their ConvergenceWarnings (fit_for_advice), so the table is
+        # the only place a notebook's print(result) can say its figures rest on flagged fits
+        for r in self.results:
+            if r.notes.get("unconverged_fits"):
+                text += (f"\nwarning: {r.notes['unconverged_fits']} of the {r.n_checks} refits of the {r.policy} policy did "
+                         "not converge; its stops rest on them, so treat its figures with suspicion")
         return text
 
 

@@ -412,3 +412,21 @@ def test_a_backtest_says_when_ours_stops_rest_on_fits_that_did_not_converge(tmp_
     assert checks > 0 and payload["policies"]["forecast"]["notes"]["unconverged_fits"] == checks
     assert f"{checks} of the {checks} refits of the forecast policy did not converge" in captured.err
     assert "median" not in captured.err
+
+
+def test_a_printed_backtest_says_when_ours_stops_rest_on_fits_that_did_not_converge(monkeypatch):
+    """The CLI warned on stderr, but backtest()'s printed result (notebook 03's print(result))
+    showed ours' compute saved and regret from refits that did not converge without a word:
+    the refits swallow their ConvergenceWarnings."""
+    import forecast.backtest as backtest_module
+
+    def unconverged_decide(self, view):  # a refit that did not converge, and no stop
+        self.n_unconverged += 1
+        return {}
+
+    monkeypatch.setattr(backtest_module.ForecastRule, "decide", unconverged_decide)
+    result = backtest(curve_table({"a": 0.5, "b": 0.6}), policies=("forecast", "median"))
+    checks = next(r for r in result.results if r.policy == "forecast").n_checks
+    text = str(result)
+    assert checks > 0 and f"{checks} of the {checks} refits of the forecast policy did not converge" in text
+    assert "median policy" not in text
