@@ -263,5 +263,13 @@ class ForecastPruner(BasePruner):
         rec.details["converged"] = converged
         rec.details["trial"] = trial.number
         self.advice[trial.number] = rec
-        logger.info("trial %d: %s", trial.number, rec.message)
+        if not converged:  # what failed (R-hat, ESS, divergences), as watch and the trainer's advisor keep it
+            rec.details["convergence_problems"] = fc.diagnostics().problems()
+        if rec.stop and not converged:
+            # a prune decided on a fit that did not converge deserves a second look (a continue costs
+            # nothing): said at warning level, which a script without logging set up still shows
+            logger.warning("trial %d: %s (warning: the fit behind this advice did not converge: %s)", trial.number,
+                           rec.message, "; ".join(rec.details["convergence_problems"]))
+        else:
+            logger.info("trial %d: %s", trial.number, rec.message)
         return rec.stop

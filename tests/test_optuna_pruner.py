@@ -3,6 +3,7 @@ reason, a better one runs to the end and becomes the study's best trial."""
 
 from __future__ import annotations
 
+import logging
 import warnings
 
 import numpy as np
@@ -229,3 +230,27 @@ def test_a_max_step_that_is_not_a_finite_positive_number_is_refused_up_front(max
     with pytest.raises(ValueError, match="max_step must be a finite number > 0"):
         ForecastPruner(max_step=max_step)
     assert ForecastPruner(max_step=np.int64(2000)).max_step == 2000  # a numpy number is a number
+
+
+def test_a_prune_decided_on_a_fit_that_did_not_converge_says_so(caplog):
+    """watch's lines and the trainer's advisor say when a stop rests on a fit that did not converge
+    (with what failed); the pruner kept a bare converged=False in its advice's details and logged
+    the prune at info level, which a script shows nowhere, with no word of it."""
+    from forecast import SamplerSettings
+    from forecast.early_stop import EarlyStopConfig
+
+    short = SamplerSettings(draws=20, tune=10, extend_if_flagged=False)  # far too few draws: flagged
+    pruner = ForecastPruner(max_step=STEPS[-1], n_eval=N_EVAL, forecaster_kwargs={"sampler": short},
+                            config=EarlyStopConfig(target=0.9, saturation_epsilon=None, p_target_threshold=0.05))
+    study = optuna.create_study(direction="maximize", pruner=pruner)
+    trial = study.ask()
+    values = sigmoid_curve(np.array(STEPS[:8], dtype=float), 0.42, 1.5, 400.0, 0.2)  # nowhere near 0.9
+    for step, value in zip(STEPS[:8], values, strict=True):
+        trial.report(float(value), step)
+    with caplog.at_level(logging.WARNING, logger="forecast.optuna_pruner"):
+        assert trial.should_prune() is True
+    advice = pruner.advice[trial.number]
+    assert advice.details["converged"] is False
+    assert any("ESS" in problem for problem in advice.details["convergence_problems"])
+    said = [r for r in caplog.records if r.levelno >= logging.WARNING and "did not converge" in r.getMessage()]
+    assert len(said) == 1 and f"trial {trial.number}: stop" in said[0].getMessage()
