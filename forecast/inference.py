@@ -281,6 +281,11 @@ class ConvergenceReport:
 
     def problems(self) -> list[str]:
         out = []
+        # too few draws a chain (fewer than 4) for R-hat or ESS: NaN, which no limit below catches
+        missing = [name for name, value in (("R-hat", self.max_rhat), ("bulk ESS", self.min_ess_bulk),
+                                            ("tail ESS", self.min_ess_tail)) if not np.isfinite(value)]
+        if missing:
+            out.append(f"{' and '.join(missing)} could not be computed from {self.n_draws} draws: too few to judge convergence")
         if self.max_rhat > self.rhat_limit:
             rhat = shown_so_it_reads_true(self.max_rhat, lambda shown: shown > self.rhat_limit, 3)
             out.append(f"R-hat up to {rhat} (> {self.rhat_limit}): chains disagree")
@@ -374,9 +379,31 @@ def _ess(x: np.ndarray) -> np.ndarray:
     return np.where(constant, float(total), ess)
 
 
+# Geyer's sequence above needs two autocorrelation pairs per split chain: with fewer draws per
+# chain (SamplerSettings(draws=5), a smoke test) its argmax met an empty sequence and fit() failed
+# after sampling with "attempt to get argmax of an empty sequence"
+MIN_VECTORISED_DRAWS = 10
+ARVIZ_MIN_DRAWS = 4  # ArviZ's least: its R-hat and ESS are NaN below it
+
+
+def _few_draws_diagnostics(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """diagnostics_arrays for chains too short for the vectorised ESS: ArviZ's, column by column
+    (NaN below ARVIZ_MIN_DRAWS draws a chain, as ArviZ gives; ConvergenceReport flags NaN)."""
+    p = x.shape[-1]
+    if x.shape[1] < ARVIZ_MIN_DRAWS:
+        return tuple(np.full(p, np.nan) for _ in range(3))
+    import arviz as az
+
+    columns = [x[:, :, j] for j in range(p)]
+    return (np.array([float(az.rhat(c)) for c in columns]), np.array([float(az.ess(c, method="bulk")) for c in columns]),
+            np.array([float(az.ess(c, method="tail")) for c in columns]))
+
+
 def diagnostics_arrays(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Rank-normalised split R-hat, bulk ESS and tail ESS of each column of x (chain, draw, p)
     (Vehtari et al. 2021, the definitions ArviZ uses), vectorised over the columns."""
+    if x.shape[1] < MIN_VECTORISED_DRAWS:
+        return _few_draws_diagnostics(x)
     split = _split_chains(x)
     folded = np.abs(split - np.median(split.reshape(-1, split.shape[-1]), axis=0))
     rhat = np.maximum(_split_rhat(_z_scale(split)), _split_rhat(_z_scale(folded)))

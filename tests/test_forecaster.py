@@ -905,3 +905,29 @@ def test_loading_a_fit_that_did_not_converge_warns_as_fitting_it_did(fitted, tmp
     with _warnings.catch_warnings():
         _warnings.simplefilter("error", ConvergenceWarning)
         ScalingForecaster.load(flagged.save(tmp_path / "converged.nc"))
+
+
+@pytest.mark.parametrize("draws", [2, 5])
+def test_a_fit_with_a_handful_of_draws_is_flagged_not_a_crash(small_sweep, draws):
+    """SamplerSettings(draws=5), a smoke test's setting, sampled and then failed in the diagnostics
+    with "attempt to get argmax of an empty sequence" (Geyer's sequence needs 10 draws a chain);
+    with fewer than 4, where R-hat and ESS cannot be computed at all, the fit must still be flagged."""
+    import arviz as az
+
+    from forecast import ConvergenceWarning
+    from forecast.inference import diagnostics_arrays
+
+    short = SamplerSettings(draws=draws, tune=5, extend_if_flagged=False)
+    with pytest.warns(ConvergenceWarning):
+        fc = ScalingForecaster(mode="fast", sampler=short).fit(small_sweep, random_seed=0, progress=False)
+    report = fc.diagnostics()
+    assert not report.converged and report.problems()
+    if draws < 4:
+        assert "could not be computed from 4 draws" in " ".join(report.problems())
+    else:
+        columns = fc.posterior["A"].values
+        rhat, ess_bulk, ess_tail = diagnostics_arrays(columns)
+        np.testing.assert_allclose(rhat, [az.rhat(columns[..., j]) for j in range(columns.shape[-1])], rtol=1e-9)
+        np.testing.assert_allclose(ess_bulk, [az.ess(columns[..., j], method="bulk") for j in range(columns.shape[-1])], rtol=1e-9)
+        np.testing.assert_allclose(ess_tail, [az.ess(columns[..., j], method="tail") for j in range(columns.shape[-1])], rtol=1e-9)
+    assert len(fc.predict([1e5], recipe=fc.recipes[0])) == 1
