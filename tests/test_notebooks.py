@@ -96,3 +96,17 @@ def test_notebook_plans_at_the_budget_the_report_prints(name):
     source = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
     assert re.search(r"^budget = default_budget\(runs\)", source, re.M), "plan at forecast.report.default_budget"
     assert not re.search(r"^budget = .*\*", source, re.M)
+
+
+def test_the_watch_advice_table_of_notebook_03_says_which_advice_rests_on_a_flagged_fit(executions):
+    """Notebook 03's table of the watcher's latest advice showed each run's stop and its numbers
+    without the fit's convergence, while its text says those fast fits are often flagged: the
+    table is what a reader takes away, so it says which advice came from a fit that did not converge."""
+    process, target = executions["03_early_stopping.ipynb"]
+    process.communicate(timeout=TIMEOUT + 60)
+    executed = nbformat.read(target, as_version=4)
+    cell = next(c for c in executed.cells if c.cell_type == "code" and "recommendations.json" in c.source
+                and "pd.DataFrame" in c.source)
+    shown = "".join(o.get("data", {}).get("text/plain", "") for o in cell.outputs)
+    assert "fit converged" in shown
+
