@@ -254,6 +254,23 @@ def level_of(cv: pd.DataFrame) -> float:
     return float(cv.attrs.get("level", 0.9))
 
 
+def fits_of(cv: pd.DataFrame) -> list[dict]:
+    """Each cut's fit: attrs["fits"], or where the attrs are gone (pd.concat of two results, each
+    with its own, keeps none) what the rows' fit_converged and fit_problems columns say of it, so
+    a flagged fit is still said first."""
+    if cv.attrs.get("fits"):
+        return cv.attrs["fits"]
+    if "fit_converged" not in cv.columns:
+        return []
+    fits = []
+    for cut, at_cut in cv.groupby("cut", sort=True):
+        problems = at_cut["fit_problems"].iloc[0] if "fit_problems" in at_cut.columns else ""
+        fits.append({"cut": float(cut), "runs": int(at_cut["run_id"].nunique()), "left_out": [],
+                     "converged": bool(at_cut["fit_converged"].astype(bool).all()),
+                     "problems": [p for p in (problems if isinstance(problems, str) else "").split("; ") if p]})
+    return fits
+
+
 def describe_cross_validation(cv: pd.DataFrame, metrics: pd.DataFrame | None = None) -> list[str]:
     """Plain sentences per cut, each citing its numbers: coverage of the runs' final evaluations
     against the range chance gives for that many runs, the bias, and ours' error against least
@@ -261,7 +278,7 @@ def describe_cross_validation(cv: pd.DataFrame, metrics: pd.DataFrame | None = N
     metrics = performance_metrics(cv) if metrics is None else metrics
     level = level_of(cv)
     lines = []
-    for fit in cv.attrs.get("fits", []):
+    for fit in fits_of(cv):
         if not fit["converged"]:
             lines.append(f"cut {fit['cut']:g}: the fit did not converge ({'; '.join(fit['problems'])}); "
                          "treat its figures with suspicion")
@@ -333,12 +350,7 @@ def read_cross_validation(path) -> pd.DataFrame:
     if len(levels) != 1 or not 0 < float(levels[0]) < 1:
         raise ValueError(f"{path}: column 'level' must hold one interval probability in (0, 1), found {list(levels)[:3]}")
     cv.attrs["level"] = float(levels[0])
-    cv.attrs["fits"] = [
-        {"cut": float(cut), "runs": int(at_cut["run_id"].nunique()), "left_out": [],
-         "converged": bool(at_cut["fit_converged"].all()),
-         "problems": [p for p in str(at_cut["fit_problems"].iloc[0]).split("; ") if p]}
-        for cut, at_cut in cv.groupby("cut", sort=True)
-    ]
+    cv.attrs["fits"] = fits_of(cv)  # from the columns: a CSV keeps no attrs
     return cv
 
 

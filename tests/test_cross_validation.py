@@ -149,6 +149,24 @@ def test_summary_reads_the_level_from_the_table_when_attrs_are_lost():
         describe_cross_validation(pd.concat([at_80[0], _hand_made(20, 12).assign(level=0.9)]))
 
 
+def test_a_fit_that_did_not_converge_is_said_first_when_attrs_are_lost():
+    """Two cross_validate() results put together with pd.concat keep no attrs (each has its own
+    fits), and the summary, and the report's section made from it, then said nothing of a fit
+    that did not converge, although every row's fit_converged column says it."""
+    parts = []
+    for cut, converged in ((0.25, True), (0.5, False)):
+        problems = [] if converged else ["R-hat up to 1.05 (> 1.01): chains disagree", "3 divergent transitions"]
+        cv = _hand_made(10, 9).assign(cut=cut, level=0.9, fit_converged=converged, fit_problems="; ".join(problems))
+        cv.attrs.update({"fits": [{"cut": cut, "runs": 10, "left_out": [], "converged": converged, "problems": problems}]})
+        parts.append(cv)
+    together = pd.concat(parts, ignore_index=True)
+    assert "fits" not in together.attrs
+    lines = describe_cross_validation(together)
+    assert lines[0] == ("cut 0.5: the fit did not converge (R-hat up to 1.05 (> 1.01): chains disagree; 3 divergent "
+                        "transitions); treat its figures with suspicion")
+    assert not any("cut 0.25: the fit did not converge" in line for line in lines)
+
+
 def test_summary_says_an_unconverged_fit_and_left_out_runs_first():
     cv = _hand_made(10, 9)
     cv.attrs["fits"] = [{"cut": 0.5, "runs": 10, "left_out": ["z-s0"], "converged": False, "problems": ["R-hat up to 1.05"]}]
