@@ -36,6 +36,10 @@ MAX_COMPILED_MODELS = 8
 _GENERATED_SOURCE_DIR: str | None = None
 
 
+# the fewest kept draws per chain that split-chain R-hat and ESS (convergence_report) can be taken on
+MIN_DRAWS = 10
+
+
 @dataclass
 class SamplerSettings:
     """How to sample. `mode="fast"` keeps NUTS but with short chains, for frequent refits."""
@@ -53,8 +57,10 @@ class SamplerSettings:
     extend_if_flagged: bool = True
 
     def __post_init__(self):
-        # refused here, not as a reshape error or an integer overflow inside the sampler
-        for name, least in (("draws", 1), ("tune", 0), ("chains", 1), ("cores", 1)):
+        # refused here, not as a reshape error or an integer overflow inside the sampler; draws
+        # below MIN_DRAWS sampled, then failed in the diagnostics ("attempt to get argmax of an
+        # empty sequence"): R-hat and ESS split each chain in half and need pairs of lags in each
+        for name, least in (("draws", MIN_DRAWS), ("tune", 0), ("chains", 1), ("cores", 1)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < least:
                 raise ValueError(f"SamplerSettings.{name} must be an integer >= {least}, got {value!r}")

@@ -209,7 +209,7 @@ def test_wrong_argument_types_are_refused_in_words(fitted, small_sweep, tmp_path
         ScalingForecaster(priors={"a_sd": 0.3})
     with pytest.raises(TypeError, match="sampler must be a SamplerSettings .* got 'fast'"):
         ScalingForecaster(sampler="fast")
-    for settings, message in (({"draws": 0}, "draws must be an integer >= 1, got 0"),
+    for settings, message in (({"draws": 0}, "draws must be an integer >= 10, got 0"),
                               ({"chains": -1}, "chains must be an integer >= 1, got -1"),
                               ({"tune": 1.5}, "tune must be an integer >= 0, got 1.5"),
                               ({"target_accept": 2.0}, "target_accept must lie strictly between 0 and 1, got 2.0"),
@@ -438,6 +438,22 @@ def test_fit_refuses_bad_table_before_sampling():
     table = pd.DataFrame({"run_id": ["a", "a"], "recipe": ["x", "x"], "compute": [1.0, -2.0], "metric": [0.1, 0.2]})
     with pytest.raises(RunDataError, match="compute"):
         ScalingForecaster().fit(table)
+
+
+def test_too_few_draws_are_refused_before_sampling_not_after():
+    """SamplerSettings(draws=5) was accepted; fit() sampled, then failed in the diagnostics with
+    numpy's 'attempt to get argmax of an empty sequence' (split-chain ESS needs pairs of lags in
+    each half-chain). The fewest draws that can be judged, MIN_DRAWS, are the least accepted."""
+    from forecast.inference import MIN_DRAWS, diagnostics_arrays
+
+    for draws in (1, 5, MIN_DRAWS - 1):
+        with pytest.raises(ValueError, match=f"SamplerSettings.draws must be an integer >= {MIN_DRAWS}, got {draws}"):
+            SamplerSettings(draws=draws)
+    rng = np.random.default_rng(0)
+    for chains in (1, 2):  # the least accepted can be judged, with one chain or two
+        SamplerSettings(draws=MIN_DRAWS, chains=chains)
+        rhat, ess_bulk, ess_tail = diagnostics_arrays(rng.normal(size=(chains, MIN_DRAWS, 3)))
+        assert np.isfinite(rhat).all() and np.isfinite(ess_bulk).all() and np.isfinite(ess_tail).all()
 
 
 def test_vectorised_diagnostics_match_arviz(fitted):
@@ -791,7 +807,7 @@ def test_predict_says_how_far_beyond_the_data_each_forecast_reaches(fitted, smal
     assert own["ahead"].iloc[0] == pytest.approx(2.0)
 
 
-@pytest.mark.parametrize("draws_per_chain", [(5, 3), (3, 3)])
+@pytest.mark.parametrize("draws_per_chain", [(10, 3), (3, 3)])
 def test_a_sample_cut_short_by_ctrl_c_is_an_interrupt_not_a_fit(monkeypatch, draws_per_chain):
     """nutpie catches KeyboardInterrupt and returns the draws so far. Chains cut at different
     lengths raised 'ValueError: all input arrays must have the same shape' (a traceback where the
@@ -802,7 +818,7 @@ def test_a_sample_cut_short_by_ctrl_c_is_an_interrupt_not_a_fit(monkeypatch, dra
 
     from forecast import inference
 
-    tune, draws = 2, 5
+    tune, draws = 2, 10
 
     def chain(n_kept):
         tuning = [True] * tune + [False] * n_kept
