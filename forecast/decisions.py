@@ -84,11 +84,16 @@ def summarize_compute_to_target(compute_draws: np.ndarray, quantiles=(0.05, 0.5,
 
     Quantiles use the inverted CDF over all draws (inf included), so q95 is honestly inf when
     more than 5% of draws never get there, instead of a quantile of the lucky draws only.
+    Columns are named as predict() names its quantiles: compute_q05, and compute_q2_5 for 0.025.
     """
+    # names and checks of the forecaster's tables: rounded to whole percents, 0.025 was "compute_q02"
+    # and 0.975 "compute_q98", and of (0.02, 0.025) the first was overwritten by the second, silently
+    from .forecaster import _checked_quantiles, _qname
+
     c = np.asarray(compute_draws, dtype=float).ravel()
     out = {"p_reach_ever": float(np.isfinite(c).mean())}
-    for q in quantiles:
-        out[f"compute_q{round(q * 100):02d}"] = float(np.quantile(c, q, method="inverted_cdf"))
+    for q in _checked_quantiles(quantiles):
+        out[f"compute_{_qname(q)}"] = float(np.quantile(c, q, method="inverted_cdf"))
     return out
 
 

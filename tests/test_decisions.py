@@ -68,6 +68,18 @@ def test_compute_to_target_summary_is_honest_about_never():
     assert np.isinf(s["compute_q95"])
 
 
+def test_compute_to_target_summary_names_each_quantile_as_predict_does():
+    """Names were rounded to whole percents: 0.025 came out as compute_q02 and 0.975 as compute_q98,
+    and of quantiles (0.02, 0.025) only one column was left, holding the 2.5% quantile as q02."""
+    c = np.arange(1.0, 1001.0)
+    s = summarize_compute_to_target(c, quantiles=(0.025, 0.5, 0.975))
+    assert s == {"p_reach_ever": 1.0, "compute_q2_5": 25.0, "compute_q50": 500.0, "compute_q97_5": 975.0}
+    s = summarize_compute_to_target(c, quantiles=(0.02, 0.025))
+    assert s["compute_q02"] == 20.0 and s["compute_q2_5"] == 25.0
+    with pytest.raises(ValueError, match="quantiles must lie in"):
+        summarize_compute_to_target(c, quantiles=(5, 95))  # percents, not levels
+
+
 def test_recommendation_cites_its_numbers(rng):
     draws = {"a": rng.normal(0.70, 0.01, 2000), "b": rng.normal(0.60, 0.01, 2000)}
     c_star = {"a": np.full(2000, 5e3), "b": np.full(2000, np.inf)}
