@@ -446,10 +446,18 @@ class ScaleDecision:
             return f"compute in {self.unit}\n{table.to_string(index=False)}\n\n{self.recommendation}"
 
 
+def _checked_budget(fc, budget, name: str = "budget") -> float:
+    """A budget as a float; ValueError in words, as plot() says it, for anything but a finite compute
+    > 0. inf was refused as "compute must be finite and > 0" (not naming the budget), and None or
+    "1e5" failed as a TypeError comparing them with 0."""
+    if isinstance(budget, bool) or not isinstance(budget, numbers.Real) or not (np.isfinite(budget) and budget > 0):
+        raise ValueError(f"{name} must be finite and > 0 (compute in {fc.compute_unit}), got {budget!r}")
+    return float(budget)
+
+
 def decide(fc, budget: float, *, target: float | None = None, recipes: Sequence[str] | None = None) -> ScaleDecision:
     """Rank the recipes of a fitted ScalingForecaster for one run at `budget` compute."""
-    if not budget > 0:
-        raise ValueError(f"budget must be > 0, got {budget}")
+    budget = _checked_budget(fc, budget)
     if target is not None and not 0 < target < 1:
         raise ValueError(f"target must lie in (0, 1), got {target}")
     from .curves import compute_to_target as curve_compute_to_target
@@ -469,6 +477,7 @@ def decide(fc, budget: float, *, target: float | None = None, recipes: Sequence[
 
 def decide_split(fc, total: float, *, max_ways: int = 4, recipes: Sequence[str] | None = None) -> ScaleDecision:
     """One run at `total`, or k runs at total/k keeping the best? Decided on a fitted forecaster."""
+    total = _checked_budget(fc, total, "total")
     if not 1 <= max_ways <= MAX_SPLIT_WAYS:
         raise ValueError(f"max_ways must be between 1 and {MAX_SPLIT_WAYS}, got {max_ways}")
     recipes = _checked_recipes(fc, recipes)
