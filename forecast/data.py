@@ -273,7 +273,16 @@ def require_rates(frame: pd.DataFrame, column: str) -> None:
     bad = (frame[column] < 0) | (frame[column] > 1)
     if bad.any():
         idx = bad.idxmax()
-        raise RunDataError(f"must lie in [0, 1], got {frame.loc[idx, column]:g}", column=column, **_where(frame, idx))
+        value = frame.loc[idx, column]
+        raise RunDataError(f"must lie in [0, 1], got {_shown(value, lambda v: 0 <= v <= 1)}", column=column,
+                           **_where(frame, idx))
+
+
+def _shown(value: float, fine) -> str:
+    """A refused value in the short form (:g), or in full where the short form is a value that
+    `fine` accepts: 1 + 2e-16 (a rate's rounding error) read "must lie in [0, 1], got 1"."""
+    short = f"{value:g}"
+    return repr(float(value)) if fine(float(short)) else short
 
 
 def require_names(frame: pd.DataFrame, column: str) -> None:
@@ -399,9 +408,8 @@ def _checked_runs(frame: pd.DataFrame, *, source, min_points: int) -> pd.DataFra
         bad = n.notna() & ((n <= 0) | (n != np.round(n)))
         if bad.any():
             idx = bad.idxmax()
-            raise RunDataError(
-                f"must be a positive whole number, got {n[idx]:g}", column="n_eval", **_where(frame, idx)
-            )
+            shown = _shown(n[idx], lambda v: v > 0 and v == round(v))  # 16000.000001 read "got 16000"
+            raise RunDataError(f"must be a positive whole number, got {shown}", column="n_eval", **_where(frame, idx))
     if "compute_unit" in frame.columns:
         # a blank cell means the table's unit (a saved fit writes a missing unit as ""); one unit fills them
         unit = frame["compute_unit"].where(frame["compute_unit"].isna(), frame["compute_unit"].astype(str).str.strip())

@@ -465,3 +465,24 @@ def test_the_run_format_documents_every_column_the_toolkit_reads_by_name():
     doc = (Path(__file__).resolve().parent.parent / "docs" / "run_format.md").read_text()
     for column in (*REQUIRED_COLUMNS, *OPTIONAL_NUMERIC, "compute_unit", "source", TRUTH_COLUMN):
         assert f"| `{column}` |" in doc, column
+
+
+def test_a_rate_just_outside_0_1_is_shown_with_the_digits_that_put_it_there():
+    """A pass rate of 1 + 2e-16 (a mean's rounding error) was refused as 'must lie in [0, 1], got 1',
+    and n_eval 16000.000001 as 'must be a positive whole number, got 16000': messages that contradict
+    themselves; such values are now shown in full. Others keep the short form."""
+    def refusal(value):
+        table = pd.DataFrame({"run_id": ["a", "a"], "recipe": ["x", "x"], "compute": [1.0, 2.0], "metric": [0.5, value]})
+        with pytest.raises(RunDataError) as err:
+            validate_runs(table)
+        return str(err.value)
+
+    assert refusal(1 + 2**-52).endswith("must lie in [0, 1], got 1.0000000000000002")
+    assert refusal(-1e-17).endswith("must lie in [0, 1], got -1e-17")
+    assert refusal(1.5).endswith("must lie in [0, 1], got 1.5")
+    table = pd.DataFrame({"run_id": ["a", "a"], "recipe": ["x", "x"], "compute": [1.0, 2.0], "metric": [0.5, 0.6],
+                          "n_eval": [16000, 16000.000001]})  # the same for n_eval: "whole number, got 16000"
+    with pytest.raises(RunDataError, match=r"n_eval.*must be a positive whole number, got 16000\.000001$"):
+        validate_runs(table)
+    with pytest.raises(RunDataError, match=r"must be a positive whole number, got 2\.5$"):
+        validate_runs(table.assign(n_eval=[16000, 2.5]))
