@@ -537,11 +537,22 @@ def _require_compute_to_grow_with_step(frame: pd.DataFrame) -> None:
     falls = (ordered["compute"] < previous) & (ordered["step"] > previous_step)
     if falls.any():
         idx = falls.idxmax()
+        before, after = _told_apart(previous[idx], ordered.at[idx, "compute"])
         raise RunDataError(
-            f"falls from {previous[idx]:g} to {ordered.at[idx, 'compute']:g} while step rises from "
+            f"falls from {before} to {after} while step rises from "
             f"{previous_step[idx]:g} to {ordered.at[idx, 'step']:g}; compute must count from the run's start "
             "(a resumed run that restarted its counter?)",
             column="compute", **_where(frame, idx))
+
+
+def _told_apart(first: float, second: float) -> tuple[str, str]:
+    """Two different values with as many digits as it takes for them to read differently: a compute
+    that fell from 1.0000002e18 to 1.0000001e18 read "falls from 1e+18 to 1e+18"."""
+    for digits in range(6, 18):
+        a, b = f"{first:.{digits}g}", f"{second:.{digits}g}"
+        if a != b:
+            return a, b
+    return repr(float(first)), repr(float(second))
 
 
 def load_runs(path, *, min_points: int = 2) -> pd.DataFrame:

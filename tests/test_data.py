@@ -486,3 +486,14 @@ def test_a_rate_just_outside_0_1_is_shown_with_the_digits_that_put_it_there():
         validate_runs(table)
     with pytest.raises(RunDataError, match=r"must be a positive whole number, got 2\.5$"):
         validate_runs(table.assign(n_eval=[16000, 2.5]))
+
+
+def test_a_compute_that_falls_a_little_is_shown_with_the_digits_that_tell_the_two_apart():
+    """A compute that fell from 1.0000002e18 to 1.0000001e18 while the step rose was refused as
+    'falls from 1e+18 to 1e+18', which reads as no fall at all."""
+    table = pd.DataFrame({"run_id": ["a"] * 3, "recipe": ["x"] * 3, "compute": [1e17, 1.0000002e18, 1.0000001e18],
+                          "metric": [0.5, 0.6, 0.7], "step": [1, 2, 3]})
+    with pytest.raises(RunDataError, match=r"falls from 1\.0000002e\+18 to 1\.0000001e\+18 while step rises from 2 to 3"):
+        validate_runs(table)
+    with pytest.raises(RunDataError, match=r"falls from 2000 to 1000 while step rises"):  # the short form otherwise
+        validate_runs(table.assign(compute=[100.0, 2000.0, 1000.0]))
