@@ -329,7 +329,10 @@ class ConvergenceReport:
         return "\n  ".join([head, *self.problems()])
 
 
-SUMMARY_VARS = ("A", "B", "log_C_mid", "A_run", "R0_run", "a_run_sd", "sigma_extra", "wander_sd")
+# every sampled quantity a forecast reads: R0 (the pooled start) and r0_sd feed each new-run
+# forecast (decide, the report), wander_scale each run's own; left out, a fit could be called
+# converged while the draws behind those forecasts mixed poorly (r0_sd at R-hat 1.10, bulk ESS 19)
+SUMMARY_VARS = ("A", "B", "log_C_mid", "A_run", "R0_run", "R0", "a_run_sd", "r0_sd", "sigma_extra", "wander_sd", "wander_scale")
 
 
 def _split_chains(x: np.ndarray) -> np.ndarray:
