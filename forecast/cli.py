@@ -125,13 +125,21 @@ def _check_output_file(path, flag: str, example: str, source=None) -> None:
 
 
 def _check_parent_folders(out: Path, flag: str) -> None:
-    """An output under an existing file (runs.csv/fit) cannot be made: said before any work, not by
+    """An output under an existing file (runs.csv/fit), or in a folder this process may not write
+    (a read-only file system, another user's folder), cannot be made: said before any work, not by
     a traceback after it."""
     for parent in out.absolute().parents:
         if parent.exists():
             if not parent.is_dir():
                 raise BadInput(f"{flag} {out}: {parent} is a file, so nothing can be written under it")
+            _check_writable(parent, out, flag)
             return
+
+
+def _check_writable(folder: Path, out: Path, flag: str) -> None:
+    """Results are written through a temporary file in their folder, so the folder must be writable."""
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise BadInput(f"{flag} {out}: cannot write in {folder} (read-only or not yours); write it elsewhere")
 
 
 def _outside_run_folders(folder: Path) -> Path:
@@ -269,6 +277,8 @@ def run_fit(args) -> int:
     if out.exists() and not out.is_dir():
         raise BadInput(f"--out {out}: is a file; --out names a folder (fit.nc and summary.json go in it)")
     _check_parent_folders(out, "--out")
+    if out.is_dir():  # fit.nc and summary.json are written in it
+        _check_writable(out, out, "--out")
     _refuse_a_saved_fit(Path(args.runs), "fit")
     for name in ("fit.nc", "summary.json"):
         if conflict := _output_conflict(out / name, args.runs):
@@ -714,7 +724,7 @@ def _wait_for_the_folder(runs_dir, *, wait: bool, sleep=None) -> None:
 
 
 def run_watch(args) -> int:
-    from .watch import watch
+    from .watch import DEFAULT_OUT_NAME, watch
 
     config = _rule_config(args)
     if args.budget is not None and not _positive_finite(args.budget):
@@ -725,6 +735,9 @@ def run_watch(args) -> int:
         raise BadInput(f"--max-polls must be >= 1, got {args.max_polls}")
     _wait_for_the_folder(args.runs_dir, wait=not args.once)
     _check_output_file(args.out, "--out", "recommendations.json", source=args.runs_dir)
+    if args.out is None and not os.access(args.runs_dir, os.W_OK | os.X_OK):  # the advice goes in RUNS_DIR
+        raise BadInput(f"{args.runs_dir}: cannot write {DEFAULT_OUT_NAME} in it (read-only or not yours); "
+                       "give --out FILE in a folder you can write")
     if args.reference is not None and not Path(args.reference).exists():
         raise BadInput(f"--reference {args.reference}: does not exist")
     if args.reference is not None:  # the advice written over the reference table would destroy it

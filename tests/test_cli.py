@@ -372,3 +372,43 @@ def test_a_column_a_saved_fit_cannot_hold_is_named(tmp_path, capsys, monkeypatch
     (tmp_path / "runs.csv").write_text("\n".join(rows) + "\n")
     assert main(["fit", str(tmp_path / "runs.csv"), "--out", str(tmp_path / "fit")]) == 2
     assert "embedded NULLs); drop or rename the column 'note'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv, shown",
+    [
+        (["fit", "{d}/runs.csv", "--out", "{ro}", "--fast"], "--out {ro}: cannot write in {ro}"),
+        (["fit", "{d}/runs.csv", "--out", "{ro}/new/fit", "--fast"], "--out {ro}/new/fit: cannot write in {ro}"),
+        (["report", "{d}/runs.csv", "-o", "{ro}/r.html", "--fast"], "-o {ro}/r.html: cannot write in {ro}"),
+        (["cross-validate", "{d}/runs.csv", "--cuts", "0.5", "--fast", "--out", "{ro}/cv.csv"], "cannot write in {ro}"),
+        (["backtest", "{d}/runs.csv", "--out", "{ro}/b.json"], "--out {ro}/b.json: cannot write in {ro}"),
+        (["watch", "{d}/logs", "--once", "--out", "{ro}/advice.json"], "cannot write in {ro}"),
+        (["watch", "{ro}", "--once"], "{ro}: cannot write recommendations.json in it"),
+    ],
+)
+def test_an_output_in_a_folder_that_cannot_be_written_exits_2_before_any_work(fit_dir, tmp_path, monkeypatch, capsys,
+                                                                               argv, shown):
+    """A read-only folder (or another user's) was found only when the result was written: a traceback
+    (exit 1) after the whole fit, replay or cross-validation, whose result was lost."""
+    import os
+
+    import forecast.backtest
+    import forecast.watch
+    from forecast.forecaster import ScalingForecaster
+
+    read_only = tmp_path / "ro"
+    read_only.mkdir()
+    (fit_dir / "logs").mkdir(exist_ok=True)
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode, **kw: (not (mode & os.W_OK and str(path) == str(read_only.absolute()))
+                                                                and real_access(path, mode, **kw)))
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("worked before refusing the output")
+
+    monkeypatch.setattr(ScalingForecaster, "fit", no_work)
+    monkeypatch.setattr(forecast.backtest, "backtest", no_work)
+    monkeypatch.setattr(forecast.watch, "watch", no_work)
+    assert main([a.format(d=fit_dir, ro=read_only.absolute()) for a in argv]) == 2
+    assert shown.format(ro=read_only.absolute()) in capsys.readouterr().err
+    assert list(read_only.iterdir()) == []
