@@ -173,11 +173,35 @@ def main(argv=None) -> int:
         return 1
 
 
+OUTPUT_NAMES = ("report.html", "fan_chart.png", "forest.png", "summary.json", "fit.nc")
+
+
+def check_out(out: Path, runs) -> None:
+    """The output folder, checked before the fit (minutes), as `forecast fit --out` checks its own:
+    not a file, nor under one, writable, and not a folder whose files would replace or become an
+    input (a trainer's run folder holds its own summary.json; a fit.nc among the runs makes the
+    folder read as a saved fit). ValueError says which."""
+    from .cli import BadInput, _check_parent_folders, _check_writable, _output_conflict
+
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out}: is a file; --out names a folder ({', '.join(OUTPUT_NAMES)} go in it)")
+    try:
+        _check_parent_folders(out, "--out")
+        if out.is_dir():
+            _check_writable(out, out, "--out")
+    except BadInput as err:
+        raise ValueError(str(err)) from None
+    for name in OUTPUT_NAMES:
+        if conflict := _output_conflict(out / name, runs):
+            raise ValueError(f"--out {out}: its {name} {conflict}; write the demo's outputs elsewhere")
+
+
 def run_demo(args) -> int:
     from .data import load_runs
     from .report import default_target, fmt_compute, is_synthetic, recipe_table_text, write_report
 
     start = time.perf_counter()
+    check_out(args.out, None if args.live else (args.runs or default_runs_path()))
     args.out.mkdir(parents=True, exist_ok=True)
     runs_path = run_live_sweep(args.out / "live_sweep") if args.live else (args.runs or default_runs_path())
     runs_path = shown_path(runs_path)

@@ -78,3 +78,36 @@ def test_live_and_runs_together_are_refused_before_the_sweep(tmp_path, monkeypat
         demo.main(["--live", "--runs", str(tmp_path / "runs.csv"), "--out", str(tmp_path / "out")])
     assert exit_.value.code == 2 and "not allowed with argument" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("where, message", [
+    ("read_only", "cannot write in"),
+    ("a_file", "is a file; --out names a folder"),
+    ("run_folder", "whose files (evals.jsonl, summary.json) are the trainer's"),
+])
+def test_an_output_folder_the_demo_cannot_use_exits_2_before_the_fit(small_sweep, tmp_path, monkeypatch, capsys,
+                                                                      where, message):
+    """The demo checked nothing about --out: a read-only folder failed with a traceback after the fit
+    (minutes), a file with a FileExistsError traceback, and a trainer's run folder had its
+    summary.json (which marks the run finished) replaced by the demo's."""
+    import os
+
+    runs = tmp_path / "runs.csv"
+    small_sweep.to_csv(runs, index=False)
+    out = tmp_path / "out"
+    if where == "a_file":
+        out.write_text("mine\n")
+    else:
+        out.mkdir()
+    if where == "run_folder":
+        (out / "evals.jsonl").write_text('{"run_id": "a-s0", "recipe": "a", "compute": 1.0, "metric": 0.1}\n')
+        (out / "summary.json").write_text('{"final_metric": 0.1}\n')
+    if where == "read_only":
+        real_access = os.access
+        monkeypatch.setattr(os, "access", lambda path, mode, **kw: (not (mode & os.W_OK and str(path) == str(out))
+                                                                    and real_access(path, mode, **kw)))
+    before = {p.name: p.read_bytes() for p in out.iterdir()} if out.is_dir() else out.read_bytes()
+    monkeypatch.setattr(demo, "fit", lambda *a, **k: pytest.fail("fitted before refusing --out"))
+    assert demo.main(["--runs", str(runs), "--out", str(out), "--fast"]) == 2
+    assert message in capsys.readouterr().err
+    assert ({p.name: p.read_bytes() for p in out.iterdir()} if out.is_dir() else out.read_bytes()) == before
