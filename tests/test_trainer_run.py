@@ -888,3 +888,55 @@ def test_two_processes_saving_one_warm_start_do_not_break_each_other(tmp_path, m
     path = start(real_getpid())
     assert raced and os.path.exists(path)
     torch.load(path, weights_only=True)
+
+
+def test_two_sweeps_combining_into_one_folder_at_once_both_write_a_whole_runs_csv(tmp_path, monkeypatch):
+    """Two sweeps into one folder (a re-run adding a recipe while the first still runs) may write
+    runs.csv at the same moment. Through one shared runs.csv.tmp, the first to rename moved the
+    other's file into place (half-written, or another table), and the other died with
+    FileNotFoundError in os.replace, after all its runs had finished."""
+    from trainer_minimal import sweep
+
+    out = tmp_path / "sweep"
+    rows = {}
+    for run, n in (("a-s0", 3), ("b-s0", 4)):
+        (out / run).mkdir(parents=True)
+        rows[run] = [dict(run_id=run, recipe=run[0], seed=0, compute=float(s), compute_unit="flops", metric=0.5,
+                          n_eval=8, step=s) for s in range(1, n + 1)]
+        (out / run / "evals.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[run]))
+    real_replace, real_getpid, raced = os.replace, os.getpid, []
+
+    def replace_after_the_other_sweep(src, dst):  # the other sweep combines while this one renames
+        if not raced:
+            raced.append(src)
+            monkeypatch.setattr(os, "getpid", lambda: real_getpid() + 1)
+            sweep.combine(str(out), [str(out / "b-s0")])
+            monkeypatch.setattr(os, "getpid", real_getpid)
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace_after_the_other_sweep)
+    table = sweep.combine(str(out), [str(out / "a-s0")])
+    assert raced and len(table) == 7
+    import pandas as pd
+
+    assert len(pd.read_csv(out / "runs.csv")) == 7
+    assert sorted(p.name for p in out.iterdir()) == ["a-s0", "b-s0", "runs.csv"]  # no temporary file left
+
+
+def test_a_failed_write_of_runs_csv_leaves_no_temporary_file(tmp_path, monkeypatch):
+    pd = pytest.importorskip("pandas")
+    from trainer_minimal.sweep import combine
+
+    out = tmp_path / "sweep"
+    (out / "a-s0").mkdir(parents=True)
+    (out / "a-s0" / "evals.jsonl").write_text(json.dumps(dict(run_id="a-s0", recipe="a", seed=0, compute=1.0,
+                                                                metric=0.5, step=2)) + "\n")
+
+    def to_csv_killed_midway(self, path, **kwargs):
+        open(path, "w").write("run_id,rec")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pd.DataFrame, "to_csv", to_csv_killed_midway)
+    with pytest.raises(KeyboardInterrupt):
+        combine(str(out), [str(out / "a-s0")])
+    assert sorted(p.name for p in out.iterdir()) == ["a-s0"]

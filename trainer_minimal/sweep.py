@@ -241,8 +241,16 @@ def combine(out, run_dirs):
         table = table[first + [c for c in table.columns if c not in first]]
         table = table.sort_values(["recipe", "seed", "step"]).reset_index(drop=True)
     path = os.path.join(out, "runs.csv")  # atomically: a reader (or a kill) never sees half a table
-    table.to_csv(f"{path}.tmp", index=False)
-    os.replace(f"{path}.tmp", path)
+    # through a temporary file of this process's own: two sweeps into one folder (a re-run that adds a
+    # recipe while the first still runs) may combine at once, and through one shared runs.csv.tmp the
+    # first to rename moved the other's half-written table into place and the other died in os.replace
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        table.to_csv(tmp, index=False)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
     return table
 
 
