@@ -940,3 +940,31 @@ def test_a_failed_write_of_runs_csv_leaves_no_temporary_file(tmp_path, monkeypat
     with pytest.raises(KeyboardInterrupt):
         combine(str(out), [str(out / "a-s0")])
     assert sorted(p.name for p in out.iterdir()) == ["a-s0"]
+
+
+@pytest.mark.parametrize("command", [["train"], ["sweep", "--presets", "grpo", "--seeds", "0"]])
+@pytest.mark.parametrize("where", ["out", "cache", "under_a_file"])
+def test_a_folder_that_cannot_be_written_is_refused_with_exit_2_before_any_compute(tmp_path, monkeypatch, capsys,
+                                                                                  command, where):
+    """A read-only --out was a traceback (exit 1) at the first file the run wrote; a read-only
+    --warmstart-cache one from torch.save ("open file failed"), after the warm-up had been trained."""
+    import trainer_minimal.train as train_module
+
+    read_only = tmp_path / "ro"
+    read_only.mkdir()
+    (tmp_path / "a_file").write_text("mine\n")
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode, **kw: (not (mode & os.W_OK and str(path) == str(read_only))
+                                                                and real_access(path, mode, **kw)))
+    monkeypatch.setattr(train_module, "warm_start", lambda *a, **k: pytest.fail("warmed up before refusing"))
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    if where == "out":
+        out, message = read_only / "out", f"--out {read_only / 'out'}: cannot write in {read_only}"
+    elif where == "cache":
+        cache, message = read_only / "cache", f"--warmstart-cache {read_only / 'cache'}"
+    else:
+        out, message = tmp_path / "a_file" / "out", "a_file is a file, so nothing can be written under it"
+    argv = [*command, *tiny_flags(max_steps=2, eval_every=2), "--out", str(out), "--warmstart-cache", str(cache)]
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+    assert list(read_only.iterdir()) == [] and not (tmp_path / "out").exists()

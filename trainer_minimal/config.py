@@ -218,6 +218,20 @@ def check_advisor_reference(cfg):
                          "(give a run table or a folder of runs to compare with)")
 
 
+def check_writable(folder, flag):
+    """Refuse a folder the run (or sweep) writes in that cannot be written: under a file, on a
+    read-only file system, another user's. Left to the write, it was a traceback at the first file,
+    and for the warm-start cache one after the warm-up had been trained. Like check_model_path,
+    it runs where a run starts and where a sweep is planned."""
+    existing = os.path.abspath(folder)
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise ValueError(f"{flag} {folder}: {existing} is a file, so nothing can be written under it")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ValueError(f"{flag} {folder}: cannot write in {existing} (read-only or not yours)")
+
+
 # Hugging Face config fields that change the logits after the LM head. The trainer applies the head
 # itself (model.forward_logits, for the fp32 option), so it must redo what the model's own forward does
 # there: the softcap it does; the others it does not, and a model that sets one is refused.

@@ -29,6 +29,7 @@ from .config import (
     RESUMABLE_FIELDS,
     check_advisor_reference,
     check_model_path,
+    check_writable,
     from_dict,
     make_config,
     run_defining_changes,
@@ -53,6 +54,7 @@ def plan_sweep(presets, seeds, out, overrides):
         raise ValueError(f"duplicate presets or seeds in --presets {presets} --seeds {seeds}")
     overrides = dict(overrides)
     cache = overrides.pop("warmstart_cache", "") or os.path.join(out, "_warmstart")
+    check_writable(out, "--out")
     # on a re-run, an existing run is resumed with the flags a resume may change, and no others
     resume_flags = override_flags({k: v for k, v in overrides.items() if k in RESUMABLE_FIELDS})
     plan, conflicts = [], []
@@ -75,6 +77,11 @@ def plan_sweep(presets, seeds, out, overrides):
                          + "\nrerun with the flags those runs were started with (their config.json), "
                            "or sweep into another --out")
     check_task_data([p["cfg"] for p in plan])
+    from .train import warm_start_path
+
+    if any(p["state"] == "new" and p["cfg"].warmup_steps > 0 and not os.path.exists(warm_start_path(p["cfg"]))
+           for p in plan):  # a warm start to train and save: refused now, not after its warm-up
+        check_writable(cache, "--warmstart-cache")
     return plan
 
 

@@ -75,6 +75,7 @@ from .config import (
     advisor_settings,
     check_advisor_reference,
     check_model_path,
+    check_writable,
     from_dict,
     run_defining_changes,
     to_json,
@@ -122,6 +123,9 @@ def preflight(cfg):
         raise ValueError(f"{cfg.out} already holds a run (evals.jsonl or ckpt.pt); "
                          "pass --resume to continue it or choose another --out")
     check_model_path(cfg)
+    check_writable(cfg.out, "--out")
+    if not cfg.resume and cfg.warmup_steps > 0 and not os.path.exists(warm_start_path(cfg)):
+        check_writable(os.path.dirname(warm_start_path(cfg)), "--warmstart-cache")  # before the warm-up
     if cfg.device.startswith("cuda") and not torch.cuda.is_available():
         raise ValueError(f"device={cfg.device!r} but this torch build sees no CUDA device")
     world = int(os.environ.get("WORLD_SIZE", "1"))
