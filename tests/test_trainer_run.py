@@ -968,3 +968,33 @@ def test_a_folder_that_cannot_be_written_is_refused_with_exit_2_before_any_compu
     assert main(argv) == 2
     assert message in capsys.readouterr().err
     assert list(read_only.iterdir()) == [] and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("table", ["run_id,recipe,compute,metric\nold-s5,old,1.0,0.5\nold-s5,old,2.0,0.6\n",
+                                   "name,score\nalice,3\n"])
+def test_a_sweep_refuses_to_replace_a_runs_csv_whose_runs_it_does_not_hold(tmp_path, capsys, table):
+    """A folder holding a runs.csv whose run folders are gone (the held-out examples keep only the
+    table a sweep wrote), or a user's file of that name, had it replaced by the new runs' rows at the
+    end of the sweep: every other row was lost."""
+    out = tmp_path / "sweep"
+    out.mkdir()
+    (out / "runs.csv").write_text(table)
+    argv = ["sweep", "--presets", "grpo", "--seeds", "0", *tiny_flags(max_steps=2, eval_every=2), "--out", str(out),
+            "--warmstart-cache", str(tmp_path / "cache")]
+    assert main(argv) == 2
+    assert "runs.csv" in capsys.readouterr().err
+    assert (out / "runs.csv").read_text() == table and sorted(p.name for p in out.iterdir()) == ["runs.csv"]
+
+
+def test_a_sweep_rerun_in_its_own_folder_may_rewrite_its_runs_csv(tmp_path):
+    from trainer_minimal.sweep import check_runs_table, combine
+
+    out = tmp_path / "sweep"
+    (out / "a-s0").mkdir(parents=True)
+    row = dict(run_id="a-s0", recipe="a", seed=0, compute=1.0, compute_unit="flops", metric=0.5, n_eval=8, step=2)
+    (out / "a-s0" / "evals.jsonl").write_text(json.dumps(row) + "\n")
+    combine(str(out), [str(out / "a-s0")])
+    cfg = make_config("grpo", seed=0, out=str(out / "grpo-s0"))
+    check_runs_table(str(out), [cfg])  # a-s0 has its folder; grpo-s0 is this sweep's
+    (out / "runs.csv").write_text("\n")  # a sweep without rows yet
+    check_runs_table(str(out), [cfg])

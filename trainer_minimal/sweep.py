@@ -77,6 +77,7 @@ def plan_sweep(presets, seeds, out, overrides):
                          + "\nrerun with the flags those runs were started with (their config.json), "
                            "or sweep into another --out")
     check_task_data([p["cfg"] for p in plan])
+    check_runs_table(out, [p["cfg"] for p in plan])
     from .train import warm_start_path
 
     if any(p["state"] == "new" and p["cfg"].warmup_steps > 0 and not os.path.exists(warm_start_path(p["cfg"]))
@@ -109,6 +110,37 @@ def existing_run_state(cfg, max_steps_given):
     if not ckpt:
         return "", f"has no checkpoint (ckpt.pt; the sweep was --slim), so it cannot go on to max_steps {cfg.max_steps}"
     return "resume", ""
+
+
+def check_runs_table(out, configs):
+    """Refuse a sweep whose DIR/runs.csv holds runs that no run folder in DIR (nor this sweep) makes:
+    combine() rewrites the table from the run folders, so their rows would be lost. A runs.csv kept
+    after its run folders were deleted (or copied in from elsewhere), or a file of the user's that is
+    no run table at all, was silently replaced by the new runs' rows."""
+    path = os.path.join(out, "runs.csv")
+    if not os.path.isfile(path):
+        return
+    try:
+        table = pd.read_csv(path, dtype=str)
+    except pd.errors.EmptyDataError:  # a sweep that had no rows yet wrote an empty table
+        return
+    except (ValueError, UnicodeDecodeError, pd.errors.ParserError) as err:
+        raise ValueError(f"{path} is not a run table ({type(err).__name__}) and the sweep would replace it with "
+                         "one; move it away or sweep into another --out") from None
+    if "run_id" not in table:
+        if table.empty and not len(table.columns):
+            return
+        raise ValueError(f"{path} has no run_id column, so it is no run table, and the sweep would replace it "
+                         "with one; move it away or sweep into another --out")
+    known = {cfg.run_id for cfg in configs}
+    for log in glob.glob(os.path.join(glob.escape(out), "*", "evals.jsonl")):
+        known.update(str(row.get("run_id")) for row in read_jsonl(log))
+    lost = sorted(set(table["run_id"].dropna()) - known)
+    if lost:
+        shown = ", ".join(lost[:5]) + (f" and {len(lost) - 5} more" if len(lost) > 5 else "")
+        raise ValueError(f"{path} holds runs that no run folder in {out} has ({shown}): the sweep rewrites runs.csv "
+                         "from its run folders and would drop their rows; move runs.csv away (or delete it if "
+                         "those runs should go) or sweep into another --out")
 
 
 def check_task_data(configs):
