@@ -281,6 +281,9 @@ def run_fit(args) -> int:
         _check_writable(out, out, "--out")
     _refuse_a_saved_fit(Path(args.runs), "fit")
     for name in ("fit.nc", "summary.json"):
+        if (out / name).is_dir():  # e.g. left by an earlier `--out DIR/fit.nc`: save() failed on it after the fit
+            raise BadInput(f"--out {out}: {out / name} is a folder, so the fit's {name} cannot be written there; "
+                           "move it away or write the fit elsewhere")
         if conflict := _output_conflict(out / name, args.runs):
             # a saved fit inside the runs folder would be read instead of the runs from then on
             raise BadInput(f"--out {out}: its {name} {conflict}; write the fit elsewhere, "

@@ -412,3 +412,16 @@ def test_an_output_in_a_folder_that_cannot_be_written_exits_2_before_any_work(fi
     assert main([a.format(d=fit_dir, ro=read_only.absolute()) for a in argv]) == 2
     assert shown.format(ro=read_only.absolute()) in capsys.readouterr().err
     assert list(read_only.iterdir()) == []
+
+
+@pytest.mark.parametrize("name", ["fit.nc", "summary.json"])
+def test_fit_into_a_folder_whose_fit_nc_or_summary_is_a_folder_exits_2_before_the_fit(fit_dir, tmp_path, monkeypatch,
+                                                                                        capsys, name):
+    """`forecast fit R --out fits/fit.nc` makes a folder fits/fit.nc; a later `--out fits` fitted and
+    then died in save() (IsADirectoryError, or in os.replace for summary.json), exit 1, fit lost."""
+    from forecast.forecaster import ScalingForecaster
+
+    (tmp_path / "fits" / name).mkdir(parents=True)
+    monkeypatch.setattr(ScalingForecaster, "fit", lambda *a, **k: pytest.fail("fitted before refusing --out"))
+    assert main(["fit", str(fit_dir / "runs.csv"), "--out", str(tmp_path / "fits"), "--fast"]) == 2
+    assert f"{tmp_path / 'fits' / name} is a folder" in capsys.readouterr().err
