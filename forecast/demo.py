@@ -192,6 +192,8 @@ def check_out(out: Path, runs) -> None:
     except BadInput as err:
         raise ValueError(str(err)) from None
     for name in OUTPUT_NAMES:
+        if (out / name).is_dir():
+            raise ValueError(f"--out {out}: {out / name} is a folder, so the demo's {name} cannot be written there")
         if conflict := _output_conflict(out / name, runs):
             raise ValueError(f"--out {out}: its {name} {conflict}; write the demo's outputs elsewhere")
 

@@ -84,12 +84,14 @@ def test_live_and_runs_together_are_refused_before_the_sweep(tmp_path, monkeypat
     ("read_only", "cannot write in"),
     ("a_file", "is a file; --out names a folder"),
     ("run_folder", "whose files (evals.jsonl, summary.json) are the trainer's"),
+    ("fit.nc", "fit.nc is a folder"),
 ])
 def test_an_output_folder_the_demo_cannot_use_exits_2_before_the_fit(small_sweep, tmp_path, monkeypatch, capsys,
                                                                       where, message):
     """The demo checked nothing about --out: a read-only folder failed with a traceback after the fit
     (minutes), a file with a FileExistsError traceback, and a trainer's run folder had its
-    summary.json (which marks the run finished) replaced by the demo's."""
+    summary.json (which marks the run finished) replaced by the demo's. A folder where one of its
+    files goes (fit.nc) was a traceback after the fit too."""
     import os
 
     runs = tmp_path / "runs.csv"
@@ -102,12 +104,14 @@ def test_an_output_folder_the_demo_cannot_use_exits_2_before_the_fit(small_sweep
     if where == "run_folder":
         (out / "evals.jsonl").write_text('{"run_id": "a-s0", "recipe": "a", "compute": 1.0, "metric": 0.1}\n')
         (out / "summary.json").write_text('{"final_metric": 0.1}\n')
+    if where == "fit.nc":  # what `forecast fit R --out DIR/fit.nc` makes
+        (out / "fit.nc").mkdir()
     if where == "read_only":
         real_access = os.access
         monkeypatch.setattr(os, "access", lambda path, mode, **kw: (not (mode & os.W_OK and str(path) == str(out))
                                                                     and real_access(path, mode, **kw)))
-    before = {p.name: p.read_bytes() for p in out.iterdir()} if out.is_dir() else out.read_bytes()
+    before = {p.name: p.is_dir() or p.read_bytes() for p in out.iterdir()} if out.is_dir() else out.read_bytes()
     monkeypatch.setattr(demo, "fit", lambda *a, **k: pytest.fail("fitted before refusing --out"))
     assert demo.main(["--runs", str(runs), "--out", str(out), "--fast"]) == 2
     assert message in capsys.readouterr().err
-    assert ({p.name: p.read_bytes() for p in out.iterdir()} if out.is_dir() else out.read_bytes()) == before
+    assert ({p.name: p.is_dir() or p.read_bytes() for p in out.iterdir()} if out.is_dir() else out.read_bytes()) == before
