@@ -471,6 +471,8 @@ def run_report(args) -> int:
     if args.target is not None and not 0 < args.target < 1:
         raise BadInput(f"--target must lie in (0, 1), got {args.target:g}")
     _check_output_file(args.out, "-o", "report.html", source=args.runs)
+    if args.cross_validation is not None:  # the page written over the table it reads would destroy it
+        _check_output_file(args.out, "-o", "report.html", source=args.cross_validation)
     cross_validation = _read_cross_validation(args.cross_validation)  # a bad file fails before the fit
     source = Path(args.runs)
     progress = not args.no_progress and sys.stderr.isatty()

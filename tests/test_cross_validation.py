@@ -305,6 +305,20 @@ def test_cli_report_reads_a_saved_cross_validation_and_refuses_a_bad_one_before_
     assert "is a folder" in capsys.readouterr().err
 
 
+def test_cli_report_refuses_to_write_its_page_over_the_cross_validation_it_reads(fitted, tmp_path, capsys):
+    """`-o cv.csv --cross-validation cv.csv` read the table and then replaced it with the HTML page."""
+    fitted.save(tmp_path / "fit.nc")
+    seen, hidden, _ = split_at(fitted.runs_, 0.5)
+    cv = forecast_hidden(fitted, seen, hidden, cut=0.5, level=0.9)
+    cv.attrs["level"] = 0.9
+    _saved(cv, tmp_path / "cv.csv")
+    before = (tmp_path / "cv.csv").read_bytes()
+    assert main(["report", str(tmp_path / "fit.nc"), "--cross-validation", str(tmp_path / "cv.csv"),
+                 "-o", str(tmp_path / "cv.csv"), "--no-progress"]) == 2
+    assert "is, or would become, an input read from" in capsys.readouterr().err
+    assert (tmp_path / "cv.csv").read_bytes() == before
+
+
 def test_python_dash_m_forecast_is_the_forecast_command():
     import subprocess
     import sys
