@@ -998,3 +998,18 @@ def test_a_sweep_rerun_in_its_own_folder_may_rewrite_its_runs_csv(tmp_path):
     check_runs_table(str(out), [cfg])  # a-s0 has its folder; grpo-s0 is this sweep's
     (out / "runs.csv").write_text("\n")  # a sweep without rows yet
     check_runs_table(str(out), [cfg])
+
+
+def test_resume_of_a_finished_run_in_a_read_only_folder_still_says_so(tmp_path, warm_cache, monkeypatch, capsys):
+    """A run that has ended writes nothing on --resume (it says why): an archived, read-only run folder
+    is no reason to refuse it."""
+    run = tmp_path / "run"
+    train(tiny(run, warm_cache, max_steps=2, eval_every=2))
+    capsys.readouterr()
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode, **kw: (not (mode & os.W_OK and str(path) == str(run))
+                                                                and real_access(path, mode, **kw)))
+    assert main(["train", "--out", str(run), "--resume"]) == 0
+    assert "already finished at step 2 of 2" in capsys.readouterr().out
+    assert main(["train", "--out", str(run), "--resume", "--max-steps", "4"]) == 2  # this one would write
+    assert f"--out {run}: cannot write in {run}" in capsys.readouterr().err

@@ -115,7 +115,8 @@ def run_paths(cfg):
 def preflight(cfg):
     """Refuse, before any compute, what would fail later: a resume without a checkpoint, a fresh
     run over an existing one, a checkpoint taken mid-round, a batch that does not split over the ranks,
-    an advisor reference that is not there, a model folder that cannot be loaded."""
+    an advisor reference that is not there, a model folder that cannot be loaded, a run folder or
+    warm-start cache that cannot be written (not for a resumed run that has ended: it writes nothing)."""
     paths = run_paths(cfg)
     if cfg.resume and not os.path.exists(paths["ckpt"]):
         raise ValueError(f"--resume: no checkpoint at {paths['ckpt']}")
@@ -123,9 +124,6 @@ def preflight(cfg):
         raise ValueError(f"{cfg.out} already holds a run (evals.jsonl or ckpt.pt); "
                          "pass --resume to continue it or choose another --out")
     check_model_path(cfg)
-    check_writable(cfg.out, "--out")
-    if not cfg.resume and cfg.warmup_steps > 0 and not os.path.exists(warm_start_path(cfg)):
-        check_writable(os.path.dirname(warm_start_path(cfg)), "--warmstart-cache")  # before the warm-up
     if cfg.device.startswith("cuda") and not torch.cuda.is_available():
         raise ValueError(f"device={cfg.device!r} but this torch build sees no CUDA device")
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -142,7 +140,10 @@ def preflight(cfg):
         if cfg.max_steps < step:
             raise ValueError(f"--resume: max_steps={cfg.max_steps} is below the step of the checkpoint in "
                              f"{cfg.out} ({step}); a run cannot be shortened (give --max-steps {step} or more)")
-    ended_note(cfg)  # a malformed stopped.json is refused here, with the other bad input
+    if ended_note(cfg) is None:  # (a malformed stopped.json is refused here) a run that ended writes nothing
+        check_writable(cfg.out, "--out")
+        if not cfg.resume and cfg.warmup_steps > 0 and not os.path.exists(warm_start_path(cfg)):
+            check_writable(os.path.dirname(warm_start_path(cfg)), "--warmstart-cache")  # before the warm-up
 
 
 def checkpoint_step(path):
