@@ -296,9 +296,11 @@ def require_names(frame: pd.DataFrame, column: str) -> None:
 def validate_runs(frame: pd.DataFrame, *, source=None, min_points: int = 2) -> pd.DataFrame:
     """Check a run table and return a clean copy sorted by (recipe, run_id, compute).
 
-    Raises RunDataError naming the file, column, run and row of the first problem found. Its
-    warnings (n_eval missing on some rows, two compute units) are said once per table: a table
-    this function returned, unchanged since, is checked again in silence (load_runs, then fit).
+    Raises RunDataError naming the file, column, run and row of the first problem found (two
+    values of compute_unit in one table among them). Its warnings (n_eval missing on some rows,
+    runs' compute over 1000x apart, runs of one recipe that differ in a recipe setting) are said
+    once per table: a table this function returned, unchanged since, is checked again in silence
+    (load_runs, then fit).
     """
     digest = _digest(frame) if isinstance(frame, pd.DataFrame) else None
     said_before = digest is not None and frame.attrs.get("validated_digest") == digest
