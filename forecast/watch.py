@@ -14,8 +14,9 @@ conflicts with the others, e.g. another compute unit) is left out, said once, li
 "refused" in the JSON, and looked at again when its log changes; the other runs are still advised.
 A log that cannot be read as rows (a bad line before the last, a line that is not a JSON object,
 rows without run_id) refuses its run the same way. A run whose log is deleted or emptied loses its
-advice, said once and listed under "gone". The JSON keeps the runs told to stop on comparisons, so a
-restarted watch of the same folder counts them against the stop cap as the first one did. A reference table (--reference) is read and checked
+advice, said once and listed under "gone" (the others are advised again without it). The JSON
+keeps the runs told to stop on comparisons, so a restarted watch of the same folder counts them
+against the stop cap as the first one did. A reference table (--reference) is read and checked
 once, at the start, so a bad row in it stops the watcher before the first poll, not hours later;
 one that counts compute in another unit than the runs stops it at the first poll that reads them.
 
@@ -247,7 +248,7 @@ def poll(
     table, folders, unreadable = scan_runs(runs_dir)
     _refuse_unreadable(runs_dir, unreadable, state)
     counts = table.groupby("run_id").size().to_dict() if len(table) else {}
-    _drop_gone_runs(counts, state)
+    went = _drop_gone_runs(counts, state)
     state.folders.update(folders)
     _check_budget_unit(budget, table, state)
     if table.empty:
@@ -258,7 +259,7 @@ def poll(
     for run in finished:
         state.latest.pop(run, None)
     changed = [r for r, n in counts.items() if n != state.seen.get(r)]
-    if not changed:
+    if not changed and not went:  # a run gone is news too: the others' advice was fitted beside it
         return []
     usable = _usable_runs(table, counts, state)
     in_flight = [r for r in counts if r not in finished and r in usable]
@@ -367,16 +368,20 @@ def _log_signature(log: Path):
     return (stat.st_size, stat.st_mtime_ns)
 
 
-def _drop_gone_runs(counts: dict, state: WatchState) -> None:
+def _drop_gone_runs(counts: dict, state: WatchState) -> list[str]:
     """Runs seen before whose log was deleted or emptied: their advice would read as current and
-    they would never count as finished, so they are forgotten, said once, and listed as gone."""
+    they would never count as finished, so they are forgotten, said once, and listed as gone.
+    Returns the runs gone at this poll, so that the others are advised again without them (their
+    advice compared them with a gone run: 'P(beats best ...)' of a run no longer in the sweep)."""
     for run in counts:
         state.gone.pop(run, None)  # a log that came back is a run again
-    for run in sorted(set(state.seen) - set(counts) - set(state.unreadable)):
+    went = sorted(set(state.seen) - set(counts) - set(state.unreadable))
+    for run in went:
         for memory in (state.seen, state.latest, state.refused, state.folders):
             memory.pop(run, None)
         state.gone[run] = f"its {RUN_LOG_NAME} was deleted or emptied"
         state.notes.append(f"[{run}] {state.gone[run]}: its advice is dropped")
+    return went
 
 
 def _check_budget_unit(budget, table: pd.DataFrame, state: WatchState) -> None:

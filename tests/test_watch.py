@@ -455,6 +455,30 @@ def test_a_run_whose_log_was_deleted_or_emptied_loses_its_advice(sweep):
     assert lines[-1] == f"no run in flight under {sweep}: 2 run(s) finished (their folders hold summary.json)"
 
 
+def test_the_runs_left_are_advised_again_when_a_run_is_gone(sweep):
+    """Their advice compared them with the gone run ('P(beats best ...)' of a run no longer in the
+    sweep): it is fitted again without it at once, not left standing until a new evaluation."""
+    (sweep / "lead-s0").mkdir()
+    for run in ("good-s0", "bad-s0", "lead-s0"):
+        append(sweep / run / "evals.jsonl", "".join(row(run, i, 0.2) for i in range(4)))
+    seen_by_fit = []
+
+    def advisor(table, budgets, config):
+        seen_by_fit.append(sorted(table["run_id"].unique()))
+        return {r: Recommendation("continue", "beats_best", f"continue: beside {', '.join(seen_by_fit[-1])}", run_id=r)
+                for r in budgets}
+
+    state, config = WatchState(), EarlyStopConfig(min_evals=3)
+    poll(sweep, state, config=config, budget=1e4, advisor=advisor)
+    assert seen_by_fit == [["bad-s0", "good-s0", "lead-s0"]]
+    shutil.rmtree(sweep / "lead-s0")
+    poll(sweep, state, config=config, budget=1e4, advisor=advisor)
+    assert seen_by_fit[-1] == ["bad-s0", "good-s0"]
+    assert set(state.latest) == {"good-s0", "bad-s0"}
+    assert all("lead-s0" not in rec.message for rec in state.latest.values())
+    assert poll(sweep, state, config=config, budget=1e4, advisor=advisor) == [] and len(seen_by_fit) == 2  # said once
+
+
 def test_a_budget_below_every_compute_logged_is_flagged_once(sweep):
     for run in ("good-s0", "bad-s0"):
         append(sweep / run / "evals.jsonl", "".join(row(run, i, 0.2) for i in range(4)))  # compute 100..400
