@@ -33,6 +33,9 @@ class RunDataError(ValueError):
     """Bad input in a run table. Carries where the problem is, for messages and for tests."""
 
     def __init__(self, message, *, source=None, column=None, run_id=None, row=None):
+        if isinstance(source, float) and source != source:
+            # the _source of a row from an in-memory table joined to a loaded one: no file ("file nan")
+            source = None
         self.source, self.column, self.run_id, self.row = source, column, run_id, row
         where = []
         if source is not None:

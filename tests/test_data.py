@@ -497,3 +497,17 @@ def test_a_compute_that_falls_a_little_is_shown_with_the_digits_that_tell_the_tw
         validate_runs(table)
     with pytest.raises(RunDataError, match=r"falls from 2000 to 1000 while step rises"):  # the short form otherwise
         validate_runs(table.assign(compute=[100.0, 2000.0, 1000.0]))
+
+
+def test_a_row_of_an_in_memory_table_joined_to_a_loaded_one_names_no_file_nan(tmp_path):
+    """A loaded table carries each row's file; rows of an in-memory table joined to it have none,
+    and their problems were said as 'file nan, column ...'."""
+    path = tmp_path / "runs.csv"
+    pd.DataFrame({"run_id": ["a-s0"] * 3, "recipe": "a", "compute": [1.0, 2.0, 3.0],
+                  "metric": [0.1, 0.2, 0.3]}).to_csv(path, index=False)
+    mine = pd.DataFrame({"run_id": ["b-s0"] * 3, "recipe": "b", "compute": [1.0, 2.0, 3.0],
+                         "metric": [0.1, 0.2, 1.5]})
+    with pytest.raises(RunDataError) as err:
+        validate_runs(pd.concat([load_runs(path), mine], ignore_index=True))
+    assert err.value.source is None and "nan" not in str(err.value)
+    assert str(err.value).startswith("column 'metric', run 'b-s0': must lie in [0, 1]")
