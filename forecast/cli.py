@@ -983,7 +983,8 @@ def run_cross_validate(args) -> int:
         import pandas as pd
 
         with pd.option_context("display.width", 160, "display.max_columns", 20):
-            print(metrics.to_string(index=False, float_format="%.3f"))
+            # -0.0004 as 0.000, not -0.000 (as the report's table has it)
+            print(metrics.to_string(index=False, float_format=lambda v: f"{round(v, 3) or 0.0:.3f}"))
         print("\ncoverage: share of hidden evaluations inside the central interval; mean_error: observed - forecast "
               "(> 0: forecasts ran low); z_rms: root mean square of standardised errors (> 1: intervals narrower than the errors)\n")
         print("\n".join(summary))

@@ -351,3 +351,27 @@ def test_the_cross_validation_chart_draws_every_hidden_evaluation_beside_its_ban
     plt.close(fig)
     with pytest.raises(ValueError, match="no column 'lower'"):
         plot_cross_validation(cv.drop(columns="lower"))
+
+
+def test_cli_table_writes_a_mean_error_that_rounds_to_zero_without_a_minus_sign(tmp_path, capsys, monkeypatch):
+    """The printed table said mean_error -0.000 for a bias of -0.0004 (the report already said +0.000)."""
+    import forecast.cross_validation as cv_module
+
+    runs = _runs({"a-s0": 8, "b-s0": 8})
+    runs.to_csv(tmp_path / "runs.csv", index=False)
+
+    def fake_cross_validate(runs, *, cuts, level, **kwargs):
+        _, hidden, _ = split_at(runs, cuts[0])
+        table = hidden.assign(cut=cuts[0], ahead=1.5, observed=hidden["metric"], forecast=hidden["metric"] + 0.0004,
+                              lower=hidden["metric"] - 0.05, upper=hidden["metric"] + 0.05, covered=True, z=0.1,
+                              least_squares=hidden["metric"], last_value=hidden["metric"], level=level,
+                              fit_converged=True, fit_problems="")
+        table["final"] = table.groupby("run_id")["compute"].transform("max") == table["compute"]
+        table.attrs.update(level=level, compute_unit="compute units",
+                           fits=[{"cut": cuts[0], "runs": 2, "left_out": [], "converged": True, "problems": []}])
+        return table
+
+    monkeypatch.setattr(cv_module, "cross_validate", fake_cross_validate)
+    assert main(["cross-validate", str(tmp_path / "runs.csv"), "--cuts", "0.5"]) == 0
+    table = capsys.readouterr().out.split("\n\ncoverage:")[0]
+    assert "mean_error" in table and "-0.000" not in table and "0.000" in table
