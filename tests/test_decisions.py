@@ -348,7 +348,7 @@ def test_a_decision_table_writes_compute_as_its_recommendation_does(rng):
     shown = str(ScaleDecision(table=table, recommendation=text, budget=4.08e12, target=0.62, unit="flops"))
     assert "e+" not in shown and "4.08e12" in shown.split("\n\n")[0] and "2.95e12" in shown.split("\n\n")[0]
     assert "2.95e12" in text  # the sentence cites the number the table shows
-    split = split_budget(lambda r, c: draws[r], ["a", "b"], 4.08e12, max_ways=2)
+    split = split_budget(lambda r, c, n: draws[r], ["a", "b"], 4.08e12, max_ways=2)
     shown = str(ScaleDecision(table=split, recommendation="r", budget=4.08e12, unit="flops"))
     assert "e+" not in shown and "2.04e12" in shown
 
