@@ -285,12 +285,17 @@ def test_the_report_shows_the_cross_validation_and_warns_when_it_is_of_other_run
     assert 'id="cross-validation"' not in rp.render_report(rp.collect_report(fitted, target=0.6))
 
 
-def test_cli_report_reads_a_saved_cross_validation_and_refuses_a_bad_one_before_fitting(fitted, tmp_path, capsys):
-    fitted.save(tmp_path / "fit.nc")
+def _save_fit_and_cross_validation(fitted, folder) -> None:
+    """folder/fit.nc and folder/cv.csv: the fit, and its forecasts of the halves it hides at cut 0.5."""
+    fitted.save(folder / "fit.nc")
     seen, hidden, _ = split_at(fitted.runs_, 0.5)
     cv = forecast_hidden(fitted, seen, hidden, cut=0.5, level=0.9)
     cv.attrs["level"] = 0.9
-    _saved(cv, tmp_path / "cv.csv")
+    _saved(cv, folder / "cv.csv")
+
+
+def test_cli_report_reads_a_saved_cross_validation_and_refuses_a_bad_one_before_fitting(fitted, tmp_path, capsys):
+    _save_fit_and_cross_validation(fitted, tmp_path)
     out = tmp_path / "r.html"
     assert main(["report", str(tmp_path / "fit.nc"), "--cross-validation", str(tmp_path / "cv.csv"), "-o", str(out),
                  "--no-progress"]) == 0
@@ -307,11 +312,7 @@ def test_cli_report_reads_a_saved_cross_validation_and_refuses_a_bad_one_before_
 
 def test_cli_report_refuses_to_write_its_page_over_the_cross_validation_it_reads(fitted, tmp_path, capsys):
     """`-o cv.csv --cross-validation cv.csv` read the table and then replaced it with the HTML page."""
-    fitted.save(tmp_path / "fit.nc")
-    seen, hidden, _ = split_at(fitted.runs_, 0.5)
-    cv = forecast_hidden(fitted, seen, hidden, cut=0.5, level=0.9)
-    cv.attrs["level"] = 0.9
-    _saved(cv, tmp_path / "cv.csv")
+    _save_fit_and_cross_validation(fitted, tmp_path)
     before = (tmp_path / "cv.csv").read_bytes()
     assert main(["report", str(tmp_path / "fit.nc"), "--cross-validation", str(tmp_path / "cv.csv"),
                  "-o", str(tmp_path / "cv.csv"), "--no-progress"]) == 2

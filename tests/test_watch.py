@@ -43,6 +43,23 @@ class FakeAdvisor:
         }
 
 
+def fake_stop_counts(monkeypatch) -> list:
+    """Replace the default advisor's fit and rules: runs named 'bad...' are told to stop on a
+    comparison. Returns the list of the stop counts (recent_stops) it is handed, one per fit."""
+    import forecast.watch as watch_module
+
+    asked = []
+
+    def fake_advise_table(table, budgets, config, *, recent_stops=0, **kwargs):
+        asked.append(recent_stops)
+        recs = {r: Recommendation("stop" if r.startswith("bad") else "continue", "beats_best", "stop or go", run_id=r)
+                for r in budgets}
+        return recs, None
+
+    monkeypatch.setattr(watch_module, "advise_table", fake_advise_table)
+    return asked
+
+
 @pytest.fixture
 def sweep(tmp_path):
     for run in ("good-s0", "bad-s0"):
@@ -251,17 +268,7 @@ def test_the_stop_cap_counts_runs_told_to_stop_over_a_window_of_compute(sweep, m
     to stop on a comparison within stop_cap_window of compute and that have ended since; a run told
     to stop that is still in flight is judged again at this poll instead, and an older stop no
     longer counts. The fit and the rules are faked: what is tested is the count passed to them."""
-    import forecast.watch as watch_module
-
-    asked = []
-
-    def fake_advise_table(table, budgets, config, *, recent_stops=0, **kwargs):
-        asked.append(recent_stops)
-        recs = {r: Recommendation("stop" if r.startswith("bad") else "continue", "beats_best", "stop or go", run_id=r)
-                for r in budgets}
-        return recs, None
-
-    monkeypatch.setattr(watch_module, "advise_table", fake_advise_table)
+    asked = fake_stop_counts(monkeypatch)
     for run in ("bad-s1", "good-s1"):
         (sweep / run).mkdir()
     for run in ("good-s0", "bad-s0", "bad-s1", "good-s1"):
@@ -604,17 +611,7 @@ def test_a_restarted_watch_keeps_the_stop_caps_history(sweep, monkeypatch):
     """A restart began with an empty history, so the cap let as many comparison stops through again
     as if none had been made. The JSON keeps them; a watch of the same folder reads them back and
     says so; a file from another folder's watch, or one that cannot be read, starts it fresh."""
-    import forecast.watch as watch_module
-
-    asked = []
-
-    def fake_advise_table(table, budgets, config, *, recent_stops=0, **kwargs):
-        asked.append(recent_stops)
-        recs = {r: Recommendation("stop" if r.startswith("bad") else "continue", "beats_best", "stop or go", run_id=r)
-                for r in budgets}
-        return recs, None
-
-    monkeypatch.setattr(watch_module, "advise_table", fake_advise_table)
+    asked = fake_stop_counts(monkeypatch)
     for run in ("good-s0", "bad-s0"):
         append(sweep / run / "evals.jsonl", "".join(row(run, i, 0.3) for i in range(5)))  # compute up to 500
     config, said = EarlyStopConfig(min_evals=4), []
