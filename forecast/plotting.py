@@ -272,14 +272,19 @@ def plot_fan_chart(fc, *, recipes=None, budget=None, kind="new_run", ax=None, nc
             bands.append(panel.axvline(budget, color="black", ls="--", lw=1, label="budget"))
         if target is not None:  # in the key with the other lines: a caption alone was easy to miss
             bands.append(panel.axhline(target, color="tab:red", ls="-.", lw=1.2, alpha=0.8, label=f"target {target:g}"))
-            low, high = panel.get_ylim()
-            panel.set_ylim(min(low, target - 0.03), max(high, target + 0.03))  # never on the frame, where it vanishes
         band_handles = band_handles or bands
         panel.set_xscale("log")
         panel.set_title(title_of[recipe], fontsize=TITLE_FONTSIZE)
         panel.set_xlabel(f"compute ({fc.compute_unit})", fontsize=11)
         panel.tick_params(labelsize=10)
         panel.grid(alpha=0.3)
+    if target is not None:
+        # once every panel is drawn: set_ylim turns autoscaling off, and on panels sharing y (a figure
+        # of our own) set in the first panel it froze every later one to the first's range, whose
+        # data could then lie off the chart
+        for panel in axes[:len(recipes)]:
+            low, high = panel.get_ylim()
+            panel.set_ylim(min(low, target - 0.03), max(high, target + 0.03))  # never on the frame, where it vanishes
     axes[0].set_ylabel("metric", fontsize=11)
     if ax is not None:
         return _legends_on_given_axes(axes[:len(recipes)], band_handles, seeds_of, labels_of, recipes, title, KEY_TITLES[kind])

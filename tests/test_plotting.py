@@ -394,3 +394,35 @@ def test_the_target_line_is_named_in_the_key(fitted):
     for bad in (1.5, -0.1, "0.6", True, float("nan")):
         with pytest.raises(ValueError, match="target must be a pass rate"):
             fitted.plot(budget=2e5, target=bad)
+
+
+class _TwoLevels:
+    """A stand-in forecaster whose two recipes sit far apart: 'low' near 0.2, 'high' near 0.8."""
+
+    compute_unit = "flops"
+    recipes = ["low", "high"]
+
+    def __init__(self):
+        grid = [1e3 * 10 ** (i / 4) for i in range(9)]
+        self.runs_ = pd.DataFrame([{"recipe": r, "run_id": f"{r}-s0", "compute": c, "metric": level}
+                                   for r, level in (("low", 0.2), ("high", 0.8)) for c in grid])
+
+    def predict(self, grid, recipe, kind):
+        level = 0.2 if recipe == "low" else 0.8
+        return pd.DataFrame({"compute": grid, "q05": level - 0.05, "q25": level - 0.02, "q50": level,
+                             "q75": level + 0.02, "q95": level + 0.05})
+
+
+def test_a_target_line_keeps_every_panels_data_on_the_chart():
+    """The target's y-range was widened inside the loop over panels: set_ylim on the first panel turned
+    autoscaling off for every panel sharing its y axis, so a later recipe's data (here 0.8 beside a
+    first recipe at 0.2 and a target of 0.3) lay off the chart."""
+    for target in (0.3, 0.95):
+        fig = plot_fan_chart(_TwoLevels(), budget=1e6, target=target)
+        try:
+            for ax in _panels(fig):
+                low, high = ax.get_ylim()
+                assert low < 0.15 and high > 0.85, (target, low, high)  # both recipes' bands, 0.15-0.85
+                assert low < target - 0.02 and high > target + 0.02
+        finally:
+            plt.close(fig)
