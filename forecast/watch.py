@@ -450,7 +450,9 @@ def write_recommendations(path, runs_dir, state: WatchState) -> None:
     atomic_write_json(
         path,
         {
-            "runs_dir": str(runs_dir),
+            # absolute: a restart from another working directory (or naming the folder otherwise)
+            # compares it with its own to read the stop cap's history back
+            "runs_dir": str(Path(runs_dir).resolve()),
             "updated": datetime.now(UTC).isoformat(timespec="seconds"),
             "forecast_version": __version__,
             "polls": state.polls,
@@ -472,13 +474,16 @@ def previous_comparison_stops(path, runs_dir) -> tuple[list, str | None]:
         return [], None
     try:
         saved = json.loads(path.read_text())
-        if Path(saved["runs_dir"]).resolve() != Path(runs_dir).resolve():
-            return [], None  # another folder's watch: its stops say nothing about these runs
         history = [(float(entry["compute"]), set(map(str, entry["runs"]))) for entry in saved.get("comparison_stops", [])]
+        if history and Path(saved["runs_dir"]).resolve() != Path(runs_dir).resolve():
+            # another folder's watch: its stops say nothing about these runs (said: a folder moved or
+            # renamed since loses its history here, and the file is about to be replaced)
+            return [], (f"{path} was written by a watch of {saved['runs_dir']}, not {Path(runs_dir).resolve()}; "
+                        "the stop cap starts with no history")
     except (OSError, ValueError, KeyError, TypeError) as err:
         return [], f"{path} could not be read ({type(err).__name__}: {err}); the stop cap starts with no history"
     if not history:
-        return [], None
+        return [], None  # a file from a version before the history was kept, or no stops yet
     runs = sorted(set().union(*(runs for _, runs in history)))
     return history, f"the stop cap keeps the {len(runs)} run(s) an earlier watch told to stop on comparisons ({', '.join(runs)}), read from {path}"
 

@@ -654,3 +654,37 @@ def test_a_line_writes_the_compute_reached_as_its_advice_does():
         rec.details.update(n_evals=40, compute_now=now)
         line = _line(rec)
         assert line.startswith(f"[a-s0] eval 40 @ {fmt_compute(now)}: stop:") and "e+" not in line, line
+
+
+def test_a_restart_from_another_working_directory_keeps_the_stop_caps_history(sweep, monkeypatch):
+    """recommendations.json kept RUNS_DIR as given: a watch started as `watch runs` and restarted from
+    another directory as `watch /abs/runs` resolved the saved 'runs' against the new working directory,
+    took the file for another folder's and silently dropped the stop cap's history."""
+    asked = fake_stop_counts(monkeypatch)
+    for run in ("good-s0", "bad-s0"):
+        append(sweep / run / "evals.jsonl", "".join(row(run, i, 0.3) for i in range(5)))
+    config = EarlyStopConfig(min_evals=4)
+    monkeypatch.chdir(sweep.parent)
+    watch(sweep.name, budget=1e4, config=config, max_polls=1, say=lambda s: None, sleep=lambda s: None)
+    (sweep / "bad-s0" / "summary.json").write_text("{}")
+    append(sweep / "good-s0" / "evals.jsonl", row("good-s0", 5, 0.3))
+    monkeypatch.chdir(sweep / "good-s0")  # where 'sweep.name' names nothing
+    said, warned = [], []
+    watch(sweep, budget=1e4, config=config, max_polls=1, say=said.append, warn=warned.append, sleep=lambda s: None)
+    assert asked[-1] == 1, "the run told to stop before the restart still counts"
+    assert any("stop cap keeps the 1 run(s)" in line for line in said) and not warned
+
+    # a file another folder's watch wrote (or this one before it moved) is not read, and that is said
+    saved = json.loads((sweep / "recommendations.json").read_text())
+    saved["runs_dir"] = str(sweep.parent / "elsewhere")
+    (sweep / "recommendations.json").write_text(json.dumps(saved))
+    warned.clear()
+    watch(sweep, budget=1e4, config=config, max_polls=1, say=said.append, warn=warned.append, sleep=lambda s: None)
+    assert asked[-1] == 0
+    assert any("was written by a watch of" in line and "starts with no history" in line for line in warned)
+    # a file without a history (an older version's, or no stops yet) is no news, whatever folder it names
+    del saved["comparison_stops"]
+    (sweep / "recommendations.json").write_text(json.dumps(saved))
+    warned.clear()
+    watch(sweep, budget=1e4, config=config, max_polls=1, say=said.append, warn=warned.append, sleep=lambda s: None)
+    assert asked[-1] == 0 and not warned
