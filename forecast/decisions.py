@@ -355,19 +355,26 @@ def recommend_split_text(table: pd.DataFrame, *, total: float, unit: str = UNSPE
     """Plain words for `split_budget`: the fewest k whose expected best-of-k is the highest in the
     3 digits the text prints. A gain that does not show in them is Monte Carlo noise, and more runs
     cost more to manage: the fewer runs win the tie. A split whose gain over one run shows in the
-    digits but lies within MC_LEVEL_SE of its Monte Carlo standard error (gain_mcse) is printed as
-    such and not recommended: a refit with another seed could call it the other way."""
+    digits but lies within MC_LEVEL_SE of its Monte Carlo standard error (gain_mcse) is not
+    recommended: a refit with another seed could call it the other way. The highest of the splits
+    that gain for real is recommended then, and one run, with the noise said, when none does."""
     shown = table["expected_best"].map(lambda v: float(f"{v:.3f}"))
-    best = table.loc[table.index[shown >= shown.max()][0]]
     one = table.iloc[0]
+    # the rows whose gain over one run is more than Monte Carlo noise (or that have no error to judge it by)
+    mcse = table["gain_mcse"] if "gain_mcse" in table else pd.Series(np.nan, index=table.index)
+    real = (table["ways"] == 1) | mcse.isna() | (table["expected_best"] - one.expected_best > MC_LEVEL_SE * mcse)
+    top = table.loc[table.index[shown >= shown.max()][0]]
+    # the highest split may be noise while one with fewer runs (and a smaller error) gains for real:
+    # that one is recommended; "one run" beside a 2-way split that gains 5 standard errors misled
+    best = table.loc[table.index[real & (shown >= shown[real].max())][0]]
     names = _runs_text(best.recipes)
-    mcse = best.get("gain_mcse")
-    if best.ways > 1 and mcse is not None and not pd.isna(mcse) and best.expected_best - one.expected_best <= MC_LEVEL_SE * mcse:
+    if best.ways == 1 and top.ways > 1:
+        gain = top.expected_best - one.expected_best
         return (
             f"Put the whole {_fmt(total)} {unit} into one run of '{one.recipes[0]}': expected {one.expected_best:.3f} "
-            f"(90% interval {one.q05:.3f}-{one.q95:.3f}). {best.ways} runs of {_fmt(best.compute_per_run)} ({names}) "
-            f"give {best.expected_best:.3f}, a gain of {best.expected_best - one.expected_best:.4f} within Monte Carlo "
-            f"noise (standard error {mcse:.4f}): a refit can call it the other way, and one run is the simpler plan."
+            f"(90% interval {one.q05:.3f}-{one.q95:.3f}). {top.ways} runs of {_fmt(top.compute_per_run)} ({_runs_text(top.recipes)}) "
+            f"give {top.expected_best:.3f}, a gain of {gain:.4f} within Monte Carlo "
+            f"noise (standard error {top.gain_mcse:.4f}): a refit can call it the other way, and one run is the simpler plan."
         )
     if best.ways == 1:
         text = (

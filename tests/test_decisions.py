@@ -239,6 +239,21 @@ def test_a_split_that_gains_less_than_the_digits_shown_is_not_recommended():
     assert recommend_split_text(table, total=100.0).startswith("Split 100 compute units into 2 runs")
 
 
+def test_a_split_that_gains_for_real_is_recommended_beside_a_higher_one_within_noise():
+    """Only the highest split was judged against its Monte Carlo error: a 3-way split within noise
+    made the text say "one run" beside a 2-way split that gains 5 standard errors over it."""
+    table = pd.DataFrame({"ways": [1, 2, 3], "compute_per_run": [90.0, 45.0, 30.0],
+                          "recipes": [["a"], ["a", "b"], ["a", "b", "a"]], "expected_best": [0.600, 0.610, 0.612],
+                          "q05": [0.5] * 3, "q95": [0.7] * 3, "gain_mcse": [0.0, 0.002, 0.007]})
+    text = recommend_split_text(table, total=90.0)
+    assert text.startswith("Split 90 compute units into 2 runs of 45 ('a', 'b')"), text
+    assert "expected 0.610" in text and "0.600 for one run of 'a'" in text
+    table["gain_mcse"] = [0.0, 0.006, 0.007]  # both within noise: one run, the highest split named as noise
+    text = recommend_split_text(table, total=90.0)
+    assert text.startswith("Put the whole 90 compute units into one run of 'a'")
+    assert "3 runs of 30 ('a' (2 seeds), 'b') give 0.612, a gain of 0.0120 within Monte Carlo noise" in text
+
+
 def test_decide_on_a_fitted_model(fitted):
     budget = 4 * float(fitted.runs_["compute"].max())
     decision = decide(fitted, budget, target=0.6)
