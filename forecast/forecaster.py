@@ -829,9 +829,10 @@ class ScalingForecaster:
         at one compute: array (n_draws, n_seeds), draw i of every column from one posterior draw.
 
         What a seed owns is drawn for each (its deviation from the recipe's asymptote and start, its
-        wander); the extrapolation terms beyond the recipe's data are the recipe's, one move per draw
-        shared by all its seeds, since seeds of one recipe do not err independently about where its
-        curve goes. Independent extrapolation errors would make more seeds look better than they are.
+        wander, its late level moves: level_sd, level_wander_ratio); the growing extrapolation error
+        beyond the recipe's data (horizon_sd per doubling) is the recipe's, one move per draw shared
+        by all its seeds, since seeds of one recipe do not err independently about where its curve
+        goes. Independent extrapolation errors would make more seeds look better than they are.
         Column 0 is the draws every decision of this recipe reads (recipe_draws_at)."""
         self._require_fit("sample_new_seeds()")
         recipe = as_name(recipe)
@@ -843,26 +844,28 @@ class ScalingForecaster:
         compute_arr = _compute_values([compute])
         d = self.data_
         k = self._recipe_index(recipe)
-        wander_var = self.draws("wander_sd") ** 2
         c_max = max(np.exp(d.loc + d.scale * d.x[d.run_last_obs[r]]) for r in np.flatnonzero(d.run_recipe == k))
         horizon = float(np.clip(np.log2(compute_arr[0] / c_max), 0, None))
         level_var = self.level_sd**2 + (self.level_wander_ratio * self.draws("wander_sd")) ** 2
-        shared_var = (self.horizon_sd * horizon) ** 2 + level_var * (1 - 2.0 ** (-horizon))
+        # the split of sample_curves' new-run variance: a run's own wander and late level moves, and
+        # the recipe's extrapolation error
+        own_var = self.draws("wander_sd") ** 2 + level_var * (1 - 2.0 ** (-horizon))
+        shared_var = np.full_like(own_var, (self.horizon_sd * horizon) ** 2)
         # column 0's noise is own + shared in one normal; the shared part is drawn given it, so
         # column 0 stays what decisions read and the columns have the joint law above
         p0 = self.curve_parameters(recipe=recipe, kind="new_run", rng=np.random.default_rng(self.recipe_stream(recipe)))
         log_c = np.log(compute_arr[0])
         curve0 = sigmoid_curve_log(log_c, p0["A"], p0["B"], p0["log_C_mid"], p0["R0"])
         rng = np.random.default_rng([self.recipe_stream(recipe), 1])
-        total_var = np.maximum(wander_var + shared_var, 1e-300)
+        total_var = np.maximum(own_var + shared_var, 1e-300)
         noise0 = self._unclipped_noise(first[:, 0], curve0, total_var, rng)
-        shared = shared_var / total_var * noise0 + np.sqrt(shared_var * wander_var / total_var) * rng.standard_normal(len(noise0))
+        shared = shared_var / total_var * noise0 + np.sqrt(shared_var * own_var / total_var) * rng.standard_normal(len(noise0))
         columns = [first[:, 0]]
         for seed in range(1, n_seeds):
             seed_rng = np.random.default_rng([self.recipe_stream(recipe), 1, seed])
             p = self.curve_parameters(recipe=recipe, kind="new_run", rng=seed_rng)
             curve = sigmoid_curve_log(log_c, p["A"], p["B"], p["log_C_mid"], p["R0"])
-            columns.append(np.clip(curve + shared + np.sqrt(wander_var) * seed_rng.standard_normal(len(curve)), 0.0, 1.0))
+            columns.append(np.clip(curve + shared + np.sqrt(own_var) * seed_rng.standard_normal(len(curve)), 0.0, 1.0))
         return np.column_stack(columns)
 
     @staticmethod
