@@ -118,9 +118,10 @@ from forecast.backtest import (  # noqa: E402
     resample_evaluation_noise,
     smoothed_final,
 )
-from forecast.cli import prior_overrides  # noqa: E402
+from forecast.cli import BadInput, _check_output_file, prior_overrides  # noqa: E402
 from forecast.data import load_runs  # noqa: E402
 from forecast.early_stop import EarlyStopConfig  # noqa: E402
+from forecast.io import atomic_write_text  # noqa: E402
 from forecast.model import Priors  # noqa: E402
 from forecast.synthetic import load_table1, simulate_sweep  # noqa: E402
 
@@ -559,6 +560,11 @@ def main(argv=None) -> int:
     trainer_sweep = Path(args.trainer_sweep)
     if not trainer_sweep.exists() and args.trainer_sweep != str(TRAINER_SWEEP):
         parser.error(f"--trainer-sweep {args.trainer_sweep}: no such file or folder")
+    try:  # a --json that cannot be written, or would overwrite a sweep read here, is refused before the replays
+        for source in [trainer_sweep, *args.runs]:
+            _check_output_file(args.json, "--json", "early_stop.json", source=source)
+    except BadInput as error:
+        parser.error(str(error))
     if trainer_sweep.exists():
         sweeps["trainer_sweep"] = load_runs(trainer_sweep)
         if not args.quick:
@@ -654,7 +660,7 @@ def main(argv=None) -> int:
     print("\ncompute saved = 1 - compute used / running every run to its end; regret = true best final - final "
           "of the chosen run (final = mean of the last 3 evaluations; a stopped run counts where it stopped)")
     if args.json:
-        Path(args.json).write_text(json.dumps(everything, indent=2, default=str) + "\n")
+        atomic_write_text(args.json, json.dumps(everything, indent=2, default=str) + "\n")  # never half a file
         print(f"wrote {args.json}")
     return 0
 

@@ -33,10 +33,14 @@ sys.path.insert(0, str(ROOT))
 
 from forecast import ScalingForecaster  # noqa: E402
 from forecast.baseline import fit_run_least_squares, predict_least_squares  # noqa: E402
+from forecast.cli import BadInput, _check_output_file  # noqa: E402
 from forecast.data import load_runs  # noqa: E402
+from forecast.io import atomic_path  # noqa: E402
 from forecast.synthetic import simulate_sweep  # noqa: E402
 
 warnings.filterwarnings("ignore")
+
+TRAINER_SWEEP = ROOT / "examples" / "trainer_sweep" / "runs.csv"
 
 
 def truncate(runs: pd.DataFrame, fraction: float) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -132,7 +136,7 @@ def datasets(quick: bool):
     if quick:
         return
     yield "synthetic-messy", simulate_sweep(n_seeds=3, n_points=40, rng=12, messy_fraction=0.3, wander_sd=0.01)
-    sweep = ROOT / "examples" / "trainer_sweep" / "runs.csv"
+    sweep = TRAINER_SWEEP
     if sweep.exists():
         yield "trainer-sweep", load_runs(sweep)
     else:
@@ -150,6 +154,10 @@ def main(argv=None):
     parser.add_argument("--fractions", default=None, help="comma-separated cuts (default 0.125,0.25; --quick 0.25); "
                         "at 1 the final is in the fit, so only the asymptote columns mean anything there")
     args = parser.parse_args(argv)
+    try:  # a --csv that cannot be written, or is the shipped sweep read here, is refused before the fits
+        _check_output_file(args.csv, "--csv", "extrapolation.csv", source=TRAINER_SWEEP)
+    except BadInput as error:
+        parser.error(str(error))
     fractions = [float(v) for v in args.fractions.split(",")] if args.fractions else [0.25] if args.quick else [0.125, 0.25]
     results = []
     for name, runs in datasets(args.quick):
@@ -163,7 +171,8 @@ def main(argv=None):
             print(f"{name} @ {fraction:.3f}: fit {first['fit_seconds']:.1f}s, {first['verdict']}{tries}", flush=True)
     results = pd.concat(results, ignore_index=True)
     if args.csv:
-        results.to_csv(args.csv, index=False)
+        with atomic_path(args.csv) as tmp:  # a run stopped while writing leaves the old file, not half a table
+            results.to_csv(tmp, index=False)
     table = summarise(results)
     with pd.option_context("display.width", 160, "display.max_columns", 20, "display.float_format", "{:.4f}".format):
         print(table)

@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from forecast import ScalingForecaster, load_runs  # noqa: E402
+from forecast.cli import BadInput, _check_output_file, _check_parent_folders, _check_writable  # noqa: E402
 from forecast.decisions import _level_with, decide  # noqa: E402
 from forecast.report import default_budget, default_target  # noqa: E402
 
@@ -51,6 +52,23 @@ def fits(args):
         if args.save_dir:
             fc.save(Path(args.save_dir) / f"fit_seed{seed}.nc")
         yield f"seed {seed}", fc
+
+
+def check_save_dir(save_dir, seeds) -> None:
+    """--save-dir must be a folder this process can write, with no folder where a fit_seedN.nc goes
+    and not a trainer's run folder: said before the first fit, not by a traceback after it (BadInput)."""
+    if save_dir is None:
+        return
+    folder = Path(save_dir)
+    if folder.exists() and not folder.is_dir():
+        raise BadInput(f"--save-dir {save_dir}: is a file; --save-dir names a folder (fit_seedN.nc go in it)")
+    _check_parent_folders(folder, "--save-dir")
+    if folder.is_dir():
+        _check_writable(folder, folder, "--save-dir")
+    for seed in seeds:
+        if (folder / f"fit_seed{seed}.nc").is_dir():
+            raise BadInput(f"--save-dir {save_dir}: {folder / f'fit_seed{seed}.nc'} is a folder, so that fit cannot be saved there")
+        _check_output_file(folder / f"fit_seed{seed}.nc", "--save-dir", f"fit_seed{seed}.nc")
 
 
 def measure(label, fc, budget, target) -> dict:
@@ -82,6 +100,12 @@ def main(argv=None) -> int:
     parser.add_argument("--fits", nargs="+", help="saved fits instead of fitting (--seeds is then ignored)")
     parser.add_argument("--save-dir", help="save each fit there as fit_seedN.nc")
     args = parser.parse_args(argv)
+    if args.save_dir and args.fits:
+        parser.error("--save-dir saves the fits made from --seeds; with --fits nothing is fitted, so nothing would be saved")
+    try:
+        check_save_dir(args.save_dir, args.seeds)
+    except BadInput as error:
+        parser.error(str(error))
 
     measured, budget, target = [], None, None
     for label, fc in fits(args):

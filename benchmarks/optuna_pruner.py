@@ -68,7 +68,9 @@ sys.path.insert(0, str(ROOT))
 
 import optuna  # noqa: E402
 
+from forecast.cli import BadInput, _check_output_file  # noqa: E402
 from forecast.curves import sigmoid_curve  # noqa: E402
+from forecast.io import atomic_write_text  # noqa: E402
 from forecast.optuna_pruner import ForecastPruner  # noqa: E402
 from forecast.synthetic import load_table1  # noqa: E402
 
@@ -330,6 +332,10 @@ def main(argv=None) -> int:
         parser.error(f"--pruners: unknown {unknown}; choose from {PRUNERS}")
     if args.studies < 1 or args.trials < 1:
         parser.error("--studies and --trials must be >= 1")
+    try:  # a --json that cannot be written is refused before the studies, not after them
+        _check_output_file(args.json, "--json", "optuna_pruner.json")
+    except BadInput as error:
+        parser.error(str(error))
     pruners = [REFERENCE] + [p for p in pruners if p != REFERENCE]  # the reference runs first in every seed
 
     warnings.simplefilter("ignore")
@@ -371,7 +377,7 @@ def main(argv=None) -> int:
     print("\ncompute used = GPU hours of every trial's last reported step / the same with no pruning; best true = true "
           "final (no noise) of the study's best_trial; regret = best true final among no pruning's trials - best true")
     if args.json:
-        Path(args.json).write_text(json.dumps({"setup": asdict(setup), "rows": rows, "means": means}, indent=2) + "\n")
+        atomic_write_text(args.json, json.dumps({"setup": asdict(setup), "rows": rows, "means": means}, indent=2) + "\n")
         print(f"wrote {args.json}")
     return 0
 

@@ -3,6 +3,8 @@ sweep by sweep. The figures in the README rest on these, so they are checked on 
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -256,3 +258,130 @@ def test_the_jitter_benchmark_reads_saved_fits_and_says_how_far_they_agree(small
     assert out.count("identical when asked twice: True") == 2 and "2 fits" in out
     assert "p_best" in out and "expected" in out and "sd / mcse" in out
     assert "leaders: [" in out and "identical when asked twice: 2 of 2" in out
+
+
+def _bad_outputs(tmp_path):
+    """Output paths a benchmark cannot write: under a file, a folder, in a folder it may not write."""
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x\n")
+    (tmp_path / "a_folder").mkdir()
+    read_only = tmp_path / "read_only"
+    read_only.mkdir()
+    read_only.chmod(0o500)
+    cases = {"under a file": (str(a_file / "out.json"), "is a file"),
+             "a folder": (str(tmp_path / "a_folder"), "is a folder")}
+    if not os.access(read_only, os.W_OK):  # root writes anywhere
+        cases["read-only folder"] = (str(read_only / "out.json"), "cannot write in")
+    return cases
+
+
+def _no_work(*args, **kwargs):
+    raise AssertionError("the benchmark started its work before checking where its results go")
+
+
+def test_early_stop_refuses_a_json_it_cannot_write_before_any_replay(bench, tmp_path, monkeypatch, capsys):
+    """--json was written plainly at the very end: a path under a file, a folder, a read-only folder
+    or the sweep it replays failed (or overwrote that sweep) only after 15-25 minutes of replays."""
+    trainer, other = tmp_path / "trainer.csv", tmp_path / "other.csv"
+    for sweep in (trainer, other):
+        seeds_table({"x": 2, "y": 2}).to_csv(sweep, index=False)
+    monkeypatch.setattr(bench, "load_runs", _no_work)
+    monkeypatch.setattr(bench, "backtest", _no_work)
+    cases = _bad_outputs(tmp_path)
+    cases["the trainer sweep it reads"] = (str(trainer), "input read from")
+    cases["a --runs sweep it reads"] = (str(other), "input read from")
+    for json_path, message in cases.values():
+        with pytest.raises(SystemExit) as exit_info:
+            bench.main(["--quick", "--no-synthetic", "--policies", "no_stopping", "--trainer-sweep", str(trainer),
+                        "--runs", str(other), "--json", json_path])
+        assert exit_info.value.code == 2
+        err = capsys.readouterr().err
+        assert "--json" in err and message in err
+    assert trainer.read_text().startswith("run_id,recipe") and other.read_text().startswith("run_id,recipe")
+
+
+def _write_half_then_stop(monkeypatch):
+    """Path.write_text that writes half its text, then is stopped (Ctrl-C, a kill) mid-write."""
+    from pathlib import Path
+
+    def write_half(self, data, *args, **kwargs):
+        with open(self, "w", encoding="utf-8") as handle:
+            handle.write(data[: len(data) // 2])
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Path, "write_text", write_half)
+
+
+def test_early_stop_json_stopped_while_written_keeps_the_old_results(bench, tmp_path, monkeypatch):
+    """A run stopped while writing --json left half a JSON file in place of the last results."""
+    trainer = tmp_path / "trainer.csv"
+    seeds_table({"x": 1, "y": 1}).to_csv(trainer, index=False)
+    results = tmp_path / "results.json"
+    results.write_text('{"old": 1}\n')
+    _write_half_then_stop(monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        bench.main(["--quick", "--no-synthetic", "--policies", "no_stopping", "--trainer-sweep", str(trainer),
+                    "--json", str(results)])
+    assert results.read_text() == '{"old": 1}\n'
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".results")] == []  # no temporary file left
+
+
+def test_extrapolation_refuses_a_csv_it_cannot_write_before_any_fit(tmp_path, monkeypatch, capsys):
+    """--csv was written at the end of the fits: a bad path failed after them, and --csv naming the
+    shipped trainer sweep the benchmark reads overwrote it with the results."""
+    with benchmark_module("extrapolation.py") as extrapolation:
+        monkeypatch.setattr(extrapolation, "datasets", _no_work)
+        cases = _bad_outputs(tmp_path)
+        cases["the shipped sweep"] = (str(extrapolation.TRAINER_SWEEP), "input read from")
+        for csv_path, message in cases.values():
+            with pytest.raises(SystemExit) as exit_info:
+                extrapolation.main(["--quick", "--csv", csv_path])
+            assert exit_info.value.code == 2
+            err = capsys.readouterr().err
+            assert "--csv" in err and message in err
+
+
+def test_extrapolation_csv_stopped_while_written_keeps_the_old_table(tmp_path, monkeypatch):
+    """A run stopped while writing --csv left a truncated table in place of the last one."""
+    with benchmark_module("extrapolation.py") as extrapolation:
+        monkeypatch.setattr(extrapolation, "datasets", lambda quick: iter([("tiny", None)]))
+        row = {"fraction": 0.25, "fit_seconds": 1.0, "verdict": "converged", "tries": ""}
+        monkeypatch.setattr(extrapolation, "evaluate", lambda runs, fraction, **kwargs: pd.DataFrame([row] * 50))
+
+        def write_half(self, path, **kwargs):
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write("dataset,fraction\ntiny,0.")
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(pd.DataFrame, "to_csv", write_half)
+        table = tmp_path / "results.csv"
+        table.write_text("old,table\n1,2\n")
+        with pytest.raises(KeyboardInterrupt):
+            extrapolation.main(["--quick", "--csv", str(table)])
+        assert table.read_text() == "old,table\n1,2\n"
+
+
+def test_fit_jitter_refuses_a_save_dir_it_cannot_write_before_any_fit(tmp_path, monkeypatch, capsys):
+    """--save-dir was first used after the first fit (2-4 min): a file, a path under a file or a
+    read-only folder failed there; with --fits it was ignored without a word."""
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x\n")
+    run_folder = tmp_path / "run"
+    run_folder.mkdir()
+    (run_folder / "evals.jsonl").write_text("")
+    read_only = tmp_path / "read_only"
+    read_only.mkdir()
+    read_only.chmod(0o500)
+    cases = [(["--save-dir", str(a_file)], "is a file"), (["--save-dir", str(a_file / "fits")], "is a file"),
+             (["--save-dir", str(run_folder)], "run folder"),
+             (["--fits", str(tmp_path / "a.nc"), "--save-dir", str(tmp_path / "fits")], "nothing would be saved")]
+    if not os.access(read_only, os.W_OK):
+        cases.append((["--save-dir", str(read_only)], "cannot write in"))
+    with benchmark_module("fit_jitter.py") as jitter:
+        monkeypatch.setattr(jitter, "load_runs", _no_work)
+        monkeypatch.setattr(jitter.ScalingForecaster, "load", _no_work)
+        for argv, message in cases:
+            with pytest.raises(SystemExit) as exit_info:
+                jitter.main(["--seeds", "0,1", *argv])
+            assert exit_info.value.code == 2
+            assert message in capsys.readouterr().err

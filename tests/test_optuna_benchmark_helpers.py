@@ -162,3 +162,43 @@ def test_paired_differences_are_taken_study_by_study(bench):
     assert bench.paired_difference(extra, "compute_used", "forecast", "nop")[2] == 2
     assert bench.paired_lines(rows()) == ["  forecast - nop                 compute used  -50.0 +- 10.0 points   "
                                           "regret +0.0000 +- 0.0100   (2 studies)"]
+
+
+def test_a_json_that_cannot_be_written_is_refused_before_any_study(bench, tmp_path, monkeypatch, capsys):
+    """--json was written at the end of the studies: a path under a file or a folder failed only then."""
+    def no_work(*args, **kwargs):
+        raise AssertionError("the studies ran before --json was checked")
+
+    monkeypatch.setattr(bench, "run_study", no_work)
+    monkeypatch.setattr(bench, "load_table1", no_work)
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x\n")
+    for json_path, message in ((a_file / "out.json", "is a file"), (tmp_path, "is a folder")):
+        with pytest.raises(SystemExit) as exit_info:
+            bench.main(["--studies", "1", "--trials", "1", "--json", str(json_path)])
+        assert exit_info.value.code == 2
+        assert message in capsys.readouterr().err
+
+
+def test_a_json_stopped_while_written_keeps_the_old_results(bench, tmp_path, monkeypatch):
+    """A run stopped while writing --json left half a JSON file in place of the last results."""
+    from pathlib import Path
+
+    def write_half(self, data, *args, **kwargs):
+        with open(self, "w", encoding="utf-8") as handle:
+            handle.write(data[: len(data) // 2])
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(bench, "run_study", lambda *args, **kwargs: ([], None, 0.0, None))
+    row = {"compute_used": 1.0, "best_true": 0.5, "regret": 0.0, "pruned": 0, "trials": 1}
+    monkeypatch.setattr(bench, "study_row", lambda name, seed, *args: {"pruner": name, "seed": seed, **row})
+    monkeypatch.setattr(bench, "means_by_pruner", lambda rows: {})
+    monkeypatch.setattr(bench, "table_lines", lambda means: [])
+    monkeypatch.setattr(Path, "write_text", write_half)
+    results = tmp_path / "results.json"
+    with open(results, "w", encoding="utf-8") as handle:
+        handle.write('{"old": 1}\n')
+    with pytest.raises(KeyboardInterrupt):
+        bench.main(["--studies", "1", "--trials", "1", "--pruners", "median", "--json", str(results)])
+    with open(results, encoding="utf-8") as handle:
+        assert handle.read() == '{"old": 1}\n'
