@@ -165,6 +165,24 @@ def _output_conflict(out: Path, source=None) -> str | None:
     return None
 
 
+def _holds_runs(folder: Path, source, *, logs: bool = True) -> str | None:
+    """What run data a fit written into `folder` would hide, or None: the folder of the run table
+    being fitted, or (with `logs`) a folder holding run logs, a sweep's, that is not a saved fit
+    already (as `forecast demo --live` leaves its folder: the fit, with the sweep below it). A
+    fit.nc makes the folder a saved fit to every command: `decide`/`report` would read that frozen
+    fit instead of the runs, and `fit`/`backtest`/`cross-validate` would refuse the folder."""
+    from .data import RUN_LOG_NAME
+
+    if not folder.is_dir():
+        return None
+    folder, source = folder.resolve(), Path(source).resolve()
+    if source.is_file() and source.parent == folder:
+        return f"it holds the run table {source} being fitted"
+    if logs and not (folder / "fit.nc").exists() and (log := next(folder.rglob(RUN_LOG_NAME), None)):
+        return f"it holds run logs ({log})"
+    return None
+
+
 def _read_as_input(out: Path, source: Path) -> bool:
     """Whether a file at `out` is read when `source` is: the file itself, a saved fit's fit.nc, or
     in a folder of run files one that load_runs would pick up (run logs win, as in forecast.data)."""
@@ -288,6 +306,10 @@ def run_fit(args) -> int:
             # a saved fit inside the runs folder would be read instead of the runs from then on
             raise BadInput(f"--out {out}: its {name} {conflict}; write the fit elsewhere, "
                            f"e.g. {_outside_run_folders(Path(args.runs).resolve().parent) / 'fit'}")
+    if held := _holds_runs(out, args.runs):
+        raise BadInput(f"--out {out}: {held}, and a fit.nc there would make the folder read as that fit from then on "
+                       f"(`forecast decide/report {out}` would use the fit, not the runs); write the fit elsewhere, "
+                       f"e.g. {out.resolve() / 'fit'}")
     runs = load_runs(args.runs)
     if args.horizon is not None and (message := far_from_data(args.horizon, runs["compute"], unit=compute_unit_of(runs), name="--horizon")):
         warn(message)  # before the fit, which would take minutes to use it

@@ -181,7 +181,7 @@ def check_out(out: Path, runs) -> None:
     not a file, nor under one, writable, and not a folder whose files would replace or become an
     input (a trainer's run folder holds its own summary.json; a fit.nc among the runs makes the
     folder read as a saved fit). ValueError says which."""
-    from .cli import BadInput, _check_parent_folders, _check_writable, _output_conflict
+    from .cli import BadInput, _check_parent_folders, _check_writable, _holds_runs, _output_conflict
 
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out}: is a file; --out names a folder ({', '.join(OUTPUT_NAMES)} go in it)")
@@ -196,6 +196,11 @@ def check_out(out: Path, runs) -> None:
             raise ValueError(f"--out {out}: {out / name} is a folder, so the demo's {name} cannot be written there")
         if conflict := _output_conflict(out / name, runs):
             raise ValueError(f"--out {out}: its {name} {conflict}; write the demo's outputs elsewhere")
+    # its fit.nc beside the run table would make the folder read as that fit from then on; run logs
+    # below --out are not refused: --live writes its own sweep there
+    if runs is not None and (held := _holds_runs(out, runs, logs=False)):
+        raise ValueError(f"--out {out}: {held}, and the demo's fit.nc there would make the folder read as that fit "
+                         f"from then on; write the demo's outputs elsewhere, e.g. {out.resolve() / 'demo_out'}")
 
 
 def run_demo(args) -> int:

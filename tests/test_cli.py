@@ -425,3 +425,39 @@ def test_fit_into_a_folder_whose_fit_nc_or_summary_is_a_folder_exits_2_before_th
     monkeypatch.setattr(ScalingForecaster, "fit", lambda *a, **k: pytest.fail("fitted before refusing --out"))
     assert main(["fit", str(fit_dir / "runs.csv"), "--out", str(tmp_path / "fits"), "--fast"]) == 2
     assert f"{tmp_path / 'fits' / name} is a folder" in capsys.readouterr().err
+
+
+def test_fit_into_the_folder_of_its_runs_or_of_run_logs_exits_2_before_the_fit(small_sweep, tmp_path, monkeypatch, capsys):
+    """`forecast fit DIR/runs.csv --out DIR` put fit.nc beside the runs: from then on `decide DIR` and
+    `report DIR` silently used that frozen fit instead of the runs, and `fit DIR`/`backtest DIR`
+    refused the folder as a saved fit. The same for a sweep folder holding run logs."""
+    from forecast.forecaster import ScalingForecaster
+
+    monkeypatch.setattr(ScalingForecaster, "fit", lambda *a, **k: pytest.fail("fitted before refusing --out"))
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    small_sweep.to_csv(sweep / "runs.csv", index=False)
+    assert main(["fit", str(sweep / "runs.csv"), "--out", str(sweep), "--fast"]) == 2
+    err = capsys.readouterr().err
+    assert f"it holds the run table {sweep.resolve() / 'runs.csv'} being fitted" in err
+    assert f"write the fit elsewhere, e.g. {sweep.resolve() / 'fit'}\n" in err
+    monkeypatch.chdir(sweep)  # the same folder, spelt relatively
+    assert main(["fit", "runs.csv", "--out", ".", "--fast"]) == 2
+    assert "it holds the run table" in capsys.readouterr().err
+    logs = tmp_path / "logs"
+    (logs / "a-s0").mkdir(parents=True)
+    (logs / "a-s0" / "evals.jsonl").write_text('{"run_id": "a-s0", "recipe": "a", "compute": 1.0, "metric": 0.1}\n')
+    assert main(["fit", str(sweep / "runs.csv"), "--out", str(logs), "--fast"]) == 2
+    assert f"it holds run logs ({logs.resolve() / 'a-s0' / 'evals.jsonl'})" in capsys.readouterr().err
+    assert not (sweep / "fit.nc").exists() and not (logs / "fit.nc").exists()
+    # the places suggested instead, and a fits folder beside the runs, are taken
+    from forecast.cli import _holds_runs
+
+    assert _holds_runs(sweep / "fit", sweep / "runs.csv") is None
+    (sweep / "fit").mkdir()
+    assert _holds_runs(sweep / "fit", sweep / "runs.csv") is None
+    (logs / "fit").mkdir()
+    assert _holds_runs(logs / "fit", logs) is None
+    assert _holds_runs(tmp_path / "fits", sweep / "runs.csv") is None
+    (logs / "fit.nc").write_text("")  # a saved fit already, with its sweep below (forecast demo --live's folder)
+    assert _holds_runs(logs, sweep / "runs.csv") is None

@@ -80,6 +80,16 @@ def test_live_and_runs_together_are_refused_before_the_sweep(tmp_path, monkeypat
     assert not (tmp_path / "out").exists()
 
 
+def test_the_demo_refuses_to_write_into_the_folder_of_its_run_table(small_sweep, tmp_path, monkeypatch, capsys):
+    """`forecast demo --runs DIR/runs.csv --out DIR` put fit.nc beside the runs: from then on
+    `forecast decide DIR`/`report DIR` read that fit instead of the runs, and `forecast fit DIR` refused DIR."""
+    small_sweep.to_csv(tmp_path / "runs.csv", index=False)
+    monkeypatch.setattr(demo, "fit", lambda *a, **k: pytest.fail("fitted before refusing --out"))
+    assert demo.main(["--runs", str(tmp_path / "runs.csv"), "--out", str(tmp_path), "--fast"]) == 2
+    assert f"it holds the run table {tmp_path.resolve() / 'runs.csv'} being fitted" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs.csv"]
+
+
 @pytest.mark.parametrize("where, message", [
     ("read_only", "cannot write in"),
     ("a_file", "is a file; --out names a folder"),
