@@ -91,7 +91,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .formatting import fmt_compute, shown_so_it_reads_true
+from .formatting import fmt_compute, fmt_prob, shown_so_it_reads_true
 
 __all__ = [
     "EarlyStopConfig",
@@ -326,22 +326,41 @@ def _shown_against(value: float, threshold: float, fired: bool, digits: int) -> 
     return shown_so_it_reads_true(value, lambda shown: (shown < threshold) == fired, digits)
 
 
+def _probability_against(p: float, threshold: float, fired: bool) -> str:
+    """'= 0.06 < 0.1': a probability and its comparison with the threshold, the probability written
+    as the rest of the page writes one (fmt_prob): a share of draws that two decimals would round to
+    0.00 or 1.00 is '< 0.01' or '> 0.99' ('P(...) < 0.01 < 0.1'); only none or all of the draws is
+    0.00 or 1.00. Where that bound would not read true against the threshold (a threshold of 0.01
+    or less), as many decimals as it takes, still never 0.00 or 1.00 for a share in between."""
+    sign = "<" if fired else ">="
+    shown = fmt_prob(p)
+    if shown.startswith("<") and fired and 0.01 < threshold:
+        return f"< 0.01 {sign} {threshold:g}"
+    if shown.startswith(">") and not fired and 0.99 >= threshold:
+        return f"> 0.99 {sign} {threshold:g}"
+
+    def reads_true(value):
+        return (value < threshold) == fired and (value != 0 or p == 0) and (value != 1 or p == 1)
+
+    return f"= {shown_so_it_reads_true(p, reads_true, 2)} {sign} {threshold:g}"
+
+
 def _beats_text(check: dict) -> str:
     by = f" by {check['margin']:g}" if check["margin"] else ""
-    value = _shown_against(check["value"], check["threshold"], check["fired"], 2)
-    return f"P(beats best '{check['alternative']}'{by} at {fmt_compute(check['budget'])}, {check['budget_ratio']:.1f}x now) = {value}"
+    value = _probability_against(check["value"], check["threshold"], check["fired"])
+    return f"P(beats best '{check['alternative']}'{by} at {fmt_compute(check['budget'])}, {check['budget_ratio']:.1f}x now) {value}"
 
 
 def _describe(check: dict) -> str:
     if check["rule"] == "beats_best":
-        text = _beats_text(check)
-    elif check["rule"] == "gain_per_compute":
+        return _beats_text(check)
+    if check["rule"] == "reach_target":
+        value = _probability_against(check["value"], check["threshold"], check["fired"])
+        return f"P(reaches {check['target']:g} by {fmt_compute(check['budget'])}) {value}"
+    if check["rule"] == "gain_per_compute":
         value = _shown_against(check["value"], check["threshold"], check["fired"], 4)
         text = (f"expected gain over the best of {check['n_alternatives']} other run(s) = {check['gain']:.4f} "
                 f"for {check['compute_left']:.2f} typical budgets of compute left = {value} per budget")
-    elif check["rule"] == "reach_target":
-        value = _shown_against(check["value"], check["threshold"], check["fired"], 2)
-        text = f"P(reaches {check['target']:g} by {fmt_compute(check['budget'])}) = {value}"
     else:
         value = _shown_against(check["value"], check["threshold"], check["fired"], 4)
         text = f"expected gain per doubling to {fmt_compute(check['budget'])} ({check['doublings']:.1f} doublings left) = {value}"

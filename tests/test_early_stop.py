@@ -116,6 +116,29 @@ def test_stop_when_the_target_is_out_of_reach():
     assert "P(reaches 0.6 by 2) = 0.00 < 0.05" in rec.message
 
 
+def test_a_tiny_or_near_certain_probability_is_written_as_the_page_writes_it():
+    # 3 draws in 1000 above the bar: P = 0.003, which two decimals would print as "0.00", the
+    # share of none of the draws; the report writes it "<0.01" (fmt_prob), and so does the message
+    three_in_1000 = np.r_[np.full(997, 0.30), np.full(3, 0.90)]
+    rec = evaluate_rules("a", three_in_1000, np.full(1000, 0.20), {"b": np.full(1000, 0.60)}, EarlyStopConfig(),
+                         budget=4.0, compute_now=1.0, n_evals=8)
+    assert (rec.action, rec.rule, rec.probability) == ("stop", "beats_best", pytest.approx(0.003))
+    assert rec.message == "stop: P(beats best 'b' by 0.01 at 4, 4.0x now) < 0.01 < 0.1"
+    # and a share just short of all of the draws is "> 0.99", not "= 1.00"
+    rec = evaluate_rules("a", 1.5 - three_in_1000, np.full(1000, 0.20), {"b": np.full(1000, 0.60)}, EarlyStopConfig(),
+                         budget=4.0, compute_now=1.0, n_evals=8)
+    assert rec.action == "continue" and rec.probability == pytest.approx(0.997)
+    assert "P(beats best 'b' at 4, 4.0x now) > 0.99 >= 0.1" in rec.message
+    # a threshold at or under 0.01, where "< 0.01" would not say the probability is below it:
+    # the digits it takes, never 0.00 for a share of some of the draws
+    config = EarlyStopConfig(target=0.6, p_target_threshold=0.005, saturation_epsilon=None)
+    rec = evaluate_rules("a", three_in_1000, np.full(1000, 0.20), {}, config, budget=4.0, compute_now=1.0, n_evals=8)
+    assert rec.stop and rec.message == "stop: P(reaches 0.6 by 4) = 0.003 < 0.005"
+    config = EarlyStopConfig(target=0.6, p_target_threshold=0.002, saturation_epsilon=None)
+    rec = evaluate_rules("a", three_in_1000, np.full(1000, 0.20), {}, config, budget=4.0, compute_now=1.0, n_evals=8)
+    assert not rec.stop and rec.message == "continue: P(reaches 0.6 by 4) = 0.003 >= 0.002"
+
+
 def test_stop_when_saturated():
     config = EarlyStopConfig(saturation_epsilon=0.005)
     rec = evaluate_rules("a", spread(0.601), spread(0.60), {"b": spread(0.55)}, config, budget=2.0, compute_now=1.0, n_evals=9)
