@@ -326,6 +326,12 @@ def _shown_against(value: float, threshold: float, fired: bool, digits: int) -> 
     return shown_so_it_reads_true(value, lambda shown: (shown < threshold) == fired, digits)
 
 
+def _shown_above(ratio: float, limit: float) -> str:
+    """A compute ratio the extrapolation guard found above `limit`, printed so that it reads above
+    it: 8.04 against 8 is '8.04', not '8.0' ('8.0x ... > 8x')."""
+    return shown_so_it_reads_true(ratio, lambda shown: shown > limit, 1)
+
+
 def _probability_against(p: float, threshold: float, fired: bool) -> str:
     """'= 0.06 < 0.1': a probability and its comparison with the threshold, the probability written
     as the rest of the page writes one (fmt_prob): a share of draws that two decimals would round to
@@ -419,7 +425,8 @@ def evaluate_rules(
         what = "planned budget" if held == ratio else "a typical run's budget"
         return Recommendation(
             CONTINUE, "too_early",
-            f"continue: {what} is {held:.1f}x the compute so far > {config.max_extrapolation:g}x; rules start below",
+            f"continue: {what} is {_shown_above(held, config.max_extrapolation)}x the compute so far > "
+            f"{config.max_extrapolation:g}x; rules start below",
             run_id=run_id, value=float(held), threshold=float(config.max_extrapolation), details=base,
         )
     checks = []
@@ -699,7 +706,7 @@ def _noting_a_far_bar(rec: Recommendation, in_flight: Mapping[str, dict], config
     held = min(r["budget"], compute_scale or r["budget"]) / r["compute_now"]  # as evaluate_rules' guard
     if held <= config.max_extrapolation:
         return rec
-    note = f"; '{bar}' is {held:.1f}x short of its budget, too early for its own stop rules"
+    note = f"; '{bar}' is {_shown_above(held, config.max_extrapolation)}x short of its budget, too early for its own stop rules"
     return replace(rec, message=rec.message + note, details={**rec.details, "alternative_too_early": float(held)})
 
 

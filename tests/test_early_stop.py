@@ -207,6 +207,10 @@ def test_no_decision_from_a_far_extrapolation():
                          budget=100.0, compute_now=1.0, n_evals=9)
     assert (rec.action, rec.rule, rec.value, rec.threshold) == ("continue", "too_early", 100.0, 8.0)
     assert "100.0x the compute so far > 8x" in rec.message
+    # just above the limit: the printed ratio reads above it too, not "8.0x ... > 8x"
+    rec = evaluate_rules("a", spread(0.1), spread(0.1), {"b": spread(0.9)}, EarlyStopConfig(max_extrapolation=8),
+                         budget=8.04, compute_now=1.0, n_evals=9)
+    assert rec.rule == "too_early" and "8.04x the compute so far > 8x" in rec.message
 
 
 def test_warmup_and_budget_reached():
@@ -399,6 +403,12 @@ def test_a_stop_against_a_bar_too_far_from_its_own_budget_says_so():
         assert rec.message.startswith("stop: P(beats best 'lead' by 0.01 at 4, 2.0x now) = ")
         assert rec.message.endswith("< 0.1; 'lead' is 10.0x short of its budget, too early for its own stop rules")
         assert rec.details["alternative_too_early"] == pytest.approx(10.0)
+    # just past the guard: the ratio is printed so that it reads past it ("8.04x", not "8.0x")
+    in_flight["lead"] = {**in_flight["lead"], "compute_now": 4.0 / 8.04}
+    recs = evaluate_in_turn(in_flight, finals, EarlyStopConfig(keep_runner_up=False))
+    assert "planned budget is 8.04x the compute so far > 8x" in recs["lead"].message
+    assert all(rec.message.endswith("'lead' is 8.04x short of its budget, too early for its own stop rules")
+               for rec in recs.values() if rec.stop)
     # a bar within the guard: no note
     in_flight, finals = one_ahead_of_the_rest("lead", 4)
     recs = evaluate_in_turn(in_flight, finals, EarlyStopConfig(keep_runner_up=False))
