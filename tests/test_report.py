@@ -524,6 +524,44 @@ def test_a_run_past_the_reports_budget_is_told_so_in_the_reports_terms(fitted):
     assert all("at or past the report's budget" in reasons[run] for run in fitted.run_ids)
 
 
+class LevelsFit:
+    """A stand-in for a fit, for the report's stop advice without MCMC: run r's true pass rate at
+    compute c is levels[r] + 0.05 log2(c), 1000 draws spread evenly 0.05 either side of it."""
+
+    compute_unit = "flops"
+
+    def __init__(self, levels: dict, last: dict):
+        self.levels, self.run_ids = levels, list(levels)
+        self.runs_ = pd.DataFrame([
+            {"run_id": run, "recipe": run.rstrip("0123456789"), "compute": last[run] / 2**k, "metric": 0.5}
+            for run in levels for k in range(4)  # 4 evaluations each: the rules' min_evals
+        ])
+
+    def sample_curves(self, compute, *, run_id, **_):
+        mean = self.levels[run_id] + 0.05 * np.log2(np.asarray(compute, dtype=float))
+        return mean[None, :] - 0.05 + 0.1 * (np.arange(1000)[:, None] + 0.5) / 1000
+
+
+def test_runs_past_the_reports_budget_are_not_counted_among_the_runs_in_flight():
+    """`forecast report <shipped sweep> --budget 5e11` counted its 9 runs past the budget as in
+    flight: the stop cap (at most half of the runs in flight) became 10 of 21, and 8 of the 12 runs
+    short of the budget were stopped on one forecast. A run past the budget has finished as far as
+    the page's question goes: it is an alternative at what it reached, not a run in flight."""
+    finished = {f"done{i}": 0.70 for i in range(1, 5)}  # at 2x the budget, far ahead
+    short = {f"short{i}": 0.30 + 0.01 * i for i in range(1, 5)}  # at half the budget, far behind
+    fc = LevelsFit({**finished, **short}, {**dict.fromkeys(finished, 2.0), **dict.fromkeys(short, 0.5)})
+    advice = rp.stop_advice(fc, 1.0, None)[0].table.set_index("run_id")
+    assert (advice.loc[list(finished), "rule"] == "budget_reached").all()
+    assert all("at or past the report's budget" in advice.loc[run, "reason"] for run in finished)
+    # half of the 4 runs in flight, the weakest first; the others are held for later
+    assert list(advice.loc[list(short), "rule"]) == ["beats_best", "beats_best", "stop_cap", "stop_cap"]
+    assert "2 of 4 runs in flight were already stopped" in advice.loc["short3", "reason"]
+    # nor is a finished run the unfinished bar that the best run left beside it is kept for
+    fc = LevelsFit({"done1": 0.70, "short1": 0.31}, {"done1": 2.0, "short1": 0.5})
+    advice = rp.stop_advice(fc, 1.0, None)[0].table.set_index("run_id")
+    assert advice.loc["short1", "rule"] == "beats_best" and advice.loc["short1", "decision"] == "stop"
+
+
 # Appended before </body> of a copy of a page: lists every element that sticks out to the right of
 # its section (or header, or banner), except inside a scrolling box, where that is intended. The
 # page itself has no scripts; this one only measures the layout Chromium made of it.
