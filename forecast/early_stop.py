@@ -365,8 +365,13 @@ def _describe(check: dict) -> str:
         return f"P(reaches {check['target']:g} by {fmt_compute(check['budget'])}) {value}"
     if check["rule"] == "gain_per_compute":
         value = _shown_against(check["value"], check["threshold"], check["fired"], 4)
-        text = (f"expected gain over the best of {check['n_alternatives']} other run(s) = {check['gain']:.4f} "
-                f"for {check['compute_left']:.2f} typical budgets of compute left = {value} per budget")
+        # the gain and the compute left are printed so that their quotient reads as the rule decided too:
+        # "0.0001 for 0.06 typical budgets = 0.0020 per budget >= 0.002" reads as 0.0017 < 0.002
+        threshold, fired = check["threshold"], check["fired"]
+        left = shown_so_it_reads_true(check["compute_left"], lambda shown: shown > 0, 2)
+        gain = shown_so_it_reads_true(check["gain"], lambda shown: (shown / float(left) < threshold) == fired, 4)
+        text = (f"expected gain over the best of {check['n_alternatives']} other run(s) = {gain} "
+                f"for {left} typical budgets of compute left = {value} per budget")
     else:
         value = _shown_against(check["value"], check["threshold"], check["fired"], 4)
         text = f"expected gain per doubling to {fmt_compute(check['budget'])} ({check['doublings']:.1f} doublings left) = {value}"

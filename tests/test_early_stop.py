@@ -92,6 +92,18 @@ def test_stop_when_it_cannot_beat_the_best():
     assert rec.details["alternative"] == "b-s1"
 
 
+def test_the_gain_and_compute_left_printed_divide_as_the_rule_decided():
+    # a run 6% of a budget short of its end, with an expected gain of 0.000121: 0.00201 per budget,
+    # just over 0.002. With four decimals the message read "0.0001 for 0.06 typical budgets ... =
+    # 0.0020 per budget >= 0.002", and 0.0001 / 0.06 is 0.0017, under the threshold it says it is over
+    this = np.where(np.arange(1000) < 200, 0.500605, 0.5)
+    rec = evaluate_rules("a", this, np.full(1000, 0.40), {"b": np.full(1000, 0.5)}, EarlyStopConfig(),
+                         budget=1 / (1 - 0.0602), compute_now=1.0, n_evals=8)
+    check = {c["rule"]: c for c in rec.details["checks"]}["gain_per_compute"]
+    assert not check["fired"] and check["value"] == pytest.approx(0.00201, rel=1e-3)
+    assert "= 0.00012 for 0.06 typical budgets of compute left = 0.0020 per budget >= 0.002" in rec.message
+
+
 def test_the_default_margin_asks_for_a_real_gain():
     # 0.50 +- 0.05 (uniform) against 0.53: P(beats) = 0.20, P(beats by 0.01) = 0.10, by 0.04: 0
     config = EarlyStopConfig()
