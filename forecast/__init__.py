@@ -20,7 +20,7 @@ from ._arviz_stamp import settle_arviz_daily_stamp  # noqa: E402
 if "arviz" not in sys.modules:  # once ArviZ is imported, its daily check has run
     settle_arviz_daily_stamp()  # before pymc imports arviz: see forecast/_arviz_stamp.py
 
-from .data import RunDataError, load_runs, validate_runs  # noqa: E402
+from .data import FarFromDataWarning, RunDataError, load_runs, validate_runs  # noqa: E402
 
 # The model's names load PyMC (about 4 s), so they are imported when first asked for: `forecast
 # --help`, a mistyped flag or a bad table are answered without waiting for it.
@@ -56,6 +56,7 @@ __all__ = [
     "load_runs",
     "validate_runs",
     "RunDataError",
+    "FarFromDataWarning",
     "ScalingForecaster",
     "SamplerSettings",
     "Priors",

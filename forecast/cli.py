@@ -317,13 +317,14 @@ def run_fit(args) -> int:
         warn_ignored(["--horizon"], f"the runs already reach {runs['compute'].max():.3g} {compute_unit_of(runs)}, "
                                     "and the priors are set on the compute range seen when it is within it")
     # PyMC loads here, after the table is checked
-    from .forecaster import ConvergenceWarning, ScalingForecaster
+    from .forecaster import ConvergenceWarning, FarFromDataWarning, ScalingForecaster
 
     _check_savable(runs, args.runs)  # before the fit, which takes minutes
     fc = ScalingForecaster(robust=args.robust, mode="fast" if args.fast else "nuts", **forecaster_kwargs)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # said once below, after the diagnostics
         warnings.filterwarnings("ignore", message="horizon=.* has no effect")  # said above, as a flag
+        warnings.simplefilter("ignore", FarFromDataWarning)  # said above, naming --horizon
         fc.fit(runs, random_seed=args.seed, progress=None if not args.no_progress else False, horizon=args.horizon)
     out.mkdir(parents=True, exist_ok=True)
     fc.save(out / "fit.nc")
@@ -396,7 +397,7 @@ def run_predict(args) -> int:
     compute = _parse_floats(args.compute)
     if not all(_positive_finite(c) for c in compute):
         raise BadInput(f"--compute values must be finite and > 0, got {', '.join(f'{c:g}' for c in compute)}")
-    from .forecaster import resolve_kind  # loaded with the fit above
+    from .forecaster import FarFromDataWarning, resolve_kind  # loaded with the fit above
 
     kind = resolve_kind(args.kind, args.run_id)
     if args.run_id and kind != "run" and not args.recipe:
@@ -404,7 +405,9 @@ def run_predict(args) -> int:
     warn_if_unconverged(fc)
     warn_if_far_from_data(fc, compute, "--compute")
     try:
-        table = fc.predict(compute, recipe=args.recipe, run_id=args.run_id, kind=kind)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FarFromDataWarning)  # said just above, naming --compute
+            table = fc.predict(compute, recipe=args.recipe, run_id=args.run_id, kind=kind)
     except KeyError as err:
         raise BadInput(str(err).strip("'\"")) from None
     except ValueError as err:
@@ -614,6 +617,7 @@ def _fit_or_load(source: Path, *, fast: bool, seed: int, forecaster_kwargs: dict
 
 
 def run_decide(args) -> int:
+    from .data import FarFromDataWarning
     from .decisions import MAX_SPLIT_WAYS, decide, decide_split
 
     if not _positive_finite(args.budget):
@@ -631,10 +635,12 @@ def run_decide(args) -> int:
         _warn_fit_flags_ignored(args, source)
     fc = _fit_or_load(source, fast=args.fast, seed=args.seed, forecaster_kwargs=_forecaster_kwargs(args))
     warn_if_far_from_data(fc, [args.budget], "--budget")
-    if args.total:
-        decision = decide_split(fc, args.budget, max_ways=4 if args.max_ways is None else args.max_ways)
-    else:
-        decision = decide(fc, args.budget, target=args.target)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FarFromDataWarning)  # said just above, naming --budget
+        if args.total:
+            decision = decide_split(fc, args.budget, max_ways=4 if args.max_ways is None else args.max_ways)
+        else:
+            decision = decide(fc, args.budget, target=args.target)
     if args.json:
         from . import __version__
 

@@ -168,9 +168,11 @@ def cross_validate(runs, *, cuts=DEFAULT_CUTS, level: float = 0.9, forecaster=No
         fc = fresh_like(candidate)
         with warnings.catch_warnings():
             # said once per cut in the result (fit_converged, attrs["fits"]), not as it happens
-            from .forecaster import ConvergenceWarning
+            from .forecaster import ConvergenceWarning, FarFromDataWarning
 
             warnings.simplefilter("ignore", ConvergenceWarning)
+            # the horizon is the runs' own reach: far beyond an early cut, but in their unit
+            warnings.simplefilter("ignore", FarFromDataWarning)
             fc.fit(seen, random_seed=random_seed, progress=progress, horizon=horizon)
         report = fc.diagnostics()
         table = forecast_hidden(fc, seen, hidden, cut=cut, level=level)

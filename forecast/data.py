@@ -26,7 +26,7 @@ SUPPORTED_SUFFIXES = (".csv", ".parquet", ".pq", ".jsonl", ".json")
 # trainer writes config.json and summary.json beside its logs): read only when named as the input
 FOLDER_SUFFIXES = (".csv", ".parquet", ".pq", ".jsonl")
 
-__all__ = ["RunDataError", "load_runs", "validate_runs", "require_rates", "read_table", "RunSummary", "summarize_runs"]
+__all__ = ["RunDataError", "FarFromDataWarning", "load_runs", "validate_runs", "require_rates", "read_table", "RunSummary", "summarize_runs"]
 
 
 class RunDataError(ValueError):
@@ -622,3 +622,19 @@ def far_from_data(value: float, observed_compute, *, unit: str, name: str) -> st
         return (f"{name} {fmt_compute(value)} is below the smallest compute in the data ({fmt_compute(low)} {unit}). "
                 "Is the unit right?")
     return None
+
+
+class FarFromDataWarning(UserWarning):
+    """A compute given to the Python API (fit's horizon, predict's compute, a decision's budget)
+    lies far outside the fitted data's (far_from_data): likely another unit. The command line says
+    the same with its flag's name (--horizon, --compute, --budget)."""
+
+
+def warn_if_far_from_data(values, observed_compute, *, unit: str, name: str, stacklevel: int = 3) -> None:
+    """One FarFromDataWarning for the first of `values` far outside the observed compute, if any:
+    once per call, as the command line says it once per flag. stacklevel 3 points at the caller of
+    the public function that calls this."""
+    for value in np.atleast_1d(np.asarray(values, dtype=float)):
+        if message := far_from_data(float(value), observed_compute, unit=unit, name=name):
+            warnings.warn(message, FarFromDataWarning, stacklevel=stacklevel)
+            return

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .data import UNSPECIFIED_UNIT
+from .data import UNSPECIFIED_UNIT, warn_if_far_from_data
 from .formatting import fmt_compute, prob_is, shown_so_it_reads_true
 
 __all__ = [
@@ -463,13 +463,16 @@ def _checked_budget(fc, budget, name: str = "budget") -> float:
 
 
 def decide(fc, budget: float, *, target: float | None = None, recipes: Sequence[str] | None = None) -> ScaleDecision:
-    """Rank the recipes of a fitted ScalingForecaster for one run at `budget` compute."""
+    """Rank the recipes of a fitted ScalingForecaster for one run at `budget` compute. A budget more
+    than 100x the data's largest compute (or below its smallest) gives a FarFromDataWarning (as
+    `forecast decide` flags --budget): likely another unit than the run table's."""
     budget = _checked_budget(fc, budget)
     if target is not None and not 0 < target < 1:
         raise ValueError(f"target must lie in (0, 1), got {target}")
     from .curves import compute_to_target as curve_compute_to_target
 
     recipes = _checked_recipes(fc, recipes)
+    warn_if_far_from_data([budget], fc.runs_["compute"], unit=fc.compute_unit, name="budget")
     draws = {r: recipe_draws_at(fc, r, budget) for r in recipes}
     c_star = None
     if target is not None:
@@ -483,11 +486,14 @@ def decide(fc, budget: float, *, target: float | None = None, recipes: Sequence[
 
 
 def decide_split(fc, total: float, *, max_ways: int = 4, recipes: Sequence[str] | None = None) -> ScaleDecision:
-    """One run at `total`, or k runs at total/k keeping the best? Decided on a fitted forecaster."""
+    """One run at `total`, or k runs at total/k keeping the best? Decided on a fitted forecaster.
+    A total more than 100x the data's largest compute (or below its smallest) gives a
+    FarFromDataWarning, as decide() does for its budget."""
     total = _checked_budget(fc, total, "total")
     if not 1 <= max_ways <= MAX_SPLIT_WAYS:
         raise ValueError(f"max_ways must be between 1 and {MAX_SPLIT_WAYS}, got {max_ways}")
     recipes = _checked_recipes(fc, recipes)
+    warn_if_far_from_data([total], fc.runs_["compute"], unit=fc.compute_unit, name="total")
     table = split_budget(lambda r, c, n: fc.sample_new_seeds(c, recipe=r, n_seeds=n), recipes, total, max_ways=max_ways)
     text = recommend_split_text(table, total=total, unit=fc.compute_unit)
     return ScaleDecision(table=table, recommendation=text, budget=total, unit=fc.compute_unit, extra={"mode": "split"})

@@ -31,13 +31,20 @@ from scipy.special import expit, ndtr, ndtri
 from . import __version__
 from .curves import compute_to_target as _compute_to_target
 from .curves import sigmoid_curve_log
-from .data import UNSPECIFIED_UNIT, compute_unit_of, load_runs, validate_runs
+from .data import (
+    UNSPECIFIED_UNIT,
+    FarFromDataWarning,
+    compute_unit_of,
+    load_runs,
+    validate_runs,
+    warn_if_far_from_data,
+)
 from .inference import ConvergenceReport, SamplerSettings, convergence_report, sample_model
 from .io import atomic_path
 from .model import Priors, build_model, data_values, prepare_data, white_variance
 from .wander_filter import filter_residuals, wander_correlation
 
-__all__ = ["ScalingForecaster", "ConvergenceWarning", "NotFittedError"]
+__all__ = ["ScalingForecaster", "ConvergenceWarning", "FarFromDataWarning", "NotFittedError"]
 
 DEFAULT_QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 KINDS = ("run", "new_run", "mean")
@@ -375,12 +382,16 @@ class ScalingForecaster:
         range from the first evaluation to here instead of to the last evaluation, so a fit at a
         tenth of the budget has the prior the finished sweep's fit will have. Without it, a fit
         early in a sweep expects the curves to bend within the range seen so far, and its
-        forecasts far ahead run low (model.prepare_data).
+        forecasts far ahead run low (model.prepare_data). A horizon more than 100x the runs' largest
+        compute (or below their smallest) gives a FarFromDataWarning: likely another unit than theirs.
         """
         runs = self._validated(runs)
         horizon = _optional_horizon(horizon)
         _check_random_seed(random_seed)
         data = prepare_data(runs, pad_to=pad_to, horizon=horizon)
+        if horizon is not None:
+            # in another unit than the runs (1e15 FLOPs for GPU-hours) it reshapes the priors silently
+            warn_if_far_from_data([horizon], runs["compute"], unit=compute_unit_of(runs), name="horizon")
         if horizon is not None and horizon <= runs["compute"].max():
             # said before sampling, which takes minutes; the fit is the same as without it
             warnings.warn(f"horizon={horizon:g} has no effect: the runs already reach {runs['compute'].max():.3g}, "
@@ -893,6 +904,8 @@ class ScalingForecaster:
         new seed of that run's recipe. quantiles: levels in (0, 1). The last column, ahead, is
         compute / the largest compute evaluated (of the run for kind="run", else of the recipe's
         runs): up to 1 the forecast is within the data, above it an extrapolation that far out.
+        A compute more than 100x the data's largest (or below its smallest) gives one
+        FarFromDataWarning per call: likely another unit than the run table's.
         """
         self._require_fit("predict()")
         compute = _compute_values(compute)
@@ -903,6 +916,7 @@ class ScalingForecaster:
             self._recipe_index(recipe)  # KeyError naming the known recipes
             if run_id is not None and self._recipe_of(run_id) != recipe:
                 raise ValueError(f"run '{run_id}' is a run of '{self._recipe_of(run_id)}', not of '{recipe}'")
+        warn_if_far_from_data(compute, self.runs_["compute"], unit=self.compute_unit, name="compute")  # once, as --compute
         if kind == "run":
             if run_id is not None:
                 targets = [run_id]

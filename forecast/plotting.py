@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import numbers
 import re
+import warnings
 
 import matplotlib.pyplot as plt  # no backend forced: notebooks keep inline figures
 import numpy as np
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+from .data import FarFromDataWarning, warn_if_far_from_data
 
 
 def _grid(fc, budget, n=80):
@@ -224,6 +227,8 @@ def plot_fan_chart(fc, *, recipes=None, budget=None, kind="new_run", ax=None, nc
     recipes = _fan_chart_recipes(fc, recipes, budget, kind)
     target = _checked_target(target)
     grid = _grid(fc, budget)
+    if budget is not None:  # said once for the budget, not by predict() for each panel's grid
+        warn_if_far_from_data([budget], fc.runs_["compute"], unit=fc.compute_unit, name="budget", stacklevel=4)
     labels_of = {}
     for recipe in recipes:
         runs = fc.runs_[fc.runs_["recipe"] == recipe]
@@ -256,7 +261,9 @@ def plot_fan_chart(fc, *, recipes=None, budget=None, kind="new_run", ax=None, nc
     band_handles = None  # the first panel's bands, median and reference lines, named once for the figure
     seeds_of = {}
     for panel, recipe in zip(axes, recipes, strict=False):
-        pred = fc.predict(grid, recipe=recipe, kind=kind)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FarFromDataWarning)  # said above, of the budget
+            pred = fc.predict(grid, recipe=recipe, kind=kind)
         bands = [
             panel.fill_between(pred["compute"], pred["q05"], pred["q95"], color="tab:blue", alpha=0.18, lw=0, label="90%"),
             panel.fill_between(pred["compute"], pred["q25"], pred["q75"], color="tab:blue", alpha=0.35, lw=0, label="50%"),

@@ -27,12 +27,14 @@ import io
 import math
 import re
 import sys
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from . import __version__
+from .data import FarFromDataWarning
 from .formatting import fmt_compute, fmt_prob, prob_is
 from .io import atomic_write_text, json_safe
 
@@ -411,13 +413,17 @@ def collect_report(fc, *, budget=None, target=None, target_chosen: bool = False,
     if target is not None and not 0 < target < 1:
         raise ValueError(f"target must lie in (0, 1), got {target}")
     steps = tqdm(total=5, desc="report", disable=not progress, leave=False)
-    table, recommendation, notes = scale_decision(fc, budget, target, target_chosen=target_chosen)
-    steps.update()
-    advice, stop_notes = stop_advice(fc, budget, None if target_chosen else target)
-    if advice is not None and target_chosen:
-        advice.source += "; no target rule: the page's target was chosen for it, not given"
-    steps.update()
-    figures = {"fan_chart": fan_chart_png(fc, budget, target, recipes=list(table["recipe"]))}
+    with warnings.catch_warnings():
+        # a budget far from the data is said once, on the page and in its warnings (below), not by
+        # decide(), decide_split() and plot() in turn
+        warnings.simplefilter("ignore", FarFromDataWarning)
+        table, recommendation, notes = scale_decision(fc, budget, target, target_chosen=target_chosen)
+        steps.update()
+        advice, stop_notes = stop_advice(fc, budget, None if target_chosen else target)
+        if advice is not None and target_chosen:
+            advice.source += "; no target rule: the page's target was chosen for it, not given"
+        steps.update()
+        figures = {"fan_chart": fan_chart_png(fc, budget, target, recipes=list(table["recipe"]))}
     steps.update()
     figures["forest"] = forest_png(fc, target)
     steps.update()

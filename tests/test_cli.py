@@ -268,8 +268,11 @@ def test_decide_on_a_converged_fit_warns_only_about_what_it_should(fit_dir, caps
 def test_warnings_for_a_budget_far_beyond_the_data_and_for_ignored_flags(fit_dir, capsys):
     assert main(["decide", str(fit_dir / "fit"), "--budget", "1e12", "--fast", "--max-ways", "2"]) == 0
     err = capsys.readouterr().err
-    assert "--budget 1e12 is" in err and "Is the unit right?" in err
+    assert "--budget 1e12 is" in err and err.count("Is the unit right?") == 1  # not again by decide() in Python
     assert "--fast has no effect" in err and "--max-ways has no effect" in err
+    assert main(["predict", str(fit_dir / "fit"), "--compute", "1e12", "1e13"]) == 0
+    err = capsys.readouterr().err
+    assert "--compute 1e12 is" in err and err.count("Is the unit right?") == 1  # not again by predict() in Python
     assert main(["decide", str(fit_dir / "fit"), "--budget", "1e5", "--max-ways", "4"]) == 0  # the default, given
     assert "--max-ways has no effect" in capsys.readouterr().err
     assert main(["decide", str(fit_dir / "fit"), "--budget", "1e5", "--total", "--max-ways", "1000"]) == 2

@@ -394,3 +394,30 @@ def test_no_recipe_likely_to_reach_the_target_cites_a_chance_that_reads_below_th
     table = rank_recipes({"a": a, "b": b}, target=0.65, budget=1e4)
     text = recommend_text(table, budget=1e4, target=0.65)
     assert text.startswith("No recipe is likely to reach 0.65") and "P = 0.0495 for 'a' (below 0.05)" in text, text
+
+
+def _far_warnings(call):
+    """The FarFromDataWarning messages a call gives, every one of them (not once per location)."""
+    import warnings
+
+    from forecast import FarFromDataWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        call()
+    return [str(w.message) for w in caught if issubclass(w.category, FarFromDataWarning)]
+
+
+def test_a_budget_far_from_the_data_is_flagged_in_python_as_forecast_decide_flags_it(fitted):
+    """`forecast decide --budget` says a budget 100x beyond the data (or below it) is likely in
+    another unit; decide() and decide_split() in a notebook said nothing. Once per call."""
+    from forecast.formatting import fmt_compute
+
+    largest, smallest = float(fitted.runs_["compute"].max()), float(fitted.runs_["compute"].min())
+    far = _far_warnings(lambda: decide(fitted, 1e3 * largest, target=0.6))
+    assert len(far) == 1 and far[0].startswith(f"budget {fmt_compute(1e3 * largest)} is 1,000x the largest compute")
+    assert "Is the unit right?" in far[0]
+    below = _far_warnings(lambda: decide_split(fitted, smallest / 10, max_ways=2))
+    assert len(below) == 1 and below[0].startswith("total ") and "below the smallest compute" in below[0]
+    assert _far_warnings(lambda: decide(fitted, 4 * largest)) == []  # an ordinary plan says nothing
+

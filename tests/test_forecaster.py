@@ -604,6 +604,38 @@ def test_a_horizon_the_runs_already_reach_is_said_to_have_no_effect(fitted, smal
         ScalingForecaster().fit(small_sweep, random_seed=0, progress=False, horizon=4 * inside)
 
 
+def test_a_compute_far_from_the_data_is_flagged_in_python_as_on_the_command_line(fitted, small_sweep, monkeypatch):
+    """The CLI flags a --horizon, --compute or --budget 100x beyond the data (or below it) as a
+    likely unit mix-up; fit(horizon=...), predict() and plot(budget=...) said nothing, and a horizon
+    in the wrong unit reshaped the priors silently. One FarFromDataWarning per call, pointing at the
+    caller's line. Sampling is faked: the horizon's warning comes before it."""
+    import matplotlib.pyplot as plt
+
+    from forecast import FarFromDataWarning
+
+    largest, smallest = float(small_sweep["compute"].max()), float(small_sweep["compute"].min())
+
+    def far(call):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = call()
+        if result is not None and hasattr(result, "savefig"):
+            plt.close(result)
+        return [w for w in caught if issubclass(w.category, FarFromDataWarning)]
+
+    said = far(lambda: fitted.predict([2 * largest, 1e3 * largest, 1e4 * largest], recipe="scalerl_8b"))
+    assert len(said) == 1 and str(said[0].message).startswith("compute ") and "1,000x the largest" in str(said[0].message)
+    assert said[0].filename == __file__  # the notebook's line, not the package's
+    said = far(lambda: fitted.predict(smallest / 10, run_id=fitted.run_ids[0]))
+    assert len(said) == 1 and "below the smallest compute in the data" in str(said[0].message)
+    said = far(lambda: fitted.plot(recipes="scalerl_8b", budget=1e3 * largest))  # its grid's predict() stays quiet
+    assert [str(w.message).split(" ")[0] for w in said] == ["budget"]
+    assert far(lambda: fitted.predict([largest / 2, 4 * largest], recipe="scalerl_8b")) == []
+    fake_sampling(monkeypatch, fitted, [{}, {}])
+    said = far(lambda: ScalingForecaster().fit(small_sweep, random_seed=0, progress=False, horizon=1e3 * largest))
+    assert len(said) == 1 and str(said[0].message).startswith("horizon ") and "Is the unit right?" in str(said[0].message)
+
+
 def fake_sampling(monkeypatch, fitted, reports):
     """Fake the sampler and its diagnostics inside ScalingForecaster.fit: every try returns the shared
     fit's draws (idata.attrs["try"] numbers it), and its report is a converged one with the next
