@@ -167,6 +167,20 @@ def _target_measures_disagree(row, budget: float) -> bool:
     return median is not None and pd.notna(median) and (median <= budget) != (row.p_target >= 0.5)
 
 
+def _starts_at_target(row) -> bool:
+    """The median draw's curve starts at or above the target (compute to target 0: the documented
+    rule for R0 >= target), whatever it does after; False without the compute columns."""
+    median = row.get("compute_q50")
+    return median is not None and pd.notna(median) and median == 0
+
+
+def _falls_below_target(row) -> bool:
+    """Starts at or above the target yet is forecast below it at the budget (fewer than half the
+    draws there): a falling curve, for which "reached at compute 0" and "P(ever reaches it) 1.00"
+    read as if more compute would get there."""
+    return _starts_at_target(row) and row.p_target < 0.5
+
+
 def _told_apart(likelier: float, other: float) -> tuple[str, str]:
     """prob_is of two probabilities, the first called likelier in the text: with as many digits
     as it takes for the two to differ (0.125 and 0.118 both print as '= 0.12')."""
@@ -218,10 +232,13 @@ def recommend_text(table: pd.DataFrame, *, budget: float, target: float | None =
     if target is not None and "p_target" in table and table["p_target"].max() < UNLIKELY_TARGET_P:
         # the question was the target: say first that no recipe answers it, before ranking them
         likeliest = table.loc[table["p_target"].idxmax()]
+        # a larger budget does not help a curve that starts above the target and falls below it
+        instead = ("a lower target or a smaller budget (its curve starts at or above the target and falls below it)"
+                   if _falls_below_target(likeliest) else "a larger budget or a lower target")
         parts.append(
             f"No recipe is likely to reach {target:g} at {_fmt(budget)} {unit}: the best chance is "
-            f"P {_below_the_bar(likeliest.p_target)} for '{likeliest.recipe}' (below {UNLIKELY_TARGET_P:g}); a larger budget "
-            "or a lower target, or the ranking at this budget below."
+            f"P {_below_the_bar(likeliest.p_target)} for '{likeliest.recipe}' (below {UNLIKELY_TARGET_P:g}); {instead}, "
+            "or the ranking at this budget below."
         )
     if len(table) == 1:
         parts.append(f"Scale '{top.recipe}': {head}.")
@@ -263,12 +280,20 @@ def recommend_text(table: pd.DataFrame, *, budget: float, target: float | None =
         sentence = f"P(>= {target:g} at this budget) {prob_is(top.p_target)} for '{top.recipe}'"
         if "compute_q50" in table and pd.notna(top.get("compute_q50")):
             median = f"{_fmt(top.compute_q50)} {unit}" if np.isfinite(top.compute_q50) else "never, in the median draw"
+            if _starts_at_target(top):  # "0" alone reads as "free", and next to P = 0.00 as a contradiction
+                median += f", as its curve starts at or above {target:g} in the median draw"
             sentence += (
                 f"; compute to reach {target:g}: {median} "
                 f"(90% interval {_fmt(top.compute_q05)}-{_fmt(top.compute_q95)}; "
                 f"P(ever reaches it) {prob_is(top.p_reach_ever)})"
             )
-        if _target_measures_disagree(top, budget):
+        if _falls_below_target(top):
+            # not the wander-and-widening disagreement below: the curve itself goes down
+            sentence += (
+                f"; it falls below {target:g} by this budget, so reaching it means starting there, "
+                "and more compute does not bring it back"
+            )
+        elif _target_measures_disagree(top, budget):
             # both are right, and they differ on purpose: say why rather than leave a puzzle
             sentence += (
                 "; P(>= target at this budget) counts a run's wander around its curve and the widening "

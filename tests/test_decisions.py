@@ -421,3 +421,26 @@ def test_a_budget_far_from_the_data_is_flagged_in_python_as_forecast_decide_flag
     assert len(below) == 1 and below[0].startswith("total ") and "below the smallest compute" in below[0]
     assert _far_warnings(lambda: decide(fitted, 4 * largest)) == []  # an ordinary plan says nothing
 
+def test_a_curve_that_starts_above_the_target_and_falls_below_it_is_not_said_to_reach_it(rng):
+    """A falling curve (A < R0) whose start is above the target: the documented rule counts the
+    target as reached at compute 0 (P(ever) = 1), while at the budget it is below it (P = 0). The
+    text said "compute to reach 0.6: 0", blamed the wander for the disagreement and advised a
+    larger budget, which takes the curve further down."""
+    from forecast.curves import compute_to_target
+
+    n = 2000
+    draws = {"a": rng.normal(0.30, 0.02, n), "b": rng.normal(0.35, 0.02, n)}
+    c_star = {r: compute_to_target(0.6, rng.normal(a, 0.01, n), 1.0, 1e3, rng.normal(0.7, 0.01, n))
+              for r, a in (("a", 0.30), ("b", 0.35))}
+    table = rank_recipes(draws, target=0.6, compute_to_target=c_star, budget=1e5)
+    assert (table["compute_q50"] == 0).all() and (table["p_reach_ever"] == 1).all()  # the rule stands
+    text = recommend_text(table, budget=1e5, target=0.6, unit="flops")
+    assert "a larger budget" not in text and "a lower target or a smaller budget" in text
+    assert "compute to reach 0.6: 0 flops, as its curve starts at or above 0.6 in the median draw" in text
+    assert "falls below 0.6 by this budget" in text and "wander" not in text
+    # a rising curve that starts above a low target: reached at 0, and nothing falls
+    c_low = {"a": compute_to_target(0.2, rng.normal(0.6, 0.01, n), 1.0, 1e3, rng.normal(0.3, 0.01, n))}
+    rising = rank_recipes({"a": rng.normal(0.6, 0.02, n)}, target=0.2, compute_to_target=c_low, budget=1e5)
+    text = recommend_text(rising, budget=1e5, target=0.2, unit="flops")
+    assert "as its curve starts at or above 0.2" in text and "falls" not in text
+
