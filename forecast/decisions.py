@@ -62,6 +62,16 @@ def _as_matrix(draws: Mapping[str, np.ndarray]) -> tuple[list[str], np.ndarray]:
     return names, np.column_stack(arrays)
 
 
+def _checked_target(target, *, optional: bool = True) -> float | None:
+    """A target as a float in (0, 1), or None where `optional`; ValueError in words for anything
+    else. "0.6" failed as a TypeError comparing it with 0 (numpy's, in the rules over draws)."""
+    if target is None and optional:
+        return None
+    if isinstance(target, bool) or not isinstance(target, numbers.Real) or not 0 < target < 1:
+        raise ValueError(f"target must lie in (0, 1), got {target!r}")
+    return float(target)
+
+
 def probability_best(draws: Mapping[str, np.ndarray]) -> dict[str, float]:
     """P(recipe is the best) = share of draws in which it has the highest value.
 
@@ -76,6 +86,7 @@ def probability_best(draws: Mapping[str, np.ndarray]) -> dict[str, float]:
 
 def probability_reach(draws: Mapping[str, np.ndarray], target: float) -> dict[str, float]:
     """P(metric at the budget >= target), per recipe."""
+    target = _checked_target(target, optional=False)
     return {n: float(np.mean(np.asarray(d, dtype=float) >= target)) for n, d in draws.items()}
 
 
@@ -115,6 +126,7 @@ def rank_recipes(
     on the curve's parameters, so p_target can exceed p_reach_ever when the curve tops out just
     below the target.
     """
+    target = _checked_target(target)
     p_best = probability_best(draws_at_budget)
     rows = []
     for recipe, d in draws_at_budget.items():
@@ -219,6 +231,7 @@ def _near_the_bar(top) -> str:
 
 def recommend_text(table: pd.DataFrame, *, budget: float, target: float | None = None, unit: str = UNSPECIFIED_UNIT) -> str:
     """A plain-words recommendation from a `rank_recipes` table; every claim cites its number."""
+    target = _checked_target(target)
     if table.empty:
         return "no recipes to rank"
     top = table.iloc[0]
@@ -334,8 +347,11 @@ def split_budget(
     its k runs. Splitting pays when the leaders are hard to tell apart (or seeds of one spread
     widely) and curves have flattened by total/k; it costs when curves still climb.
     """
-    if total <= 0:
-        raise ValueError("total budget must be > 0")
+    # nan gave a table of NaN compute, "1e5" a TypeError, and max_ways 0 an empty table
+    if isinstance(total, bool) or not isinstance(total, numbers.Real) or not (np.isfinite(total) and total > 0):
+        raise ValueError(f"total budget must be finite and > 0, got {total!r}")
+    if isinstance(max_ways, bool) or not isinstance(max_ways, numbers.Integral) or max_ways < 1:
+        raise ValueError(f"max_ways must be a whole number >= 1, got {max_ways!r}")
     rows, one_run = [], None
     for k in range(1, max_ways + 1):
         per_run = total / k
@@ -492,8 +508,7 @@ def decide(fc, budget: float, *, target: float | None = None, recipes: Sequence[
     than 100x the data's largest compute (or below its smallest) gives a FarFromDataWarning (as
     `forecast decide` flags --budget): likely another unit than the run table's."""
     budget = _checked_budget(fc, budget)
-    if target is not None and not 0 < target < 1:
-        raise ValueError(f"target must lie in (0, 1), got {target}")
+    target = _checked_target(target)
     from .curves import compute_to_target as curve_compute_to_target
 
     recipes = _checked_recipes(fc, recipes)
@@ -515,8 +530,11 @@ def decide_split(fc, total: float, *, max_ways: int = 4, recipes: Sequence[str] 
     A total more than 100x the data's largest compute (or below its smallest) gives a
     FarFromDataWarning, as decide() does for its budget."""
     total = _checked_budget(fc, total, "total")
-    if not 1 <= max_ways <= MAX_SPLIT_WAYS:
-        raise ValueError(f"max_ways must be between 1 and {MAX_SPLIT_WAYS}, got {max_ways}")
+    # "3" failed as a TypeError, 2.5 deep in range(), and True passed as one way
+    if (isinstance(max_ways, bool) or not isinstance(max_ways, numbers.Integral)
+            or not 1 <= max_ways <= MAX_SPLIT_WAYS):
+        raise ValueError(f"max_ways must be between 1 and {MAX_SPLIT_WAYS} (a whole number), got {max_ways!r}")
+    max_ways = int(max_ways)
     recipes = _checked_recipes(fc, recipes)
     warn_if_far_from_data([total], fc.runs_["compute"], unit=fc.compute_unit, name="total")
     table = split_budget(lambda r, c, n: fc.sample_new_seeds(c, recipe=r, n_seeds=n), recipes, total, max_ways=max_ways)

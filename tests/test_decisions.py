@@ -421,6 +421,21 @@ def test_a_budget_far_from_the_data_is_flagged_in_python_as_forecast_decide_flag
     assert len(below) == 1 and below[0].startswith("total ") and "below the smallest compute" in below[0]
     assert _far_warnings(lambda: decide(fitted, 4 * largest)) == []  # an ordinary plan says nothing
 
+
+def test_decide_refuses_a_target_or_ways_that_are_not_numbers_in_words(fitted):
+    """decide(fc, budget, target="0.6") failed as a TypeError comparing a str with 0, and
+    decide_split(max_ways="3") likewise; True was taken as one way."""
+    budget = 4 * float(fitted.runs_["compute"].max())
+    for target in ("0.6", True, float("nan"), 1.0, [0.6]):
+        with pytest.raises(ValueError, match="target must lie in \\(0, 1\\), got "):
+            decide(fitted, budget, target=target)
+    assert decide(fitted, budget, target=np.float32(0.6)).target == pytest.approx(0.6)
+    for ways in ("3", True, 2.5, float("nan"), None):
+        with pytest.raises(ValueError, match="max_ways must be between 1 and 64 \\(a whole number\\), got "):
+            decide_split(fitted, budget, max_ways=ways)
+    assert list(decide_split(fitted, budget, max_ways=np.int64(2)).table["ways"]) == [1, 2]
+
+
 def test_a_curve_that_starts_above_the_target_and_falls_below_it_is_not_said_to_reach_it(rng):
     """A falling curve (A < R0) whose start is above the target: the documented rule counts the
     target as reached at compute 0 (P(ever) = 1), while at the budget it is below it (P = 0). The
@@ -444,3 +459,27 @@ def test_a_curve_that_starts_above_the_target_and_falls_below_it_is_not_said_to_
     text = recommend_text(rising, budget=1e5, target=0.2, unit="flops")
     assert "as its curve starts at or above 0.2" in text and "falls" not in text
 
+
+def test_the_rules_over_draws_refuse_a_target_total_or_ways_that_are_no_number(rng):
+    """The pure layer's own checks: a target "0.6" was numpy's TypeError in rank_recipes and
+    probability_reach; split_budget took a NaN total (a table of NaN compute), "1e5" as a
+    TypeError and max_ways=0 as an empty table, on which recommend_split_text failed."""
+    draws = {"a": rng.normal(0.6, 0.02, 100)}
+    for call in (lambda t: rank_recipes(draws, target=t, budget=1e4), lambda t: probability_reach(draws, t),
+                 lambda t: recommend_text(rank_recipes(draws, budget=1e4), budget=1e4, target=t)):
+        for target in ("0.6", True, float("nan"), 1.5):
+            with pytest.raises(ValueError, match="target must lie in \\(0, 1\\), got "):
+                call(target)
+    with pytest.raises(ValueError, match="target must lie in"):
+        probability_reach(draws, None)
+
+    def sample(recipe, compute, n_seeds):
+        return rng.normal(0.6, 0.02, (100, n_seeds))
+
+    for total in (float("nan"), "1e5", 0.0, float("inf"), None):
+        with pytest.raises(ValueError, match="total budget must be finite and > 0, got "):
+            split_budget(sample, ["a"], total)
+    for ways in (0, "2", 1.5, True):
+        with pytest.raises(ValueError, match="max_ways must be a whole number >= 1, got "):
+            split_budget(sample, ["a"], 1e4, max_ways=ways)
+    assert list(split_budget(sample, ["a"], 1e4, max_ways=2)["ways"]) == [1, 2]
