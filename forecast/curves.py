@@ -12,6 +12,8 @@ PyMC: these functions are tested on numbers and reused by the model, the baselin
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 from scipy.special import expit
 
@@ -49,8 +51,12 @@ def compute_to_target(target, A, B, C_mid, R0):
 
     Where the target is never reached (target <= R0 means it is reached at C -> 0 and is
     returned as 0, also on a falling curve; otherwise target >= A means never, returned as +inf) the answer is explicit rather
-    than NaN, so quantiles over posterior draws stay meaningful.
+    than NaN, so quantiles over posterior draws stay meaningful. A NaN parameter gives NaN, and a
+    target that is not a number (a string, None, a bool, NaN) a ValueError: a NaN target came back
+    as +inf, "never", and "0.6" as numpy's TypeError.
     """
+    if isinstance(target, (bool, np.bool_)) or not isinstance(target, numbers.Real) or np.isnan(target):
+        raise ValueError(f"target must be a number, got {target!r}")
     A, B, C_mid, R0 = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (A, B, C_mid, R0)))
     out = np.full(A.shape, np.inf)
     already = target <= R0
@@ -60,6 +66,7 @@ def compute_to_target(target, A, B, C_mid, R0):
         log_c = np.log(C_mid) - np.log(ratio) / B
     out[ok] = np.exp(log_c[ok])
     out[already] = 0.0  # at or above the target from the start, a falling curve (A < R0) included
+    out[np.isnan(A) | np.isnan(B) | np.isnan(C_mid) | np.isnan(R0)] = np.nan  # not "never": unknown
     return out if out.ndim else float(out)
 
 

@@ -61,3 +61,14 @@ def test_pytensor_twin_matches_numpy():
     x = np.linspace(-2, 2, 9)
     expr = sigmoid_curve_pt(pt.as_tensor(x), 0.6, 3.0, 0.2, 0.25)
     np.testing.assert_allclose(expr.eval(), sigmoid_curve_log(x, 0.6, 3.0, 0.2, 0.25))
+
+
+def test_compute_to_target_refuses_a_target_that_is_no_number_and_keeps_a_nan_parameter_unknown():
+    """A NaN target came back as +inf ("never reaches it") and "0.6" as numpy's TypeError; a NaN
+    parameter as +inf too, counted by every summary as a curve that never gets there."""
+    for target in (float("nan"), "0.6", None, True):
+        with pytest.raises(ValueError, match="target must be a number, got "):
+            compute_to_target(target, 0.6, 2.0, 1000.0, 0.3)
+    out = compute_to_target(0.5, np.array([0.6, 0.6, np.nan]), 2.0, 1000.0, np.array([0.3, np.nan, 0.3]))
+    assert np.isfinite(out[0]) and np.isnan(out[1]) and np.isnan(out[2])
+    assert compute_to_target(np.float32(0.5), 0.6, 2.0, 1000.0, 0.3) == compute_to_target(0.5, 0.6, 2.0, 1000.0, 0.3)
