@@ -250,12 +250,20 @@ def _check_random_seed(random_seed) -> None:
         raise ValueError(f"random_seed must be an integer >= 0 or None, got {random_seed!r}")
 
 
+def _check_pad_to(pad_to) -> None:
+    """pad_to: None or a whole number of rows; "256" failed as a TypeError comparing it with a row
+    count, and 2.5 deep in numpy after the table was read."""
+    if pad_to is not None and (isinstance(pad_to, bool) or not isinstance(pad_to, numbers.Integral) or pad_to < 0):
+        raise ValueError(f"pad_to must be a whole number of rows >= 0 or None, got {pad_to!r}")
+
+
 def _non_negative(name: str, value) -> float:
-    """A predictive-spread setting as a float; ValueError for a negative, infinite or non-number."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number >= 0, got {value!r}") from None
+    """A predictive-spread setting as a float; ValueError for a negative, infinite or non-number.
+    float() read "0.01" and True (as 1.0: bands a hundred times wider) as numbers: refused as fit's
+    horizon refuses them."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be a number >= 0, got {value!r}")
+    number = float(value)
     if not (np.isfinite(number) and number >= 0):
         raise ValueError(f"{name} must be finite and >= 0, got {value!r}")
     return number
@@ -327,6 +335,8 @@ class ScalingForecaster:
             raise ValueError("parametrization must be 'auto', 'centered' or 'noncentered'")
         if mode not in ("nuts", "fast"):
             raise ValueError("mode must be 'nuts' or 'fast'")
+        if not isinstance(robust, (bool, np.bool_)):  # robust="False" is true: a Student-t fit nobody asked for
+            raise ValueError(f"robust must be True or False, got {robust!r}")
         # a wrong type here failed only inside fit(), as an AttributeError, after the data were read
         if priors is not None and not isinstance(priors, Priors):
             raise TypeError(f"priors must be a Priors (e.g. Priors(a_sd=0.3)), got {type(priors).__name__}")
@@ -334,7 +344,7 @@ class ScalingForecaster:
             raise TypeError(f"sampler must be a SamplerSettings (e.g. SamplerSettings.fast()); for short chains "
                             f"give mode='fast'; got {sampler!r}")
         self.priors = priors or Priors()
-        self.robust = robust
+        self.robust = bool(robust)
         self.parametrization = parametrization
         self.mode = mode
         self.sampler = sampler or (SamplerSettings.fast() if mode == "fast" else SamplerSettings())
@@ -388,6 +398,7 @@ class ScalingForecaster:
         runs = self._validated(runs)
         horizon = _optional_horizon(horizon)
         _check_random_seed(random_seed)
+        _check_pad_to(pad_to)
         data = prepare_data(runs, pad_to=pad_to, horizon=horizon)
         if horizon is not None:
             # in another unit than the runs (1e15 FLOPs for GPU-hours) it reshapes the priors silently
@@ -512,6 +523,7 @@ class ScalingForecaster:
         runs = self._validated(runs)
         horizon = _optional_horizon(horizon)
         _check_random_seed(random_seed)  # as fit() does: the reweighting path took True or -1 as seeds
+        _check_pad_to(pad_to)
         kept = self.fit_info_.get("horizon")  # the last sampled fit's (a reweighted fit keeps it)
         # a horizon other than the sampled fit's sets other priors, which reweighting its draws cannot
         # give: it samples. It used to reweight and drop the horizon given, recorded as the old one.

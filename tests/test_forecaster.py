@@ -636,6 +636,23 @@ def test_a_compute_far_from_the_data_is_flagged_in_python_as_on_the_command_line
     assert len(said) == 1 and str(said[0].message).startswith("horizon ") and "Is the unit right?" in str(said[0].message)
 
 
+def test_settings_that_are_no_numbers_or_no_bools_are_refused_when_made():
+    """float() took horizon_sd="0.01" and True (1.0: bands a hundred times wider), and robust="False"
+    is true, a Student-t fit nobody asked for; fit(horizon="4e12") was refused all along."""
+    for name in ("horizon_sd", "level_sd", "level_wander_ratio"):
+        for value in ("0.01", True, None):
+            with pytest.raises(ValueError, match=f"{name} must be a number >= 0, got "):
+                ScalingForecaster(**{name: value})
+    assert ScalingForecaster(horizon_sd=np.float32(0.01), level_sd=0).level_sd == 0.0
+    for robust in ("False", 1, None):
+        with pytest.raises(ValueError, match="robust must be True or False, got "):
+            ScalingForecaster(robust=robust)
+    assert ScalingForecaster(robust=np.True_).robust is True
+    for pad_to in ("256", 2.5, True, -1):  # "256" was a TypeError comparing it with the row count
+        with pytest.raises(ValueError, match="pad_to must be a whole number of rows >= 0 or None, got "):
+            ScalingForecaster().fit(simulate_sweep(n_seeds=1, n_points=4), pad_to=pad_to)
+
+
 def fake_sampling(monkeypatch, fitted, reports):
     """Fake the sampler and its diagnostics inside ScalingForecaster.fit: every try returns the shared
     fit's draws (idata.attrs["try"] numbers it), and its report is a converged one with the next
