@@ -352,7 +352,7 @@ def split_budget(
         raise ValueError(f"total budget must be finite and > 0, got {total!r}")
     if isinstance(max_ways, bool) or not isinstance(max_ways, numbers.Integral) or max_ways < 1:
         raise ValueError(f"max_ways must be a whole number >= 1, got {max_ways!r}")
-    rows, one_run = [], None
+    rows, bests = [], []
     for k in range(1, max_ways + 1):
         per_run = total / k
         draws = {r: _seed_columns(sample(r, per_run, k), k) for r in recipes}
@@ -363,7 +363,8 @@ def split_budget(
             pick = max(recipes, key=lambda r: with_next[r].mean())  # ties: the first in the order given
             best = with_next[pick]
             chosen.append(pick)
-        one_run = best if one_run is None else one_run
+        bests.append(best)
+        one_run = bests[0]
         rows.append(
             {
                 "ways": k,
@@ -374,9 +375,16 @@ def split_budget(
                 "q95": float(np.quantile(best, 0.95)),
                 # Monte Carlo standard error of its gain over one run (draw by draw: both come from one posterior)
                 "gain_mcse": float(np.std(best - one_run) / np.sqrt(len(best))),
+                # the fewest runs whose expected best this one does not beat by more than Monte Carlo noise
+                "level_with": next(j + 1 for j, fewer in enumerate(bests) if _within_noise(best - fewer)),
             }
         )
     return pd.DataFrame(rows)
+
+
+def _within_noise(gain: np.ndarray) -> bool:
+    """A gain, draw by draw, whose mean is at most MC_LEVEL_SE Monte Carlo standard errors above zero."""
+    return float(gain.mean()) <= MC_LEVEL_SE * float(np.std(gain)) / np.sqrt(len(gain))
 
 
 def _seed_columns(draws, n_seeds: int) -> np.ndarray:
@@ -398,7 +406,8 @@ def recommend_split_text(table: pd.DataFrame, *, total: float, unit: str = UNSPE
     cost more to manage: the fewer runs win the tie. A split whose gain over one run shows in the
     digits but lies within MC_LEVEL_SE of its Monte Carlo standard error (gain_mcse) is not
     recommended: a refit with another seed could call it the other way. The highest of the splits
-    that gain for real is recommended then, and one run, with the noise said, when none does."""
+    that gain for real is recommended then, and one run, with the noise said, when none does. And a
+    split the table finds level within noise with one of fewer runs (level_with) gives way to it."""
     shown = table["expected_best"].map(lambda v: float(f"{v:.3f}"))
     one = table.iloc[0]
     # the rows whose gain over one run is more than Monte Carlo noise (or that have no error to judge it by)
@@ -426,11 +435,21 @@ def recommend_split_text(table: pd.DataFrame, *, total: float, unit: str = UNSPE
             two = table.iloc[1]
             text += f" Splitting in two ({_fmt(two.compute_per_run)} each: {_runs_text(two.recipes)}) gives {two.expected_best:.3f}."
         return text
-    return (
+    more = None
+    fewest = best.get("level_with")
+    if fewest is not None and not pd.isna(fewest) and 1 < fewest < best.ways:
+        # more runs that do not beat fewer by more than Monte Carlo noise: the fewer are the plan
+        more, best = best, table.loc[table.index[table["ways"] == fewest][0]]
+        names = _runs_text(best.recipes)
+    text = (
         f"Split {_fmt(total)} {unit} into {best.ways} runs of {_fmt(best.compute_per_run)} ({names}) and keep the "
         f"best: expected {best.expected_best:.3f} (90% interval {best.q05:.3f}-{best.q95:.3f}) vs "
         f"{one.expected_best:.3f} for one run of '{one.recipes[0]}'."
     )
+    if more is not None:
+        text += (f" {more.ways} runs give {more.expected_best:.3f}, level with {best.ways} within Monte Carlo noise: "
+                 "the fewer runs are the simpler plan.")
+    return text
 
 
 # ----------------------------------------------------------------------------- on a fitted model
