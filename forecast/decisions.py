@@ -509,6 +509,8 @@ class ScaleDecision:
                 table[column] = table[column].map(_fmt)
             else:
                 table[column] = table[column].map(lambda v: "never" if np.isinf(v) else f"{v:.4g}")
+        if "recipes" in table:  # a split's runs as its sentence names them: 'dapo' (5 seeds), not a list 5 names long
+            table["recipes"] = table["recipes"].map(lambda runs: _runs_text(runs).replace("'", ""))
         with pd.option_context("display.width", 160, "display.max_columns", 20):
             return f"compute in {self.unit}\n{table.to_string(index=False)}\n\n{self.recommendation}"
 

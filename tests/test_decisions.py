@@ -11,6 +11,7 @@ from scipy.stats import norm
 
 from forecast.cli import main
 from forecast.decisions import (
+    ScaleDecision,
     decide,
     decide_split,
     probability_best,
@@ -497,3 +498,12 @@ def test_more_runs_level_with_fewer_within_noise_give_way_to_the_fewer():
     assert "3 runs give 0.619, level with 2 within Monte Carlo noise: the fewer runs are the simpler plan." in text
     table["level_with"] = [1, 2, 3]  # a gain beyond noise: the more runs are the plan
     assert recommend_split_text(table, total=100.0).startswith("Split 100 compute units into 3 runs")
+
+
+def test_a_split_table_names_its_runs_as_its_sentence_does():
+    """64 ways printed a list of 64 names per row (lines of about 250 characters); the table now
+    counts seeds as the recommendation does."""
+    table = split_budget(lambda r, c, n: np.full((100, n), 0.6), ["a", "b"], 100.0, max_ways=3)
+    table.loc[2, "recipes"] = ["a", "a", "b"]
+    shown = str(ScaleDecision(table=table, recommendation="", budget=100.0, unit="flops"))
+    assert "a (2 seeds), b" in shown and "[" not in shown
