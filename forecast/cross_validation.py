@@ -27,6 +27,7 @@ import pandas as pd
 
 from .baseline import fit_run_least_squares, predict_least_squares
 from .data import compute_unit_of, validate_runs
+from .inference import check_bool
 
 __all__ = ["cross_validate", "performance_metrics", "describe_cross_validation", "read_cross_validation", "DEFAULT_CUTS"]
 
@@ -155,6 +156,8 @@ def cross_validate(runs, *, cuts=DEFAULT_CUTS, level: float = 0.9, forecaster=No
 
     cuts = checked_cuts(cuts)
     level = checked_level(level)
+    planned_budget = check_bool("planned_budget", planned_budget)
+    progress = check_bool("progress", progress, none_ok=True)
     candidate = fresh_like(forecaster)  # a wrong type fails before the table is read
     runs = validate_runs(runs) if isinstance(runs, pd.DataFrame) else load_runs(runs)
     horizon = float(runs["compute"].max()) if planned_budget else None

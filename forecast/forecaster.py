@@ -39,7 +39,13 @@ from .data import (
     validate_runs,
     warn_if_far_from_data,
 )
-from .inference import ConvergenceReport, SamplerSettings, convergence_report, sample_model
+from .inference import (
+    ConvergenceReport,
+    SamplerSettings,
+    check_bool,
+    convergence_report,
+    sample_model,
+)
 from .io import atomic_path
 from .model import Priors, build_model, data_values, prepare_data, white_variance
 from .wander_filter import filter_residuals, wander_correlation
@@ -335,8 +341,7 @@ class ScalingForecaster:
             raise ValueError("parametrization must be 'auto', 'centered' or 'noncentered'")
         if mode not in ("nuts", "fast"):
             raise ValueError("mode must be 'nuts' or 'fast'")
-        if not isinstance(robust, (bool, np.bool_)):  # robust="False" is true: a Student-t fit nobody asked for
-            raise ValueError(f"robust must be True or False, got {robust!r}")
+        check_bool("robust", robust)  # robust="False" is true: a Student-t fit nobody asked for
         # a wrong type here failed only inside fit(), as an AttributeError, after the data were read
         if priors is not None and not isinstance(priors, Priors):
             raise TypeError(f"priors must be a Priors (e.g. Priors(a_sd=0.3)), got {type(priors).__name__}")
@@ -399,6 +404,7 @@ class ScalingForecaster:
         horizon = _optional_horizon(horizon)
         _check_random_seed(random_seed)
         _check_pad_to(pad_to)
+        progress = check_bool("progress", progress, none_ok=True)
         data = prepare_data(runs, pad_to=pad_to, horizon=horizon)
         if horizon is not None:
             # in another unit than the runs (1e15 FLOPs for GPU-hours) it reshapes the priors silently
@@ -524,6 +530,8 @@ class ScalingForecaster:
         horizon = _optional_horizon(horizon)
         _check_random_seed(random_seed)  # as fit() does: the reweighting path took True or -1 as seeds
         _check_pad_to(pad_to)
+        progress = check_bool("progress", progress, none_ok=True)
+        reweight = check_bool("reweight", reweight)
         kept = self.fit_info_.get("horizon")  # the last sampled fit's (a reweighted fit keeps it)
         # a horizon other than the sampled fit's sets other priors, which reweighting its draws cannot
         # give: it samples. It used to reweight and drop the horizon given, recorded as the old one.
@@ -795,6 +803,8 @@ class ScalingForecaster:
         compute = _compute_values(compute)
         recipe, run_id = as_name(recipe), as_name(run_id)
         kind = resolve_kind(kind, run_id)
+        noise, eval_noise = check_bool("noise", noise), check_bool("eval_noise", eval_noise)
+        shared_noise, paths = check_bool("shared_noise", shared_noise), check_bool("paths", paths)
         if paths and shared_noise:
             raise ValueError("paths=True draws each run's own noise path; shared_noise=True is for marginal summaries: choose one")
         rng = np.random.default_rng(rng if rng is not None else 2024)
@@ -922,6 +932,7 @@ class ScalingForecaster:
         self._require_fit("predict()")
         compute = _compute_values(compute)
         quantiles = _checked_quantiles(quantiles)
+        noise = check_bool("noise", noise)
         recipe, run_id = as_name(recipe), as_name(run_id)
         kind = resolve_kind(kind, run_id)
         if recipe is not None:
@@ -1070,6 +1081,7 @@ class ScalingForecaster:
     def load(cls, path, *, allow_version_mismatch: bool = False) -> ScalingForecaster:
         """Load a saved fit: the file save() wrote, or the folder `forecast fit --out DIR` wrote
         (its fit.nc). Refuses a file written by another package version unless allowed."""
+        allow_version_mismatch = check_bool("allow_version_mismatch", allow_version_mismatch)
         path = Path(path)
         if path.is_dir():  # the CLI's output folder: a notebook is handed the path the CLI printed
             path = path / "fit.nc"

@@ -40,6 +40,17 @@ _GENERATED_SOURCE_DIR: str | None = None
 MIN_DRAWS = 10
 
 
+def check_bool(name: str, value, *, none_ok: bool = False) -> bool | None:
+    """A switch as a bool; ValueError naming it for anything else. "False" and "no" are true in an
+    if, so a string (or 0/1, a list) silently turned a switch on: refused as robust= is refused."""
+    if value is None and none_ok:
+        return None
+    if not isinstance(value, (bool, np.bool_)):
+        allowed = "True, False or None" if none_ok else "True or False"
+        raise ValueError(f"{name} must be {allowed}, got {value!r}")
+    return bool(value)
+
+
 @dataclass
 class SamplerSettings:
     """How to sample. `mode="fast"` keeps NUTS but with short chains, for frequent refits."""
@@ -67,6 +78,9 @@ class SamplerSettings:
         if isinstance(self.target_accept, bool) or not isinstance(self.target_accept, numbers.Real) \
                 or not 0 < self.target_accept < 1:
             raise ValueError(f"SamplerSettings.target_accept must lie strictly between 0 and 1, got {self.target_accept!r}")
+        for name in ("low_rank_mass_matrix", "extend_if_flagged"):
+            setattr(self, name, check_bool(f"SamplerSettings.{name}", getattr(self, name)))
+        self.progress = check_bool("SamplerSettings.progress", self.progress, none_ok=True)
         if self.sampler not in ("auto", "nutpie", "pymc"):
             raise ValueError(f"SamplerSettings.sampler must be 'auto', 'nutpie' or 'pymc', got {self.sampler!r}")
 

@@ -653,6 +653,40 @@ def test_settings_that_are_no_numbers_or_no_bools_are_refused_when_made():
             ScalingForecaster().fit(simulate_sweep(n_seeds=1, n_points=4), pad_to=pad_to)
 
 
+def test_switches_that_are_no_bools_are_refused_naming_the_argument(fitted, tmp_path):
+    """A non-empty string is true: predict(noise="no") drew with noise, sample_curves(eval_noise="False")
+    kept the evaluation noise, fit(progress="no") showed a bar. Each switch takes a bool, as robust= does."""
+    from forecast import cross_validate
+
+    recipe = fitted.recipes[0]
+    for name in ("noise", "eval_noise", "shared_noise", "paths"):
+        with pytest.raises(ValueError, match=f"^{name} must be True or False, got 'False'$"):
+            fitted.sample_curves([1e3], recipe=recipe, **{name: "False"})
+    with pytest.raises(ValueError, match="^noise must be True or False, got 'no'$"):
+        fitted.predict([1e3], recipe=recipe, noise="no")
+    with pytest.raises(ValueError, match="^noise must be True or False, got 0$"):
+        fitted.predict([1e3], recipe=recipe, noise=0)
+    runs = simulate_sweep(n_seeds=1, n_points=4)
+    with pytest.raises(ValueError, match="^progress must be True, False or None, got 'no'$"):
+        ScalingForecaster(mode="fast").fit(runs, progress="no")
+    with pytest.raises(ValueError, match="^progress must be True, False or None, got 'no'$"):
+        ScalingForecaster(mode="fast").refit(runs, progress="no")
+    with pytest.raises(ValueError, match="^reweight must be True or False, got 'no'$"):
+        ScalingForecaster(mode="fast").refit(runs, reweight="no")
+    with pytest.raises(ValueError, match="^allow_version_mismatch must be True or False, got 'yes'$"):
+        ScalingForecaster.load(tmp_path / "fit.nc", allow_version_mismatch="yes")
+    for name in ("progress", "low_rank_mass_matrix", "extend_if_flagged"):
+        with pytest.raises(ValueError, match=f"^SamplerSettings.{name} must be True"):
+            SamplerSettings(**{name: "False"})
+    for name in ("planned_budget", "progress"):
+        with pytest.raises(ValueError, match=f"^{name} must be True"):
+            cross_validate(runs, **{name: "False"})
+    # bools of numpy's pass and are kept as bools
+    assert SamplerSettings(extend_if_flagged=np.False_).extend_if_flagged is False
+    quiet = fitted.sample_curves([1e3], recipe=recipe, noise=np.False_)
+    assert np.array_equal(quiet, fitted.sample_curves([1e3], recipe=recipe, noise=False))
+
+
 def fake_sampling(monkeypatch, fitted, reports):
     """Fake the sampler and its diagnostics inside ScalingForecaster.fit: every try returns the shared
     fit's draws (idata.attrs["try"] numbers it), and its report is a converged one with the next
