@@ -179,18 +179,32 @@ def _target_measures_disagree(row, budget: float) -> bool:
     return median is not None and pd.notna(median) and (median <= budget) != (row.p_target >= 0.5)
 
 
-def _starts_at_target(row) -> bool:
+def _starts_at_target(row, column: str = "compute_q50") -> bool:
     """The median draw's curve starts at or above the target (compute to target 0: the documented
-    rule for R0 >= target), whatever it does after; False without the compute columns."""
-    median = row.get("compute_q50")
+    rule for R0 >= target), whatever it does after; False without the compute columns. column: the
+    median's name (the report's table calls it c_target_q50)."""
+    median = row.get(column)
     return median is not None and pd.notna(median) and median == 0
 
 
-def _falls_below_target(row) -> bool:
+def _falls_below_target(row, column: str = "compute_q50") -> bool:
     """Starts at or above the target yet is forecast below it at the budget (fewer than half the
     draws there): a falling curve, for which "reached at compute 0" and "P(ever reaches it) 1.00"
     read as if more compute would get there."""
-    return _starts_at_target(row) and row.p_target < 0.5
+    return _starts_at_target(row, column) and row["p_target"] < 0.5
+
+
+def starts_at_target_note(row, target: float, column: str = "compute_q50") -> str | None:
+    """What decide says of a compute to target of 0, for a table's row (the report's): its curve
+    starts at or above the target, and, if it falls below it by the budget, that more compute does
+    not bring it back. None for a row that needs no word."""
+    if not _starts_at_target(row, column):
+        return None
+    note = f"its curve starts at or above {target:g} in the median draw (compute to reach it 0)"
+    if _falls_below_target(row, column):
+        note += (f"; it falls below {target:g} by this budget, so reaching it means starting there, "
+                 "and more compute does not bring it back")
+    return note
 
 
 def _told_apart(likelier: float, other: float) -> tuple[str, str]:

@@ -699,7 +699,7 @@ def compute_to_target_html(table: pd.DataFrame, budget: float, unit: str, target
         "budget) also counts a run's wander around its curve and the widening of forecasts far ahead, so "
         "it can exceed P(ever reaches) when a recipe's curve tops out near the target, and be below one half "
         "when the median compute lies within the budget (a run can sit under its curve there)."
-        f"{far_target_sentence(ranked, largest_observed, unit)}</p>"
+        f"{far_target_sentence(ranked, largest_observed, unit)}{starts_at_target_sentence(ranked, target, budget, unit)}</p>"
     )
     body = table_html(rows, columns, numeric={"q50", "q05", "q95", "p_reach", "p_target"}, css_id="compute-to-target-table")
     return section_html(f"Compute to reach {target:g}", body + explain, anchor="compute-to-target")
@@ -720,6 +720,24 @@ CONTINUE_REASONS = {
 
 def continue_reason(rule: str) -> str:
     return CONTINUE_REASONS.get(rule, "promising")
+
+
+def target_notes(table: pd.DataFrame, target: float | None) -> dict:
+    """{recipe: decide's words for its compute to target of 0} (forecast.decisions.starts_at_target_note):
+    a "0" and P(ever reaches) 1.00 next to P(>= target at budget) 0.00 read as a target that is free,
+    when the curve starts above it and falls below it."""
+    from .decisions import starts_at_target_note
+
+    if target is None or "c_target_q50" not in table or "p_target" not in table:
+        return {}
+    notes = {r["recipe"]: starts_at_target_note(r, target, "c_target_q50") for _, r in table.iterrows()}
+    return {recipe: note for recipe, note in notes.items() if note is not None}
+
+
+def starts_at_target_sentence(table: pd.DataFrame, target: float, budget: float, unit: str) -> str:
+    """One sentence per recipe whose median compute to target is 0, in decide's words."""
+    return "".join(f" '{esc(recipe)}': {esc(note.replace('this budget', f'the budget ({fmt_compute(budget)} {unit})'))}."
+                   for recipe, note in target_notes(table, target).items())
 
 
 def far_target_sentence(table: pd.DataFrame, largest_observed: float | None, unit: str) -> str:
@@ -899,6 +917,7 @@ def render_report(data: ReportData) -> str:
 def report_summary(data: ReportData, path=None) -> dict:
     """The report's numbers as strict-JSON-ready data (for --json and demo_out/summary.json)."""
     table = data.recipe_table
+    notes = target_notes(table, data.target)
     return json_safe({
         "report": str(path) if path is not None else None,
         "title": data.title,
@@ -908,7 +927,8 @@ def report_summary(data: ReportData, path=None) -> dict:
         "target_chosen": data.target_chosen,
         "compute_unit": data.compute_unit,
         "recommendation": {"headline": data.recommendation.headline, "reasons": data.recommendation.reasons, "source": data.recommendation.source},
-        "recipes": table.to_dict(orient="records"),
+        "recipes": [{**record, "target_note": notes.get(record["recipe"])} if data.target is not None else record
+                    for record in table.to_dict(orient="records")],
         "stop_advice": data.stop_advice.table.to_dict(orient="records") if data.stop_advice is not None else None,
         "diagnostics": data.diagnostics,
         "provenance": data.provenance,

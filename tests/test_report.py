@@ -652,3 +652,28 @@ def test_cli_report_says_on_the_terminal_which_budget_and_target_it_chose(fitted
     assert main(["report", str(tmp_path), "-o", str(out), "--no-progress", "--budget", "5e4", "--target", "0.6"]) == 0
     printed = capsys.readouterr().out
     assert f"budget 50,000 {fitted.compute_unit}, target 0.6\n" in printed and "chosen" not in printed and "sets one" not in printed
+
+
+def test_a_curve_that_starts_above_the_target_and_falls_below_it_is_explained_on_the_page_and_in_the_json():
+    """A falling curve (A < R0) that starts above the target: compute to reach it 0 and P(ever
+    reaches) 1.00 beside P(>= target at budget) 0.00, with no word of why (decide explains it)."""
+    data = hand_made_report()
+    table = data.recipe_table
+    table["recipe"] = ["falls", "b"]
+    table.loc[0, ["c_target_q05", "c_target_q50", "c_target_q95", "p_reach", "p_target"]] = [0.0, 0.0, 0.0, 1.0, 0.0]
+    page = rp.render_report(data)
+    section = page[page.index('id="compute-to-target"'):]
+    assert ("'falls': its curve starts at or above 0.6 in the median draw (compute to reach it 0); it falls below "
+            "0.6 by the budget (400 gpu_hours), so reaching it means starting there, and more compute does not "
+            "bring it back.") in rp.html.unescape(section)
+    assert "'b':" not in rp.html.unescape(section)  # an ordinary row needs no word
+    notes = {r["recipe"]: r["target_note"] for r in rp.report_summary(data)["recipes"]}
+    assert notes["b"] is None and notes["falls"].startswith("its curve starts at or above 0.6") \
+        and "more compute does not bring it back" in notes["falls"]
+    # a curve that starts above a target and stays there: said to start there, not to fall
+    table.loc[0, "p_target"] = 0.95
+    page = rp.html.unescape(rp.render_report(data))
+    assert "'falls': its curve starts at or above 0.6 in the median draw (compute to reach it 0)." in page
+    assert "falls below" not in page
+    data.target, data.recipe_table = None, table.drop(columns=["p_reach", "p_target", "c_target_q05", "c_target_q50", "c_target_q95"])
+    assert "target_note" not in rp.report_summary(data)["recipes"][0]
