@@ -838,14 +838,11 @@ class ScalingForecaster:
             horizon = np.clip(np.log2(compute / np.exp(d.loc + d.scale * x_last)), 0, None)[None, :]
         else:
             k = self._recipe_index(recipe if recipe is not None else self._recipe_of(run_id))
-            runs_of_recipe = np.flatnonzero(d.run_recipe == k)
             n_eval = self._typical_n_eval()
             white = white_variance(curve, n_eval, sigma_extra) if eval_noise else np.zeros_like(curve)
             mean, var = 0.0, white + wander_sd**2
-            c_max = max(np.exp(d.loc + d.scale * d.x[d.run_last_obs[r]]) for r in runs_of_recipe)
-            horizon = np.clip(np.log2(compute / c_max), 0, None)[None, :]
-        level_var = self.level_sd**2 + (self.level_wander_ratio * wander_sd) ** 2
-        extrapolation_var = (self.horizon_sd * horizon) ** 2 + level_var * (1 - 2.0 ** (-horizon))
+            horizon = np.clip(np.log2(compute / self._recipe_data_end(k)), 0, None)[None, :]
+        extrapolation_var = sum(self._extrapolation_variances(horizon, wander_sd))
         if paths:
             wander = _wander_paths(rng, x, x_last if kind == "run" else None, wander_last if kind == "run" else None,
                                    wander_sd, wander_scale)
@@ -875,15 +872,13 @@ class ScalingForecaster:
         if n_seeds == 1:
             return first
         compute_arr = _compute_values([compute])
-        d = self.data_
-        k = self._recipe_index(recipe)
-        c_max = max(np.exp(d.loc + d.scale * d.x[d.run_last_obs[r]]) for r in np.flatnonzero(d.run_recipe == k))
-        horizon = float(np.clip(np.log2(compute_arr[0] / c_max), 0, None))
-        level_var = self.level_sd**2 + (self.level_wander_ratio * self.draws("wander_sd")) ** 2
+        horizon = float(np.clip(np.log2(compute_arr[0] / self._recipe_data_end(self._recipe_index(recipe))), 0, None))
         # the split of sample_curves' new-run variance: a run's own wander and late level moves, and
         # the recipe's extrapolation error
-        own_var = self.draws("wander_sd") ** 2 + level_var * (1 - 2.0 ** (-horizon))
-        shared_var = np.full_like(own_var, (self.horizon_sd * horizon) ** 2)
+        wander_sd = self.draws("wander_sd")
+        shared_var, late_moves_var = self._extrapolation_variances(horizon, wander_sd)
+        own_var = wander_sd**2 + late_moves_var
+        shared_var = np.broadcast_to(shared_var, own_var.shape)
         # column 0's noise is own + shared in one normal; the shared part is drawn given it, so
         # column 0 stays what decisions read and the columns have the joint law above
         p0 = self.curve_parameters(recipe=recipe, kind="new_run", rng=np.random.default_rng(self.recipe_stream(recipe)))
@@ -900,6 +895,18 @@ class ScalingForecaster:
             curve = sigmoid_curve_log(log_c, p["A"], p["B"], p["log_C_mid"], p["R0"])
             columns.append(np.clip(curve + shared + np.sqrt(own_var) * seed_rng.standard_normal(len(curve)), 0.0, 1.0))
         return np.column_stack(columns)
+
+    def _recipe_data_end(self, k: int) -> float:
+        """The largest compute any run of recipe k reached: its new runs' forecasts extrapolate from there."""
+        d = self.data_
+        return max(np.exp(d.loc + d.scale * d.x[d.run_last_obs[r]]) for r in np.flatnonzero(d.run_recipe == k))
+
+    def _extrapolation_variances(self, horizon, wander_sd):
+        """The two parts of a forecast's variance `horizon` doublings beyond the data: the growing
+        extrapolation error (horizon_sd per doubling) and a run's late level moves (level_sd,
+        level_wander_ratio x wander_sd), which approach their full size within a few doublings."""
+        level_var = self.level_sd**2 + (self.level_wander_ratio * wander_sd) ** 2
+        return (self.horizon_sd * horizon) ** 2, level_var * (1 - 2.0 ** (-horizon))
 
     @staticmethod
     def _unclipped_noise(clipped, curve, total_var, rng):
