@@ -29,7 +29,9 @@ must be rates in [0, 1]; for a minimised error rate the pruner works on 1 - valu
 in `advice[...].details`, e.g. expected_at_budget, are in 1 - value units there, and each message
 says so). A `config.target` is in the study's own units: for a minimised error, the error to get
 down to (target=0.3: an error of 0.3, a pass rate of 0.7 on the pruner's side). Why each trial
-was (or was not) pruned is kept in `pruner.advice` (trial number -> Recommendation) and logged.
+was (or was not) pruned is kept in `pruner.advice` (trial number -> Recommendation), logged, and stored
+in the trial's user attributes (`forecast_pruner_action`, `_rule`, `_reason`, `_converged`), so it
+outlives the process in the study's storage and shows in `study.trials_dataframe()`.
 
 The saturation rule is off by default here: Optuna never makes a pruned trial the study's best
 trial, so pruning a leader because it has flattened would throw the leader away.
@@ -55,6 +57,9 @@ from .early_stop import CONTINUE, EarlyStopConfig, Recommendation, fit_for_advic
 __all__ = ["ForecastPruner", "trial_table"]
 
 logger = logging.getLogger(__name__)
+
+# trial.user_attrs keys holding the latest advice: forecast_pruner_action, _rule, _reason, _converged
+USER_ATTR_PREFIX = "forecast_pruner_"
 
 
 def _whole(value) -> bool:
@@ -201,6 +206,20 @@ class ForecastPruner(BasePruner):
                       "unit trial.report uses, or mapped by step_to_compute) trials are planned to reach",
                       UserWarning, stacklevel=4)
 
+    def _keep(self, study, trial, rec: Recommendation) -> None:
+        """Keep the advice in `pruner.advice` and in the trial's user attributes (USER_ATTRS), which
+        outlive this process: a study in a database, `study.trials_dataframe()` and optuna-dashboard
+        show why a trial was pruned long after `pruner.advice` is gone. Optuna hands a pruner a
+        FrozenTrial, so the attributes go through the study's storage, as Optuna's own
+        SuccessiveHalvingPruner stores its rungs."""
+        self.advice[trial.number] = rec
+        if trial.state != TrialState.RUNNING:  # a finished trial cannot be written to (prune() called by hand)
+            return
+        # converged is None where the advice needed no fit (no reference yet, at the budget, startup)
+        attrs = {"action": rec.action, "rule": rec.rule, "reason": rec.message, "converged": rec.details.get("converged")}
+        for key, value in attrs.items():
+            study._storage.set_trial_user_attr(trial._trial_id, f"{USER_ATTR_PREFIX}{key}", value)
+
     def prune(self, study: optuna.study.Study, trial: optuna.trial.FrozenTrial) -> bool:
         n_reports = len(trial.intermediate_values)
         if n_reports < self.n_warmup_steps:
@@ -211,9 +230,9 @@ class ForecastPruner(BasePruner):
         if self.n_startup_trials:
             completed = len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
             if completed < self.n_startup_trials:
-                self.advice[trial.number] = Recommendation(
+                self._keep(study, trial, Recommendation(
                     CONTINUE, "startup", f"continue: {completed} completed trial(s) of the {self.n_startup_trials} "
-                    "n_startup_trials asks for before pruning", run_id=f"trial-{trial.number}")
+                    "n_startup_trials asks for before pruning", run_id=f"trial-{trial.number}"))
                 return False
         minimize = study.direction == StudyDirection.MINIMIZE
         convert = dict(minimize=minimize, step_to_compute=self.step_to_compute, n_eval=self.n_eval)
@@ -229,18 +248,19 @@ class ForecastPruner(BasePruner):
             mapped = (float(self.step_to_compute(last)), budget) != (float(last), float(self.max_step))
             at = f" (compute {float(self.step_to_compute(last)):g})" if mapped else ""
             planned = f" (compute {budget:g})" if mapped else ""
-            self.advice.setdefault(trial.number, Recommendation(
-                CONTINUE, "at_budget", f"continue: reported step {last:g}{at} is at or past max_step "
-                f"{self.max_step:g}{planned}; nothing is left to save", run_id=run_id))
+            if trial.number not in self.advice:
+                self._keep(study, trial, Recommendation(
+                    CONTINUE, "at_budget", f"continue: reported step {last:g}{at} is at or past max_step "
+                    f"{self.max_step:g}{planned}; nothing is left to save", run_id=run_id))
             if table["compute"].min() >= budget:
                 self._warn_steps_in_another_unit(trial, budget)
             return False
         best = self._best_completed(study)
         no_rule = best is None and self.config.target is None and self.config.saturation_epsilon is None
         if no_rule:  # nothing to compare with and no other rule on: no need to fit
-            self.advice[trial.number] = Recommendation(
+            self._keep(study, trial, Recommendation(
                 CONTINUE, "no_reference", "continue: no completed trial to compare with yet", run_id=run_id
-            )
+            ))
             return False
         alternatives = []
         if best is not None:
@@ -262,9 +282,9 @@ class ForecastPruner(BasePruner):
             rec.message += " (in 1 - value: the study minimises)"
         rec.details["converged"] = converged
         rec.details["trial"] = trial.number
-        self.advice[trial.number] = rec
         if not converged:  # what failed (R-hat, ESS, divergences), as watch and the trainer's advisor keep it
             rec.details["convergence_problems"] = fc.diagnostics().problems()
+        self._keep(study, trial, rec)
         if rec.stop and not converged:
             # a prune decided on a fit that did not converge deserves a second look (a continue costs
             # nothing): said at warning level, which a script without logging set up still shows

@@ -254,3 +254,18 @@ def test_a_prune_decided_on_a_fit_that_did_not_converge_says_so(caplog):
     assert any("ESS" in problem for problem in advice.details["convergence_problems"])
     said = [r for r in caplog.records if r.levelno >= logging.WARNING and "did not converge" in r.getMessage()]
     assert len(said) == 1 and f"trial {trial.number}: stop" in said[0].getMessage()
+
+
+def test_forecast_pruner_keeps_its_reasons_in_the_trials_user_attrs():
+    """pruner.advice dies with the process; a study in a database (and trials_dataframe, optuna-dashboard)
+    only shows why a trial was pruned if the reason is stored with the trial."""
+    pruner = ForecastPruner(max_step=STEPS[-1], n_warmup_steps=4, interval_steps=4, n_eval=N_EVAL)
+    study = study_of(pruner, ("good", "bad", "better"))
+    pruned = study.trials[1].user_attrs
+    assert pruned["forecast_pruner_action"] == "stop" and pruned["forecast_pruner_rule"] == "beats_best"
+    assert pruned["forecast_pruner_reason"] == pruner.advice[1].message
+    assert pruned["forecast_pruner_converged"] is pruner.advice[1].details["converged"]
+    first = study.trials[0].user_attrs
+    assert first["forecast_pruner_rule"] == "no_reference" and first["forecast_pruner_converged"] is None
+    frame = study.trials_dataframe()
+    assert frame.loc[1, "user_attrs_forecast_pruner_rule"] == "beats_best"
