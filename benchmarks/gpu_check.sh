@@ -16,6 +16,10 @@ py=${2:-python3}
 mkdir -p "$out"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 status=0
+# a fresh scratch folder per call: with fixed /tmp paths a second call met the first one's runs in its
+# sweep folder, and two calls on one machine wrote into each other
+work=$(mktemp -d "${TMPDIR:-/tmp}/gpu_check.XXXXXX")
+trap 'rm -rf "$work"' EXIT
 note() { echo "== $* ($(date -u +%H:%M:%S))"; }
 
 note "machine"
@@ -32,11 +36,11 @@ timeout 200 "$py" benchmarks/trainer_gpu.py --steps 8 2>&1 | grep -v -E "Loading
 [ "${PIPESTATUS[0]}" = 0 ] || [ "$status" != 0 ] || status=2
 
 note "GPU sweep: llama-256x4, scalerl and grpo, seeds 0 and 1"
-"$py" -c "from trainer_minimal.model import save_untrained_llama as s; s('/tmp/llama-256', 256, 4, 8)" 2>/dev/null
-timeout 150 "$py" -m trainer_minimal sweep --presets scalerl,grpo --seeds 0,1 --workers 4 --out /tmp/gpu-sweep \
-  --device cuda --dtype bfloat16 --model-path /tmp/llama-256 --max-steps 320 --eval-every 16 2>&1 | tail -20
+"$py" -c "from trainer_minimal.model import save_untrained_llama as s; s('$work/llama-256', 256, 4, 8)" 2>/dev/null
+timeout 150 "$py" -m trainer_minimal sweep --presets scalerl,grpo --seeds 0,1 --workers 4 --out "$work/gpu-sweep" \
+  --device cuda --dtype bfloat16 --model-path "$work/llama-256" --max-steps 320 --eval-every 16 2>&1 | tail -20
 [ "${PIPESTATUS[0]}" = 0 ] || [ "$status" != 0 ] || status=3
-cp /tmp/gpu-sweep/runs.csv "$out/gpu_sweep_runs.csv" 2>/dev/null
-tar -czf "$out/gpu_sweep_logs.tgz" --exclude='*.pt' -C /tmp gpu-sweep 2>/dev/null  # evals and logs, also of a run cut short
+cp "$work/gpu-sweep/runs.csv" "$out/gpu_sweep_runs.csv" 2>/dev/null
+tar -czf "$out/gpu_sweep_logs.tgz" --exclude='*.pt' -C "$work" gpu-sweep 2>/dev/null  # evals and logs, also of a run cut short
 note "done, status $status"
 exit $status
