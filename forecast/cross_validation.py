@@ -19,6 +19,7 @@ points: `describe_cross_validation` states the range chance gives for that many 
 
 from __future__ import annotations
 
+import json
 import math
 import warnings
 
@@ -149,7 +150,8 @@ def cross_validate(runs, *, cuts=DEFAULT_CUTS, level: float = 0.9, forecaster=No
     Returns one row per hidden evaluation: cut, run_id, recipe, compute_seen (the run's last
     compute before the cut), compute, ahead (compute / compute_seen), observed, forecast (median),
     lower, upper, covered, z (standardised error), least_squares, last_value, final (the run's last
-    evaluation), level, and the fit's diagnostics (fit_converged, fit_problems). attrs["fits"] holds each
+    evaluation), level, and the fit's diagnostics (fit_converged, fit_problems, fit_left_out: a JSON list of
+    the runs left out). attrs["fits"] holds each
     cut's fit: runs used, runs left out (fewer than 3 evaluations before the cut), diagnostics.
     """
     from .data import load_runs
@@ -182,6 +184,8 @@ def cross_validate(runs, *, cuts=DEFAULT_CUTS, level: float = 0.9, forecaster=No
         table["level"] = level  # a saved table (--out cv.csv) says which interval it checked
         table["fit_converged"] = bool(report.converged)
         table["fit_problems"] = "; ".join(report.problems())
+        # JSON, not joined by "; ": a run id may hold any character; a report from cv.csv names these runs
+        table["fit_left_out"] = json.dumps(list(left_out))
         tables.append(table)
         fits.append({"cut": cut, "runs": int(seen["run_id"].nunique()), "left_out": left_out,
                      "converged": bool(report.converged), "problems": list(report.problems()),
@@ -270,10 +274,23 @@ def fits_of(cv: pd.DataFrame) -> list[dict]:
     fits = []
     for cut, at_cut in cv.groupby("cut", sort=True):
         problems = at_cut["fit_problems"].iloc[0] if "fit_problems" in at_cut.columns else ""
-        fits.append({"cut": float(cut), "runs": int(at_cut["run_id"].nunique()), "left_out": [],
+        fits.append({"cut": float(cut), "runs": int(at_cut["run_id"].nunique()), "left_out": _left_out_of(at_cut),
                      "converged": bool(at_cut["fit_converged"].astype(bool).all()),
                      "problems": [p for p in (problems if isinstance(problems, str) else "").split("; ") if p]})
     return fits
+
+
+def _left_out_of(at_cut: pd.DataFrame) -> list[str]:
+    """The runs a cut's fit left out, from its fit_left_out column (a JSON list); [] for a table
+    written before the column existed, or one whose cell is blank or not such a list."""
+    if "fit_left_out" not in at_cut.columns:
+        return []
+    cell = at_cut["fit_left_out"].iloc[0]
+    try:
+        names = json.loads(cell) if isinstance(cell, str) else []
+    except ValueError:
+        return []
+    return [str(name) for name in names] if isinstance(names, list) else []
 
 
 def describe_cross_validation(cv: pd.DataFrame, metrics: pd.DataFrame | None = None) -> list[str]:

@@ -217,6 +217,7 @@ def test_cli_cross_validates_a_sweep_and_writes_every_hidden_evaluation(tmp_path
     assert everything["points"] == len(hidden)
     assert everything["coverage"] == pytest.approx(table["covered"].mean())
     assert payload["fits"][0]["runs"] == small_sweep["run_id"].nunique()
+    assert read_cross_validation(out).attrs["fits"][0]["left_out"] == payload["fits"][0]["left_out"] == []
     assert payload["summary"][-1].startswith("cut 0.5: 90% intervals held")
     # the synthetic curves are the model's own family: its forecasts beat least squares' from half the compute
     assert everything["mae"] < everything["mae_least_squares"]
@@ -239,6 +240,18 @@ def test_a_saved_table_reads_back_with_its_level_and_fits(tmp_path):
                                    "problems": ["R-hat up to 1.03", "2 divergent transitions"]}]
     assert back["covered"].dtype == bool and back["covered"].sum() == 15
     pd.testing.assert_frame_equal(performance_metrics(back), performance_metrics(cv))
+
+
+def test_a_saved_table_names_the_runs_its_fit_left_out(tmp_path):
+    """A report from cv.csv said nothing of runs left out of a cut (too few evaluations before it):
+    attrs do not survive a CSV, so the table carries them in fit_left_out."""
+    cv = _hand_made(10, 5)
+    _saved(cv.assign(fit_left_out=json.dumps(["z; s0", "y-s1"])), tmp_path / "cv.csv")
+    back = read_cross_validation(tmp_path / "cv.csv")
+    assert back.attrs["fits"][0]["left_out"] == ["z; s0", "y-s1"]
+    assert any("left out 2 run(s)" in line and "z; s0, y-s1" in line for line in describe_cross_validation(back))
+    _saved(cv.assign(fit_left_out="not json"), tmp_path / "old.csv")  # a hand-edited cell: nothing named, no crash
+    assert read_cross_validation(tmp_path / "old.csv").attrs["fits"][0]["left_out"] == []
 
 
 @pytest.mark.parametrize(
