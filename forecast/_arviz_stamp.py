@@ -13,9 +13,9 @@ pyproject keeps arviz below 0.24, where that refactor starts.
 from __future__ import annotations
 
 import datetime
-import os
-import tempfile
 from pathlib import Path
+
+from .io import atomic_write_text
 
 
 def arviz_stamp_path() -> Path:
@@ -31,7 +31,6 @@ def settle_arviz_daily_stamp(stamp: Path | None = None, today: datetime.date | N
     Safe when many processes call it at once: each writes its own temporary file and replaces the
     stamp atomically. Never raises: a workaround must not be what stops an import.
     """
-    tmp = None
     try:
         stamp = stamp or arviz_stamp_path()
         date = (today or datetime.date.today()).isoformat()
@@ -40,18 +39,7 @@ def settle_arviz_daily_stamp(stamp: Path | None = None, today: datetime.date | N
                 return False
         except OSError:
             pass
-        stamp.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=stamp.parent, prefix=stamp.name + ".", suffix=".ours")
-        with os.fdopen(fd, "w") as handle:
-            handle.write(date)
-        os.replace(tmp, stamp)
-        tmp = None
+        atomic_write_text(stamp, date)
         return True
     except Exception:  # noqa: BLE001 - see the docstring
         return False
-    finally:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass

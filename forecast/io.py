@@ -5,27 +5,87 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 import tempfile
+import time
 from contextlib import contextmanager
 from pathlib import Path
+
+# A writer killed mid-write (kill -9, power loss) leaves its temporary file behind; the next write to
+# the same path removes such leftovers once they are this old. A live writer touches its file far more
+# often than this, and age (unlike a pid) is safe where another machine writes the same shared folder.
+STALE_TEMP_S = 3600.0
 
 
 @contextmanager
 def atomic_path(path):
-    """Yield a temporary path beside `path`; on success it replaces `path` in one rename."""
+    """Yield a temporary path beside `path`; on success it replaces `path` in one rename.
+
+    What a user of the old file would expect of a rewrite: a symlink at `path` is written through (its
+    target is replaced, the link stays), the file keeps its permission bits (new files get the umask's),
+    and the data is on disk before the rename and the rename before returning (fsync), so a power loss
+    leaves the old file or the new one, not an empty one. Temporary files are named .NAME.*.tmp."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    target = Path(os.path.realpath(path))  # through a symlink: replacing the link itself unlinks it
+    remove_stale_temps(target)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     os.close(fd)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes files owner-only; results are meant to be shared
     try:
         yield Path(tmp)
-        os.replace(tmp, path)
+        fsync_path(tmp)
+        os.chmod(tmp, kept_mode(target))  # after the write (a writer may recreate the file) and the sync
+        os.replace(tmp, target)
+        fsync_directory(target.parent)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def kept_mode(path) -> int:
+    """The permission bits of the file at `path`, or for a new file the umask's default (mkstemp makes
+    files owner-only; results are meant to be shared as the user's umask says)."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+def fsync_path(path) -> None:
+    fd = os.open(path, os.O_RDWR)  # Windows flushes only a handle open for writing
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_directory(folder) -> None:
+    """Make a rename in `folder` durable. Not every OS can open a folder (Windows cannot): skipped there."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some file systems refuse fsync on a folder; the rename itself has still happened
+    finally:
+        os.close(fd)
+
+
+def remove_stale_temps(path, max_age_s: float = STALE_TEMP_S) -> None:
+    """Remove temporary files of earlier writes to `path` that a dead writer left (older than max_age_s)."""
+    import glob
+
+    now = time.time()
+    for leftover in glob.glob(os.path.join(glob.escape(str(path.parent)), f".{glob.escape(path.name)}.*.tmp")):
+        try:
+            if now - os.stat(leftover).st_mtime > max_age_s:
+                os.unlink(leftover)
+        except OSError:
+            pass  # another writer removed or replaced it meanwhile
 
 
 def atomic_write_text(path, text: str) -> None:

@@ -1013,3 +1013,35 @@ def test_resume_of_a_finished_run_in_a_read_only_folder_still_says_so(tmp_path, 
     assert "already finished at step 2 of 2" in capsys.readouterr().out
     assert main(["train", "--out", str(run), "--resume", "--max-steps", "4"]) == 2  # this one would write
     assert f"--out {run}: cannot write in {run}" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="symlinks and mode bits are POSIX here")
+@pytest.mark.parametrize("writer", ["runs.csv", "checkpoint", "json"])
+def test_the_trainer_s_rewrites_keep_a_symlink_and_the_file_s_mode_and_sync(tmp_path, monkeypatch, writer):
+    """runs.csv linked into a shared folder became a plain file at the next sweep, its mode bits went
+    back to the umask's, and a checkpoint was renamed into place unsynced (a power loss could leave an
+    empty ckpt.pt, which --resume then could not load)."""
+    from trainer_minimal.logging_io import atomic_torch_save, atomic_write_json
+    from trainer_minimal.sweep import combine
+
+    out, shared = tmp_path / "sweep", tmp_path / "shared"
+    (out / "a-s0").mkdir(parents=True)
+    shared.mkdir()
+    row = dict(run_id="a-s0", recipe="a", seed=0, compute=1.0, compute_unit="flops", metric=0.5, n_eval=8, step=2)
+    (out / "a-s0" / "evals.jsonl").write_text(json.dumps(row) + "\n")
+    name = {"runs.csv": "runs.csv", "checkpoint": "ckpt.pt", "json": "summary.json"}[writer]
+    (shared / name).write_text("old")
+    os.chmod(shared / name, 0o640)
+    (out / name).symlink_to(shared / name)
+    synced, real_fsync = [], os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd) or real_fsync(fd))
+    if writer == "runs.csv":
+        combine(str(out), [str(out / "a-s0")])
+    elif writer == "checkpoint":
+        atomic_torch_save({"step": 2}, str(out / name))
+    else:
+        atomic_write_json(str(out / name), {"step": 2})
+    assert (out / name).is_symlink() and (shared / name).read_bytes() != b"old"
+    assert os.stat(shared / name).st_mode & 0o777 == 0o640
+    assert synced
+    assert sorted(p.name for p in shared.iterdir()) == [name]  # no temporary file left

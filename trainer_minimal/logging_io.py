@@ -2,13 +2,15 @@
 
 A kill can leave (a) a torn last line and (b) rows logged after the last checkpoint, which the
 resumed run will produce again. repair_jsonl() removes both and rewrites the file atomically (temp
-file + os.replace), so a reader sees either the old file or the repaired one, never a mix.
+file + os.replace: forecast.io.atomic_path), so a reader sees the old file or the repaired one, never a mix.
 """
 
 import json
 import os
 
 import torch
+
+from forecast.io import atomic_path  # one atomic write for the project: symlinks, mode bits, fsync
 
 try:
     import fcntl
@@ -82,12 +84,8 @@ def repair_jsonl(path, max_step):
 
 
 def atomic_write_text(path, text):
-    tmp = f"{path}.tmp"
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        tmp.write_text(text)
 
 
 def atomic_write_json(path, obj):
@@ -99,10 +97,9 @@ def _plain(value):
     return value.item() if hasattr(value, "item") else str(value)
 
 
-def atomic_torch_save(obj, path, tmp=None):
-    """torch.save through a temporary file (default path.tmp) and os.replace. Where several processes
-    may write one path (a warm start in a shared cache), give each its own tmp: with one shared name,
-    the first to finish renamed the other's half-written file and the other died in os.replace."""
-    tmp = tmp or f"{path}.tmp"
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
+def atomic_torch_save(obj, path):
+    """torch.save through a temporary file of this process's own (several processes may write one
+    path, e.g. a warm start in a shared cache) and an atomic, synced replace: a checkpoint is the old
+    one or the new one, even after a power loss."""
+    with atomic_path(path) as tmp:
+        torch.save(obj, tmp)

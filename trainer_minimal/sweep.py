@@ -25,6 +25,8 @@ import time
 
 import pandas as pd
 
+from forecast.io import atomic_path
+
 from .config import (
     RESUMABLE_FIELDS,
     check_advisor_reference,
@@ -279,17 +281,11 @@ def combine(out, run_dirs):
         first = [c for c in RUN_FORMAT_FIRST if c in table.columns]
         table = table[first + [c for c in table.columns if c not in first]]
         table = table.sort_values(["recipe", "seed", "step"]).reset_index(drop=True)
-    path = os.path.join(out, "runs.csv")  # atomically: a reader (or a kill) never sees half a table
-    # through a temporary file of this process's own: two sweeps into one folder (a re-run that adds a
-    # recipe while the first still runs) may combine at once, and through one shared runs.csv.tmp the
-    # first to rename moved the other's half-written table into place and the other died in os.replace
-    tmp = f"{path}.{os.getpid()}.tmp"
-    try:
+    # atomically (a reader, or a kill, never sees half a table), through a temporary file of this
+    # process's own: two sweeps into one folder (a re-run that adds a recipe while the first still runs)
+    # may combine at once
+    with atomic_path(os.path.join(out, "runs.csv")) as tmp:
         table.to_csv(tmp, index=False)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
     return table
 
 

@@ -315,7 +315,7 @@ def warm_start(cfg, model, tok, pool, device, rank, world):
             optimizer.step()
         # a cache may be shared by runs started side by side (two sweeps, or train commands, given one
         # --warmstart-cache): each writes through its own temporary file
-        atomic_torch_save(model.state_dict(), path, tmp=f"{path}.{os.getpid()}.tmp")
+        atomic_torch_save(model.state_dict(), path)
     if world > 1:
         dist.barrier()
     if os.path.exists(path):
