@@ -1045,3 +1045,88 @@ def test_the_trainer_s_rewrites_keep_a_symlink_and_the_file_s_mode_and_sync(tmp_
     assert os.stat(shared / name).st_mode & 0o777 == 0o640
     assert synced
     assert sorted(p.name for p in shared.iterdir()) == [name]  # no temporary file left
+
+
+def wait_for_evaluations(proc, evals, n, timeout=120):
+    deadline = time.time() + timeout
+    while len(read_jsonl(evals)) < n:
+        assert proc.poll() is None, proc.stderr.read().decode()
+        assert time.time() < deadline, "no evaluations written in time"
+        time.sleep(0.05)
+
+
+def folder_is_unlocked(folder):
+    import fcntl
+
+    with open(os.path.join(folder, ".lock"), "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return False
+        return True
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_sigterm_to_a_sweep_stops_its_runs_and_the_rerun_goes_on(tmp_path, warm_cache):
+    """SIGTERM to the sweep (a scheduler's time limit, `kill PID`) ended it at once while its runs
+    trained on as orphans holding their folders' locks, so the rerun its docs advise was refused. It now
+    stops as on Ctrl-C: its runs stop at their last checkpoint, it says how to go on, exit 143."""
+    out = tmp_path / "sweep"
+    cmd = [sys.executable, "-m", "trainer_minimal", "sweep", "--presets", "scalerl", "--seeds", "0", "--out", str(out),
+           "--warmstart-cache", warm_cache, "--max-steps", "4000", "--eval-every", "2", *tiny_flags()]
+    sweep = subprocess.Popen(cmd, env=child_env(), cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    run = out / "scalerl-s0"
+    try:
+        wait_for_evaluations(sweep, run / "evals.jsonl", 2, timeout=240)
+        sweep.send_signal(signal.SIGTERM)
+        assert sweep.wait(timeout=60) == 143
+        assert "stopped by SIGTERM; the same command again resumes the sweep" in sweep.stderr.read().decode()
+        assert folder_is_unlocked(run), "the sweep's run is still training"
+    finally:
+        if sweep.poll() is None:
+            sweep.kill()
+            sweep.wait()
+        if not folder_is_unlocked(run):  # the orphaned run: its pid is in the lock file
+            os.kill(int((run / ".lock").read_text()), signal.SIGKILL)
+    assert (run / "evals.jsonl").read_text().endswith("\n")
+    end = checkpoint_step(run / "ckpt.pt") + 2
+    assert main(["train", "--out", str(run), "--resume", "--max-steps", str(end)]) == 0
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_sigterm_to_a_run_stops_it_as_ctrl_c_does(tmp_path, warm_cache):
+    """SIGTERM killed a run without a word (exit -15); it now stops as on Ctrl-C, saying that --resume
+    goes on from its checkpoint, exit 143, its logs whole."""
+    run = tmp_path / "run"
+    cmd = [sys.executable, "-m", "trainer_minimal", "train", "--out", str(run), "--warmstart-cache", warm_cache,
+           "--max-steps", "4000", "--eval-every", "2", *tiny_flags()]
+    child = subprocess.Popen(cmd, env=child_env(), cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        wait_for_evaluations(child, run / "evals.jsonl", 2)
+        child.send_signal(signal.SIGTERM)
+        assert child.wait(timeout=60) == 143
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert f"stopped by SIGTERM; `trainer-minimal train --out {run} --resume` goes on" in child.stderr.read().decode()
+    for log in ("evals.jsonl", "train_log.jsonl"):
+        assert (run / log).read_text().endswith("\n")
+    end = checkpoint_step(run / "ckpt.pt") + 2
+    assert main(["train", "--out", str(run), "--resume", "--max-steps", str(end)]) == 0
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_stop_signals_leave_nohup_alone_and_are_put_back():
+    """Under nohup, SIGHUP is ignored and must stay so: a closed terminal must not stop the run."""
+    from trainer_minimal.cli import Stopped, stop_signals_as_ctrl_c
+
+    before = signal.signal(signal.SIGHUP, signal.SIG_IGN), signal.getsignal(signal.SIGTERM)
+    try:
+        with pytest.raises(Stopped), stop_signals_as_ctrl_c():
+            assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the handler raises before this ends
+        assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN and signal.getsignal(signal.SIGTERM) == before[1]
+    finally:
+        signal.signal(signal.SIGHUP, before[0])

@@ -4,6 +4,8 @@ Every Config field is a flag (--field-name), generated from the dataclass; its h
 field's one-line comment in config.py. Bad input (unknown preset or flag, invalid value, --resume
 without a checkpoint) is refused with a message and exit code 2 before any compute is spent.
 --resume on a run that already ended (stopped by the advisor, or at --max-steps) says so and exits 0.
+Ctrl-C, SIGTERM and SIGHUP stop a run or a sweep (and its runs) at their last checkpoint, with a line
+saying how to go on; exit 128 + the signal (130, 143, 129).
 
   trainer-minimal train --preset scalerl --max-steps 400 --eval-every 16 --out out/scalerl-s0
   trainer-minimal train --out out/scalerl-s0 --resume            # after a crash
@@ -17,7 +19,9 @@ import inspect
 import json
 import os
 import re
+import signal
 import sys
+from contextlib import contextmanager
 
 from . import config as config_module
 from .config import (
@@ -116,6 +120,47 @@ def resolve_train_config(args):
     return make_config(**overrides)
 
 
+class Stopped(KeyboardInterrupt):
+    """SIGTERM or SIGHUP (a scheduler's time limit, `kill`, a closed ssh terminal), raised where a
+    Ctrl-C would be, so that a run and a sweep stop as they do on Ctrl-C: a sweep stops its runs (by
+    default they trained on as orphans holding their folders' locks, and the rerun was refused)."""
+
+    def __init__(self, signum):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _raise_stopped(signum, frame):
+    raise Stopped(signum)
+
+
+@contextmanager
+def stop_signals_as_ctrl_c():
+    """SIGTERM and SIGHUP raise Stopped while the command runs. A signal the user ignores (nohup
+    ignores SIGHUP) stays ignored, and the handlers are put back after (main() may run in a test)."""
+    previous = {}
+    for name in ("SIGTERM", "SIGHUP"):  # Windows has no SIGHUP
+        signum = getattr(signal, name, None)
+        if signum is None or signal.getsignal(signum) is not signal.SIG_DFL:
+            continue
+        try:
+            previous[signum] = signal.signal(signum, _raise_stopped)
+        except ValueError:  # not the main thread: signals stay as they are
+            break
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def interrupted_exit(err):
+    """(what stopped the command, exit code): 128 + the signal, as a shell reports a process it ended."""
+    if isinstance(err, Stopped):
+        return f"stopped by {signal.Signals(err.signum).name}", 128 + err.signum
+    return "interrupted", 128 + signal.SIGINT
+
+
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -132,13 +177,14 @@ def main(argv=None):
         return e.code
     from .train import preflight  # torch is imported only once the arguments are known to be sane
 
+    cfg = plan = None
     try:
         if args.command == "presets":
             for name, overrides in PRESETS.items():
                 print(f"{name:16s} {overrides or '(the defaults: ScaleRL)'}")
             return 0
         if args.command == "sweep":
-            from .sweep import plan_sweep, run_sweep
+            from .sweep import plan_sweep
 
             plan = plan_sweep(args.presets, args.seeds, args.out, explicit_overrides(args, SWEEP_FIXED))
         else:
@@ -147,15 +193,23 @@ def main(argv=None):
     except ValueError as e:
         print(f"trainer-minimal: error: {e}", file=sys.stderr)
         return 2
-    # Ctrl-C: one line saying how to go on, not a traceback (from every process of a sweep); the
-    # logs are append-only and the checkpoint atomic, so nothing written is lost. 130: killed by SIGINT.
+    with stop_signals_as_ctrl_c():
+        return run_command(args, cfg, plan)
+
+
+def run_command(args, cfg, plan):
+    # Ctrl-C (or SIGTERM, SIGHUP: see Stopped): one line saying how to go on, not a traceback (from every
+    # process of a sweep); the logs are append-only and the checkpoint atomic, so nothing written is lost.
     if args.command == "sweep":
+        from .sweep import run_sweep
+
         try:
             return run_sweep(plan, args.out, args.workers, slim=args.slim)
-        except KeyboardInterrupt:
-            print("trainer-minimal: interrupted; the same command again resumes the sweep (finished runs are skipped)",
+        except KeyboardInterrupt as e:
+            what, code = interrupted_exit(e)
+            print(f"trainer-minimal: {what}; the same command again resumes the sweep (finished runs are skipped)",
                   file=sys.stderr)
-            return 130
+            return code
     from .logging_io import RunFolderBusy
     from .train import end_distributed, train
 
@@ -164,14 +218,15 @@ def main(argv=None):
     except RunFolderBusy as e:
         print(f"trainer-minimal: error: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
+        what, code = interrupted_exit(e)
         if os.path.exists(os.path.join(cfg.out, "ckpt.pt")):
-            print(f"trainer-minimal: interrupted; `trainer-minimal train --out {cfg.out} --resume` goes on from the last "
+            print(f"trainer-minimal: {what}; `trainer-minimal train --out {cfg.out} --resume` goes on from the last "
                   "checkpoint", file=sys.stderr)
         else:  # during the warm start or the step-0 evaluation: --resume would be refused (no checkpoint)
-            print("trainer-minimal: interrupted before the run's first checkpoint (nothing to resume); the same "
+            print(f"trainer-minimal: {what} before the run's first checkpoint (nothing to resume); the same "
                   "command again starts it", file=sys.stderr)
-        return 130
+        return code
     finally:
         end_distributed()
     return 0

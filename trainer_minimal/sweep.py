@@ -224,10 +224,11 @@ STOP_GRACE_S = 2.0  # on Ctrl-C, how long the runs in flight get to stop on thei
 
 
 def stop_runs(running, grace=None):
-    """On Ctrl-C, stop the runs in flight before the sweep exits. A terminal's Ctrl-C reaches them
-    too, and they stop within the grace period; a SIGINT to the sweep alone (`kill -INT`, a
-    scheduler, `timeout -s INT`) left them training on as orphans, which then held their folders'
-    locks against the rerun the sweep's message advises (every run refused, exit 2). A run still
+    """On Ctrl-C (or SIGTERM, SIGHUP: cli.Stopped), stop the runs in flight before the sweep exits. A
+    terminal's Ctrl-C reaches them too, and they stop within the grace period; a signal to the sweep
+    alone (`kill PID`, a scheduler's time limit, `timeout`) left them training on as orphans, which
+    then held their folders' locks against the rerun the sweep's message advises (every run refused,
+    exit 2). A run still
     going after the grace period gets SIGINT (it stops where it is; its last checkpoint stands).
     running: (run_id, process, log, start time) of each run in flight."""
     deadline = time.time() + (STOP_GRACE_S if grace is None else grace)
