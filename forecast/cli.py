@@ -327,9 +327,13 @@ def run_fit(args) -> int:
         warnings.simplefilter("ignore", FarFromDataWarning)  # said above, naming --horizon
         fc.fit(runs, random_seed=args.seed, progress=None if not args.no_progress else False, horizon=args.horizon)
     out.mkdir(parents=True, exist_ok=True)
-    fc.save(out / "fit.nc")
+    # the summary before either file is replaced (it takes seconds): fit.nc and summary.json are then
+    # replaced back to back, so a Ctrl-C or kill leaves the old pair or the new one, not a new fit.nc
+    # beside the old fit's summary (what is left is the instant between two renames; a report tells
+    # such a pair by its fit_info: _saved_fit_inputs)
     summary = fit_summary(fc, args.target)
     summary["input"] = str(Path(args.runs).resolve())  # a report run from another folder still finds it
+    fc.save(out / "fit.nc")
     atomic_write_json(out / "summary.json", summary)
     if args.json:
         print(dumps_json(summary))

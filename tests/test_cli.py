@@ -464,3 +464,30 @@ def test_fit_into_the_folder_of_its_runs_or_of_run_logs_exits_2_before_the_fit(s
     assert _holds_runs(tmp_path / "fits", sweep / "runs.csv") is None
     (logs / "fit.nc").write_text("")  # a saved fit already, with its sweep below (forecast demo --live's folder)
     assert _holds_runs(logs, sweep / "runs.csv") is None
+
+
+def test_a_fit_stopped_while_its_summary_is_computed_keeps_the_old_pair(fit_dir, tmp_path, monkeypatch):
+    """`forecast fit --out DIR` replaced fit.nc, then computed the summary (seconds) and wrote
+    summary.json: a Ctrl-C or kill in between left the new fit beside the old fit's summary, whose
+    numbers a reader of summary.json took for the new fit's. The summary is now computed first and the
+    two files are replaced back to back."""
+    import shutil
+
+    import forecast.cli as cli_module
+
+    shutil.copytree(fit_dir / "fit", tmp_path / "fit")
+    import hashlib
+
+    def digests():
+        return {name: hashlib.sha256((tmp_path / "fit" / name).read_bytes()).hexdigest()
+                for name in ("fit.nc", "summary.json")}
+
+    before = digests()
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli_module, "fit_summary", interrupted)
+    argv = ["fit", str(fit_dir / "runs.csv"), "--out", str(tmp_path / "fit"), "--fast", "--seed", "4", "--no-progress"]
+    assert main(argv) == 130
+    assert digests() == before  # the old fit and its own summary, not a new fit beside the old summary
