@@ -488,7 +488,8 @@ def test_a_second_process_is_refused_while_a_run_is_training_in_its_folder(tmp_p
             assert time.time() < deadline, "the child wrote no evaluations in time"
             time.sleep(0.05)
         capsys.readouterr()
-        assert main(["train", "--out", str(run), "--resume", "--max-steps", "20"]) == 2
+        # the child's own --max-steps: a smaller one raced the child past it and was refused for that instead
+        assert main(["train", "--out", str(run), "--resume", "--max-steps", "4000"]) == 2
         assert f"another process (pid {child.pid}) is training in this run folder" in capsys.readouterr().err
         assert child.poll() is None  # the first run trains on, alone
     finally:
