@@ -53,4 +53,11 @@ def shown_so_it_reads_true(value: float, reads_true, digits: int) -> str:
         text = f"{value:.{digits + more}f}"
         if reads_true(float(text)):
             return text
+    # a value a rounding error from its threshold (0.0019999999999999996 against 0.002): 6
+    # significant digits round it back onto the threshold ("0.002 < 0.002"), so as many as it takes,
+    # up to the 17 that give the number itself back
+    for significant in range(6, 18):
+        text = f"{value:.{significant}g}"
+        if reads_true(float(text)):
+            return text
     return f"{value:.6g}"

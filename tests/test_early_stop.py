@@ -214,6 +214,27 @@ def test_a_stated_probability_has_the_digits_its_comparison_needs():
     assert "= 0.02 < 0.1" in clear.message  # two digits where they suffice
 
 
+def test_a_gain_a_rounding_error_under_its_threshold_is_printed_so_it_reads_under_it():
+    """A gain per doubling of 0.006 over 3 doublings, less one unit in the last place: 0.0019999999999999996
+    < 0.002 stops the run, and the message read "= 0.002 < 0.002" (after four extra decimals the
+    number fell back to 6 significant digits, which round it up to the threshold again)."""
+    import re
+
+    rec = evaluate_rules("a", np.full(10, 0.5), np.full(10, 0.5), {}, EarlyStopConfig(), budget=800.0,
+                         compute_now=100.0, n_evals=9, curve_gain=0.006 - 1e-18)
+    assert rec.stop and rec.rule == "saturated" and rec.value < 0.002
+    shown = re.search(r"= (\S+) < 0.002", rec.message).group(1)
+    assert float(shown) < 0.002, rec.message
+    # the gain per compute, and the gain and compute left that divide to it
+    this = np.where(np.arange(1000) < 10, 0.6, 0.4)  # 1% of draws beat 0.5 by 0.1: 0.001 for half a budget
+    rec = evaluate_rules("a", this, this - 0.05, {"b": np.full(1000, 0.5)}, EarlyStopConfig(p_beat_threshold=1e-9,
+                         saturation_epsilon=None), budget=100.0, compute_now=50.0, n_evals=9, compute_scale=100.0)
+    assert rec.stop and rec.rule == "gain_per_compute" and rec.value < 0.002
+    gain, left, per = re.search(r"= (\S+) for (\S+) typical budgets of compute left = (\S+) per budget < 0.002",
+                                rec.message).groups()
+    assert float(per) < 0.002 and float(gain) / float(left) < 0.002, rec.message
+
+
 def test_no_decision_from_a_far_extrapolation():
     rec = evaluate_rules("a", spread(0.1), spread(0.1), {"b": spread(0.9)}, EarlyStopConfig(max_extrapolation=8),
                          budget=100.0, compute_now=1.0, n_evals=9)
