@@ -421,7 +421,8 @@ def recommend_split_text(table: pd.DataFrame, *, total: float, unit: str = UNSPE
     digits but lies within MC_LEVEL_SE of its Monte Carlo standard error (gain_mcse) is not
     recommended: a refit with another seed could call it the other way. The highest of the splits
     that gain for real is recommended then, and one run, with the noise said, when none does. And a
-    split the table finds level within noise with one of fewer runs (level_with) gives way to it."""
+    split the table finds level within noise with one of fewer runs (level_with) gives way to it,
+    where that one's own gain over one run is beyond noise too."""
     shown = table["expected_best"].map(lambda v: float(f"{v:.3f}"))
     one = table.iloc[0]
     # the rows whose gain over one run is more than Monte Carlo noise (or that have no error to judge it by)
@@ -452,9 +453,12 @@ def recommend_split_text(table: pd.DataFrame, *, total: float, unit: str = UNSPE
     more = None
     fewest = best.get("level_with")
     if fewest is not None and not pd.isna(fewest) and 1 < fewest < best.ways:
-        # more runs that do not beat fewer by more than Monte Carlo noise: the fewer are the plan
-        more, best = best, table.loc[table.index[table["ways"] == fewest][0]]
-        names = _runs_text(best.recipes)
+        # more runs that do not beat fewer by more than Monte Carlo noise: the fewer are the plan, if
+        # their own gain over one run is beyond noise (a split is only recommended for such a gain)
+        fewer = table.index[table["ways"] == fewest][0]
+        if real[fewer]:
+            more, best = best, table.loc[fewer]
+            names = _runs_text(best.recipes)
     text = (
         f"Split {_fmt(total)} {unit} into {best.ways} runs of {_fmt(best.compute_per_run)} ({names}) and keep the "
         f"best: expected {best.expected_best:.3f} (90% interval {best.q05:.3f}-{best.q95:.3f}) vs "

@@ -500,6 +500,16 @@ def test_more_runs_level_with_fewer_within_noise_give_way_to_the_fewer():
     assert recommend_split_text(table, total=100.0).startswith("Split 100 compute units into 3 runs")
 
 
+def test_a_split_gives_way_to_fewer_runs_only_where_their_gain_is_beyond_noise():
+    """3 runs gained 3 standard errors over one run, 2 runs 1.5 and level with 3: '2 runs' was
+    recommended, a split whose own gain a refit could turn round."""
+    table = pd.DataFrame({"ways": [1, 2, 3], "compute_per_run": [100.0, 50.0, 33.3], "recipes": [["a"], ["a", "b"], ["a", "b", "a"]],
+                          "expected_best": [0.600, 0.6015, 0.603], "q05": [0.5, 0.55, 0.56], "q95": [0.7, 0.7, 0.7],
+                          "gain_mcse": [0.0, 0.001, 0.001], "level_with": [1, 1, 2]})
+    text = recommend_split_text(table, total=100.0)
+    assert text.startswith("Split 100 compute units into 3 runs") and "level with" not in text
+
+
 def test_a_split_table_names_its_runs_as_its_sentence_does():
     """64 ways printed a list of 64 names per row (lines of about 250 characters); the table now
     counts seeds as the recommendation does."""
