@@ -14,7 +14,8 @@ approximate leave-future-out cross-validation, 2020). The reweighted draws are r
 equally weighted set, so every table of the forecaster works on them unchanged.
 
 The likelihood here is the model's (forecast.model.build_model: metric_loglik, the Kalman filter
-of forecast.wander_filter) in numpy over all draws at once; tests check that the two agree.
+of forecast.wander_filter) in numpy over all draws at once, a block of rows at a time; tests check
+that the two agree.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import numpy as np
 
 from .curves import sigmoid_curve_log
 from .model import ModelData, white_variance
-from .wander_filter import filter_residuals, wander_correlation
+from .wander_filter import filter_block, filter_start, wander_correlation
 
 __all__ = ["PARAMETERS", "log_likelihood", "ImportanceUpdate", "importance_update", "systematic_resample"]
 
@@ -33,26 +34,53 @@ __all__ = ["PARAMETERS", "log_likelihood", "ImportanceUpdate", "importance_updat
 PARAMETERS = ("A_run", "R0_run", "B", "log_C_mid", "sigma_extra", "wander_sd", "wander_scale")
 
 
-def log_likelihood(params: dict, data: ModelData, *, robust: bool = False, nu: float = 4.0) -> np.ndarray:
+# Per-draw, per-row values log_likelihood holds at once: each array of a block is this many
+# float64s (512 kB, which stays in cache: blocks 16x larger took 1.5x as long). All rows at once
+# held about ten arrays of draws x rows, 0.9 GB for the 600 draws of a fast fit of 8 runs x 3000
+# evaluations (benchmarks/fit_speed.py --long).
+BLOCK_ELEMENTS = 2**16
+
+
+def log_likelihood(
+    params: dict, data: ModelData, *, robust: bool = False, nu: float = 4.0, block_elements: int = BLOCK_ELEMENTS
+) -> np.ndarray:
     """Log-likelihood of the real observations of `data` under each draw: array (n_draws,).
 
     params: PARAMETERS as arrays with draws first (A_run (S, runs), B (S, recipes), sigma_extra (S,)...).
+    The filter runs over the rows a block at a time (about `block_elements` values per draw-by-row
+    array, at least one row), carrying its state from block to block: the same numbers as all rows
+    at once, in memory that does not grow with the number of evaluations.
     """
     n = data.n_obs  # real observations come first, padding after them
-    run = data.obs_run[:n]
+    n_draws = len(params["sigma_extra"])
+    rows = max(1, block_elements // max(n_draws, 1))
+    has_n_eval = data.has_n_eval
+    q = params["wander_sd"] ** 2
+    state = filter_start(q)
+    nu = nu if robust else np.inf
+    for start in range(0, n, rows):
+        block = np.arange(start, min(start + rows, n))
+        resid, white, phi = _block_terms(params, data, block, has_n_eval)
+        state = filter_block(resid, white, phi, q, np.ones(len(block)), state, nu=nu)
+    return state[2]
+
+
+def _block_terms(params: dict, data: ModelData, block: np.ndarray, has_n_eval: bool):
+    """(residual, white variance, wander correlation phi) of rows `block` under each draw, each
+    (n_draws, len(block)): the inputs of the filter, as the model computes them."""
+    run = data.obs_run[block]
     recipe = data.run_recipe[run]
-    x = data.x[:n]
+    x = data.x[block]
     mu = sigmoid_curve_log(
         data.loc + data.scale * x,
         params["A_run"][:, run], params["B"][:, recipe], params["log_C_mid"][:, recipe], params["R0_run"][:, run],
     )
-    n_eval = data.n_eval[:n] if data.has_n_eval else np.zeros(n)
+    n_eval = data.n_eval[block] if has_n_eval else np.zeros(len(block))
     white = white_variance(mu, n_eval, params["sigma_extra"][:, None])
-    resid = data.y[:n] - mu
-    has_prev = (data.prev[:n] >= 0).astype(float)
-    phi = wander_correlation(x, x[np.maximum(data.prev[:n], 0)], has_prev, params["wander_scale"][:, None])
-    loglik, _, _ = filter_residuals(resid, white, phi, params["wander_sd"][:, None] ** 2, nu=nu if robust else np.inf)
-    return loglik
+    prev = data.prev[block]
+    has_prev = (prev >= 0).astype(float)
+    phi = wander_correlation(x, data.x[np.maximum(prev, 0)], has_prev, params["wander_scale"][:, None])
+    return data.y[block] - mu, white, phi
 
 
 def systematic_resample(weights: np.ndarray, rng: np.random.Generator) -> np.ndarray:

@@ -29,7 +29,7 @@ import sys
 import numpy as np
 from scipy.special import gammaln
 
-__all__ = ["filter_residuals", "innovation_logpdf", "residual_loglik", "wander_correlation"]
+__all__ = ["filter_block", "filter_residuals", "filter_start", "innovation_logpdf", "residual_loglik", "wander_correlation"]
 
 
 def array_module_of(value):
@@ -68,8 +68,27 @@ def filter_residuals(resid, white, phi, wander_var, weight=None, nu: float = mat
     q = np.broadcast_to(np.asarray(wander_var, dtype=float), resid.shape[:-1] + (1,))[..., 0]
     weight = np.ones(resid.shape[-1]) if weight is None else np.asarray(weight, dtype=float)
     mean, var = np.empty(resid.shape), np.empty(resid.shape)
-    m, p = np.zeros(resid.shape[:-1]), q.copy()
-    loglik = np.zeros(resid.shape[:-1])
+    _, _, loglik = filter_block(resid, white, phi, q, weight, filter_start(q), nu=nu, mean=mean, var=var)
+    return loglik, mean, var
+
+
+def filter_start(q):
+    """The filter's state (wander mean m, its variance p, log-likelihood so far) before the first
+    row, for wander variance q of shape (...,): a run's first row resets it anyway (phi = 0)."""
+    q = np.asarray(q, dtype=float)
+    return np.zeros(q.shape), q.copy(), np.zeros(q.shape)
+
+
+def filter_block(resid, white, phi, q, weight, state, nu: float = math.inf, mean=None, var=None):
+    """Advance the filter from `state` (filter_start's, or the one a previous block returned) over
+    the last axis of one block of rows; returns the state after it. A table taken block by block
+    gives the log-likelihood of the whole table at once to the bit (the same operations in the
+    same order), holding only one block's per-draw arrays. Writes the filtered wander into
+    `mean` and `var` where given (arrays shaped like resid).
+
+    resid, white, phi: (..., rows); q: (...,); weight: (rows,).
+    """
+    m, p, loglik = state
     for t in range(resid.shape[-1]):
         ph = phi[..., t]
         predicted = ph**2 * p + q * (1 - ph**2)
@@ -79,8 +98,9 @@ def filter_residuals(resid, white, phi, wander_var, weight=None, nu: float = mat
             loglik = loglik + weight[t] * innovation_logpdf(innovation, total, nu)
         m = ph * m + predicted / total * innovation
         p = predicted * white[..., t] / total
-        mean[..., t], var[..., t] = m, p
-    return loglik, mean, var
+        if mean is not None:
+            mean[..., t], var[..., t] = m, p
+    return m, p, loglik
 
 
 # ---------------------------------------------------------------- the model's Op (Numba kernels)

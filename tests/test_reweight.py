@@ -29,6 +29,21 @@ def test_numpy_likelihood_is_the_models_potential(small_sweep, centered, robust)
     assert log_likelihood(params, data, robust=robust)[0] == pytest.approx(float(values[0]), rel=1e-6)
 
 
+@pytest.mark.parametrize("robust", [False, True])
+def test_the_likelihood_taken_in_blocks_of_rows_is_the_likelihood_of_all_rows_at_once(fitted, robust):
+    # blocks of 1 and 7 rows cross every run boundary and split runs, so the filter's state must be
+    # carried from block to block exactly; one block holds every row (the way it was computed before)
+    post = fitted._base["idata"].posterior
+    params = {v: post[v].values.reshape((-1,) + post[v].shape[2:]) for v in PARAMETERS}
+    data = fitted._base["data"]
+    n_draws = len(params["sigma_extra"])
+    at_once = log_likelihood(params, data, robust=robust, block_elements=n_draws * data.n_obs)
+    assert np.all(np.isfinite(at_once)) and np.ptp(at_once) > 0
+    for rows in (1, 7):
+        in_blocks = log_likelihood(params, data, robust=robust, block_elements=rows * n_draws)
+        np.testing.assert_allclose(in_blocks, at_once, rtol=1e-12, atol=0)
+
+
 def test_systematic_resample_follows_the_weights():
     weights = np.array([0.5, 0.25, 0.25, 0.0])
     counts = np.bincount(systematic_resample(np.repeat(weights, 100) / 100, np.random.default_rng(0)) // 100, minlength=4)
