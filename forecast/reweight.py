@@ -26,7 +26,7 @@ import numpy as np
 
 from .curves import sigmoid_curve_log
 from .model import ModelData, white_variance
-from .wander_filter import filter_block, filter_start, wander_correlation
+from .wander_filter import filter_in_blocks, wander_correlation
 
 __all__ = ["PARAMETERS", "log_likelihood", "ImportanceUpdate", "importance_update", "systematic_resample"]
 
@@ -34,35 +34,22 @@ __all__ = ["PARAMETERS", "log_likelihood", "ImportanceUpdate", "importance_updat
 PARAMETERS = ("A_run", "R0_run", "B", "log_C_mid", "sigma_extra", "wander_sd", "wander_scale")
 
 
-# Per-draw, per-row values log_likelihood holds at once: each array of a block is this many
-# float64s (512 kB, which stays in cache: blocks 16x larger took 1.5x as long). All rows at once
-# held about ten arrays of draws x rows, 0.9 GB for the 600 draws of a fast fit of 8 runs x 3000
-# evaluations (benchmarks/fit_speed.py --long).
-BLOCK_ELEMENTS = 2**16
-
-
 def log_likelihood(
-    params: dict, data: ModelData, *, robust: bool = False, nu: float = 4.0, block_elements: int = BLOCK_ELEMENTS
+    params: dict, data: ModelData, *, robust: bool = False, nu: float = 4.0, block_elements: int | None = None
 ) -> np.ndarray:
     """Log-likelihood of the real observations of `data` under each draw: array (n_draws,).
 
     params: PARAMETERS as arrays with draws first (A_run (S, runs), B (S, recipes), sigma_extra (S,)...).
-    The filter runs over the rows a block at a time (about `block_elements` values per draw-by-row
-    array, at least one row), carrying its state from block to block: the same numbers as all rows
-    at once, in memory that does not grow with the number of evaluations.
+    The filter runs over the rows a block at a time (wander_filter.filter_in_blocks; about
+    `block_elements` values per draw-by-row array), carrying its state from block to block: the
+    same numbers as all rows at once, in memory that does not grow with the number of evaluations.
     """
-    n = data.n_obs  # real observations come first, padding after them
-    n_draws = len(params["sigma_extra"])
-    rows = max(1, block_elements // max(n_draws, 1))
     has_n_eval = data.has_n_eval
-    q = params["wander_sd"] ** 2
-    state = filter_start(q)
-    nu = nu if robust else np.inf
-    for start in range(0, n, rows):
-        block = np.arange(start, min(start + rows, n))
-        resid, white, phi = _block_terms(params, data, block, has_n_eval)
-        state = filter_block(resid, white, phi, q, np.ones(len(block)), state, nu=nu)
-    return state[2]
+    _, _, loglik = filter_in_blocks(
+        lambda rows: _block_terms(params, data, rows, has_n_eval), data.n_obs,  # real observations come first
+        params["wander_sd"] ** 2, nu=nu if robust else np.inf, block_elements=block_elements,
+    )
+    return loglik
 
 
 def _block_terms(params: dict, data: ModelData, block: np.ndarray, has_n_eval: bool):

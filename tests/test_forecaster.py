@@ -186,6 +186,20 @@ def test_predict_honours_every_argument_it_is_given(fitted):
         fitted.compute_to_target(0.5, quantiles=(5, 95))
 
 
+def test_a_runs_forecast_is_the_same_with_its_evaluations_filtered_in_blocks(fitted, monkeypatch):
+    """A run's own forecast starts from its filtered wander at its last evaluation, worked out a
+    block of evaluations at a time so a long run's draws-by-evaluations arrays are never held
+    whole; blocks of 1 and 3 evaluations must give the forecast of the whole run in one block."""
+    from forecast import wander_filter
+
+    whole = fitted.predict([1e4, 1e6], run_id="scalerl_8b-s0", kind="run")
+    assert fitted.data_.n_obs // len(fitted.run_ids) * fitted.n_draws <= wander_filter.BLOCK_ELEMENTS  # one block
+    for rows in (1, 3):
+        monkeypatch.setattr(wander_filter, "BLOCK_ELEMENTS", rows * fitted.n_draws)
+        in_blocks = fitted.predict([1e4, 1e6], run_id="scalerl_8b-s0", kind="run")
+        pd.testing.assert_frame_equal(in_blocks, whole, check_exact=False, rtol=1e-12, atol=0)
+
+
 def test_naming_a_run_forecasts_that_run_unless_another_kind_is_asked(fitted):
     """predict(run_id=X) gave the recipe's new-seed forecast (the default kind was new_run), while
     `forecast predict --run-id X` forecasts the run: one question, two answers."""
