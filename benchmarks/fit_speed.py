@@ -16,14 +16,24 @@ Data: 8 recipes x 3 seeds x 40 points (synthetic, ScaleRL Table 1 shapes), one p
 Prints each time, divergences, max R-hat, and the ratios. Targets: >= 10x faster than the
 baseline, < 10 s warm, < 30 s cold, no divergences, R-hat <= 1.01, fast mode < 1 s.
 
-    python benchmarks/fit_speed.py [--skip-baseline]
+--long instead runs long runs alone: 4 recipes x 2 seeds x 3000 points (--long-points), a fast fit
+without the last evaluation of one run (cold: compile included), then refit() when it arrives;
+each with its time and peak memory (the process's max RSS; the refit's peak traced by tracemalloc
+in a second refit, as tracing slows it). Then the reweighting likelihood of those draws on the
+grown table as refit() takes it (rows in blocks) and with all rows in one block (what it held
+before 2026-12-05, less the filtered path it also kept), with the time, traced peak and largest
+difference of each; and a run's own forecast (predict kind="run"), time and traced peak.
+
+    python benchmarks/fit_speed.py [--skip-baseline] [--long [--long-points 3000]]
 """
 
 from __future__ import annotations
 
 import argparse
+import resource
 import sys
 import time
+import tracemalloc
 import warnings
 from pathlib import Path
 
@@ -37,6 +47,8 @@ import pymc as pm  # noqa: E402
 
 from forecast import ScalingForecaster  # noqa: E402
 from forecast.data import validate_runs  # noqa: E402
+from forecast.model import prepare_data  # noqa: E402
+from forecast.reweight import PARAMETERS, log_likelihood  # noqa: E402
 from forecast.synthetic import load_table1, simulate_sweep  # noqa: E402
 
 warnings.filterwarnings("ignore")
@@ -95,10 +107,73 @@ def fast_refits(runs):
     return times
 
 
+def max_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB on Linux
+
+
+def traced(call):
+    """(result, seconds, peak MB traced by tracemalloc) of call()."""
+    tracemalloc.start()
+    start = time.perf_counter()
+    try:
+        result = call()
+        return result, time.perf_counter() - start, tracemalloc.get_traced_memory()[1] / 2**20
+    finally:
+        tracemalloc.stop()
+
+
+def long_runs(n_points: int):
+    """A fast fit and a refit of runs with many evaluations; the reweighting likelihood in blocks
+    of rows against all rows at once."""
+    recipes = load_table1().rename(columns={"run": "recipe"}).iloc[:4]
+    runs = validate_runs(simulate_sweep(recipes, n_seeds=2, n_points=n_points, rng=0))
+    last = runs.groupby("run_id").cumcount(ascending=False) == 0
+    one_short = runs[~(last & (runs["run_id"] == runs["run_id"].iloc[0]))]
+    print(f"data: {runs['recipe'].nunique()} recipes, {runs['run_id'].nunique()} runs, {len(runs)} points")
+
+    start = time.perf_counter()
+    fc = ScalingForecaster(mode="fast").fit(one_short, random_seed=0, progress=False)
+    print(f"fast fit (cold): {time.perf_counter() - start:6.1f} s  (compile {fc.fit_info_['compile_seconds']:.1f} s, "
+          f"sampling {fc.fit_info_['sample_seconds']:.1f} s)  max RSS {max_rss_mb():.0f} MB  {fc.diagnostics()}")
+    base = fc._base  # the sampled fit that refit() reweights, kept for the comparison below
+    start = time.perf_counter()
+    fc.refit(runs, random_seed=1)
+    print(f"refit, 1 new evaluation: {time.perf_counter() - start:5.2f} s  reweighted={fc.fit_info_['reweighted']}  "
+          f"max RSS {max_rss_mb():.0f} MB")
+    base.update(params=None, loglik=None)  # refit() works out the sampled draws' likelihood again, as the first did
+    _, _, peak = traced(lambda: fc.refit(runs, random_seed=1))
+    print(f"refit, 1 new evaluation, traced: peak {peak:.0f} MB")
+
+    post = base["idata"].posterior
+    params = {v: post[v].values.reshape((-1,) + post[v].shape[2:]) for v in PARAMETERS}
+    data = prepare_data(runs, pad_to=len(base["data"].y), frame=base["data"].frame())
+    n_draws = len(params["sigma_extra"])
+    blocks = ("in blocks", {}), ("all rows at once", {"block_elements": n_draws * data.n_obs})
+    results = {}
+    for label, options in blocks:
+        start = time.perf_counter()
+        results[label] = log_likelihood(params, data, **options)
+        seconds = time.perf_counter() - start
+        _, _, peak = traced(lambda options=options: log_likelihood(params, data, **options))
+        print(f"reweighting likelihood, {n_draws} draws x {data.n_obs} rows, {label}: {seconds:5.2f} s, traced peak {peak:6.1f} MB")
+    difference = np.max(np.abs(results["in blocks"] - results["all rows at once"]))
+    print(f"largest difference between the two: {difference:.3g}")
+
+    run = fc.run_ids[-1]
+    fc.predict([4 * runs["compute"].max()], run_id=run, kind="run")  # the draws' cache filled first
+    _, seconds, peak = traced(lambda: fc.predict([4 * runs["compute"].max()], run_id=run, kind="run"))
+    print(f"predict(kind='run') for a run of {n_points} evaluations: {seconds:.2f} s (traced), traced peak {peak:.1f} MB")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser()
     parser.add_argument("--skip-baseline", action="store_true")
+    parser.add_argument("--long", action="store_true", help="long runs alone (4 recipes x 2 seeds x --long-points)")
+    parser.add_argument("--long-points", type=int, default=3000)
     args = parser.parse_args(argv)
+    if args.long:
+        long_runs(args.long_points)
+        return
     runs = benchmark_sweep()
     print(f"data: {runs['recipe'].nunique()} recipes, {runs['run_id'].nunique()} runs, {len(runs)} points")
     results = {}
