@@ -277,8 +277,17 @@ def require_rates(frame: pd.DataFrame, column: str) -> None:
     if bad.any():
         idx = bad.idxmax()
         value = frame.loc[idx, column]
-        raise RunDataError(f"must lie in [0, 1], got {_shown(value, lambda v: 0 <= v <= 1)}", column=column,
-                           **_where(frame, idx))
+        raise RunDataError(f"must lie in [0, 1], got {_shown(value, lambda v: 0 <= v <= 1)}"
+                           f"{_percent_hint(frame[column])}", column=column, **_where(frame, idx))
+
+
+def _percent_hint(rates: pd.Series) -> str:
+    """Where every value lies in [0, 100] and most above 1, the column reads as percentages: say so, and what to do.
+    Not divided here: a column of pass counts or rewards can lie in [0, 100] too, and a sweep whose
+    rates all stay under 1% would be read as fractions by any guess, 100x off beside its siblings."""
+    if rates.min() >= 0 and rates.max() <= 100 and rates.median() > 1:  # one stray value is not a column in percent
+        return " (percentages? the column holds values from 0 to 100: divide it by 100 for a rate in [0, 1])"
+    return ""
 
 
 def _shown(value: float, fine) -> str:

@@ -511,3 +511,16 @@ def test_a_row_of_an_in_memory_table_joined_to_a_loaded_one_names_no_file_nan(tm
         validate_runs(pd.concat([load_runs(path), mine], ignore_index=True))
     assert err.value.source is None and "nan" not in str(err.value)
     assert str(err.value).startswith("column 'metric', run 'b-s0': must lie in [0, 1]")
+
+
+def test_pass_rates_given_as_percentages_are_refused_with_the_fix():
+    """A metric column in percent (0-100, as a spreadsheet shows pass rates) was refused as 'must lie
+    in [0, 1], got 32.8' without saying why the whole column was off; it is still refused (a count or
+    a reward can lie in [0, 100] too), now with the hint to divide by 100."""
+    table = good_table().assign(metric=lambda t: t["metric"] * 100)
+    with pytest.raises(RunDataError, match=r"must lie in \[0, 1\], got 20 \(percentages\?.*divide it by 100") as info:
+        validate_runs(table)
+    assert info.value.column == "metric" and info.value.run_id == "a-s0" and info.value.row == 1
+    with pytest.raises(RunDataError) as info:  # a value above 100 is no percentage: no hint
+        validate_runs(table.assign(metric=lambda t: t["metric"] * 10))
+    assert "percentages" not in str(info.value)
