@@ -156,17 +156,70 @@ def data_warnings_of(call, *args, **kwargs):
 def _read_csv(path: Path) -> pd.DataFrame:
     try:
         columns = pd.read_csv(path, nrows=0).columns
+        separator = ";" if _is_semicolon_header(columns) else ","
+        if separator == ";":
+            columns = pd.read_csv(path, nrows=0, sep=";").columns
         # names stay as written: "001" is not run 1, and recipe "1e-3" is not 0.001; nor is a recipe
         # "None" or a run "NA" missing (pandas' default reading, which refused them as "is missing")
         missing = {column: [""] if column in NAME_COLUMNS else list(CSV_MISSING) for column in columns}
-        frame = pd.read_csv(path, dtype={"run_id": str, "recipe": str, "compute_unit": str}, keep_default_na=False,
-                            na_values=missing)
+        names = {"run_id": str, "recipe": str, "compute_unit": str}
+        if separator == ";":
+            # read the numbers as text first: their decimal mark is decided for the whole file below
+            numbers = {column: str for column in columns if column in DECIMAL_COLUMNS}
+            raw = pd.read_csv(path, sep=";", dtype={**names, **numbers}, keep_default_na=False, na_values=missing)
+            decimal = _decimal_mark(path, raw, _csv_row_lines(path, len(raw)))
+            frame = pd.read_csv(path, sep=";", decimal=decimal, dtype={**names, **numbers}, keep_default_na=False,
+                                na_values=missing)
+            for column in numbers:
+                frame[column] = frame[column].str.replace(",", ".", regex=False) if decimal == "," else frame[column]
+        else:
+            frame = pd.read_csv(path, dtype=names, keep_default_na=False, na_values=missing)
     except pd.errors.EmptyDataError:
         # a file with nothing in it holds no rows, as a header-only one or an empty JSONL log does
         # (in a folder it is skipped, where it failed the whole read; named, it "holds no rows")
         return pd.DataFrame()
     frame["_line"] = _csv_row_lines(path, len(frame))
-    return frame
+    return _without_trailing_empty_columns(frame)
+
+
+# the columns read as numbers, whose decimal mark a ';'-separated file decides
+DECIMAL_COLUMNS = ("compute", "metric", *OPTIONAL_NUMERIC, "true_metric")
+
+
+def _is_semicolon_header(columns) -> bool:
+    """A header that read as one column holding ';' and the run format's names: a CSV as Excel
+    saves it where the decimal mark is a comma (most of Europe), separated by ';'."""
+    if len(columns) != 1:
+        return False
+    names = {name.strip().strip('"') for name in str(columns[0]).split(";")}
+    return set(REQUIRED_COLUMNS) <= names
+
+
+def _decimal_mark(path: Path, raw: pd.DataFrame, lines) -> str:
+    """',' where a ';'-separated file's numbers are written with a decimal comma (0,35), else '.'.
+    A number with a '.' beside decimal commas is ambiguous (1.234 is 1234 where '.' groups
+    thousands) and refused, naming it, rather than read 1000x off."""
+    text = raw[[c for c in raw.columns if c in DECIMAL_COLUMNS]].astype("string")
+    comma = text.apply(lambda column: column.str.contains(r"\d,\d", regex=True, na=False)).stack()
+    if not comma.any():
+        return "."
+    dot = text.apply(lambda column: column.str.contains(".", regex=False, na=False)).stack()
+    if dot.any():
+        index, column = dot.idxmax()
+        example = text.at[comma.idxmax()]
+        run_id = raw.at[index, "run_id"] if "run_id" in raw.columns else None
+        raise RunDataError(
+            f"value {text.at[index, column]!r} has a '.' where the file's other numbers use a decimal comma "
+            f"({example!r}), so the '.' may group thousands: write every number with one decimal mark",
+            source=path, column=column, run_id=run_id if pd.notna(run_id) else None, row=int(lines[index]))
+    return ","
+
+
+def _without_trailing_empty_columns(frame: pd.DataFrame) -> pd.DataFrame:
+    """A separator at the end of every line (Excel's trailing comma) makes a column without a name
+    or a value, 'Unnamed: 7': not data, and not carried into the fit."""
+    empty = [c for c in frame.columns if str(c).startswith("Unnamed: ") and frame[c].isna().all()]
+    return frame.drop(columns=empty)
 
 
 def _csv_row_lines(path: Path, n_rows: int) -> np.ndarray:

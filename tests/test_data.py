@@ -1,5 +1,6 @@
 """Bad input fails at the boundary with a message naming the file, column, run and row."""
 
+import csv
 import json
 import warnings
 from pathlib import Path
@@ -385,7 +386,8 @@ def test_a_frame_with_two_columns_of_one_name_is_refused_in_words():
 @pytest.mark.parametrize("header, hint", [
     ("run_id, recipe, compute, metric", "' recipe' is not 'recipe': names are matched exactly"),
     ("run_id,recipe,compute,Metric", "'Metric' is not 'metric'"),
-    ("run_id;recipe;compute;metric", "the header is one column holding ';': separate the columns with commas"),
+    ("run_id\trecipe\tcompute\tmetric", "the header is one column holding '\\t': separate the columns with commas"),
+    ("Run;Recipe;Compute;Metric", "the header is one column holding ';': separate the columns with commas"),
     ("a,r,1,0.1", "some column names are numbers: does the table lack its header line?"),
 ])
 def test_a_missing_column_says_the_likely_cause(tmp_path, header, hint):
@@ -524,3 +526,36 @@ def test_pass_rates_given_as_percentages_are_refused_with_the_fix():
     with pytest.raises(RunDataError) as info:  # a value above 100 is no percentage: no hint
         validate_runs(table.assign(metric=lambda t: t["metric"] * 10))
     assert "percentages" not in str(info.value)
+
+
+def _excel_export(table: pd.DataFrame, *, separator: str, decimal: str) -> bytes:
+    """The table as Excel saves a CSV: a byte-order mark, CRLF line ends, quoted text, a separator
+    closing every line (an extra empty column) and an empty last line."""
+    text = table.to_csv(index=False, sep=separator, decimal=decimal, quoting=csv.QUOTE_NONNUMERIC)
+    lines = [line + separator for line in text.splitlines()]
+    return ("\ufeff" + "\r\n".join(lines) + "\r\n\r\n").encode("utf-8")
+
+
+@pytest.mark.parametrize("separator, decimal", [(",", "."), (";", ","), (";", ".")])
+def test_a_csv_as_excel_saves_it_reads_as_the_plain_one(tmp_path, separator, decimal):
+    """Excel in a decimal-comma locale saves 'run_id;recipe;...' with 0,35: refused as 'run_id is
+    missing ... separate the columns with commas' (which, done, splits every number in two). Its
+    trailing separator added an empty column 'Unnamed: 5' that was carried into the fit."""
+    table = good_table().assign(compute=lambda t: t["compute"] * 1.5e9 + 0.5)
+    plain, excel = tmp_path / "plain.csv", tmp_path / "excel.csv"
+    table.to_csv(plain, index=False)
+    excel.write_bytes(_excel_export(table, separator=separator, decimal=decimal))
+    read = load_runs(excel)
+    assert list(read.columns) == list(load_runs(plain).columns)
+    pd.testing.assert_frame_equal(read.drop(columns="_source"), load_runs(plain).drop(columns="_source"))
+
+
+def test_a_number_with_a_point_beside_decimal_commas_is_refused_by_name(tmp_path):
+    """In a ';'-separated file whose numbers use a decimal comma, 1.234 may be 1234 (a '.' grouping
+    thousands): neither reading is safe, so the cell is named."""
+    path = tmp_path / "runs.csv"
+    path.write_text("run_id;recipe;compute;metric\na;r;1,5E+10;0,3\na;r;2.5e10;0,35\n")
+    with pytest.raises(RunDataError, match="value '2.5e10' has a '.' where the file's other numbers use a decimal "
+                                           "comma") as info:
+        load_runs(path)
+    assert (info.value.column, info.value.run_id, info.value.row) == ("compute", "a", 3)
