@@ -505,11 +505,17 @@ def _checked_runs(frame: pd.DataFrame, *, source, min_points: int) -> pd.DataFra
             shown = [v.item() if isinstance(v, np.generic) else v for v in sorted(values.unique())]
             shown = [int(v) if isinstance(v, float) and v.is_integer() else v for v in shown]  # seed 1, not 1.0
             raise RunDataError(f"belongs to several {what} {shown}", column=column, **_where(frame, idx))
+    frame = _without_repeated_rows(frame)
     duplicated = frame.duplicated(["run_id", "compute"], keep="first")
     if duplicated.any():
         idx = duplicated.idxmax()
+        first = _first_row_at(frame, idx)
+        differs = next(c for c in frame.columns if c not in ("_line", "_source")
+                       and not _same_cell(frame.at[first, c], frame.at[idx, c]))
+        before, here = _shown_pair(frame.at[first, differs], frame.at[idx, differs])
         raise RunDataError(
-            f"has two rows at compute {frame.loc[idx, 'compute']:g} (duplicate run_id, compute)",
+            f"has two rows at compute {frame.loc[idx, 'compute']:g} (duplicate run_id, compute) that differ in "
+            f"'{differs}' ({before} at {_row_name(frame, first, idx)}, {here} here): keep the one evaluation that is right",
             column="compute",
             **_where(frame, idx),
         )
@@ -529,6 +535,54 @@ def _checked_runs(frame: pd.DataFrame, *, source, min_points: int) -> pd.DataFra
     frame = frame.sort_values(["recipe", "run_id", "compute"], kind="stable").reset_index(drop=True)
     frame.attrs["source"] = str(src) if src is not None else None
     return frame
+
+
+def _first_row_at(frame: pd.DataFrame, later):
+    """The first row of the run of row `later` at its compute."""
+    same = (frame["run_id"] == frame.at[later, "run_id"]) & (frame["compute"] == frame.at[later, "compute"])
+    return frame.index[same][0]
+
+
+def _same_cell(a, b) -> bool:
+    if pd.api.types.is_scalar(a) and pd.api.types.is_scalar(b) and pd.isna(a) and pd.isna(b):
+        return True
+    return bool(np.all(a == b))
+
+
+def _shown_pair(a, b) -> tuple[str, str]:
+    """Two cells as a message shows them: numbers with the digits that tell them apart, text quoted."""
+    numbers = [v for v in (a, b) if isinstance(v, (int, float, np.number)) and not isinstance(v, (bool, np.bool_))]
+    if len(numbers) == 2 and not (pd.isna(a) or pd.isna(b)):
+        return _told_apart(float(a), float(b))
+    return repr(a.item() if isinstance(a, np.generic) else a), repr(b.item() if isinstance(b, np.generic) else b)
+
+
+def _row_name(frame: pd.DataFrame, first, later) -> str:
+    """'row 5', or 'file F row 5' where the earlier of two rows comes from another file than the later."""
+    where = _where(frame, first)
+    if where["source"] is not None and where["source"] != _where(frame, later)["source"]:
+        return f"file {where['source']} row {where['row']}"
+    return f"row {where['row']}"
+
+
+def _without_repeated_rows(frame: pd.DataFrame) -> pd.DataFrame:
+    """The table with a row that repeats an earlier one in every column dropped, with a warning: one
+    evaluation written twice (an export joined to an overlapping one, a log read twice) is still one
+    evaluation, while counting it twice would weigh it double in the fit."""
+    values = [c for c in frame.columns if c not in ("_line", "_source")]
+    try:
+        repeated = frame.duplicated(values, keep="first")
+    except TypeError:  # an unhashable cell (a list in a JSONL field): rows are compared by run and compute only
+        return frame
+    if not repeated.any():
+        return frame
+    idx = repeated.idxmax()
+    first = _first_row_at(frame, idx)
+    more = f" ({int(repeated.sum())} rows repeat an earlier one; each is read once)" if repeated.sum() > 1 else ""
+    warnings.warn(str(RunDataError(
+        f"repeats {_row_name(frame, first, idx)} in every column, at compute {frame.at[idx, 'compute']:g}: read once"
+        f"{more}", **_where(frame, idx))), UserWarning, stacklevel=4)
+    return frame[~repeated]
 
 
 # Runs of one sweep share a compute grid within a few x (a bigger batch, a longer generation); runs

@@ -559,3 +559,24 @@ def test_a_number_with_a_point_beside_decimal_commas_is_refused_by_name(tmp_path
                                            "comma") as info:
         load_runs(path)
     assert (info.value.column, info.value.run_id, info.value.row) == ("compute", "a", 3)
+
+
+def test_a_row_written_twice_is_read_once_and_two_different_rows_at_one_compute_are_refused(tmp_path):
+    """Two exports of a sweep joined with an overlap wrote some evaluations twice, identical in every
+    column: refused as 'duplicate run_id, compute', though nothing is ambiguous; it is read once,
+    with a warning naming both rows. Two rows at one compute that differ are still refused, now
+    naming the other row and the values that differ."""
+    table = good_table()
+    (tmp_path / "part1.csv").write_text(table.iloc[:6].to_csv(index=False))
+    (tmp_path / "part2.csv").write_text(table.iloc[4:].to_csv(index=False))
+    with pytest.warns(UserWarning, match=rf"file {tmp_path / 'part2.csv'}, run 'a-s1', row 2: repeats file "
+                                         rf"{tmp_path / 'part1.csv'} row 6 in every column, at compute 10: read once "
+                                         r"\(2 rows repeat an earlier one; each is read once\)"):
+        runs = load_runs(tmp_path)
+    pd.testing.assert_frame_equal(runs[table.columns], validate_runs(table)[table.columns])
+    path = tmp_path / "part1.csv"
+    pd.concat([table, table.iloc[[2]].assign(metric=0.5)]).to_csv(path, index=False)
+    with pytest.raises(RunDataError, match=r"has two rows at compute 40 \(duplicate run_id, compute\) that differ in "
+                                           r"'metric' \(0.3 at row 4, 0.5 here\)") as info:
+        load_runs(path)
+    assert (info.value.column, info.value.run_id, info.value.row) == ("compute", "a-s0", 14)
