@@ -397,14 +397,28 @@ def _require_one_column_per_name(frame: pd.DataFrame, source) -> None:
         raise RunDataError("appears more than once; keep one column of each name", source=source, column=twice[0])
 
 
+# what experiment trackers' exports (Weights & Biases, MLflow) call a run's name and its group
+EXPORT_NAMES = {"run_id": ("name", "run.name", "run_name", "run", "run name", "tags.mlflow.runname"),
+                "recipe": ("group", "run.group", "recipe_name", "experiment", "sweep")}
+
+
 def _missing_column_message(column: str, columns) -> str:
     """'is missing', the columns there are, and the likely cause where one shows: a name with a
     space or a capital, a file separated by ';' or tabs, a first line of data rather than names."""
-    present = [str(c) for c in columns if not str(c).startswith("_")]  # header=None gives names 0, 1, ...
+    # the reader's own columns are not the user's (W&B's _step, _runtime are); header=None gives names 0, 1, ...
+    present = [str(c) for c in columns if str(c) not in ("_line", "_source")]
     message = f"is missing (columns present: {', '.join(present)})"
     near = [name for name in present if name.strip().lower() == column]
     if near:
         return f"{message}; {near[0]!r} is not '{column}': names are matched exactly, without spaces or capitals"
+    with_unit = [name for name in present if re.fullmatch(rf"\s*{column}\s*[(\[].*[)\]]\s*", name, re.IGNORECASE)]
+    if with_unit:
+        return (f"{message}; {with_unit[0]!r} is not '{column}': name the column '{column}'"
+                + (" and give its unit in a column 'compute_unit'" if column == "compute" else ""))
+    export_names = [name for name in present if name.strip().lower() in EXPORT_NAMES.get(column, ())]
+    if export_names:
+        return (f"{message}; is {export_names[0]!r} the {column.replace('_', ' ')} (as a tracker's export calls it)? "
+                f"Rename it to '{column}'")
     for separator in (";", "\t", "|"):
         if len(present) == 1 and separator in present[0]:
             return f"{message}; the header is one column holding {separator!r}: separate the columns with commas"

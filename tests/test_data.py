@@ -389,6 +389,10 @@ def test_a_frame_with_two_columns_of_one_name_is_refused_in_words():
     ("run_id\trecipe\tcompute\tmetric", "the header is one column holding '\\t': separate the columns with commas"),
     ("Run;Recipe;Compute;Metric", "the header is one column holding ';': separate the columns with commas"),
     ("a,r,1,0.1", "some column names are numbers: does the table lack its header line?"),
+    ("run_id,recipe,compute (FLOPs),metric",
+     "'compute (FLOPs)' is not 'compute': name the column 'compute' and give its unit in a column 'compute_unit'"),
+    ("run.name,recipe,compute,metric", "is 'run.name' the run id (as a tracker's export calls it)? Rename it to 'run_id'"),
+    ("_step,run_id,Group,compute,metric", "columns present: _step, run_id, Group,"),
 ])
 def test_a_missing_column_says_the_likely_cause(tmp_path, header, hint):
     path = tmp_path / "runs.csv"
