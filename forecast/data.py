@@ -105,8 +105,36 @@ def _read_jsonl(path: Path) -> pd.DataFrame:
     return frame
 
 
+SPREADSHEET_SUFFIXES = (".xlsx", ".xls", ".xlsm", ".ods", ".numbers")
+# the first bytes of files that are named .csv or .jsonl by mistake, and what to do about each
+BINARY_SIGNATURES = (
+    (b"PK\x03\x04", "is a zip archive, not text (an Excel workbook renamed?): save the sheet as CSV (UTF-8)"),
+    (b"PAR1", "is a Parquet file, not text: give it the suffix .parquet"),
+    (b"\x1f\x8b", "is gzip-compressed: decompress it first"),
+    (b"\xd0\xcf\x11\xe0", "is an old Excel workbook (.xls), not text: save the sheet as CSV (UTF-8)"),
+)
+
+
+def _binary_message(path: Path) -> str | None:
+    """Why a file named as a text table is not one, or None: a parser reads binary bytes as a
+    ragged CSV ('line 3 has 2 fields') or a bad JSON line, which sends the user to the wrong fix."""
+    with open(path, "rb") as handle:
+        head = handle.read(8192)
+    for signature, message in BINARY_SIGNATURES:
+        if head.startswith(signature):
+            return message
+    if b"\x00" in head and not head.startswith((b"\xff\xfe", b"\xfe\xff")):  # UTF-16 text has NULs: said as not UTF-8
+        try:
+            head.decode("utf-8")
+        except UnicodeDecodeError:
+            return "is binary data, not a text table (CSV, JSONL): was another file named?"
+    return None
+
+
 def _read_one_file(path: Path) -> pd.DataFrame:
     suffix = path.suffix.lower()
+    if suffix in (".csv", ".jsonl", ".json") and path.is_file() and (message := _binary_message(path)):
+        raise RunDataError(message, source=path)
     try:
         if suffix == ".csv":
             frame = _read_csv(path)
@@ -119,7 +147,8 @@ def _read_one_file(path: Path) -> pd.DataFrame:
             frame = _read_jsonl(path)
         else:
             raise RunDataError(
-                f"unsupported file type '{suffix}' (use one of {', '.join(SUPPORTED_SUFFIXES)})",
+                f"unsupported file type '{suffix}' (use one of {', '.join(SUPPORTED_SUFFIXES)})"
+                + ("; save the sheet as CSV (UTF-8)" if suffix in SPREADSHEET_SUFFIXES else ""),
                 source=path,
             )
     except RunDataError:

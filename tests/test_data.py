@@ -584,3 +584,22 @@ def test_a_row_written_twice_is_read_once_and_two_different_rows_at_one_compute_
                                            r"'metric' \(0.3 at row 4, 0.5 here\)") as info:
         load_runs(path)
     assert (info.value.column, info.value.run_id, info.value.row) == ("compute", "a-s0", 14)
+
+
+@pytest.mark.parametrize("content, name, says", [
+    (b"PK\x03\x04" + bytes(range(256)), "runs.csv", "is a zip archive, not text (an Excel workbook renamed?): save the "
+                                                    "sheet as CSV (UTF-8)"),
+    (b"PAR1" + bytes(64), "runs.csv", "is a Parquet file, not text: give it the suffix .parquet"),
+    (b"\x1f\x8b\x08" + bytes(range(256)), "evals.jsonl", "is gzip-compressed: decompress it first"),
+    (bytes(range(256)) * 4, "runs.csv", "is binary data, not a text table (CSV, JSONL): was another file named?"),
+    (b"any", "runs.xlsx", "unsupported file type '.xlsx' (use one of .csv, .parquet, .pq, .jsonl, .json); save the "
+                          "sheet as CSV (UTF-8)"),
+])
+def test_a_binary_file_named_as_a_table_is_said_to_be_binary(tmp_path, content, name, says):
+    """Random bytes named runs.csv were refused as 'line 3 has 2 fields where the header has 1 (a
+    stray comma, or a row cut short?)', a workbook as 'line 1 is not UTF-8 text': the wrong fix."""
+    path = tmp_path / name
+    path.write_bytes(content)
+    with pytest.raises(RunDataError) as info:
+        load_runs(path)
+    assert str(info.value) == f"file {path}: {says}"
