@@ -79,6 +79,15 @@ def _log_text(path: Path) -> str:
         return raw[: raw.rfind(b"\n") + 1].decode("utf-8-sig")
 
 
+def _is_one_json_document(text: str) -> bool:
+    """A pretty-printed JSON object (a config or summary named as the runs): valid JSON, not JSONL."""
+    try:
+        json.loads(text)
+    except json.JSONDecodeError:
+        return False
+    return True
+
+
 def _read_jsonl(path: Path) -> pd.DataFrame:
     """Read a JSONL run log. A torn last line (a writer killed mid-line) is skipped, because a
     log that is still being written must stay readable; a bad line anywhere else is an error."""
@@ -96,6 +105,11 @@ def _read_jsonl(path: Path) -> pd.DataFrame:
             is_last = all(not rest.strip() for rest in lines[number:])
             if is_last and not text.endswith("\n"):
                 continue  # torn final line of a log still being written
+            if _is_one_json_document(text):
+                array = text.lstrip().startswith("[")
+                raise RunDataError("holds one JSON document spread over several lines, not rows: a run table is one "
+                                   "JSON object per line (JSONL), or an array of row objects"
+                                   + (" in a file named .json" if array else ""), source=path) from None
             raise RunDataError(f"line {number} is not valid JSON ({err.msg})", source=path) from None
         if not isinstance(record, dict):
             raise RunDataError(f"line {number} is not a JSON object", source=path)

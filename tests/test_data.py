@@ -603,3 +603,17 @@ def test_a_binary_file_named_as_a_table_is_said_to_be_binary(tmp_path, content, 
     with pytest.raises(RunDataError) as info:
         load_runs(path)
     assert str(info.value) == f"file {path}: {says}"
+
+
+@pytest.mark.parametrize("name, document", [("summary.json", {"recipes": {"a": 0.5}}), ("runs.jsonl", [{"run_id": "a"}])])
+def test_a_pretty_printed_json_document_is_said_to_be_one_not_a_bad_line(tmp_path, name, document):
+    """summary.json (fit --out writes one) named as the runs was refused as 'line 1 is not valid JSON
+    (Expecting property name ...)', though every line of it is valid JSON as a whole."""
+    path = tmp_path / name
+    path.write_text(json.dumps(document, indent=2))
+    with pytest.raises(RunDataError, match="holds one JSON document spread over several lines, not rows") as info:
+        load_runs(path)
+    assert info.value.source == path and ("in a file named .json" in str(info.value)) == isinstance(document, list)
+    path.write_text('{"run_id": "a"}\n{"run_id": \n{"run_id": "a"}\n')  # a bad line in a log is still named
+    with pytest.raises(RunDataError, match="line 2 is not valid JSON"):
+        load_runs(path)
