@@ -561,8 +561,7 @@ def main(argv=None) -> int:
     if not trainer_sweep.exists() and args.trainer_sweep != str(TRAINER_SWEEP):
         parser.error(f"--trainer-sweep {args.trainer_sweep}: no such file or folder")
     try:  # a --json that cannot be written, or would overwrite a sweep read here, is refused before the replays
-        for source in [trainer_sweep, *args.runs]:
-            _check_output_file(args.json, "--json", "early_stop.json", source=source)
+        _check_output_file(args.json, "--json", "early_stop.json", source=(trainer_sweep, *args.runs))
     except BadInput as error:
         parser.error(str(error))
     if trainer_sweep.exists():

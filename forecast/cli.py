@@ -111,17 +111,34 @@ def warn_ignored(flags: list[str], why: str) -> None:
 
 def _check_output_file(path, flag: str, example: str, source=None) -> None:
     """An output file must not be a folder, nor an input of the command: the run table or saved
-    fit it reads, or a file the folder it reads would take as a run table next time, nor a file in
-    a trainer's run folder (checked before any work, not after a long fit)."""
+    fit it reads (`source`, or each of a tuple of them), or a file the folder it reads would take as
+    a run table next time, nor a file in a trainer's run folder, nor an existing data file of another
+    kind (checked before any work, not after a long fit)."""
     if path is None:
         return
     out = Path(path)
     if out.is_dir():
         raise BadInput(f"{flag} {path}: is a folder; give a file name, e.g. {out / example}")
     _check_parent_folders(out, flag)
-    if conflict := _output_conflict(out, source):
-        elsewhere = _outside_run_folders(Path(source).resolve().parent if source is not None else out.resolve().parent)
-        raise BadInput(f"{flag} {path}: {conflict}; write it elsewhere, e.g. {elsewhere / example}")
+    for one_source in (source if isinstance(source, tuple) else (source,)):
+        if conflict := _output_conflict(out, one_source):
+            elsewhere = _outside_run_folders(Path(one_source).resolve().parent if one_source is not None
+                                             else out.resolve().parent)
+            raise BadInput(f"{flag} {path}: {conflict}; write it elsewhere, e.g. {elsewhere / example}")
+    if conflict := _overwrites_other_data(out, example):
+        raise BadInput(f"{flag} {path}: {conflict}; name the output e.g. {out.parent / example}")
+
+
+def _overwrites_other_data(out: Path, example: str) -> str | None:
+    """Why writing over the existing file `out` would destroy data of another kind, or None: a
+    report written over runs.csv (typed for report.html, or from the history of `forecast fit
+    runs.csv`) replaced the runs a saved fit came from with HTML, without a word."""
+    from .data import SUPPORTED_SUFFIXES
+
+    suffix = out.suffix.lower()
+    if out.is_file() and suffix != Path(example).suffix and suffix in (*SUPPORTED_SUFFIXES, ".nc"):
+        return f"exists, and is a {suffix} file (run data, or a fit) that this {Path(example).suffix} output would replace"
+    return None
 
 
 def _check_parent_folders(out: Path, flag: str) -> None:
@@ -771,14 +788,14 @@ def run_watch(args) -> int:
     if args.max_polls is not None and args.max_polls < 1:
         raise BadInput(f"--max-polls must be >= 1, got {args.max_polls}")
     _wait_for_the_folder(args.runs_dir, wait=not args.once)
-    _check_output_file(args.out, "--out", "recommendations.json", source=args.runs_dir)
     if args.out is None and not os.access(args.runs_dir, os.W_OK | os.X_OK):  # the advice goes in RUNS_DIR
         raise BadInput(f"{args.runs_dir}: cannot write {DEFAULT_OUT_NAME} in it (read-only or not yours); "
                        "give --out FILE in a folder you can write")
     if args.reference is not None and not Path(args.reference).exists():
         raise BadInput(f"--reference {args.reference}: does not exist")
-    if args.reference is not None:  # the advice written over the reference table would destroy it
-        _check_output_file(args.out, "--out", "recommendations.json", source=args.reference)
+    # the advice written over a run log or the reference table would destroy it
+    inputs = (args.runs_dir,) if args.reference is None else (args.runs_dir, args.reference)
+    _check_output_file(args.out, "--out", "recommendations.json", source=inputs)
     if args.once and args.max_polls not in (None, 1):
         warn(f"--max-polls {args.max_polls} has no effect with --once (one poll)")
     polls = 1 if args.once else args.max_polls

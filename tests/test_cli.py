@@ -70,6 +70,10 @@ def test_predict_run_kind_table(fit_dir, capsys):
         (["fit", "{d}/missing.csv", "--out", "{d}/runs.csv"], "is a file; --out names a folder"),  # before reading
         (["report", "{d}/fit", "-o", "{d}"], "is a folder; give a file name"),
         (["backtest", "{d}/runs.csv", "--out", "{d}"], "is a folder; give a file name"),
+        # an existing data file of another kind: a report over the runs a saved fit came from
+        (["report", "{d}/fit", "-o", "{d}/runs.csv"], "-o {d}/runs.csv: exists, and is a .csv file (run data, or a "
+                                                      "fit) that this .html output would replace; name the output e.g. "
+                                                      "{d}/report.html"),
         # a fit written into the folder of run logs it reads: from then on the folder reads as that fit
         (["fit", "{d}/logs", "--out", "{d}/logs"], "its fit.nc is, or would become, an input read from"),
         # or into one run's folder, over the summary.json that marks the run finished
