@@ -220,6 +220,7 @@ def _told_apart(likelier: float, other: float) -> tuple[str, str]:
     return first, second
 
 
+LEVEL_NAMED = 3  # recipes level with the runner-up named in the sentence; the table holds the rest
 MC_LEVEL_SE = 2.0  # expected metrics closer than this many Monte Carlo standard errors of their difference are level
 
 
@@ -293,7 +294,9 @@ def recommend_text(table: pd.DataFrame, *, budget: float, target: float | None =
         runner_up = f"Runner-up '{second.recipe}': expected {second.expected:.3f}, P(best) {second_is}"
         level = _level_with(table.iloc[2:], second)
         if level:  # named as second on a difference a refit with another random_seed turns round
-            names = ", ".join(f"'{r}'" for r in level)
+            names = ", ".join(f"'{r}'" for r in level[:LEVEL_NAMED])
+            if len(level) > LEVEL_NAMED:  # a wide sweep of near-equal recipes named a hundred of them in one sentence
+                names += f" and {len(level) - LEVEL_NAMED} more recipes in the table"
             runner_up += (f" (level with {names} within Monte Carlo noise: which of them "
                           "comes second can change from fit to fit)")
         parts.append(runner_up + ".")

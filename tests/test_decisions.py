@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -135,6 +136,19 @@ def test_a_runner_up_within_monte_carlo_noise_of_others_is_said_to_be_level(rng)
     draws["c"] = draws_with_mean(0.5170, 0.04)
     clear = recommend_text(rank_recipes(draws, budget=1.0), budget=1.0)
     assert "Runner-up 'b': expected 0.527, P(best)" in clear and "Monte Carlo noise" not in clear
+
+
+def test_a_runner_up_level_with_many_recipes_names_a_few_and_counts_the_rest(rng):
+    """A sweep of 200 near-equal recipes (an analyst's grid over learning rate and batch size) named
+    every recipe level with the runner-up in one sentence: ten 50-character names there, and as many
+    as the grid holds in a wider one. Three are named, the rest counted."""
+    draws = {"lead": rng.normal(0.6, 0.01, 2000)}
+    for k in range(40):
+        d = rng.normal(0.0, 0.04, 2000)
+        draws[f"grid-{k:02d}"] = d - d.mean() + 0.5
+    text = recommend_text(rank_recipes(draws, budget=1.0), budget=1.0)
+    level = re.search(r"\(level with (.*) within Monte Carlo noise", text).group(1)
+    assert re.fullmatch(r"'grid-\d\d', 'grid-\d\d', 'grid-\d\d' and 36 more recipes in the table", level), level
 
 
 def test_a_p_best_just_under_the_bar_is_printed_so_it_reads_below_it(rng):
