@@ -561,7 +561,11 @@ def _checked_runs(frame: pd.DataFrame, *, source, min_points: int) -> pd.DataFra
             idx = values.index[values != values.iloc[0]][0]
             shown = [v.item() if isinstance(v, np.generic) else v for v in sorted(values.unique())]
             shown = [int(v) if isinstance(v, float) and v.is_integer() else v for v in shown]  # seed 1, not 1.0
-            raise RunDataError(f"belongs to several {what} {shown}", column=column, **_where(frame, idx))
+            hint = ""
+            if column == "recipe":  # names unique within a recipe only (seed0, seed1 in each): one run id each
+                hint = (f": a run_id names one run in the whole table; if these are {len(shown)} runs, name them apart "
+                        f"(e.g. '{shown[0]}-{run}', '{shown[1]}-{run}')")
+            raise RunDataError(f"belongs to several {what} {shown}{hint}", column=column, **_where(frame, idx))
     frame = _without_repeated_rows(frame)
     duplicated = frame.duplicated(["run_id", "compute"], keep="first")
     if duplicated.any():

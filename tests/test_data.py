@@ -617,3 +617,15 @@ def test_a_pretty_printed_json_document_is_said_to_be_one_not_a_bad_line(tmp_pat
     path.write_text('{"run_id": "a"}\n{"run_id": \n{"run_id": "a"}\n')  # a bad line in a log is still named
     with pytest.raises(RunDataError, match="line 2 is not valid JSON"):
         load_runs(path)
+
+
+def test_run_names_reused_across_recipes_are_refused_with_how_to_name_them_apart():
+    """Runs named by seed alone ('s0' in each recipe, as a tracker's sweep names them) were refused as
+    'belongs to several recipes', which reads as a mislabelled row; the error now says what a run_id
+    is and how to make two. Not renamed here: a row whose recipe is a typo would become a run."""
+    table = good_table().assign(run_id=lambda t: "s" + t["run_id"].str[-1])
+    with pytest.raises(RunDataError) as info:
+        validate_runs(table)
+    assert str(info.value).endswith("belongs to several recipes ['a', 'b']: a run_id names one run in the whole "
+                                    "table; if these are 2 runs, name them apart (e.g. 'a-s0', 'b-s0')")
+    assert (info.value.column, info.value.run_id, info.value.row) == ("recipe", "s0", 9)
