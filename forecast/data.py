@@ -518,8 +518,12 @@ def _checked_runs(frame: pd.DataFrame, *, source, min_points: int) -> pd.DataFra
     bad = frame["compute"] <= 0
     if bad.any():
         idx = bad.idxmax()
+        # an evaluation before training (step 0, as trackers log one) sits at log(0): the curve has no point there
+        before_training = (": an evaluation before training has no place on the curve, which is fitted against "
+                           "log compute; drop the row (the fit learns the start, R0, from the runs' early points)"
+                           if frame.loc[idx, "compute"] == 0 else "")
         raise RunDataError(
-            f"must be > 0, got {frame.loc[idx, 'compute']:g}", column="compute", **_where(frame, idx)
+            f"must be > 0, got {frame.loc[idx, 'compute']:g}{before_training}", column="compute", **_where(frame, idx)
         )
     if "n_eval" in frame.columns:
         n = frame["n_eval"]

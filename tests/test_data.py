@@ -629,3 +629,16 @@ def test_run_names_reused_across_recipes_are_refused_with_how_to_name_them_apart
     assert str(info.value).endswith("belongs to several recipes ['a', 'b']: a run_id names one run in the whole "
                                     "table; if these are 2 runs, name them apart (e.g. 'a-s0', 'b-s0')")
     assert (info.value.column, info.value.run_id, info.value.row) == ("recipe", "s0", 9)
+
+
+def test_a_compute_of_zero_is_refused_as_an_evaluation_before_training():
+    """A baseline evaluation at compute 0 (trackers log one at step 0) was refused as 'must be > 0,
+    got 0', leaving the user to guess that the row, not the column, is the problem."""
+    table = good_table()
+    table.loc[0, "compute"] = 0.0
+    with pytest.raises(RunDataError, match=r"must be > 0, got 0: an evaluation before training .* drop the row") as info:
+        validate_runs(table)
+    assert (info.value.column, info.value.run_id, info.value.row) == ("compute", "a-s0", 1)
+    table.loc[0, "compute"] = -3.0
+    with pytest.raises(RunDataError, match=r"must be > 0, got -3$"):
+        validate_runs(table)
