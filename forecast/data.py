@@ -440,9 +440,11 @@ def _require_one_column_per_name(frame: pd.DataFrame, source) -> None:
         raise RunDataError("appears more than once; keep one column of each name", source=source, column=twice[0])
 
 
-# what experiment trackers' exports (Weights & Biases, MLflow) call a run's name and its group
+# what experiment trackers' exports (Weights & Biases, MLflow) and hand-made tables often call the columns
 EXPORT_NAMES = {"run_id": ("name", "run.name", "run_name", "run", "run name", "tags.mlflow.runname"),
-                "recipe": ("group", "run.group", "recipe_name", "experiment", "sweep")}
+                "recipe": ("group", "run.group", "recipe_name", "experiment", "sweep"),
+                "compute": ("flops", "total_flops", "train_flops", "cumulative_flops", "compute_flops"),
+                "metric": ("pass_rate", "pass rate", "pass@1", "pass_at_1", "accuracy", "val_pass_rate", "eval/pass_rate")}
 
 
 def _missing_column_message(column: str, columns) -> str:
@@ -460,8 +462,7 @@ def _missing_column_message(column: str, columns) -> str:
                 + (" and give its unit in a column 'compute_unit'" if column == "compute" else ""))
     export_names = [name for name in present if name.strip().lower() in EXPORT_NAMES.get(column, ())]
     if export_names:
-        return (f"{message}; is {export_names[0]!r} the {column.replace('_', ' ')} (as a tracker's export calls it)? "
-                f"Rename it to '{column}'")
+        return f"{message}; is {export_names[0]!r} the {column.replace('_', ' ')}? Rename it to '{column}'"
     for separator in (";", "\t", "|"):
         if len(present) == 1 and separator in present[0]:
             return f"{message}; the header is one column holding {separator!r}: separate the columns with commas"

@@ -391,7 +391,9 @@ def test_a_frame_with_two_columns_of_one_name_is_refused_in_words():
     ("a,r,1,0.1", "some column names are numbers: does the table lack its header line?"),
     ("run_id,recipe,compute (FLOPs),metric",
      "'compute (FLOPs)' is not 'compute': name the column 'compute' and give its unit in a column 'compute_unit'"),
-    ("run.name,recipe,compute,metric", "is 'run.name' the run id (as a tracker's export calls it)? Rename it to 'run_id'"),
+    ("run.name,recipe,compute,metric", "is 'run.name' the run id? Rename it to 'run_id'"),
+    ("run_id,recipe,compute, pass_rate ", "is ' pass_rate ' the metric? Rename it to 'metric'"),
+    ("run_id,recipe,total_flops,metric", "is 'total_flops' the compute? Rename it to 'compute'"),
     ("_step,run_id,Group,compute,metric", "columns present: _step, run_id, Group,"),
 ])
 def test_a_missing_column_says_the_likely_cause(tmp_path, header, hint):
