@@ -116,7 +116,28 @@ def _read_jsonl(path: Path) -> pd.DataFrame:
         record["_line"] = number
         records.append(record)
     frame = pd.DataFrame.from_records(records)
+    _warn_if_compute_falls_in_log_order(frame, path)
     return frame
+
+
+def _warn_if_compute_falls_in_log_order(frame: pd.DataFrame, path: Path) -> None:
+    """A log is written in time order, so a run's compute that falls from one line to a later one is
+    a restarted counter (a resumed run). With a step column the validation refuses it; without one
+    the rows are sorted by compute and the two stretches of the curve interleave in silence. Said,
+    not refused: a JSONL table written by hand need not be in time order."""
+    if "step" in frame.columns or not {"run_id", "compute"} <= set(frame.columns):
+        return
+    compute = pd.to_numeric(frame["compute"], errors="coerce")
+    previous = compute.groupby(frame["run_id"].astype(str)).shift()
+    falls = compute < previous
+    if falls.any():
+        idx = falls.idxmax()
+        before, after = _told_apart(previous[idx], compute[idx])
+        warnings.warn(str(RunDataError(
+            f"falls from {before} to {after} in the log's order: a resumed run that restarted its compute counter? "
+            "Compute must count from the run's start (log a step column and this is checked)",
+            source=path, column="compute", run_id=frame.at[idx, "run_id"], row=int(frame.at[idx, "_line"]))),
+            UserWarning, stacklevel=5)
 
 
 SPREADSHEET_SUFFIXES = (".xlsx", ".xls", ".xlsm", ".ods", ".numbers")

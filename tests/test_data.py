@@ -644,3 +644,20 @@ def test_a_compute_of_zero_is_refused_as_an_evaluation_before_training():
     table.loc[0, "compute"] = -3.0
     with pytest.raises(RunDataError, match=r"must be > 0, got -3$"):
         validate_runs(table)
+
+
+def test_a_log_whose_compute_restarts_without_a_step_column_is_warned_of(tmp_path):
+    """A resumed run that restarted its compute counter, in a log without a step column, was read in
+    silence: sorted by compute, the two stretches of its curve interleaved. Said now, naming the line."""
+    computes = [10.0, 20.0, 40.0, 5.0, 15.0]
+    log = tmp_path / "evals.jsonl"
+    log.write_text("".join(json.dumps({"run_id": "a", "recipe": "r", "compute": c, "metric": 0.1 + 0.01 * i}) + "\n"
+                           for i, c in enumerate(computes)))
+    with pytest.warns(UserWarning, match=rf"file {log}, column 'compute', run 'a', row 4: falls from 40 to 5 in the "
+                                         "log's order: a resumed run that restarted its compute counter"):
+        load_runs(log)
+    log.write_text("".join(json.dumps({"run_id": "a", "recipe": "r", "compute": c, "metric": 0.1}) + "\n"
+                           for c in sorted(computes)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        load_runs(log)
