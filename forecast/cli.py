@@ -436,7 +436,10 @@ def run_predict(args) -> int:
     if args.json:
         print(dumps_json(table.to_dict(orient="records")))
     else:
-        print(table.to_string(index=False, float_format="%.4g"))
+        from .formatting import fmt_compute
+
+        # compute as decide, report and watch write it: 4.08e12, not 4.08e+12
+        print(table.to_string(index=False, float_format="%.4g", formatters={"compute": fmt_compute}))
     return EXIT_OK
 
 

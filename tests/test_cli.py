@@ -48,6 +48,13 @@ def test_predict_run_kind_table(fit_dir, capsys):
     assert "scalerl_8b-s1" in out and "q95" in out
 
 
+def test_predict_table_writes_compute_as_every_other_command_does(fit_dir, capsys):
+    # the table printed 1.5e+06 where decide, report and watch write 1.5e6
+    assert main(["predict", str(fit_dir / "fit"), "--compute", "2e4", "1.5e6", "--recipe", "scalerl_8b"]) == 0
+    out = capsys.readouterr().out
+    assert " 1.5e6 " in out and "20,000" in out and "e+" not in out
+
+
 @pytest.mark.parametrize(
     "argv, message",
     [
