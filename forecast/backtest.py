@@ -64,6 +64,7 @@ from .early_stop import (
     recommend_runs,
     top_at_step,
 )
+from .formatting import fmt_compute
 
 __all__ = [
     "BacktestConfig",
@@ -294,7 +295,7 @@ class SuccessiveHalving:
             if run in view.active:
                 values[run] = float(g["metric"].iloc[-1])  # the value reported at the rung
         survivors = halving_survivors(values, self.eta)
-        return {r: f"not in the best {len(survivors)} of {len(values)} at rung {view.checkpoint:.3g}" for r in values if r not in survivors}
+        return {r: f"not in the best {len(survivors)} of {len(values)} at rung {fmt_compute(view.checkpoint)}" for r in values if r not in survivors}
 
 
 class LeastSquaresRule:

@@ -301,6 +301,7 @@ def _unsavable_column(runs, scratch: Path):
 
 def run_fit(args) -> int:
     from .data import compute_unit_of, far_from_data, load_runs
+    from .formatting import fmt_compute
     from .io import atomic_write_json
 
     forecaster_kwargs = _forecaster_kwargs(args)  # a bad --prior fails before a large table is read
@@ -331,7 +332,7 @@ def run_fit(args) -> int:
     if args.horizon is not None and (message := far_from_data(args.horizon, runs["compute"], unit=compute_unit_of(runs), name="--horizon")):
         warn(message)  # before the fit, which would take minutes to use it
     if args.horizon is not None and args.horizon <= runs["compute"].max():
-        warn_ignored(["--horizon"], f"the runs already reach {runs['compute'].max():.3g} {compute_unit_of(runs)}, "
+        warn_ignored(["--horizon"], f"the runs already reach {fmt_compute(runs['compute'].max())} {compute_unit_of(runs)}, "
                                     "and the priors are set on the compute range seen when it is within it")
     # PyMC loads here, after the table is checked
     from .forecaster import ConvergenceWarning, FarFromDataWarning, ScalingForecaster
@@ -367,8 +368,6 @@ def run_fit(args) -> int:
             print(table.round(4).to_string(index=False))
             if args.target is not None:
                 print(f"\ncompute to reach {args.target}:")
-                from .formatting import fmt_compute
-
                 table = fc.compute_to_target(args.target)
                 formatters = {q: fmt_compute for q in table.columns if q.startswith("q")}  # "never", not inf
                 print(table.to_string(index=False, float_format="%.4g", formatters=formatters))

@@ -686,8 +686,8 @@ def _warn_if_runs_look_like_two_units(frame: pd.DataFrame) -> None:
         return
     low, high = typical.idxmin(), typical.idxmax()
     warnings.warn(str(RunDataError(
-        f"runs' compute differs by {typical[high] / typical[low]:.2g}x (run '{low}' at about {typical[low]:.3g}, "
-        f"run '{high}' at about {typical[high]:.3g}): are they in one unit? Convert to one unit per table",
+        f"runs' compute differs by {typical[high] / typical[low]:.2g}x (run '{low}' at about {fmt_compute(typical[low])}, "
+        f"run '{high}' at about {fmt_compute(typical[high])}): are they in one unit? Convert to one unit per table",
         source=frame.attrs.get("source") or (frame["_source"].iloc[0] if "_source" in frame else None),
         column="compute")), UserWarning, stacklevel=4)
 

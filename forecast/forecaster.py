@@ -39,6 +39,7 @@ from .data import (
     validate_runs,
     warn_if_far_from_data,
 )
+from .formatting import fmt_compute
 from .inference import (
     ConvergenceReport,
     SamplerSettings,
@@ -411,7 +412,7 @@ class ScalingForecaster:
             warn_if_far_from_data([horizon], runs["compute"], unit=compute_unit_of(runs), name="horizon")
         if horizon is not None and horizon <= runs["compute"].max():
             # said before sampling, which takes minutes; the fit is the same as without it
-            warnings.warn(f"horizon={horizon:g} has no effect: the runs already reach {runs['compute'].max():.3g}, "
+            warnings.warn(f"horizon={horizon:g} has no effect: the runs already reach {fmt_compute(runs['compute'].max())}, "
                           "and the priors are set on the compute range seen when it is within it", UserWarning, stacklevel=2)
         centered = self._centered_for(runs)
         values = data_values(data, self.priors)
@@ -832,7 +833,7 @@ class ScalingForecaster:
             x_last = d.x[last]
             if paths and np.any(x <= x_last):
                 raise ValueError(f"paths=True for run {run_id!r} continues it from its last evaluation at "
-                                 f"{np.exp(d.loc + d.scale * x_last):.4g} {self.compute_unit}: every compute must lie beyond it")
+                                 f"{fmt_compute(np.exp(d.loc + d.scale * x_last))} {self.compute_unit}: every compute must lie beyond it")
             wander_last = self._filtered_wander_at_last(r, p, sigma_extra, wander_sd, wander_scale)
             white = white_variance(curve, n_eval, sigma_extra) if eval_noise else np.zeros_like(curve)
             # the wander ahead reverts from its filtered value at the last evaluation; computes

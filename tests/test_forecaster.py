@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from forecast import NotASavedFitError, NotFittedError, SamplerSettings, ScalingForecaster
+from forecast.formatting import fmt_compute
 from forecast.inference import ConvergenceReport
 from forecast.model import Priors
 from forecast.synthetic import simulate_sweep
@@ -611,7 +612,8 @@ def test_a_horizon_the_runs_already_reach_is_said_to_have_no_effect(fitted, smal
     Sampling is faked: the warning comes before it. A horizon beyond the data says nothing."""
     fake_sampling(monkeypatch, fitted, [{}, {}])
     inside = float(small_sweep["compute"].max()) / 2
-    with pytest.warns(UserWarning, match=f"horizon={inside:g} has no effect: the runs already reach"):
+    reach = fmt_compute(small_sweep["compute"].max())  # as every message writes compute: 162,688, not 1.63e+05
+    with pytest.warns(UserWarning, match=f"horizon={inside:g} has no effect: the runs already reach {reach},"):
         ScalingForecaster().fit(small_sweep, random_seed=0, progress=False, horizon=inside)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
