@@ -625,7 +625,7 @@ def recipe_table_html(table: pd.DataFrame, budget: float, unit: str, target: flo
             "A": fmt_interval(r["A_q50"], r["A_q05"], r["A_q95"]),
         }
         if target is not None:
-            row["c_target"] = fmt_interval(r["c_target_q50"], r["c_target_q05"], r["c_target_q95"], fmt_compute)
+            row["c_target"] = c_target_cell(r)
             row["p_target"] = fmt_prob(r["p_target"])
         rows.append(row)
     columns = [
@@ -646,6 +646,10 @@ def recipe_table_html(table: pd.DataFrame, budget: float, unit: str, target: flo
         "P(≥ target): the share in which that pass rate at the budget is at or above the target. 'never': at "
         "least that share of draws has its asymptote below the target.</p>"
     )
+    if any(": starts above" in row.get("c_target", "") for row in rows):
+        explain = explain[:-len("</p>")] + (
+            " 'starts above it': the median draw's curve starts at or above the target, so its compute to "
+            "reach it is 0 (and one that ends under it at the budget does not get back there with more compute).</p>")
     body = table_html(rows, columns, numeric=numeric, raw={"p_best"}, css_id="recipe-table") + explain
     return section_html("Recipes at the budget", body, anchor="recipes")
 
@@ -732,6 +736,20 @@ def target_notes(table: pd.DataFrame, target: float | None) -> dict:
         return {}
     notes = {r["recipe"]: starts_at_target_note(r, target, "c_target_q50") for _, r in table.iterrows()}
     return {recipe: note for recipe, note in notes.items() if note is not None}
+
+
+def c_target_cell(row) -> str:
+    """A recipe's compute to target for the recipe tables: median [90% interval], and, where the
+    median is 0, why (decide's target_note, short): "0 [0, 0]" beside P(>= target at budget) 0.00
+    read as a target that is free, when the curve starts above it and falls below it."""
+    from .decisions import _falls_below_target, _starts_at_target
+
+    cell = fmt_interval(row["c_target_q50"], row["c_target_q05"], row["c_target_q95"], fmt_compute)
+    if "p_target" not in row or not _starts_at_target(row, "c_target_q50"):
+        return cell
+    if _falls_below_target(row, "c_target_q50"):
+        return f"{cell}: starts above it, falls below by the budget"
+    return f"{cell}: starts above it"
 
 
 def starts_at_target_sentence(table: pd.DataFrame, target: float, budget: float, unit: str) -> str:
@@ -966,7 +984,7 @@ def recipe_table_text(data: ReportData) -> str:
     )
     if data.target is not None:
         frame[f"compute to {data.target:g} ({unit})"] = [
-            fmt_interval(r.c_target_q50, r.c_target_q05, r.c_target_q95, fmt_compute) for r in table.itertuples()
+            c_target_cell(r) for _, r in table.iterrows()
         ]
         frame[f"P(>={data.target:g} at budget)"] = table["p_target"].map(fmt_prob)
     return frame.to_string(index=False)

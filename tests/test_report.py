@@ -667,6 +667,11 @@ def test_a_curve_that_starts_above_the_target_and_falls_below_it_is_explained_on
             "0.6 by the budget (400 gpu_hours), so reaching it means starting there, and more compute does not "
             "bring it back.") in rp.html.unescape(section)
     assert "'b':" not in rp.html.unescape(section)  # an ordinary row needs no word
+    # the table at the budget said "0 [0, 0]" with no word either, on the page and in the terminal
+    recipes = rp.html.unescape(page[page.index('id="recipe-table"'):page.index('id="compute-to-target"')])
+    assert "0 [0, 0]: starts above it, falls below by the budget" in recipes
+    text = rp.recipe_table_text(data)
+    assert "0 [0, 0]: starts above it, falls below by the budget" in text and text.count("starts above") == 1
     notes = {r["recipe"]: r["target_note"] for r in rp.report_summary(data)["recipes"]}
     assert notes["b"] is None and notes["falls"].startswith("its curve starts at or above 0.6") \
         and "more compute does not bring it back" in notes["falls"]
@@ -675,5 +680,6 @@ def test_a_curve_that_starts_above_the_target_and_falls_below_it_is_explained_on
     page = rp.html.unescape(rp.render_report(data))
     assert "'falls': its curve starts at or above 0.6 in the median draw (compute to reach it 0)." in page
     assert "falls below" not in page
+    assert "0 [0, 0]: starts above it" in rp.recipe_table_text(data)
     data.target, data.recipe_table = None, table.drop(columns=["p_reach", "p_target", "c_target_q05", "c_target_q50", "c_target_q95"])
     assert "target_note" not in rp.report_summary(data)["recipes"][0]
