@@ -92,6 +92,7 @@ import numpy as np
 import pandas as pd
 
 from .formatting import fmt_compute, fmt_prob, shown_so_it_reads_true
+from .inference import check_bool
 
 __all__ = [
     "EarlyStopConfig",
@@ -224,6 +225,8 @@ class EarlyStopConfig:
             refuse("stop_cap_window", "must be > 1")
         if self.protect_top_percent is not None and not 0 < self.protect_top_percent <= 100:
             refuse("protect_top_percent", "must lie in (0, 100]")
+        for name in ("keep_leader", "keep_runner_up"):  # "no" is true in an if: the guard stayed on
+            setattr(self, name, check_bool(name, getattr(self, name)))
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -601,3 +601,15 @@ def test_an_advice_fit_reads_its_convergence_from_the_fit_not_from_a_warning(sma
     short = SamplerSettings(draws=15, tune=15, chains=2, extend_if_flagged=False)  # too short to converge
     fc, converged = fit_for_advice(small_sweep, random_seed=0, sampler=short)
     assert not fc.diagnostics().converged and converged is False
+
+
+@pytest.mark.parametrize("name", ["keep_leader", "keep_runner_up"])
+def test_a_switch_of_the_stop_rules_is_a_bool_and_numpy_bools_are_one(name):
+    """keep_leader="no" is true in an if: it kept the guard on, as predict(noise="no") drew noise.
+    A numpy bool (read from a table, computed with numpy) is a bool, stored as one for the JSON."""
+    with pytest.raises(ValueError, match=f"{name} must be True or False, got 'no'"):
+        EarlyStopConfig(**{name: "no"})
+    with pytest.raises(ValueError, match=f"{name} must be True or False, got 0"):
+        EarlyStopConfig(**{name: 0})
+    config = EarlyStopConfig(**{name: np.False_})
+    assert getattr(config, name) is False and json.dumps(config.to_dict())
