@@ -65,6 +65,7 @@ from .early_stop import (
     top_at_step,
 )
 from .formatting import fmt_compute
+from .inference import check_bool
 
 __all__ = [
     "BacktestConfig",
@@ -110,6 +111,10 @@ class BacktestConfig:
     # biased forecasts from far ahead, but on the trainer sweeps' replicas 1-2 points less compute
     # saved at no lower regret, with the stop rules tuned without it; off (benchmarks/RESULTS.md)
     planned_horizon: bool = False
+
+    def __post_init__(self):
+        # planned_horizon="no" is true in an if: every refit would be told a horizon nobody asked for
+        self.planned_horizon = check_bool("BacktestConfig.planned_horizon", self.planned_horizon)
 
     def to_dict(self) -> dict:
         return asdict(self)

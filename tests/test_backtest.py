@@ -430,3 +430,10 @@ def test_a_printed_backtest_says_when_ours_stops_rest_on_fits_that_did_not_conve
     text = str(result)
     assert checks > 0 and f"{checks} of the {checks} refits of the forecast policy did not converge" in text
     assert "median policy" not in text
+
+
+def test_planned_horizon_is_a_bool_and_a_numpy_bool_is_one():
+    """planned_horizon="no" is true in an if: the replay's refits were told a horizon nobody asked for."""
+    with pytest.raises(ValueError, match="BacktestConfig.planned_horizon must be True or False, got 'no'"):
+        BacktestConfig(planned_horizon="no")
+    assert BacktestConfig(planned_horizon=np.True_).planned_horizon is True
