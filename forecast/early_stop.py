@@ -485,8 +485,12 @@ def evaluate_rules(
         # in a held-out trainer sweep it stopped the eventual winner for a long run whose forecast
         # at 4x its compute was 0.03 too high. The saturation and target rules still apply.
         decisive, action = kept_for_leader[0], CONTINUE
-        why = "leads the sweep now" if as_leader else protected
-        message = (f"continue: {why}; a forecast of another run does not stop it "
+        # "leads the sweep now" beside "beats best 'b'" read as two runs called the best at once:
+        # the leader is the highest where the runs stand now, 'b' the highest forecast at the budget
+        why = "leads the sweep now (the highest fitted metric where the runs stand)" if as_leader else protected
+        forecast = (f"the forecast that '{decisive['alternative']}' ends higher" if "alternative" in decisive
+                    else "the forecasts of other runs")
+        message = (f"continue: {why}; {forecast} does not stop it "
                    f"({decisive['text']} would stop it otherwise)")
     elif fired:
         decisive, action = fired[0], STOP

@@ -366,6 +366,9 @@ def test_the_leader_is_not_stopped_on_another_runs_forecast():
                           budget=4.0, compute_now=2.0, n_evals=9, leading=True)
     assert (lead.action, lead.rule) == ("continue", "leader")
     assert "leads the sweep now" in lead.message and "P(beats best 'long' by 0.01" in lead.message
+    # which run leads and which is "best" say what each is, so the two names do not contradict
+    assert "leads the sweep now (the highest fitted metric where the runs stand); the forecast that 'long' " \
+           "ends higher does not stop it" in lead.message
     assert lead.threshold == 0.1 and lead.probability < 0.1  # the check that would have fired, with its numbers
     # the same run, not leading (or with keep_leader off), is stopped by that forecast
     for leading, keep in ((False, True), (True, False)):
