@@ -643,8 +643,10 @@ def recipe_table_html(table: pd.DataFrame, budget: float, unit: str, target: flo
         "true pass rate there (its curve and its wander around it, not the noise of a single evaluation, "
         "which the fan charts' bands include, so they are a little wider); asymptote: median [90% interval]. "
         "P(best): the share of posterior draws in which the recipe's new run scores highest at the budget. "
-        "P(≥ target): the share in which that pass rate at the budget is at or above the target. 'never': at "
-        "least that share of draws has its asymptote below the target.</p>"
+        "P(≥ target): the share in which that pass rate at the budget is at or above the target. Compute to "
+        "reach the target: median [90% interval]; 'never' where so many draws have their asymptote below the "
+        "target that the quantile is never reached (half of them for the median, 5% for the interval's upper "
+        "end).</p>"
     )
     if any(": starts above" in row.get("c_target", "") for row in rows):
         explain = explain[:-len("</p>")] + (

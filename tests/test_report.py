@@ -683,3 +683,13 @@ def test_a_curve_that_starts_above_the_target_and_falls_below_it_is_explained_on
     assert "0 [0, 0]: starts above it" in rp.recipe_table_text(data)
     data.target, data.recipe_table = None, table.drop(columns=["p_reach", "p_target", "c_target_q05", "c_target_q50", "c_target_q95"])
     assert "target_note" not in rp.report_summary(data)["recipes"][0]
+
+
+def test_the_recipe_tables_note_says_what_never_means_for_the_compute_to_target():
+    """It said "'never': at least that share of draws has its asymptote below the target", with no
+    share named before it."""
+    page = rp.html.unescape(rp.render_report(hand_made_report()))
+    note = page[page.index('id="recipe-table"'):page.index('id="fan-charts"')]
+    assert "that share" not in note
+    assert ("'never' where so many draws have their asymptote below the target that the quantile is never "
+            "reached (half of them for the median, 5% for the interval's upper end)") in note
