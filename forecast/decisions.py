@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .data import UNSPECIFIED_UNIT, warn_if_far_from_data
+from .data import FAR_BEYOND_DATA, UNSPECIFIED_UNIT, warn_if_far_from_data
 from .formatting import fmt_compute, prob_is, shown_so_it_reads_true
 
 __all__ = [
@@ -244,8 +244,11 @@ def _near_the_bar(top) -> str:
     return f"standard error {mcse:.3f}: a refit with another random seed can call it the other way"
 
 
-def recommend_text(table: pd.DataFrame, *, budget: float, target: float | None = None, unit: str = UNSPECIFIED_UNIT) -> str:
-    """A plain-words recommendation from a `rank_recipes` table; every claim cites its number."""
+def recommend_text(table: pd.DataFrame, *, budget: float, target: float | None = None, unit: str = UNSPECIFIED_UNIT,
+                   largest_observed: float | None = None) -> str:
+    """A plain-words recommendation from a `rank_recipes` table; every claim cites its number.
+    largest_observed: the data's largest compute; a median compute to target more than
+    FAR_BEYOND_DATA times it is called the curve's extrapolation, as the report calls it."""
     target = _checked_target(target)
     if table.empty:
         return "no recipes to rank"
@@ -312,6 +315,10 @@ def recommend_text(table: pd.DataFrame, *, budget: float, target: float | None =
             median = f"{_fmt(top.compute_q50)} {unit}" if np.isfinite(top.compute_q50) else "never, in the median draw"
             if _starts_at_target(top):  # "0" alone reads as "free", and next to P = 0.00 as a contradiction
                 median += f", as its curve starts at or above {target:g} in the median draw"
+            elif largest_observed and np.isfinite(top.compute_q50) and top.compute_q50 > FAR_BEYOND_DATA * largest_observed:
+                # the report's compute-to-target section says so; decide gave 3.32e14 as if it were a plan
+                median += (f", {_fmt(top.compute_q50 / largest_observed)}x the largest compute observed: the "
+                           "curve's extrapolation, not something the data show")
             sentence += (
                 f"; compute to reach {target:g}: {median} "
                 f"(90% interval {_fmt(top.compute_q05)}-{_fmt(top.compute_q95)}; "
@@ -563,7 +570,8 @@ def decide(fc, budget: float, *, target: float | None = None, recipes: Sequence[
             p = fc.curve_parameters(recipe=r, kind="new_run", rng=fc.recipe_stream(r))
             c_star[r] = curve_compute_to_target(target, p["A"], p["B"], np.exp(p["log_C_mid"]), p["R0"])
     table = rank_recipes(draws, target=target, compute_to_target=c_star, budget=budget)
-    text = recommend_text(table, budget=budget, target=target, unit=fc.compute_unit)
+    text = recommend_text(table, budget=budget, target=target, unit=fc.compute_unit,
+                          largest_observed=float(fc.runs_["compute"].max()))
     return ScaleDecision(table=table, recommendation=text, budget=budget, target=target, unit=fc.compute_unit)
 
 

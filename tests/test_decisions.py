@@ -531,3 +531,15 @@ def test_a_split_table_names_its_runs_as_its_sentence_does():
     table.loc[2, "recipes"] = ["a", "a", "b"]
     shown = str(ScaleDecision(table=table, recommendation="", budget=100.0, unit="flops"))
     assert "a (2 seeds), b" in shown and "[" not in shown
+
+
+def test_a_median_compute_to_target_far_beyond_the_data_is_called_an_extrapolation(rng):
+    """decide said "compute to reach 0.6: 3.32e14 flops" for a sweep whose largest compute was 1.02e12,
+    as if it were a plan; the report's page calls such a median the curve's extrapolation."""
+    draws = {"a": rng.normal(0.55, 0.02, 2000)}
+    table = rank_recipes(draws, target=0.6, compute_to_target={"a": np.full(2000, 3.32e14)}, budget=4e12)
+    text = recommend_text(table, budget=4e12, target=0.6, unit="flops", largest_observed=1.02e12)
+    assert ("compute to reach 0.6: 3.32e14 flops, 325x the largest compute observed: the curve's extrapolation, "
+            "not something the data show (90% interval") in text
+    near = recommend_text(table, budget=4e12, target=0.6, unit="flops", largest_observed=1e13)  # 33x: a plan
+    assert "extrapolation" not in near and "compute to reach 0.6: 3.32e14 flops (90% interval" in near
