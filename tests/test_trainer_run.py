@@ -177,7 +177,10 @@ def test_an_extended_run_is_in_flight_again_until_it_ends(tmp_path, warm_cache, 
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["train", "--preset", "nope"], "unknown preset 'nope'"),
+    (["train", "--preset", "nope"], "unknown preset 'nope'; choose one of grpo,"),
+    # a typo or the paper's capitals: the nearest name is pointed at, not left to the list of eleven
+    (["train", "--preset", "scalrl"], "unknown preset 'scalrl' (did you mean 'scalerl'?)"),
+    (["sweep", "--presets", "GRPO,dapo", "--seeds", "0"], "unknown preset 'GRPO' (did you mean 'grpo'?)"),
     (["train", "--loss-type", "ppo2"], "invalid choice"),
     (["train", "--not-a-knob", "1"], "unrecognized arguments"),
     (["train", "--lr", "-1"], "lr must be > 0"),

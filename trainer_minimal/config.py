@@ -6,6 +6,7 @@ a short dict of field overrides on top of the defaults; the defaults are the Sca
 """
 
 import dataclasses
+import difflib
 import functools
 import json
 import math
@@ -135,7 +136,7 @@ def run_defining_changes(saved, cfg):
 def make_config(preset="scalerl", **overrides):
     """Defaults, then the preset's overrides, then explicit overrides; validated. Raises ValueError."""
     if preset not in PRESETS:
-        raise ValueError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
+        raise ValueError(f"unknown preset {preset!r}{preset_suggestion(preset)}; choose one of {', '.join(PRESETS)}")
     unknown = sorted(set(overrides) - set(field_names()))
     if unknown:
         raise ValueError(f"unknown config field(s): {', '.join(unknown)}")
@@ -147,6 +148,13 @@ def make_config(preset="scalerl", **overrides):
         cfg.run_id = f"{cfg.recipe}-s{cfg.seed}"
     validate(cfg)
     return cfg
+
+
+def preset_suggestion(name):
+    """' (did you mean 'scalerl'?)' for a mistyped or wrongly cased preset name, else "": among
+    eleven names, several alike (scalerl-g4, scalerl-g16, ...), the nearest is the one to point at."""
+    close = difflib.get_close_matches(name.lower(), PRESETS, n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def validate(cfg, *, saved_max_steps=None):
