@@ -212,6 +212,8 @@ def test_an_extended_run_is_in_flight_again_until_it_ends(tmp_path, warm_cache, 
     (["sweep", "--presets", "grpo,nope", "--seeds", "0"], "unknown preset 'nope'"),
     (["sweep", "--presets", "grpo", "--seeds", "0,x"], "comma list of integers"),
     (["train", "--lr", "inf"], "lr must be a finite number, got inf"),
+    (["train", "--device", "cudax"], "device='cudax': use cpu, cuda or cuda:N"),
+    (["sweep", "--presets", "grpo", "--seeds", "0", "--device", "cuda:-1"], "device='cuda:-1': use cpu, cuda or cuda:N"),
     (["train", "--lr", "1e-5", "--seed", "1", "--lr=1e-4"], "--lr is given more than once"),
     (["sweep", "--presets", "grpo", "--seeds", "0", "--seeds", "1"], "--seeds is given more than once"),
     (["train", "--clip-high", "nan"], "clip_high must be a finite number, got nan"),
@@ -226,6 +228,27 @@ def test_bad_input_is_refused_with_exit_2_before_any_compute(tmp_path, capsys, a
     assert code == 2
     assert message in capsys.readouterr().err
     assert not out.exists()  # nothing created, nothing computed
+
+
+@pytest.mark.parametrize("command", [["train"], ["sweep", "--presets", "grpo", "--seeds", "0"]])
+def test_a_cuda_device_the_machine_lacks_is_refused_with_exit_2_before_any_compute(tmp_path, capsys, monkeypatch,
+                                                                                  command):
+    """torch's own error came after the run folder was made (a traceback, exit 1), and for a sweep
+    from its warm start, in the sweep's own process, before any run: whatever CUDA this machine has."""
+    cases = (
+        (False, 0, "cuda", "device='cuda' but this torch build sees no CUDA device"),
+        (True, 1, "cuda:1", "device='cuda:1' but this machine has 1 CUDA device(s): use cuda:0"),
+        (True, 2, "cuda:2", "device='cuda:2' but this machine has 2 CUDA device(s): use cuda:0 to cuda:1"),
+    )
+    for available, count, device, message in cases:
+        monkeypatch.setattr(torch.cuda, "is_available", lambda available=available: available)
+        monkeypatch.setattr(torch.cuda, "device_count", lambda count=count: count)
+        out = tmp_path / f"out-{device}"
+        argv = [*command, "--device", device, "--out", str(out),
+                *tiny_flags(warmup_steps=1, max_steps=2, eval_every=2)]
+        assert main(argv) == 2
+        assert message in capsys.readouterr().err
+        assert not out.exists()
 
 
 @pytest.mark.parametrize("command", [["train"], ["sweep", "--presets", "grpo", "--seeds", "0"]])

@@ -11,6 +11,7 @@ import functools
 import json
 import math
 import os
+import re
 from dataclasses import dataclass, fields
 
 from .tokenizer import folder_tokenizer
@@ -205,7 +206,7 @@ def validate(cfg, *, saved_max_steps=None):
     bad = [t for t in tasks if t not in TASK_NAMES]
     if not tasks or bad:
         raise ValueError(f"tasks={cfg.tasks!r}: use a comma list of {', '.join(TASK_NAMES)}")
-    if not (cfg.device == "cpu" or cfg.device.startswith("cuda")):
+    if not re.fullmatch(r"cpu|cuda(:\d+)?", cfg.device):  # torch's own error came after the run folder was made
         raise ValueError(f"device={cfg.device!r}: use cpu, cuda or cuda:N")
     if not cfg.out:
         raise ValueError("out (the run folder) must not be empty")
@@ -224,6 +225,24 @@ def check_advisor_reference(cfg):
     if cfg.advisor_reference and not os.path.exists(cfg.advisor_reference):
         raise ValueError(f"advisor_reference {cfg.advisor_reference!r} does not exist "
                          "(give a run table or a folder of runs to compare with)")
+
+
+def check_device(cfg):
+    """Refuse a CUDA device this machine does not have. Left to torch, it was a traceback after the
+    run folder was made, and for a sweep one from its warm start, before any run. Under torchrun
+    each rank takes cuda:LOCAL_RANK, so the index given is not checked there. Not part of
+    validate() (it asks torch, which is imported once the arguments are known to be sane): like
+    check_model_path, it runs where a run starts and where a sweep is planned."""
+    if cfg.device == "cpu":
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        raise ValueError(f"device={cfg.device!r} but this torch build sees no CUDA device")
+    index, count = int(cfg.device.partition(":")[2] or 0), torch.cuda.device_count()
+    if int(os.environ.get("WORLD_SIZE", "1")) == 1 and index >= count:
+        raise ValueError(f"device={cfg.device!r} but this machine has {count} CUDA device(s): "
+                         f"use cuda:0{f' to cuda:{count - 1}' if count > 1 else ''}")
 
 
 def check_writable(folder, flag):

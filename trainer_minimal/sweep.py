@@ -30,6 +30,7 @@ from forecast.io import atomic_path
 from .config import (
     RESUMABLE_FIELDS,
     check_advisor_reference,
+    check_device,
     check_model_path,
     check_writable,
     from_dict,
@@ -68,6 +69,8 @@ def plan_sweep(presets, seeds, out, overrides):
                 check_advisor_reference(cfg)
             check_model_path(cfg)
             state, problem = existing_run_state(cfg, max_steps_given="max_steps" in overrides)
+            if state != "finished":  # else a traceback from the warm start, which runs in the sweep's own process
+                check_device(cfg)
             if problem:
                 conflicts.append(f"{run_dir}: {problem}")
             plan.append(dict(cfg=cfg, state=state,

@@ -74,6 +74,7 @@ import torch.distributed as dist
 from .config import (
     advisor_settings,
     check_advisor_reference,
+    check_device,
     check_model_path,
     check_writable,
     from_dict,
@@ -124,8 +125,7 @@ def preflight(cfg):
         raise ValueError(f"{cfg.out} already holds a run (evals.jsonl or ckpt.pt); "
                          "pass --resume to continue it or choose another --out")
     check_model_path(cfg)
-    if cfg.device.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"device={cfg.device!r} but this torch build sees no CUDA device")
+    check_device(cfg)
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if cfg.batch_size % world:
         raise ValueError(f"batch_size={cfg.batch_size} must be divisible by the {world} processes")
