@@ -500,6 +500,37 @@ def test_resume_with_the_advisor_off_drops_its_settings(tmp_path):
     assert resolve_train_config(args).advisor_rules == "target=0.6"  # the advisor's settings may change
 
 
+@pytest.mark.parametrize("flags, said", [
+    # asked at every 4th evaluation (step 64) but never at max_steps: never asked at all
+    (["--advisor-every", "4", "--eval-every", "16", "--max-steps", "64"],
+     "advisor_every=4 with eval_every=16 and max_steps=64: the advisor would first be asked at step 64"),
+    # asked after evaluations 1-3, all before the rules start (min_evals 4)
+    (["--advisor-every", "1", "--eval-every", "10", "--max-steps", "40"],
+     "the advisor is last asked at step 30, after 3 evaluation(s), and its rules start at min_evals=4"),
+    (["--advisor-every", "1", "--eval-every", "10", "--max-steps", "50", "--advisor-rules", "min_evals=5"],
+     "its rules start at min_evals=5, so it can never stop this run"),
+    (["--advisor-every", "1", "--eval-every", "10", "--max-steps", "50"], None),  # asked after 4 evaluations
+    (["--advisor-every", "2", "--eval-every", "2", "--max-steps", "18"], None),
+])
+@pytest.mark.parametrize("command", [["train"], ["sweep", "--presets", "grpo,dapo", "--seeds", "0,1"]])
+def test_an_advisor_that_can_never_stop_the_run_is_said_when_it_starts(tmp_path, monkeypatch, capsys, flags, said,
+                                                                       command):
+    """--advisor-every too large for --eval-every and --max-steps did nothing, without a word."""
+    import trainer_minimal.sweep
+    import trainer_minimal.train
+
+    started = []
+    monkeypatch.setattr(trainer_minimal.train, "train", lambda cfg: started.append(cfg))
+    monkeypatch.setattr(trainer_minimal.sweep, "run_sweep", lambda plan, *args, **kwargs: started.append(plan) or 0)
+    assert main([*command, *flags, "--out", str(tmp_path / "out")]) == 0
+    assert len(started) == 1  # a warning, not a refusal: the run starts
+    err = capsys.readouterr().err
+    if said is None:
+        assert "warning" not in err
+    else:
+        assert said in err and err.count("warning") == 1  # once for a sweep, not once per run
+
+
 def test_a_second_process_is_refused_while_a_run_is_training_in_its_folder(tmp_path, warm_cache, capsys):
     """A sweep rerun after its parent was killed -9 resumes each unfinished run while the orphaned
     child may still be training it: two writers interleaved evals.jsonl and raced on ckpt.pt.tmp."""

@@ -28,6 +28,7 @@ from .config import (
     CHOICES,
     PRESETS,
     Config,
+    advisor_idle_note,
     field_names,
     from_dict,
     make_config,
@@ -187,9 +188,13 @@ def main(argv=None):
             from .sweep import plan_sweep
 
             plan = plan_sweep(args.presets, args.seeds, args.out, explicit_overrides(args, SWEEP_FIXED))
+            idle = [advisor_idle_note(p["cfg"]) for p in plan if p["state"] == "new"]
         else:
             cfg = resolve_train_config(args)
             preflight(cfg)
+            idle = [] if cfg.resume else [advisor_idle_note(cfg)]
+        for note in dict.fromkeys(note for note in idle if note):  # a sweep's runs mostly share one
+            print(f"trainer-minimal: warning: {note}", file=sys.stderr)
     except ValueError as e:
         print(f"trainer-minimal: error: {e}", file=sys.stderr)
         return 2
