@@ -96,6 +96,18 @@ def test_resume_after_kill_9_keeps_the_eval_log_exact(tmp_path, warm_cache):
     assert [r["compute"] for r in rows] == [r["compute"] for r in reference]
 
 
+def test_the_same_seed_twice_gives_the_same_logs_but_for_the_wall_clock(tmp_path, warm_cache):
+    """What the README promises for CPU runs: every logged number but device_seconds is reproduced."""
+    def logs(name):
+        train(tiny(tmp_path / name, warm_cache, max_steps=4, eval_every=2))
+        rows = [*read_jsonl(tmp_path / name / "evals.jsonl"), *read_jsonl(tmp_path / name / "train_log.jsonl"),
+                json.loads((tmp_path / name / "baseline.json").read_text())]
+        return [{k: v for k, v in r.items() if k != "device_seconds"} for r in rows]
+
+    first = logs("first")
+    assert len(first) == 2 + 4 + 1 and first == logs("second")
+
+
 def test_advisor_stop_ends_the_run_with_stopped_json(tmp_path, warm_cache, monkeypatch):
     from forecast.early_stop import EarlyStopConfig
 
