@@ -25,6 +25,9 @@ SUPPORTED_SUFFIXES = (".csv", ".parquet", ".pq", ".jsonl", ".json")
 # in a folder, a .json file is a config, a summary or notes far more often than a run table (the
 # trainer writes config.json and summary.json beside its logs): read only when named as the input
 FOLDER_SUFFIXES = (".csv", ".parquet", ".pq", ".jsonl")
+# trainer_minimal's per-step log beside its run log: no run table (no run_id, no metric), and in a
+# folder without run logs (runs that have not evaluated yet) it was read as one and failed on run_id
+TRAINER_STEP_LOG = "train_log.jsonl"
 
 __all__ = ["RunDataError", "FarFromDataWarning", "load_runs", "validate_runs", "require_rates", "read_table", "RunSummary", "summarize_runs"]
 
@@ -321,7 +324,8 @@ def _files_in_folder(folder: Path) -> list[Path]:
     logs = sorted(folder.rglob(RUN_LOG_NAME))
     if logs:
         return logs
-    return sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in FOLDER_SUFFIXES)
+    return sorted(p for p in folder.rglob("*")
+                  if p.is_file() and p.suffix.lower() in FOLDER_SUFFIXES and p.name != TRAINER_STEP_LOG)
 
 
 def read_table(path) -> pd.DataFrame:
@@ -330,10 +334,12 @@ def read_table(path) -> pd.DataFrame:
     if not path.exists():
         raise RunDataError("does not exist", source=path)
     files = _files_in_folder(path) if path.is_dir() else [path]
+    frames = [f for f in map(_read_one_file, files) if len(f)]
+    if not frames and path.is_dir() and (step_log := next(path.rglob(TRAINER_STEP_LOG), None)):
+        raise RunDataError(f"holds trainer runs that have not evaluated yet ({step_log}, but no {RUN_LOG_NAME}: "
+                           "a run writes it at its first evaluation, every --eval-every steps)", source=path)
     if not files:
         raise RunDataError("folder holds no run files (*.csv, *.parquet, *.pq, *.jsonl)", source=path)
-    frames = [_read_one_file(f) for f in files]
-    frames = [f for f in frames if len(f)]
     if not frames:
         raise RunDataError("holds no rows", source=path)
     return pd.concat(frames, ignore_index=True)

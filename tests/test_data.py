@@ -47,6 +47,23 @@ def test_folder_of_run_logs_with_torn_last_line(tmp_path):
     assert len(runs) == 12
 
 
+def test_a_trainer_folder_before_its_first_evaluation_says_so(tmp_path):
+    """A run (or sweep) folder read before any run has evaluated holds the trainer's per-step
+    train_log.jsonl but no evals.jsonl: it was read as a run table and refused for its missing
+    run_id, as if the trainer had written a bad file."""
+    run = tmp_path / "sweep" / "grpo-s0"
+    run.mkdir(parents=True)
+    (run / "train_log.jsonl").write_text('{"step": 1, "reward": 0.5, "loss": 0.1, "compute": 1e9}\n')
+    (run / "config.json").write_text('{"run_id": "grpo-s0"}\n')
+    for folder in (run, tmp_path / "sweep"):
+        with pytest.raises(RunDataError, match="holds trainer runs that have not evaluated yet") as err:
+            load_runs(folder)
+        assert "column" not in str(err.value)
+    # beside tables of the user's own, the step log is not read as one of them
+    good_table().to_csv(tmp_path / "sweep" / "runs.csv", index=False)
+    assert len(load_runs(tmp_path / "sweep")) == 12
+
+
 def test_a_folder_of_tables_skips_json_files_that_a_named_json_input_reads(tmp_path):
     """A notes or config .json beside the tables made the whole folder fail on its missing run_id."""
     table = good_table()
