@@ -589,6 +589,10 @@ def test_train_help_shows_the_default_of_every_on_off_flag(capsys):
     assert "compute the LM head in fp32 (matters under bfloat16) (default on)" in text
     assert "continue from the run folder's checkpoint (refused when there is none) (default off)" in text
     assert "a --preset changes some of them (`trainer-minimal presets` lists what each one sets)" in text
+    # where the names are, what else is evaluated, what a reference may be: said in the flags' own words
+    assert "--preset STR named recipe whose overrides apply (`trainer-minimal presets` lists them)" in text
+    assert "every E optimizer steps, and at max_steps (default 16)" in text
+    assert "run table or folder of runs (a sweep) the advisor compares with" in text
 
 
 def save_tiny_hf_model(folder, arch, eos_token="<eos>", model_vocab_size=None):

@@ -21,12 +21,12 @@ from .tokenizer import folder_tokenizer
 class Config:
     # --- run --------------------------------------------------------------------------------
     out: str = "out/run"  # run folder: config.json, evals.jsonl, train_log.jsonl, ckpt.pt
-    preset: str = "scalerl"  # named recipe whose overrides were applied (see PRESETS)
+    preset: str = "scalerl"  # named recipe whose overrides apply (`trainer-minimal presets` lists them)
     recipe: str = ""  # recipe name in the eval table; empty = the preset name
     run_id: str = ""  # run name in the eval table; empty = "{recipe}-s{seed}"
     seed: int = 0  # RL seed; every random draw is derived from (seed, step, prompt)
     max_steps: int = 640  # optimizer steps of RL
-    eval_every: int = 16  # evaluate, log and checkpoint every E optimizer steps
+    eval_every: int = 16  # evaluate, log and checkpoint every E optimizer steps, and at max_steps
     resume: bool = False  # continue from the run folder's checkpoint (refused when there is none)
     device: str = "cpu"  # cpu | cuda | cuda:N; under torchrun each rank takes cuda:LOCAL_RANK
     dtype: str = "float32"  # matmul precision: float32 | bfloat16 (autocast; weights stay fp32)
@@ -71,7 +71,7 @@ class Config:
     micro_batch: int = 64  # sequences per forward/backward (gradient accumulation)
     # --- early-stop advisor (forecast.early_stop) -------------------------------------------
     advisor_every: int = 0  # consult the forecaster every N evaluations; 0 = off
-    advisor_reference: str = ""  # run table of reference runs for the advisor; may be empty
+    advisor_reference: str = ""  # run table or folder of runs (a sweep) the advisor compares with; may be empty
     advisor_budget: float = 0.0  # planned compute of this run in FLOPs; 0 = estimate from max_steps
     advisor_rules: str = ""  # stop-rule settings NAME=VALUE,... of forecast.early_stop.EarlyStopConfig, e.g. target=0.5,margin=0.02
     advisor_priors: str = ""  # model priors NAME=VALUE,... of forecast.model.Priors, e.g. b_mu=0.5,m_mu=0.5
