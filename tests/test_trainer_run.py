@@ -543,6 +543,26 @@ def test_an_advisor_that_can_never_stop_the_run_is_said_when_it_starts(tmp_path,
         assert said in err and err.count("warning") == 1  # once for a sweep, not once per run
 
 
+@pytest.mark.parametrize("text, said", [
+    ('{"lr": ', "not a readable run config (JSONDecodeError"),  # cut short
+    ('{"lr": "2e-3"}', "lr='2e-3' is not a number"),  # hand-edited: quoted
+    ('{"max_steps": 8.5}', "max_steps=8.5 is not a whole number"),
+    ('{"zero_var_filter": "no"}', "zero_var_filter='no' is not true or false"),
+    ("[1, 2]", "not a run config (a JSON object of settings), but a list"),
+])
+@pytest.mark.parametrize("command", [["train", "--resume"], ["sweep", "--presets", "scalerl", "--seeds", "0"]])
+def test_a_damaged_config_json_is_refused_naming_the_file(tmp_path, capsys, text, said, command):
+    """--resume and a sweep re-run read the run's config.json: a damaged or hand-edited one was a
+    traceback (TypeError, AttributeError), or JSON's bare message naming no file."""
+    run = tmp_path / "out" / "scalerl-s0" if command[0] == "sweep" else tmp_path / "out"
+    run.mkdir(parents=True)
+    (run / "ckpt.pt").write_bytes(b"")  # resolve_train_config and plan_sweep read only config.json
+    (run / "config.json").write_text(text)
+    assert main([*command, "--out", str(tmp_path / "out")]) == 2
+    assert f"{run / 'config.json'}: {said}" in capsys.readouterr().err
+    assert (run / "config.json").read_text() == text
+
+
 def test_a_second_process_is_refused_while_a_run_is_training_in_its_folder(tmp_path, warm_cache, capsys):
     """A sweep rerun after its parent was killed -9 resumes each unfinished run while the orphaned
     child may still be training it: two writers interleaved evals.jsonl and raced on ckpt.pt.tmp."""

@@ -16,7 +16,6 @@ saying how to go on; exit 128 + the signal (130, 143, 129).
 import argparse
 import dataclasses
 import inspect
-import json
 import os
 import re
 import signal
@@ -30,8 +29,8 @@ from .config import (
     Config,
     advisor_idle_note,
     field_names,
-    from_dict,
     make_config,
+    read_saved_config,
     run_defining_changes,
     validate,
 )
@@ -106,8 +105,7 @@ def resolve_train_config(args):
             started = (f"; it was stopped before its first checkpoint: the command that started it (its flags are "
                        f"in {saved}) starts it again" if fresh else "")
             raise ValueError(f"--resume: no checkpoint in {out} (expected ckpt.pt and config.json){started}")
-        with open(saved) as f:
-            saved_cfg = from_dict(json.load(f))
+        saved_cfg = read_saved_config(saved)
         if overrides.get("advisor_every") == 0:  # turning the advisor off turns off its settings too
             overrides = {**{k: "" for k in ADVISOR_SETTINGS}, **overrides}
         cfg = dataclasses.replace(saved_cfg, **overrides)

@@ -349,6 +349,35 @@ def to_json(cfg):
     return json.dumps(dataclasses.asdict(cfg), indent=2, sort_keys=True)
 
 
+def read_saved_config(path):
+    """The Config in a run folder's config.json (--resume and a sweep re-run start from it).
+    ValueError naming the file, and the field, when it is not one: a damaged or hand-edited file
+    was a traceback (a field of the wrong type, a JSON array) or JSON's bare message, naming no file."""
+    try:
+        with open(path) as f:
+            saved = json.load(f)
+    except (OSError, ValueError) as err:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise ValueError(f"{path}: not a readable run config ({type(err).__name__}: {err})") from None
+    if not isinstance(saved, dict):
+        raise ValueError(f"{path}: not a run config (a JSON object of settings), but a {type(saved).__name__}")
+    for f in fields(Config):
+        if f.name in saved and not of_type(saved[f.name], f.type):
+            raise ValueError(f"{path}: {f.name}={saved[f.name]!r} is not {JSON_KINDS[f.type]}")
+    return from_dict(saved)
+
+
+JSON_KINDS = {float: "a number", int: "a whole number", bool: "true or false", str: "a string"}
+
+
+def of_type(value, kind):
+    """Whether a JSON value can stand for a field of this type (JSON writes 1.0 as 1; true is no number)."""
+    if kind is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, kind)
+
+
 def from_dict(d):
     """Config from a saved config.json / checkpoint dict; fields added since are left at defaults."""
     known = {k: v for k, v in d.items() if k in field_names()}

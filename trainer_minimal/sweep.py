@@ -14,7 +14,6 @@ evals.jsonl.
 """
 
 import glob
-import json
 import os
 import shlex
 import shutil
@@ -33,8 +32,8 @@ from .config import (
     check_device,
     check_model_path,
     check_writable,
-    from_dict,
     make_config,
+    read_saved_config,
     run_defining_changes,
 )
 from .logging_io import read_jsonl
@@ -102,8 +101,7 @@ def existing_run_state(cfg, max_steps_given):
     config_path = os.path.join(cfg.out, "config.json")
     if not (ckpt or summary) or not os.path.exists(config_path):
         return "new", ""
-    with open(config_path) as f:
-        saved = from_dict(json.load(f))
+    saved = read_saved_config(config_path)
     changed = run_defining_changes(saved, cfg)
     if cfg.max_steps < saved.max_steps or (cfg.max_steps != saved.max_steps and not max_steps_given):
         changed.append(f"max_steps {saved.max_steps!r} -> {cfg.max_steps!r}")
