@@ -16,7 +16,7 @@ import torch
 
 from trainer_minimal import make_config
 from trainer_minimal.cli import main
-from trainer_minimal.config import from_dict
+from trainer_minimal.config import from_dict, to_json
 from trainer_minimal.logging_io import read_jsonl
 from trainer_minimal.model import forward_logits, load_hf_policy, save_untrained_llama
 from trainer_minimal.tokenizer import CharTokenizer, HFTokenizer
@@ -479,6 +479,21 @@ def test_resume_refuses_to_change_what_defines_the_run(tmp_path, warm_cache, cap
     # what a resume may change: where and how long it trains, and how often it is evaluated
     assert main(["train", "--out", str(run), "--resume", "--max-steps", "4", "--eval-every", "4", "--threads", "2"]) == 0
     assert [r["step"] for r in read_jsonl(run / "evals.jsonl")] == [2, 4]
+
+
+def test_resume_of_a_folder_whose_config_json_is_another_run_s_is_refused_with_exit_2(tmp_path, warm_cache, capsys):
+    """config.json copied from another run (or edited) agrees with the flags, so the CLI's comparison
+    passed, and the checkpoint's own was refused only under the lock: a ValueError traceback."""
+    run = tmp_path / "run"
+    train(tiny(run, warm_cache, max_steps=2, eval_every=2))
+    other = tiny(tmp_path / "other", warm_cache, preset="grpo", max_steps=2, eval_every=2)
+    (run / "config.json").write_text(to_json(dataclasses.replace(other, out=str(run))) + "\n")
+    before = folder_snapshot(run)
+    assert main(["train", "--out", str(run), "--resume", "--max-steps", "4"]) == 2
+    err = capsys.readouterr().err
+    assert f"other settings than the checkpoint in {run}: preset 'scalerl' -> 'grpo'" in err and "Traceback" not in err
+    assert f"if {run / 'config.json'} was edited or copied from another run" in err
+    assert folder_snapshot(run) == before
 
 
 def test_resume_refuses_a_max_steps_below_the_checkpoint(tmp_path, warm_cache, capsys):

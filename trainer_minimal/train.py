@@ -114,7 +114,8 @@ def run_paths(cfg):
 
 
 def preflight(cfg):
-    """Refuse, before any compute, what would fail later: a resume without a checkpoint, a fresh
+    """Refuse, before any compute, what would fail later: a resume without a checkpoint, or of a
+    checkpoint taken with other settings (config.json edited or copied from another run), a fresh
     run over an existing one, a checkpoint taken mid-round, a batch that does not split over the ranks,
     an advisor reference that is not there, a model folder that cannot be loaded, a run folder or
     warm-start cache that cannot be written (not for a resumed run that has ended: it writes nothing)."""
@@ -141,9 +142,21 @@ def preflight(cfg):
             raise ValueError(f"--resume: max_steps={cfg.max_steps} is below the step of the checkpoint in "
                              f"{cfg.out} ({step}); a run cannot be shortened (give --max-steps {step} or more)")
     if ended_note(cfg) is None:  # (a malformed stopped.json is refused here) a run that ended writes nothing
+        if cfg.resume:  # the checkpoint's run is the one that goes on: a config.json edited, or copied from
+            # another run, passed the CLI's comparison and was refused only under the lock, as a traceback
+            changed = run_defining_changes(checkpoint_config(paths["ckpt"]), cfg)
+            if changed:
+                raise ValueError(f"--resume with other settings than the checkpoint in {cfg.out}: {'; '.join(changed)}; "
+                                 "these cannot change mid-run: start a new run with another --out (if "
+                                 f"{paths['config']} was edited or copied from another run, put back the run's own)")
         check_writable(cfg.out, "--out")
         if not cfg.resume and cfg.warmup_steps > 0 and not os.path.exists(warm_start_path(cfg)):
             check_writable(os.path.dirname(warm_start_path(cfg)), "--warmstart-cache")  # before the warm-up
+
+
+def checkpoint_config(path):
+    """The Config a checkpoint was saved with (memory-mapped: the weights are not read)."""
+    return from_dict(torch.load(path, map_location="cpu", weights_only=False, mmap=True)["config"])
 
 
 def checkpoint_step(path):
