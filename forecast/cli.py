@@ -518,9 +518,9 @@ def run_report(args) -> int:
         raise BadInput(f"--budget must be finite and > 0, got {args.budget:g}")
     if args.target is not None and not 0 < args.target < 1:
         raise BadInput(f"--target must lie in (0, 1), got {args.target:g}")
-    _check_output_file(args.out, "-o", "report.html", source=args.runs)
-    if args.cross_validation is not None:  # the page written over the table it reads would destroy it
-        _check_output_file(args.out, "-o", "report.html", source=args.cross_validation)
+    # the page written over the cross-validation table it reads would destroy it: an input, said as one
+    inputs = (args.runs,) if args.cross_validation is None else (args.runs, args.cross_validation)
+    _check_output_file(args.out, "-o", "report.html", source=inputs)
     cross_validation = _read_cross_validation(args.cross_validation)  # a bad file fails before the fit
     source = Path(args.runs)
     progress = not args.no_progress and sys.stderr.isatty()
