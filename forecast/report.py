@@ -508,6 +508,25 @@ details summary { cursor:pointer; color:var(--accent); margin:6px 0; font-size:1
 .notes { color:var(--muted); font-size:13px; background:transparent; border-style:dashed; }
 dl { display:grid; grid-template-columns: max-content minmax(0, 1fr); gap:4px 16px; margin:0; font-size:14px; }
 dt { color:var(--muted); } dd { margin:0; overflow-wrap:anywhere; }  /* a long input path wraps */
+@media print {
+  /* paper has no scrollbar: a table wider than the page lost its right-hand columns (P(>= target)) */
+  body { background:#fff; font-size:12px; }
+  main { max-width:none; padding:0; }
+  section { padding:10px 12px; margin:10px 0; }
+  .scroll { overflow:visible; }
+  table { font-size:11px; }
+  th, td { padding:3px 5px; }
+  td.num { white-space:normal; }  /* an interval may go under its median rather than off the page */
+  h2, header { break-after:avoid; }
+  tr, figure, .banner, dl { break-inside:avoid; }
+  /* a chart taller than a page was sliced through a row of panels; one fits a page instead */
+  figure img { max-height:230mm; width:auto; }
+  /* the P(best) bars, chips and banners are backgrounds, which print drops by default */
+  .bar, .chip, .banner { -webkit-print-color-adjust:exact; print-color-adjust:exact; }
+  /* a folded table is folded on paper too, where no one can open it */
+  details::details-content { content-visibility:visible; display:block; }
+  details > summary { display:none; }
+}
 """
 
 
@@ -614,6 +633,12 @@ def recommendation_html(rec: Recommendation) -> str:
     return section_html("Recommendation", body, css_class="recommendation", anchor="recommendation")
 
 
+def interval_cell(text: str) -> str:
+    """'0.625 [0.613, 0.638]' that may wrap only before its bracket: printed, where numbers wrap to
+    fit the page, '0.625 [0.613,' over '0.638]' split the interval."""
+    return text.replace(", ", ",\u00a0")
+
+
 def recipe_table_html(table: pd.DataFrame, budget: float, unit: str, target: float | None) -> str:
     """Every recipe at the budget, best first: the table to decide from."""
     rows = []
@@ -621,11 +646,12 @@ def recipe_table_html(table: pd.DataFrame, budget: float, unit: str, target: flo
         row = {
             "recipe": r["recipe"],
             "p_best": prob_bar_html(r["p_best"]),
-            "at_budget": fmt_interval(r["at_budget_mean"], r["at_budget_q05"], r["at_budget_q95"]),
-            "A": fmt_interval(r["A_q50"], r["A_q05"], r["A_q95"]),
+            "at_budget": interval_cell(fmt_interval(r["at_budget_mean"], r["at_budget_q05"], r["at_budget_q95"])),
+            "A": interval_cell(fmt_interval(r["A_q50"], r["A_q05"], r["A_q95"])),
         }
         if target is not None:
-            row["c_target"] = c_target_cell(r)
+            interval, bracket, why = c_target_cell(r).partition("]")  # only the interval is kept on one line
+            row["c_target"] = interval_cell(interval + bracket) + why
             row["p_target"] = fmt_prob(r["p_target"])
         rows.append(row)
     columns = [

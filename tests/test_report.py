@@ -230,7 +230,8 @@ def test_the_stop_summary_keeps_each_run_name_on_one_line():
 
 def test_the_table_cites_the_mean_the_headline_cites():
     data = hand_made_report()
-    assert "0.610 [0.500, 0.700]" in rp.render_report(data) and "0.610 [0.500, 0.700]" in rp.recipe_table_text(data)
+    page = rp.render_report(data).replace("\u00a0", " ")  # an interval's inner space does not break (interval_cell)
+    assert "0.610 [0.500, 0.700]" in page and "0.610 [0.500, 0.700]" in rp.recipe_table_text(data)
 
 
 # ----------------------------------------------------------------------------- from a real fit
@@ -693,3 +694,59 @@ def test_the_recipe_tables_note_says_what_never_means_for_the_compute_to_target(
     assert "that share" not in note
     assert ("'never' where so many draws have their asymptote below the target that the quantile is never "
             "reached (half of them for the median, 5% for the interval's upper end)") in note
+
+
+PRINT_PROBE = """<script>
+window.addEventListener('load', () => {
+  // the page as paper shows it: its print rules applied to the screen of a page's width
+  for (const sheet of document.styleSheets)
+    for (const rule of [...sheet.cssRules])
+      if (rule.media && rule.media.mediaText === 'print')
+        for (const inner of [...rule.cssRules]) sheet.insertRule(inner.cssText, sheet.cssRules.length);
+  const out = [];
+  for (const box of document.querySelectorAll('.scroll'))
+    if (box.scrollWidth > box.clientWidth + 1)
+      out.push('problem: clipped ' + box.querySelector('table').id + ' ' + (box.scrollWidth - box.clientWidth) + 'px');
+  for (const img of document.querySelectorAll('img'))
+    out.push('image ' + img.alt + ' ' + Math.round(img.getBoundingClientRect().height));
+  // (a folded table still has a height when asked for one: whether it is shown is checkVisibility's)
+  if (!document.getElementById('stop-table').checkVisibility()) out.push('problem: stop table folded');
+  for (const cell of document.querySelectorAll('#recipe-table td')) {  // an interval on one line
+    const text = cell.firstChild, at = text && text.nodeType === 3 ? text.data.indexOf('[') : -1;
+    if (at < 0) continue;
+    const range = document.createRange(); range.setStart(text, at); range.setEnd(text, text.data.length);
+    const lines = new Set([...range.getClientRects()].map(r => Math.round(r.top)));
+    if (lines.size > 1) out.push('problem: interval split over lines ' + text.data);
+  }
+  const pre = document.createElement('pre'); pre.id = 'print-probe'; pre.textContent = out.join('\\n');
+  document.body.appendChild(pre);
+});
+</script>"""
+
+
+@needs_chromium
+def test_the_page_prints_every_column_every_chart_on_a_page_and_the_folded_table(tmp_path):
+    """Printed (or saved as PDF for a meeting), the recipe table's scrolling box clipped its
+    right-hand columns (P(>= target) was gone from the trainer sweep's page), a chart taller than a
+    page was sliced through a row of panels, and the folded stop table printed as one line nobody
+    can open; numbers wrapped to fit must not split an interval. Paper is about 720 CSS px wide and 1000 high (A4 or Letter, default margins)."""
+    import matplotlib.pyplot as plt
+
+    data = hand_made_report()
+    data.recipe_table["recipe"] = ["sweep2026_scalerl_longcontext_lr3e-4_bs512", "b"]
+    data.recipe_table[["c_target_q05", "c_target_q50", "c_target_q95"]] = [[1.23e12, 4.56e12, np.inf], [3.21e12, np.inf, np.inf]]
+    fig, ax = plt.subplots(figsize=(12.6, 25))  # a sweep of 24 recipes: 8 rows of panels
+    ax.plot([0, 1], [0, 1])
+    data.figures = {"fan_chart": rp.figure_png(fig), "forest": data.figures["forest"]}
+    runs = [f"run-{k}" for k in range(20)]  # more than a screen's worth: folded
+    data.stop_advice = rp.StopAdvice(pd.DataFrame({"run_id": runs, "recipe": "b", "decision": "stop",
+                                                   "rule": "beats_best", "reason": "stop: a reason"}), source="test")
+    probe = tmp_path / "probe.html"
+    probe.write_text(rp.render_report(data).replace("</body>", PRINT_PROBE + "</body>"), encoding="utf-8")
+    dom = chromium("--window-size=720,1000", "--dump-dom", probe.as_uri())
+    found = re.search(r'<pre id="print-probe">(.*?)</pre>', dom.stdout, re.S)
+    assert found, dom.stderr[-2000:]
+    lines = found.group(1).splitlines()
+    assert not [line for line in lines if line.startswith("problem:")], lines
+    heights = {line.rsplit(" ", 1)[0]: int(line.rsplit(" ", 1)[1]) for line in lines}
+    assert 0 < heights["image fan chart per recipe"] <= 900, heights
