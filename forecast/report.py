@@ -331,6 +331,34 @@ def fan_chart_png(fc, budget: float, target: float | None, recipes=None) -> byte
     return figure_png(plot_fan_chart(fc, recipes=recipes, budget=budget, kind="new_run", title=None, target=target))
 
 
+FAN_CHART_COLUMNS = 3  # plot_fan_chart's default grid
+FAN_CHART_ROWS_PER_IMAGE = 3  # three rows of panels with their key fit a printed page at its full width
+
+
+def fan_chart_groups(recipes: list) -> list[list]:
+    """The recipes of each fan-chart image, in order: at most FAN_CHART_ROWS_PER_IMAGE rows of
+    panels each, the rows shared out evenly. One image of 24 recipes was 8 rows tall: printed, it
+    was sliced through a row of panels, or shrunk to fit a page until its labels were unreadable."""
+    rows = [recipes[k:k + FAN_CHART_COLUMNS] for k in range(0, len(recipes), FAN_CHART_COLUMNS)]
+    n_images = max(1, math.ceil(len(rows) / FAN_CHART_ROWS_PER_IMAGE))
+    groups, start = [], 0
+    for k in range(n_images):
+        take = len(rows) // n_images + (k < len(rows) % n_images)
+        groups.append([recipe for row in rows[start:start + take] for recipe in row])
+        start += take
+    return [group for group in groups if group]
+
+
+def fan_chart_key(k: int) -> str:
+    """figures' name of the k-th fan-chart image (0-based): 'fan_chart', then 'fan_chart_2', ..."""
+    return "fan_chart" if k == 0 else f"fan_chart_{k + 1}"
+
+
+def fan_chart_figures(fc, budget: float, target: float | None, recipes: list) -> dict[str, bytes]:
+    return {fan_chart_key(k): fan_chart_png(fc, budget, target, recipes=group)
+            for k, group in enumerate(fan_chart_groups(list(recipes)))}
+
+
 def forest_png(fc, target: float | None) -> bytes:
     from .plotting import plot_asymptote_forest
 
@@ -423,7 +451,7 @@ def collect_report(fc, *, budget=None, target=None, target_chosen: bool = False,
         if advice is not None and target_chosen:
             advice.source += "; no target rule: the page's target was chosen for it, not given"
         steps.update()
-        figures = {"fan_chart": fan_chart_png(fc, budget, target, recipes=list(table["recipe"]))}
+        figures = fan_chart_figures(fc, budget, target, list(table["recipe"]))
     steps.update()
     figures["forest"] = forest_png(fc, target)
     steps.update()
@@ -692,7 +720,11 @@ def figures_html(figures: dict[str, bytes], budget: float, unit: str, target: fl
             f"the table's intervals of its true pass rate), extrapolated to the budget {fmt_compute(budget)} {unit} (dashed){tgt}. "
             "Dotted: the largest compute observed for that recipe; right of it is extrapolation."
         )
-        parts.append(section_html("Fan charts", figure_html(figures["fan_chart"], "fan chart per recipe", caption), anchor="fan-charts"))
+        keys = [fan_chart_key(k) for k in range(len(figures)) if fan_chart_key(k) in figures]
+        charts = [figure_html(figures[key], "fan chart per recipe" + (f", part {k + 1} of {len(keys)}" if len(keys) > 1 else ""),
+                              caption if k == len(keys) - 1 else "")  # one caption, under the last
+                  for k, key in enumerate(keys)]
+        parts.append(section_html("Fan charts", "\n".join(charts), anchor="fan-charts"))
     if "forest" in figures:
         tgt = f"; dashed line: target {target:g}" if target is not None else ""
         caption = f"Asymptote A per recipe (typical run): median, 50% (thick) and 90% (thin) intervals{tgt}."

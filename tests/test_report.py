@@ -750,3 +750,28 @@ def test_the_page_prints_every_column_every_chart_on_a_page_and_the_folded_table
     assert not [line for line in lines if line.startswith("problem:")], lines
     heights = {line.rsplit(" ", 1)[0]: int(line.rsplit(" ", 1)[1]) for line in lines}
     assert 0 < heights["image fan chart per recipe"] <= 900, heights
+
+
+@pytest.mark.parametrize("n, sizes", [(1, [1]), (7, [7]), (9, [9]), (10, [6, 4]), (19, [9, 6, 4]), (24, [9, 9, 6])])
+def test_a_large_sweeps_fan_charts_are_split_into_images_of_a_page_each(n, sizes):
+    """24 recipes made one image 8 rows of panels tall: printed, it was sliced through a row or
+    shrunk to fit a page until unreadable. Images of at most 3 rows, shared out evenly, in order."""
+    recipes = [f"r{k}" for k in range(n)]
+    groups = rp.fan_chart_groups(recipes)
+    assert [len(group) for group in groups] == sizes
+    assert [recipe for group in groups for recipe in group] == recipes
+
+
+def test_every_fan_chart_image_is_on_the_page_in_order_with_one_caption(fitted, monkeypatch):
+    monkeypatch.setattr(rp, "FAN_CHART_COLUMNS", 1)  # the shared 3-recipe fit as a sweep of 3 pages
+    monkeypatch.setattr(rp, "FAN_CHART_ROWS_PER_IMAGE", 1)
+    figures = rp.fan_chart_figures(fitted, 4 * float(fitted.runs_["compute"].max()), 0.6, fitted.recipes)
+    assert list(figures) == ["fan_chart", "fan_chart_2", "fan_chart_3"]
+    data = hand_made_report()
+    data.figures = {**figures, "forest": data.figures["forest"]}
+    page = rp.render_report(data)
+    section = page[page.index('id="fan-charts"'):page.index('id="asymptotes"')]
+    shown = re.findall(r'alt="([^"]*)" src="data:image/png;base64,([^"]+)"', section)
+    assert [alt for alt, _ in shown] == [f"fan chart per recipe, part {k} of 3" for k in (1, 2, 3)]
+    assert [blob for _, blob in shown] == [rp.base64.b64encode(figures[key]).decode() for key in figures]
+    assert section.count("<figcaption>") == 1 and section.rindex("<figcaption>") > section.rindex("<img")
