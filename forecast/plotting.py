@@ -292,7 +292,9 @@ def plot_fan_chart(fc, *, recipes=None, budget=None, kind="new_run", ax=None, nc
         for panel in axes[:len(recipes)]:
             low, high = panel.get_ylim()
             panel.set_ylim(min(low, target - 0.03), max(high, target + 0.03))  # never on the frame, where it vanishes
-    axes[0].set_ylabel("metric", fontsize=11)
+    # every row's first panel on a figure of our own: on one of 8 rows only the top row said what y was
+    for panel in (axes[:len(recipes):ncols] if ax is None else axes[:1]):
+        panel.set_ylabel("metric", fontsize=11)
     if ax is not None:
         return _legends_on_given_axes(axes[:len(recipes)], band_handles, seeds_of, labels_of, recipes, title, KEY_TITLES[kind])
     # the title at the very top (its default place sinks into the key on a tall figure), the key under it

@@ -426,3 +426,14 @@ def test_a_target_line_keeps_every_panels_data_on_the_chart():
                 assert low < target - 0.02 and high > target + 0.02
         finally:
             plt.close(fig)
+
+
+def test_every_row_of_panels_says_what_its_y_axis_is(fitted):
+    """On a grid of several rows, only the top-left panel said 'metric': a reader at the fifth row
+    of a large sweep's chart had no label in sight."""
+    fig = plot_fan_chart(fitted, budget=2e5, ncols=2)  # 3 recipes: 2 rows
+    try:
+        panels = _panels(fig)
+        assert [ax.get_ylabel() for ax in panels] == ["metric", "", "metric"]
+    finally:
+        plt.close(fig)
