@@ -775,3 +775,15 @@ def test_every_fan_chart_image_is_on_the_page_in_order_with_one_caption(fitted, 
     assert [alt for alt, _ in shown] == [f"fan chart per recipe, part {k} of 3" for k in (1, 2, 3)]
     assert [blob for _, blob in shown] == [rp.base64.b64encode(figures[key]).decode() for key in figures]
     assert section.count("<figcaption>") == 1 and section.rindex("<figcaption>") > section.rindex("<img")
+
+
+def test_compute_to_target_lists_recipes_whose_median_is_never_likeliest_first():
+    """'Fastest first', but the recipes whose median compute is never kept the table's order: on the
+    trainer sweep at target 0.58, cispo (P(ever reaches) 0.32) above gspo (0.38)."""
+    table = pd.DataFrame({"recipe": ["fast", "never-a", "never-b", "slow", "never-c"],
+                          "c_target_q50": [10.0, np.inf, np.nan, 50.0, np.inf],
+                          "c_target_q05": [5.0, 30.0, 20.0, 20.0, 25.0], "c_target_q95": [np.inf] * 5,
+                          "p_reach": [0.9, 0.32, 0.38, 0.6, 0.38], "p_target": [0.8, 0.1, 0.1, 0.4, 0.1]})
+    section = rp.compute_to_target_html(table, 100.0, "gpu_hours", 0.6)
+    order = re.findall(r'<td class="name">([^<]+)</td>', section)
+    assert order == ["fast", "slow", "never-b", "never-c", "never-a"]  # ties on P(ever reaches): the earlier 5% first
