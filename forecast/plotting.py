@@ -339,6 +339,20 @@ def _legends_on_given_axes(axes, band_handles, seeds_of, labels_of, recipes, tit
     return fig
 
 
+FOREST_DATA_IN = 4.5  # the intervals' own width, whatever the names beside them take
+
+
+def _forest_width_in(names) -> float:
+    """A forest plot's width: its names (estimated, before drawing) beside FOREST_DATA_IN of
+    intervals. At a fixed 6 inches, names of 42 characters left the intervals 1.7 inches, and
+    names of 66 more than the figure (tight_layout gave up and they ran off its edge)."""
+    from matplotlib.font_manager import FontProperties
+
+    size = FontProperties(size=plt.rcParams["ytick.labelsize"]).get_size_in_points()  # "medium" and the like too
+    names_in = max((len(str(n)) for n in names), default=0) * _CHAR_WIDTH_EM * size / 72
+    return max(6.0, FOREST_DATA_IN + names_in + 0.5)
+
+
 def plot_asymptote_forest(fc, *, ax=None, reference=None):
     """Forest plot of recipe asymptotes with 50% and 90% intervals (best at top); `reference`: a
     pass rate in [0, 1] (a target) drawn as a dashed line."""
@@ -351,7 +365,7 @@ def plot_asymptote_forest(fc, *, ax=None, reference=None):
     draws = {r: fc.draws("A")[:, k] for k, r in enumerate(fc.recipes)}
     own_figure = ax is None
     if own_figure:
-        fig, ax = plt.subplots(figsize=(6, 0.45 * len(table) + 1.2))
+        fig, ax = plt.subplots(figsize=(_forest_width_in(table["recipe"]), 0.45 * len(table) + 1.2))
     else:
         fig = ax.figure
     for y, recipe in enumerate(table["recipe"]):

@@ -728,7 +728,7 @@ def figures_html(figures: dict[str, bytes], budget: float, unit: str, target: fl
     if "forest" in figures:
         tgt = f"; dashed line: target {target:g}" if target is not None else ""
         caption = f"Asymptote A per recipe (typical run): median, 50% (thick) and 90% (thin) intervals{tgt}."
-        parts.append(section_html("Asymptotes", figure_html(figures["forest"], "asymptote forest plot", caption, width=640), anchor="asymptotes"))
+        parts.append(section_html("Asymptotes", figure_html(figures["forest"], "asymptote forest plot", caption), anchor="asymptotes"))
     return "\n".join(parts)
 
 

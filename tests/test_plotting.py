@@ -437,3 +437,40 @@ def test_every_row_of_panels_says_what_its_y_axis_is(fitted):
         assert [ax.get_ylabel() for ax in panels] == ["metric", "", "metric"]
     finally:
         plt.close(fig)
+
+
+class _LongForestNames:
+    """`fitted` with 66-character recipe names, for the forest plot; its numbers are the fit's own."""
+
+    def __init__(self, fc):
+        self._fc = fc
+        self.recipes = [LONG_RECIPE.format(recipe=r) for r in fc.recipes]
+        self._long = dict(zip(fc.recipes, self.recipes, strict=True))
+
+    def asymptote(self):
+        table = self._fc.asymptote()
+        return table.assign(recipe=table["recipe"].map(lambda r: self._long.get(r, r)))
+
+    def draws(self, name):
+        return self._fc.draws(name)
+
+
+def test_forest_keeps_room_for_its_intervals_beside_long_recipe_names(fitted):
+    """At a fixed 6 inches, names of 42 characters left the intervals 1.7 inches, and names of 66
+    did not fit at all (tight_layout gave up, and they ran off the figure's left edge)."""
+    import warnings
+
+    from forecast.plotting import plot_asymptote_forest
+
+    for fc in (fitted, _LongForestNames(fitted)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # "Tight layout not applied" is a UserWarning
+            fig = plot_asymptote_forest(fc)
+        try:
+            ax = fig.axes[0]
+            assert ax.get_position().width * fig.get_figwidth() >= 3.5
+            renderer = fig.canvas.get_renderer()
+            for label in ax.get_yticklabels():
+                assert label.get_window_extent(renderer).x0 >= fig.bbox.x0 - 1, f"{label.get_text()} runs off the figure"
+        finally:
+            plt.close(fig)

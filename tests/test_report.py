@@ -588,7 +588,7 @@ window.addEventListener('load', () => {
 def test_a_narrow_window_keeps_every_section_within_its_card(tmp_path):
     """At a narrow window (a phone, a laptop's half screen) the page reflows instead of spilling:
     the wide tables scroll inside their cards, the charts shrink to the card, and a long input
-    path wraps. Charts given a width (the forest plot, 640 px) kept it over the 100% cap and ran
+    path wraps. Charts given a width (the forest plot had 640 px) kept it over the 100% cap and ran
     past their card; tables and the provenance path pushed the page wider than the window."""
     import matplotlib.pyplot as plt
 
