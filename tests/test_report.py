@@ -669,7 +669,7 @@ def test_a_curve_that_starts_above_the_target_and_falls_below_it_is_explained_on
             "bring it back.") in rp.html.unescape(section)
     assert "'b':" not in rp.html.unescape(section)  # an ordinary row needs no word
     # the table at the budget said "0 [0, 0]" with no word either, on the page and in the terminal
-    recipes = rp.html.unescape(page[page.index('id="recipe-table"'):page.index('id="compute-to-target"')])
+    recipes = rp.html.unescape(page[page.index('id="recipe-table"'):page.index('id="compute-to-target"')]).replace("\u00a0", " ")
     assert "0 [0, 0]: starts above it, falls below by the budget" in recipes
     text = rp.recipe_table_text(data)
     assert "0 [0, 0]: starts above it, falls below by the budget" in text and text.count("starts above") == 1
