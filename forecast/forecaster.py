@@ -1148,4 +1148,7 @@ class ScalingForecaster:
     def __repr__(self) -> str:
         if self._idata is None:
             return "ScalingForecaster(unfitted)"
-        return f"ScalingForecaster({len(self.recipes)} recipes, {len(self.run_ids)} runs, {self.n_draws} draws)"
+        # the status too: a notebook shows this line for `fc` or a fit cell's last expression, and a
+        # flagged fit read "ScalingForecaster(7 recipes, 21 runs, 600 draws)", as a converged one did
+        status = "converged" if self._report.converged else "NOT CONVERGED: see diagnostics()"
+        return f"ScalingForecaster({len(self.recipes)} recipes, {len(self.run_ids)} runs, {self.n_draws} draws, {status})"
