@@ -64,7 +64,7 @@ from .early_stop import (
     recommend_runs,
     top_at_step,
 )
-from .formatting import fmt_compute
+from .formatting import fmt_compute, pretty_as_str
 from .inference import check_bool
 
 __all__ = [
@@ -538,6 +538,8 @@ class BacktestResult:
                 text += (f"\nwarning: {r.notes['unconverged_fits']} of the {r.n_checks} refits of the {r.policy} policy did "
                          "not converge; its stops rest on them, so treat its figures with suspicion")
         return text
+
+    _repr_pretty_ = pretty_as_str
 
 
 def repeated_policies(policies) -> list[str]:

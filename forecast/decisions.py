@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from .data import FAR_BEYOND_DATA, UNSPECIFIED_UNIT, warn_if_far_from_data
-from .formatting import fmt_compute, prob_is, shown_so_it_reads_true
+from .formatting import fmt_compute, pretty_as_str, prob_is, shown_so_it_reads_true
 
 __all__ = [
     "probability_best",
@@ -541,6 +541,8 @@ class ScaleDecision:
             table["recipes"] = table["recipes"].map(lambda runs: _runs_text(runs).replace("'", ""))
         with pd.option_context("display.width", 160, "display.max_columns", 20):
             return f"compute in {self.unit}\n{table.to_string(index=False)}\n\n{self.recommendation}"
+
+    _repr_pretty_ = pretty_as_str
 
 
 def _checked_budget(fc, budget, name: str = "budget") -> float:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import re
 
-__all__ = ["fmt_compute", "fmt_prob", "prob_is", "shown_so_it_reads_true"]
+__all__ = ["fmt_compute", "fmt_prob", "prob_is", "shown_so_it_reads_true", "pretty_as_str"]
 
 
 def fmt_compute(x) -> str:
@@ -61,3 +61,11 @@ def shown_so_it_reads_true(value: float, reads_true, digits: int) -> str:
         if reads_true(float(text)):
             return text
     return f"{value:.6g}"
+
+
+def pretty_as_str(self, printer, cycle) -> None:
+    """IPython's display of a result object (`_repr_pretty_ = pretty_as_str`): its str(), the summary
+    it is printed as. A notebook cell ending in `fc.diagnostics()` or `decide(fc, budget)` showed the
+    dataclass repr instead: raw fields, without "converged" or the recommendation's sentence, and the
+    decision's table cut to "..." columns. repr() itself stays the dataclass's, for debugging."""
+    printer.text(str(self))

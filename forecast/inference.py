@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from .formatting import shown_so_it_reads_true
+from .formatting import pretty_as_str, shown_so_it_reads_true
 
 __all__ = ["SamplerSettings", "sample_model", "convergence_report", "ConvergenceReport"]
 
@@ -341,6 +341,8 @@ class ConvergenceReport:
         if self.pareto_k is not None:
             head += f"; reweighted: Pareto k {self.pareto_k:.2f}, efficiency {self.reweight_efficiency:.0%}"
         return "\n  ".join([head, *self.problems()])
+
+    _repr_pretty_ = pretty_as_str
 
 
 # every sampled quantity a forecast reads: R0 (the pooled start) and r0_sd feed each new-run
