@@ -330,7 +330,7 @@ def _files_in_folder(folder: Path) -> list[Path]:
 
 def read_table(path) -> pd.DataFrame:
     """Read a run table from a CSV/Parquet/JSONL file or a folder of them, without validating."""
-    path = Path(path)
+    path = Path(path).expanduser()  # "~/runs.csv", as pandas reads it: it was "does not exist"
     if not path.exists():
         raise RunDataError("does not exist", source=path)
     files = _files_in_folder(path) if path.is_dir() else [path]
@@ -775,7 +775,7 @@ def load_runs(path, *, min_points: int = 2) -> pd.DataFrame:
     >>> runs = load_runs("examples/trainer_sweep/runs.csv")  # doctest: +SKIP
     """
     frame = read_table(path)
-    return validate_runs(frame, source=path if Path(path).is_file() else None, min_points=min_points)
+    return validate_runs(frame, source=path if Path(path).expanduser().is_file() else None, min_points=min_points)
 
 
 # ----------------------------------------------------------------------------- describing

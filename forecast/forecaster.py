@@ -1080,7 +1080,9 @@ class ScalingForecaster:
     def save(self, path) -> Path:
         """Save posterior, run table, settings and package version to one netCDF file (atomic)."""
         self._require_fit("save()")
-        path = Path(path)
+        # "~/fit.nc" as pandas and xarray read it: it was written to a folder named "~" under the
+        # working directory, and load("~/fit.nc") then looked in the home folder and found nothing
+        path = Path(path).expanduser()
         if path.is_dir():  # load() reads a folder's fit.nc; save() refused one with the name of its own temporary file
             raise IsADirectoryError(f"{path} is a folder: save() writes one file, e.g. fc.save('{path / 'fit.nc'}')")
         run_table = run_table_dataset(self.runs_)
@@ -1097,7 +1099,7 @@ class ScalingForecaster:
         """Load a saved fit: the file save() wrote, or the folder `forecast fit --out DIR` wrote
         (its fit.nc). Refuses a file written by another package version unless allowed."""
         allow_version_mismatch = check_bool("allow_version_mismatch", allow_version_mismatch)
-        path = Path(path)
+        path = Path(path).expanduser()
         if path.is_dir():  # the CLI's output folder: a notebook is handed the path the CLI printed
             path = path / "fit.nc"
         if not path.exists():

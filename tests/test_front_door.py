@@ -2,7 +2,9 @@
 results, and the paths, names and arguments typed there."""
 
 import copy
+import warnings
 
+from forecast import ConvergenceWarning
 from forecast.inference import ConvergenceReport
 
 
@@ -43,3 +45,22 @@ def test_result_objects_show_their_summary_in_a_notebook():
     assert pretty(report).startswith("NOT CONVERGED")
     assert "Scale 'a'." in pretty(decision) and "gpu_hours" in pretty(decision)
     assert "2 of the 5 refits of the forecast policy did not converge" in pretty(backtest)
+
+
+def test_a_path_from_the_home_folder_is_read_and_written_there(fitted, tmp_path, monkeypatch):
+    """"~/..." as pandas and xarray take it: load_runs said it did not exist, and save() wrote into a
+    folder named "~" under the working directory, where load() did not look."""
+    from forecast import ScalingForecaster, load_runs
+
+    home, elsewhere = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    elsewhere.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(elsewhere)
+    fitted.runs_.drop(columns=["_source", "_line"], errors="ignore").to_csv(home / "runs.csv", index=False)
+    assert len(load_runs("~/runs.csv")) == len(fitted.runs_)
+    assert fitted.save("~/fit.nc") == home / "fit.nc"
+    assert (home / "fit.nc").is_file() and not (elsewhere / "~").exists()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # the shared short-chain fit may be flagged
+        assert ScalingForecaster.load("~/fit.nc").run_ids == fitted.run_ids
