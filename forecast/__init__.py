@@ -1,9 +1,9 @@
 """scaling-forecast: Bayesian forecasts of RL compute scaling (the ScaleRL sigmoid).
 
     from forecast import load_runs, ScalingForecaster
-    runs = load_runs("runs.csv")
+    runs = load_runs("examples/trainer_sweep/runs.csv")
     fc = ScalingForecaster().fit(runs, random_seed=0)
-    fc.predict(compute=[1e3, 1e4], recipe="cispo")
+    fc.predict(compute=[2e12, 4e12], recipe="cispo")
 """
 
 from importlib.metadata import PackageNotFoundError, version

@@ -4,7 +4,7 @@ returns a tidy table with a point forecast and interval columns, plot() draws th
     from forecast import load_runs, ScalingForecaster
     runs = load_runs("examples/trainer_sweep/runs.csv")
     fc = ScalingForecaster().fit(runs, random_seed=0)
-    fc.predict(compute=[1e15, 1e16], recipe="cispo")
+    fc.predict(compute=[2e12, 4e12], recipe="cispo")
 
 Posterior draws live in `fc.idata` (ArviZ InferenceData, dims recipe/run); every table here is
 derived from it. Three kinds of prediction:

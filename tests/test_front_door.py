@@ -64,3 +64,26 @@ def test_a_path_from_the_home_folder_is_read_and_written_there(fitted, tmp_path,
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # the shared short-chain fit may be flagged
         assert ScalingForecaster.load("~/fit.nc").run_ids == fitted.run_ids
+
+
+def test_the_modules_usage_examples_ask_for_computes_within_reach_of_their_sweep():
+    """help(forecast) and help(forecast.forecaster) open with four lines to paste. The second asked
+    the shipped sweep (evaluated up to 1e12 FLOPs) for 1e15 and 1e16, which warned of a unit
+    mix-up on the first call a reader made; the first asked 'runs.csv' for 1e3 and 1e4."""
+    import re
+    from pathlib import Path
+
+    import forecast
+    import forecast.forecaster
+    from forecast import load_runs
+    from forecast.data import far_from_data
+
+    root = Path(__file__).resolve().parents[1]
+    for module in (forecast, forecast.forecaster):
+        doc = module.__doc__
+        path = re.search(r'load_runs\("([^"]+)"\)', doc).group(1)
+        runs = load_runs(root / path)
+        call = re.search(r'predict\(compute=\[([^\]]+)\], recipe="([^"]+)"\)', doc)
+        assert call.group(2) in set(runs["recipe"]), module.__name__
+        for value in call.group(1).split(","):
+            assert far_from_data(float(value), runs["compute"], unit="flops", name="compute") is None, module.__name__
