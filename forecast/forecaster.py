@@ -57,9 +57,14 @@ DEFAULT_QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 KINDS = ("run", "new_run", "mean")
 
 
-def as_name(name):
+def as_name(name, what: str = "name"):
     """A recipe or run name as the run table holds it: validate_runs reads every name as text, so a
-    table built with recipe 1 or run_id 7 (numbers) has recipe "1", and predict(recipe=1) asks for it."""
+    table built with recipe 1 or run_id 7 (numbers) has recipe "1", and predict(recipe=1) asks for it.
+    TypeError for several names (`what`: the argument's name): recipe=["dapo", "grpo"] was read as
+    the one name "['dapo', 'grpo']" and refused as an unknown recipe, whose name was not the problem."""
+    if isinstance(name, (list, tuple, set, frozenset, np.ndarray, pd.Series, pd.Index)):
+        raise TypeError(f"{what}= takes one name, got {list(name)!r}: ask once per name, or leave {what}= out of "
+                        "predict() for all of them")
     return name if name is None or isinstance(name, str) else str(name)
 
 
@@ -697,14 +702,14 @@ class ScalingForecaster:
         return len(self.draws("A"))
 
     def _recipe_index(self, recipe: str) -> int:
-        recipe = as_name(recipe)
+        recipe = as_name(recipe, "recipe")
         try:
             return self.data_.recipes.index(recipe)
         except ValueError:
             raise KeyError(f"unknown recipe '{recipe}'; known: {', '.join(self.data_.recipes)}") from None
 
     def _run_index(self, run_id: str) -> int:
-        run_id = as_name(run_id)
+        run_id = as_name(run_id, "run_id")
         try:
             return self.data_.runs.index(run_id)
         except ValueError:
@@ -756,7 +761,7 @@ class ScalingForecaster:
         """Per-draw curve parameters (A, B, log_C_mid, R0) for one recipe or run, by kind
         (default: "run" with a run_id, else "new_run")."""
         self._require_fit("curve_parameters()")
-        recipe, run_id = as_name(recipe), as_name(run_id)
+        recipe, run_id = as_name(recipe, "recipe"), as_name(run_id, "run_id")
         kind = resolve_kind(kind, run_id)
         if kind == "run":
             if run_id is None:
@@ -809,7 +814,7 @@ class ScalingForecaster:
         kind="run" the path starts from the run's last evaluation, so every compute must lie beyond it.
         """
         compute = _compute_values(compute)
-        recipe, run_id = as_name(recipe), as_name(run_id)
+        recipe, run_id = as_name(recipe, "recipe"), as_name(run_id, "run_id")
         kind = resolve_kind(kind, run_id)
         noise, eval_noise = check_bool("noise", noise), check_bool("eval_noise", eval_noise)
         shared_noise, paths = check_bool("shared_noise", shared_noise), check_bool("paths", paths)
@@ -873,7 +878,7 @@ class ScalingForecaster:
         goes. Independent extrapolation errors would make more seeds look better than they are.
         Column 0 is the draws every decision of this recipe reads (recipe_draws_at)."""
         self._require_fit("sample_new_seeds()")
-        recipe = as_name(recipe)
+        recipe = as_name(recipe, "recipe")
         if isinstance(n_seeds, bool) or not isinstance(n_seeds, (int, np.integer)) or n_seeds < 1:
             raise ValueError(f"n_seeds must be a whole number >= 1, got {n_seeds!r}")
         first = self.sample_curves([compute], recipe=recipe, kind="new_run", rng=self.recipe_stream(recipe), eval_noise=False)
@@ -948,7 +953,7 @@ class ScalingForecaster:
         compute = _compute_values(compute)
         quantiles = _checked_quantiles(quantiles)
         noise = check_bool("noise", noise)
-        recipe, run_id = as_name(recipe), as_name(run_id)
+        recipe, run_id = as_name(recipe, "recipe"), as_name(run_id, "run_id")
         kind = resolve_kind(kind, run_id)
         if recipe is not None:
             self._recipe_index(recipe)  # KeyError naming the known recipes

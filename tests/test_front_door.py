@@ -87,3 +87,20 @@ def test_the_modules_usage_examples_ask_for_computes_within_reach_of_their_sweep
         assert call.group(2) in set(runs["recipe"]), module.__name__
         for value in call.group(1).split(","):
             assert far_from_data(float(value), runs["compute"], unit="flops", name="compute") is None, module.__name__
+
+
+def test_several_names_where_one_is_asked_for_are_refused_as_such(fitted):
+    """recipe=["a", "b"] was read as the one name "['a', 'b']" and called an unknown recipe."""
+    import numpy as np
+    import pandas as pd
+    import pytest
+
+    two = fitted.recipes[:2]
+    for given in (two, tuple(two), np.array(two), pd.Series(two)):
+        with pytest.raises(TypeError, match=r"recipe= takes one name, got \[.*\]: ask once per name"):
+            fitted.predict([1e4], recipe=given)
+    with pytest.raises(TypeError, match="run_id= takes one name"):
+        fitted.predict([1e4], run_id=fitted.run_ids[:2])
+    with pytest.raises(TypeError, match="recipe= takes one name"):
+        fitted.sample_curves([1e4], recipe=two)
+    assert len(fitted.predict([1e4], recipe=np.array(two)[0])) == 1  # one name from an array is a name
