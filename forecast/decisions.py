@@ -27,7 +27,13 @@ import numpy as np
 import pandas as pd
 
 from .data import FAR_BEYOND_DATA, UNSPECIFIED_UNIT, warn_if_far_from_data
-from .formatting import fmt_compute, pretty_as_str, prob_is, shown_so_it_reads_true
+from .formatting import (
+    fmt_compute,
+    pretty_as_str,
+    prob_is,
+    shown_so_it_reads_true,
+    unknown_name_message,
+)
 
 __all__ = [
     "probability_best",
@@ -500,6 +506,8 @@ def _checked_recipes(fc, recipes) -> list[str]:
     recipes = [recipes] if isinstance(recipes, (str, numbers.Number)) else list(recipes)
     recipes = [r if isinstance(r, str) else str(r) for r in recipes]  # a table's names are text: its recipe 1 is "1"
     unknown = [r for r in recipes if r not in fc.recipes]
+    if len(unknown) == 1:  # with the likely name it was meant as
+        raise KeyError(unknown_name_message("recipe", unknown[0], fc.recipes))
     if unknown or not recipes:
         raise KeyError(f"unknown recipe {', '.join(map(repr, unknown)) or '(none given)'}; known: {', '.join(fc.recipes)}")
     return recipes

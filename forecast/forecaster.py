@@ -39,7 +39,7 @@ from .data import (
     validate_runs,
     warn_if_far_from_data,
 )
-from .formatting import fmt_compute
+from .formatting import fmt_compute, unknown_name_message
 from .inference import (
     ConvergenceReport,
     SamplerSettings,
@@ -706,14 +706,16 @@ class ScalingForecaster:
         try:
             return self.data_.recipes.index(recipe)
         except ValueError:
-            raise KeyError(f"unknown recipe '{recipe}'; known: {', '.join(self.data_.recipes)}") from None
+            hint = f"it is a run: give run_id='{recipe}'" if recipe in self.data_.runs else None
+            raise KeyError(unknown_name_message("recipe", recipe, self.data_.recipes, hint=hint)) from None
 
     def _run_index(self, run_id: str) -> int:
         run_id = as_name(run_id, "run_id")
         try:
             return self.data_.runs.index(run_id)
         except ValueError:
-            raise KeyError(f"unknown run_id '{run_id}'; known: {', '.join(self.data_.runs)}") from None
+            hint = f"it is a recipe: give recipe='{run_id}'" if run_id in self.data_.recipes else None
+            raise KeyError(unknown_name_message("run_id", run_id, self.data_.runs, hint=hint)) from None
 
     def _recipe_of(self, run_id: str) -> str:
         return self.data_.recipes[int(self.data_.run_recipe[self._run_index(run_id)])]

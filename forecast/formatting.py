@@ -3,10 +3,12 @@ reads the same in a headline and in the table under it."""
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 
-__all__ = ["fmt_compute", "fmt_prob", "prob_is", "shown_so_it_reads_true", "pretty_as_str"]
+__all__ = ["fmt_compute", "fmt_prob", "prob_is", "shown_so_it_reads_true", "pretty_as_str",
+           "unknown_name_message"]
 
 
 def fmt_compute(x) -> str:
@@ -69,3 +71,24 @@ def pretty_as_str(self, printer, cycle) -> None:
     dataclass repr instead: raw fields, without "converged" or the recommendation's sentence, and the
     decision's table cut to "..." columns. repr() itself stays the dataclass's, for debugging."""
     printer.text(str(self))
+
+
+def close_names(name: str, known) -> list[str]:
+    """The known names a mistyped one was likely meant as: the same but for case ('DAPO' for 'dapo'),
+    else up to three of difflib's close matches, ignoring case ('dap', 'dapo-s9')."""
+    known = [str(k) for k in known]
+    same_but_case = [k for k in known if k.casefold() == name.casefold()]
+    if same_but_case:
+        return same_but_case
+    by_folded = {k.casefold(): k for k in known}
+    return [by_folded[m] for m in difflib.get_close_matches(name.casefold(), list(by_folded), n=3, cutoff=0.6)]
+
+
+def unknown_name_message(what: str, name: str, known, *, hint: str | None = None) -> str:
+    """"unknown recipe 'dap' (did you mean 'dapo'?); known: cispo, dapo, ...": the names the fit has,
+    and first the likely one, which a sweep of many runs otherwise buries in the list. `hint`
+    replaces the guess where the caller knows better (a run's name given as a recipe)."""
+    if hint is None:
+        close = close_names(name, known)
+        hint = f"did you mean {' or '.join(map(repr, close))}?" if close else None
+    return f"unknown {what} '{name}'{f' ({hint})' if hint else ''}; known: {', '.join(map(str, known))}"

@@ -11,6 +11,7 @@ import numpy as np
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
 from .data import FarFromDataWarning, warn_if_far_from_data
+from .formatting import unknown_name_message
 
 
 def _grid(fc, budget, n=80):
@@ -201,7 +202,7 @@ def _fan_chart_recipes(fc, recipes, budget, kind) -> list:
         raise ValueError(f"recipes is empty: name at least one of {', '.join(fc.recipes)} (or leave it out for all)")
     for recipe in recipes or []:
         if recipe not in fc.recipes:
-            raise KeyError(f"unknown recipe '{recipe}'; known: {', '.join(fc.recipes)}")
+            raise KeyError(unknown_name_message("recipe", recipe, fc.recipes))
     if budget is not None and not (isinstance(budget, (int, float, np.number)) and np.isfinite(budget) and budget > 0):
         raise ValueError(f"budget must be finite and > 0 (compute in {fc.compute_unit}), got {budget!r}")
     return recipes if recipes is not None else list(fc.recipes)

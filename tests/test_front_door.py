@@ -104,3 +104,28 @@ def test_several_names_where_one_is_asked_for_are_refused_as_such(fitted):
     with pytest.raises(TypeError, match="recipe= takes one name"):
         fitted.sample_curves([1e4], recipe=two)
     assert len(fitted.predict([1e4], recipe=np.array(two)[0])) == 1  # one name from an array is a name
+
+
+def test_an_unknown_name_is_answered_with_the_one_it_was_likely_meant_as(fitted):
+    """A sweep of many runs buried the intended name in a list of all of them; a run's name given
+    as a recipe (or a recipe's as a run) was only "unknown"."""
+    import pytest
+
+    from forecast.decisions import decide
+
+    recipe, run = fitted.recipes[0], fitted.run_ids[0]
+    with pytest.raises(KeyError, match=f"unknown recipe '{recipe.upper()}' \\(did you mean '{recipe}'\\?\\); known: "):
+        fitted.predict([1e4], recipe=recipe.upper())
+    with pytest.raises(KeyError, match=f"unknown recipe '{recipe[:-1]}' \\(did you mean '{recipe}'"):
+        fitted.plot(recipes=recipe[:-1])
+    with pytest.raises(KeyError, match=f"unknown recipe '{recipe}x' \\(did you mean '{recipe}'"):
+        decide(fitted, 1e4, recipes=[f"{recipe}x"])
+    with pytest.raises(KeyError, match=f"unknown recipe '{run}' \\(it is a run: give run_id='{run}'\\)"):
+        fitted.predict([1e4], recipe=run)
+    with pytest.raises(KeyError, match=f"unknown run_id '{recipe}' \\(it is a recipe: give recipe='{recipe}'\\)"):
+        fitted.predict([1e4], run_id=recipe)
+    with pytest.raises(KeyError, match=r"unknown recipe 'zzz'; known: "):  # no guess where none is close
+        fitted.predict([1e4], recipe="zzz")
+    from forecast.formatting import close_names
+
+    assert sorted(close_names("dapo-s9", ["dapo-s0", "dapo-s1", "grpo-s0"])[:2]) == ["dapo-s0", "dapo-s1"]
