@@ -1071,16 +1071,23 @@ class ScalingForecaster:
         frame = pd.DataFrame(rows)
         return frame if kind == "run" else frame.drop(columns="run_id")
 
-    def plot(self, *, recipes=None, budget=None, kind="new_run", ax=None, **kwargs):
+    def plot(self, *, recipes=None, budget=None, kind="new_run", target=None, ax=None, ncols=3, title=None):
         """Fan chart: observed points, fitted curve, 50% and 90% extrapolation bands, one panel per
-        recipe (`recipes`: a name or a list; default all). kind: "new_run" or "mean"; one run's
-        own forecast is `predict(..., run_id=..., kind="run")`. Returns the matplotlib Figure, which
+        recipe (`recipes`: a name or a list; default all), out to `budget` (a dashed line), with
+        `target` (a pass rate) as a dash-dot line. kind: "new_run" or "mean"; one run's
+        own forecast is `predict(..., run_id=..., kind="run")`. ax: axes to draw in (one per
+        recipe), else a figure of its own with `ncols` panels a row and `title` above them.
+        Returns the matplotlib Figure, which
         stays open as any pyplot figure does: in a loop, `plt.close(fig)` once it is saved."""
         self._require_fit("plot()")
         # plot_fan_chart checks recipes, kind and budget, for its direct callers too
         from .plotting import plot_fan_chart
 
-        return plot_fan_chart(self, recipes=recipes, budget=budget, kind=kind, ax=ax, **kwargs)
+        # named here rather than passed on as **kwargs: help(fc.plot) and a notebook's completion
+        # did not show target=, which the README's own example uses, and a misspelt one was
+        # refused as plot_fan_chart()'s
+        return plot_fan_chart(self, recipes=recipes, budget=budget, kind=kind, ax=ax, ncols=ncols, title=title,
+                              target=target)
 
     # ------------------------------------------------------------------ persistence
 

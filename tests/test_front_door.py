@@ -129,3 +129,17 @@ def test_an_unknown_name_is_answered_with_the_one_it_was_likely_meant_as(fitted)
     from forecast.formatting import close_names
 
     assert sorted(close_names("dapo-s9", ["dapo-s0", "dapo-s1", "grpo-s0"])[:2]) == ["dapo-s0", "dapo-s1"]
+
+
+def test_plot_names_every_setting_it_takes(fitted):
+    """help(fc.plot) showed **kwargs, not the target= the README's example passes, and a misspelt
+    setting was refused as an argument of plot_fan_chart(), a function the caller never called."""
+    import inspect
+
+    import pytest
+
+    parameters = inspect.signature(fitted.plot).parameters
+    assert {"recipes", "budget", "kind", "target", "ax", "ncols", "title"} <= set(parameters)
+    assert all(p.kind is not inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+    with pytest.raises(TypeError, match=r"ScalingForecaster\.plot\(\) got an unexpected keyword argument 'traget'"):
+        fitted.plot(traget=0.6)
