@@ -296,6 +296,13 @@ def _checked_quantiles(quantiles) -> tuple[float, ...]:
 class ScalingForecaster:
     """Hierarchical Bayesian ScaleRL forecaster (see forecast.model for the model).
 
+        runs = load_runs("examples/trainer_sweep/runs.csv")
+        fc = ScalingForecaster().fit(runs, random_seed=0)   # mode="fast" for short chains
+        fc.predict(compute=[2e12, 4e12], recipe="dapo")     # mean, q05 ... q95, ahead per compute
+        fc.plot(budget=4e12, target=0.6)                    # fan chart (a matplotlib Figure)
+        fc.diagnostics(); fc.asymptote(); fc.compute_to_target(0.6)
+        fc.save("fit.nc"); ScalingForecaster.load("fit.nc")
+
     Parameters
     ----------
     priors : Priors, optional. Prior settings; `Priors(a_sd=0.3)` overrides one.

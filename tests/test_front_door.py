@@ -66,10 +66,11 @@ def test_a_path_from_the_home_folder_is_read_and_written_there(fitted, tmp_path,
         assert ScalingForecaster.load("~/fit.nc").run_ids == fitted.run_ids
 
 
-def test_the_modules_usage_examples_ask_for_computes_within_reach_of_their_sweep():
+def test_the_usage_examples_in_help_ask_for_computes_within_reach_of_their_sweep():
     """help(forecast) and help(forecast.forecaster) open with four lines to paste. The second asked
     the shipped sweep (evaluated up to 1e12 FLOPs) for 1e15 and 1e16, which warned of a unit
-    mix-up on the first call a reader made; the first asked 'runs.csv' for 1e3 and 1e4."""
+    mix-up on the first call a reader made; the first asked 'runs.csv' for 1e3 and 1e4.
+    help(ScalingForecaster), what `ScalingForecaster?` shows in a notebook, had no example at all."""
     import re
     from pathlib import Path
 
@@ -79,7 +80,7 @@ def test_the_modules_usage_examples_ask_for_computes_within_reach_of_their_sweep
     from forecast.data import far_from_data
 
     root = Path(__file__).resolve().parents[1]
-    for module in (forecast, forecast.forecaster):
+    for module in (forecast, forecast.forecaster, forecast.ScalingForecaster):
         doc = module.__doc__
         path = re.search(r'load_runs\("([^"]+)"\)', doc).group(1)
         runs = load_runs(root / path)
