@@ -299,7 +299,7 @@ class ScalingForecaster:
         runs = load_runs("examples/trainer_sweep/runs.csv")
         fc = ScalingForecaster().fit(runs, random_seed=0)   # mode="fast" for short chains
         fc.predict(compute=[2e12, 4e12], recipe="dapo")     # mean, q05 ... q95, ahead per compute
-        fc.plot(budget=4e12, target=0.6)                    # fan chart (a matplotlib Figure)
+        fig = fc.plot(budget=4e12, target=0.6)              # fan chart (a matplotlib Figure)
         fc.diagnostics(); fc.asymptote(); fc.compute_to_target(0.6)
         fc.save("fit.nc"); ScalingForecaster.load("fit.nc")
 
@@ -1085,7 +1085,9 @@ class ScalingForecaster:
         own forecast is `predict(..., run_id=..., kind="run")`. ax: axes to draw in (one per
         recipe), else a figure of its own with `ncols` panels a row and `title` above them.
         Returns the matplotlib Figure, which
-        stays open as any pyplot figure does: in a loop, `plt.close(fig)` once it is saved."""
+        stays open as any pyplot figure does: in a loop, `plt.close(fig)` once it is saved. In a
+        notebook, assign it (`fig = fc.plot(...)`): as a cell's last line it is shown twice, once
+        drawn and once as the cell's value."""
         self._require_fit("plot()")
         # plot_fan_chart checks recipes, kind and budget, for its direct callers too
         from .plotting import plot_fan_chart

@@ -144,3 +144,21 @@ def test_plot_names_every_setting_it_takes(fitted):
     assert all(p.kind is not inspect.Parameter.VAR_KEYWORD for p in parameters.values())
     with pytest.raises(TypeError, match=r"ScalingForecaster\.plot\(\) got an unexpected keyword argument 'traget'"):
         fitted.plot(traget=0.6)
+
+
+def test_examples_assign_the_figures_they_draw():
+    """A figure-returning call as a notebook cell's last line is shown twice under the inline backend
+    (drawn, then again as the cell's value), so the README's `fc.plot(...)` line pasted as written
+    drew its fan chart twice. Every example that draws assigns the figure, as the notebooks do."""
+    import re
+    from pathlib import Path
+
+    from forecast import ScalingForecaster
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    code = "\n".join(re.findall(r"```python\n(.*?)```", readme, flags=re.S)) + "\n" + ScalingForecaster.__doc__
+    drawing = [line.split("#")[0].strip() for line in code.splitlines()
+               if re.search(r"(\.plot|\bplot_\w+)\(", line.split("#")[0])]
+    assert drawing, "no example draws a figure"
+    unassigned = [line for line in drawing if not re.match(r"\w+\s*=\s*", line)]
+    assert not unassigned, f"examples that draw without assigning the figure: {unassigned}"
