@@ -228,6 +228,9 @@ def _compute_values(compute) -> np.ndarray:
     # numpy reads None as nan, True as 1.0 and "1e5" as 100000.0: say what was given instead
     if compute is None or isinstance(compute, (bool, np.bool_, str, bytes)):
         raise ValueError(f"compute must be a number or a list of numbers, got {compute!r}")
+    if isinstance(compute, pd.DataFrame):  # a table of future points, as Prophet's predict takes
+        raise ValueError(f"compute takes the computes themselves, not a table (columns: {', '.join(map(str, compute.columns))}); "
+                         "give one column, e.g. compute=table['compute']")
     try:
         given = np.asarray(compute)
         # the same for the items of a list: ["1e12"] or [True] were read as numbers where "1e12" was refused

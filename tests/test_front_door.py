@@ -162,3 +162,15 @@ def test_examples_assign_the_figures_they_draw():
     assert drawing, "no example draws a figure"
     unassigned = [line for line in drawing if not re.match(r"\w+\s*=\s*", line)]
     assert not unassigned, f"examples that draw without assigning the figure: {unassigned}"
+
+
+def test_a_table_given_as_compute_is_refused_naming_the_column_to_give(fitted):
+    """predict(future) with a table of future points (Prophet's habit) said "compute must be a
+    number or a flat list of numbers, got an array of shape (2, 1)"."""
+    import pandas as pd
+    import pytest
+
+    future = pd.DataFrame({"compute": [1e4, 2e4]})
+    with pytest.raises(ValueError, match=r"not a table \(columns: compute\); give one column, e.g. compute=table\['compute'\]"):
+        fitted.predict(future)
+    assert list(fitted.predict(future["compute"], recipe=fitted.recipes[0])["compute"]) == [1e4, 2e4]
