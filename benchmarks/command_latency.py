@@ -24,6 +24,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.provenance import print_provenance  # noqa: E402
+
 RUNS = ROOT / "examples" / "trainer_sweep" / "runs.csv"
 SAMPLING_LIBRARIES = "import pymc, arviz; "
 
@@ -62,6 +66,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args(argv)
+    print_provenance("benchmarks/command_latency.py", vars(args))
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         made = subprocess.run([sys.executable, "-m", "forecast.cli", "fit", str(RUNS), "--out", str(folder / "fit"),

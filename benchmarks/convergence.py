@@ -31,6 +31,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.provenance import print_provenance  # noqa: E402
 from forecast import ScalingForecaster, load_runs  # noqa: E402
 from forecast.data import validate_runs  # noqa: E402
 from forecast.synthetic import load_table1, simulate_sweep  # noqa: E402
@@ -79,6 +80,7 @@ def main(argv=None):
     parser.add_argument("--big-sweep", action="store_true", help="a synthetic 25-recipe sweep instead of --runs")
     parser.add_argument("--seeds", default="0,1,2,3,4,5", help="random seeds of the fits (comma list)")
     args = parser.parse_args(argv)
+    print_provenance("benchmarks/convergence.py", vars(args))
     runs = big_sweep() if args.big_sweep else load_runs(args.runs)
     if args.big_sweep:
         args.runs = "synthetic big sweep (--big-sweep)"

@@ -106,6 +106,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.provenance import print_provenance  # noqa: E402
 from forecast.backtest import (  # noqa: E402
     MIN_CHECK_GROWTH,
     POLICIES,
@@ -564,6 +565,7 @@ def main(argv=None) -> int:
         _check_output_file(args.json, "--json", "early_stop.json", source=(trainer_sweep, *args.runs))
     except BadInput as error:
         parser.error(str(error))
+    print_provenance("benchmarks/early_stop.py", vars(args))
     if trainer_sweep.exists():
         sweeps["trainer_sweep"] = load_runs(trainer_sweep)
         if not args.quick:

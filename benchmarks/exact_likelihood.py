@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 import forecast.forecaster as forecaster_module  # noqa: E402
 import forecast.inference as inference_module  # noqa: E402
+from benchmarks.provenance import print_provenance  # noqa: E402
 from forecast import ScalingForecaster  # noqa: E402
 from forecast.model import build_model  # noqa: E402
 from forecast.synthetic import simulate_sweep  # noqa: E402
@@ -68,6 +69,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rngs", default="11,21", help="simulate_sweep seeds (30 runs, 40 points each)")
     args = parser.parse_args(argv)
+    print_provenance("benchmarks/exact_likelihood.py", vars(args))
     print(f"{'sweep':>6} {'likelihood':>12} {'covers':>7} {'RMS z':>6} {'A error':>8} {'A sd':>7} "
           f"{'wander sd':>10} {'R-hat':>6} {'diverg.':>7} {'seconds':>8}")
     for rng in (int(r) for r in args.rngs.split(",")):

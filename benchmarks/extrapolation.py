@@ -31,6 +31,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.provenance import print_provenance  # noqa: E402
 from forecast import ScalingForecaster  # noqa: E402
 from forecast.baseline import fit_run_least_squares, predict_least_squares  # noqa: E402
 from forecast.cli import BadInput, _check_output_file  # noqa: E402
@@ -158,6 +159,7 @@ def main(argv=None):
         _check_output_file(args.csv, "--csv", "extrapolation.csv", source=TRAINER_SWEEP)
     except BadInput as error:
         parser.error(str(error))
+    print_provenance("benchmarks/extrapolation.py", vars(args))
     fractions = [float(v) for v in args.fractions.split(",")] if args.fractions else [0.25] if args.quick else [0.125, 0.25]
     results = []
     for name, runs in datasets(args.quick):

@@ -28,6 +28,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.provenance import print_provenance  # noqa: E402
 from forecast import ScalingForecaster, load_runs  # noqa: E402
 from forecast.cli import BadInput, _check_output_file, _check_parent_folders, _check_writable  # noqa: E402
 from forecast.decisions import _level_with, decide  # noqa: E402
@@ -106,6 +107,7 @@ def main(argv=None) -> int:
         check_save_dir(args.save_dir, args.seeds)
     except BadInput as error:
         parser.error(str(error))
+    print_provenance("benchmarks/fit_jitter.py", vars(args))
 
     measured, budget, target = [], None, None
     for label, fc in fits(args):

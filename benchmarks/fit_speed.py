@@ -45,6 +45,7 @@ sys.path.insert(0, str(ROOT))
 import arviz as az  # noqa: E402
 import pymc as pm  # noqa: E402
 
+from benchmarks.provenance import print_provenance  # noqa: E402
 from forecast import ScalingForecaster  # noqa: E402
 from forecast.data import validate_runs  # noqa: E402
 from forecast.model import prepare_data  # noqa: E402
@@ -171,6 +172,7 @@ def main(argv=None):
     parser.add_argument("--long", action="store_true", help="long runs alone (4 recipes x 2 seeds x --long-points)")
     parser.add_argument("--long-points", type=int, default=3000)
     args = parser.parse_args(argv)
+    print_provenance("benchmarks/fit_speed.py", vars(args))
     if args.long:
         long_runs(args.long_points)
         return

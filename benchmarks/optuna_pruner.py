@@ -68,6 +68,7 @@ sys.path.insert(0, str(ROOT))
 
 import optuna  # noqa: E402
 
+from benchmarks.provenance import print_provenance  # noqa: E402
 from forecast.cli import BadInput, _check_output_file  # noqa: E402
 from forecast.curves import sigmoid_curve  # noqa: E402
 from forecast.io import atomic_write_text  # noqa: E402
@@ -336,6 +337,7 @@ def main(argv=None) -> int:
         _check_output_file(args.json, "--json", "optuna_pruner.json")
     except BadInput as error:
         parser.error(str(error))
+    print_provenance("benchmarks/optuna_pruner.py", vars(args))
     pruners = [REFERENCE] + [p for p in pruners if p != REFERENCE]  # the reference runs first in every seed
 
     warnings.simplefilter("ignore")

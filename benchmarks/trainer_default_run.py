@@ -18,6 +18,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from benchmarks.provenance import print_provenance  # noqa: E402
 from trainer_minimal.cli import add_config_flags, explicit_overrides  # noqa: E402
 from trainer_minimal.config import make_config  # noqa: E402
 from trainer_minimal.logging_io import read_jsonl  # noqa: E402
@@ -40,6 +41,7 @@ def main():
     add_config_flags(parser, exclude=("out", "warmstart_cache", "resume"))
     parser.add_argument("--out", default="", help="run folder (default: a temporary folder)")
     args = parser.parse_args()
+    print_provenance("benchmarks/trainer_default_run.py", vars(args))
     out = args.out or os.path.join(tempfile.mkdtemp(prefix="trainer-bench-"), "run")
     overrides = explicit_overrides(args, exclude=("out",))
     cfg = make_config(overrides.pop("preset", "scalerl"), out=out, **overrides)
