@@ -10,7 +10,8 @@ saved fit (a fast-mode fit of the shipped trainer sweep, made once before timing
 median wall time of `--repeats` calls of each and the ratio. Target: every command that only
 reads a saved fit answers in under 3 s.
 
-    python benchmarks/command_latency.py [--repeats 3]
+    python benchmarks/command_latency.py               # 3-5 min on 2 cores: a fast fit, then 35 calls
+    python benchmarks/command_latency.py --repeats 1   # quick: about 2 min
 """
 
 from __future__ import annotations
@@ -63,8 +64,8 @@ def commands(folder: Path) -> dict[str, list[str]]:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=3)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=3, help="timed calls of each command on each side (median; default 3)")
     args = parser.parse_args(argv)
     print_provenance("benchmarks/command_latency.py", vars(args))
     with tempfile.TemporaryDirectory() as tmp:

@@ -14,7 +14,11 @@ seeds converged on each side and the time the longer tries added. Target: every 
 seeds, 60 evaluations of 16,000 graded samples each (6,000 rows; synthetic, 20% of runs plateau or
 decline; its extra white noise is truly 0, the common case that once made such fits fail).
 
-    python benchmarks/convergence.py [--runs PATH | --big-sweep] [--seeds 0,1,2,3,4,5]
+    python benchmarks/convergence.py                  # 6 default fits, 15-130 s each: 3-6 min on 2 cores
+    python benchmarks/convergence.py --seeds 0        # quick: one fit, under 2 min
+    python benchmarks/convergence.py --seeds 0,1,2,3,4,5,6,7,8,9,10,11   # the README's row: 8-13 min
+    python benchmarks/convergence.py --runs PATH      # another run table
+    python benchmarks/convergence.py --big-sweep --seeds 0   # the synthetic 25-recipe sweep: about 2 min
 """
 
 from __future__ import annotations
@@ -75,8 +79,9 @@ def fit_once(runs, seed: int) -> dict:
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", default=str(ROOT / "examples" / "trainer_sweep" / "runs.csv"))
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", default=str(ROOT / "examples" / "trainer_sweep" / "runs.csv"),
+                        help="run table to fit (default: the shipped trainer sweep)")
     parser.add_argument("--big-sweep", action="store_true", help="a synthetic 25-recipe sweep instead of --runs")
     parser.add_argument("--seeds", default="0,1,2,3,4,5", help="random seeds of the fits (comma list)")
     args = parser.parse_args(argv)

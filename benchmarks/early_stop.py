@@ -483,7 +483,7 @@ def with_replicas(sweeps: dict, n: int, window: int = 5) -> tuple[dict, dict]:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="the trainer sweep (if present) and two synthetic sweeps only")
     parser.add_argument("--json", default=None, help="write all results to this JSON file")
     parser.add_argument("--policies", default=",".join(POLICIES))

@@ -11,8 +11,8 @@ ones' true_A), also each run's asymptote: ours (the run's A, its median and 90% 
 least squares' A, by error, and the coverage of ours' interval. Data: synthetic sweeps shaped like ScaleRL's Table 1 (clean and
 messy: early plateaus and late declines), and the trainer's shipped sweep when present.
 
-    python benchmarks/extrapolation.py            # full
-    python benchmarks/extrapolation.py --quick    # one synthetic sweep, one fraction
+    python benchmarks/extrapolation.py            # full: 6 default fits, 1-2 min each on 2 cores (6-12 min)
+    python benchmarks/extrapolation.py --quick    # one synthetic sweep, one fraction: 1-2 min
     python benchmarks/extrapolation.py --horizon  # ours told the planned budget (fit(horizon=...))
     python benchmarks/extrapolation.py --fractions 0.25,1  # other cuts (1: the whole curves, asymptotes only)
 """
@@ -146,7 +146,7 @@ def datasets(quick: bool):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--quick", action="store_true", help="one synthetic sweep at a cut of 1/4 (1-2 min)")
     parser.add_argument("--horizon-sd", type=float, default=None)
     parser.add_argument("--horizon", action="store_true",
                         help="tell ours each sweep's planned budget (its largest final compute), as a sweep in flight would")

@@ -8,7 +8,9 @@ compute to the target; then the spread of each across fits beside those standard
 whether the recommendation's leader (and its wording but for the numbers) changed. One fit asked
 twice must give identical numbers (forecasts are reproducible for one fit).
 
-    python benchmarks/fit_jitter.py --seeds 0,1,2,3          # 4 default (full) fits, 2-4 min each
+    python benchmarks/fit_jitter.py                          # 4 default (full) fits, 2-4 min each: 8-16 min
+    python benchmarks/fit_jitter.py --seeds 0,1              # quicker: 2 fits, 4-8 min
+    python benchmarks/fit_jitter.py --seeds 0,1,2,3,4,5,6,7  # the README's row: 16-32 min
     python benchmarks/fit_jitter.py --fits a.nc b.nc ...     # fits saved before (fc.save)
     python benchmarks/fit_jitter.py --seeds 0,1 --save-dir out/jitter_fits
 """
@@ -97,7 +99,8 @@ def measure(label, fc, budget, target) -> dict:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", default=str(RUNS), help="run table (default: the shipped trainer sweep)")
-    parser.add_argument("--seeds", type=lambda s: [int(v) for v in s.split(",")], default=[0, 1, 2, 3])
+    parser.add_argument("--seeds", type=lambda s: [int(v) for v in s.split(",")], default=[0, 1, 2, 3],
+                        help="random seeds of the fits (comma list; default 0,1,2,3)")
     parser.add_argument("--fits", nargs="+", help="saved fits instead of fitting (--seeds is then ignored)")
     parser.add_argument("--save-dir", help="save each fit there as fit_seedN.nc")
     args = parser.parse_args(argv)

@@ -24,7 +24,10 @@ grown table as refit() takes it (rows in blocks) and with all rows in one block 
 before 2026-12-05, less the filtered path it also kept), with the time, traced peak and largest
 difference of each; and a run's own forecast (predict kind="run"), time and traced peak.
 
-    python benchmarks/fit_speed.py [--skip-baseline] [--long [--long-points 3000]]
+    python benchmarks/fit_speed.py                  # 2-3 min on 2 cores (the baseline about 1 min of it)
+    python benchmarks/fit_speed.py --skip-baseline  # quick: ours alone, 1-2 min
+    python benchmarks/fit_speed.py --long           # long runs alone: 3-5 min
+    python benchmarks/fit_speed.py --long --long-points 300   # quick look at --long
 """
 
 from __future__ import annotations
@@ -167,10 +170,10 @@ def long_runs(n_points: int):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--skip-baseline", action="store_true")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--skip-baseline", action="store_true", help="ours alone, without the plain PyMC model")
     parser.add_argument("--long", action="store_true", help="long runs alone (4 recipes x 2 seeds x --long-points)")
-    parser.add_argument("--long-points", type=int, default=3000)
+    parser.add_argument("--long-points", type=int, default=3000, help="evaluations per run with --long (default 3000)")
     args = parser.parse_args(argv)
     print_provenance("benchmarks/fit_speed.py", vars(args))
     if args.long:

@@ -318,7 +318,7 @@ def run_study(pruner_name: str, seed: int, *, recipes: dict, setup: Setup, sampl
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--studies", type=int, default=8, help="study seeds (seed, seed+1, ...)")
     parser.add_argument("--trials", type=int, default=16, help="trials per study")
     parser.add_argument("--seed", type=int, default=0, help="first study seed (sampler and noise)")

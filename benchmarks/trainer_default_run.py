@@ -1,6 +1,8 @@
 """Time one run of trainer_minimal's default preset on the CPU and report how far it rose.
 
-    python benchmarks/trainer_default_run.py [--out DIR] [--seed S] [any train flag, e.g. --max-steps 320]
+    python benchmarks/trainer_default_run.py                   # about a minute on CPU
+    python benchmarks/trainer_default_run.py --max-steps 320   # quick: half the steps
+    python benchmarks/trainer_default_run.py --out DIR --seed 1   # keep the run folder; any train flag works
 
 Prints wall-clock seconds (warm start included, from a cold cache), the trainer's device-seconds,
 R0 (pass rate before RL), the final pass rate, and where the curve saturated: the first evaluation
@@ -37,7 +39,7 @@ def saturation_step(rows, r0, fraction=0.9):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_config_flags(parser, exclude=("out", "warmstart_cache", "resume"))
     parser.add_argument("--out", default="", help="run folder (default: a temporary folder)")
     args = parser.parse_args()
