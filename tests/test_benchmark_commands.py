@@ -110,3 +110,14 @@ def test_a_renamed_flag_is_caught(tmp_path, monkeypatch, capsys):
     with benchmark_module("fit_speed.py") as module, pytest.raises(SystemExit):
         settings_printed_by(module, argv_of("--skip-baselines", {}), monkeypatch)
     assert StoppedAtProvenance  # the stop the parsing commands reach
+
+
+def test_every_row_of_the_readmes_results_table_cites_the_script_that_measured_it():
+    text = (REPO / "README.md").read_text()
+    table = text[text.index("| Benchmark | Ours | Baseline | Command |"):]
+    rows = [line for line in table.split("\n\n")[0].splitlines()[2:] if line.startswith("|")]
+    assert len(rows) >= 10
+    for row in rows:
+        command = row.rstrip(" |").rsplit("|", 1)[1]
+        scripts = re.findall(r"`(\w+\.py)\b", command)
+        assert scripts and all((REPO / "benchmarks" / s).exists() for s in scripts), row
