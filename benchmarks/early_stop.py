@@ -283,7 +283,7 @@ CALIBRATION_CHECKS = (0, 2, 4, 6, 8)  # checkpoint indices (0 = the first) at wh
 
 
 def advice_calibration(runs, *, checks=CALIBRATION_CHECKS, level: float = 0.9, forecaster_kwargs=None,
-                       planned: bool = False) -> dict | None:
+                       planned: bool = False, config: BacktestConfig | None = None) -> dict | None:
     """How honest the early-stop forecasts are: at a few checkpoints, refit as the policy does and
     compare each unfinished run's forecast of its final (its draws at the planned budget plus the
     evaluation noise of a mean of 3 evaluations) with the true final. Split by how far out the
@@ -291,14 +291,15 @@ def advice_calibration(runs, *, checks=CALIBRATION_CHECKS, level: float = 0.9, f
     final, the mean error (true final - forecast mean: positive = forecasts too low) and the sd of
     the standardised error (1 for honest spreads; above 1 = intervals too narrow). Coverage alone
     hides a bias paid for by wide intervals. Needs n_eval (the noise of a final); None without it.
-    planned: each fit is told the sweep's largest planned budget (fit(horizon=...))."""
+    planned: each fit is told the sweep's largest planned budget (fit(horizon=...)). config: the
+    main lines' BacktestConfig, whose checkpoints (--check-growth) the refits are made at."""
     from forecast.backtest import checkpoint_schedule
     from forecast.early_stop import fit_for_advice, run_draws
 
     if not has_n_eval(runs):
         return None
     runs = runs.sort_values(["run_id", "compute"]).reset_index(drop=True)
-    config = BacktestConfig()
+    config = config or BacktestConfig()
     schedule = checkpoint_schedule(runs, min_evals=config.min_evals, growth=config.check_growth)
     budgets = runs.groupby("run_id")["compute"].max()
     finals = measured_finals(runs, config.smooth_last)
@@ -645,7 +646,7 @@ def main(argv=None) -> int:
             print(f"\nnoise floor of regret on the trainer sweep: a final (mean of 3 evaluations) has sd {floor:.4f}; "
                   "regrets closer than that are luck")
         calibration = advice_calibration(sweeps["trainer_sweep"], forecaster_kwargs=forecaster_kwargs,
-                                         planned=args.planned_horizon)
+                                         planned=args.planned_horizon, config=base_config)
         if calibration:
             at = ", ".join(str(i + 1) for i in CALIBRATION_CHECKS)
             print(f"honesty of ours' forecasts of unfinished runs' finals on the trainer sweep (refits at checkpoints "

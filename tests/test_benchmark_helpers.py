@@ -385,3 +385,32 @@ def test_fit_jitter_refuses_a_save_dir_it_cannot_write_before_any_fit(tmp_path, 
                 jitter.main(["--seeds", "0,1", *argv])
             assert exit_info.value.code == 2
             assert message in capsys.readouterr().err
+
+
+def test_the_honesty_lines_refit_at_the_main_lines_checkpoints(bench, monkeypatch):
+    """--check-growth reached the policy lines and the baselines' trade-offs, but the honesty lines
+    ("how honest ours' forecasts are where the decisions are made") refit at checkpoints 1.25x
+    apart whatever the flag said, so with --check-growth 1.1 they judged forecasts at other points
+    than the decisions."""
+    import forecast.early_stop as early_stop_module
+    from forecast import load_runs
+    from forecast.backtest import BacktestConfig, checkpoint_schedule
+
+    runs = load_runs(bench.TRAINER_SWEEP)
+    refit_at = []
+
+    class Refitted(Exception):
+        pass
+
+    def record(revealed, **kwargs):
+        refit_at.append(float(revealed["compute"].max()))
+        raise Refitted
+
+    monkeypatch.setattr(early_stop_module, "fit_for_advice", record)
+    config = BacktestConfig(check_growth=1.1)
+    with pytest.raises(Refitted):
+        bench.advice_calibration(runs, checks=(6,), config=config)
+    schedule = checkpoint_schedule(runs, min_evals=config.min_evals, growth=1.1)
+    default = checkpoint_schedule(runs, min_evals=config.min_evals, growth=BacktestConfig().check_growth)
+    assert schedule[6] != default[6]
+    assert refit_at == [float(runs.loc[runs["compute"] <= schedule[6], "compute"].max())]
