@@ -1,7 +1,8 @@
 """Benchmark: early-stop policies replayed on finished sweeps — compute saved vs regret.
 
     .venv/bin/python benchmarks/early_stop.py            # every sweep below (15-25 min on 2 cores)
-    .venv/bin/python benchmarks/early_stop.py --quick    # trainer sweep (if present) + two synthetic
+    .venv/bin/python benchmarks/early_stop.py --quick    # trainer sweep (if present) + two synthetic (6-10 min)
+    .venv/bin/python benchmarks/early_stop.py --quick --no-synthetic   # the shipped trainer sweep alone (about 1 min)
     .venv/bin/python benchmarks/early_stop.py --json results.json
     .venv/bin/python benchmarks/early_stop.py --runs path/to/other_sweep.csv   # add a sweep
     .venv/bin/python benchmarks/early_stop.py --trainer-sweep examples/trainer_sweep_heldout/runs.csv --no-synthetic
@@ -16,13 +17,13 @@
                                                          # the same with other priors for ours (forecast.model.Priors)
     .venv/bin/python benchmarks/early_stop.py --trainer-sweep F --no-synthetic --subsets 24 --singles 0
                                                          # a trainer family on the full sweep and 24 2-seed subsets
-                                                         # (the first 4 are the default ones; about 12 min): a
+                                                         # (the first 4 are the default ones; 5-12 min): a
                                                          # narrower error on ours minus each baseline
     .venv/bin/python benchmarks/early_stop.py --no-synthetic --resample-noise 8
                                                          # the trainer family on 8 replicas with a known
                                                          # truth (evaluation noise drawn again around each
                                                          # run's smoothed trajectory; regret scored on the
-                                                         # truth); about 15 min
+                                                         # truth); 9-15 min
 
 Sweeps:
   trainer_sweep     examples/trainer_sweep/runs.csv, made by trainer_minimal (skipped with a

@@ -1,7 +1,7 @@
 """Benchmark: ForecastPruner against Optuna's own pruners in the same studies — compute used vs regret.
 
-    .venv/bin/python benchmarks/optuna_pruner.py                      # 8 studies x 16 trials (about 5 min on 2 cores)
-    .venv/bin/python benchmarks/optuna_pruner.py --studies 3 --trials 12   # a quick look (about 1.5 min)
+    .venv/bin/python benchmarks/optuna_pruner.py                      # 8 studies x 16 trials (4-6 min on 2 cores)
+    .venv/bin/python benchmarks/optuna_pruner.py --studies 3 --trials 12   # a quick look (1.5-3 min)
     .venv/bin/python benchmarks/optuna_pruner.py --sampler tpe        # TPE instead of random sampling (see below)
     .venv/bin/python benchmarks/optuna_pruner.py --pruners nop,median,successive_halving   # the cheap ones only
     .venv/bin/python benchmarks/optuna_pruner.py --json results.json
