@@ -1,7 +1,7 @@
 """Time one run of trainer_minimal's default preset on the CPU and report how far it rose.
 
-    python benchmarks/trainer_default_run.py                   # about a minute on CPU
-    python benchmarks/trainer_default_run.py --max-steps 320   # quick: half the steps
+    python benchmarks/trainer_default_run.py                   # 30-60 s on CPU
+    python benchmarks/trainer_default_run.py --max-steps 320   # quick: half the steps, about 15 s
     python benchmarks/trainer_default_run.py --out DIR --seed 1   # keep the run folder; any train flag works
 
 Prints wall-clock seconds (warm start included, from a cold cache), the trainer's device-seconds,
