@@ -9,7 +9,9 @@ atomically to a JSON file, so a scheduler or a person can act on it.
 Logs are read while trainers append to them: a torn last line (a write in progress) is skipped by
 forecast.data's reader and picked up whole at the next poll. A run is finished when its folder
 holds summary.json (trainer_minimal writes it at the end, stopped or not); finished runs are
-alternatives for the others, judged where they ended. A run with a bad row (or one that only
+alternatives for the others, judged where they ended. A run that ends while watched is said once,
+with how it ended (stopped by its own advisor, from the stopped.json trainer_minimal's --advisor-every
+writes, or finished), and listed under "ended" in the JSON. A run with a bad row (or one that only
 conflicts with the others, e.g. another compute unit) is left out, said once, listed under
 "refused" in the JSON, and looked at again when its log changes; the other runs are still advised.
 A log that cannot be read as rows (a bad line before the last, a line that is not a JSON object,
@@ -82,6 +84,11 @@ class WatchState:
     # advice comes after every evaluation
     comparison_stops: list = field(default_factory=list)
     finished: set = field(default_factory=set)  # runs whose folder holds summary.json
+    # run_id -> how it ended (its summary.json, and stopped.json when its own advisor stopped it):
+    # without it a run told 'continue' vanished from the lines and the JSON when it ended, and a stop
+    # by the trainer's advisor was never said
+    ended: dict = field(default_factory=dict)
+    ended_lines: list = field(default_factory=list)  # runs that ended since the last poll, for watch() to say
     # run_id -> (evaluations seen, why its rows were refused): a run with a bad row is left out of
     # the fits, and advised again once its log changes, instead of stopping advice for every run
     refused: dict = field(default_factory=dict)
@@ -196,6 +203,20 @@ def is_finished(folder: Path | None) -> bool:
     return folder is not None and (folder / "summary.json").exists()
 
 
+def how_it_ended(folder: Path | None, rows: pd.DataFrame) -> str:
+    """A finished run's end in words, from its stopped.json (the trainer's advisor stopped it) and
+    its log: 'stopped by its own advisor at eval 8 (1.01e9): stop: P(...) < 0.05', or 'finished at
+    eval 15 (2.17e9)'. A file of another shape (or a refused run's bad compute) is read as far as it goes."""
+    compute = pd.to_numeric(rows["compute"], errors="coerce").max() if "compute" in rows else float("nan")
+    where = f"eval {len(rows)}" + (f" ({fmt_compute(float(compute))})" if math.isfinite(compute) else "")
+    stopped = _read_json(folder / "stopped.json") if folder is not None else {}
+    advice = stopped.get("advice") if isinstance(stopped, dict) else None
+    if isinstance(advice, dict):
+        message = advice.get("message") or advice.get("rule") or "no reason recorded"
+        return f"stopped by its own advisor at {where}: {message}"
+    return f"finished at {where}"
+
+
 def advise_table(table: pd.DataFrame, budgets: dict, config: EarlyStopConfig, *, random_seed: int = 0, previous=None,
                  recent_stops: int = 0, **forecaster_kwargs):
     """Fit every run in `table` (a refit of `previous` when given) and recommend for the runs in
@@ -255,6 +276,12 @@ def poll(
         return []
     # checked every poll: a run writes summary.json after its last evaluation, with no new row to notice
     finished = {r for r in counts if is_finished(folders.get(r))}
+    for run in sorted(finished - set(state.ended)):
+        state.ended[run] = how_it_ended(folders.get(run), table[table["run_id"] == run])
+        if state.polls > 1:  # not the runs that had ended before the watch began: the last line below counts them
+            state.ended_lines.append(f"[{run}] ended: {state.ended[run]}")
+    for run in set(state.ended) - finished:  # an extended run trains on (its summary.json removed)
+        state.ended.pop(run)
     state.finished = finished
     for run in finished:
         state.latest.pop(run, None)
@@ -459,6 +486,7 @@ def write_recommendations(path, runs_dir, state: WatchState) -> None:
             "recommendations": {r: rec.to_dict() for r, rec in sorted(state.latest.items())},
             "refused": {r: why for r, (_, why) in sorted(state.refused.items())},  # left out until their logs change
             "gone": dict(sorted(state.gone.items())),  # logs deleted or emptied: no advice
+            "ended": dict(sorted(state.ended.items())),  # finished (summary.json): no advice, and how each ended
             # the stop cap's memory, read back by a restarted watch (previous_comparison_stops)
             "comparison_stops": [{"compute": at, "runs": sorted(runs)} for at, runs in state.comparison_stops if runs],
         },
@@ -551,6 +579,9 @@ def watch(
         for text in state.notes:
             warn(text)
         state.notes.clear()
+        for text in state.ended_lines:
+            say(text)
+        state.ended_lines.clear()
         for rec in new:
             emit(rec)
         seen_any = state.seen or state.refused or state.gone
@@ -560,7 +591,10 @@ def watch(
             say(f"waiting for {RUN_LOG_NAME} under {runs_dir}")
         all_finished = bool(state.seen) and set(state.seen) <= state.finished
         if all_finished and not said_all_finished:  # at the first poll, or when the last run ends
-            say(f"no run in flight under {runs_dir}: {len(state.finished)} run(s) finished (their folders hold summary.json)")
+            stopped = sum(how.startswith("stopped by its own advisor") for how in state.ended.values())
+            by_advisor = f", {stopped} of them stopped by their own advisor (stopped.json)" if stopped else ""
+            say(f"no run in flight under {runs_dir}: {len(state.finished)} run(s) finished (their folders hold summary.json)"
+                f"{by_advisor}")
         said_all_finished = all_finished
         if max_polls is not None and state.polls >= max_polls:
             return state

@@ -688,3 +688,33 @@ def test_a_restart_from_another_working_directory_keeps_the_stop_caps_history(sw
     warned.clear()
     watch(sweep, budget=1e4, config=config, max_polls=1, say=said.append, warn=warned.append, sleep=lambda s: None)
     assert asked[-1] == 0 and not warned
+
+
+def test_a_run_that_ends_is_said_with_how_it_ended_in_the_lines_and_the_json(sweep):
+    """A sweep trained with `--advisor-every` stops runs itself (stopped.json, then summary.json).
+    The watch dropped an ended run's advice without a word: a run last told 'continue' vanished
+    from the lines and the JSON, and the trainer's own stop was never said. Now the line and the
+    JSON's 'ended' say how each run ended: stopped by its advisor (its rule and numbers), or finished."""
+    for run in ("good-s0", "bad-s0"):
+        append(sweep / run / "evals.jsonl", "".join(row(run, i, 0.2) for i in range(4)))
+    lines = []
+
+    def sleep(_seconds):  # between polls, bad-s0's advisor stops it; good-s0 runs to its end
+        if (sweep / "bad-s0" / "summary.json").exists():
+            return
+        advice = {"action": "stop", "rule": "reach_target", "message": "stop: P(reaches 0.9 by 1e4) = 0.04 < 0.05"}
+        (sweep / "bad-s0" / "stopped.json").write_text(json.dumps({"step": 40, "compute": 400.0, "advice": advice}))
+        (sweep / "bad-s0" / "summary.json").write_text(json.dumps({"stopped": True}))
+        append(sweep / "good-s0" / "evals.jsonl", row("good-s0", 4, 0.25))
+        (sweep / "good-s0" / "summary.json").write_text(json.dumps({"stopped": False}))
+
+    watch(sweep, interval=0, budget=1e4, config=EarlyStopConfig(min_evals=3), max_polls=3, advisor=FakeAdvisor(),
+          say=lines.append, sleep=sleep)
+    assert "[bad-s0] ended: stopped by its own advisor at eval 4 (400): stop: P(reaches 0.9 by 1e4) = 0.04 < 0.05" in lines
+    assert "[good-s0] ended: finished at eval 5 (500)" in lines
+    assert lines[-1] == (f"no run in flight under {sweep}: 2 run(s) finished (their folders hold summary.json), "
+                         "1 of them stopped by their own advisor (stopped.json)")
+    written = json.loads((sweep / "recommendations.json").read_text())
+    assert written["recommendations"] == {}
+    assert written["ended"] == {"bad-s0": "stopped by its own advisor at eval 4 (400): stop: P(reaches 0.9 by 1e4) = 0.04 < 0.05",
+                                "good-s0": "finished at eval 5 (500)"}
