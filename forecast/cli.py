@@ -779,6 +779,26 @@ def _wait_for_the_folder(runs_dir, *, wait: bool, sleep=None) -> None:
     raise BadInput(f"{runs_dir}: is not a folder (waited {FOLDER_WAIT_SECONDS} s for it to appear)")
 
 
+def watch_start_line(args, polls) -> str:
+    """What the watch looks at, how often, where each run's budget comes from and where the advice
+    goes, said before the first poll. Without it a watch of a sweep in flight printed nothing until its
+    first fit (a minute or more on 2 cores), and never said where recommendations.json went."""
+    from .data import RUN_LOG_NAME
+    from .formatting import fmt_compute
+    from .watch import DEFAULT_OUT_NAME
+
+    out = args.out if args.out is not None else Path(args.runs_dir) / DEFAULT_OUT_NAME
+    if polls == 1:
+        how = "once"
+    else:
+        how = f"every {args.interval:g} s" + (f", {polls} polls" if polls else ", until Ctrl-C")
+    budget = (f"--budget {fmt_compute(args.budget)} for every run" if args.budget is not None
+              else "from each run's config.json (advisor_budget, else max_steps)")
+    reference = f"; reference runs from {args.reference}" if args.reference is not None else ""
+    return (f"watching {RUN_LOG_NAME} under {args.runs_dir} {how}; planned budget {budget}{reference}; "
+            f"advice written to {out} (a line per run when it has new evaluations, after each fit)")
+
+
 def run_watch(args) -> int:
     from .watch import DEFAULT_OUT_NAME, watch
 
@@ -813,6 +833,7 @@ def run_watch(args) -> int:
         def say(text):
             print(text, flush=True)
 
+    say(watch_start_line(args, polls))
     watch(args.runs_dir, interval=args.interval, budget=args.budget, config=config, reference=args.reference,
           out=args.out, max_polls=polls, emit=emit, say=say, warn=warn, random_seed=args.seed,
           forecaster_kwargs=_forecaster_kwargs(args))

@@ -718,3 +718,21 @@ def test_a_run_that_ends_is_said_with_how_it_ended_in_the_lines_and_the_json(swe
     assert written["recommendations"] == {}
     assert written["ended"] == {"bad-s0": "stopped by its own advisor at eval 4 (400): stop: P(reaches 0.9 by 1e4) = 0.04 < 0.05",
                                 "good-s0": "finished at eval 5 (500)"}
+
+
+def test_the_watch_says_what_it_watches_before_the_first_poll(sweep, capsys):
+    """A watch of a sweep in flight printed nothing until its first fit (a minute or more on 2
+    cores) and never said where its advice went: nothing told the user it was working. Its first
+    line now names the folder, how often it looks, where the budget comes from and the file."""
+    append(sweep / "good-s0" / "evals.jsonl", row("good-s0", 0, 0.1))  # warm-up only: no fit
+    assert main(["watch", str(sweep), "--max-polls", "2", "--interval", "0.01"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first == (f"watching evals.jsonl under {sweep} every 0.01 s, 2 polls; planned budget from each run's config.json "
+                     f"(advisor_budget, else max_steps); advice written to {sweep / 'recommendations.json'} "
+                     "(a line per run when it has new evaluations, after each fit)")
+    out = sweep / "advice.json"
+    assert main(["watch", str(sweep), "--once", "--json", "--budget", "1e4", "--out", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert captured.err.splitlines()[0].startswith(f"watching evals.jsonl under {sweep} once; planned budget --budget 10,000 "
+                                                   f"for every run; advice written to {out}")
+    assert [json.loads(line)["rule"] for line in captured.out.splitlines()] == ["warmup"]  # stdout stays JSON lines
