@@ -33,6 +33,10 @@ SYNTHETIC_SPEC = dict(n_seeds=3, n_points=24, compute_span=(0.06, 2.4), messy_fr
 LIVE_PRESETS = "grpo,cispo,scalerl"
 LIVE_SEEDS = "0,1"
 LIVE_FLAGS = ("--max-steps", "200", "--eval-every", "10")
+# What the live sweep took on 2 shared CPU cores (2026-12-05: 4.5 minutes, then a 3.5-minute fit), said
+# before it starts, since nothing else says how long `make demo-live` will be quiet.
+LIVE_SWEEP_MINUTES = "4-5"
+FULL_FIT_MINUTES = "2-4"
 
 # The late recipes of the synthetic sweep (C_mid near the end of the data) trade A against C_mid
 # in the posterior, which cuts the effective sample size to ~15% of the draws; with the default
@@ -96,6 +100,10 @@ def run_live_sweep(folder: Path, *, workers: int = 2) -> Path:
         "--presets", LIVE_PRESETS, "--seeds", LIVE_SEEDS, "--out", str(folder),
         "--workers", str(workers), "--slim", *LIVE_FLAGS,
     ]  # fmt: skip
+    # said first: the sweep prints nothing while a run trains (over a minute each), and then the fit is silent too
+    n_runs = len(LIVE_PRESETS.split(",")) * len(LIVE_SEEDS.split(","))
+    print(f"live sweep: {n_runs} runs ({LIVE_PRESETS} x seeds {LIVE_SEEDS}, {LIVE_FLAGS[1]} steps each, {workers} at a "
+          f"time), about {LIVE_SWEEP_MINUTES} minutes on 2 CPU cores; then the fit", flush=True)
     print("live sweep:", shlex.join(command), flush=True)  # the interpreter too, so the line can be pasted
     subprocess.run(command, check=True)
     table = folder / "runs.csv"
@@ -216,6 +224,10 @@ def run_demo(args) -> int:
     label = " (SYNTHETIC: simulated from ScaleRL Table 1 curves)" if is_synthetic(runs) else ""
     print(f"data: {runs_path}{label}: {runs['run_id'].nunique()} runs of {runs['recipe'].nunique()} recipes, "
           f"{len(runs)} evaluations", flush=True)
+    how = ("fast mode: short chains, seconds" if args.fast else
+           f"{DEMO_DRAWS} draws and {DEMO_TUNE} warm-up per chain, about {FULL_FIT_MINUTES} minutes on 2 CPU cores "
+           "(longer when a try is flagged and sampled again)")
+    print(f"fitting: {how}", flush=True)
     fit_start = time.perf_counter()
     fc = fit(runs, fast=args.fast, seed=args.seed)
     fit_seconds = time.perf_counter() - fit_start
