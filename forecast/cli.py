@@ -879,7 +879,8 @@ def add_backtest_parser(sub):
 
 def _warn_if_runs_in_flight(source: Path) -> None:
     """A backtest replays finished runs: its regret takes each run's last evaluation as its final.
-    In a folder of run logs, a run without summary.json has not finished (a sweep still in flight)."""
+    In a folder of run logs, a run without summary.json has not finished (a sweep still in flight),
+    and one with stopped.json was ended early by the trainer's advisor: both are said."""
     if not source.is_dir():
         return
     from .data import RUN_LOG_NAME
@@ -890,6 +891,13 @@ def _warn_if_runs_in_flight(source: Path) -> None:
         shown = ", ".join(unfinished[:6]) + (f" and {len(unfinished) - 6} more" if len(unfinished) > 6 else "")
         warn(f"{len(unfinished)} run(s) in {source} have no summary.json and may still be training ({shown}): "
              "the backtest takes their last evaluation as their final, so its regret and compute are of unfinished runs")
+    # a sweep trained with --advisor-every: its stopped runs look finished (summary.json), but ended early
+    stopped = sorted(log.parent.name for log in source.rglob(RUN_LOG_NAME) if (log.parent / "stopped.json").exists())
+    if stopped:
+        shown = ", ".join(stopped[:6]) + (f" and {len(stopped) - 6} more" if len(stopped) > 6 else "")
+        warn(f"{len(stopped)} run(s) in {source} were stopped early by their own advisor (stopped.json: {shown}): the "
+             "backtest takes where each stopped as its end and final, so 'no_stopping' is the sweep as it ran, "
+             "not every run to its end, and regret is judged on those early finals")
 
 
 def run_backtest(args) -> int:

@@ -370,6 +370,24 @@ def test_backtest_of_a_folder_warns_about_runs_still_in_flight(tmp_path, capsys)
     assert "may still be training" not in capsys.readouterr().err
 
 
+def test_backtest_of_a_folder_says_which_runs_their_own_advisor_stopped(tmp_path, capsys):
+    """A sweep trained with --advisor-every holds runs its advisor ended early: they have summary.json,
+    so the backtest took them as finished without a word, and scored 'no_stopping' (every run to its
+    end) and regret on where the advisor had stopped them."""
+    table = curve_table({"a": 0.5, "b": 0.6})
+    for run, rows in table.groupby("run_id"):
+        folder = tmp_path / "sweep" / run
+        folder.mkdir(parents=True)
+        rows.to_json(folder / "evals.jsonl", orient="records", lines=True)
+        (folder / "summary.json").write_text("{}")
+    stopped = table["run_id"].iloc[0]
+    (tmp_path / "sweep" / stopped / "stopped.json").write_text(json.dumps({"step": 8, "advice": {"rule": "beats_best"}}))
+    assert main(["backtest", str(tmp_path / "sweep"), "--policies", "no_stopping", "--json"]) == 0
+    err = capsys.readouterr().err
+    assert f"1 run(s) in {tmp_path / 'sweep'} were stopped early by their own advisor (stopped.json: {stopped})" in err
+    assert "may still be training" not in err
+
+
 def test_least_squares_is_judged_by_the_same_rules_guards_included():
     """It called evaluate_rules run by run, so the stop cap, the runner-up hold and one-at-a-time
     stops never applied: `vs least_squares` compared ours with a baseline without the guards."""
