@@ -404,10 +404,11 @@ def _drop_gone_runs(counts: dict, state: WatchState) -> list[str]:
         state.gone.pop(run, None)  # a log that came back is a run again
     went = sorted(set(state.seen) - set(counts) - set(state.unreadable))
     for run in went:
+        had_advice = run in state.latest  # a run that had ended (or was never advised) has none to drop
         for memory in (state.seen, state.latest, state.refused, state.folders):
             memory.pop(run, None)
         state.gone[run] = f"its {RUN_LOG_NAME} was deleted or emptied"
-        state.notes.append(f"[{run}] {state.gone[run]}: its advice is dropped")
+        state.notes.append(f"[{run}] {state.gone[run]}" + (": its advice is dropped" if had_advice else ""))
     return went
 
 

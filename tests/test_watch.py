@@ -462,6 +462,24 @@ def test_a_run_whose_log_was_deleted_or_emptied_loses_its_advice(sweep):
     assert lines[-1] == f"no run in flight under {sweep}: 2 run(s) finished (their folders hold summary.json)"
 
 
+def test_a_finished_run_whose_folder_is_deleted_is_not_said_to_lose_advice(sweep):
+    """A run that had ended had no advice left; 'its advice is dropped' said otherwise."""
+    for run in ("good-s0", "bad-s0"):
+        append(sweep / run / "evals.jsonl", "".join(row(run, i, 0.2) for i in range(4)))
+    warnings_said, polls = [], []
+
+    def sleep(_seconds):
+        polls.append(1)
+        if len(polls) == 1:
+            (sweep / "good-s0" / "summary.json").write_text("{}")
+        elif len(polls) == 2:
+            shutil.rmtree(sweep / "good-s0")
+
+    watch(sweep, interval=0, budget=1e4, config=EarlyStopConfig(min_evals=3), max_polls=3, advisor=FakeAdvisor(),
+          say=lambda _line: None, warn=warnings_said.append, sleep=sleep)
+    assert warnings_said == ["[good-s0] its evals.jsonl was deleted or emptied"]
+
+
 def test_the_runs_left_are_advised_again_when_a_run_is_gone(sweep):
     """Their advice compared them with the gone run ('P(beats best ...)' of a run no longer in the
     sweep): it is fitted again without it at once, not left standing until a new evaluation."""
