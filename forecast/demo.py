@@ -6,7 +6,8 @@
 Data: the shipped trainer sweep (examples/trainer_sweep/runs.csv) when it is there, else the
 synthetic sweep built from the ScaleRL paper's Table 1 (examples/synthetic_table1/runs.csv),
 which every output labels as synthetic. Outputs go to demo_out/: report.html (one
-self-contained page), fan_chart.png, forest.png, summary.json and fit.nc (the saved fit).
+self-contained page), fan_chart.png (and fan_chart_2.png, ... for a sweep of more than 9
+recipes), forest.png, summary.json and fit.nc (the saved fit).
 """
 
 from __future__ import annotations
@@ -135,7 +136,9 @@ def write_outputs(fc, data, out: Path) -> dict[str, Path]:
     from .report import report_summary
 
     paths = {"report": out / "report.html"}
-    for name in ("fan_chart", "forest"):
+    # every fan-chart image the report holds (a sweep of more than 9 recipes gets fan_chart_2, ...),
+    # as the page shows them: fan_chart.png alone held only the first 9 recipes' panels
+    for name in [key for key in data.figures if key.startswith("fan_chart")] + ["forest"]:
         paths[name] = out / f"{name}.png"
         with atomic_path(paths[name]) as tmp:
             tmp.write_bytes(data.figures[name])
@@ -246,8 +249,9 @@ def run_demo(args) -> int:
     for reason in data.recommendation.reasons:
         print(f"   - {reason}")
     print()
+    width = max(map(len, paths))  # fan_chart_2 and on are longer than the other names
     for name, path in paths.items():
-        print(f"   {name:9s} {path}")
+        print(f"   {name:{width}s} {path}")
     print(f"done in {time.perf_counter() - start:.0f} s")
     return 0
 

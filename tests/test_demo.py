@@ -151,3 +151,18 @@ def test_the_demo_says_how_long_its_quiet_parts_take_before_they_start(small_swe
     assert printed[0] == ("live sweep: 6 runs (grpo,cispo,scalerl x seeds 0,1, 200 steps each, 2 at a time), "
                           "about 4-5 minutes on 2 CPU cores; then the fit")
     assert printed[-1].startswith("fitting: 2000 draws and 2000 warm-up per chain, about 2-4 minutes on 2 CPU cores")
+
+
+def test_every_fan_chart_image_of_a_large_sweep_is_written(fitted, tmp_path):
+    """The report splits a sweep of more than 9 recipes into fan_chart, fan_chart_2, ... (3 rows of
+    panels each); the demo wrote fan_chart.png alone, which held only the first 9 recipes."""
+    from test_report import hand_made_report
+
+    data = hand_made_report()
+    first = data.figures["fan_chart"]
+    data.figures = {"fan_chart": first, "fan_chart_2": first + b"2", "fan_chart_3": first + b"3",
+                    "forest": data.figures["forest"]}
+    paths = demo.write_outputs(fitted, data, tmp_path)
+    for name, png in data.figures.items():
+        assert paths[name] == tmp_path / f"{name}.png"
+        assert (tmp_path / f"{name}.png").read_bytes() == png, name
