@@ -6,7 +6,6 @@ a short dict of field overrides on top of the defaults; the defaults are the Sca
 """
 
 import dataclasses
-import difflib
 import functools
 import json
 import math
@@ -153,8 +152,11 @@ def make_config(preset="scalerl", **overrides):
 
 def preset_suggestion(name):
     """' (did you mean 'scalerl'?)' for a mistyped or wrongly cased preset name, else "": among
-    eleven names, several alike (scalerl-g4, scalerl-g16, ...), the nearest is the one to point at."""
-    close = difflib.get_close_matches(name.lower(), PRESETS, n=1, cutoff=0.6)
+    eleven names, several alike (scalerl-g4, scalerl-g16, ...), the nearest is the one to point at.
+    The forecaster's guess for a recipe or run name (forecast.formatting.close_names), its first."""
+    from forecast.formatting import close_names  # forecast (pandas) loads on this error path only
+
+    close = close_names(name, PRESETS)[:1]
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
