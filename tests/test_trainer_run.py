@@ -1230,12 +1230,15 @@ def test_stop_signals_leave_nohup_alone_and_are_put_back():
     """Under nohup, SIGHUP is ignored and must stay so: a closed terminal must not stop the run."""
     from trainer_minimal.cli import Stopped, stop_signals_as_ctrl_c
 
-    before = signal.signal(signal.SIGHUP, signal.SIG_IGN), signal.getsignal(signal.SIGTERM)
+    # SIGTERM as a plain process has it: where the test runner holds a handler of its own (coverage's
+    # sigterm option), the context manager leaves it, and the SIGTERM below would end the test session
+    before = signal.signal(signal.SIGHUP, signal.SIG_IGN), signal.signal(signal.SIGTERM, signal.SIG_DFL)
     try:
         with pytest.raises(Stopped), stop_signals_as_ctrl_c():
             assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
             os.kill(os.getpid(), signal.SIGTERM)
             time.sleep(5)  # the handler raises before this ends
-        assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN and signal.getsignal(signal.SIGTERM) == before[1]
+        assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
     finally:
         signal.signal(signal.SIGHUP, before[0])
+        signal.signal(signal.SIGTERM, before[1])
