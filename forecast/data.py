@@ -607,7 +607,7 @@ def _checked_runs(frame: pd.DataFrame, *, source, min_points: int) -> pd.DataFra
                        and not _same_cell(frame.at[first, c], frame.at[idx, c]))
         before, here = _shown_pair(frame.at[first, differs], frame.at[idx, differs])
         raise RunDataError(
-            f"has two rows at compute {frame.loc[idx, 'compute']:g} (duplicate run_id, compute) that differ in "
+            f"has two rows at compute {fmt_compute(frame.loc[idx, 'compute'])} (duplicate run_id, compute) that differ in "
             f"'{differs}' ({before} at {_row_name(frame, first, idx)}, {here} here): keep the one evaluation that is right",
             column="compute",
             **_where(frame, idx),
@@ -673,7 +673,7 @@ def _without_repeated_rows(frame: pd.DataFrame) -> pd.DataFrame:
     first = _first_row_at(frame, idx)
     more = f" ({int(repeated.sum())} rows repeat an earlier one; each is read once)" if repeated.sum() > 1 else ""
     warnings.warn(str(RunDataError(
-        f"repeats {_row_name(frame, first, idx)} in every column, at compute {frame.at[idx, 'compute']:g}: read once"
+        f"repeats {_row_name(frame, first, idx)} in every column, at compute {fmt_compute(frame.at[idx, 'compute'])}: read once"
         f"{more}", **_where(frame, idx))), UserWarning, stacklevel=4)
     return frame[~repeated]
 

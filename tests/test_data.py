@@ -678,3 +678,13 @@ def test_a_log_whose_compute_restarts_without_a_step_column_is_warned_of(tmp_pat
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         load_runs(log)
+
+
+def test_a_repeated_or_clashing_row_names_its_compute_as_the_tables_write_it():
+    """The duplicate-row messages wrote compute with :g ('at compute 2e+10') where every other
+    message and table writes fmt_compute's 2e10."""
+    table = good_table().assign(compute=lambda t: t["compute"] * 1e9)
+    with pytest.warns(UserWarning, match=r"in every column, at compute 1e10: read once"):
+        validate_runs(pd.concat([table, table.iloc[[0]]]))
+    with pytest.raises(RunDataError, match=r"has two rows at compute 1e10 \(duplicate run_id, compute\)"):
+        validate_runs(pd.concat([table, table.iloc[[0]].assign(metric=0.5)]))
