@@ -10,7 +10,9 @@ import os
 
 import torch
 
-from forecast.io import atomic_path  # one atomic write for the project: symlinks, mode bits, fsync
+# one atomic write for the project: symlinks, mode bits, fsync (the trainer writes ASCII JSON, so
+# forecast's UTF-8 text is the same bytes as the locale's); atomic_write_text is train.py's too
+from forecast.io import atomic_path, atomic_write_text
 
 try:
     import fcntl
@@ -25,7 +27,7 @@ class RunFolderBusy(RuntimeError):
 def lock_run_folder(folder):
     """Hold an exclusive lock on folder/.lock until the returned file is closed (the OS releases it
     when the process ends, kill -9 included). Two processes training in one folder interleave
-    their rows in evals.jsonl and race on ckpt.pt.tmp: e.g. a sweep rerun after its parent was
+    their rows in evals.jsonl and replace each other's ckpt.pt: e.g. a sweep rerun after its parent was
     killed while an orphaned run it started is still training. Raises RunFolderBusy."""
     os.makedirs(folder, exist_ok=True)
     handle = open(os.path.join(folder, ".lock"), "a+")
@@ -81,11 +83,6 @@ def repair_jsonl(path, max_step):
     rows = [r for r in read_jsonl(path) if r.get("step", 0) <= max_step]
     atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in rows))
     return rows
-
-
-def atomic_write_text(path, text):
-    with atomic_path(path) as tmp:
-        tmp.write_text(text)
 
 
 def atomic_write_json(path, obj):
