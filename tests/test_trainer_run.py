@@ -96,6 +96,21 @@ def test_resume_after_kill_9_keeps_the_eval_log_exact(tmp_path, warm_cache):
     assert [r["compute"] for r in rows] == [r["compute"] for r in reference]
 
 
+def test_a_resumed_run_removes_the_temporary_files_a_killed_write_left(tmp_path, warm_cache):
+    """kill -9 during a checkpoint's save left .ckpt.pt.XXXX.tmp, as large as the checkpoint; the
+    atomic write removes such files only once an hour old, so a run resumed sooner kept it for good.
+    Under the run folder's lock they are a dead writer's, whatever their age; other files stay."""
+    run = tmp_path / "run"
+    train(tiny(run, warm_cache, max_steps=4, eval_every=2))
+    left = [run / ".ckpt.pt.k1ll3d.tmp", run / ".evals.jsonl.k1ll3d.tmp", run / ".summary.json.k1ll3d.tmp"]
+    for path in left:
+        path.write_bytes(b"half")
+    (run / ".notes.tmp").write_text("the user's")
+    assert main(["train", "--out", str(run), "--resume", "--max-steps", "6"]) == 0
+    assert not [path.name for path in left if path.exists()]
+    assert (run / ".notes.tmp").read_text() == "the user's"
+
+
 def test_the_same_seed_twice_gives_the_same_logs_but_for_the_wall_clock(tmp_path, warm_cache):
     """What the README promises for CPU runs: every logged number but device_seconds is reproduced."""
     def logs(name):

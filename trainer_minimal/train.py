@@ -66,10 +66,13 @@ import math
 import os
 import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 import torch
 import torch.distributed as dist
+
+from forecast.io import remove_stale_temps
 
 from .config import (
     advisor_settings,
@@ -527,11 +530,26 @@ def train(cfg):
             print(note, flush=True)
         return saved_summary(cfg)
     lock = lock_run_folder(cfg.out) if int(os.environ.get("RANK", "0")) == 0 else None  # rank 0 writes
+    if lock is not None:
+        remove_dead_writes(cfg)
     try:
         return run_training(cfg)
     finally:
         if lock is not None:
             lock.close()
+
+
+def remove_dead_writes(cfg):
+    """Remove the temporary files a killed process left in the run folder mid-write (a checkpoint's
+    is as large as the checkpoint). Under the folder's lock no other process writes there, so every
+    one is a dead writer's. forecast.io.atomic_path removes such files only once an hour old: a run
+    resumed sooner and ended kept a hidden copy of its checkpoint for good, where the fixed name
+    ckpt.pt.tmp of before was taken over by the next checkpoint. Not on Windows, where the folder is
+    not locked (logging_io.lock_run_folder), so a second writer's file may be in flight."""
+    if os.name == "nt":
+        return
+    for path in run_paths(cfg).values():
+        remove_stale_temps(Path(path), max_age_s=0)
 
 
 def run_training(cfg):
