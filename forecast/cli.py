@@ -1148,6 +1148,18 @@ def _flag_meant(command_parser: argparse.ArgumentParser, name: str) -> str:
     return matches[0] if len(matches) == 1 else name
 
 
+# the arguments that name a file or folder. "~/runs.csv" quoted, or after "=" (--out=~/fit), reaches
+# the command unexpanded; load_runs, save() and load() expand it (2a9c501), so the checks around them
+# and the provenance written (summary.json's input) must see the same path: they took "~" for a folder
+PATH_ARGUMENTS = ("runs", "runs_dir", "out", "cross_validation", "reference")
+
+
+def _expand_home(args) -> None:
+    for name in PATH_ARGUMENTS:
+        if isinstance(value := getattr(args, name, None), str):
+            setattr(args, name, os.path.expanduser(value))
+
+
 def main(argv=None) -> int:
     from forecast.cli import BadInput as RegisteredBadInput
 
@@ -1168,6 +1180,7 @@ def main(argv=None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_BAD_INPUT
+    _expand_home(args)
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*BLAS.*")

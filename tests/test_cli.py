@@ -503,3 +503,19 @@ def test_a_fit_stopped_while_its_summary_is_computed_keeps_the_old_pair(fit_dir,
     argv = ["fit", str(fit_dir / "runs.csv"), "--out", str(tmp_path / "fit"), "--fast", "--seed", "4", "--no-progress"]
     assert main(argv) == 130
     assert digests() == before  # the old fit and its own summary, not a new fit beside the old summary
+
+
+def test_a_path_under_the_home_folder_is_checked_where_it_is_read(fit_dir, tmp_path, monkeypatch, capsys):
+    """load_runs reads "~/..." (quoted, or after '=', the shell leaves it), but the command's own checks
+    took "~" for a folder of the working directory: a saved fit given to `fit` as "~/fit" was read as
+    a folder of runs ('holds no run files') instead of refused as a saved fit, and a fit's summary.json
+    recorded its input as WORKDIR/~/runs.csv."""
+    import shutil
+
+    home = tmp_path / "home"
+    shutil.copytree(fit_dir / "fit", home / "fit")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(tmp_path)
+    assert main(["fit", "~/fit", "--out=~/refit", "--fast", "--no-progress"]) == 2
+    assert f"{home / 'fit'}: is a saved fit" in capsys.readouterr().err
+    assert not (tmp_path / "~").exists()
