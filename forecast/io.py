@@ -26,8 +26,10 @@ def atomic_path(path):
     and the data is on disk before the rename and the rename before returning (fsync), so a power loss
     leaves the old file or the new one, not an empty one. Temporary files are named .NAME.*.tmp."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     target = Path(os.path.realpath(path))  # through a symlink: replacing the link itself unlinks it
+    # the folder the file goes in, made as for a plain path: also that of a link whose target is not
+    # there yet (else mkstemp's FileNotFoundError named our temporary file, not the user's path)
+    target.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temps(target)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     os.close(fd)

@@ -75,3 +75,13 @@ def test_a_dead_writer_s_temporary_file_is_removed_by_the_next_write(tmp_path):
     in_flight.write_text("partial")
     atomic_write_text(path, "new")
     assert sorted(p.name for p in tmp_path.iterdir()) == [".fit.nc.live5678.tmp", "fit.nc"]
+
+
+@posix_only
+def test_a_link_to_a_file_in_a_folder_not_made_yet_is_written_through(tmp_path):
+    """A link made ahead of its target (latest.html -> reports/today/report.html) failed with
+    FileNotFoundError naming the write's own temporary file; the folder is made, as for a plain path."""
+    link = tmp_path / "latest.html"
+    link.symlink_to(tmp_path / "reports" / "today" / "report.html")
+    atomic_write_text(link, "new")
+    assert link.is_symlink() and (tmp_path / "reports" / "today" / "report.html").read_text() == "new"
