@@ -289,7 +289,11 @@ def stop_advice(fc, budget: float, target: float | None) -> tuple[StopAdvice | N
     # raised the stop cap (at most half of the runs in flight) past half of the runs that can go on:
     # with 9 of 21 runs past a budget, 8 of the other 12 were stopped on one forecast; and a finished
     # run could be the "unfinished" bar whose runner-up is kept going.
-    short = {run: float(budget) for run in fc.run_ids if last[run] < budget}
+    # A trainer's run that ended (its folder's summary.json, or stopped.json from its own advisor:
+    # --advisor-every) is not in flight either, whatever the budget: advised to continue or stop at a
+    # budget above where it ended, it read as if it could still go on. It is an alternative at what it reached.
+    ended = ended_runs(fc.runs_)
+    short = {run: float(budget) for run in fc.run_ids if last[run] < budget and run not in ended}
     # the gain-per-compute rule's unit as before: the median compute each run is judged at
     typical = float(np.median([max(float(budget), float(last[run])) for run in fc.run_ids]))
     recs = recommend_runs(fc, short, EarlyStopConfig(target=target), compute_scale=typical) if short else {}
@@ -303,12 +307,47 @@ def stop_advice(fc, budget: float, target: float | None) -> tuple[StopAdvice | N
         {"run_id": run, "recipe": recipe_of[run], "decision": "stop", "rule": "budget_reached",
          "reason": f"stop: already at {fmt_compute(last[run])} {fc.compute_unit}, at or past the report's budget "
                    f"({fmt_compute(budget)})"}
-        for run in fc.run_ids if run not in short
+        for run in fc.run_ids if run not in short and run not in ended
+    ]
+    rows += [
+        {"run_id": run, "recipe": recipe_of[run], "decision": "ended", "rule": rule,
+         "reason": f"not advised: {how}; not in flight, so only an alternative for the others at what it reached"}
+        for run, (rule, how) in ended.items() if run in recipe_of.index
     ]
     table = pd.DataFrame(rows)
-    # stops first (they are the news), then by recipe
-    table = table.sort_values(["decision", "recipe", "run_id"], ascending=[False, True, True])
+    # stops first (they are the news), then the runs that continue, then the runs that ended; by recipe within
+    order = table["decision"].map({"stop": 0, "continue": 1}).fillna(2)
+    table = table.assign(_order=order).sort_values(["_order", "recipe", "run_id"]).drop(columns="_order")
     return StopAdvice(table.reset_index(drop=True), source="forecast.early_stop (default rules)"), []
+
+
+def ended_runs(runs: pd.DataFrame) -> dict[str, tuple[str, str]]:
+    """{run_id: (rule, how it ended in words)} for the runs read from a trainer's run folder
+    (evals.jsonl, the `_source` of their rows) that has ended: 'advisor_stopped' when the folder holds
+    stopped.json (the trainer's --advisor-every stopped it; a run killed before its summary.json stays
+    stopped, as the trainer keeps it), 'finished' when it holds summary.json alone. Runs from a table
+    (a CSV, or an in-memory frame) say nothing of how they ended and are not listed."""
+    from pathlib import Path
+
+    from .data import RUN_LOG_NAME
+    from .watch import how_it_ended, is_finished
+
+    if "_source" not in runs:
+        return {}
+    ended = {}
+    for run, rows in runs.groupby("run_id"):
+        sources = rows["_source"].dropna().astype(str).unique()
+        if len(sources) != 1 or Path(sources[0]).name != RUN_LOG_NAME:
+            continue
+        folder = Path(sources[0]).parent
+        if (folder / "stopped.json").exists():
+            how = how_it_ended(folder, rows)
+            if not how.startswith("stopped"):  # a stopped.json without the advice it should hold
+                how = f"stopped by its own advisor ({folder / 'stopped.json'} names no reason it can be read for)"
+            ended[str(run)] = ("advisor_stopped", how + " (stopped.json)")
+        elif is_finished(folder):
+            ended[str(run)] = ("finished", how_it_ended(folder, rows) + " (summary.json)")
+    return ended
 
 
 # ----------------------------------------------------------------------------- figures
@@ -516,6 +555,7 @@ h2 { font-size:18px; margin:0 0 10px; }
 .chip { display:inline-block; padding:1px 9px; border-radius:10px; font-size:12px; font-weight:600; }
 .chip.ok { background:#e6fffa; color:var(--ok); } .chip.bad { background:#fff5f5; color:var(--bad); }
 .chip.stop { background:#fff5f5; color:var(--bad); } .chip.continue { background:#e6fffa; color:var(--ok); }
+.chip.ended { background:#f0f4f8; color:var(--muted); }
 .recommendation { border-left:6px solid var(--accent); }
 .recommendation .headline { font-size:20px; font-weight:700; margin:0 0 8px; }
 .recommendation ul { margin:0; padding-left:20px; }
@@ -789,6 +829,10 @@ def continue_reason(rule: str) -> str:
     return CONTINUE_REASONS.get(rule, "promising")
 
 
+# How a run that is not in flight ended (report.ended_runs), in the stop summary's words.
+ENDED_REASONS = {"advisor_stopped": "stopped by its own advisor", "finished": "finished"}
+
+
 def target_notes(table: pd.DataFrame, target: float | None) -> dict:
     """{recipe: decide's words for its compute to target of 0} (forecast.decisions.starts_at_target_note):
     a "0" and P(ever reaches) 1.00 next to P(>= target at budget) 0.00 read as a target that is free,
@@ -845,13 +889,14 @@ def name_html(name) -> str:
 def stop_summary_html(table: pd.DataFrame) -> str:
     """Two lines a meeting reads: which runs continue and why, and how many stop by which rule."""
     lines = []
-    for decision in ("continue", "stop"):
+    for decision in ("continue", "stop", "ended"):
         part = table[table["decision"] == decision]
         if part.empty:
             continue
         chip = f'<span class="chip {decision}">{decision}</span>'
-        if decision == "continue":
-            groups = part.groupby(part["rule"].map(continue_reason), sort=False)["run_id"]
+        if decision in ("continue", "ended"):
+            why = continue_reason if decision == "continue" else (lambda rule: ENDED_REASONS.get(rule, rule))
+            groups = part.groupby(part["rule"].map(why), sort=False)["run_id"]
             what = "; ".join(f"{len(runs)} {esc(reason)}: {', '.join(name_html(r) for r in runs)}" for reason, runs in groups)
         elif len(part) <= 6:
             what = ", ".join(name_html(r) for r in part["run_id"])
@@ -883,6 +928,10 @@ def stop_advice_html(advice: StopAdvice | None, *, open_rows: int = 12) -> str:
         '<p class="explain">Should each run continue to the budget? Each is compared with every other '
         f"run at the budget. Advice by: {esc(advice.source)}.</p>"
     )
+    if (advice.table["decision"] == "ended").any():
+        body += ('<p class="explain">Ended: the run\'s folder says it ended (stopped.json: stopped by its own '
+                 "advisor, with the advisor's reason; summary.json alone: finished), so it is not in flight and is "
+                 "not advised; the runs in flight are compared with it at what it reached.</p>")
     return section_html("Stop or continue", body, anchor="stop-advice")
 
 

@@ -787,3 +787,62 @@ def test_compute_to_target_lists_recipes_whose_median_is_never_likeliest_first()
     section = rp.compute_to_target_html(table, 100.0, "gpu_hours", 0.6)
     order = re.findall(r'<td class="name">([^<]+)</td>', section)
     assert order == ["fast", "slow", "never-b", "never-c", "never-a"]  # ties on P(ever reaches): the earlier 5% first
+
+
+def write_trainer_run(sweep, run_id: str, last: float, *, stopped_by=None, finished=False) -> None:
+    """A run folder as trainer_minimal writes it (the same file and field names), by hand: config.json,
+    4 evaluations in evals.jsonl up to compute `last`, summary.json when it ended, and stopped.json
+    when its own advisor (--advisor-every) stopped it with the message `stopped_by`."""
+    folder = sweep / run_id
+    folder.mkdir(parents=True)
+    recipe, seed = run_id.rsplit("-s", 1)
+    (folder / "config.json").write_text(json.dumps({"run_id": run_id, "recipe": recipe, "seed": int(seed),
+                                                    "max_steps": 64, "eval_every": 16, "advisor_every": 1}))
+    rows = [{"run_id": run_id, "recipe": recipe, "seed": int(seed), "compute": last / 2**k, "compute_unit": "flops",
+             "metric": 0.5, "n_eval": 1200, "step": 16 * (4 - k)} for k in reversed(range(4))]
+    (folder / "evals.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    if stopped_by is not None:
+        advice = {"action": "stop", "rule": "reach_target", "message": stopped_by, "run_id": run_id,
+                  "probability": 0.04, "value": 0.04, "threshold": 0.05, "details": {}}
+        (folder / "stopped.json").write_text(json.dumps({"step": 64, "compute": last, "advice": advice}))
+    if finished or stopped_by is not None:
+        (folder / "summary.json").write_text(json.dumps({
+            "run_id": run_id, "recipe": recipe, "seed": int(seed), "r0": 0.3, "final_metric": 0.5, "steps": 64,
+            "compute": last, "device_seconds": 1.0, "world_size": 1, "stopped": stopped_by is not None}))
+
+
+class SweepFolderFit(LevelsFit):
+    """LevelsFit on the runs of a folder of trainer run logs, read as `forecast report DIR` reads them."""
+
+    def __init__(self, levels: dict, folder):
+        from forecast.data import load_runs
+
+        self.levels, self.runs_ = levels, load_runs(folder)
+        self.run_ids = sorted(self.runs_["run_id"].unique())
+
+
+def test_runs_that_ended_in_a_trainer_sweep_are_not_advised_as_if_in_flight(tmp_path):
+    """`forecast report SWEEP_DIR` on a sweep trained with --advisor-every advised the runs its
+    advisor had already stopped (stopped.json), and the finished ones (summary.json), to continue or
+    stop at a budget above where they ended, as if they were in flight. Each now says how it ended."""
+    sweep = tmp_path / "sweep"
+    reason = "stop: P(reaches 0.9 by 1.9e9) = 0.04 < 0.05"
+    write_trainer_run(sweep, "weak-s0", 0.5, stopped_by=reason)
+    write_trainer_run(sweep, "weak-s1", 0.5, finished=True)
+    write_trainer_run(sweep, "good-s0", 0.5)  # in flight: no summary.json
+    write_trainer_run(sweep, "good-s1", 0.5)
+    levels = {"weak-s0": 0.30, "weak-s1": 0.31, "good-s0": 0.70, "good-s1": 0.69}
+    advice = rp.stop_advice(SweepFolderFit(levels, sweep), 1.0, None)[0].table.set_index("run_id")
+    assert advice.loc["weak-s0", "decision"] == "ended" and advice.loc["weak-s0", "rule"] == "advisor_stopped"
+    assert "stopped by its own advisor at eval 4" in advice.loc["weak-s0", "reason"]
+    assert reason in advice.loc["weak-s0", "reason"]
+    assert advice.loc["weak-s1", "decision"] == "ended" and advice.loc["weak-s1", "rule"] == "finished"
+    assert "finished at eval 4" in advice.loc["weak-s1", "reason"]
+    assert set(advice.loc[["good-s0", "good-s1"], "decision"]) <= {"continue", "stop"}
+    summary = re.sub(r'<span class="name">([^<]*)</span>', r"\1", rp.stop_summary_html(advice.reset_index()))
+    assert "2 runs: 1 stopped by its own advisor: weak-s0; 1 finished: weak-s1" in summary
+    assert list(advice["decision"]).index("ended") > max(i for i, d in enumerate(advice["decision"]) if d != "ended")
+    # a stop recorded by a run killed before its summary.json stands (the trainer does not resume it)
+    (sweep / "weak-s0" / "summary.json").unlink()
+    advice = rp.stop_advice(SweepFolderFit(levels, sweep), 1.0, None)[0].table.set_index("run_id")
+    assert advice.loc["weak-s0", "rule"] == "advisor_stopped"
