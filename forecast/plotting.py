@@ -217,6 +217,38 @@ def _checked_target(target):
     return float(target)
 
 
+CONVERGENCE_MARK_COLOUR = "#c53030"  # the report's red (its banner's and NOT CONVERGED chip's)
+CONVERGENCE_MARK_FONTSIZE = 10
+
+
+def convergence_mark(fc) -> str | None:
+    """For a fit that did not converge, the words its charts carry: 'fit did not converge: R-hat up
+    to 1.030 (> 1.01); 3 divergent transitions - see its diagnostics'; None for a converged fit (or one
+    without diagnostics). A chart is forwarded alone, pasted into slides without the page's banner."""
+    diagnostics = getattr(fc, "diagnostics", None)
+    report = diagnostics() if callable(diagnostics) else None
+    if report is None or report.converged:
+        return None
+    problems = "; ".join(problem.split(":")[0] for problem in report.problems()) or "see its diagnostics"
+    return f"fit did not converge: {problems} \u2014 see its diagnostics"
+
+
+def _wrapped_mark(mark: str, width_in: float) -> str:
+    """The mark in lines that fit width_in inches at CONVERGENCE_MARK_FONTSIZE (estimated, before drawing)."""
+    import textwrap
+
+    chars = max(20, int(width_in * 72 / (CONVERGENCE_MARK_FONTSIZE * _CHAR_WIDTH_EM)))
+    return "\n".join(textwrap.wrap(mark, chars))
+
+
+def _mark_in_panel(panel, mark: str) -> None:
+    """On a caller's axes (their figure to lay out): inside the panel's top left, on a white box."""
+    width_in = panel.get_position().width * panel.figure.get_figwidth()
+    panel.text(0.02, 0.98, _wrapped_mark(mark, 0.96 * width_in), transform=panel.transAxes, ha="left", va="top",
+               color=CONVERGENCE_MARK_COLOUR, fontsize=CONVERGENCE_MARK_FONTSIZE, zorder=10,
+               bbox={"facecolor": "white", "edgecolor": CONVERGENCE_MARK_COLOUR, "alpha": 0.9, "pad": 2})
+
+
 def plot_fan_chart(fc, *, recipes=None, budget=None, kind="new_run", ax=None, ncols=3, title=None, target=None):
     """One panel per recipe: observed evaluations, the posterior median curve and 50%/90% bands
     out to `budget`, and `target` (a pass rate) as a dash-dot line when given. Returns the
@@ -254,6 +286,9 @@ def plot_fan_chart(fc, *, recipes=None, budget=None, kind="new_run", ax=None, nc
         extra_title_lines = max(text.count("\n") for text in title_of.values())
         # room under each panel for its seed legend, above it for a wrapped title, and above the panels for the shared key (its title and a row)
         height = (3.2 + 0.2 + 0.17 * legend_rows + 0.22 * extra_title_lines) * nrows + 0.5 + (0.35 if title else 0)
+        if mark := convergence_mark(fc):  # a red line (or two) under the title, above the key
+            mark = _wrapped_mark(mark, 0.96 * _COLUMN_IN * ncols)
+            height += 0.2 * (mark.count("\n") + 1) + 0.1
         fig, axes = plt.subplots(nrows, ncols, figsize=(_COLUMN_IN * ncols, height), squeeze=False, sharey=True)
         axes = axes.ravel()
         for extra in axes[len(recipes):]:
@@ -297,11 +332,18 @@ def plot_fan_chart(fc, *, recipes=None, budget=None, kind="new_run", ax=None, nc
     for panel in (axes[:len(recipes):ncols] if ax is None else axes[:1]):
         panel.set_ylabel("metric", fontsize=11)
     if ax is not None:
+        if mark := convergence_mark(fc):
+            _mark_in_panel(axes[0], mark)
         return _legends_on_given_axes(axes[:len(recipes)], band_handles, seeds_of, labels_of, recipes, title, KEY_TITLES[kind])
     # the title at the very top (its default place sinks into the key on a tall figure), the key under it
     suptitle = fig.suptitle(title, y=1.0 - 0.05 / fig.get_figheight(), va="top") if title else None
     key_top = 1.0 - (0.35 / fig.get_figheight() if title else 0.0)
     renderer = _renderer(fig)
+    if mark:  # under the title, above the key: what the figure says before anything it shows
+        note = fig.text(0.5, key_top - 0.05 / fig.get_figheight(), mark, ha="center", va="top", color=CONVERGENCE_MARK_COLOUR,
+                        fontsize=CONVERGENCE_MARK_FONTSIZE)
+        note_in = note.get_window_extent(renderer).height / fig.dpi if renderer is not None else 0.2 * (mark.count("\n") + 1)
+        key_top -= (note_in + 0.1) / fig.get_figheight()
     for ncol in range(len(band_handles), 0, -1):  # one row, unless the figure is too narrow for it (one panel)
         key = fig.legend(handles=band_handles, labels=[h.get_label() for h in band_handles], fontsize=9,
                          loc="upper center", bbox_to_anchor=(0.5, key_top), ncol=ncol, frameon=False,
@@ -381,8 +423,15 @@ def plot_asymptote_forest(fc, *, ax=None, reference=None):
     ax.set_yticklabels(table["recipe"])
     ax.set_xlabel("asymptote A (50% and 90% intervals)")
     ax.grid(axis="x", alpha=0.3)
+    mark = convergence_mark(fc)
     if own_figure:  # a caller's figure is theirs to lay out: tight_layout moved their other axes
+        if mark:  # above the panel, where tight_layout keeps room for it
+            mark = _wrapped_mark(mark, 0.96 * fig.get_figwidth())
+            fig.set_figheight(fig.get_figheight() + 0.2 * (mark.count("\n") + 1) + 0.1)
+            fig.suptitle(mark, color=CONVERGENCE_MARK_COLOUR, fontsize=CONVERGENCE_MARK_FONTSIZE)
         fig.tight_layout()
+    elif mark:
+        _mark_in_panel(ax, mark)
     return fig
 
 

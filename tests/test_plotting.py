@@ -474,3 +474,52 @@ def test_forest_keeps_room_for_its_intervals_beside_long_recipe_names(fitted):
                 assert label.get_window_extent(renderer).x0 >= fig.bbox.x0 - 1, f"{label.get_text()} runs off the figure"
         finally:
             plt.close(fig)
+
+
+def _convergence_marks(fig) -> list[Text]:
+    texts = [*fig.texts, *(t for ax in fig.axes for t in ax.texts)]
+    return [t for t in texts if "fit did not converge" in t.get_text()]
+
+
+@pytest.mark.parametrize("chart", ["fan_chart", "fan_chart_one_panel", "fan_chart_in_callers_axes", "forest"])
+def test_a_flagged_fits_charts_say_so_on_the_image(fitted, monkeypatch, chart):
+    """The page's red banner stayed on the page: a fan chart or forest pasted alone into slides
+    showed a fit that did not converge as if it had. The image itself now says so, in red; a
+    converged fit's image carries no such mark."""
+    from matplotlib.colors import to_hex
+
+    from forecast.inference import ConvergenceReport
+    from forecast.plotting import plot_asymptote_forest
+
+    def draw():
+        if chart == "forest":
+            return plot_asymptote_forest(fitted, reference=0.6)
+        if chart == "fan_chart_in_callers_axes":
+            return fitted.plot(recipes=fitted.recipes[0], ax=plt.subplots(figsize=(5, 3.5))[1])
+        return fitted.plot(recipes=fitted.recipes[0] if chart == "fan_chart_one_panel" else None, budget=2e5, target=0.6)
+
+    flagged = ConvergenceReport(max_rhat=1.0304, min_ess_bulk=900.0, min_ess_tail=800.0, divergences=3, n_draws=2000)
+    monkeypatch.setattr(fitted, "diagnostics", lambda: flagged)
+    fig = draw()
+    try:
+        marks = _convergence_marks(fig)
+        assert len(marks) == 1 and to_hex(marks[0].get_color()) == "#c53030"
+        said = marks[0].get_text().replace("\n", " ")
+        assert "R-hat up to 1.030 (> 1.01)" in said and "3 divergent transitions" in said and "diagnostics" in said
+        r = _renderer(fig)
+        box = marks[0].get_window_extent(r)
+        # whole inside the figure, and over nothing else that is drawn: the key, a panel, a title
+        assert fig.bbox.x0 - 1 <= box.x0 and box.x1 <= fig.bbox.x1 + 1 and box.y1 <= fig.bbox.y1 + 1
+        others = [leg.get_window_extent(r) for leg in fig.legends] + [ax.bbox for ax in _panels(fig)]
+        others += [ax.title.get_window_extent(r) for ax in _panels(fig) if ax.get_title()]
+        if chart != "fan_chart_in_callers_axes":  # there it is written inside the panel, on a white box
+            assert not any(_overlap(box, other) for other in others)
+    finally:
+        plt.close("all")
+    converged = ConvergenceReport(max_rhat=1.002, min_ess_bulk=900.0, min_ess_tail=800.0, divergences=0, n_draws=2000)
+    monkeypatch.setattr(fitted, "diagnostics", lambda: converged)
+    fig = draw()
+    try:
+        assert _convergence_marks(fig) == []
+    finally:
+        plt.close("all")
