@@ -321,6 +321,26 @@ def stop_advice(fc, budget: float, target: float | None) -> tuple[StopAdvice | N
     return StopAdvice(table.reset_index(drop=True), source="forecast.early_stop (default rules)"), []
 
 
+def names_recipe(text: str, recipe) -> bool:
+    """Whether `text` names `recipe` as a whole name ('a' is not named by 'ab' or by 'a-s0')."""
+    return re.search(rf"(?<![\w.-]){re.escape(str(recipe))}(?![\w.-])", text) is not None
+
+
+def saturated_stops_note(table: pd.DataFrame, recommendation: Recommendation) -> str | None:
+    """A reason for the recommendation when runs of a recipe it names are told to stop as
+    saturated. On a sweep whose runs reached their plateau, every run of the recipe to scale was
+    told to stop under a headline to scale it, and a planner read "drop this recipe"; the stop only
+    says that run has nothing left to gain at the budget. None when no such run is stopped."""
+    stopped = table[(table["decision"] == "stop") & (table["rule"] == "saturated")]
+    named = [recipe for recipe in dict.fromkeys(stopped["recipe"]) if names_recipe(recommendation.headline, recipe)]
+    if not named:
+        return None
+    runs = "; ".join(f"'{recipe}': {', '.join(map(str, stopped.loc[stopped['recipe'] == recipe, 'run_id']))}" for recipe in named)
+    return (f"Runs of the recipe named here are told to stop as saturated in the stop advice below ({runs}): each has "
+            "nothing left to gain at the budget, its curve having flattened. That stop ends those runs, not the recipe: "
+            "this recommendation is about which recipe a run at the budget should use.")
+
+
 def ended_runs(runs: pd.DataFrame) -> dict[str, tuple[str, str]]:
     """{run_id: (rule, how it ended in words)} for the runs read from a trainer's run folder
     (evals.jsonl, the `_source` of their rows) that has ended: 'advisor_stopped' when the folder holds
@@ -489,6 +509,8 @@ def collect_report(fc, *, budget=None, target=None, target_chosen: bool = False,
         advice, stop_notes = stop_advice(fc, budget, None if target_chosen else target)
         if advice is not None and target_chosen:
             advice.source += "; no target rule: the page's target was chosen for it, not given"
+        if advice is not None and (note := saturated_stops_note(advice.table, recommendation)):
+            recommendation.reasons.append(note)  # beside the headline, where the two would read as a contradiction
         steps.update()
         figures = fan_chart_figures(fc, budget, target, list(table["recipe"]))
     steps.update()
@@ -928,6 +950,10 @@ def stop_advice_html(advice: StopAdvice | None, *, open_rows: int = 12) -> str:
         '<p class="explain">Should each run continue to the budget? Each is compared with every other '
         f"run at the budget. Advice by: {esc(advice.source)}.</p>"
     )
+    if ((advice.table["decision"] == "stop") & (advice.table["rule"] == "saturated")).any():
+        body += ('<p class="explain">Stop by rule saturated: the run\'s curve has flattened, so it has nothing left to '
+                 "gain between its compute now and the budget. It stops that run, not that its recipe should be dropped: "
+                 "the recommendation above says which recipe a run at the budget should use.</p>")
     if (advice.table["decision"] == "ended").any():
         body += ('<p class="explain">Ended: the run\'s folder says it ended (stopped.json: stopped by its own '
                  "advisor, with the advisor's reason; summary.json alone: finished), so it is not in flight and is "

@@ -846,3 +846,33 @@ def test_runs_that_ended_in_a_trainer_sweep_are_not_advised_as_if_in_flight(tmp_
     (sweep / "weak-s0" / "summary.json").unlink()
     advice = rp.stop_advice(SweepFolderFit(levels, sweep), 1.0, None)[0].table.set_index("run_id")
     assert advice.loc["weak-s0", "rule"] == "advisor_stopped"
+
+
+def test_saturated_runs_of_the_recipe_to_scale_are_not_read_as_dropping_it(fitted):
+    """On a sweep whose runs have reached their plateau, every run was told to stop (the leader's
+    as 'saturated') right under a recommendation to scale the leader: a planner read a
+    contradiction. A saturated run's stop says that run has nothing left to gain at the budget, not
+    'drop this recipe', and the page now says so beside both. The stop rules' numbers are unchanged."""
+    data = rp.collect_report(fitted)  # the fixture's runs end on their plateaus (simulate_sweep)
+    leader = data.recipe_table["recipe"].iloc[0]
+    table = data.stop_advice.table
+    saturated = table[(table["recipe"] == leader) & (table["rule"] == "saturated")]
+    assert data.recommendation.headline.startswith(f"Scale '{leader}'") and (saturated["decision"] == "stop").all()
+    assert len(saturated) == len(table[table["recipe"] == leader])  # the reproduction: every run of it stopped
+    note = [r for r in data.recommendation.reasons if "saturated" in r]
+    assert len(note) == 1 and f"'{leader}'" in note[0] and "not the recipe" in note[0]
+    assert all(run in note[0] for run in saturated["run_id"])
+    page = rp.render_report(data)
+    stop_section = page[page.index('id="stop-advice"'):page.index('id="diagnostics"')]
+    assert "nothing left to gain" in stop_section and "not that its recipe should be dropped" in stop_section
+    assert "not the recipe" in page[page.index('id="recommendation"'):page.index('id="recipes"')]
+    assert note[0] in rp.report_summary(data)["recommendation"]["reasons"]
+
+
+def test_no_saturation_note_without_a_saturated_stop_of_a_recipe_the_recommendation_names():
+    rec = rp.Recommendation("Scale 'a': ...", [], source="test")
+    table = pd.DataFrame({"run_id": ["a-s0", "b-s0", "ab-s0"], "recipe": ["a", "b", "ab"], "decision": ["continue", "stop", "stop"],
+                          "rule": ["leader", "saturated", "saturated"], "reason": ["..."] * 3})
+    assert rp.saturated_stops_note(table, rec) is None  # 'b' and 'ab' are not named; 'a' is not saturated
+    assert "nothing left to gain" not in rp.stop_advice_html(rp.StopAdvice(table.iloc[:1], source="test"))
+    assert "nothing left to gain" in rp.stop_advice_html(rp.StopAdvice(table, source="test"))
