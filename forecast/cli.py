@@ -137,8 +137,31 @@ def _overwrites_other_data(out: Path, example: str) -> str | None:
 
     suffix = out.suffix.lower()
     if out.is_file() and suffix != Path(example).suffix and suffix in (*SUPPORTED_SUFFIXES, ".nc"):
+        if _is_this_commands_output(out, example):  # a rerun over its own earlier output: replaced, as it was meant to be
+            return None
         return f"exists, and is a {suffix} file (run data, or a fit) that this {Path(example).suffix} output would replace"
     return None
+
+
+def _is_this_commands_output(out: Path, example: str) -> bool:
+    """Whether the existing file `out` holds what the command writes (example's kind), whatever its
+    suffix: a report's HTML, a JSON object stamped with forecast_version (watch, backtest), the
+    table cross-validate writes. `backtest --out results.csv` was refused on its own rerun."""
+    kind = Path(example).suffix
+    try:
+        with open(out, "rb") as handle:
+            head = handle.read(65536).decode("utf-8", errors="replace")
+        if kind == ".html":
+            return head.lstrip().lower().startswith(("<!doctype html", "<html"))
+        if kind == ".json":
+            document = json.loads(out.read_text(encoding="utf-8")) if out.stat().st_size < 64 * 2**20 else None
+            return isinstance(document, dict) and "forecast_version" in document
+        if kind == ".csv":
+            header = set(head.split("\n", 1)[0].strip().split(","))
+            return {"covered", "fit_converged", "forecast"} <= header
+    except (OSError, ValueError):
+        return False
+    return False
 
 
 def _check_parent_folders(out: Path, flag: str) -> None:

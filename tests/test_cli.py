@@ -519,3 +519,21 @@ def test_a_path_under_the_home_folder_is_checked_where_it_is_read(fit_dir, tmp_p
     assert main(["fit", "~/fit", "--out=~/refit", "--fast", "--no-progress"]) == 2
     assert f"{home / 'fit'}: is a saved fit" in capsys.readouterr().err
     assert not (tmp_path / "~").exists()
+
+
+def test_an_output_named_with_another_suffix_is_replaced_on_its_own_rerun(tmp_path):
+    """The overwrite guard refused `backtest --out results.csv` on its second run: the file it wrote
+    the first time has a data suffix. Its own earlier output is replaced; run data is still refused."""
+    from forecast.cli import BadInput, _check_output_file
+
+    own = {"backtest.json": '{"forecast_version": "0.1.0", "policies": []}',
+           "report.html": "<!DOCTYPE html>\n<html><body>report</body></html>",
+           "cv.csv": "cut,run_id,compute,observed,forecast,lower,upper,covered,fit_converged\n0.5,a,1,0.1,0.1,0,1,True,True\n"}
+    runs = "run_id,recipe,compute,metric\na,r,1,0.1\na,r,2,0.2\n"
+    for example, text in own.items():
+        path = tmp_path / (example.split('.')[0] + '_out.jsonl')
+        path.write_text(text)
+        _check_output_file(path, "--out", example)  # its own rerun: allowed
+        path.write_text(runs)
+        with pytest.raises(BadInput, match="exists, and is a .jsonl file"):
+            _check_output_file(path, "--out", example)
