@@ -511,6 +511,39 @@ def test_resume_of_a_folder_whose_config_json_is_another_run_s_is_refused_with_e
     assert folder_snapshot(run) == before
 
 
+def test_resume_of_a_run_whose_config_json_was_deleted_goes_on_from_the_checkpoint_s_settings(tmp_path, warm_cache,
+                                                                                                capsys):
+    """With ckpt.pt there and config.json deleted, --resume said "no checkpoint (expected ckpt.pt and
+    config.json)". The checkpoint holds the run's settings (those a resume is checked against): the
+    resume goes on from them, says so, and writes config.json again; one that has ended writes nothing."""
+    run = tmp_path / "run"
+    train(tiny(run, warm_cache, max_steps=2, eval_every=2))
+    (run / "config.json").unlink()
+    before = folder_snapshot(run)
+    (run / "ckpt.pt").rename(tmp_path / "ckpt.pt")
+    (run / "ckpt.pt").write_bytes(b"not a checkpoint")  # then no settings to go on from: refused, naming both
+    assert main(["train", "--out", str(run), "--resume", "--max-steps", "4"]) == 2
+    err = capsys.readouterr().err
+    assert f"{run / 'config.json'} is missing and {run / 'ckpt.pt'} is not a readable checkpoint" in err, err
+    (tmp_path / "ckpt.pt").replace(run / "ckpt.pt")
+    assert folder_snapshot(run) == before
+
+    assert main(["train", "--out", str(run), "--resume"]) == 0  # ended at max_steps: says so, writes nothing
+    err = capsys.readouterr().err
+    assert f"{run / 'config.json'} is missing: the run's settings are read from its checkpoint" in err, err
+    assert "the run has ended, so nothing is written" in err
+    assert folder_snapshot(run) == before
+    assert main(["train", "--out", str(run), "--resume", "--max-steps", "4", "--lr", "1e-3"]) == 2
+    assert "lr 0.002 -> 0.001" in capsys.readouterr().err  # still checked against the run's own settings
+    assert folder_snapshot(run) == before
+
+    assert main(["train", "--out", str(run), "--resume", "--max-steps", "4"]) == 0
+    assert "config.json is written again from them" in capsys.readouterr().err
+    assert [r["step"] for r in read_jsonl(run / "evals.jsonl")] == [2, 4]
+    restored = from_dict(json.loads((run / "config.json").read_text()))
+    assert restored == dataclasses.replace(tiny(run, warm_cache, max_steps=4, eval_every=2), resume=True)
+
+
 def test_resume_refuses_a_max_steps_below_the_checkpoint(tmp_path, warm_cache, capsys):
     """It wrote summary.json for the checkpoint's steps and rewrote config.json's max_steps to the
     smaller number, so the folder claimed a run it was not."""

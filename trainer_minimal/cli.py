@@ -92,20 +92,30 @@ def build_parser():
 
 
 def resolve_train_config(args):
-    """Config for `train`: preset + flags, or on --resume the run's saved config + flags."""
+    """Config for `train`: preset + flags, or on --resume the run's saved config + flags (the saved
+    config is config.json, or the checkpoint's own where config.json was deleted)."""
     overrides = explicit_overrides(args)
     if overrides.get("resume"):
         out = overrides.get("out", Config.out)
-        saved = os.path.join(out, "config.json")
-        if not os.path.exists(os.path.join(out, "ckpt.pt")) or not os.path.exists(saved):
+        saved, ckpt = os.path.join(out, "config.json"), os.path.join(out, "ckpt.pt")
+        if os.path.exists(ckpt) and not os.path.exists(saved):
+            # config.json deleted: the checkpoint holds the run's settings (the ones a resume is checked
+            # against), and a resume that trains writes config.json again from them (see config_restored_note)
+            saved = ckpt
+        elif not os.path.exists(ckpt):
             # config.json alone (no evaluation logged, no summary): stopped in its warm start or step-0
             # evaluation, before the first checkpoint; a --slim sweep's finished run keeps its evals.jsonl
             fresh = os.path.exists(saved) and not any(os.path.exists(os.path.join(out, name))
                                                       for name in ("evals.jsonl", "summary.json"))
             started = (f"; it was stopped before its first checkpoint: the command that started it (its flags are "
                        f"in {saved}) starts it again" if fresh else "")
-            raise ValueError(f"--resume: no checkpoint in {out} (expected ckpt.pt and config.json){started}")
-        saved_cfg = read_saved_config(saved)
+            raise ValueError(f"--resume: no checkpoint in {out} (no ckpt.pt){started}")
+        if saved == ckpt:
+            from .train import read_checkpoint_config
+
+            saved_cfg = read_checkpoint_config(ckpt)
+        else:
+            saved_cfg = read_saved_config(saved)
         if overrides.get("advisor_every") == 0:  # turning the advisor off turns off its settings too
             overrides = {**{k: "" for k in ADVISOR_SETTINGS}, **overrides}
         cfg = dataclasses.replace(saved_cfg, **overrides)
@@ -117,6 +127,21 @@ def resolve_train_config(args):
         validate(cfg, saved_max_steps=saved_cfg.max_steps)
         return cfg
     return make_config(**overrides)
+
+
+def config_restored_note(cfg):
+    """What a resume does without the run's config.json (deleted), once it is known to go ahead: its
+    settings come from the checkpoint, and config.json is written again from them unless the run has
+    ended (a resume of an ended run writes nothing). "" when config.json is there."""
+    from .train import ended_note, run_paths
+
+    paths = run_paths(cfg)
+    if not cfg.resume or os.path.exists(paths["config"]):
+        return ""
+    said = f"{paths['config']} is missing: the run's settings are read from its checkpoint {paths['ckpt']}"
+    if ended_note(cfg):
+        return f"{said}; the run has ended, so nothing is written (config.json is written again when a resume trains)"
+    return f"{said}, and config.json is written again from them"
 
 
 class Stopped(KeyboardInterrupt):
@@ -191,6 +216,9 @@ def main(argv=None):
             cfg = resolve_train_config(args)
             preflight(cfg)
             idle = [] if cfg.resume else [advisor_idle_note(cfg)]
+            restored = config_restored_note(cfg)
+            if restored and int(os.environ.get("RANK", "0")) == 0:  # said once under torchrun
+                print(f"trainer-minimal: {restored}", file=sys.stderr)
         for note in dict.fromkeys(note for note in idle if note):  # a sweep's runs mostly share one
             print(f"trainer-minimal: warning: {note}", file=sys.stderr)
     except ValueError as e:

@@ -162,6 +162,16 @@ def checkpoint_config(path):
     return from_dict(torch.load(path, map_location="cpu", weights_only=False, mmap=True)["config"])
 
 
+def read_checkpoint_config(path):
+    """checkpoint_config, for a run whose config.json is gone (a resume, a sweep re-run): ValueError
+    naming the file when it is no checkpoint (cut short, or another file of that name)."""
+    try:
+        return checkpoint_config(path)
+    except Exception as err:  # torch.load's errors on a damaged file are of many kinds (pickle, zip, EOF)
+        raise ValueError(f"{os.path.join(os.path.dirname(path), 'config.json')} is missing and {path} is not a "
+                         f"readable checkpoint to read the run's settings from ({type(err).__name__}: {err})") from None
+
+
 def checkpoint_step(path):
     """The optimizer step a checkpoint was taken at (memory-mapped: the weights are not read)."""
     return torch.load(path, map_location="cpu", weights_only=False, mmap=True)["state"]["step"]
