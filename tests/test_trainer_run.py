@@ -1143,6 +1143,53 @@ def test_a_sweep_refuses_to_replace_a_runs_csv_whose_runs_it_does_not_hold(tmp_p
     assert (out / "runs.csv").read_text() == table and sorted(p.name for p in out.iterdir()) == ["runs.csv"]
 
 
+@pytest.mark.parametrize("held, said", [
+    (["runs.csv", "a-s0/evals.jsonl", "b-s0/ckpt.pt"], "holds a sweep (runs.csv; run folders a-s0, b-s0), not a run"),
+    (["runs.csv"], "holds a sweep (runs.csv), not a run"),  # the held-out examples keep only the table
+    (["a-s0/evals.jsonl", "_warmstart/x.pt"], "holds a sweep (run folder a-s0), not a run"),  # killed before runs.csv
+])
+def test_a_new_run_into_a_sweep_s_folder_is_refused_before_anything_is_written(tmp_path, capsys, held, said):
+    """`train --out SWEEP` wrote a run at the top of the sweep's folder: forecast read it with the
+    sweep's runs (every evals.jsonl under the folder) while the sweep's runs.csv never listed it."""
+    sweep = tmp_path / "sweep"
+    for name in held:
+        (sweep / name).parent.mkdir(parents=True, exist_ok=True)
+        (sweep / name).write_text("run_id,recipe,compute,metric\na-s0,a,1.0,0.5\n" if name == "runs.csv" else "{}\n")
+    before = folder_snapshot(sweep)
+    assert main(["train", "--out", str(sweep), *tiny_flags(max_steps=2, eval_every=2),
+                 "--warmstart-cache", str(tmp_path / "cache")]) == 2
+    err = capsys.readouterr().err
+    assert f"--out {sweep} {said}" in err, err
+    assert f"e.g. --out {tmp_path / 'scalerl-s0'}" in err
+    assert folder_snapshot(sweep) == before and not (tmp_path / "cache").exists()
+
+
+@pytest.mark.parametrize("held", [["evals.jsonl", "config.json", "summary.json"], ["ckpt.pt", "config.json"]])
+def test_a_sweep_into_a_run_s_folder_is_refused_before_anything_is_written(tmp_path, capsys, held):
+    """`sweep --out RUN` made its run folders inside a run's folder: runs nested in a run, all read
+    by forecast as one table with it."""
+    run = tmp_path / "scalerl-s0"
+    run.mkdir()
+    for name in held:
+        (run / name).write_text("{}\n")
+    before = folder_snapshot(run)
+    assert main(["sweep", "--presets", "grpo", "--seeds", "0", *tiny_flags(max_steps=2, eval_every=2),
+                 "--out", str(run), "--warmstart-cache", str(tmp_path / "cache")]) == 2
+    err = capsys.readouterr().err
+    assert f"--out {run} holds a run ({held[0]}), not a sweep" in err, err
+    assert f"e.g. --out {tmp_path / 'scalerl-s0-sweep'}" in err
+    assert folder_snapshot(run) == before and not (tmp_path / "cache").exists()
+
+
+def test_a_sibling_folder_is_beside_the_folder_it_is_suggested_for(tmp_path, monkeypatch):
+    from trainer_minimal.config import sibling_folder
+
+    assert sibling_folder("out/sweep/", "scalerl-s0") == os.path.join("out", "scalerl-s0")
+    assert sibling_folder("out/scalerl-s0", "scalerl-s0") == os.path.join("out", "scalerl-s0-2")
+    monkeypatch.chdir(tmp_path)  # "." is the sweep itself: beside it, not inside it
+    assert sibling_folder(".", "scalerl-s0") == str(tmp_path.parent / "scalerl-s0")
+
+
 def test_a_sweep_rerun_in_its_own_folder_may_rewrite_its_runs_csv(tmp_path):
     from trainer_minimal.sweep import check_runs_table, combine
 

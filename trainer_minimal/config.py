@@ -247,6 +247,60 @@ def check_device(cfg):
                          f"use cuda:0{f' to cuda:{count - 1}' if count > 1 else ''}")
 
 
+RUN_FILES = ("evals.jsonl", "ckpt.pt")  # what makes a folder a run's (train.preflight: "already holds a run")
+
+
+def run_files_in(folder):
+    """The RUN_FILES in folder (a run, started or done), or []."""
+    return [name for name in RUN_FILES if os.path.isfile(os.path.join(folder, name))]
+
+
+def sweep_contents(folder):
+    """What makes folder a sweep's, in words: its runs.csv and its run folders (subfolders holding a
+    run's files), e.g. ["runs.csv", "run folders grpo-s0, grpo-s1"]; [] for a folder that holds neither."""
+    held = ["runs.csv"] if os.path.isfile(os.path.join(folder, "runs.csv")) else []
+    try:
+        names = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
+    except OSError:  # unreadable: check_writable says why nothing can be written there
+        names = []
+    runs = [name for name in names if run_files_in(os.path.join(folder, name))]
+    if runs:
+        held.append(f"run folder{'s' if len(runs) > 1 else ''} {', '.join(runs[:3])}"
+                    + (f" and {len(runs) - 3} more" if len(runs) > 3 else ""))
+    return held
+
+
+def sibling_folder(folder, name):
+    """A folder named `name` beside `folder` (not inside it), as a path to suggest for --out."""
+    path = os.path.normpath(folder)
+    if os.path.basename(path) in ("", ".", ".."):  # "." or "..": name the folder itself to go beside it
+        path = os.path.abspath(path)
+    beside = os.path.join(os.path.dirname(path), name)
+    return beside + "-2" if os.path.normpath(beside) == path else beside
+
+
+def check_not_a_sweep(cfg):
+    """Refuse a new run whose --out is a sweep's folder: written at its top, the run was read with
+    the sweep's runs by forecast (which reads every evals.jsonl under a folder) but never listed in
+    the sweep's runs.csv, and the folder was then neither a run nor a sweep."""
+    held = sweep_contents(cfg.out)
+    if held:
+        raise ValueError(f"--out {cfg.out} holds a sweep ({'; '.join(held)}), not a run: a run written at its top "
+                         "would be read with the sweep's runs by forecast but not listed in its runs.csv; give the "
+                         f"run a folder beside it, e.g. --out {sibling_folder(cfg.out, cfg.run_id)} (or add it to "
+                         f"the sweep with `trainer-minimal sweep ... --out {cfg.out}`)")
+
+
+def check_not_a_run(out):
+    """Refuse a sweep whose --out is a run's folder: its runs would be nested inside the run, and
+    forecast, reading every evals.jsonl under the folder, would take them all for one table."""
+    held = run_files_in(out)
+    if held:
+        raise ValueError(f"--out {out} holds a run ({', '.join(held)}), not a sweep: the sweep's run folders would be "
+                         "made inside it, and the run read as one of the sweep's; sweep into a folder beside it, "
+                         f"e.g. --out {sibling_folder(out, os.path.basename(os.path.normpath(out)) + '-sweep')}")
+
+
 def check_writable(folder, flag):
     """Refuse a folder the run (or sweep) writes in that cannot be written: under a file, on a
     read-only file system, another user's. Left to the write, it was a traceback at the first file,

@@ -31,6 +31,7 @@ from .config import (
     check_advisor_reference,
     check_device,
     check_model_path,
+    check_not_a_run,
     check_writable,
     make_config,
     read_saved_config,
@@ -56,6 +57,7 @@ def plan_sweep(presets, seeds, out, overrides):
         raise ValueError(f"duplicate presets or seeds in --presets {presets} --seeds {seeds}")
     overrides = dict(overrides)
     cache = overrides.pop("warmstart_cache", "") or os.path.join(out, "_warmstart")
+    check_not_a_run(out)
     check_writable(out, "--out")
     # on a re-run, an existing run is resumed with the flags a resume may change, and no others
     resume_flags = override_flags({k: v for k, v in overrides.items() if k in RESUMABLE_FIELDS})

@@ -79,6 +79,7 @@ from .config import (
     check_advisor_reference,
     check_device,
     check_model_path,
+    check_not_a_sweep,
     check_writable,
     from_dict,
     run_defining_changes,
@@ -119,7 +120,7 @@ def run_paths(cfg):
 def preflight(cfg):
     """Refuse, before any compute, what would fail later: a resume without a checkpoint, or of a
     checkpoint taken with other settings (config.json edited or copied from another run), a fresh
-    run over an existing one, a checkpoint taken mid-round, a batch that does not split over the ranks,
+    run over an existing one or into a sweep's folder, a checkpoint taken mid-round, a batch that does not split over the ranks,
     an advisor reference that is not there, a model folder that cannot be loaded, a run folder or
     warm-start cache that cannot be written (not for a resumed run that has ended: it writes nothing)."""
     paths = run_paths(cfg)
@@ -128,6 +129,8 @@ def preflight(cfg):
     if not cfg.resume and (os.path.exists(paths["evals"]) or os.path.exists(paths["ckpt"])):
         raise ValueError(f"{cfg.out} already holds a run (evals.jsonl or ckpt.pt); "
                          "pass --resume to continue it or choose another --out")
+    if not cfg.resume:
+        check_not_a_sweep(cfg)
     check_model_path(cfg)
     check_device(cfg)
     world = int(os.environ.get("WORLD_SIZE", "1"))
