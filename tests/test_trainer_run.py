@@ -544,6 +544,31 @@ def test_resume_of_a_run_whose_config_json_was_deleted_goes_on_from_the_checkpoi
     assert restored == dataclasses.replace(tiny(run, warm_cache, max_steps=4, eval_every=2), resume=True)
 
 
+def test_a_sweep_rerun_resumes_a_run_whose_config_json_was_deleted_from_its_checkpoint(tmp_path):
+    """A sweep run folder with ckpt.pt but no config.json was planned as a new run, which `train`
+    refused ("already holds a run") at every re-run: the sweep failed for good. It is resumed now,
+    from the checkpoint's settings; without them (a --slim run: no checkpoint) it is refused up front."""
+    from trainer_minimal.sweep import plan_sweep
+
+    out, overrides = tmp_path / "sweep", dict(TINY, max_steps=4, eval_every=2)
+    run = out / "scalerl-s0"
+    run.mkdir(parents=True)
+    cfg = make_config("scalerl", seed=0, out=str(run), warmstart_cache=str(out / "_warmstart"), **overrides)
+    torch.save(dict(config=dataclasses.asdict(cfg)), run / "ckpt.pt")  # the settings are all plan_sweep reads
+    (plan,) = plan_sweep("scalerl", "0", str(out), overrides)
+    assert plan["state"] == "resume" and plan["argv"][:3] == ["--out", str(run), "--resume"]
+    # the checkpoint's settings are held against the sweep's flags as config.json's were
+    with pytest.raises(ValueError, match=r"scalerl-s0: lr 0.002 -> 0.001"):
+        plan_sweep("scalerl", "0", str(out), {**overrides, "lr": 1e-3})
+    (run / "ckpt.pt").write_bytes(b"cut short")
+    with pytest.raises(ValueError, match=r"config.json is missing and .*ckpt.pt is not a readable checkpoint"):
+        plan_sweep("scalerl", "0", str(out), overrides)
+    (run / "ckpt.pt").unlink()
+    (run / "summary.json").write_text("{}\n")
+    with pytest.raises(ValueError, match=r"has a summary.json but neither config.json nor ckpt.pt"):
+        plan_sweep("scalerl", "0", str(out), overrides)
+
+
 def test_resume_refuses_a_max_steps_below_the_checkpoint(tmp_path, warm_cache, capsys):
     """It wrote summary.json for the checkpoint's steps and rewrote config.json's max_steps to the
     smaller number, so the folder claimed a run it was not."""

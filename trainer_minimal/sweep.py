@@ -101,9 +101,17 @@ def existing_run_state(cfg, max_steps_given):
     change because the flag was left out of the re-run."""
     ckpt, summary = (os.path.exists(os.path.join(cfg.out, n)) for n in ("ckpt.pt", "summary.json"))
     config_path = os.path.join(cfg.out, "config.json")
-    if not (ckpt or summary) or not os.path.exists(config_path):
+    if not (ckpt or summary):
         return "new", ""
-    saved = read_saved_config(config_path)
+    if os.path.exists(config_path):
+        saved = read_saved_config(config_path)
+    elif ckpt:  # config.json deleted: the checkpoint holds the run's settings, and its resume writes config.json again
+        from .train import read_checkpoint_config
+
+        saved = read_checkpoint_config(os.path.join(cfg.out, "ckpt.pt"))
+    else:  # started as new, `train` refused it as "already holds a run" at every re-run
+        return "", ("has a summary.json but neither config.json nor ckpt.pt, so the settings it ran with are unknown: "
+                    "put back its config.json, or move the run folder away")
     changed = run_defining_changes(saved, cfg)
     if cfg.max_steps < saved.max_steps or (cfg.max_steps != saved.max_steps and not max_steps_given):
         changed.append(f"max_steps {saved.max_steps!r} -> {cfg.max_steps!r}")
