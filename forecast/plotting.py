@@ -446,6 +446,23 @@ def _interval_band(ahead: np.ndarray, below: np.ndarray, above: np.ndarray, n_bi
             for b in range(n_bins) if (which == b).any()]
 
 
+def cross_validation_mark(cv) -> str | None:
+    """For a cross-validation with a cut whose fit did not converge, the words its chart carries,
+    one line per such cut: 'fit did not converge at cut 0.5: R-hat up to 1.121 (> 1.01); 8 divergent
+    transitions - its coverage and errors are approximate'; None where every cut's fit converged
+    (or the table does not say)."""
+    from .cross_validation import fits_of
+
+    flagged = [fit for fit in fits_of(cv) if not fit["converged"]]
+    if not flagged:
+        return None
+    lines = []
+    for fit in flagged:
+        problems = "; ".join(problem.split(":")[0] for problem in fit["problems"]) or "see its diagnostics"
+        lines.append(f"fit did not converge at cut {fit['cut']:g}: {problems}")
+    return "\n".join(lines) + " \u2014 its coverage and errors are approximate"
+
+
 REACH_TICKS = (1, 1.25, 1.5, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024)
 
 
@@ -486,6 +503,14 @@ def plot_cross_validation(cv, *, ax=None):
     ax.set_ylabel("observed - forecast (pass rate)")
     ax.legend(title=f"bands: the {level_text(level_of(cv))} interval", fontsize=8, title_fontsize=8, loc="best")
     ax.grid(alpha=0.3)
+    # the fan chart's red line, for the cuts whose fits were flagged: the image is pasted alone too
+    mark = cross_validation_mark(cv)
     if own_figure:
+        if mark:  # above the panel, where tight_layout keeps room for it
+            mark = "\n".join(_wrapped_mark(line, 0.96 * fig.get_figwidth()) for line in mark.split("\n"))
+            fig.set_figheight(fig.get_figheight() + 0.2 * (mark.count("\n") + 1) + 0.1)
+            fig.suptitle(mark, color=CONVERGENCE_MARK_COLOUR, fontsize=CONVERGENCE_MARK_FONTSIZE)
         fig.tight_layout()
+    elif mark:
+        _mark_in_panel(ax, mark)
     return fig

@@ -389,3 +389,41 @@ def test_cli_table_writes_a_mean_error_that_rounds_to_zero_without_a_minus_sign(
     assert main(["cross-validate", str(tmp_path / "runs.csv"), "--cuts", "0.5"]) == 0
     table = capsys.readouterr().out.split("\n\ncoverage:")[0]
     assert "mean_error" in table and "-0.000" not in table and "0.000" in table
+
+
+@pytest.mark.parametrize("on_callers_axes", [False, True])
+def test_the_cross_validation_chart_of_a_cut_whose_fit_did_not_converge_says_so_on_the_image(on_callers_axes):
+    """The fan chart and forest of a flagged fit carry a red line, but the cross-validation chart
+    (the report's section 6 image, notebook 01's last chart) of a cut whose fit did not converge
+    looked like a converged one's once pasted alone. It now names the cut and what failed; a
+    table whose fits all converged draws no such line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import to_hex
+
+    from forecast.plotting import plot_cross_validation
+
+    problems = ["R-hat up to 1.121 (> 1.01): chains disagree",
+                "8 divergent transitions: the posterior geometry was not explored reliably"]
+    cv = pd.concat([_hand_made(6, 5).assign(cut=0.25), _hand_made(6, 6)], ignore_index=True)
+    cv.attrs = {"level": 0.9, "fits": [{"cut": 0.25, "runs": 6, "left_out": [], "converged": True, "problems": []},
+                                       {"cut": 0.5, "runs": 6, "left_out": [], "converged": False, "problems": problems}]}
+    converged = cv.copy()
+    converged.attrs = {"level": 0.9, "fits": [{**fit, "converged": True, "problems": []} for fit in cv.attrs["fits"]]}
+
+    def marks_of(table):
+        fig = plot_cross_validation(table, ax=plt.subplots()[1] if on_callers_axes else None)
+        texts = [*fig.texts, *(t for ax in fig.axes for t in ax.texts)]
+        found = [t for t in texts if "did not converge" in t.get_text()]
+        plt.close("all")
+        return found
+
+    marks = marks_of(cv)
+    assert len(marks) == 1 and to_hex(marks[0].get_color()) == "#c53030"
+    said = marks[0].get_text().replace("\n", " ")
+    assert "cut 0.5" in said and "cut 0.25" not in said
+    assert "R-hat up to 1.121 (> 1.01)" in said and "8 divergent transitions" in said
+    assert "chains disagree" not in said  # the short form, as on the fan chart's line
+    assert marks_of(converged) == []
