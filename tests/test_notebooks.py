@@ -110,3 +110,18 @@ def test_the_watch_advice_table_of_notebook_03_says_which_advice_rests_on_a_flag
     shown = "".join(o.get("data", {}).get("text/plain", "") for o in cell.outputs)
     assert "fit converged" in shown
 
+
+
+@pytest.mark.parametrize("name, draws, says", [
+    ("02_budget_planning.ipynb", "ax.errorbar", "convergence_mark(fc)"),
+    ("03_early_stopping.ipynb", "ax.scatter(row.compute_saved", "unconverged_fits"),
+])
+def test_a_notebooks_own_chart_of_flagged_fits_says_so_on_the_image(name, draws, says):
+    """fc.plot() and the forest of a flagged fit carry a red line, but the charts the notebooks draw
+    themselves did not: 02's recipes-at-the-budget chart (from a fit the quick mode usually flags)
+    and 03's backtest chart (our policy's point resting on refits the printed table warns of)
+    looked sound once copied out. Each now says so: the fit's mark above the chart, the flagged
+    refits in our policy's label."""
+    nb = nbformat.read(NOTEBOOK_DIR / name, as_version=4)
+    cell = next(c for c in nb.cells if c.cell_type == "code" and draws in c.source)
+    assert says in cell.source
