@@ -310,7 +310,8 @@ class ConvergenceReport:
             rhat = shown_so_it_reads_true(self.max_rhat, lambda shown: shown > self.rhat_limit, 3)
             out.append(f"R-hat up to {rhat} (> {self.rhat_limit}): chains disagree")
         if self.divergences:
-            out.append(f"{self.divergences} divergent transitions: the posterior geometry was not explored reliably")
+            transitions = "transition" if self.divergences == 1 else "transitions"
+            out.append(f"{self.divergences} divergent {transitions}: the posterior geometry was not explored reliably")
         if self.min_ess_bulk < self.ess_limit:
             ess = shown_so_it_reads_true(self.min_ess_bulk, lambda shown: shown < self.ess_limit, 0)
             out.append(f"bulk ESS as low as {ess} (< {self.ess_limit:.0f}): intervals are noisy")

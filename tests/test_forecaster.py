@@ -345,6 +345,11 @@ def test_diagnostics_are_kept_and_readable(fitted):
     assert report.max_rhat < 1.1
 
 
+def test_one_divergence_is_said_in_the_singular():
+    one = ConvergenceReport(max_rhat=1.001, min_ess_bulk=900, min_ess_tail=900, divergences=1, n_draws=2000)
+    assert "1 divergent transition: the posterior" in "; ".join(one.problems())
+
+
 def test_convergence_report_flags_problems():
     bad = ConvergenceReport(max_rhat=1.5, min_ess_bulk=20, min_ess_tail=15, divergences=7, n_draws=400)
     assert not bad.converged
