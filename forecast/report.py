@@ -276,8 +276,9 @@ def scale_decision(fc, budget: float, target: float | None, *, target_chosen: bo
 
 
 def stop_advice(fc, budget: float, target: float | None) -> tuple[StopAdvice | None, list[str]]:
-    """Should each run continue to the budget? forecast.early_stop's rules, every run compared
-    with every other run at the budget."""
+    """Should each run continue to the budget? forecast.early_stop's rules, every run short of the
+    budget compared with every other run: a run in flight at the budget, a run at or past it (or one
+    that ended, ended_runs) at what it reached."""
     try:
         from .early_stop import EarlyStopConfig, recommend_runs
     except ImportError:
@@ -947,8 +948,9 @@ def stop_advice_html(advice: StopAdvice | None, *, open_rows: int = 12) -> str:
     body = stop_summary_html(advice.table)
     body += f"<details{opened}><summary>advice and reason for every run</summary>{table}</details>"
     body += (
-        '<p class="explain">Should each run continue to the budget? Each is compared with every other '
-        f"run at the budget. Advice by: {esc(advice.source)}.</p>"
+        '<p class="explain">Should each run continue to the budget? Each run short of it is compared with every '
+        "other run: one in flight at the budget, one at or past the budget or that ended at what it reached. "
+        f"Advice by: {esc(advice.source)}.</p>"
     )
     if ((advice.table["decision"] == "stop") & (advice.table["rule"] == "saturated")).any():
         body += ('<p class="explain">Stop by rule saturated: the run\'s curve has flattened, so it has nothing left to '

@@ -876,3 +876,17 @@ def test_no_saturation_note_without_a_saturated_stop_of_a_recipe_the_recommendat
     assert rp.saturated_stops_note(table, rec) is None  # 'b' and 'ab' are not named; 'a' is not saturated
     assert "nothing left to gain" not in rp.stop_advice_html(rp.StopAdvice(table.iloc[:1], source="test"))
     assert "nothing left to gain" in rp.stop_advice_html(rp.StopAdvice(table, source="test"))
+
+
+def test_the_stop_section_does_not_say_ended_runs_are_compared_at_the_budget():
+    """The stop section said 'Each is compared with every other run at the budget' while its note
+    on ended runs, a few lines below, said the runs in flight are compared with them at what they
+    reached (recommend_runs' compare_at for a run it is not asked about): the page contradicted itself."""
+    table = pd.DataFrame([
+        {"run_id": "good-s0", "recipe": "good", "decision": "continue", "rule": "promising", "reason": "continue"},
+        {"run_id": "weak-s0", "recipe": "weak", "decision": "ended", "rule": "finished",
+         "reason": "not advised: finished at eval 4 (0.5) (summary.json)"},
+    ])
+    page = rp.stop_advice_html(rp.StopAdvice(table, source="test"))
+    assert "every other run at the budget" not in page
+    assert "at or past the budget or that ended at what it reached" in page
