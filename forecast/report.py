@@ -71,7 +71,9 @@ class Recommendation:
 class StopAdvice:
     """Continue/stop advice per run (from forecast.early_stop)."""
 
-    table: pd.DataFrame  # columns run_id, recipe, decision (stop/continue), rule, reason
+    # columns run_id, recipe, decision (stop/continue, or ended: a trainer's run whose folder says it
+    # ended, not advised; ended_runs), rule, reason
+    table: pd.DataFrame
     source: str
 
 
