@@ -902,8 +902,8 @@ def add_backtest_parser(sub):
 
 def _warn_if_runs_in_flight(source: Path) -> None:
     """A backtest replays finished runs: its regret takes each run's last evaluation as its final.
-    In a folder of run logs, a run without summary.json has not finished (a sweep still in flight),
-    and one with stopped.json was ended early by the trainer's advisor: both are said."""
+    In a folder of run logs, a run without summary.json (or stopped.json) has not finished (a sweep
+    still in flight), and one with stopped.json was ended early by the trainer's advisor: both are said."""
     if not source.is_dir():
         return
     from .data import RUN_LOG_NAME

@@ -8,7 +8,8 @@ atomically to a JSON file, so a scheduler or a person can act on it.
 
 Logs are read while trainers append to them: a torn last line (a write in progress) is skipped by
 forecast.data's reader and picked up whole at the next poll. A run is finished when its folder
-holds summary.json (trainer_minimal writes it at the end, stopped or not); finished runs are
+holds summary.json (trainer_minimal writes it at the end, stopped or not), or stopped.json (its own
+advisor stopped it, and it was killed before its summary: it stays stopped); finished runs are
 alternatives for the others, judged where they ended. A run that ends while watched is said once,
 with how it ended (stopped by its own advisor, from the stopped.json trainer_minimal's --advisor-every
 writes, or finished), and listed under "ended" in the JSON. A run with a bad row (or one that only
@@ -83,7 +84,7 @@ class WatchState:
     # stop cap counts those that have ended over EarlyStopConfig.stop_cap_window of compute, since
     # advice comes after every evaluation
     comparison_stops: list = field(default_factory=list)
-    finished: set = field(default_factory=set)  # runs whose folder holds summary.json
+    finished: set = field(default_factory=set)  # runs whose folder holds summary.json (or stopped.json)
     # run_id -> how it ended (its summary.json, and stopped.json when its own advisor stopped it):
     # without it a run told 'continue' vanished from the lines and the JSON when it ended, and a stop
     # by the trainer's advisor was never said
@@ -200,7 +201,10 @@ def _config_number(config: dict, name: str, path: Path):
 
 
 def is_finished(folder: Path | None) -> bool:
-    return folder is not None and (folder / "summary.json").exists()
+    """Whether a trainer's run folder says its run ended: summary.json, or stopped.json alone (its own
+    advisor stopped it and it was killed before its summary: the trainer keeps the stop on --resume,
+    and forecast report takes it as ended too)."""
+    return folder is not None and ((folder / "summary.json").exists() or (folder / "stopped.json").exists())
 
 
 def how_it_ended(folder: Path | None, rows: pd.DataFrame) -> str:
@@ -487,7 +491,7 @@ def write_recommendations(path, runs_dir, state: WatchState) -> None:
             "recommendations": {r: rec.to_dict() for r, rec in sorted(state.latest.items())},
             "refused": {r: why for r, (_, why) in sorted(state.refused.items())},  # left out until their logs change
             "gone": dict(sorted(state.gone.items())),  # logs deleted or emptied: no advice
-            "ended": dict(sorted(state.ended.items())),  # finished (summary.json): no advice, and how each ended
+            "ended": dict(sorted(state.ended.items())),  # finished (summary.json, stopped.json): no advice, and how each ended
             # the stop cap's memory, read back by a restarted watch (previous_comparison_stops)
             "comparison_stops": [{"compute": at, "runs": sorted(runs)} for at, runs in state.comparison_stops if runs],
         },
@@ -594,7 +598,10 @@ def watch(
         if all_finished and not said_all_finished:  # at the first poll, or when the last run ends
             stopped = sum(how.startswith("stopped by its own advisor") for how in state.ended.values())
             by_advisor = f", {stopped} of them stopped by their own advisor (stopped.json)" if stopped else ""
-            say(f"no run in flight under {runs_dir}: {len(state.finished)} run(s) finished (their folders hold summary.json)"
+            # a run killed between its advisor's stopped.json and its summary.json holds the first alone
+            unsummed = any(not (state.folders[r] / "summary.json").exists() for r in state.finished if state.folders.get(r))
+            holds = "summary.json, or stopped.json" if unsummed else "summary.json"
+            say(f"no run in flight under {runs_dir}: {len(state.finished)} run(s) finished (their folders hold {holds})"
                 f"{by_advisor}")
         said_all_finished = all_finished
         if max_polls is not None and state.polls >= max_polls:

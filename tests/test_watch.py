@@ -754,3 +754,26 @@ def test_the_watch_says_what_it_watches_before_the_first_poll(sweep, capsys):
     assert captured.err.splitlines()[0].startswith(f"watching evals.jsonl under {sweep} once; planned budget --budget 10,000 "
                                                    f"for every run; advice written to {out}")
     assert [json.loads(line)["rule"] for line in captured.out.splitlines()] == ["warmup"]  # stdout stays JSON lines
+
+
+def test_a_run_its_advisor_stopped_is_not_advised_before_its_summary_is_written(sweep):
+    """The trainer writes stopped.json, then summary.json; a run killed between the two stays stopped
+    (its --resume only writes the summary). The watch took such a run as in flight, advised it to
+    continue or stop and asked the advisor about it, while `forecast report` and backtest said it
+    had been stopped by its own advisor. It is now an ended run, with the advisor's reason."""
+    for run in ("good-s0", "bad-s0"):
+        append(sweep / run / "evals.jsonl", "".join(row(run, i, 0.2) for i in range(4)))
+    advice = {"action": "stop", "rule": "reach_target", "message": "stop: P(reaches 0.9 by 1e4) = 0.04 < 0.05"}
+    (sweep / "bad-s0" / "stopped.json").write_text(json.dumps({"step": 40, "compute": 400.0, "advice": advice}))
+    advisor, lines = FakeAdvisor(), []
+    watch(sweep, interval=0, budget=1e4, config=EarlyStopConfig(min_evals=3), max_polls=1, advisor=advisor,
+          say=lines.append, sleep=lambda s: None)
+    assert advisor.calls and all("bad-s0" not in call["_budgets"] for call in advisor.calls)
+    written = json.loads((sweep / "recommendations.json").read_text())
+    assert set(written["recommendations"]) == {"good-s0"}
+    assert written["ended"] == {"bad-s0": "stopped by its own advisor at eval 4 (400): stop: P(reaches 0.9 by 1e4) = 0.04 < 0.05"}
+    (sweep / "good-s0" / "summary.json").write_text(json.dumps({"stopped": False}))
+    watch(sweep, interval=0, budget=1e4, config=EarlyStopConfig(min_evals=3), max_polls=1, advisor=FakeAdvisor(),
+          say=lines.append, sleep=lambda s: None)
+    assert lines[-1] == (f"no run in flight under {sweep}: 2 run(s) finished (their folders hold summary.json, "
+                         "or stopped.json), 1 of them stopped by their own advisor (stopped.json)")
