@@ -374,6 +374,9 @@ def _legends_on_given_axes(axes, band_handles, seeds_of, labels_of, recipes, tit
     key = last.legend(handles=band_handles, labels=[h.get_label() for h in band_handles], fontsize=9,
                       loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False, title=key_title, title_fontsize=9)
     last.add_artist(key)  # kept when the panel's seed legend replaces its legend below
+    # add_artist clips it to the panel, which the tight bounding box (savefig(bbox_inches="tight"),
+    # Jupyter's inline figures) then leaves out: the key, outside the panel, was cut off the image
+    key.set_clip_on(False)
     renderer = _renderer(fig)
     for panel, recipe in zip(axes, recipes, strict=False):
         _add_seed_legend(panel, seeds_of[panel], labels_of[recipe], renderer)

@@ -523,3 +523,18 @@ def test_a_flagged_fits_charts_say_so_on_the_image(fitted, monkeypatch, chart):
         assert _convergence_marks(fig) == []
     finally:
         plt.close("all")
+
+
+def test_the_key_beside_a_callers_panel_is_kept_by_a_tight_save(fitted):
+    """On the caller's axes the key sits right of the last panel, outside it. add_artist clipped it
+    to the panel, so matplotlib's tight bounding box (savefig(bbox_inches='tight'), and Jupyter's
+    inline figures, which save that way) left it out: the image showed bands and lines with no key."""
+    fig, panel = plt.subplots()
+    try:
+        fitted.plot(recipes=fitted.recipes[0], ax=panel, budget=2e5)
+        (key,) = [a for a in panel.artists if isinstance(a, Legend)]
+        r = _renderer(fig)
+        tight, box = fig.get_tightbbox(r), key.get_window_extent(r).transformed(fig.dpi_scale_trans.inverted())
+        assert box.x1 <= tight.x1 + 0.01 and box.x0 >= tight.x0 - 0.01
+    finally:
+        plt.close(fig)
