@@ -233,20 +233,26 @@ def convergence_mark(fc) -> str | None:
     return f"fit did not converge: {problems} \u2014 see its diagnostics"
 
 
-def _wrapped_mark(mark: str, width_in: float) -> str:
-    """The mark in lines that fit width_in inches at CONVERGENCE_MARK_FONTSIZE (estimated, before drawing)."""
+# inside a caller's panel the mark sits over the data: smaller, and on a box the curves show through
+CONVERGENCE_MARK_IN_PANEL_FONTSIZE = 8
+
+
+def _wrapped_mark(mark: str, width_in: float, fontsize: float = CONVERGENCE_MARK_FONTSIZE) -> str:
+    """The mark in lines that fit width_in inches at `fontsize` (estimated, before drawing)."""
     import textwrap
 
-    chars = max(20, int(width_in * 72 / (CONVERGENCE_MARK_FONTSIZE * _CHAR_WIDTH_EM)))
+    chars = max(20, int(width_in * 72 / (fontsize * _CHAR_WIDTH_EM)))
     return "\n".join(textwrap.wrap(mark, chars))
 
 
 def _mark_in_panel(panel, mark: str) -> None:
-    """On a caller's axes (their figure to lay out): inside the panel's top left, on a white box."""
+    """On a caller's axes (their figure to lay out): inside the panel's top left, on a box the data
+    shows through (at full size and opacity, four problems on a small panel hid most of its curve)."""
     width_in = panel.get_position().width * panel.figure.get_figwidth()
-    panel.text(0.02, 0.98, _wrapped_mark(mark, 0.96 * width_in), transform=panel.transAxes, ha="left", va="top",
-               color=CONVERGENCE_MARK_COLOUR, fontsize=CONVERGENCE_MARK_FONTSIZE, zorder=10,
-               bbox={"facecolor": "white", "edgecolor": CONVERGENCE_MARK_COLOUR, "alpha": 0.9, "pad": 2})
+    fontsize = CONVERGENCE_MARK_IN_PANEL_FONTSIZE
+    panel.text(0.02, 0.98, _wrapped_mark(mark, 0.96 * width_in, fontsize), transform=panel.transAxes, ha="left",
+               va="top", color=CONVERGENCE_MARK_COLOUR, fontsize=fontsize, zorder=10,
+               bbox={"facecolor": "white", "edgecolor": CONVERGENCE_MARK_COLOUR, "alpha": 0.6, "pad": 2})
 
 
 def plot_fan_chart(fc, *, recipes=None, budget=None, kind="new_run", ax=None, ncols=3, title=None, target=None):

@@ -538,3 +538,21 @@ def test_the_key_beside_a_callers_panel_is_kept_by_a_tight_save(fitted):
         assert box.x1 <= tight.x1 + 0.01 and box.x0 >= tight.x0 - 0.01
     finally:
         plt.close(fig)
+
+
+def test_the_convergence_mark_on_a_callers_small_panel_leaves_most_of_it_in_view():
+    """Inside a caller's panel the mark sits over the data: four problems on a 4 x 3 inch panel
+    covered 30% of it at full size; smaller and on a see-through box it covers under a quarter."""
+    from forecast.plotting import _mark_in_panel
+
+    mark = ("fit did not converge: R-hat up to 1.030 (> 1.01); 3 divergent transitions; bulk ESS as low as 76 "
+            "(< 200); tail ESS as low as 60 (< 200) \u2014 see its diagnostics")
+    fig, ax = plt.subplots(figsize=(4, 3))
+    try:
+        _mark_in_panel(ax, mark)
+        renderer = _renderer(fig)
+        box = ax.texts[0].get_bbox_patch().get_window_extent(renderer)
+        assert box.width * box.height < 0.25 * ax.bbox.width * ax.bbox.height
+        assert ax.texts[0].get_bbox_patch().get_alpha() < 0.9  # the curve shows through
+    finally:
+        plt.close(fig)
