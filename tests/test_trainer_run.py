@@ -544,6 +544,32 @@ def test_resume_of_a_run_whose_config_json_was_deleted_goes_on_from_the_checkpoi
     assert restored == dataclasses.replace(tiny(run, warm_cache, max_steps=4, eval_every=2), resume=True)
 
 
+def test_resume_from_a_damaged_checkpoint_is_refused_naming_it(tmp_path, warm_cache, capsys):
+    """A ckpt.pt cut short (a full disk in an older version, a copy cut off), empty or another file,
+    with config.json there: --resume was a torch traceback (RuntimeError about mmap and zip files,
+    OSError). It is refused naming the file and what to do, exit 2, and nothing is written."""
+    run = tmp_path / "run"
+    train(tiny(run, warm_cache, max_steps=2, eval_every=2))
+    (run / "summary.json").unlink()  # interrupted after its last checkpoint: --resume would train on
+    good = (run / "ckpt.pt").read_bytes()
+    capsys.readouterr()
+    for damaged, said in [(good[: len(good) // 2], f"not a whole checkpoint ({len(good) // 2} bytes, cut short"),
+                          (b"", "empty (0 bytes)"), (b"not a torch file", "not a whole checkpoint (16 bytes")]:
+        (run / "ckpt.pt").write_bytes(damaged)
+        before = folder_snapshot(run)
+        assert main(["train", "--out", str(run), "--resume", "--max-steps", "4"]) == 2
+        err = capsys.readouterr().err
+        assert f"error: {run / 'ckpt.pt'} is {said}" in err and "Traceback" not in err, err
+        assert "the run cannot be resumed from it: restore the checkpoint (from a copy), or start a new run" in err
+        assert folder_snapshot(run) == before
+    torch.save(dict(model={}), run / "ckpt.pt")  # a torch file, but no checkpoint of this trainer
+    assert main(["train", "--out", str(run), "--resume", "--max-steps", "4"]) == 2
+    assert "is a torch file that cannot be read as a checkpoint (KeyError: 'state')" in capsys.readouterr().err
+    (run / "ckpt.pt").write_bytes(good)  # restored: the run goes on
+    assert main(["train", "--out", str(run), "--resume", "--max-steps", "4"]) == 0
+    assert [r["step"] for r in read_jsonl(run / "evals.jsonl")] == [2, 4]
+
+
 def test_a_sweep_rerun_resumes_a_run_whose_config_json_was_deleted_from_its_checkpoint(tmp_path):
     """A sweep run folder with ckpt.pt but no config.json was planned as a new run, which `train`
     refused ("already holds a run") at every re-run: the sweep failed for good. It is resumed now,

@@ -66,6 +66,7 @@ import math
 import os
 import time
 import warnings
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -160,9 +161,43 @@ def preflight(cfg):
             check_writable(os.path.dirname(warm_start_path(cfg)), "--warmstart-cache")  # before the warm-up
 
 
+class UnreadableCheckpoint(ValueError):
+    """A ckpt.pt that torch cannot load: cut short (a full disk in an older version, a copy cut off),
+    empty, or another file under that name. Refused naming the file, before anything is written,
+    where --resume was a torch traceback (RuntimeError, OSError, pickle's errors) and a sweep's
+    re-run of the run failed with it."""
+
+    def __init__(self, path, err):
+        self.path, self.reason = path, checkpoint_damage(path, err)
+        super().__init__(f"{path} is {self.reason}, so the run cannot be resumed from it: restore the checkpoint "
+                         "(from a copy), or start a new run with another --out")
+
+
+def checkpoint_damage(path, err):
+    """What is wrong with a checkpoint torch.load failed on, in a user's words. A checkpoint is a zip
+    archive whose directory is at its end, so one cut short is no zip file at all (torch's own message
+    then speaks of mmap and _use_new_zipfile_serialization, which misleads)."""
+    size = os.path.getsize(path) if os.path.isfile(path) else None
+    if size == 0:
+        return "empty (0 bytes)"
+    if size is not None and not zipfile.is_zipfile(path):
+        return f"not a whole checkpoint ({size} bytes, cut short, or not a torch file)"
+    said = str(err).splitlines()[0] if str(err) else ""
+    return f"a torch file that cannot be read as a checkpoint ({type(err).__name__}: {said})"
+
+
+def read_checkpoint(path, part):
+    """part(the checkpoint's dict), memory-mapped (the weights are not read); UnreadableCheckpoint when
+    the file cannot be loaded or lacks that part."""
+    try:
+        return part(torch.load(path, map_location="cpu", weights_only=False, mmap=True))
+    except Exception as err:  # torch.load's errors on a damaged file are of many kinds (pickle, zip, EOF)
+        raise UnreadableCheckpoint(path, err) from None
+
+
 def checkpoint_config(path):
     """The Config a checkpoint was saved with (memory-mapped: the weights are not read)."""
-    return from_dict(torch.load(path, map_location="cpu", weights_only=False, mmap=True)["config"])
+    return read_checkpoint(path, lambda ckpt: from_dict(ckpt["config"]))
 
 
 def read_checkpoint_config(path):
@@ -170,14 +205,14 @@ def read_checkpoint_config(path):
     naming the file when it is no checkpoint (cut short, or another file of that name)."""
     try:
         return checkpoint_config(path)
-    except Exception as err:  # torch.load's errors on a damaged file are of many kinds (pickle, zip, EOF)
+    except UnreadableCheckpoint as err:
         raise ValueError(f"{os.path.join(os.path.dirname(path), 'config.json')} is missing and {path} is not a "
-                         f"readable checkpoint to read the run's settings from ({type(err).__name__}: {err})") from None
+                         f"readable checkpoint to read the run's settings from ({err.reason})") from None
 
 
 def checkpoint_step(path):
     """The optimizer step a checkpoint was taken at (memory-mapped: the weights are not read)."""
-    return torch.load(path, map_location="cpu", weights_only=False, mmap=True)["state"]["step"]
+    return read_checkpoint(path, lambda ckpt: ckpt["state"]["step"])
 
 
 def read_stop_record(path):
