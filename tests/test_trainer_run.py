@@ -957,6 +957,33 @@ def test_ctrl_c_before_the_first_checkpoint_does_not_advise_a_resume_that_is_ref
     assert "before its first checkpoint" not in capsys.readouterr().err
 
 
+def test_a_sweep_rerun_reports_a_run_with_a_damaged_checkpoint_as_refused_and_runs_the_others(
+        tmp_path, warm_cache, monkeypatch, capsys):
+    """A sweep run folder with its config.json and a ckpt.pt cut short is resumed by the re-run, and
+    its `train` refuses it: the sweep said only 'exit 2' and 'rerun to resume', the reason (before,
+    a traceback) left in the run's stdout.log. It now says why, and the other runs train."""
+    monkeypatch.setenv("PYTHONPATH", REPO)  # the runs are child processes of this one
+    out, overrides = tmp_path / "sweep", dict(TINY, max_steps=2, eval_every=2)
+    damaged = out / "scalerl-s0"
+    damaged.mkdir(parents=True)
+    cfg = make_config("scalerl", seed=0, out=str(damaged), warmstart_cache=warm_cache, **overrides)
+    (damaged / "config.json").write_text(to_json(cfg) + "\n")
+    (damaged / "ckpt.pt").write_bytes(b"PK\x03\x04 cut short")  # a zip file's first bytes, no more
+    (damaged / "stdout.log").write_text("trainer-minimal: error: an earlier attempt's refusal\n")
+    argv = ["sweep", "--presets", "scalerl", "--seeds", "0,1", "--out", str(out), "--warmstart-cache", warm_cache,
+            "--max-steps", "2", "--eval-every", "2", *tiny_flags()]
+    assert main(argv) == 1
+    said = capsys.readouterr()
+    refusal = (f"{damaged / 'ckpt.pt'} is not a whole checkpoint (14 bytes, cut short, or not a torch file), so the "
+               "run cannot be resumed from it")
+    assert "[sweep] done  scalerl-s0: exit 2 after" in said.out and refusal in said.out, said.out
+    assert f"[sweep]   scalerl-s0 was refused: {refusal}" in said.err and "Traceback" not in said.err + said.out
+    assert "earlier attempt" not in said.out + said.err  # only this attempt's own refusal
+    assert "[sweep] done  scalerl-s1: exit 0" in said.out
+    assert [r["step"] for r in read_jsonl(out / "scalerl-s1" / "evals.jsonl")] == [2]
+    assert not (damaged / "evals.jsonl").exists() and (damaged / "ckpt.pt").read_bytes() == b"PK\x03\x04 cut short"
+
+
 def test_a_sweep_interrupted_alone_stops_its_runs_instead_of_leaving_them_training(tmp_path, monkeypatch):
     """SIGINT to the sweep process alone (`kill -INT`, a scheduler; a terminal's Ctrl-C reaches every
     process) made it exit 130 saying the same command resumes it, while its runs trained on as orphans

@@ -192,6 +192,8 @@ def run_sweep(plan, out, workers, slim=False):
     # skipped (after --slim deleted the cache, a re-run of a finished sweep trained it again for nothing)
     prepare_warm_starts([p["cfg"] for p in plan if p["state"] == "new"])
     queue, running, failed = [], [], []
+    refused = {}  # run_id -> why its `train` refused to run
+    log_starts = {}  # run_id -> where this attempt's output begins in its stdout.log (appended to)
     for p in plan:
         if p["state"] == "finished":
             print(f"[sweep] {p['cfg'].run_id}: finished, skipped", flush=True)
@@ -203,6 +205,7 @@ def run_sweep(plan, out, workers, slim=False):
                 run_id, run_dir, argv = queue.pop(0)
                 os.makedirs(run_dir, exist_ok=True)
                 log = open(os.path.join(run_dir, "stdout.log"), "a")
+                log_starts[run_id] = log.tell()
                 cmd = [sys.executable, "-m", "trainer_minimal", "train", *argv]
                 print(f"[sweep] start {run_id}: {shlex.join(cmd)}", flush=True)  # pasteable, interpreter and all
                 running.append((run_id, subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT), log, time.time()))
@@ -213,9 +216,13 @@ def run_sweep(plan, out, workers, slim=False):
                     continue
                 running.remove(item)
                 log.close()
-                print(f"[sweep] done  {run_id}: exit {proc.returncode} after {time.time() - t0:.0f}s", flush=True)
+                refusal = refusal_in_log(log.name, log_starts[run_id]) if proc.returncode != 0 else ""
+                print(f"[sweep] done  {run_id}: exit {proc.returncode} after {time.time() - t0:.0f}s"
+                      + (f": {refusal}" if refusal else ""), flush=True)
                 if proc.returncode != 0:
                     failed.append(run_id)
+                    if refusal:
+                        refused[run_id] = refusal
     except KeyboardInterrupt:
         stop_runs(running)
         raise
@@ -227,8 +234,27 @@ def run_sweep(plan, out, workers, slim=False):
         slim_down(out, [p["cfg"].out for p in plan])
     if failed:
         print(f"[sweep] failed runs: {', '.join(failed)} (see their stdout.log; rerun to resume)", file=sys.stderr)
+        for run_id, refusal in refused.items():  # a rerun refuses these again until what they name is fixed
+            print(f"[sweep]   {run_id} was refused: {refusal}", file=sys.stderr)
         return 1
     return 0
+
+
+REFUSAL_PREFIX = "trainer-minimal: error: "  # how `train` says why it refused to run (cli.main)
+
+
+def refusal_in_log(path, start):
+    """Why a run's `train` refused to run (its last error line in what this attempt wrote to its
+    stdout.log, from byte `start`), or "" when it said none (a crash: its traceback is in the log).
+    The sweep said only 'exit 2', and then 'rerun to resume', which a refused run is not."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(start)
+            lines = f.read().decode(errors="replace").splitlines()
+    except OSError:
+        return ""
+    said = [line[len(REFUSAL_PREFIX):] for line in lines if line.startswith(REFUSAL_PREFIX)]
+    return said[-1] if said else ""
 
 
 STOP_GRACE_S = 2.0  # on Ctrl-C, how long the runs in flight get to stop on their own
