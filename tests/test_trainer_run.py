@@ -547,14 +547,18 @@ def test_resume_of_a_run_whose_config_json_was_deleted_goes_on_from_the_checkpoi
 def test_resume_from_a_damaged_checkpoint_is_refused_naming_it(tmp_path, warm_cache, capsys):
     """A ckpt.pt cut short (a full disk in an older version, a copy cut off), empty or another file,
     with config.json there: --resume was a torch traceback (RuntimeError about mmap and zip files,
-    OSError). It is refused naming the file and what to do, exit 2, and nothing is written."""
+    OSError), and one damaged in its weights a traceback under the run folder's lock. It is refused
+    naming the file and what to do, exit 2, and nothing is written."""
     run = tmp_path / "run"
     train(tiny(run, warm_cache, max_steps=2, eval_every=2))
     (run / "summary.json").unlink()  # interrupted after its last checkpoint: --resume would train on
     good = (run / "ckpt.pt").read_bytes()
     capsys.readouterr()
+    at = good.index(b"PK\x03\x04", len(good) // 2)  # a tensor's record in the zip: read only when the run loads it
+    weights_damaged = good[:at] + bytes(30) + good[at + 30:]
     for damaged, said in [(good[: len(good) // 2], f"not a whole checkpoint ({len(good) // 2} bytes, cut short"),
-                          (b"", "empty (0 bytes)"), (b"not a torch file", "not a whole checkpoint (16 bytes")]:
+                          (b"", "empty (0 bytes)"), (b"not a torch file", "not a whole checkpoint (16 bytes"),
+                          (weights_damaged, "a torch file that cannot be read as a checkpoint (RuntimeError: ")]:
         (run / "ckpt.pt").write_bytes(damaged)
         before = folder_snapshot(run)
         assert main(["train", "--out", str(run), "--resume", "--max-steps", "4"]) == 2

@@ -242,11 +242,11 @@ def run_command(args, cfg, plan):
                   file=sys.stderr)
             return code
     from .logging_io import RunFolderBusy
-    from .train import end_distributed, train
+    from .train import UnreadableCheckpoint, end_distributed, train
 
     try:
         train(cfg)
-    except RunFolderBusy as e:
+    except (RunFolderBusy, UnreadableCheckpoint) as e:
         print(f"trainer-minimal: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as e:

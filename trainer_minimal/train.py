@@ -182,7 +182,7 @@ def checkpoint_damage(path, err):
         return "empty (0 bytes)"
     if size is not None and not zipfile.is_zipfile(path):
         return f"not a whole checkpoint ({size} bytes, cut short, or not a torch file)"
-    said = str(err).splitlines()[0] if str(err) else ""
+    said = str(err).splitlines()[0].split(". ")[0] if str(err) else ""  # torch's advice after it misleads
     return f"a torch file that cannot be read as a checkpoint ({type(err).__name__}: {said})"
 
 
@@ -614,7 +614,12 @@ def run_training(cfg):
     state = dict(step=0, compute=0.0, device_seconds=0.0, r0=None, retired=np.zeros(len(pool), dtype=bool))
 
     if cfg.resume:
-        ckpt = torch.load(paths["ckpt"], map_location=device, weights_only=False)
+        try:  # its weights are read only now: damage in them (bytes zeroed or changed) passed preflight's look
+            ckpt = torch.load(paths["ckpt"], map_location=device, weights_only=False)
+        except torch.OutOfMemoryError:
+            raise
+        except Exception as err:  # a traceback under the lock; cli.run_command refuses it like preflight
+            raise UnreadableCheckpoint(paths["ckpt"], err) from None
         saved_cfg = from_dict(ckpt["config"])
         changed = run_defining_changes(saved_cfg, cfg)
         if changed:
