@@ -907,18 +907,20 @@ def _warn_if_runs_in_flight(source: Path) -> None:
     if not source.is_dir():
         return
     from .data import RUN_LOG_NAME
-    from .watch import is_finished
+    from .formatting import names_shown
+    from .watch import is_finished, stopped_by_advisor
 
-    unfinished = sorted(log.parent.name for log in source.rglob(RUN_LOG_NAME) if not is_finished(log.parent))
+    folders = sorted((log.parent for log in source.rglob(RUN_LOG_NAME)), key=lambda folder: folder.name)
+    unfinished = [folder.name for folder in folders if not is_finished(folder)]
     if unfinished:
-        shown = ", ".join(unfinished[:6]) + (f" and {len(unfinished) - 6} more" if len(unfinished) > 6 else "")
-        warn(f"{len(unfinished)} run(s) in {source} have no summary.json and may still be training ({shown}): "
-             "the backtest takes their last evaluation as their final, so its regret and compute are of unfinished runs")
+        warn(f"{len(unfinished)} run(s) in {source} have no summary.json and may still be training "
+             f"({names_shown(unfinished, 6)}): the backtest takes their last evaluation as their final, so its "
+             "regret and compute are of unfinished runs")
     # a sweep trained with --advisor-every: its stopped runs look finished (summary.json), but ended early
-    stopped = sorted(log.parent.name for log in source.rglob(RUN_LOG_NAME) if (log.parent / "stopped.json").exists())
+    stopped = [folder.name for folder in folders if stopped_by_advisor(folder)]
     if stopped:
-        shown = ", ".join(stopped[:6]) + (f" and {len(stopped) - 6} more" if len(stopped) > 6 else "")
-        warn(f"{len(stopped)} run(s) in {source} were stopped early by their own advisor (stopped.json: {shown}): the "
+        warn(f"{len(stopped)} run(s) in {source} were stopped early by their own advisor (stopped.json: "
+             f"{names_shown(stopped, 6)}): the "
              "backtest takes where each stopped as its end and final, so 'no_stopping' is the sweep as it ran, "
              "not every run to its end, and regret is judged on those early finals")
 

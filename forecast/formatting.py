@@ -8,7 +8,7 @@ import math
 import re
 
 __all__ = ["fmt_compute", "fmt_prob", "prob_is", "shown_so_it_reads_true", "pretty_as_str",
-           "unknown_name_message"]
+           "names_shown", "unknown_name_message"]
 
 
 def fmt_compute(x) -> str:
@@ -71,6 +71,13 @@ def pretty_as_str(self, printer, cycle) -> None:
     dataclass repr instead: raw fields, without "converged" or the recommendation's sentence, and the
     decision's table cut to "..." columns. repr() itself stays the dataclass's, for debugging."""
     printer.text(str(self))
+
+
+def names_shown(names, most: int) -> str:
+    """'a, b, c and 4 more': the first `most` names of a list a message would make too long."""
+    names = list(names)
+    rest = len(names) - most
+    return ", ".join(map(str, names[:most])) + (f" and {rest} more" if rest > 0 else "")
 
 
 def close_names(name: str, known) -> list[str]:

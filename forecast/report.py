@@ -35,7 +35,7 @@ import pandas as pd
 
 from . import __version__
 from .data import FarFromDataWarning
-from .formatting import fmt_compute, fmt_prob, prob_is
+from .formatting import fmt_compute, fmt_prob, names_shown, prob_is
 from .io import atomic_write_text, json_safe
 
 __all__ = [
@@ -353,7 +353,7 @@ def ended_runs(runs: pd.DataFrame) -> dict[str, tuple[str, str]]:
     from pathlib import Path
 
     from .data import RUN_LOG_NAME
-    from .watch import how_it_ended, is_finished
+    from .watch import how_it_ended, is_finished, stopped_by_advisor
 
     if "_source" not in runs:
         return {}
@@ -363,7 +363,7 @@ def ended_runs(runs: pd.DataFrame) -> dict[str, tuple[str, str]]:
         if len(sources) != 1 or Path(sources[0]).name != RUN_LOG_NAME:
             continue
         folder = Path(sources[0]).parent
-        if (folder / "stopped.json").exists():
+        if stopped_by_advisor(folder):
             how = how_it_ended(folder, rows)
             if not how.startswith("stopped"):  # a stopped.json without the advice it should hold
                 how = f"stopped by its own advisor ({folder / 'stopped.json'} names no reason it can be read for)"
@@ -475,8 +475,8 @@ def cross_validation_section_data(cv: pd.DataFrame, fc=None, source=None) -> dic
     foreign = sorted(set(cv["run_id"].astype(str)) - set(map(str, fc.run_ids))) if fc is not None else []
     warning = None
     if foreign:
-        shown = ", ".join(foreign[:4]) + (f" and {len(foreign) - 4} more" if len(foreign) > 4 else "")
-        warning = (f"the cross-validation{f' ({source})' if source else ''} holds runs this fit does not ({shown}): "
+        warning = (f"the cross-validation{f' ({source})' if source else ''} holds runs this fit does not "
+                   f"({names_shown(foreign, 4)}): "
                    "its figures are of other runs")
     return {"source": str(source) if source is not None else None, "level": level_of(cv),
             "metrics": metrics, "summary": describe_cross_validation(cv, metrics), "warning": warning,

@@ -200,11 +200,16 @@ def _config_number(config: dict, name: str, path: Path):
     return float(value), None
 
 
+def stopped_by_advisor(folder: Path | None) -> bool:
+    """Whether a trainer's run folder holds stopped.json: its own advisor (--advisor-every) ended it."""
+    return folder is not None and (folder / "stopped.json").exists()
+
+
 def is_finished(folder: Path | None) -> bool:
     """Whether a trainer's run folder says its run ended: summary.json, or stopped.json alone (its own
     advisor stopped it and it was killed before its summary: the trainer keeps the stop on --resume,
     and forecast report takes it as ended too)."""
-    return folder is not None and ((folder / "summary.json").exists() or (folder / "stopped.json").exists())
+    return folder is not None and ((folder / "summary.json").exists() or stopped_by_advisor(folder))
 
 
 def how_it_ended(folder: Path | None, rows: pd.DataFrame) -> str:
