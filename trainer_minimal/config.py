@@ -265,8 +265,9 @@ def sweep_contents(folder):
         names = []
     runs = [name for name in names if run_files_in(os.path.join(folder, name))]
     if runs:
-        held.append(f"run folder{'s' if len(runs) > 1 else ''} {', '.join(runs[:3])}"
-                    + (f" and {len(runs) - 3} more" if len(runs) > 3 else ""))
+        from forecast.formatting import names_shown
+
+        held.append(f"run folder{'s' if len(runs) > 1 else ''} {names_shown(runs, 3)}")
     return held
 
 
