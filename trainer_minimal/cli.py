@@ -30,7 +30,6 @@ from .config import (
     advisor_idle_note,
     field_names,
     make_config,
-    read_saved_config,
     run_defining_changes,
     validate,
 )
@@ -98,11 +97,7 @@ def resolve_train_config(args):
     if overrides.get("resume"):
         out = overrides.get("out", Config.out)
         saved, ckpt = os.path.join(out, "config.json"), os.path.join(out, "ckpt.pt")
-        if os.path.exists(ckpt) and not os.path.exists(saved):
-            # config.json deleted: the checkpoint holds the run's settings (the ones a resume is checked
-            # against), and a resume that trains writes config.json again from them (see config_restored_note)
-            saved = ckpt
-        elif not os.path.exists(ckpt):
+        if not os.path.exists(ckpt):
             # config.json alone (no evaluation logged, no summary): stopped in its warm start or step-0
             # evaluation, before the first checkpoint; a --slim sweep's finished run keeps its evals.jsonl
             fresh = os.path.exists(saved) and not any(os.path.exists(os.path.join(out, name))
@@ -110,12 +105,11 @@ def resolve_train_config(args):
             started = (f"; it was stopped before its first checkpoint: the command that started it (its flags are "
                        f"in {saved}) starts it again" if fresh else "")
             raise ValueError(f"--resume: no checkpoint in {out} (no ckpt.pt){started}")
-        if saved == ckpt:
-            from .train import read_checkpoint_config
+        from .train import saved_run_config
 
-            saved_cfg = read_checkpoint_config(ckpt)
-        else:
-            saved_cfg = read_saved_config(saved)
+        # where config.json was deleted, the checkpoint holds the run's settings (the ones a resume is checked
+        # against), and a resume that trains writes config.json again from them (see config_restored_note)
+        saved_cfg = saved_run_config(out)
         if overrides.get("advisor_every") == 0:  # turning the advisor off turns off its settings too
             overrides = {**{k: "" for k in ADVISOR_SETTINGS}, **overrides}
         cfg = dataclasses.replace(saved_cfg, **overrides)

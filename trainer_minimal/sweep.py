@@ -34,7 +34,6 @@ from .config import (
     check_not_a_run,
     check_writable,
     make_config,
-    read_saved_config,
     run_defining_changes,
 )
 from .logging_io import read_jsonl
@@ -103,15 +102,13 @@ def existing_run_state(cfg, max_steps_given):
     config_path = os.path.join(cfg.out, "config.json")
     if not (ckpt or summary):
         return "new", ""
-    if os.path.exists(config_path):
-        saved = read_saved_config(config_path)
-    elif ckpt:  # config.json deleted: the checkpoint holds the run's settings, and its resume writes config.json again
-        from .train import read_checkpoint_config
-
-        saved = read_checkpoint_config(os.path.join(cfg.out, "ckpt.pt"))
-    else:  # started as new, `train` refused it as "already holds a run" at every re-run
+    if not (ckpt or os.path.exists(config_path)):  # started as new, `train` refused it as "already holds a run" at every re-run
         return "", ("has a summary.json but neither config.json nor ckpt.pt, so the settings it ran with are unknown: "
                     "put back its config.json, or move the run folder away")
+    from .train import saved_run_config
+
+    # config.json deleted: the checkpoint holds the run's settings, and its resume writes config.json again
+    saved = saved_run_config(cfg.out)
     changed = run_defining_changes(saved, cfg)
     if cfg.max_steps < saved.max_steps or (cfg.max_steps != saved.max_steps and not max_steps_given):
         changed.append(f"max_steps {saved.max_steps!r} -> {cfg.max_steps!r}")

@@ -210,6 +210,17 @@ def read_checkpoint_config(path):
                          f"readable checkpoint to read the run's settings from ({err.reason})") from None
 
 
+def saved_run_config(out):
+    """The Config the run in folder `out` was started with: its config.json, or where that was deleted,
+    its checkpoint's own (ValueError naming the file where neither can be read)."""
+    from .config import read_saved_config
+
+    config = os.path.join(out, "config.json")
+    if os.path.exists(config):
+        return read_saved_config(config)
+    return read_checkpoint_config(os.path.join(out, "ckpt.pt"))
+
+
 def checkpoint_step(path):
     """The optimizer step a checkpoint was taken at (memory-mapped: the weights are not read)."""
     return read_checkpoint(path, lambda ckpt: ckpt["state"]["step"])
