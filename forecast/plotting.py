@@ -255,6 +255,20 @@ def _mark_in_panel(panel, mark: str) -> None:
                bbox={"facecolor": "white", "edgecolor": CONVERGENCE_MARK_COLOUR, "alpha": 0.6, "pad": 2})
 
 
+def _lay_out_one_panel(fig, ax, mark: str | None, own_figure: bool) -> None:
+    """A one-panel chart's last step: on a figure of ours, the mark (if any) above the panel, where
+    tight_layout keeps room for it, the figure taller by its lines; on a caller's figure (theirs to lay
+    out: tight_layout moved their other axes), the mark inside the panel."""
+    if own_figure:
+        if mark:  # each of its lines wrapped to the figure's width
+            mark = "\n".join(_wrapped_mark(line, 0.96 * fig.get_figwidth()) for line in mark.split("\n"))
+            fig.set_figheight(fig.get_figheight() + 0.2 * (mark.count("\n") + 1) + 0.1)
+            fig.suptitle(mark, color=CONVERGENCE_MARK_COLOUR, fontsize=CONVERGENCE_MARK_FONTSIZE)
+        fig.tight_layout()
+    elif mark:
+        _mark_in_panel(ax, mark)
+
+
 def plot_fan_chart(fc, *, recipes=None, budget=None, kind="new_run", ax=None, ncols=3, title=None, target=None):
     """One panel per recipe: observed evaluations, the posterior median curve and 50%/90% bands
     out to `budget`, and `target` (a pass rate) as a dash-dot line when given. Returns the
@@ -432,15 +446,7 @@ def plot_asymptote_forest(fc, *, ax=None, reference=None):
     ax.set_yticklabels(table["recipe"])
     ax.set_xlabel("asymptote A (50% and 90% intervals)")
     ax.grid(axis="x", alpha=0.3)
-    mark = convergence_mark(fc)
-    if own_figure:  # a caller's figure is theirs to lay out: tight_layout moved their other axes
-        if mark:  # above the panel, where tight_layout keeps room for it
-            mark = _wrapped_mark(mark, 0.96 * fig.get_figwidth())
-            fig.set_figheight(fig.get_figheight() + 0.2 * (mark.count("\n") + 1) + 0.1)
-            fig.suptitle(mark, color=CONVERGENCE_MARK_COLOUR, fontsize=CONVERGENCE_MARK_FONTSIZE)
-        fig.tight_layout()
-    elif mark:
-        _mark_in_panel(ax, mark)
+    _lay_out_one_panel(fig, ax, convergence_mark(fc), own_figure)
     return fig
 
 
@@ -513,13 +519,5 @@ def plot_cross_validation(cv, *, ax=None):
     ax.legend(title=f"bands: the {level_text(level_of(cv))} interval", fontsize=8, title_fontsize=8, loc="best")
     ax.grid(alpha=0.3)
     # the fan chart's red line, for the cuts whose fits were flagged: the image is pasted alone too
-    mark = cross_validation_mark(cv)
-    if own_figure:
-        if mark:  # above the panel, where tight_layout keeps room for it
-            mark = "\n".join(_wrapped_mark(line, 0.96 * fig.get_figwidth()) for line in mark.split("\n"))
-            fig.set_figheight(fig.get_figheight() + 0.2 * (mark.count("\n") + 1) + 0.1)
-            fig.suptitle(mark, color=CONVERGENCE_MARK_COLOUR, fontsize=CONVERGENCE_MARK_FONTSIZE)
-        fig.tight_layout()
-    elif mark:
-        _mark_in_panel(ax, mark)
+    _lay_out_one_panel(fig, ax, cross_validation_mark(cv), own_figure)
     return fig
