@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .formatting import fmt_compute
+from .formatting import fmt_compute, told_apart
 
 REQUIRED_COLUMNS = ("run_id", "recipe", "compute", "metric")
 OPTIONAL_NUMERIC = ("seed", "n_eval", "step", "device_seconds")
@@ -760,13 +760,10 @@ def _require_compute_to_grow_with_step(frame: pd.DataFrame) -> None:
 
 
 def _told_apart(first: float, second: float) -> tuple[str, str]:
-    """Two different values with as many digits as it takes for them to read differently: a compute
+    """Two different computes with as many digits as it takes for them to read differently: a compute
     that fell from 1.0000002e18 to 1.0000001e18 read "falls from 1e+18 to 1e+18"."""
-    for digits in range(6, 18):
-        a, b = f"{first:.{digits}g}", f"{second:.{digits}g}"
-        if a != b:
-            return a, b
-    return repr(float(first)), repr(float(second))
+    a, b = told_apart(first, second, lambda value, digits: f"{value:.{digits}g}", range(6, 18))
+    return (a, b) if a != b else (repr(float(first)), repr(float(second)))
 
 
 def load_runs(path, *, min_points: int = 2) -> pd.DataFrame:

@@ -32,6 +32,7 @@ from .formatting import (
     pretty_as_str,
     prob_is,
     shown_so_it_reads_true,
+    told_apart,
     unknown_name_message,
 )
 
@@ -256,11 +257,7 @@ def _told_apart(likelier: float, other: float) -> tuple[str, str]:
     first, second = prob_is(likelier), prob_is(other)
     if first != second or not first.startswith("=") or likelier == other:
         return first, second
-    for digits in (3, 4, 5):
-        first, second = f"= {likelier:.{digits}f}", f"= {other:.{digits}f}"
-        if first != second:
-            break
-    return first, second
+    return told_apart(likelier, other, lambda value, digits: f"= {value:.{digits}f}", (3, 4, 5))
 
 
 LEVEL_NAMED = 3  # recipes level with the runner-up named in the sentence; the table holds the rest

@@ -47,6 +47,17 @@ def prob_is(p) -> str:
     return f"= {text}"
 
 
+def told_apart(first: float, second: float, render, digit_counts) -> tuple[str, str]:
+    """Two different values written by render(value, digits) with the first of digit_counts that
+    makes them read differently, so a sentence never says "falls from 1e+18 to 1e+18" or "0.12
+    against 0.12"; the last count's text where none does."""
+    for digits in digit_counts:
+        a, b = render(first, digits), render(second, digits)
+        if a != b:
+            break
+    return a, b
+
+
 def shown_so_it_reads_true(value: float, reads_true, digits: int) -> str:
     """`value` with `digits` decimals, or as many more as it takes for the comparison printed beside
     it to read true: reads_true(the printed number). R-hat 1.0104 against a limit of 1.01 is
