@@ -13,6 +13,7 @@ import math
 import os
 import re
 import sys
+import threading
 import warnings
 from pathlib import Path
 
@@ -828,8 +829,11 @@ def run_watch(args) -> int:
     config = _rule_config(args)
     if args.budget is not None and not _positive_finite(args.budget):
         raise BadInput(f"--budget must be finite and > 0, got {args.budget:g}")
-    if args.interval < 0:
-        raise BadInput(f"--interval must be >= 0, got {args.interval:g}")
+    # nan and inf (or a wait beyond the platform's limit) would pass a check for < 0 and fail in
+    # time.sleep, with a traceback, after the first poll's fit
+    if not 0 <= args.interval <= threading.TIMEOUT_MAX:
+        raise BadInput(f"--interval must be a number of seconds >= 0 (at most {threading.TIMEOUT_MAX:.0f}), "
+                       f"got {args.interval:g}")
     if args.max_polls is not None and args.max_polls < 1:
         raise BadInput(f"--max-polls must be >= 1, got {args.max_polls}")
     _wait_for_the_folder(args.runs_dir, wait=not args.once)

@@ -209,6 +209,19 @@ def test_watch_cli_bad_input(tmp_path, capsys):
     assert main(["watch", str(tmp_path), "--once", "--threshold", "2"]) == 2
 
 
+@pytest.mark.parametrize("interval", ["nan", "inf", "1e300", "-1"])
+def test_an_interval_that_cannot_be_slept_is_refused_before_the_first_poll(tmp_path, interval, monkeypatch, capsys):
+    """`--interval nan` (or inf, or 1e300 seconds) passed the check for a negative one, and the watch
+    failed with a ValueError or OverflowError traceback from time.sleep after its first poll (a fit
+    of a minute or more, on a sweep in flight), exit 1."""
+    import forecast.watch
+
+    polled = []
+    monkeypatch.setattr(forecast.watch, "poll", lambda *args, **kwargs: polled.append(1) or [])
+    assert main(["watch", str(tmp_path), "--interval", interval, "--max-polls", "2"]) == 2
+    assert "--interval must be" in capsys.readouterr().err and polled == []
+
+
 @pytest.mark.parametrize("target, message", [
     ("good-s0/evals.jsonl", "is, or would become, an input read from"),  # the run log it follows
     ("good-s0/summary.json", "whose files (evals.jsonl, summary.json) are the trainer's"),  # would mark it finished
