@@ -1206,8 +1206,8 @@ def main(argv=None) -> int:
     repeated = command_parser and repeated_flag(command_parser, list(sys.argv[1:] if argv is None else argv))
     if repeated:
         command_parser.error(f"{repeated} is given more than once; give it once (only the last would count)")
-    if not getattr(args, "func", None):
-        parser.print_help()
+    if not getattr(args, "func", None):  # no command: a usage error, said where the others are (stdout may be a JSON file)
+        parser.print_help(sys.stderr)
         return EXIT_BAD_INPUT
     _expand_home(args)
     try:

@@ -236,6 +236,15 @@ def test_an_unknown_flag_is_named_by_the_command_it_was_given_to(fit_dir, capsys
     assert "usage: forecast predict" in err  # the flags predict does take, not the list of commands
 
 
+def test_no_command_is_a_usage_error_on_stderr_not_help_on_stdout(capsys):
+    """`forecast` with no command exits 2, as a usage error, but printed the help on stdout: a script's
+    `forecast $CMD --json > out.json` with $CMD empty wrote the help into the file it meant for JSON
+    (trainer-minimal, and every other usage error here, says it on stderr)."""
+    assert main([]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "usage: forecast" in err and "cross-validate" in err  # the commands it takes
+
+
 def test_fit_summary_keeps_the_priors_and_version_flag(fit_dir, capsys):
     summary = json.loads((fit_dir / "fit" / "summary.json").read_text())
     assert summary["settings"]["priors"]["b_mu"] is not None and summary["settings"]["mode"] == "fast"
