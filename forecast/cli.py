@@ -117,6 +117,7 @@ def _check_output_file(path, flag: str, example: str, source=None) -> None:
     kind (checked before any work, not after a long fit)."""
     if path is None:
         return
+    _refuse_standard_output(path, flag, example)
     out = Path(path)
     if out.is_dir():
         raise BadInput(f"{flag} {path}: is a folder; give a file name, e.g. {out / example}")
@@ -128,6 +129,13 @@ def _check_output_file(path, flag: str, example: str, source=None) -> None:
             raise BadInput(f"{flag} {path}: {conflict}; write it elsewhere, e.g. {elsewhere / example}")
     if conflict := _overwrites_other_data(out, example):
         raise BadInput(f"{flag} {path}: {conflict}; name the output e.g. {out.parent / example}")
+
+
+def _refuse_standard_output(path, flag: str, example: str) -> None:
+    """`-o -` is many tools' "write to standard output"; here it made a file named '-' without a word."""
+    if str(path) == "-":
+        raise BadInput(f"{flag} -: this command writes a file, not standard output; name one, e.g. {example} "
+                       "(--json prints the result on standard output where a command offers it)")
 
 
 def _overwrites_other_data(out: Path, example: str) -> str | None:
@@ -333,6 +341,7 @@ def run_fit(args) -> int:
         raise BadInput(f"--horizon must be a compute > 0, got {args.horizon:g}")
     if args.target is not None and not 0 < args.target < 1:
         raise BadInput(f"--target must lie in (0, 1), got {args.target}")
+    _refuse_standard_output(args.out, "--out", "fits/sweep")
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise BadInput(f"--out {out}: is a file; --out names a folder (fit.nc and summary.json go in it)")

@@ -546,3 +546,34 @@ def test_an_output_named_with_another_suffix_is_replaced_on_its_own_rerun(tmp_pa
         path.write_text(runs)
         with pytest.raises(BadInput, match="exists, and is a .jsonl file"):
             _check_output_file(path, "--out", example)
+
+
+@pytest.mark.parametrize(
+    "argv, flag",
+    [
+        (["fit", "{d}/runs.csv", "--out", "-", "--fast"], "--out -"),
+        (["report", "{d}/runs.csv", "-o", "-", "--fast"], "-o -"),
+        (["cross-validate", "{d}/runs.csv", "--cuts", "0.5", "--fast", "--out", "-"], "--out -"),
+        (["backtest", "{d}/runs.csv", "--out", "-"], "--out -"),
+        (["watch", "{d}/logs", "--once", "--out", "-"], "--out -"),
+    ],
+)
+def test_a_dash_for_standard_output_is_refused_not_written_as_a_file_named_dash(fit_dir, tmp_path, monkeypatch,
+                                                                               capsys, argv, flag):
+    """`report -o -` (many tools' standard output) wrote a file named '-' in the working folder."""
+    import forecast.backtest
+    import forecast.watch
+    from forecast.forecaster import ScalingForecaster
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("worked before refusing the output")
+
+    monkeypatch.setattr(ScalingForecaster, "fit", no_work)
+    monkeypatch.setattr(forecast.backtest, "backtest", no_work)
+    monkeypatch.setattr(forecast.watch, "watch", no_work)
+    (fit_dir / "logs").mkdir(exist_ok=True)
+    monkeypatch.chdir(tmp_path)
+    assert main([a.format(d=fit_dir) for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert f"{flag}: this command writes a file, not standard output" in err
+    assert list(tmp_path.iterdir()) == []
