@@ -28,6 +28,11 @@ FOLDER_SUFFIXES = (".csv", ".parquet", ".pq", ".jsonl")
 # trainer_minimal's per-step log beside its run log: no run table (no run_id, no metric), and in a
 # folder without run logs (runs that have not evaluated yet) it was read as one and failed on run_id
 TRAINER_STEP_LOG = "train_log.jsonl"
+# Which runs ended, and how: a run folder's stopped.json (its own advisor, --advisor-every, stopped
+# it) or summary.json (it finished its steps), written on the rows read from its run log and in the
+# column a sweep's runs.csv carries, so a table or a saved fit says what the folder said. Empty: in flight.
+ENDED_COLUMN = "ended"
+ENDED_VALUES = ("finished", "advisor_stopped")
 
 __all__ = ["RunDataError", "FarFromDataWarning", "load_runs", "validate_runs", "require_rates", "read_table", "RunSummary", "summarize_runs"]
 
@@ -197,8 +202,19 @@ def _read_one_file(path: Path) -> pd.DataFrame:
         raise RunDataError(_not_utf8_message(path, err), source=path) from None
     except Exception as err:  # pandas/pyarrow parse errors: name the file, keep the cause
         raise RunDataError(f"could not be read ({type(err).__name__}: {err})", source=path) from None
+    if path.name == RUN_LOG_NAME:
+        frame[ENDED_COLUMN] = how_run_folder_ended(path.parent)
     frame["_source"] = str(path)
     return frame
+
+
+def how_run_folder_ended(folder: Path) -> str:
+    """'advisor_stopped' when a trainer's run folder holds stopped.json (a run killed before its
+    summary.json stays stopped: the trainer does not resume it), 'finished' when it holds
+    summary.json alone, '' when neither: the run is in flight."""
+    if (folder / "stopped.json").exists():
+        return "advisor_stopped"
+    return "finished" if (folder / "summary.json").exists() else ""
 
 
 # what read_csv takes for a missing value by default (pandas' documented list)
@@ -598,6 +614,8 @@ def _checked_runs(frame: pd.DataFrame, *, source, min_points: int) -> pd.DataFra
                 hint = (f": a run_id names one run in the whole table; if these are {len(shown)} runs, name them apart "
                         f"(e.g. '{shown[0]}-{run}', '{shown[1]}-{run}')")
             raise RunDataError(f"belongs to several {what} {shown}{hint}", column=column, **_where(frame, idx))
+    if ENDED_COLUMN in frame.columns:
+        frame[ENDED_COLUMN] = _checked_ended(frame)
     frame = _without_repeated_rows(frame)
     duplicated = frame.duplicated(["run_id", "compute"], keep="first")
     if duplicated.any():
@@ -628,6 +646,28 @@ def _checked_runs(frame: pd.DataFrame, *, source, min_points: int) -> pd.DataFra
     frame = frame.sort_values(["recipe", "run_id", "compute"], kind="stable").reset_index(drop=True)
     frame.attrs["source"] = str(src) if src is not None else None
     return frame
+
+
+def _checked_ended(frame: pd.DataFrame) -> pd.Series:
+    """The `ended` column as text, one value per run: '' for a run in flight (empty cells; a saved fit
+    writes ''), else the one of ENDED_VALUES its rows name. RunDataError for another value, or a run
+    whose rows name two."""
+    ended = frame[ENDED_COLUMN].astype(object)  # a Parquet file's categorical or nullable column too
+    text = ended.where(ended.isna(), ended.astype(str).str.strip()).fillna("")
+    bad = ~text.isin(("", *ENDED_VALUES))
+    if bad.any():
+        idx = bad.idxmax()
+        raise RunDataError(f"must be empty (a run in flight) or say how the run ended: {' or '.join(map(repr, ENDED_VALUES))}; "
+                           f"got {text[idx]!r}", column=ENDED_COLUMN, **_where(frame, idx))
+    said = text[text != ""]
+    per_run = said.groupby(frame.loc[said.index, "run_id"]).nunique()
+    if (per_run > 1).any():
+        run = per_run[per_run > 1].index[0]
+        values = said[frame.loc[said.index, "run_id"] == run]
+        idx = values.index[values != values.iloc[0]][0]
+        raise RunDataError(f"says the run ended two ways ({values.iloc[0]!r}, then {values[idx]!r}); give one",
+                           column=ENDED_COLUMN, **_where(frame, idx))
+    return text.groupby(frame["run_id"]).transform("max")  # a run's empty cells take its one value
 
 
 def _first_row_at(frame: pd.DataFrame, later):

@@ -71,8 +71,8 @@ class Recommendation:
 class StopAdvice:
     """Continue/stop advice per run (from forecast.early_stop)."""
 
-    # columns run_id, recipe, decision (stop/continue, or ended: a trainer's run whose folder says it
-    # ended, not advised; ended_runs), rule, reason
+    # columns run_id, recipe, decision (stop/continue, or ended: a trainer's run whose folder, or the
+    # table's ended column, says it ended, not advised; ended_runs), rule, reason
     table: pd.DataFrame
     source: str
 
@@ -345,22 +345,23 @@ def saturated_stops_note(table: pd.DataFrame, recommendation: Recommendation) ->
 
 
 def ended_runs(runs: pd.DataFrame) -> dict[str, tuple[str, str]]:
-    """{run_id: (rule, how it ended in words)} for the runs read from a trainer's run folder
-    (evals.jsonl, the `_source` of their rows) that has ended: 'advisor_stopped' when the folder holds
-    stopped.json (the trainer's --advisor-every stopped it; a run killed before its summary.json stays
-    stopped, as the trainer keeps it), 'finished' when it holds summary.json alone. Runs from a table
-    (a CSV, or an in-memory frame) say nothing of how they ended and are not listed."""
+    """{run_id: (rule, how it ended in words)} for the runs that have ended. A run read from a
+    trainer's run folder (evals.jsonl, the `_source` of its rows) says it in the folder: 'advisor_stopped'
+    when it holds stopped.json (the trainer's --advisor-every stopped it; a run killed before its
+    summary.json stays stopped, as the trainer keeps it), 'finished' when it holds summary.json alone.
+    Any other run says it in the table's `ended` column (a sweep's runs.csv, a saved fit's run table:
+    forecast.data.ENDED_COLUMN); a table without it says nothing, and its runs are not listed."""
     from pathlib import Path
 
     from .data import RUN_LOG_NAME
     from .watch import how_it_ended, is_finished, stopped_by_advisor
 
-    if "_source" not in runs:
-        return {}
     ended = {}
     for run, rows in runs.groupby("run_id"):
-        sources = rows["_source"].dropna().astype(str).unique()
+        sources = rows["_source"].dropna().astype(str).unique() if "_source" in rows else []
         if len(sources) != 1 or Path(sources[0]).name != RUN_LOG_NAME:
+            if said := ended_as_the_table_says(rows):
+                ended[str(run)] = said
             continue
         folder = Path(sources[0]).parent
         if stopped_by_advisor(folder):
@@ -371,6 +372,21 @@ def ended_runs(runs: pd.DataFrame) -> dict[str, tuple[str, str]]:
         elif is_finished(folder):
             ended[str(run)] = ("finished", how_it_ended(folder, rows) + " (summary.json)")
     return ended
+
+
+def ended_as_the_table_says(rows: pd.DataFrame) -> tuple[str, str] | None:
+    """(rule, how it ended in words) from one run's `ended` column (forecast.data checks it holds one
+    of ENDED_VALUES per run, '' for a run in flight); None when it is in flight or the table has no such column."""
+    from .data import ENDED_COLUMN
+    from .watch import last_evaluation
+
+    said = rows[ENDED_COLUMN].dropna().astype(str).str.strip() if ENDED_COLUMN in rows else pd.Series(dtype=str)
+    said = said[said != ""]
+    if said.empty:
+        return None
+    rule = said.iloc[0]
+    how = "stopped by its own advisor" if rule == "advisor_stopped" else "finished"
+    return rule, f"{how} at {last_evaluation(rows)} (the table's {ENDED_COLUMN} column)"
 
 
 # ----------------------------------------------------------------------------- figures
@@ -960,7 +976,8 @@ def stop_advice_html(advice: StopAdvice | None, *, open_rows: int = 12) -> str:
                  "the recommendation above says which recipe a run at the budget should use.</p>")
     if (advice.table["decision"] == "ended").any():
         body += ('<p class="explain">Ended: the run\'s folder says it ended (stopped.json: stopped by its own '
-                 "advisor, with the advisor's reason; summary.json alone: finished), so it is not in flight and is "
+                 "advisor, with the advisor's reason; summary.json alone: finished), or the table's 'ended' "
+                 "column does (a sweep's runs.csv, a saved fit), so it is not in flight and is "
                  "not advised; the runs in flight are compared with it at what it reached.</p>")
     return section_html("Stop or continue", body, anchor="stop-advice")
 

@@ -47,6 +47,7 @@ from .data import (
     compute_unit_of,
     data_warnings_of,
     far_from_data,
+    how_run_folder_ended,
     load_runs,
     read_table,
     require_names,
@@ -202,22 +203,27 @@ def _config_number(config: dict, name: str, path: Path):
 
 def stopped_by_advisor(folder: Path | None) -> bool:
     """Whether a trainer's run folder holds stopped.json: its own advisor (--advisor-every) ended it."""
-    return folder is not None and (folder / "stopped.json").exists()
+    return folder is not None and how_run_folder_ended(folder) == "advisor_stopped"
 
 
 def is_finished(folder: Path | None) -> bool:
     """Whether a trainer's run folder says its run ended: summary.json, or stopped.json alone (its own
     advisor stopped it and it was killed before its summary: the trainer keeps the stop on --resume,
     and forecast report takes it as ended too)."""
-    return folder is not None and ((folder / "summary.json").exists() or stopped_by_advisor(folder))
+    return folder is not None and how_run_folder_ended(folder) != ""
+
+
+def last_evaluation(rows: pd.DataFrame) -> str:
+    """Where a run's rows end, in words: 'eval 8 (1.01e9)'."""
+    compute = pd.to_numeric(rows["compute"], errors="coerce").max() if "compute" in rows else float("nan")
+    return f"eval {len(rows)}" + (f" ({fmt_compute(float(compute))})" if math.isfinite(compute) else "")
 
 
 def how_it_ended(folder: Path | None, rows: pd.DataFrame) -> str:
     """A finished run's end in words, from its stopped.json (the trainer's advisor stopped it) and
     its log: 'stopped by its own advisor at eval 8 (1.01e9): stop: P(...) < 0.05', or 'finished at
     eval 15 (2.17e9)'. A file of another shape (or a refused run's bad compute) is read as far as it goes."""
-    compute = pd.to_numeric(rows["compute"], errors="coerce").max() if "compute" in rows else float("nan")
-    where = f"eval {len(rows)}" + (f" ({fmt_compute(float(compute))})" if math.isfinite(compute) else "")
+    where = last_evaluation(rows)
     stopped = _read_json(folder / "stopped.json") if folder is not None else {}
     advice = stopped.get("advice") if isinstance(stopped, dict) else None
     if isinstance(advice, dict):

@@ -283,6 +283,38 @@ def test_fuzzed_tables_either_validate_cleanly_or_raise_run_data_error(rows, dro
     assert (clean.groupby("run_id")["recipe"].nunique() == 1).all()
 
 
+def test_the_ended_column_says_which_runs_ended_and_a_run_folder_fills_it(tmp_path):
+    """A sweep's runs.csv (and a saved fit) says which runs ended in an optional `ended` column, as a
+    run folder does with stopped.json or summary.json: reading the folder writes the same column."""
+    table = good_table().assign(ended=["finished"] * 4 + [""] * 4 + ["advisor_stopped"] * 4)
+    table.to_csv(tmp_path / "runs.csv", index=False)
+    runs = load_runs(tmp_path / "runs.csv")
+    assert runs.groupby("run_id")["ended"].first().to_dict() == {"a-s0": "finished", "a-s1": "", "b-s0": "advisor_stopped"}
+    for run, files in {"a-s0": ["summary.json"], "a-s1": [], "b-s0": ["stopped.json"]}.items():
+        (tmp_path / "sweep" / run).mkdir(parents=True)
+        rows = good_table().query("run_id == @run").to_dict("records")
+        (tmp_path / "sweep" / run / "evals.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        for name in files:
+            (tmp_path / "sweep" / run / name).write_text("{}")
+    pd.testing.assert_series_equal(load_runs(tmp_path / "sweep")["ended"], runs["ended"])
+    # a table without the column reads as before: no column is added
+    good_table().to_csv(tmp_path / "old.csv", index=False)
+    assert "ended" not in load_runs(tmp_path / "old.csv")
+
+
+@pytest.mark.parametrize("value, run, pattern", [
+    ("True", "a-s1", r"must be empty \(a run in flight\) or say how the run ended: 'finished' or 'advisor_stopped'; got 'True'"),
+    ("advisor_stopped", "a-s0", r"says the run ended two ways \('finished', then 'advisor_stopped'\); give one"),
+])
+def test_an_ended_value_that_is_not_a_way_to_end_is_refused_naming_run_and_row(tmp_path, value, run, pattern):
+    table = good_table().assign(ended=["finished"] * 4 + [""] * 8)
+    table.loc[6 if run == "a-s1" else 2, "ended"] = value
+    table.to_csv(tmp_path / "runs.csv", index=False)
+    with pytest.raises(RunDataError, match=pattern) as info:
+        load_runs(tmp_path / "runs.csv")
+    assert (info.value.column, info.value.run_id, info.value.row) == ("ended", run, 8 if run == "a-s1" else 4)
+
+
 SHIPPED_TRAINER_SWEEPS = sorted((Path(__file__).resolve().parent.parent / "examples").glob("trainer_sweep*/*.csv"))
 
 

@@ -414,6 +414,22 @@ def test_a_run_table_with_knob_columns_netcdf_cannot_hold_as_they_are_saves_and_
     assert {"True", "False"} < set(again.runs_["fp32_head"])  # and the missing one, as text
 
 
+def test_a_saved_fit_keeps_which_runs_ended(fitted, tmp_path):
+    """A fit of a sweep folder knew which runs had ended (stopped.json, summary.json), but its saved
+    fit lost it with the folder's paths: `forecast report FIT` advised them as if in flight. The run
+    table's `ended` column is saved and read back; '' (in flight) stays ''."""
+    import copy
+
+    from forecast.report import ended_runs
+
+    first, second = fitted.run_ids[:2]
+    fc = copy.copy(fitted)
+    fc.runs_ = fitted.runs_.assign(ended=fitted.runs_["run_id"].map({first: "finished", second: "advisor_stopped"}).fillna(""))
+    again = ScalingForecaster.load(fc.save(tmp_path / "fit.nc"))
+    assert {run: rule for run, (rule, _) in ended_runs(again.runs_).items()} == {first: "finished", second: "advisor_stopped"}
+    assert (again.runs_.loc[~again.runs_["run_id"].isin([first, second]), "ended"] == "").all()
+
+
 def test_a_knob_column_called_row_survives_save_and_load(fitted, tmp_path):
     """save() named the run table's row dimension "row": a column of that name became the dimension,
     which load() drops, so the column was lost without a word."""

@@ -848,6 +848,56 @@ def test_runs_that_ended_in_a_trainer_sweep_are_not_advised_as_if_in_flight(tmp_
     assert advice.loc["weak-s0", "rule"] == "advisor_stopped"
 
 
+def test_a_sweeps_runs_csv_and_its_saved_fit_say_which_runs_ended_as_its_folder_does(tmp_path):
+    """`forecast report SWEEP_DIR` listed the runs that had ended (stopped.json, summary.json) as ended,
+    but the same sweep read from its runs.csv, or from a fit saved from either, advised them to continue
+    or stop at a budget above where they ended, as if in flight: a table said nothing of how runs
+    ended. The folder's rows now carry an `ended` column, as the sweep's runs.csv does, and a saved
+    fit's run table keeps it: the three read alike."""
+    from forecast.data import load_runs
+    from forecast.forecaster import run_table_dataset
+
+    sweep = tmp_path / "sweep"
+    write_trainer_run(sweep, "weak-s0", 0.5, stopped_by="stop: P(reaches 0.9 by 1.9e9) = 0.04 < 0.05")
+    write_trainer_run(sweep, "weak-s1", 0.5, finished=True)
+    write_trainer_run(sweep, "good-s0", 0.5)  # in flight: no summary.json
+    write_trainer_run(sweep, "good-s1", 0.5)
+    ended = {"weak-s0": "advisor_stopped", "weak-s1": "finished", "good-s0": "", "good-s1": ""}
+    rows = [json.loads(line) for run in ended for line in (sweep / run / "evals.jsonl").read_text().splitlines()]
+    pd.DataFrame(rows).assign(ended=lambda t: t["run_id"].map(ended)).to_csv(tmp_path / "runs.csv", index=False)
+    levels = {"weak-s0": 0.30, "weak-s1": 0.31, "good-s0": 0.70, "good-s1": 0.69}
+
+    def advice(runs):
+        fc = SweepFolderFit(levels, tmp_path)  # any table: its runs_ is replaced
+        fc.runs_ = runs
+        return rp.stop_advice(fc, 1.0, None)[0].table.set_index("run_id").sort_index()
+
+    from_folder = load_runs(sweep)
+    # a saved fit's run table (ScalingForecaster.save): no _source, so no folder to look in
+    saved = load_runs_from_dataset(run_table_dataset(from_folder), tmp_path / "fit.nc")
+    for name, runs in [("runs.csv", load_runs(tmp_path / "runs.csv")), ("saved fit", saved)]:
+        other = advice(runs)
+        pd.testing.assert_frame_equal(other[["decision", "rule"]], advice(from_folder)[["decision", "rule"]], obj=name)
+        assert other.loc["weak-s0", "decision"] == "ended" and other.loc["weak-s0", "rule"] == "advisor_stopped"
+        assert "stopped by its own advisor at eval 4 (0.5)" in other.loc["weak-s0", "reason"]
+        assert other.loc["weak-s1", "rule"] == "finished" and "finished at eval 4" in other.loc["weak-s1", "reason"]
+        assert set(other.loc[["good-s0", "good-s1"], "decision"]) <= {"continue", "stop"}
+    # a table without the column (older runs.csv files) says nothing of how runs ended, as before
+    assert rp.ended_runs(load_runs(tmp_path / "runs.csv").drop(columns="ended")) == {}
+
+
+def load_runs_from_dataset(dataset, path):
+    """The run table as ScalingForecaster.load reads it back from the file save() wrote."""
+    import xarray as xr
+
+    from forecast.data import validate_runs
+
+    dataset.to_netcdf(path)
+    with xr.open_dataset(path) as back:
+        table = back.load().to_dataframe().reset_index(drop=True)
+    return validate_runs(table, source=path)
+
+
 def test_saturated_runs_of_the_recipe_to_scale_are_not_read_as_dropping_it(fitted):
     """On a sweep whose runs have reached their plateau, every run was told to stop (the leader's
     as 'saturated') right under a recommendation to scale the leader: a planner read a

@@ -1088,6 +1088,30 @@ def test_a_sweep_rerun_with_fewer_runs_keeps_the_others_in_runs_csv(tmp_path):
     pd.testing.assert_frame_equal(pd.read_csv(out / "runs.csv"), table)
 
 
+def test_a_sweeps_runs_csv_says_which_runs_ended_as_their_folders_do(tmp_path):
+    """runs.csv said nothing of how runs ended, so `forecast report runs.csv` advised a finished run, or
+    one its advisor had stopped, to continue or stop as if in flight, where `forecast report DIR`
+    (reading stopped.json and summary.json) listed it as ended. The table now has an `ended` column."""
+    pd = pytest.importorskip("pandas")
+    from forecast.data import load_runs
+    from forecast.report import ended_runs
+    from trainer_minimal.sweep import combine
+
+    out = tmp_path / "sweep"
+    for run, files in {"a-s0": ["summary.json"], "b-s0": ["stopped.json", "summary.json"], "c-s0": []}.items():
+        (out / run).mkdir(parents=True)
+        rows = [dict(run_id=run, recipe=run[0], seed=0, compute=float(s), compute_unit="flops", metric=0.5,
+                     n_eval=8, step=s) for s in (2, 4)]
+        (out / run / "evals.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        for name in files:
+            (out / run / name).write_text("{}")
+    combine(str(out), [])
+    table = pd.read_csv(out / "runs.csv", keep_default_na=False)
+    assert table.groupby("run_id")["ended"].first().to_dict() == {"a-s0": "finished", "b-s0": "advisor_stopped", "c-s0": ""}
+    rules = {run: rule for run, (rule, _) in ended_runs(load_runs(out / "runs.csv")).items()}
+    assert rules == {run: rule for run, (rule, _) in ended_runs(load_runs(out)).items()} == {"a-s0": "finished", "b-s0": "advisor_stopped"}
+
+
 def test_sweep_help_shows_the_sweep_s_own_defaults(capsys):
     """sweep --help gave no default for --seeds and --workers, said the warm-start cache defaults to
     <out>/warmstart where a sweep keeps it in OUT/_warmstart, and did not say that each preset

@@ -10,7 +10,7 @@ killed sweep is continued by running it again. A re-run may extend the runs (a l
 and change what a resume may change (threads, device, evaluation interval, advisor); one whose
 flags would change an existing run's recipe or measure is refused before anything runs, since the
 sweep's table would mix two settings under one recipe name. DIR/runs.csv concatenates every run's
-evals.jsonl.
+evals.jsonl, with an `ended` column saying which runs ended (docs/run_format.md).
 """
 
 import glob
@@ -21,9 +21,11 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pandas as pd
 
+from forecast.data import ENDED_COLUMN, how_run_folder_ended
 from forecast.io import atomic_path
 
 from .config import (
@@ -40,7 +42,7 @@ from .logging_io import read_jsonl
 from .tasks import build_datasets
 
 RUN_FORMAT_FIRST = ("run_id", "recipe", "seed", "compute", "compute_unit", "metric", "n_eval", "step",
-                    "device_seconds")
+                    "device_seconds", ENDED_COLUMN)
 
 
 def plan_sweep(presets, seeds, out, overrides):
@@ -310,7 +312,9 @@ def combine(out, run_dirs):
     forecast.load_runs(out), reading the run logs, would still see."""
     found = [os.path.dirname(p) for p in sorted(glob.glob(os.path.join(glob.escape(out), "*", "evals.jsonl")))]
     run_dirs = list(dict.fromkeys(os.path.normpath(d) for d in [*run_dirs, *found]))
-    rows = [r for d in run_dirs for r in read_jsonl(os.path.join(d, "evals.jsonl"))]
+    # each run's rows say whether it ended (its stopped.json or summary.json), as forecast reads the
+    # folder: without it the table advised a finished or stopped run as if it were still in flight
+    rows = [{**r, ENDED_COLUMN: how_run_folder_ended(Path(d))} for d in run_dirs for r in read_jsonl(os.path.join(d, "evals.jsonl"))]
     table = pd.DataFrame(rows)
     if len(table):
         first = [c for c in RUN_FORMAT_FIRST if c in table.columns]
