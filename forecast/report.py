@@ -297,8 +297,10 @@ def stop_advice(fc, budget: float, target: float | None) -> tuple[StopAdvice | N
     # budget above where it ended, it read as if it could still go on. It is an alternative at what it reached.
     ended = ended_runs(fc.runs_)
     short = {run: float(budget) for run in fc.run_ids if last[run] < budget and run not in ended}
-    # the gain-per-compute rule's unit as before: the median compute each run is judged at
-    typical = float(np.median([max(float(budget), float(last[run])) for run in fc.run_ids]))
+    # the gain-per-compute rule's unit as before: the median compute each run is judged at (a run that
+    # ended at what it reached: counted at the budget, it made a typical run's budget one no run went to)
+    typical = float(np.median([float(last[run]) if run in ended else max(float(budget), float(last[run]))
+                               for run in fc.run_ids]))
     recs = recommend_runs(fc, short, EarlyStopConfig(target=target), compute_scale=typical) if short else {}
     recipe_of = fc.runs_.groupby("run_id")["recipe"].first()
     rows = [

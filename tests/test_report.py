@@ -886,6 +886,22 @@ def test_a_sweeps_runs_csv_and_its_saved_fit_say_which_runs_ended_as_its_folder_
     assert rp.ended_runs(load_runs(tmp_path / "runs.csv").drop(columns="ended")) == {}
 
 
+def test_runs_that_ended_short_of_the_budget_count_at_what_they_reached_in_the_typical_budget():
+    """The stop advice's unit of compute (a typical run's budget: the gain-per-compute rule's unit and
+    the extrapolation guard's reach) counted a run that had ended as if it had gone on to the budget.
+    On a sweep whose runs ended at 0.1, two runs still in flight at 0.1 were held as 'too early' (the
+    budget 1.0 is 10x their compute), though they had seen as much compute as their ended peers. An
+    ended run counts at what it reached, as it is judged; the rules now judge the runs in flight."""
+    done = {f"done-s{i}": 0.90 for i in range(3)}
+    going = {"going-s0": 0.30, "going-s1": 0.31}
+    fc = LevelsFit({**done, **going}, dict.fromkeys([*done, *going], 0.1))
+    fc.runs_["ended"] = fc.runs_["run_id"].map(dict.fromkeys(done, "finished")).fillna("")
+    advice = rp.stop_advice(fc, 1.0, None)[0].table.set_index("run_id")
+    assert (advice.loc[list(done), "decision"] == "ended").all()
+    assert "too_early" not in set(advice.loc[list(going), "rule"]), advice.loc[list(going), "reason"].tolist()
+    assert "stop" in set(advice.loc[list(going), "decision"])  # 0.3 at the budget, beside runs that ended near 0.73
+
+
 def load_runs_from_dataset(dataset, path):
     """The run table as ScalingForecaster.load reads it back from the file save() wrote."""
     import xarray as xr
