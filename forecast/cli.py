@@ -913,11 +913,12 @@ def add_backtest_parser(sub):
     p.set_defaults(func=run_backtest)
 
 
-def _warn_if_runs_in_flight(source: Path) -> None:
+def _warn_if_runs_in_flight(runs, source: Path) -> None:
     """A backtest replays finished runs: its regret takes each run's last evaluation as its final.
     In a folder of run logs, a run without summary.json (or stopped.json) has not finished (a sweep
     still in flight), and one with stopped.json was ended early by the trainer's advisor: both are said."""
     if not source.is_dir():
+        _warn_if_table_says_runs_in_flight(runs, source)
         return
     from .data import RUN_LOG_NAME
     from .formatting import names_shown
@@ -936,6 +937,29 @@ def _warn_if_runs_in_flight(source: Path) -> None:
              f"{names_shown(stopped, 6)}): the "
              "backtest takes where each stopped as its end and final, so 'no_stopping' is the sweep as it ran, "
              "not every run to its end, and regret is judged on those early finals")
+
+
+def _warn_if_table_says_runs_in_flight(runs, source: Path) -> None:
+    """The same two warnings for a run table whose `ended` column (a trainer sweep's runs.csv) says how
+    its runs ended: read from the table, a sweep's advisor-stopped runs were scored as finished without
+    a word. A table without the column says nothing of it, and nothing is said."""
+    from .data import ENDED_COLUMN
+    from .formatting import names_shown
+
+    if ENDED_COLUMN not in runs.columns:
+        return
+    ended = runs.drop_duplicates("run_id").set_index("run_id")[ENDED_COLUMN]
+    unfinished = sorted(map(str, ended.index[ended == ""]))
+    if unfinished:
+        warn(f"{len(unfinished)} run(s) in {source} have an empty '{ENDED_COLUMN}' column and may still be training "
+             f"({names_shown(unfinished, 6)}): the backtest takes their last evaluation as their final, so its "
+             "regret and compute are of unfinished runs")
+    stopped = sorted(map(str, ended.index[ended == "advisor_stopped"]))
+    if stopped:
+        warn(f"{len(stopped)} run(s) in {source} were stopped early by their own advisor ({ENDED_COLUMN} "
+             f"advisor_stopped: {names_shown(stopped, 6)}): the backtest takes where each stopped as its end and "
+             "final, so 'no_stopping' is the sweep as it ran, not every run to its end, and regret is judged on "
+             "those early finals")
 
 
 def run_backtest(args) -> int:
@@ -970,7 +994,7 @@ def run_backtest(args) -> int:
     runs = load_runs(args.runs)
     if args.truth is not None:
         _check_truth_column(runs, args.truth, args.runs)
-    _warn_if_runs_in_flight(Path(args.runs))
+    _warn_if_runs_in_flight(runs, Path(args.runs))
     _warn_if_nothing_to_decide(runs, config.min_evals)
     result = backtest(runs, policies, config, truth=args.truth)
     result.source = str(args.runs)

@@ -455,3 +455,20 @@ def test_planned_horizon_is_a_bool_and_a_numpy_bool_is_one():
     with pytest.raises(ValueError, match="BacktestConfig.planned_horizon must be True or False, got 'no'"):
         BacktestConfig(planned_horizon="no")
     assert BacktestConfig(planned_horizon=np.True_).planned_horizon is True
+
+
+def test_backtest_of_a_run_table_says_what_its_ended_column_says(tmp_path, capsys):
+    """A trainer sweep's runs.csv says how each run ended (the `ended` column): read from it, runs
+    their advisor stopped early were scored as finished without the warning the folder gives."""
+    table = curve_table({"a": 0.5, "b": 0.6, "c": 0.55})
+    names = sorted(table["run_id"].unique())
+    table["ended"] = table["run_id"].map({names[0]: "advisor_stopped", names[1]: "finished", names[2]: ""})
+    table.to_csv(tmp_path / "runs.csv", index=False)
+    assert main(["backtest", str(tmp_path / "runs.csv"), "--policies", "no_stopping", "--json"]) == 0
+    err = capsys.readouterr().err
+    assert f"1 run(s) in {tmp_path / 'runs.csv'} were stopped early by their own advisor (ended advisor_stopped: {names[0]})" in err
+    assert f"1 run(s) in {tmp_path / 'runs.csv'} have an empty 'ended' column and may still be training ({names[2]})" in err
+    table.drop(columns="ended").to_csv(tmp_path / "plain.csv", index=False)
+    assert main(["backtest", str(tmp_path / "plain.csv"), "--policies", "no_stopping", "--json"]) == 0
+    err = capsys.readouterr().err
+    assert "their own advisor" not in err and "may still be training" not in err
