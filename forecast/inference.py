@@ -432,8 +432,9 @@ def diagnostics_arrays(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarra
         return _few_draws_diagnostics(x)
     split = _split_chains(x)
     folded = np.abs(split - np.median(split.reshape(-1, split.shape[-1]), axis=0))
-    rhat = np.maximum(_split_rhat(_z_scale(split)), _split_rhat(_z_scale(folded)))
-    ess_bulk = _ess(_z_scale(split))
+    z_split = _z_scale(split)  # ranked once: R-hat and bulk ESS read the same values
+    rhat = np.maximum(_split_rhat(z_split), _split_rhat(_z_scale(folded)))
+    ess_bulk = _ess(z_split)
     flat = x.reshape(-1, x.shape[-1])
     tails = [_ess(_split_chains((x <= np.quantile(flat, q, axis=0)).astype(float))) for q in (0.05, 0.95)]
     return rhat, ess_bulk, np.minimum(*tails)

@@ -140,7 +140,8 @@ def kernels():
 
 def residual_loglik(resid, white, phi, wander_var, weight, nu: float = math.inf):
     """The filter's log-likelihood as a PyTensor scalar, for the model (nu: Student-t degrees of
-    freedom, inf for normal)."""
+    freedom, inf for normal). Its node's other outputs are the gradients that differentiating it
+    reads, worked out in the same pass."""
     from ._wander_kernels import ResidualLoglik
 
-    return ResidualLoglik(0.0 if math.isinf(nu) else nu)(resid, white, phi, wander_var, weight)
+    return ResidualLoglik(0.0 if math.isinf(nu) else nu)(resid, white, phi, wander_var, weight)[0]

@@ -154,3 +154,32 @@ def test_a_runs_forecast_starts_from_the_wander_its_whole_history_implies(fitted
         resid = rows["metric"].to_numpy() - mu
         assert mean[i, 0] == pytest.approx(cross @ np.linalg.solve(cov, resid), rel=1e-6)
         assert var[i, 0] == pytest.approx(wander_sd[i] ** 2 - cross @ np.linalg.solve(cov, cross), rel=1e-6)
+
+
+@pytest.mark.parametrize("nu", [0.0, 4.0])
+def test_the_one_pass_log_likelihood_is_the_forward_passs_to_the_bit(nu):
+    # the model's node works out the log-likelihood and its gradients in one pass: its value must be
+    # forward()'s exactly, or a fit's draws would move with the change
+    from forecast._wander_kernels import forward_and_reverse
+
+    lengths, x, has_prev, white, resid, weight = two_runs(np.random.default_rng(9))
+    phi = phi_of(x, has_prev, 0.3)
+    forward, reverse = kernels()
+    logp, *grads = forward_and_reverse(resid, white, phi, 1e-4, weight, nu)
+    assert logp == forward(resid, white, phi, 1e-4, weight, nu)
+    for got, want in zip(grads, reverse(resid, white, phi, 1e-4, weight, nu), strict=True):
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("mode", ["FAST_COMPILE", "NUMBA"])
+def test_the_log_likelihood_and_its_gradient_run_the_filter_once(mode):
+    # as the sampler asks for them at every step: the filter ran twice (forward, then again inside
+    # the reverse pass), about a third of a fast fit's gradient time
+    pytensor = pytest.importorskip("pytensor")
+    pt = pytensor.tensor
+    lengths, x, has_prev, white, resid, weight = two_runs(np.random.default_rng(5))
+    r, w, p, q = pt.dvector("r"), pt.dvector("w"), pt.dvector("p"), pt.dscalar("q")
+    loglik = residual_loglik(r, w, p, q, pt.as_tensor(weight))
+    f = pytensor.function([r, w, p, q], [loglik, *pytensor.grad(loglik, [r, w, p, q])], mode=mode)
+    filters = [node for node in f.maker.fgraph.apply_nodes if type(node.op).__module__ == "forecast._wander_kernels"]
+    assert len(filters) == 1, filters
