@@ -20,11 +20,15 @@ from ._arviz_stamp import settle_arviz_daily_stamp  # noqa: E402
 if "arviz" not in sys.modules:  # once ArviZ is imported, its daily check has run
     settle_arviz_daily_stamp()  # before pymc imports arviz: see forecast/_arviz_stamp.py
 
-from .data import FarFromDataWarning, RunDataError, load_runs, validate_runs  # noqa: E402
-
 # The model's names load PyMC (about 4 s), so they are imported when first asked for: `forecast
-# --help`, a mistyped flag or a bad table are answered without waiting for it.
+# --help`, a mistyped flag or a bad table are answered without waiting for it. The run table's names
+# load pandas (0.4-0.9 s): every trainer_minimal run imports forecast.io (atomic writes) and
+# forecast.cli at its start, and needs pandas only when its advisor is on.
 _LAZY_NAMES = {
+    "FarFromDataWarning": ".data",
+    "RunDataError": ".data",
+    "load_runs": ".data",
+    "validate_runs": ".data",
     "ScalingForecaster": ".forecaster",
     "ConvergenceWarning": ".forecaster",
     "NotFittedError": ".forecaster",

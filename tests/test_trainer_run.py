@@ -310,6 +310,21 @@ def test_an_existing_run_is_neither_overwritten_nor_resumed_with_another_model(t
     assert (tmp_path / "run" / "evals.jsonl").read_text() == before
 
 
+def test_a_run_without_the_advisor_loads_neither_pandas_nor_the_sampling_libraries(tmp_path, warm_cache):
+    """Every run imports forecast.io (atomic writes) and forecast.cli (a flag given twice) at its
+    start, and importing any part of forecast loaded pandas through the package's front door:
+    0.4-0.9 s at each run's start, though only the advisor reads a table."""
+    code = ("import sys; from trainer_minimal.cli import main; code = main(sys.argv[1:]); "
+            "print('loaded:', *[m for m in ('pandas', 'pymc', 'arviz', 'matplotlib') if m in sys.modules]); "
+            "sys.exit(code)")
+    cmd = [sys.executable, "-c", code, "train", "--out", str(tmp_path / "run"), "--warmstart-cache", warm_cache,
+           "--max-steps", "2", "--eval-every", "2", *tiny_flags()]
+    child = subprocess.run(cmd, env=child_env(), cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert child.returncode == 0, child.stderr
+    assert child.stdout.splitlines()[-1] == "loaded:"
+    assert len(read_jsonl(tmp_path / "run" / "evals.jsonl")) == 1  # it ran: one evaluation, at step 2
+
+
 def test_a_bad_advisor_reference_exits_2_with_one_line_and_no_traceback(tmp_path):
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "trainer_minimal", "train", "--out", str(out), "--advisor-every", "1",
