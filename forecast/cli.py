@@ -1152,10 +1152,11 @@ COMMANDS = [
 ]
 
 
-class _Parser(argparse.ArgumentParser):
+class NumbersParser(argparse.ArgumentParser):
     """argparse, with "-1e12" read as a (negative) number like "-1" and "-0.5": Python 3.11's
     argparse takes it for an unknown flag, so `--budget -1e12` said "expected one argument"
-    instead of our "--budget must be finite and > 0". (Python 3.13's own pattern covers it.)"""
+    instead of our "--budget must be finite and > 0". (Python 3.13's own pattern covers it.) The
+    trainer's parser is one too."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -1165,7 +1166,7 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     import importlib
 
-    parser = _Parser(
+    parser = NumbersParser(
         prog="forecast",
         description="Bayesian forecasts of RL compute scaling (ScaleRL sigmoid), and decisions built on them.",
         epilog=EPILOG,

@@ -1458,3 +1458,12 @@ def test_stop_signals_leave_nohup_alone_and_are_put_back():
     finally:
         signal.signal(signal.SIGHUP, before[0])
         signal.signal(signal.SIGTERM, before[1])
+
+
+def test_a_negative_number_in_exponent_form_reaches_the_range_check(tmp_path, capsys):
+    """`--clip-high -1e-3` was taken by argparse for an unknown flag ("expected one argument"), where
+    `-0.001` got the clip range's own message; both now get it, and nothing is written."""
+    assert main(["train", "--clip-high", "-1e-3", "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert "expected one argument" not in err and "clip_high=-0.001" in err
+    assert not (tmp_path / "run").exists()

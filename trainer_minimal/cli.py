@@ -66,7 +66,10 @@ def explicit_overrides(args, exclude=()):
 
 
 def build_parser():
-    parser = argparse.ArgumentParser(prog="trainer-minimal", description="A compact RL trainer (see train.py).")
+    # "--clip-high -1e-3" reaches the range check, not argparse's "expected one argument"
+    from forecast.cli import NumbersParser
+
+    parser = NumbersParser(prog="trainer-minimal", description="A compact RL trainer (see train.py).")
     sub = parser.add_subparsers(dest="command", required=True)
     train_p = sub.add_parser("train", help="one run; every config field is a flag",
                              epilog="The defaults shown are the ScaleRL defaults; a --preset changes some of them "
