@@ -609,6 +609,7 @@ th { background:#f0f4f8; font-weight:600; font-size:13px; }
 th.num { text-align:right; }
 td.num { text-align:right; font-variant-numeric:tabular-nums; white-space:nowrap; }
 td.name, span.name { white-space:nowrap; }
+span.interval { white-space:nowrap; }  /* '[0.613, 0.638]' is never split over two lines */
 tr:nth-child(even) td { background:#fafbfc; }
 .bar { display:inline-block; height:10px; background:var(--accent); border-radius:2px;
        vertical-align:middle; margin-right:6px; }
@@ -745,9 +746,14 @@ def recommendation_html(rec: Recommendation) -> str:
 
 
 def interval_cell(text: str) -> str:
-    """'0.625 [0.613, 0.638]' that may wrap only before its bracket: printed, where numbers wrap to
-    fit the page, '0.625 [0.613,' over '0.638]' split the interval."""
-    return text.replace(", ", ",\u00a0")
+    """'0.625 [0.613, 0.638]' as HTML that may wrap only before its bracket: printed, where numbers
+    wrap to fit the page, '0.625 [0.613,' over '0.638]' split the interval. The bracket is kept
+    whole by its span's style (span.interval), not by a non-breaking space: copied from the page
+    into a spreadsheet, a U+00A0 came along and the cell no longer read as numbers."""
+    median, bracket, interval = text.partition("[")
+    if not bracket:
+        return esc(text)
+    return f'{esc(median)}<span class="interval">{esc(bracket + interval)}</span>'
 
 
 def recipe_table_html(table: pd.DataFrame, budget: float, unit: str, target: float | None) -> str:
@@ -762,7 +768,7 @@ def recipe_table_html(table: pd.DataFrame, budget: float, unit: str, target: flo
         }
         if target is not None:
             interval, bracket, why = c_target_cell(r).partition("]")  # only the interval is kept on one line
-            row["c_target"] = interval_cell(interval + bracket) + why
+            row["c_target"] = interval_cell(interval + bracket) + esc(why)
             row["p_target"] = fmt_prob(r["p_target"])
         rows.append(row)
     columns = [
@@ -789,7 +795,7 @@ def recipe_table_html(table: pd.DataFrame, budget: float, unit: str, target: flo
         explain = explain[:-len("</p>")] + (
             " 'starts above it': the median draw's curve starts at or above the target, so its compute to "
             "reach it is 0 (and one that ends under it at the budget does not get back there with more compute).</p>")
-    body = table_html(rows, columns, numeric=numeric, raw={"p_best"}, css_id="recipe-table") + explain
+    body = table_html(rows, columns, numeric=numeric, raw={"p_best", "at_budget", "A", "c_target"}, css_id="recipe-table") + explain
     return section_html("Recipes at the budget", body, anchor="recipes")
 
 

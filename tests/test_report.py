@@ -168,6 +168,37 @@ def parse(page: str) -> _Tags:
     return tags
 
 
+class _TableText(HTMLParser):
+    """The text of each table, as a browser copies it (tags gone, entities decoded), by table id."""
+
+    def __init__(self):
+        super().__init__()
+        self.tables, self._open = {}, None
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "table":
+            self._open = dict(attrs).get("id") or f"table {len(self.tables)}"
+            self.tables[self._open] = ""
+        elif self._open and tag in ("td", "th"):
+            self.tables[self._open] += "\t"
+
+    def handle_endtag(self, tag):
+        if tag == "table":
+            self._open = None
+        elif self._open and tag == "tr":
+            self.tables[self._open] += "\n"
+
+    def handle_data(self, data):
+        if self._open:
+            self.tables[self._open] += data
+
+
+def tables_text(page: str) -> dict[str, str]:
+    found = _TableText()
+    found.feed(page)
+    return found.tables
+
+
 def test_render_report_from_hand_made_data():
     page = rp.render_report(hand_made_report())
     tags = parse(page)
@@ -230,8 +261,28 @@ def test_the_stop_summary_keeps_each_run_name_on_one_line():
 
 def test_the_table_cites_the_mean_the_headline_cites():
     data = hand_made_report()
-    page = rp.render_report(data).replace("\u00a0", " ")  # an interval's inner space does not break (interval_cell)
+    page = tables_text(rp.render_report(data))["recipe-table"]
     assert "0.610 [0.500, 0.700]" in page and "0.610 [0.500, 0.700]" in rp.recipe_table_text(data)
+
+
+def test_a_table_copied_from_the_page_has_plain_spaces_and_its_intervals_are_kept_whole_by_style():
+    """The recipe table kept '[0.613, 0.638]' on one line with a non-breaking space (U+00A0): copied
+    into a spreadsheet for a meeting, the space came along and the cells no longer parsed as numbers.
+    Its intervals are kept whole by a style instead, and every table's text has only ASCII spaces."""
+    data = hand_made_report()
+    data.recipe_table[["c_target_q05", "c_target_q50", "c_target_q95"]] = [[1.23e12, 4.56e12, 9.1e12], [3.21e12, np.inf, np.inf]]
+    page = rp.render_report(data)
+    tables = tables_text(page)
+    assert {"recipe-table", "compute-to-target-table"} <= set(tables)
+    for name, text in tables.items():
+        odd_spaces = sorted({hex(ord(c)) for c in text if c.isspace() and c not in " \t\n"})
+        assert odd_spaces == [], f"{name}: {odd_spaces}"
+    copied = tables["recipe-table"]
+    assert "0.610 [0.500, 0.700]\t0.620 [0.550, 0.700]\t4.56e12 [1.23e12, 9.1e12]" in copied
+    # each interval sits in a span that the stylesheet keeps on one line
+    spans = re.findall(r'<span class="interval">([^<]*)</span>', page)
+    assert spans[:3] == ["[0.500, 0.700]", "[0.550, 0.700]", "[1.23e12, 9.1e12]"] and len(spans) == 6
+    assert re.search(r"span\.interval\s*\{[^}]*white-space:\s*nowrap", rp.CSS)
 
 
 # ----------------------------------------------------------------------------- from a real fit
@@ -669,7 +720,7 @@ def test_a_curve_that_starts_above_the_target_and_falls_below_it_is_explained_on
             "bring it back.") in rp.html.unescape(section)
     assert "'b':" not in rp.html.unescape(section)  # an ordinary row needs no word
     # the table at the budget said "0 [0, 0]" with no word either, on the page and in the terminal
-    recipes = rp.html.unescape(page[page.index('id="recipe-table"'):page.index('id="compute-to-target"')]).replace("\u00a0", " ")
+    recipes = tables_text(page)["recipe-table"]
     assert "0 [0, 0]: starts above it, falls below by the budget" in recipes
     text = rp.recipe_table_text(data)
     assert "0 [0, 0]: starts above it, falls below by the budget" in text and text.count("starts above") == 1
@@ -711,13 +762,20 @@ window.addEventListener('load', () => {
     out.push('image ' + img.alt + ' ' + Math.round(img.getBoundingClientRect().height));
   // (a folded table still has a height when asked for one: whether it is shown is checkVisibility's)
   if (!document.getElementById('stop-table').checkVisibility()) out.push('problem: stop table folded');
+  let intervals = 0;
   for (const cell of document.querySelectorAll('#recipe-table td')) {  // an interval on one line
-    const text = cell.firstChild, at = text && text.nodeType === 3 ? text.data.indexOf('[') : -1;
-    if (at < 0) continue;
-    const range = document.createRange(); range.setStart(text, at); range.setEnd(text, text.data.length);
+    const walk = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    let text = walk.nextNode();
+    while (text && text.data.indexOf('[') < 0) text = walk.nextNode();
+    if (!text) continue;
+    const end = text.data.indexOf(']');
+    if (end < 0) { out.push('problem: interval split over text ' + cell.textContent); continue; }
+    const range = document.createRange(); range.setStart(text, text.data.indexOf('[')); range.setEnd(text, end + 1);
     const lines = new Set([...range.getClientRects()].map(r => Math.round(r.top)));
     if (lines.size > 1) out.push('problem: interval split over lines ' + text.data);
+    intervals += 1;
   }
+  out.push('intervals ' + intervals);
   const pre = document.createElement('pre'); pre.id = 'print-probe'; pre.textContent = out.join('\\n');
   document.body.appendChild(pre);
 });
@@ -750,6 +808,7 @@ def test_the_page_prints_every_column_every_chart_on_a_page_and_the_folded_table
     assert not [line for line in lines if line.startswith("problem:")], lines
     heights = {line.rsplit(" ", 1)[0]: int(line.rsplit(" ", 1)[1]) for line in lines}
     assert 0 < heights["image fan chart per recipe"] <= 900, heights
+    assert heights["intervals"] == 6  # each row's metric, asymptote and compute to target was checked
 
 
 @pytest.mark.parametrize("n, sizes", [(1, [1]), (7, [7]), (9, [9]), (10, [6, 4]), (19, [9, 6, 4]), (24, [9, 9, 6])])
