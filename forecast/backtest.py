@@ -55,6 +55,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import pandas as pd
 
+from .data import compute_unit_of
 from .early_stop import (
     EarlyStopConfig,
     count_comparison_stops,
@@ -345,7 +346,8 @@ class LeastSquaresRule:
             if self.config.protect_top_percent is not None:
                 in_flight[run]["protected"] = top_at_step(run, by_run, self.config.protect_top_percent)
         recent = recent_comparison_stops(self._comparison_stops, view.checkpoint, self.config.stop_cap_window)
-        recs = evaluate_in_turn(in_flight, finals, self.config, compute_scale=view.typical_budget, recent_stops=recent)
+        recs = evaluate_in_turn(in_flight, finals, self.config, compute_scale=view.typical_budget, recent_stops=recent,
+                                unit=compute_unit_of(view.revealed))
         self._comparison_stops.append((view.checkpoint, count_comparison_stops(recs)))
         return {run: rec.message for run, rec in recs.items() if rec.stop}
 

@@ -70,8 +70,9 @@ that bar was one short run's over-high forecast; where the field stands at equal
 no single forecast can move.
 
 Every Recommendation names a rule with its number and threshold: the rule that fired for a stop
-("stop: P(beats best 'b-s1' by 0.01 at 40,000, 4.0x now) = 0.02 < 0.1"), or the check closest to
-firing for a continue, so a user can always see how near the run is to being stopped.
+("stop: P(beats best 'b-s1' by 0.01 at 40,000 gpu_hours, 4.0x now) = 0.02 < 0.1", each compute in
+the run table's compute_unit, as the report writes it), or the check closest to firing for a
+continue, so a user can always see how near the run is to being stopped.
 
 "Metric" here is a run's true pass rate at a compute (its curve plus its persisting wander, with
 extrapolation uncertainty), not one noisy evaluation: see `run_draws`.
@@ -91,6 +92,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .data import UNSPECIFIED_UNIT
 from .formatting import fmt_compute, fmt_prob, shown_so_it_reads_true
 from .inference import check_bool
 
@@ -354,18 +356,21 @@ def _probability_against(p: float, threshold: float, fired: bool) -> str:
     return f"= {shown_so_it_reads_true(p, reads_true, 2)} {sign} {threshold:g}"
 
 
-def _beats_text(check: dict) -> str:
+def _beats_text(check: dict, unit: str) -> str:
     by = f" by {check['margin']:g}" if check["margin"] else ""
     value = _probability_against(check["value"], check["threshold"], check["fired"])
-    return f"P(beats best '{check['alternative']}'{by} at {fmt_compute(check['budget'])}, {check['budget_ratio']:.1f}x now) {value}"
+    return (f"P(beats best '{check['alternative']}'{by} at {fmt_compute(check['budget'])} {unit}, "
+            f"{check['budget_ratio']:.1f}x now) {value}")
 
 
-def _describe(check: dict) -> str:
+def _describe(check: dict, unit: str) -> str:
+    """A check in words, its compute in `unit` as the report and `forecast decide` write it
+    ('at 4.08e12 flops'): a bare '428,800' could be FLOPs, GPU-hours or steps."""
     if check["rule"] == "beats_best":
-        return _beats_text(check)
+        return _beats_text(check, unit)
     if check["rule"] == "reach_target":
         value = _probability_against(check["value"], check["threshold"], check["fired"])
-        return f"P(reaches {check['target']:g} by {fmt_compute(check['budget'])}) {value}"
+        return f"P(reaches {check['target']:g} by {fmt_compute(check['budget'])} {unit}) {value}"
     if check["rule"] == "gain_per_compute":
         value = _shown_against(check["value"], check["threshold"], check["fired"], 4)
         # the gain and the compute left are printed so that their quotient reads as the rule decided too:
@@ -377,7 +382,8 @@ def _describe(check: dict) -> str:
                 f"for {left} typical budgets of compute left = {value} per budget")
     else:
         value = _shown_against(check["value"], check["threshold"], check["fired"], 4)
-        text = f"expected gain per doubling to {fmt_compute(check['budget'])} ({check['doublings']:.1f} doublings left) = {value}"
+        text = (f"expected gain per doubling to {fmt_compute(check['budget'])} {unit} "
+                f"({check['doublings']:.1f} doublings left) = {value}")
     sign = "<" if check["fired"] else ">="
     return f"{text} {sign} {check['threshold']:g}"
 
@@ -396,6 +402,7 @@ def evaluate_rules(
     compute_scale: float | None = None,
     leading: bool = False,
     protected: str | None = None,
+    unit: str = UNSPECIFIED_UNIT,
 ) -> Recommendation:
     """Check the stop rules for one run from posterior draws; the first rule that fires wins.
 
@@ -410,6 +417,8 @@ def evaluate_rules(
     leading: this run leads the sweep now (evaluate_in_turn decides); with config.keep_leader the
         rules that compare it with other runs' forecasts (beats_best, gain_per_compute) do not stop it.
     protected: why those two rules may not stop this run either (top_at_step's reason), or None.
+    unit: what compute is counted in (the run table's compute_unit), written after each compute in
+        the message; the numbers in `details` are unchanged.
     """
     config = config or EarlyStopConfig()
     base = {"budget": float(budget), "compute_now": float(compute_now), "n_evals": n_evals}
@@ -420,7 +429,8 @@ def evaluate_rules(
         )
     if compute_now >= budget:
         return Recommendation(
-            STOP, "budget_reached", f"stop: compute {fmt_compute(compute_now)} >= planned budget {fmt_compute(budget)}",
+            STOP, "budget_reached",
+            f"stop: compute {fmt_compute(compute_now)} {unit} >= planned budget {fmt_compute(budget)} {unit}",
             run_id=run_id, value=float(compute_now), threshold=float(budget), details=base,
         )
     ratio = budget / compute_now
@@ -471,7 +481,7 @@ def evaluate_rules(
         )
     for check in checks:
         check["fired"] = check["value"] < check["threshold"]
-        check["text"] = _describe(check)
+        check["text"] = _describe(check, unit)
     as_leader = leading and config.keep_leader
     holds = as_leader or protected is not None
     kept_for_leader = [c for c in checks if c["fired"] and holds and c["rule"] in COMPARISON_RULES]
@@ -605,7 +615,8 @@ def recommend_runs(
                           "n_evals": int(counts[run]), "curve_gain": float(curve[:, 1].mean() - curve[:, 0].mean())}
         if by_run is not None:
             in_flight[run]["protected"] = top_at_step(run, by_run, config.protect_top_percent)
-    return evaluate_in_turn(in_flight, finals, config, compute_scale=typical_budget, recent_stops=recent_stops)
+    return evaluate_in_turn(in_flight, finals, config, compute_scale=typical_budget, recent_stops=recent_stops,
+                            unit=fc.compute_unit)
 
 
 def top_at_step(run: str, metrics_by_run: Mapping[str, np.ndarray], percent: float, *, n_startup: int = 5) -> str | None:
@@ -645,11 +656,13 @@ def evaluate_in_turn(
     *,
     compute_scale: float | None = None,
     recent_stops: int = 0,
+    unit: str = UNSPECIFIED_UNIT,
 ) -> dict[str, Recommendation]:
     """evaluate_rules for every run in flight, committing stops one at a time, weakest run first.
 
     in_flight: run -> {at_budget, now (draws), budget, compute_now, n_evals, curve_gain, protected}.
     finals: run -> draws of each candidate alternative's final metric (runs in flight included).
+    unit: what compute is counted in, for the messages (evaluate_rules).
 
     A stopped run stays an alternative only where it stands now (its `now` draws), and the runs
     still undecided are judged again against that. Judged all at once, every run of a close sweep
@@ -669,7 +682,7 @@ def evaluate_in_turn(
             run, r["at_budget"], r["now"], {o: d for o, d in finals.items() if o != run}, config,
             budget=r["budget"], compute_now=r["compute_now"], n_evals=r.get("n_evals"),
             curve_gain=r.get("curve_gain"), compute_scale=compute_scale, leading=run == leader,
-            protected=r.get("protected"),
+            protected=r.get("protected"), unit=unit,
         )
 
     out = {run: recommend(run) for run in in_flight}

@@ -43,6 +43,7 @@ import pandas as pd
 from . import __version__
 from .data import (
     RUN_LOG_NAME,
+    UNSPECIFIED_UNIT,
     RunDataError,
     compute_unit_of,
     data_warnings_of,
@@ -101,6 +102,7 @@ class WatchState:
     gone: dict = field(default_factory=dict)  # run_id -> why: its log was deleted or emptied after it was seen
     budget_checked: bool = False  # the --budget unit check is made once, when the first rows are read
     notes: list = field(default_factory=list)  # warnings for watch() to say once (then cleared)
+    compute_unit: str = UNSPECIFIED_UNIT  # the runs' compute_unit, which each printed line writes after its compute
 
     @property
     def told_to_stop(self) -> set:
@@ -214,15 +216,16 @@ def is_finished(folder: Path | None) -> bool:
 
 
 def last_evaluation(rows: pd.DataFrame) -> str:
-    """Where a run's rows end, in words: 'eval 8 (1.01e9)'."""
+    """Where a run's rows end, in words: 'eval 8 (1.01e9 flops)'."""
     compute = pd.to_numeric(rows["compute"], errors="coerce").max() if "compute" in rows else float("nan")
-    return f"eval {len(rows)}" + (f" ({fmt_compute(float(compute))})" if math.isfinite(compute) else "")
+    at = f" ({fmt_compute(float(compute))} {_unit_as_logged(rows)})" if math.isfinite(compute) else ""
+    return f"eval {len(rows)}{at}"
 
 
 def how_it_ended(folder: Path | None, rows: pd.DataFrame) -> str:
     """A finished run's end in words, from its stopped.json (the trainer's advisor stopped it) and
-    its log: 'stopped by its own advisor at eval 8 (1.01e9): stop: P(...) < 0.05', or 'finished at
-    eval 15 (2.17e9)'. A file of another shape (or a refused run's bad compute) is read as far as it goes."""
+    its log: 'stopped by its own advisor at eval 8 (1.01e9 flops): stop: P(...) < 0.05', or 'finished at
+    eval 15 (2.17e9 flops)'. A file of another shape (or a refused run's bad compute) is read as far as it goes."""
     where = last_evaluation(rows)
     stopped = _read_json(folder / "stopped.json") if folder is not None else {}
     advice = stopped.get("advice") if isinstance(stopped, dict) else None
@@ -289,6 +292,7 @@ def poll(
     _check_budget_unit(budget, table, state)
     if table.empty:
         return []
+    state.compute_unit = _unit_as_logged(table)
     # checked every poll: a run writes summary.json after its last evaluation, with no new row to notice
     finished = {r for r in counts if is_finished(folders.get(r))}
     for run in sorted(finished - set(state.ended)):
@@ -359,6 +363,13 @@ def _units(table: pd.DataFrame) -> set:
         return set()
     units = table["compute_unit"].dropna().astype(str).str.strip()
     return set(units[units != ""])
+
+
+def _unit_as_logged(rows: pd.DataFrame) -> str:
+    """The compute_unit of rows read from logs, before validation: the one unit they name (blank
+    entries aside), else "compute units" (none, or a mix that validation refuses)."""
+    units = _units(rows)
+    return units.pop() if len(units) == 1 else UNSPECIFIED_UNIT
 
 
 def _require_the_runs_unit(reference: pd.DataFrame, table: pd.DataFrame, runs_dir) -> None:
@@ -476,11 +487,11 @@ def _usable_runs(table: pd.DataFrame, counts: dict, state: WatchState) -> set:
     return usable
 
 
-def _line(rec: Recommendation) -> str:
+def _line(rec: Recommendation, unit: str = UNSPECIFIED_UNIT) -> str:
     n = rec.details.get("n_evals")
     at = rec.details.get("compute_now")
     where = f" eval {n}" if n is not None else ""
-    where += f" @ {fmt_compute(at)}" if at is not None else ""  # as the advice writes compute: 1.01e12, 38,400
+    where += f" @ {fmt_compute(at)} {unit}" if at is not None else ""  # as the advice writes compute: 1.01e12 flops
     # a stop decided on a fit that did not converge deserves a second look (a continue costs nothing)
     note = ""
     if rec.stop and rec.details.get("converged") is False:
@@ -557,7 +568,6 @@ def watch(
     A reference table is read and validated here, before the first poll (RunDataError).
     forecaster_kwargs go to the forecaster of each fresh fit (e.g. {"priors": Priors(b_mu=0.5)}).
     """
-    emit = emit or (lambda rec: say(_line(rec)))
     warn = warn or (lambda text: print(f"warning: {text}", file=sys.stderr, flush=True))
     runs_dir = Path(runs_dir)
     if not runs_dir.is_dir():
@@ -580,6 +590,7 @@ def watch(
     config = config or EarlyStopConfig()
     out = Path(out) if out is not None else runs_dir / DEFAULT_OUT_NAME
     state = WatchState()
+    emit = emit or (lambda rec: say(_line(rec, state.compute_unit)))
     state.comparison_stops, note = previous_comparison_stops(out, runs_dir)
     if note:  # a note without a history says why the file could not be used
         (say if state.comparison_stops else warn)(note)

@@ -20,6 +20,7 @@ from forecast.early_stop import (
     recommend_runs,
     trainer_advice,
 )
+from forecast.formatting import fmt_compute
 
 
 def spread(centre: float, n: int = 1000) -> np.ndarray:
@@ -88,7 +89,7 @@ def test_stop_when_it_cannot_beat_the_best():
     assert rec.rule == "beats_best"
     assert rec.probability == pytest.approx(0.02) and rec.value == rec.probability
     assert rec.threshold == 0.05
-    assert rec.message == "stop: P(beats best 'b-s1' at 40,000, 4.0x now) = 0.02 < 0.05"
+    assert rec.message == "stop: P(beats best 'b-s1' at 40,000 compute units, 4.0x now) = 0.02 < 0.05"
     assert rec.details["alternative"] == "b-s1"
 
 
@@ -111,10 +112,10 @@ def test_the_default_margin_asks_for_a_real_gain():
     rec = evaluate_rules("a", spread(0.50), spread(0.45), {"b": np.full(1000, 0.53)}, config,
                          budget=4.0, compute_now=1.0, n_evals=8)
     assert (rec.action, rec.probability) == ("continue", pytest.approx(0.10))
-    assert "P(beats best 'b' by 0.01 at 4, 4.0x now) = 0.10 >= 0.1" in rec.message
+    assert "P(beats best 'b' by 0.01 at 4 compute units, 4.0x now) = 0.10 >= 0.1" in rec.message
     rec = evaluate_rules("a", spread(0.50), spread(0.45), {"b": np.full(1000, 0.53)}, EarlyStopConfig(margin=0.04),
                          budget=4.0, compute_now=1.0, n_evals=8)
-    assert rec.stop and rec.message == "stop: P(beats best 'b' by 0.04 at 4, 4.0x now) = 0.00 < 0.1"
+    assert rec.stop and rec.message == "stop: P(beats best 'b' by 0.04 at 4 compute units, 4.0x now) = 0.00 < 0.1"
     # the run expected to lead is compared without the margin: near-tied leaders must not stop each other
     rec = evaluate_rules("a", spread(0.54), spread(0.45), {"b": np.random.default_rng(1).permutation(spread(0.535))},
                          config, budget=4.0, compute_now=1.0, n_evals=8)
@@ -125,7 +126,7 @@ def test_stop_when_the_target_is_out_of_reach():
     config = EarlyStopConfig(target=0.60, p_target_threshold=0.05)
     rec = evaluate_rules("a", spread(0.50), spread(0.40), {}, config, budget=2.0, compute_now=1.0, n_evals=5)
     assert (rec.action, rec.rule, rec.probability, rec.threshold) == ("stop", "reach_target", 0.0, 0.05)
-    assert "P(reaches 0.6 by 2) = 0.00 < 0.05" in rec.message
+    assert "P(reaches 0.6 by 2 compute units) = 0.00 < 0.05" in rec.message
 
 
 def test_a_tiny_or_near_certain_probability_is_written_as_the_page_writes_it():
@@ -135,20 +136,20 @@ def test_a_tiny_or_near_certain_probability_is_written_as_the_page_writes_it():
     rec = evaluate_rules("a", three_in_1000, np.full(1000, 0.20), {"b": np.full(1000, 0.60)}, EarlyStopConfig(),
                          budget=4.0, compute_now=1.0, n_evals=8)
     assert (rec.action, rec.rule, rec.probability) == ("stop", "beats_best", pytest.approx(0.003))
-    assert rec.message == "stop: P(beats best 'b' by 0.01 at 4, 4.0x now) < 0.01 < 0.1"
+    assert rec.message == "stop: P(beats best 'b' by 0.01 at 4 compute units, 4.0x now) < 0.01 < 0.1"
     # and a share just short of all of the draws is "> 0.99", not "= 1.00"
     rec = evaluate_rules("a", 1.5 - three_in_1000, np.full(1000, 0.20), {"b": np.full(1000, 0.60)}, EarlyStopConfig(),
                          budget=4.0, compute_now=1.0, n_evals=8)
     assert rec.action == "continue" and rec.probability == pytest.approx(0.997)
-    assert "P(beats best 'b' at 4, 4.0x now) > 0.99 >= 0.1" in rec.message
+    assert "P(beats best 'b' at 4 compute units, 4.0x now) > 0.99 >= 0.1" in rec.message
     # a threshold at or under 0.01, where "< 0.01" would not say the probability is below it:
     # the digits it takes, never 0.00 for a share of some of the draws
     config = EarlyStopConfig(target=0.6, p_target_threshold=0.005, saturation_epsilon=None)
     rec = evaluate_rules("a", three_in_1000, np.full(1000, 0.20), {}, config, budget=4.0, compute_now=1.0, n_evals=8)
-    assert rec.stop and rec.message == "stop: P(reaches 0.6 by 4) = 0.003 < 0.005"
+    assert rec.stop and rec.message == "stop: P(reaches 0.6 by 4 compute units) = 0.003 < 0.005"
     config = EarlyStopConfig(target=0.6, p_target_threshold=0.002, saturation_epsilon=None)
     rec = evaluate_rules("a", three_in_1000, np.full(1000, 0.20), {}, config, budget=4.0, compute_now=1.0, n_evals=8)
-    assert not rec.stop and rec.message == "continue: P(reaches 0.6 by 4) = 0.003 >= 0.002"
+    assert not rec.stop and rec.message == "continue: P(reaches 0.6 by 4 compute units) = 0.003 >= 0.002"
 
 
 def test_stop_when_saturated():
@@ -156,7 +157,7 @@ def test_stop_when_saturated():
     rec = evaluate_rules("a", spread(0.601), spread(0.60), {"b": spread(0.55)}, config, budget=2.0, compute_now=1.0, n_evals=9)
     assert (rec.action, rec.rule) == ("stop", "saturated")
     assert rec.value == pytest.approx(0.001) and rec.probability is None and rec.threshold == 0.005
-    assert rec.message == "stop: expected gain per doubling to 2 (1.0 doublings left) = 0.0010 < 0.005"
+    assert rec.message == "stop: expected gain per doubling to 2 compute units (1.0 doublings left) = 0.0010 < 0.005"
 
 
 def test_saturation_is_per_doubling_so_a_run_near_its_budget_is_not_saturated_by_default():
@@ -187,7 +188,7 @@ def test_continue_names_the_check_closest_to_firing():
     assert rec.rule == "beats_best"
     # two independent uniforms of width 0.1, 0.02 apart: P(U1 > U2 + 0.02) = 0.08^2 / 2 / 0.01 = 0.32
     assert rec.probability == pytest.approx(0.32, abs=0.03) and rec.threshold == 0.05
-    assert rec.message.startswith("continue: P(beats best 'b' at 8, 8.0x now) = ")
+    assert rec.message.startswith("continue: P(beats best 'b' at 8 compute units, 8.0x now) = ")
     assert "expected gain per doubling" in rec.message  # every check is listed
     assert {c["rule"] for c in rec.details["checks"]} == {"beats_best", "gain_per_compute", "saturated"}
     # E[max(0, U1 - U2)] = 0.08^3 / 6 / 0.01 = 0.00853, for 7/8 of this run's budget left
@@ -253,6 +254,41 @@ def test_warmup_and_budget_reached():
     assert (rec.action, rec.rule) == ("stop", "budget_reached")
 
 
+def without_units(payload, unit: str):
+    """A recommendation's dict with ' UNIT' taken out of its prose (the message, each check's text)."""
+    if isinstance(payload, dict):
+        return {k: without_units(v, unit) for k, v in payload.items()}
+    if isinstance(payload, list):
+        return [without_units(v, unit) for v in payload]
+    return payload.replace(f" {unit}", "") if isinstance(payload, str) else payload
+
+
+def test_every_compute_in_a_message_says_its_unit_and_nothing_else_changes():
+    """'stop: compute 428,800 >= planned budget 400,000' gave no unit, where the report beside it and
+    `forecast decide` write '400,000 gpu_hours': a planner could not tell FLOPs from GPU-hours or steps.
+    Each compute in a message is followed by the run table's unit now; the JSON fields (rule,
+    action, value, threshold, details' numbers) are the same whatever the unit."""
+    config = EarlyStopConfig(target=0.95)
+
+    def advice(unit, **kwargs):
+        return evaluate_rules("a", spread(0.5), spread(0.3), {"b": spread(0.6)}, config, budget=400_000.0,
+                              compute_now=100_000.0, n_evals=9, unit=unit, **kwargs)
+
+    rec = advice("gpu_hours")
+    assert rec.message == "stop: P(beats best 'b' by 0.01 at 400,000 gpu_hours, 4.0x now) = 0.00 < 0.1"
+    texts = {c["rule"]: c["text"] for c in rec.details["checks"]}
+    assert texts["reach_target"].startswith("P(reaches 0.95 by 400,000 gpu_hours) ")
+    assert texts["saturated"].startswith("expected gain per doubling to 400,000 gpu_hours (2.0 doublings left) ")
+    assert without_units(rec.to_dict(), "gpu_hours") == without_units(advice("flops").to_dict(), "flops")
+    reached = evaluate_rules("a", spread(0.5), spread(0.5), {}, config, budget=400_000.0, compute_now=428_800.0,
+                             n_evals=9, unit="flops")
+    assert reached.message == "stop: compute 428,800 flops >= planned budget 400,000 flops"
+    assert (reached.value, reached.threshold) == (428_800.0, 400_000.0)
+    # a table without a compute_unit column: the words the rest of the project uses for it
+    unnamed = evaluate_rules("a", spread(0.5), spread(0.5), {}, config, budget=2e12, compute_now=4e12, n_evals=9)
+    assert unnamed.message == "stop: compute 4e12 compute units >= planned budget 2e12 compute units"
+
+
 def test_saturation_rule_can_be_switched_off():
     config = EarlyStopConfig(saturation_epsilon=None)
     rec = evaluate_rules("a", spread(0.5), spread(0.5), {}, config, budget=2.0, compute_now=1.0, n_evals=9)
@@ -275,6 +311,8 @@ def test_recommend_runs_on_a_fitted_model(fitted):
         assert rec.action in ("continue", "stop")
         assert rec.threshold is not None and rec.value is not None
         assert f"{rec.threshold:g}" in rec.message
+        # compute in the fit's unit, as the report and `forecast decide` write it
+        assert f"{fmt_compute(budgets[rec.run_id])} {fitted.compute_unit}" in rec.message, rec.message
     # the 8-generation recipe (A = 0.585) cannot catch the Scout MoE (A = 0.71)
     weak = [r for r in fitted.run_ids if r.startswith("scalerl_8gen")]
     assert all(recs[r].stop for r in weak)
@@ -436,7 +474,7 @@ def test_a_stop_against_a_bar_too_far_from_its_own_budget_says_so():
     stopped = [rec for rec in recs.values() if rec.stop]
     assert stopped and all(rec.rule == "beats_best" for rec in stopped)
     for rec in stopped:
-        assert rec.message.startswith("stop: P(beats best 'lead' by 0.01 at 4, 2.0x now) = ")
+        assert rec.message.startswith("stop: P(beats best 'lead' by 0.01 at 4 compute units, 2.0x now) = ")
         assert rec.message.endswith("< 0.1; 'lead' is 10.0x short of its budget, too early for its own stop rules")
         assert rec.details["alternative_too_early"] == pytest.approx(10.0)
     # just past the guard: the ratio is printed so that it reads past it ("8.04x", not "8.0x")
@@ -512,7 +550,7 @@ def test_the_guards_do_not_keep_a_run_its_own_rule_stops():
     assert {r: (recs[r].action, recs[r].rule) for r in ("w1", "w2", "w3", "w4")} == {
         r: ("stop", "reach_target") for r in ("w1", "w2", "w3", "w4")}
     assert count_comparison_stops(recs) == 0 and "alternative" not in recs["w4"].details
-    assert recs["w4"].message.startswith("stop: P(reaches 0.6 by 4) = 0.00") and recs["w4"].threshold == 0.05
+    assert recs["w4"].message.startswith("stop: P(reaches 0.6 by 4 compute units) = 0.00") and recs["w4"].threshold == 0.05
     assert not recs["lead"].stop
     # the runner-up hold: with the cap off, the strongest run beside the unfinished 'lead' goes on,
     # unless it cannot reach the target either

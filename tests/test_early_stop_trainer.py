@@ -9,6 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from forecast.formatting import fmt_compute
+
 train_module = pytest.importorskip("trainer_minimal.train")
 config_module = pytest.importorskip("trainer_minimal.config")
 
@@ -21,7 +23,7 @@ def strong_reference(path) -> None:
                   "n_eval": 32, "compute_unit": "flops"}).to_csv(path, index=False)
 
 
-def test_trainer_stops_when_the_advisor_says_stop(tmp_path):
+def test_trainer_stops_when_the_advisor_says_stop(tmp_path, capsys):
     strong_reference(tmp_path / "reference.csv")
     cfg = config_module.make_config(
         "scalerl", out=str(tmp_path / "run"), max_steps=16, eval_every=2, warmup_steps=5, train_size=64,
@@ -38,6 +40,14 @@ def test_trainer_stops_when_the_advisor_says_stop(tmp_path):
     assert advice["message"].startswith("stop: P(beats best 'strong-s0'") and "< 0.1" in advice["message"]
     evals = [json.loads(line) for line in (tmp_path / "run" / "evals.jsonl").read_text().splitlines()]
     assert len(evals) == 4  # advice at evaluations 2 (warm-up: too few) and 4 (stop)
+    # compute says its unit, on the trainer's lines as in the advice: 'compute 1.2e+06' and
+    # 'at 4.8e6, 2.0x now' left a planner to guess FLOPs, GPU-hours or steps
+    budget = advice["details"]["budget"]
+    assert f" at {fmt_compute(budget)} flops, " in advice["message"], advice["message"]
+    printed = capsys.readouterr().out
+    steps = [line for line in printed.splitlines() if " pass " in line and " reward " in line]
+    assert len(steps) == 4 and f"compute {fmt_compute(evals[-1]['compute'])} flops " in steps[-1], steps
+    assert f"advisor: stop (beats_best): {advice['message'].removeprefix('stop: ')}" in printed
 
 
 def test_the_advisor_takes_its_rules_and_priors_from_the_trainer_config(tmp_path, monkeypatch):

@@ -671,7 +671,7 @@ def test_the_page_writes_compute_one_way(fitted):
     budget = 4 * float(fitted.runs_["compute"].max())
     advice, _ = rp.stop_advice(fitted, budget, 0.9)
     reasons = " ".join(advice.table["reason"])
-    assert "e+" not in reasons and f" {fmt_compute(budget)}" in reasons
+    assert "e+" not in reasons and f" {fmt_compute(budget)} {fitted.compute_unit}" in reasons
     far = far_from_data(1e12, fitted.runs_["compute"], unit=fitted.compute_unit, name="The budget")
     assert "e+" not in far and far.startswith("The budget 1e12 is ")
     low = far_from_data(1.0, fitted.runs_["compute"], unit=fitted.compute_unit, name="The budget")
@@ -938,7 +938,7 @@ def test_a_sweeps_runs_csv_and_its_saved_fit_say_which_runs_ended_as_its_folder_
         other = advice(runs)
         pd.testing.assert_frame_equal(other[["decision", "rule"]], advice(from_folder)[["decision", "rule"]], obj=name)
         assert other.loc["weak-s0", "decision"] == "ended" and other.loc["weak-s0", "rule"] == "advisor_stopped"
-        assert "stopped by its own advisor at eval 4 (0.5)" in other.loc["weak-s0", "reason"]
+        assert "stopped by its own advisor at eval 4 (0.5 flops)" in other.loc["weak-s0", "reason"]
         assert other.loc["weak-s1", "rule"] == "finished" and "finished at eval 4" in other.loc["weak-s1", "reason"]
         assert set(other.loc[["good-s0", "good-s1"], "decision"]) <= {"continue", "stop"}
     # a table without the column (older runs.csv files) says nothing of how runs ended, as before

@@ -679,12 +679,30 @@ def test_a_line_writes_the_compute_reached_as_its_advice_does():
     from forecast.formatting import fmt_compute
     from forecast.watch import _line
 
-    for now, budget in [(1.01e12, 4.08e12), (16080.0, 64320.0)]:
-        rec = Recommendation("stop", "beats_best", f"stop: P(beats best 'b-s0' by 0.01 at {fmt_compute(budget)}, 4.0x now) "
-                             "= 0.03 < 0.1", run_id="a-s0")
+    for now, budget, unit in [(1.01e12, 4.08e12, "flops"), (16080.0, 64320.0, "gpu_hours")]:
+        rec = Recommendation("stop", "beats_best", f"stop: P(beats best 'b-s0' by 0.01 at {fmt_compute(budget)} {unit}, "
+                             "4.0x now) = 0.03 < 0.1", run_id="a-s0")
         rec.details.update(n_evals=40, compute_now=now)
-        line = _line(rec)
-        assert line.startswith(f"[a-s0] eval 40 @ {fmt_compute(now)}: stop:") and "e+" not in line, line
+        line = _line(rec, unit)
+        assert line.startswith(f"[a-s0] eval 40 @ {fmt_compute(now)} {unit}: stop:") and "e+" not in line, line
+
+
+def test_a_watch_line_says_the_unit_of_the_compute_reached(sweep):
+    """'[bad-s0] eval 4 @ 400: stop: ...' gave no unit for the compute a run had reached: the line
+    says the runs' compute_unit, as the advice after it and the report do."""
+    for run in ("good-s0", "bad-s0"):
+        append(sweep / run / "evals.jsonl", "".join(row(run, i, 0.2) for i in range(4)))
+
+    def advisor(table, budgets, config):
+        recs = FakeAdvisor()(table, budgets, config)
+        for run, rec in recs.items():
+            rec.details.update(n_evals=4, compute_now=float(table.loc[table["run_id"] == run, "compute"].max()))
+        return recs
+
+    lines = []
+    watch(sweep, interval=0, budget=1e4, config=EarlyStopConfig(min_evals=3), max_polls=1, advisor=advisor,
+          say=lines.append, sleep=lambda s: None)
+    assert "[bad-s0] eval 4 @ 400 flops: stop: P(beats best) = 0.01 < 0.05" in lines, lines
 
 
 def test_a_restart_from_another_working_directory_keeps_the_stop_caps_history(sweep, monkeypatch):
@@ -741,14 +759,14 @@ def test_a_run_that_ends_is_said_with_how_it_ended_in_the_lines_and_the_json(swe
 
     watch(sweep, interval=0, budget=1e4, config=EarlyStopConfig(min_evals=3), max_polls=3, advisor=FakeAdvisor(),
           say=lines.append, sleep=sleep)
-    assert "[bad-s0] ended: stopped by its own advisor at eval 4 (400): stop: P(reaches 0.9 by 1e4) = 0.04 < 0.05" in lines
-    assert "[good-s0] ended: finished at eval 5 (500)" in lines
+    assert "[bad-s0] ended: stopped by its own advisor at eval 4 (400 flops): stop: P(reaches 0.9 by 1e4) = 0.04 < 0.05" in lines
+    assert "[good-s0] ended: finished at eval 5 (500 flops)" in lines
     assert lines[-1] == (f"no run in flight under {sweep}: 2 run(s) finished (their folders hold summary.json), "
                          "1 of them stopped by their own advisor (stopped.json)")
     written = json.loads((sweep / "recommendations.json").read_text())
     assert written["recommendations"] == {}
-    assert written["ended"] == {"bad-s0": "stopped by its own advisor at eval 4 (400): stop: P(reaches 0.9 by 1e4) = 0.04 < 0.05",
-                                "good-s0": "finished at eval 5 (500)"}
+    assert written["ended"] == {"bad-s0": "stopped by its own advisor at eval 4 (400 flops): stop: P(reaches 0.9 by 1e4) = 0.04 < 0.05",
+                                "good-s0": "finished at eval 5 (500 flops)"}
 
 
 def test_the_watch_says_what_it_watches_before_the_first_poll(sweep, capsys):
@@ -784,7 +802,7 @@ def test_a_run_its_advisor_stopped_is_not_advised_before_its_summary_is_written(
     assert advisor.calls and all("bad-s0" not in call["_budgets"] for call in advisor.calls)
     written = json.loads((sweep / "recommendations.json").read_text())
     assert set(written["recommendations"]) == {"good-s0"}
-    assert written["ended"] == {"bad-s0": "stopped by its own advisor at eval 4 (400): stop: P(reaches 0.9 by 1e4) = 0.04 < 0.05"}
+    assert written["ended"] == {"bad-s0": "stopped by its own advisor at eval 4 (400 flops): stop: P(reaches 0.9 by 1e4) = 0.04 < 0.05"}
     (sweep / "good-s0" / "summary.json").write_text(json.dumps({"stopped": False}))
     watch(sweep, interval=0, budget=1e4, config=EarlyStopConfig(min_evals=3), max_polls=1, advisor=FakeAdvisor(),
           say=lines.append, sleep=lambda s: None)

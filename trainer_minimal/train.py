@@ -73,6 +73,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from forecast.formatting import fmt_compute
 from forecast.io import remove_stale_temps
 
 from .config import (
@@ -697,7 +698,7 @@ def run_training(cfg):
                 if not pending:  # round boundary (always: validate() keeps eval_every and max_steps multiples of k)
                     save_checkpoint(cfg, model, optimizer, state)
                 print(f"[{cfg.run_id}] step {step}  pass {metric:.3f}  reward {metrics['reward']:.3f}  "
-                      f"compute {state['compute']:.3g}  {state['device_seconds']:.1f}s", flush=True)
+                      f"compute {fmt_compute(state['compute'])} flops  {state['device_seconds']:.1f}s", flush=True)
             if advisor_due(cfg, step):
                 stopped = broadcast_object(advise(cfg, eval_rows, state) if rank == 0 else None, world)
 
