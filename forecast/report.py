@@ -614,12 +614,20 @@ tr:nth-child(even) td { background:#fafbfc; }
 .bar { display:inline-block; height:10px; background:var(--accent); border-radius:2px;
        vertical-align:middle; margin-right:6px; }
 figure { margin:0; } figure img { max-width:100%; height:auto; display:block; margin:0 auto; }
+/* on a phone a chart of several panels shrank until its labels could not be read: it keeps a
+   least width (figure_html) and scrolls sideways in its box instead; a wide window is unchanged */
+figure img { min-width:var(--least-width, 0); }
 figcaption { color:var(--muted); font-size:13px; margin-top:6px; }
 .grid2 { display:grid; grid-template-columns: 1fr 1fr; gap:16px; }
 details summary { cursor:pointer; color:var(--accent); margin:6px 0; font-size:14px; }
 .notes { color:var(--muted); font-size:13px; background:transparent; border-style:dashed; }
 dl { display:grid; grid-template-columns: max-content minmax(0, 1fr); gap:4px 16px; margin:0; font-size:14px; }
 dt { color:var(--muted); } dd { margin:0; overflow-wrap:anywhere; }  /* a long input path wraps */
+@media screen and (max-width:600px) {
+  /* a phone's width went a third to margins and padding, left of the scrolling tables and charts */
+  main { padding:14px 8px 32px; }
+  section { padding:12px; }
+}
 @media print {
   /* paper has no scrollbar: a table wider than the page lost its right-hand columns (P(>= target)) */
   body { background:#fff; font-size:12px; }
@@ -632,7 +640,7 @@ dt { color:var(--muted); } dd { margin:0; overflow-wrap:anywhere; }  /* a long i
   h2, header { break-after:avoid; }
   tr, figure, .banner, dl { break-inside:avoid; }
   /* a chart taller than a page was sliced through a row of panels; one fits a page instead */
-  figure img { max-height:230mm; width:auto; }
+  figure img { max-height:230mm; width:auto; min-width:0; }  /* paper does not scroll: a chart fits the page */
   /* the P(best) bars, chips and banners are backgrounds, which print drops by default */
   .bar, .chip, .banner { -webkit-print-color-adjust:exact; print-color-adjust:exact; }
   /* a folded table is folded on paper too, where no one can open it */
@@ -682,13 +690,33 @@ def prob_bar_html(p: float) -> str:
     return f'<span class="bar" style="width:{width}px"></span>{esc(fmt_prob(p))}'
 
 
+# A chart on the page is never shown below this share of the size it was drawn at: on a phone
+# (390 px) a fan chart of 3 panels a row, drawn 1250 px wide, was shrunk to 300 px, its 10-point
+# tick labels (14 px at 100 dpi) to 3 px. At 0.6 they are 8 px, legible on a phone's screen (2-3
+# device pixels to a CSS pixel); a chart shrinks as before down to a card of 750 px, a window of about 850.
+CHART_LEAST_SCALE = 0.6
+
+
+def png_width(png: bytes) -> int | None:
+    """A PNG's width in pixels, from its header (IHDR, the first chunk); None if it is not a PNG."""
+    if len(png) < 24 or png[:8] != b"\x89PNG\r\n\x1a\n" or png[12:16] != b"IHDR":
+        return None
+    return int.from_bytes(png[16:20], "big")
+
+
 def figure_html(png: bytes, alt: str, caption: str = "", *, width: int | None = None) -> str:
-    """An inline PNG (base64 data URI): no file or network needed to show it."""
+    """An inline PNG (base64 data URI): no file or network needed to show it. It shrinks with its
+    card down to CHART_LEAST_SCALE of its drawn size (or of `width`), and a narrower card scrolls it."""
     data = base64.b64encode(png).decode("ascii")
-    # min(): an inline max-width alone replaced the stylesheet's 100%, and a 640 px chart ran past a narrow card
-    style = f' style="max-width:min(100%, {int(width)}px)"' if width else ""
+    styles = []
+    if width:  # min(): an inline max-width alone replaced the stylesheet's 100%, and a 640 px chart ran past a narrow card
+        styles.append(f"max-width:min(100%, {int(width)}px)")
+    drawn = png_width(png)
+    if drawn:
+        styles.append(f"--least-width:{round(CHART_LEAST_SCALE * min(drawn, width or drawn))}px")
+    style = f' style="{"; ".join(styles)}"' if styles else ""
     cap = f"<figcaption>{esc(caption)}</figcaption>" if caption else ""
-    return f'<figure><img alt="{esc(alt)}" src="data:image/png;base64,{data}"{style}>{cap}</figure>'
+    return f'<figure><div class="scroll"><img alt="{esc(alt)}" src="data:image/png;base64,{data}"{style}></div>{cap}</figure>'
 
 
 def header_html(data: ReportData) -> str:

@@ -661,6 +661,83 @@ def test_a_narrow_window_keeps_every_section_within_its_card(tmp_path):
     assert int(shown) <= int(width)
 
 
+def three_panel_wide_png() -> bytes:
+    """A chart drawn about as wide as the report's fan chart of 3 panels a row (1200-1250 px)."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(15, 3.5))
+    for ax in axes:
+        ax.plot([0, 1], [0, 1])
+    return rp.figure_png(fig)
+
+
+def test_a_chart_keeps_a_least_width_and_scrolls_in_its_box_on_screen_but_not_on_paper():
+    """On a phone a fan chart of 3 panels a row was shrunk to the card (300 of its 1250 px) until no
+    label could be read. It keeps CHART_LEAST_SCALE of its drawn width, inside a box that scrolls."""
+    png = three_panel_wide_png()
+    drawn = rp.png_width(png)
+    assert drawn > 1000 and rp.png_width(b"not a png at all, but long enough") is None
+    least = round(rp.CHART_LEAST_SCALE * drawn)
+    html = rp.figure_html(png, "fan chart per recipe")
+    assert re.search(rf'<div class="scroll"><img [^>]*style="--least-width:{least}px"', html), html[:80]
+    assert "max-width:min(100%, 760px); --least-width:456px" in rp.figure_html(png, "cv", width=760)
+    assert "min-width:var(--least-width" in rp.CSS
+    printed = rp.CSS[rp.CSS.index("@media print"):]
+    assert re.search(r"figure img \{[^}]*min-width:0", printed)  # paper does not scroll: the chart fits the page
+
+
+def framed(page: str, width: int) -> str:
+    """A page showing `page` in a frame `width` px wide, with CHART_PROBE run on it once both have
+    loaded: headless Chromium lays out a --dump-dom page at no less than 500 px, and a phone is 390."""
+    return ('<!DOCTYPE html><html><body style="margin:0">'
+            f'<iframe id="window" style="border:0" width="{width}" height="2000" srcdoc="{rp.html.escape(page)}"></iframe>'
+            + CHART_PROBE + "</body></html>")
+
+
+# For each chart of the framed page: its drawn width, the width it is shown at, and the width of
+# its box and of what the box scrolls; then the framed page's width against its window's.
+CHART_PROBE = """<script>
+window.addEventListener('load', () => {
+  const doc = document.getElementById('window').contentDocument, out = [];
+  for (const img of doc.querySelectorAll('figure img')) {
+    const box = img.closest('.scroll');
+    out.push([img.alt, img.naturalWidth, Math.round(img.getBoundingClientRect().width),
+              box ? box.clientWidth : -1, box ? box.scrollWidth : -1].join('|'));
+  }
+  out.push('page|' + doc.documentElement.scrollWidth + '|' + doc.documentElement.clientWidth);
+  const pre = document.createElement('pre'); pre.id = 'chart-probe'; pre.textContent = out.join('\\n');
+  document.body.appendChild(pre);
+});
+</script>"""
+
+
+@needs_chromium
+def test_on_a_phone_a_wide_chart_stays_readable_and_scrolls_while_a_wide_window_is_unchanged(tmp_path):
+    """At 390 px (a phone) the fan chart of 3 panels a row was shown at a quarter of its size. Now it
+    keeps at least CHART_LEAST_SCALE of it and scrolls sideways inside its card, while the page itself
+    does not scroll; in a desktop window the chart fills its card as before, with nothing to scroll."""
+    data = hand_made_report()
+    data.figures = {"fan_chart": three_panel_wide_png(), "forest": data.figures["forest"]}
+    page = rp.render_report(data)
+
+    def charts_at(width):
+        probe = tmp_path / f"probe{width}.html"
+        probe.write_text(framed(page, width), encoding="utf-8")
+        dom = chromium(f"--window-size={width + 100},2100", "--dump-dom", probe.as_uri())
+        found = re.search(r'<pre id="chart-probe">(.*?)</pre>', dom.stdout, re.S)
+        assert found, dom.stderr[-2000:]
+        rows = [line.split("|") for line in found.group(1).splitlines()]
+        page_width, window_width = map(int, rows.pop()[1:])
+        assert window_width == width and page_width <= width, f"the page scrolls sideways at {width} px"
+        return {alt: tuple(map(int, numbers)) for alt, *numbers in rows}
+
+    drawn, shown, box, scrolled = charts_at(390)["fan chart per recipe"]
+    assert shown >= rp.CHART_LEAST_SCALE * drawn - 1, (drawn, shown)
+    assert box < shown <= scrolled, "the chart scrolls inside its box"
+    drawn, shown, box, scrolled = charts_at(1280)["fan chart per recipe"]
+    assert shown == min(drawn, box) and scrolled == box, (drawn, shown, box, scrolled)
+
+
 def test_the_page_writes_compute_one_way(fitted):
     """Stop reasons and the far-budget banner write compute as the rest of the page does: the
     synthetic sweep's page said 'budget 64,320 gpu_hours' in its header and table and 'expected
@@ -756,8 +833,10 @@ window.addEventListener('load', () => {
         for (const inner of [...rule.cssRules]) sheet.insertRule(inner.cssText, sheet.cssRules.length);
   const out = [];
   for (const box of document.querySelectorAll('.scroll'))
-    if (box.scrollWidth > box.clientWidth + 1)
-      out.push('problem: clipped ' + box.querySelector('table').id + ' ' + (box.scrollWidth - box.clientWidth) + 'px');
+    if (box.scrollWidth > box.clientWidth + 1) {
+      const inside = box.querySelector('table, img');
+      out.push('problem: clipped ' + (inside.id || inside.alt) + ' ' + (box.scrollWidth - box.clientWidth) + 'px');
+    }
   for (const img of document.querySelectorAll('img'))
     out.push('image ' + img.alt + ' ' + Math.round(img.getBoundingClientRect().height));
   // (a folded table still has a height when asked for one: whether it is shown is checkVisibility's)
@@ -787,13 +866,14 @@ def test_the_page_prints_every_column_every_chart_on_a_page_and_the_folded_table
     """Printed (or saved as PDF for a meeting), the recipe table's scrolling box clipped its
     right-hand columns (P(>= target) was gone from the trainer sweep's page), a chart taller than a
     page was sliced through a row of panels, and the folded stop table printed as one line nobody
-    can open; numbers wrapped to fit must not split an interval. Paper is about 720 CSS px wide and 1000 high (A4 or Letter, default margins)."""
+    can open; numbers wrapped to fit must not split an interval, and a chart held at its least width on
+    a phone's screen must not be cut at the paper's edge. Paper is about 720 CSS px wide and 1000 high (A4 or Letter, default margins)."""
     import matplotlib.pyplot as plt
 
     data = hand_made_report()
     data.recipe_table["recipe"] = ["sweep2026_scalerl_longcontext_lr3e-4_bs512", "b"]
     data.recipe_table[["c_target_q05", "c_target_q50", "c_target_q95"]] = [[1.23e12, 4.56e12, np.inf], [3.21e12, np.inf, np.inf]]
-    fig, ax = plt.subplots(figsize=(12.6, 25))  # a sweep of 24 recipes: 8 rows of panels
+    fig, ax = plt.subplots(figsize=(15, 25))  # a sweep of 24 recipes: 8 rows of 3 panels, 1250 px wide as drawn
     ax.plot([0, 1], [0, 1])
     data.figures = {"fan_chart": rp.figure_png(fig), "forest": data.figures["forest"]}
     runs = [f"run-{k}" for k in range(20)]  # more than a screen's worth: folded
