@@ -16,12 +16,18 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = dict(d_model=32, n_layer=1, n_head=2, tasks="rev", max_size=1, train_size=400, val_size=50,
             val_samples=4, warmup_steps=30, warmup_batch=32, batch_size=8, group_size=4, gen_len=5, lr=2e-3,
             max_steps=4, eval_every=2)
+# prompts of 2 to 9 tokens and one prompt per rank per mini-batch: a rank's own prompts are often
+# narrower than the round's widest, and its samples end at other decode steps than the round's last
+MIXED_WIDTHS = {**TINY, "tasks": "add,max", "max_size": 3, "batch_size": 2, "val_size": 20, "max_steps": 6}
 
 
 def test_torchrun_gloo_two_processes(tmp_path):
+    """Also: each rank padded to its own prompts' width and decoded until its own samples ended, and
+    the FLOPs of those widths summed over ranks fell short of one process's count for the same round
+    (24.5e6 against 26.3e6 at step 5 here), so a run's compute axis moved with its number of GPUs."""
     pytest.importorskip("torch.distributed")
     cache = str(tmp_path / "warmstart")
-    flags = [f"--{k.replace('_', '-')}={v}" for k, v in TINY.items()]
+    flags = [f"--{k.replace('_', '-')}={v}" for k, v in MIXED_WIDTHS.items()]
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
            "-m", "trainer_minimal", "train", "--out", str(tmp_path / "ddp"), "--warmstart-cache", cache, *flags]
     env = {**os.environ, "PYTHONPATH": REPO, "OMP_NUM_THREADS": "1"}
@@ -31,18 +37,21 @@ def test_torchrun_gloo_two_processes(tmp_path):
     assert json.loads((tmp_path / "ddp" / "summary.json").read_text())["world_size"] == 2
     evals = read_jsonl(tmp_path / "ddp" / "evals.jsonl")
     log = read_jsonl(tmp_path / "ddp" / "train_log.jsonl")
-    assert [r["step"] for r in evals] == [2, 4]  # rank 0 alone writes: no duplicated rows
-    assert [r["step"] for r in log] == [1, 2, 3, 4]
-    assert evals[0]["n_eval"] == 50 * 4  # every validation prompt graded once, across both ranks
+    assert [r["step"] for r in evals] == [2, 4, 6]  # rank 0 alone writes: no duplicated rows
+    assert [r["step"] for r in log] == [1, 2, 3, 4, 5, 6]
+    assert evals[0]["n_eval"] == 20 * 4  # every validation prompt graded once, across both ranks
 
     # one process with the same seed: same prompts, same samples (seeded per prompt), the same
     # global normalisers; only the order of float additions in the gradient sum differs
-    single = train(make_config("scalerl", out=str(tmp_path / "single"), warmstart_cache=cache, **TINY))
+    single = train(make_config("scalerl", out=str(tmp_path / "single"), warmstart_cache=cache, **MIXED_WIDTHS))
     reference = read_jsonl(tmp_path / "single" / "evals.jsonl")
+    reference_log = read_jsonl(tmp_path / "single" / "train_log.jsonl")
     assert [r["compute"] for r in evals] == pytest.approx([r["compute"] for r in reference], rel=1e-9)
+    assert [r["compute"] for r in log] == pytest.approx([r["compute"] for r in reference_log], rel=1e-9)
+    assert [r["trained_tokens"] for r in log] == [r["trained_tokens"] for r in reference_log]
     assert [r["metric"] for r in evals] == pytest.approx([r["metric"] for r in reference], abs=0.03)
-    assert log[0]["reward"] == read_jsonl(tmp_path / "single" / "train_log.jsonl")[0]["reward"]
-    assert single["steps"] == 4
+    assert log[0]["reward"] == reference_log[0]["reward"]
+    assert single["steps"] == 6
 
 
 GROUP_FREED_SCRIPT = """

@@ -16,7 +16,8 @@ What it does, per generation round (one round = off_policy_k optimizer steps):
      one row appended to evals.jsonl, then a checkpoint; optionally ask the early-stop advisor.
 
 Compute: cumulative FLOPs of sampling (2N per prompt or generated token), re-scoring and training
-(6N per trained token), plus attention (flops.py). device_seconds: wall-clock seconds of sampling
+(6N per trained token), plus attention (flops.py), at the widths one process pads a round to, so a
+run's compute is the same on any number of processes (a rank pads only to its share). device_seconds: wall-clock seconds of sampling
 and training times the number of processes (device-seconds, like GPU-hours); evaluation, logging
 and checkpoints are excluded, as is the warm start (it plays the role of the base model).
 
@@ -323,6 +324,15 @@ def all_sum(tensor, world):
     return buffer.to(tensor.device)
 
 
+def all_max(values, world):
+    """The largest of each of a list of ints over ranks."""
+    if world == 1:
+        return values
+    buffer = torch.tensor(values, dtype=torch.int64, device=collective_device())
+    dist.all_reduce(buffer, op=dist.ReduceOp.MAX)
+    return buffer.tolist()
+
+
 def all_gather(tensor, world):
     """[tensor of rank 0, tensor of rank 1, ...], on the tensor's device."""
     buffers = [torch.zeros_like(tensor, device=collective_device()) for _ in range(world)]
@@ -494,8 +504,14 @@ def sample_round(cfg, model, tok, pool, state, step, device, rank, world):
     kept_tokens = torch.tensor([float((mb["completion_mask"] * mb["keep"][:, None]).sum()) for mb in minibatches])
     for mb, n in zip(minibatches, all_sum(kept_tokens, world).tolist(), strict=True):
         mb["n_tokens"] = n
+    # FLOPs are counted at the round's widths over all ranks, as one process pads and decodes the round: a
+    # rank pads to its own prompts and stops once its own samples have ended, so its own widths summed over
+    # ranks gave a run less compute the more processes trained it (7% at a step with 2 on mixed tasks)
+    prompt_width, decode_steps, completion_width = all_max([prompt_ids.shape[1], out["decode_steps"], out["length"]], world)
+    for mb in minibatches:
+        mb["flops_width"] = prompt_width + completion_width
     # the round's sampling is charged to its first step
-    minibatches[0]["gen_flops"] = state["flops_model"].rollout(len(mine) * G, prompt_ids.shape[1], out["decode_steps"])
+    minibatches[0]["gen_flops"] = state["flops_model"].rollout(len(mine) * G, prompt_width, decode_steps)
     minibatches[0]["gen_tokens"] = int(out["completion_mask"].sum()) + int(prompt_mask.sum())
     return minibatches
 
@@ -517,7 +533,7 @@ def update(cfg, model, optimizer, mb, state, world):
     optimizer.zero_grad(set_to_none=True)
     # local sums: flops, trained tokens, loss, entropy * tokens, clipped tokens, loss tokens
     stats = torch.zeros(6, dtype=torch.float64)
-    width = mb["prompt_ids"].shape[1] + mb["completion"].shape[1]
+    width = mb["flops_width"]  # the round's widest rank's (sample_round), so compute is the same on any number of ranks
     for start in range(0, len(idx), cfg.micro_batch):
         rows = idx[start : start + cfg.micro_batch]
         w = weights[start : start + cfg.micro_batch]  # (b, L)
