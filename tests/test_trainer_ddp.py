@@ -3,8 +3,10 @@
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -129,3 +131,42 @@ def test_a_resumed_question_to_the_advisor_does_not_hang_a_slower_rank(tmp_path)
     assert "advisor: continue (stub)" in output
     assert [r["step"] for r in read_jsonl(run / "evals.jsonl")] == [2, 4]
     assert not (run / "advisor_asking.json").exists()
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_a_second_stop_signal_does_not_break_into_the_stop(tmp_path, monkeypatch, capsys):
+    """torchrun signalled twice in a moment (`timeout` and the user, a scheduler that signals every
+    process) passes SIGINT and then SIGTERM on to each rank within milliseconds, and a rank waiting in a
+    collective takes them together as the others end. The second broke into the stop of the first,
+    and that rank ended in a traceback (after gloo's "Connection closed by peer") instead of the line
+    saying how to go on. Training is faked: Ctrl-C during a step, SIGTERM while the group is freed."""
+    import trainer_minimal.train as train_module
+    from trainer_minimal.cli import main
+
+    def signalled(signum):
+        os.kill(os.getpid(), signum)
+        time.sleep(0.5)  # a handler that raises does so before this ends
+
+    def interrupted_after_a_checkpoint(cfg):
+        os.makedirs(cfg.out)
+        open(os.path.join(cfg.out, "ckpt.pt"), "wb").close()
+        signalled(signal.SIGINT)
+        pytest.fail("Ctrl-C did not stop the run")
+
+    monkeypatch.setattr(train_module, "train", interrupted_after_a_checkpoint)
+    monkeypatch.setattr(train_module, "end_distributed", lambda: signalled(signal.SIGTERM))
+    # as a plain process has them (a test runner may hold handlers of its own)
+    before = signal.signal(signal.SIGTERM, signal.SIG_DFL), signal.signal(signal.SIGINT, signal.default_int_handler)
+    run = tmp_path / "run"
+    flags = [f"--{k.replace('_', '-')}={v}" for k, v in TINY.items()]
+    try:
+        code = main(["train", "--out", str(run), "--warmstart-cache", str(tmp_path / "warmstart"), *flags])
+        handlers_after = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    except KeyboardInterrupt as err:  # caught here: left to pytest, it would end the whole session
+        pytest.fail(f"the second signal broke into the stop: {err!r}")
+    finally:
+        signal.signal(signal.SIGTERM, before[0])
+        signal.signal(signal.SIGINT, before[1])
+    assert code == 130
+    assert f"interrupted; `trainer-minimal train --out {run} --resume` goes on" in capsys.readouterr().err
+    assert handlers_after == (signal.SIG_DFL, signal.default_int_handler)  # put back once the command returns

@@ -20,6 +20,7 @@ import os
 import re
 import signal
 import sys
+import time
 from contextlib import contextmanager
 
 from . import config as config_module
@@ -151,18 +152,39 @@ class Stopped(KeyboardInterrupt):
         self.signum = signum
 
 
+SAME_STOP_S = 1.0  # a stop signal this soon after the one that stopped the command is that stop said again
+_stop_raised_at = None  # time.monotonic() of the last stop raised, or None
+
+
 def _raise_stopped(signum, frame):
-    raise Stopped(signum)
+    """Ctrl-C, SIGTERM or SIGHUP -> KeyboardInterrupt (Stopped for the last two), except within SAME_STOP_S of
+    the one before. torchrun signalled twice in a moment (a wrapper such as `timeout` and the user both, a
+    scheduler that signals every process of the job) passes on SIGINT and then SIGTERM to every rank
+    within milliseconds, and a rank waiting in a collective takes them together when the others end:
+    the second broke into the stop of the first with a traceback in place of the line saying how to go
+    on. Only that soon: a Ctrl-C swallowed on the way (a library that ends its work on one) leaves the
+    next one working, as does a sweep's SIGINT to a run that has not stopped within its grace
+    (sweep.STOP_GRACE_S)."""
+    global _stop_raised_at
+    now = time.monotonic()
+    if _stop_raised_at is not None and now - _stop_raised_at < SAME_STOP_S:
+        return
+    _stop_raised_at = now
+    raise KeyboardInterrupt if signum == signal.SIGINT else Stopped(signum)
 
 
 @contextmanager
 def stop_signals_as_ctrl_c():
-    """SIGTERM and SIGHUP raise Stopped while the command runs. A signal the user ignores (nohup
-    ignores SIGHUP) stays ignored, and the handlers are put back after (main() may run in a test)."""
+    """SIGTERM and SIGHUP raise Stopped while the command runs, and Ctrl-C KeyboardInterrupt as it does
+    (see _raise_stopped for what they add). A signal the user ignores (nohup ignores SIGHUP) stays
+    ignored, and the handlers are put back after (main() may run in a test)."""
+    global _stop_raised_at
+    _stop_raised_at = None  # a stop of an earlier command (main() may run in a test) is not this one's
     previous = {}
-    for name in ("SIGTERM", "SIGHUP"):  # Windows has no SIGHUP
+    for name in ("SIGINT", "SIGTERM", "SIGHUP"):  # Windows has no SIGHUP
         signum = getattr(signal, name, None)
-        if signum is None or signal.getsignal(signum) is not signal.SIG_DFL:
+        default = signal.default_int_handler if name == "SIGINT" else signal.SIG_DFL
+        if signum is None or signal.getsignal(signum) is not default:
             continue
         try:
             previous[signum] = signal.signal(signum, _raise_stopped)
