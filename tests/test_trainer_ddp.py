@@ -170,3 +170,26 @@ def test_a_second_stop_signal_does_not_break_into_the_stop(tmp_path, monkeypatch
     assert code == 130
     assert f"interrupted; `trainer-minimal train --out {run} --resume` goes on" in capsys.readouterr().err
     assert handlers_after == (signal.SIG_DFL, signal.default_int_handler)  # put back once the command returns
+
+
+def test_a_stop_is_said_once_under_torchrun(tmp_path, monkeypatch, capsys):
+    """Every rank said 'stopped by SIGTERM; ... --resume goes on', and a rank that torchrun ended because
+    rank 0 failed (another process training in the folder: 'wait for it to end') said it alone, of a stop
+    nobody asked for. Rank 0 says it; the others end with the same exit code, quietly."""
+    import trainer_minimal.train as train_module
+    from trainer_minimal.cli import Stopped, main
+
+    def stopped_after_a_checkpoint(cfg):
+        os.makedirs(cfg.out, exist_ok=True)
+        open(os.path.join(cfg.out, "ckpt.pt"), "wb").close()
+        raise Stopped(signal.SIGTERM)
+
+    monkeypatch.setattr(train_module, "train", stopped_after_a_checkpoint)
+    flags = ["--warmstart-cache", str(tmp_path / "warmstart"), *[f"--{k.replace('_', '-')}={v}" for k, v in TINY.items()]]
+    said = {}
+    for rank in ("0", "1"):  # a fresh run each: the fake leaves a checkpoint
+        monkeypatch.setenv("RANK", rank)
+        assert main(["train", "--out", str(tmp_path / f"run{rank}"), *flags]) == 143
+        said[rank] = capsys.readouterr().err
+    assert f"stopped by SIGTERM; `trainer-minimal train --out {tmp_path / 'run0'} --resume` goes on" in said["0"]
+    assert said["1"] == ""

@@ -270,6 +270,10 @@ def run_command(args, cfg, plan):
         return 2
     except KeyboardInterrupt as e:
         what, code = interrupted_exit(e)
+        if int(os.environ.get("RANK", "0")) != 0:
+            # under torchrun, said once: every process is stopped, and one that torchrun ended because another
+            # failed (its run folder in use, say) spoke of a stop nobody asked for, and of a resume
+            return code
         if os.path.exists(os.path.join(cfg.out, "ckpt.pt")):
             print(f"trainer-minimal: {what}; `trainer-minimal train --out {cfg.out} --resume` goes on from the last "
                   "checkpoint", file=sys.stderr)
