@@ -11,6 +11,7 @@ import time
 import pytest
 
 from trainer_minimal import make_config
+from trainer_minimal.cli import main
 from trainer_minimal.logging_io import read_jsonl
 from trainer_minimal.train import train
 
@@ -141,7 +142,6 @@ def test_a_second_stop_signal_does_not_break_into_the_stop(tmp_path, monkeypatch
     and that rank ended in a traceback (after gloo's "Connection closed by peer") instead of the line
     saying how to go on. Training is faked: Ctrl-C during a step, SIGTERM while the group is freed."""
     import trainer_minimal.train as train_module
-    from trainer_minimal.cli import main
 
     def signalled(signum):
         os.kill(os.getpid(), signum)
@@ -177,7 +177,7 @@ def test_a_stop_is_said_once_under_torchrun(tmp_path, monkeypatch, capsys):
     rank 0 failed (another process training in the folder: 'wait for it to end') said it alone, of a stop
     nobody asked for. Rank 0 says it; the others end with the same exit code, quietly."""
     import trainer_minimal.train as train_module
-    from trainer_minimal.cli import Stopped, main
+    from trainer_minimal.cli import Stopped
 
     def stopped_after_a_checkpoint(cfg):
         os.makedirs(cfg.out, exist_ok=True)
@@ -193,3 +193,22 @@ def test_a_stop_is_said_once_under_torchrun(tmp_path, monkeypatch, capsys):
         said[rank] = capsys.readouterr().err
     assert f"stopped by SIGTERM; `trainer-minimal train --out {tmp_path / 'run0'} --resume` goes on" in said["0"]
     assert said["1"] == ""
+
+
+def test_more_processes_than_gpus_is_refused_by_every_rank(tmp_path, monkeypatch, capsys):
+    """torchrun --nproc_per_node 4 on a machine with 2 GPUs: ranks 2 and 3 failed in torch.cuda.set_device
+    with a CUDA traceback (invalid device ordinal) while ranks 0 and 1 waited for them. Each rank now
+    refuses with the counts and the fix, before any compute (the environment is torchrun's, faked)."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    flags = [f"--{k.replace('_', '-')}={v}" for k, v in TINY.items()]
+    for rank in ("0", "3"):
+        for name, value in (("WORLD_SIZE", "4"), ("LOCAL_WORLD_SIZE", "4"), ("RANK", rank), ("LOCAL_RANK", rank)):
+            monkeypatch.setenv(name, value)
+        out = tmp_path / f"out{rank}"
+        assert main(["train", "--device", "cuda", "--out", str(out), "--warmstart-cache", str(tmp_path / "ws"), *flags]) == 2
+        assert ("4 processes on this machine (--nproc_per_node), each on its own GPU cuda:LOCAL_RANK, but it has "
+                "2 CUDA device(s): give --nproc_per_node 2 or fewer") in capsys.readouterr().err
+        assert not out.exists()

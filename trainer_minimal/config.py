@@ -242,7 +242,15 @@ def check_device(cfg):
     if not torch.cuda.is_available():
         raise ValueError(f"device={cfg.device!r} but this torch build sees no CUDA device")
     index, count = int(cfg.device.partition(":")[2] or 0), torch.cuda.device_count()
-    if int(os.environ.get("WORLD_SIZE", "1")) == 1 and index >= count:
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        # every rank of the machine refuses alike (not only those beyond its GPUs, whose CUDA traceback
+        # "invalid device ordinal" came once the others were waiting for them)
+        here = int(os.environ.get("LOCAL_WORLD_SIZE") or int(os.environ.get("LOCAL_RANK", "0")) + 1)
+        if here > count:
+            raise ValueError(f"device={cfg.device!r} under torchrun: {here} processes on this machine (--nproc_per_node), "
+                             f"each on its own GPU cuda:LOCAL_RANK, but it has {count} CUDA device(s): "
+                             f"give --nproc_per_node {count} or fewer")
+    elif index >= count:
         raise ValueError(f"device={cfg.device!r} but this machine has {count} CUDA device(s): "
                          f"use cuda:0{f' to cuda:{count - 1}' if count > 1 else ''}")
 
