@@ -380,7 +380,10 @@ def warm_start(cfg, model, tok, pool, device, rank, world):
     """Supervised warm-up on (prompt, answer) pairs, cached by its settings; loads it when cached.
 
     Short on purpose: the policy should solve some problems (pass rate above zero) and leave room
-    for RL. Rank 0 trains and saves; the other ranks wait and load the same file.
+    for RL. Rank 0 trains and saves, and sends its weights to the other ranks: a rank that loaded the
+    file only if it saw it kept its random start where it did not (a cache on a machine's own disk
+    under a multi-machine torchrun, or one that a network file system showed late), and trained
+    another model than rank 0's without a word.
     """
     path = warm_start_path(cfg)
     if rank == 0 and not os.path.exists(path) and cfg.warmup_steps > 0:
@@ -402,11 +405,18 @@ def warm_start(cfg, model, tok, pool, device, rank, world):
         # a cache may be shared by runs started side by side (two sweeps, or train commands, given one
         # --warmstart-cache): each writes through its own temporary file
         atomic_torch_save(model.state_dict(), path)
-    if world > 1:
-        dist.barrier()
-    if os.path.exists(path):
+    if rank == 0 and os.path.exists(path):
         model.load_state_dict(torch.load(path, map_location=device, weights_only=True))
+    broadcast_weights(model, world)
     return path
+
+
+def broadcast_weights(model, world):
+    """Rank 0's weights (and buffers) on every rank, as DDP's wrapper makes them when it starts."""
+    if world == 1:
+        return
+    for tensor in model.state_dict().values():  # tensors that share the weights' storage: filled in place
+        dist.broadcast(tensor, src=0)
 
 
 # ---------------------------------------------------------------------------------------------
