@@ -247,3 +247,26 @@ def test_more_processes_than_gpus_is_refused_by_every_rank(tmp_path, monkeypatch
         assert ("4 processes on this machine (--nproc_per_node), each on its own GPU cuda:LOCAL_RANK, but it has "
                 "2 CUDA device(s): give --nproc_per_node 2 or fewer") in capsys.readouterr().err
         assert not out.exists()
+
+
+def test_ranks_wait_out_a_long_advisor_fit_on_either_backend(monkeypatch):
+    """While rank 0 asks the advisor (a fit of minutes against a large reference) the others wait in
+    a broadcast; NCCL's own default gives up after 10 minutes, so a GPU run crashed there (and again
+    on --resume, which asks the same question). Both backends are given 30 minutes."""
+    import datetime
+
+    import torch
+
+    from trainer_minimal import train as train_module
+
+    seen = {}
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setattr(train_module.dist, "is_initialized", lambda: False)
+    monkeypatch.setattr(train_module.dist, "init_process_group", lambda backend, **kw: seen.update(backend=backend, **kw))
+    monkeypatch.setattr(torch.cuda, "set_device", lambda device: None)
+    for device, backend in (("cuda", "nccl"), ("cpu", "gloo")):
+        rank, world, _ = train_module.setup_distributed(make_config("scalerl", out="unused", device=device))
+        assert (rank, world, seen["backend"]) == (1, 2, backend)
+        assert seen["timeout"] >= datetime.timedelta(minutes=30)

@@ -61,6 +61,7 @@ Commands:
 """
 
 import dataclasses
+import datetime
 import importlib
 import json
 import math
@@ -277,6 +278,13 @@ def saved_summary(cfg):
 # distributed helpers (no-ops in a single process)
 
 
+# While rank 0 asks the advisor (a fit: 40 s against the shipped reference here, minutes against a large
+# one) the other ranks wait in a broadcast. NCCL gives up on a collective after 10 minutes by default
+# (gloo after 30), and a run that crashed there would ask the same question on --resume and crash again;
+# both backends wait 30 minutes.
+COLLECTIVE_TIMEOUT_MINUTES = 30
+
+
 def setup_distributed(cfg):
     """(rank, world size, device). torchrun sets WORLD_SIZE/RANK/LOCAL_RANK."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -297,7 +305,7 @@ def setup_distributed(cfg):
     importlib.import_module("torch._dynamo")  # a plain `import torch._dynamo` here would shadow torch
 
     if not dist.is_initialized():
-        dist.init_process_group(backend)
+        dist.init_process_group(backend, timeout=datetime.timedelta(minutes=COLLECTIVE_TIMEOUT_MINUTES))
     return rank, world, device
 
 
