@@ -135,7 +135,10 @@ def _warn_if_compute_falls_in_log_order(frame: pd.DataFrame, path: Path) -> None
     not refused: a JSONL table written by hand need not be in time order."""
     if "step" in frame.columns or not {"run_id", "compute"} <= set(frame.columns):
         return
-    compute = pd.to_numeric(frame["compute"], errors="coerce")
+    try:
+        compute = pd.to_numeric(frame["compute"], errors="coerce")
+    except OverflowError:  # an integer beyond a float's range: validation names its row
+        return
     previous = compute.groupby(frame["run_id"].astype(str)).shift()
     falls = compute < previous
     if falls.any():
@@ -380,6 +383,17 @@ def _not_a_plain_number(value) -> bool:
     return isinstance(value, (bool, np.bool_, pd.Timestamp, pd.Timedelta, np.datetime64, np.timedelta64))
 
 
+def _beyond_float_range(value) -> bool:
+    """An integer no float can hold (JSON keeps 1 followed by 400 zeros as a Python int)."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        return False
+    try:
+        float(value)
+    except OverflowError:
+        return True
+    return False
+
+
 def _require_numeric(frame: pd.DataFrame, column: str, *, required: bool) -> None:
     kind = frame[column].dtype
     types = pd.api.types
@@ -391,6 +405,14 @@ def _require_numeric(frame: pd.DataFrame, column: str, *, required: bool) -> Non
             what = "true/false" if isinstance(frame.loc[idx, column], (bool, np.bool_)) else "a date or a duration"
             raise RunDataError(f"value {frame.loc[idx, column]!r} is {what}, not a number", column=column,
                                **_where(frame, idx))
+        # JSON reads a 400-digit number as a Python int, which to_numeric cannot make a float: it raised
+        # OverflowError out of the reader (a traceback) where a 1e400 written as a float is "infinite"
+        beyond = frame[column].map(_beyond_float_range)
+        if beyond.any():
+            idx = beyond.idxmax()
+            digits = len(str(abs(frame.loc[idx, column])))
+            raise RunDataError(f"value of {digits} digits is beyond a float's range (about 1.8e308), not a usable number",
+                               column=column, **_where(frame, idx))
     values = pd.to_numeric(frame[column], errors="coerce")
     bad = values.isna() & frame[column].notna()
     if bad.any():
@@ -750,7 +772,10 @@ RECIPE_SETTING_COLUMNS = (
 
 def _comparable(values: pd.Series) -> pd.Series:
     """Numbers where every value is one (5e-4 and "0.0005" from two writers are one setting), text otherwise."""
-    numbers = pd.to_numeric(values, errors="coerce")
+    try:
+        numbers = pd.to_numeric(values, errors="coerce")
+    except OverflowError:  # an integer beyond a float's range (JSON keeps 400 digits): told apart as text
+        return values.astype(str)
     return numbers if numbers.notna().all() else values.astype(str)
 
 

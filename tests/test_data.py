@@ -720,3 +720,39 @@ def test_a_repeated_or_clashing_row_names_its_compute_as_the_tables_write_it():
         validate_runs(pd.concat([table, table.iloc[[0]]]))
     with pytest.raises(RunDataError, match=r"has two rows at compute 1e10 \(duplicate run_id, compute\)"):
         validate_runs(pd.concat([table, table.iloc[[0]].assign(metric=0.5)]))
+
+
+def _jsonl_with_a_huge_integer(path, column, with_step=True, steps_changed=(2,)):
+    """Two runs of one recipe; run b-s0's second row (or the rows at steps_changed) holds a JSON integer of 401 digits in `column`
+    (JSON keeps it exact, as a Python int that no float can hold)."""
+    lines = []
+    for run in ("a-s0", "b-s0"):
+        for step, compute in enumerate((10.0, 20.0, 40.0), start=1):
+            row = {"run_id": run, "recipe": "a", "compute": compute, "metric": 0.3, "lr": 0.001, "pass_add": 0.1}
+            if with_step:
+                row["step"] = step
+            line = json.dumps(row)
+            if run == "b-s0" and step in steps_changed:
+                line = line.replace(f'"{column}": {json.dumps(row[column])}', f'"{column}": 1{"0" * 400}')
+            lines.append(line)
+    path.write_text("\n".join(lines) + "\n")
+
+
+@pytest.mark.parametrize("column,with_step", [("compute", True), ("compute", False), ("metric", True), ("step", True)])
+def test_integer_beyond_float_range_in_jsonl_names_the_row(tmp_path, column, with_step):
+    # found by fuzzing: pandas' to_numeric raised OverflowError, a traceback out of load_runs and every command
+    path = tmp_path / "runs.jsonl"
+    _jsonl_with_a_huge_integer(path, column, with_step)
+    with pytest.raises(RunDataError, match="beyond a float's range") as err:
+        load_runs(path)
+    assert (str(err.value.source), err.value.column, err.value.run_id, err.value.row) == (str(path), column, "b-s0", 5)
+
+
+def test_integer_beyond_float_range_in_a_recipe_setting_column_is_carried(tmp_path):
+    # a recipe-knob column is carried along untouched; its check for runs of one recipe that differ
+    # raised OverflowError on a 400-digit integer instead of comparing it as text
+    path = tmp_path / "runs.jsonl"
+    _jsonl_with_a_huge_integer(path, "lr", steps_changed=(1, 2, 3))
+    with pytest.warns(UserWarning, match="column 'lr'.*differs between runs of recipe 'a'"):
+        runs = load_runs(path)
+    assert len(runs) == 6
