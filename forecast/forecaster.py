@@ -126,7 +126,13 @@ class _FitGroups:
 def _read_fit_groups(path: Path) -> _FitGroups:
     """Every group of a netCDF file written by InferenceData.to_netcdf, read into memory."""
     import h5netcdf
+    import h5py
 
+    # every object header and attribute read with h5py first: on a damaged file h5netcdf's File fails
+    # half-made, and Python then printed a second traceback from its close() at exit
+    with h5py.File(path, mode="r") as probe:
+        probe.visititems(lambda name, item: dict(item.attrs))
+        dict(probe.attrs)
     with h5netcdf.File(path, mode="r") as handle:
         names = list(handle.groups)
     groups = {}
@@ -1135,6 +1141,12 @@ class ScalingForecaster:
         except OSError as err:  # h5py's "file signature not found" for a file that is no netCDF
             raise NotASavedFitError(f"{path} cannot be read as a saved fit ({type(err).__name__}: not the netCDF "
                              "file save() writes)") from None
+        except (KeyError, RuntimeError) as err:
+            # what h5py raises on a netCDF file whose internal structure is damaged (a copy cut or corrupted
+            # on the way: "incorrect metadata checksum", "address of object past end of allocation"); it
+            # was a traceback out of predict, decide and report
+            raise NotASavedFitError(f"{path} cannot be read as a saved fit: the file is damaged ({type(err).__name__}: "
+                                    f"{str(err).strip(chr(39))}): copy it again") from None
         if "posterior" not in idata.groups() or "run_table" not in idata.groups():
             raise NotASavedFitError(f"{path} is not a scaling-forecast fit (no posterior and run table in it)")
         attrs = idata.posterior.attrs

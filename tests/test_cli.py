@@ -577,3 +577,33 @@ def test_a_dash_for_standard_output_is_refused_not_written_as_a_file_named_dash(
     err = capsys.readouterr().err
     assert f"{flag}: this command writes a file, not standard output" in err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_saved_fit_with_damaged_internal_structure_exits_2_without_traceback(tmp_path):
+    # found by fuzzing: a fit.nc with a damaged HDF5 object header (a copy corrupted on the way) made
+    # h5py raise KeyError or RuntimeError, a traceback out of predict, decide and report, then a second
+    # one ("Exception ignored in File.close") at exit
+    import numpy as np
+    import xarray as xr
+
+    from forecast import NotASavedFitError, ScalingForecaster
+
+    intact = tmp_path / "intact.nc"
+    xr.Dataset({"A": ("draw", np.arange(4.0))}).to_netcdf(intact, engine="h5netcdf")
+    xr.Dataset({"x": ("row", np.arange(3.0))}).to_netcdf(intact, engine="h5netcdf", group="run_table", mode="a")
+    raw = intact.read_bytes()
+    headers = [at for at in range(len(raw)) if raw.startswith(b"OHDR", at)]  # HDF5's checksummed object headers
+    assert len(headers) >= 2
+    for number, at in enumerate(headers[:2]):
+        damaged = bytearray(raw)
+        damaged[at + 8] ^= 0xFF  # inside the header, before its checksum
+        folder = tmp_path / f"fit{number}"
+        folder.mkdir()
+        (folder / "fit.nc").write_bytes(bytes(damaged))
+        with pytest.raises(NotASavedFitError, match="cannot be read as a saved fit: the file is damaged"):
+            ScalingForecaster.load(folder)
+        proc = subprocess.run([sys.executable, "-m", "forecast", "predict", str(folder), "--compute", "10"],
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 2, proc.stderr
+        assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr
+        assert f"{folder / 'fit.nc'} cannot be read as a saved fit: the file is damaged" in proc.stderr
