@@ -312,9 +312,25 @@ def _check_savable(runs, source) -> None:
         try:
             run_table_dataset(runs).to_netcdf(Path(scratch) / "run_table.nc")
         except (TypeError, ValueError) as err:
+            _refuse_nul_characters(runs)
             column = _unsavable_column(runs, Path(scratch))
             which = f"column '{column}'" if column is not None else "column it names"
             raise BadInput(f"{source}: the run table cannot be saved with the fit ({err}); drop or rename the {which}") from None
+
+
+def _refuse_nul_characters(runs) -> None:
+    """RunDataError naming the first cell that holds a NUL character, which netCDF's text cannot hold.
+    A stray NUL in one value (a corrupted byte) was said as 'drop or rename the column', which
+    renaming does not fix, and without the row that holds it."""
+    from .data import RunDataError, _where
+
+    for column in runs.columns:
+        if str(column).startswith("_"):
+            continue
+        holds = runs[column].map(lambda value: isinstance(value, str) and "\x00" in value)
+        if holds.any():
+            raise RunDataError("holds a NUL character (a corrupted byte?), which a saved fit cannot hold: remove it",
+                               column=column, **_where(runs, holds.idxmax()))
 
 
 def _unsavable_column(runs, scratch: Path):

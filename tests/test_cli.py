@@ -395,7 +395,15 @@ def test_a_column_a_saved_fit_cannot_hold_is_named(tmp_path, capsys, monkeypatch
     rows = ["run_id,recipe,compute,metric,loss,note"] + [f"r{i},x,{c},0.{c},dapo,a\0b" for i in (0, 1) for c in (1, 2, 3)]
     (tmp_path / "runs.csv").write_text("\n".join(rows) + "\n")
     assert main(["fit", str(tmp_path / "runs.csv"), "--out", str(tmp_path / "fit")]) == 2
-    assert "embedded NULLs); drop or rename the column 'note'" in capsys.readouterr().err
+    # renaming the column does not take the NUL out of its values: the message names the first cell that holds one
+    assert (f"file {tmp_path / 'runs.csv'}, column 'note', run 'r0', row 2: holds a NUL character (a corrupted byte?), "
+            "which a saved fit cannot hold: remove it") in capsys.readouterr().err
+    # found by fuzzing: one NUL in one value, rows below the header and another column's values fine
+    rows = ["run_id,recipe,compute,metric,note"] + [f"r{i},x,{c},0.{c},{'a' if (i, c) != (1, 2) else 'a' + chr(0)}"
+                                                    for i in (0, 1) for c in (1, 2, 3)]
+    (tmp_path / "runs.csv").write_text("\n".join(rows) + "\n")
+    assert main(["fit", str(tmp_path / "runs.csv"), "--out", str(tmp_path / "fit")]) == 2
+    assert "column 'note', run 'r1', row 6: holds a NUL character" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
