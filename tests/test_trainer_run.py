@@ -405,6 +405,27 @@ def test_resume_of_a_finished_run_says_so_and_trains_no_further(tmp_path, warm_c
     assert "stopped.json: not a stop record" in capsys.readouterr().err and folder_snapshot(run) == before
 
 
+
+@pytest.mark.parametrize("log", ["evals.jsonl", "train_log.jsonl"])
+def test_resume_refuses_a_damaged_log_line_before_anything_runs(tmp_path, warm_cache, capsys, log):
+    # found by fuzzing run folders: a bad line before a log's last (not a torn write) raised ValueError out of
+    # repair_jsonl under the lock, a traceback and exit 1; a bare [] line, AttributeError on row.get
+    run = tmp_path / "run"
+    train(tiny(run, warm_cache, max_steps=2, eval_every=2))
+    (run / "summary.json").unlink()  # killed before its summary: a resume goes on
+    good = (run / log).read_bytes()
+    for bad, said in ((b"{not json", "is not valid JSON"), (b"[]", "is not a JSON object"), (b"\xff\xfe", "is not UTF-8 text")):
+        (run / log).write_bytes(bad + b"\n" + good)
+        before = folder_snapshot(run)
+        capsys.readouterr()
+        assert main(["train", "--out", str(run), "--resume"]) == 2
+        assert f"--resume: {run / log}: line 1 {said}; only a torn last line" in capsys.readouterr().err
+        assert folder_snapshot(run) == before  # nothing written is lost: the log is not rewritten without the line
+    (run / log).write_bytes(good + b'{"step": 2, "torn')  # a torn last line is a write cut off: dropped as before
+    assert main(["train", "--out", str(run), "--resume"]) == 0
+    assert (run / log).read_bytes() == good
+
+
 class Killed(BaseException):
     """What a kill -9 does to train(): it ends there, with nothing after it written."""
 

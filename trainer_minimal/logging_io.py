@@ -65,16 +65,21 @@ def read_jsonl(path):
     """
     if not os.path.exists(path):
         return []
-    with open(path) as f:
-        *complete, _torn_tail = f.read().split("\n")
+    with open(path, "rb") as f:
+        *complete, _torn_tail = f.read().split(b"\n")
     rows = []
     for i, line in enumerate(complete):
         if not line.strip():
             continue
         try:
-            rows.append(json.loads(line))
+            row = json.loads(line.decode("utf-8"))
+        except UnicodeDecodeError:
+            raise ValueError(f"{path}: line {i + 1} is not UTF-8 text") from None
         except json.JSONDecodeError:
             raise ValueError(f"{path}: line {i + 1} is not valid JSON") from None
+        if not isinstance(row, dict):  # every row is an object: a bare [] or 1 failed later on row.get
+            raise ValueError(f"{path}: line {i + 1} is not a JSON object")
+        rows.append(row)
     return rows
 
 

@@ -159,9 +159,24 @@ def preflight(cfg):
                 raise ValueError(f"--resume with other settings than the checkpoint in {cfg.out}: {'; '.join(changed)}; "
                                  "these cannot change mid-run: start a new run with another --out (if "
                                  f"{paths['config']} was edited or copied from another run, put back the run's own)")
+        if cfg.resume:
+            check_logs_readable(paths)
         check_writable(cfg.out, "--out")
         if not cfg.resume and cfg.warmup_steps > 0 and not os.path.exists(warm_start_path(cfg)):
             check_writable(os.path.dirname(warm_start_path(cfg)), "--warmstart-cache")  # before the warm-up
+
+
+def check_logs_readable(paths):
+    """A resume rewrites evals.jsonl and train_log.jsonl (repair_jsonl), so a damaged line in either, not
+    a torn last line, is refused here, naming the file and line. It raised under the lock, after the
+    model and checkpoint were loaded: a traceback, exit 1."""
+    for name in ("evals", "train_log"):
+        try:
+            read_jsonl(paths[name])
+        except (OSError, ValueError) as err:
+            what = str(err) if isinstance(err, ValueError) else f"{paths[name]}: cannot be read ({type(err).__name__})"
+            raise ValueError(f"--resume: {what}; only a torn last line (a write cut off) is dropped on resume: "
+                             "correct or delete that line, then resume again") from None
 
 
 class UnreadableCheckpoint(ValueError):
