@@ -426,6 +426,35 @@ def test_resume_refuses_a_damaged_log_line_before_anything_runs(tmp_path, warm_c
     assert (run / log).read_bytes() == good
 
 
+
+def test_resume_refuses_a_damaged_summary_before_anything_runs(tmp_path, warm_cache, capsys):
+    # found by fuzzing run folders: a finished run's summary.json cut short or emptied made --resume raise
+    # JSONDecodeError (exit 1, a traceback), whether it said "already finished" or was extended
+    run = tmp_path / "run"
+    train(tiny(run, warm_cache, max_steps=2, eval_every=2))
+    good = (run / "summary.json").read_bytes()
+    for damaged, said in ((good[:20], "JSONDecodeError"), (b"", "JSONDecodeError"), (b"[]", "TypeError: a JSON list, not an object")):
+        (run / "summary.json").write_bytes(damaged)
+        before = folder_snapshot(run)
+        for extend in ([], ["--max-steps", "4"]):
+            capsys.readouterr()
+            assert main(["train", "--out", str(run), "--resume", *extend]) == 2
+            assert f"{run / 'summary.json'}: not a run summary ({said}" in capsys.readouterr().err
+            assert folder_snapshot(run) == before
+    (run / "summary.json").unlink()
+    (run / "summary.json").mkdir()  # a folder where the file was: refused, not IsADirectoryError
+    assert main(["train", "--out", str(run), "--resume"]) == 2
+    assert "summary.json: not a run summary (IsADirectoryError" in capsys.readouterr().err
+    (run / "summary.json").rmdir()  # as the message says: without it the resume writes it anew
+    assert main(["train", "--out", str(run), "--resume"]) == 0
+    assert json.loads((run / "summary.json").read_text()) == json.loads(good)
+    (run / "train_log.jsonl").unlink()
+    (run / "train_log.jsonl").mkdir()
+    (run / "summary.json").unlink()
+    assert main(["train", "--out", str(run), "--resume"]) == 2
+    assert f"--resume: {run / 'train_log.jsonl'}: cannot be read (IsADirectoryError" in capsys.readouterr().err
+
+
 class Killed(BaseException):
     """What a kill -9 does to train(): it ends there, with nothing after it written."""
 

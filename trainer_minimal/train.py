@@ -151,6 +151,8 @@ def preflight(cfg):
         if cfg.max_steps < step:
             raise ValueError(f"--resume: max_steps={cfg.max_steps} is below the step of the checkpoint in "
                              f"{cfg.out} ({step}); a run cannot be shortened (give --max-steps {step} or more)")
+    if cfg.resume:
+        saved_summary(cfg)  # a damaged one is refused here: a resume reads it under the lock, or returns it
     if ended_note(cfg) is None:  # (a malformed stopped.json is refused here) a run that ended writes nothing
         if cfg.resume:  # the checkpoint's run is the one that goes on: a config.json edited, or copied from
             # another run, passed the CLI's comparison and was refused only under the lock, as a traceback
@@ -173,9 +175,10 @@ def check_logs_readable(paths):
     for name in ("evals", "train_log"):
         try:
             read_jsonl(paths[name])
-        except (OSError, ValueError) as err:
-            what = str(err) if isinstance(err, ValueError) else f"{paths[name]}: cannot be read ({type(err).__name__})"
-            raise ValueError(f"--resume: {what}; only a torn last line (a write cut off) is dropped on resume: "
+        except OSError as err:  # a folder where the log was, a log without read permission
+            raise ValueError(f"--resume: {paths[name]}: cannot be read ({type(err).__name__}: {err.strerror})") from None
+        except ValueError as err:
+            raise ValueError(f"--resume: {err}; only a torn last line (a write cut off) is dropped on resume: "
                              "correct or delete that line, then resume again") from None
 
 
@@ -282,11 +285,20 @@ def ended_note(cfg):
 
 
 def saved_summary(cfg):
+    """The run's summary.json as a dict, or None when there is none. ValueError naming the file where it
+    is not one (cut short, emptied, a folder): --resume of an ended run raised JSONDecodeError."""
     path = run_paths(cfg)["summary"]
     if not os.path.exists(path):
         return None
-    with open(path) as f:
-        return json.load(f)
+    try:
+        with open(path) as f:
+            summary = json.load(f)
+        if not isinstance(summary, dict):
+            raise TypeError(f"a JSON {type(summary).__name__}, not an object")
+    except (OSError, ValueError, TypeError) as err:
+        raise ValueError(f"{path}: not a run summary ({type(err).__name__}: {err}); delete it and resume "
+                         "again, which writes it anew") from None
+    return summary
 
 
 # ---------------------------------------------------------------------------------------------
