@@ -179,9 +179,9 @@ def _binary_message(path: Path) -> str | None:
 
 def _read_one_file(path: Path) -> pd.DataFrame:
     suffix = path.suffix.lower()
-    if suffix in (".csv", ".jsonl", ".json") and path.is_file() and (message := _binary_message(path)):
-        raise RunDataError(message, source=path)
     try:
+        if suffix in (".csv", ".jsonl", ".json") and path.is_file() and (message := _binary_message(path)):
+            raise RunDataError(message, source=path)
         if suffix == ".csv":
             frame = _read_csv(path)
         elif suffix in (".parquet", ".pq"):
@@ -203,6 +203,9 @@ def _read_one_file(path: Path) -> pd.DataFrame:
         raise RunDataError(_ragged_csv_message(str(err)), source=path) from None
     except UnicodeDecodeError as err:  # the decoder's byte offset is into a chunk, not the file: name the line
         raise RunDataError(_not_utf8_message(path, err), source=path) from None
+    except PermissionError:  # another user's file on a shared disk: it was a traceback out of every command
+        raise RunDataError("cannot be read (permission denied): ask its owner, or copy it somewhere you can read",
+                           source=path) from None
     except Exception as err:  # pandas/pyarrow parse errors: name the file, keep the cause
         raise RunDataError(f"could not be read ({type(err).__name__}: {err})", source=path) from None
     if path.name == RUN_LOG_NAME:

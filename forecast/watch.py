@@ -139,8 +139,10 @@ def _has_complete_line(log: Path) -> bool:
     line (a write in progress), so a log without such a line has simply not evaluated yet."""
     try:
         text = log.read_text(encoding="utf-8", errors="replace")
-    except OSError:
+    except FileNotFoundError:
         return False  # deleted while the folder was scanned: gone, not bad
+    except OSError:
+        return True  # there but unreadable (another user's, permission denied): its run is refused and said, not skipped
     return bool(text[: text.rfind("\n") + 1].strip())
 
 

@@ -80,3 +80,37 @@ def intercept_advice_fit(monkeypatch):
         return seen
 
     return install
+
+
+@pytest.fixture
+def make_unreadable(monkeypatch):
+    """make_unreadable(path): reading `path` fails with PermissionError, as another user's file does.
+    chmod 000 where that denies it; as root (which reads any file, as in many containers) open()
+    refuses the path instead, so the test runs there too."""
+    import builtins
+    import io
+    import os
+
+    denied = set()
+    real_open = builtins.open
+
+    def guarded_open(file, *args, **kwargs):
+        if isinstance(file, (str, os.PathLike)) and os.path.abspath(file) in denied:
+            raise PermissionError(13, "Permission denied", str(file))
+        return real_open(file, *args, **kwargs)
+
+    def make(path):
+        path = Path(path)
+        if os.geteuid() != 0:
+            mode = path.stat().st_mode
+            path.chmod(0)
+            restore.append((path, mode))
+            return
+        denied.add(os.path.abspath(path))
+        monkeypatch.setattr(builtins, "open", guarded_open)
+        monkeypatch.setattr(io, "open", guarded_open)
+
+    restore = []
+    yield make
+    for path, mode in restore:
+        path.chmod(mode)  # so that pytest can remove its temporary folder

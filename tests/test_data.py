@@ -756,3 +756,20 @@ def test_integer_beyond_float_range_in_a_recipe_setting_column_is_carried(tmp_pa
     with pytest.warns(UserWarning, match="column 'lr'.*differs between runs of recipe 'a'"):
         runs = load_runs(path)
     assert len(runs) == 6
+
+
+def test_a_file_that_cannot_be_read_is_named_not_a_traceback(tmp_path, make_unreadable):
+    # found by fuzzing: another user's run table (permission denied) raised PermissionError out of
+    # load_runs, a traceback from every command that reads runs
+    good_table().to_csv(tmp_path / "runs.csv", index=False)
+    make_unreadable(tmp_path / "runs.csv")
+    with pytest.raises(RunDataError, match="cannot be read \\(permission denied\\)") as err:
+        load_runs(tmp_path / "runs.csv")
+    assert str(err.value.source) == str(tmp_path / "runs.csv")
+    # one run's log in a folder of run logs: named, the folder's other logs being fine
+    for run_id, run in good_table().groupby("run_id"):
+        (tmp_path / "logs" / run_id).mkdir(parents=True)
+        (tmp_path / "logs" / run_id / "evals.jsonl").write_text(run.to_json(orient="records", lines=True))
+    make_unreadable(tmp_path / "logs" / "a-s1" / "evals.jsonl")
+    with pytest.raises(RunDataError, match="a-s1/evals.jsonl: cannot be read \\(permission denied\\)"):
+        load_runs(tmp_path / "logs")

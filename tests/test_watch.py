@@ -808,3 +808,18 @@ def test_a_run_its_advisor_stopped_is_not_advised_before_its_summary_is_written(
           say=lines.append, sleep=lambda s: None)
     assert lines[-1] == (f"no run in flight under {sweep}: 2 run(s) finished (their folders hold summary.json, "
                          "or stopped.json), 1 of them stopped by their own advisor (stopped.json)")
+
+
+def test_a_run_whose_log_cannot_be_read_is_left_out_and_said(sweep, make_unreadable):
+    # found by fuzzing: a log there but unreadable (permission denied) was taken for one not written yet,
+    # so its run vanished from the advice without a word
+    for i in range(3):
+        append(sweep / "good-s0" / "evals.jsonl", row("good-s0", i, 0.2))
+        append(sweep / "bad-s0" / "evals.jsonl", row("bad-s0", i, 0.1))
+    make_unreadable(sweep / "bad-s0" / "evals.jsonl")
+    lines = []
+    watch(sweep, interval=0, budget=1e4, max_polls=1, advisor=FakeAdvisor(), say=lines.append, sleep=lambda _s: None)
+    refused = [line for line in lines if line.startswith("[bad-s0] left out")]
+    assert len(refused) == 1 and "bad-s0/evals.jsonl: cannot be read (permission denied)" in refused[0]
+    assert any(line.startswith("[good-s0]") and "left out" not in line for line in lines)
+    assert "bad-s0" in json.loads((sweep / "recommendations.json").read_text())["refused"]
