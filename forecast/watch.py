@@ -160,6 +160,15 @@ def _read_json(path: Path) -> dict:
         return {}
 
 
+def _unreadable_json(path: Path) -> str | None:
+    """Why a file that is there cannot be read as JSON, or None when it can."""
+    try:
+        json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        return f"{path} cannot be read as JSON ({type(err).__name__}: {err})"
+    return None
+
+
 def planned_budget(folder: Path | None, rows: pd.DataFrame, override: float | None = None) -> float | None:
     """Planned compute of one run: the override, else what its config.json implies, else None."""
     return planned_budget_or_why_not(folder, rows, override)[0]
@@ -175,6 +184,8 @@ def planned_budget_or_why_not(folder: Path | None, rows: pd.DataFrame, override:
         return None, None
     path = folder / "config.json"
     config = _read_json(path)
+    if config == {} and path.is_file() and (problem := _unreadable_json(path)):
+        return None, problem  # cut short, or edited by hand: said, where "no planned budget known" hid it
     if not isinstance(config, dict):
         return None, f"{path} is not a JSON object"
     advisor_budget, problem = _config_number(config, "advisor_budget", path)

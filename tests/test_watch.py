@@ -126,6 +126,9 @@ def test_budget_from_the_run_config(sweep):
     ({"max_steps": "lots"}, "max_steps 'lots' is not a number > 0"),
     ({"advisor_budget": float("inf")}, "advisor_budget inf is not a number > 0"),
     ([1, 2], "config.json is not a JSON object"),
+    # found by fuzzing: a file cut short or mistyped read as "no planned budget known", its cause unsaid
+    ('{"max_steps": 12', "config.json cannot be read as JSON (JSONDecodeError: Expecting ',' delimiter"),
+    ("", "config.json cannot be read as JSON (JSONDecodeError: Expecting value"),
 ])
 def test_a_hand_edited_config_costs_its_own_run_the_budget_not_the_poll(sweep, config, said):
     """It raised out of poll() with a traceback (a ValueError, TypeError or AttributeError), so
@@ -134,7 +137,7 @@ def test_a_hand_edited_config_costs_its_own_run_the_budget_not_the_poll(sweep, c
         append(sweep / "good-s0" / "evals.jsonl", row("good-s0", i, 0.1 + 0.05 * i))
         append(sweep / "bad-s0" / "evals.jsonl", row("bad-s0", i, 0.1))
     (sweep / "good-s0" / "config.json").write_text(json.dumps({"max_steps": 120}))
-    (sweep / "bad-s0" / "config.json").write_text(json.dumps(config))
+    (sweep / "bad-s0" / "config.json").write_text(config if isinstance(config, str) else json.dumps(config))
     advisor, state = FakeAdvisor(), WatchState()
     new = {r.run_id: r for r in poll(sweep, state, config=EarlyStopConfig(min_evals=4), advisor=advisor)}
     assert advisor.calls[-1]["_budgets"] == {"good-s0": pytest.approx(100.0 / 10 * 120)}
