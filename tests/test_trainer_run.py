@@ -414,12 +414,17 @@ def test_resume_refuses_a_damaged_log_line_before_anything_runs(tmp_path, warm_c
     train(tiny(run, warm_cache, max_steps=2, eval_every=2))
     (run / "summary.json").unlink()  # killed before its summary: a resume goes on
     good = (run / log).read_bytes()
-    for bad, said in ((b"{not json", "is not valid JSON"), (b"[]", "is not a JSON object"), (b"\xff\xfe", "is not UTF-8 text")):
+    for bad, said in ((b"{not json", "line 1 is not valid JSON; only a torn last line"),
+                      (b"[]", "line 1 is not a JSON object; only a torn last line"),
+                      (b"\xff\xfe", "line 1 is not UTF-8 text; only a torn last line"),
+                      # a step that is not a number: TypeError comparing it, or a NaN step's row dropped unsaid
+                      (b'{"step": "4"}', "row 1 has step '4', not a number"),
+                      (b'{"step": NaN}', "row 1 has step nan, not a number")):
         (run / log).write_bytes(bad + b"\n" + good)
         before = folder_snapshot(run)
         capsys.readouterr()
         assert main(["train", "--out", str(run), "--resume"]) == 2
-        assert f"--resume: {run / log}: line 1 {said}; only a torn last line" in capsys.readouterr().err
+        assert f"--resume: {run / log}: {said}" in capsys.readouterr().err
         assert folder_snapshot(run) == before  # nothing written is lost: the log is not rewritten without the line
     (run / log).write_bytes(good + b'{"step": 2, "torn')  # a torn last line is a write cut off: dropped as before
     assert main(["train", "--out", str(run), "--resume"]) == 0

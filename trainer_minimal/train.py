@@ -174,12 +174,17 @@ def check_logs_readable(paths):
     model and checkpoint were loaded: a traceback, exit 1."""
     for name in ("evals", "train_log"):
         try:
-            read_jsonl(paths[name])
+            rows = read_jsonl(paths[name])
         except OSError as err:  # a folder where the log was, a log without read permission
             raise ValueError(f"--resume: {paths[name]}: cannot be read ({type(err).__name__}: {err.strerror})") from None
         except ValueError as err:
             raise ValueError(f"--resume: {err}; only a torn last line (a write cut off) is dropped on resume: "
                              "correct or delete that line, then resume again") from None
+        for number, row in enumerate(rows, start=1):  # repair_jsonl keeps the rows up to the checkpoint's step
+            step = row.get("step", 0)
+            if isinstance(step, bool) or not isinstance(step, (int, float)) or math.isnan(step):
+                raise ValueError(f"--resume: {paths[name]}: row {number} has step {step!r}, not a number (a resume "
+                                 "keeps the rows up to the checkpoint's step): correct or delete that row, then resume again")
 
 
 class UnreadableCheckpoint(ValueError):
