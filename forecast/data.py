@@ -200,7 +200,7 @@ def _read_one_file(path: Path) -> pd.DataFrame:
     except RunDataError:
         raise
     except pd.errors.ParserError as err:  # a ragged CSV: say which line, in words rather than the parser's
-        raise RunDataError(_ragged_csv_message(str(err)), source=path) from None
+        raise RunDataError(_ragged_csv_message(str(err), path), source=path) from None
     except UnicodeDecodeError as err:  # the decoder's byte offset is into a chunk, not the file: name the line
         raise RunDataError(_not_utf8_message(path, err), source=path) from None
     except PermissionError:  # another user's file on a shared disk: it was a traceback out of every command
@@ -322,12 +322,26 @@ def _csv_row_lines(path: Path, n_rows: int) -> np.ndarray:
     return np.arange(n_rows) + 2
 
 
-def _ragged_csv_message(parser_message: str) -> str:
+def _ragged_csv_message(parser_message: str, path: Path) -> str:
     found = re.search(r"Expected (\d+) fields in line (\d+), saw (\d+)", parser_message)
+    if not found and "EOF inside string" in parser_message and (line := _unclosed_quote_line(path)):
+        # the parser's "starting at row 3" counts neither the header nor blank lines: the file's line instead
+        return (f"line {line} opens a quote (\") that is never closed, so every line after it reads as one value "
+                "(a stray quote?)")
     if not found:
         return f"could not be read as CSV ({parser_message.strip()})"
     expected, line, saw = found.groups()
     return f"line {line} has {saw} fields where the header has {expected} (a stray comma, or a row cut short?)"
+
+
+def _unclosed_quote_line(path: Path) -> int | None:
+    """The line where a CSV's last quoted field opens and is never closed, or None."""
+    inside, opened = False, None
+    for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), start=1):
+        for _ in range(line.count('"')):
+            inside = not inside
+            opened = number if inside else None
+    return opened if inside else None
 
 
 def _not_utf8_message(path: Path, err: UnicodeDecodeError) -> str:
@@ -521,7 +535,11 @@ def _missing_column_message(column: str, columns) -> str:
     # the reader's own columns are not the user's (W&B's _step, _runtime are); header=None gives names 0, 1, ...
     present = [str(c) for c in columns if str(c) not in ("_line", "_source")]
     message = f"is missing (columns present: {', '.join(present)})"
-    near = [name for name in present if name.strip().lower() == column]
+    # a byte-order mark left on the first name (a file saved with two, or joined after one) is invisible when printed
+    near = [name for name in present if name.strip().lstrip("\ufeff").strip().lower() == column]
+    if near and "\ufeff" in near[0]:
+        return (f"{message}; {near[0]!r} is not '{column}': it begins with an invisible byte-order mark (U+FEFF; the "
+                "file has two, or was joined to another after its first line): remove it")
     if near:
         return f"{message}; {near[0]!r} is not '{column}': names are matched exactly, without spaces or capitals"
     with_unit = [name for name in present if re.fullmatch(rf"\s*{column}\s*[(\[].*[)\]]\s*", name, re.IGNORECASE)]

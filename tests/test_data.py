@@ -773,3 +773,16 @@ def test_a_file_that_cannot_be_read_is_named_not_a_traceback(tmp_path, make_unre
     make_unreadable(tmp_path / "logs" / "a-s1" / "evals.jsonl")
     with pytest.raises(RunDataError, match="a-s1/evals.jsonl: cannot be read \\(permission denied\\)"):
         load_runs(tmp_path / "logs")
+
+
+def test_a_never_closed_quote_and_a_second_byte_order_mark_are_named_by_line_and_name(tmp_path):
+    # found by fuzzing: pandas' "EOF inside string starting at row 3" counts neither the header nor blank
+    # lines (the quote opens on line 5 here), and a name behind a second byte-order mark printed as 'run_id'
+    quoted = tmp_path / "quoted.csv"
+    quoted.write_text('run_id,recipe,compute,metric\na,r,1,0.1\n\na,r,2,0.2\n"b,r,3,0.3\nb,r,4,0.4\n')
+    with pytest.raises(RunDataError, match=r"line 5 opens a quote \(\"\) that is never closed"):
+        load_runs(quoted)
+    marked = tmp_path / "marked.csv"
+    marked.write_bytes(b"\xef\xbb\xbf\xef\xbb\xbfrun_id,recipe,compute,metric\na,r,1,0.1\na,r,2,0.2\n")
+    with pytest.raises(RunDataError, match="'\\\\ufeffrun_id' is not 'run_id': it begins with an invisible byte-order mark"):
+        load_runs(marked)
