@@ -64,7 +64,10 @@ class RunDataError(ValueError):
 def _read_json_records(path: Path, text: str) -> pd.DataFrame:
     """A .json file holding one array of row objects (pandas' to_json(orient="records"))."""
     try:
-        records = json.loads(text)
+        records = json.loads(text, object_pairs_hook=_object_without_repeated_keys)
+    except _RepeatedKey as err:
+        raise RunDataError("is given twice in one object (JSON keeps the last in silence): keep one", source=path,
+                           column=str(err)) from None
     except json.JSONDecodeError as err:
         raise RunDataError(f"line {err.lineno} is not valid JSON ({err.msg})", source=path) from None
     for number, record in enumerate(records, start=1):
@@ -108,7 +111,10 @@ def _read_jsonl(path: Path) -> pd.DataFrame:
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
+            record = json.loads(line, object_pairs_hook=_object_without_repeated_keys)
+        except _RepeatedKey as err:
+            raise RunDataError("is given twice on this line (JSON keeps the last in silence): keep one", source=path,
+                               column=str(err), row=number) from None
         except json.JSONDecodeError as err:
             is_last = all(not rest.strip() for rest in lines[number:])
             if is_last and not text.endswith("\n"):
@@ -251,6 +257,7 @@ def _read_csv(path: Path) -> pd.DataFrame:
         # names stay as written: "001" is not run 1, and recipe "1e-3" is not 0.001; nor is a recipe
         # "None" or a run "NA" missing (pandas' default reading, which refused them as "is missing")
         missing = {column: [""] if column in NAME_COLUMNS else list(CSV_MISSING) for column in columns}
+        _refuse_repeated_header_names(path, separator)
         names = {"run_id": str, "recipe": str, "compute_unit": str}
         if separator == ";":
             # read the numbers as text first: their decimal mark is decided for the whole file below
@@ -269,6 +276,29 @@ def _read_csv(path: Path) -> pd.DataFrame:
         return pd.DataFrame()
     frame["_line"] = _csv_row_lines(path, len(frame))
     return _without_trailing_empty_columns(frame)
+
+
+def _refuse_repeated_header_names(path: Path, separator: str) -> None:
+    """RunDataError when the header names a column twice: read_csv renames the second 'metric' to
+    'metric.1', so the fit read the first in silence (two exports pasted side by side)."""
+    header = pd.read_csv(path, sep=separator, header=None, nrows=1, dtype=str, keep_default_na=False)
+    names = [str(name).strip() for name in header.iloc[0]] if len(header) else []
+    for name in dict.fromkeys(names):
+        places = [number for number, other in enumerate(names, start=1) if other == name]
+        if name and len(places) > 1:
+            raise RunDataError(f"appears more than once in the header (columns {', '.join(map(str, places))}): "
+                               "keep one column of each name", source=path, column=name)
+
+
+class _RepeatedKey(ValueError):
+    """A JSON object that gives one key twice (json.loads keeps the last value in silence)."""
+
+
+def _object_without_repeated_keys(pairs):
+    keys = [key for key, _ in pairs]
+    if len(set(keys)) < len(keys):
+        raise _RepeatedKey(next(key for key in keys if keys.count(key) > 1))
+    return dict(pairs)
 
 
 # the columns read as numbers, whose decimal mark a ';'-separated file decides

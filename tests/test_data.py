@@ -786,3 +786,28 @@ def test_a_never_closed_quote_and_a_second_byte_order_mark_are_named_by_line_and
     marked.write_bytes(b"\xef\xbb\xbf\xef\xbb\xbfrun_id,recipe,compute,metric\na,r,1,0.1\na,r,2,0.2\n")
     with pytest.raises(RunDataError, match="'\\\\ufeffrun_id' is not 'run_id': it begins with an invisible byte-order mark"):
         load_runs(marked)
+
+
+def test_a_column_named_twice_in_a_file_is_refused_not_read_from_one_of_them(tmp_path):
+    # found by fuzzing: read_csv renamed a second 'metric' to 'metric.1' and the first was fitted in
+    # silence; json.loads kept the last of a key given twice. A table in memory was refused already.
+    csv_path = tmp_path / "runs.csv"
+    csv_path.write_text("run_id,recipe,compute,metric,metric\na,r,1,0.1,0.9\na,r,2,0.2,0.8\n")
+    with pytest.raises(RunDataError, match="appears more than once in the header \\(columns 4, 5\\)") as err:
+        load_runs(csv_path)
+    assert err.value.column == "metric"
+    csv_path.write_text("run_id;recipe;compute;metric;metric\na;r;1;0,1;0,9\na;r;2;0,2;0,8\n")  # Excel's ';' and ','
+    with pytest.raises(RunDataError, match="appears more than once in the header"):
+        load_runs(csv_path)
+    jsonl_path = tmp_path / "runs.jsonl"
+    jsonl_path.write_text('{"run_id": "a", "recipe": "r", "compute": 1, "metric": 0.1}\n'
+                          '{"run_id": "a", "recipe": "r", "compute": 2, "metric": 0.2, "metric": 0.8}\n')
+    with pytest.raises(RunDataError, match="is given twice on this line") as err:
+        load_runs(jsonl_path)
+    assert (err.value.column, err.value.row) == ("metric", 2)
+    json_path = tmp_path / "runs.json"
+    json_path.write_text('[{"run_id": "a", "recipe": "r", "compute": 1, "metric": 0.1, "metric": 0.9}]')
+    with pytest.raises(RunDataError, match="column 'metric': is given twice in one object"):
+        load_runs(json_path)
+    csv_path.write_text("run_id,recipe,compute,metric,\na,r,1,0.1,\na,r,2,0.2,\n")  # Excel's trailing comma: still read
+    assert len(load_runs(csv_path)) == 2
