@@ -144,6 +144,7 @@ def preflight(cfg):
     build_datasets(cfg)  # a val_size or train_size the tasks cannot supply fails here, not after the lock
     if cfg.resume:
         step = checkpoint_step(paths["ckpt"])
+        check_checkpoint_whole(paths["ckpt"])
         if step % cfg.off_policy_k and cfg.max_steps > step:  # ended mid-round by an older version
             raise ValueError(f"--resume: the checkpoint in {cfg.out} is at step {step}, inside a generation round "
                              f"of off_policy_k={cfg.off_policy_k} steps; the run cannot be extended exactly "
@@ -193,8 +194,8 @@ class UnreadableCheckpoint(ValueError):
     where --resume was a torch traceback (RuntimeError, OSError, pickle's errors) and a sweep's
     re-run of the run failed with it."""
 
-    def __init__(self, path, err):
-        self.path, self.reason = path, checkpoint_damage(path, err)
+    def __init__(self, path, err, reason=None):
+        self.path, self.reason = path, reason or checkpoint_damage(path, err)
         super().__init__(f"{path} is {self.reason}, so the run cannot be resumed from it: restore the checkpoint "
                          "(from a copy), or start a new run with another --out")
 
@@ -210,6 +211,20 @@ def checkpoint_damage(path, err):
         return f"not a whole checkpoint ({size} bytes, cut short, or not a torch file)"
     said = str(err).splitlines()[0].split(". ")[0] if str(err) else ""  # torch's advice after it misleads
     return f"a torch file that cannot be read as a checkpoint ({type(err).__name__}: {said})"
+
+
+def check_checkpoint_whole(path):
+    """UnreadableCheckpoint when a part of the checkpoint fails the CRC-32 its zip record carries.
+    torch.load does not check them: bytes flipped inside the weights (a failing disk, a bad copy)
+    loaded, and the run resumed from weights it never had, exit 0. Reads the whole file once."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            failed = archive.testzip()
+    except Exception as err:  # a record's header damaged (BadZipFile), or the file unreadable
+        raise UnreadableCheckpoint(path, err) from None
+    if failed is not None:
+        part = failed.split("/", 1)[-1]  # torch names the parts under the name the file was saved as (a temp file's)
+        raise UnreadableCheckpoint(path, None, reason=f"damaged: its part {part} fails its checksum (bytes changed)")
 
 
 def read_checkpoint(path, part):
