@@ -167,6 +167,13 @@ BINARY_SIGNATURES = (
 )
 
 
+def _looks_like_utf16_without_mark(head: bytes) -> bool:
+    """Text of ASCII characters saved as UTF-16 with no byte-order mark: every other byte NUL."""
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")) or len(head) < 8:
+        return False
+    return any(half.count(0) >= 0.9 * len(half) for half in (head[0::2], head[1::2]))
+
+
 def _binary_message(path: Path) -> str | None:
     """Why a file named as a text table is not one, or None: a parser reads binary bytes as a
     ragged CSV ('line 3 has 2 fields') or a bad JSON line, which sends the user to the wrong fix."""
@@ -175,6 +182,8 @@ def _binary_message(path: Path) -> str | None:
     for signature, message in BINARY_SIGNATURES:
         if head.startswith(signature):
             return message
+    if _looks_like_utf16_without_mark(head):  # NULs are UTF-8 too: it read as columns 'r\x00u\x00n\x00...'
+        return "is UTF-16 text without a byte-order mark; save the file as UTF-8"
     if b"\x00" in head and not head.startswith((b"\xff\xfe", b"\xfe\xff")):  # UTF-16 text has NULs: said as not UTF-8
         try:
             head.decode("utf-8")

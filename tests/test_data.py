@@ -643,6 +643,10 @@ def test_a_row_written_twice_is_read_once_and_two_different_rows_at_one_compute_
     (b"PAR1" + bytes(64), "runs.csv", "is a Parquet file, not text: give it the suffix .parquet"),
     (b"\x1f\x8b\x08" + bytes(range(256)), "evals.jsonl", "is gzip-compressed: decompress it first"),
     (bytes(range(256)) * 4, "runs.csv", "is binary data, not a text table (CSV, JSONL): was another file named?"),
+    ("run_id,recipe,compute,metric\na,x,1,0.5\n".encode("utf-16-le"), "runs.csv",
+     "is UTF-16 text without a byte-order mark; save the file as UTF-8"),  # read as columns 'r u n _ i d'
+    ('{"run_id": "a", "compute": 1}\n'.encode("utf-16-be"), "evals.jsonl",
+     "is UTF-16 text without a byte-order mark; save the file as UTF-8"),
     (b"any", "runs.xlsx", "unsupported file type '.xlsx' (use one of .csv, .parquet, .pq, .jsonl, .json); save the "
                           "sheet as CSV (UTF-8)"),
 ])
