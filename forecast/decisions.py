@@ -530,7 +530,9 @@ def recipe_draws_at(fc, recipe: str, compute: float, *, kind: str = "new_run") -
     Each recipe gets its own random stream: with one shared seed, every recipe's "new seed" would
     get the same seed luck, and P(best) would ignore seed-to-seed variance.
     """
-    return fc.sample_curves([compute], recipe=recipe, kind=kind, rng=fc.recipe_stream(recipe), eval_noise=False)[:, 0]
+    # one normal per draw, as predict() draws it: a forecast of the same run with an evaluation's noise added
+    return fc.sample_curves([compute], recipe=recipe, kind=kind, rng=fc.recipe_stream(recipe), eval_noise=False,
+                            shared_noise=True)[:, 0]
 
 
 def _checked_recipes(fc, recipes) -> list[str]:

@@ -771,8 +771,9 @@ class ScalingForecaster:
 
     def recipe_stream(self, recipe: str) -> int:
         """The random stream of a recipe's new-run draws: every forecast of one recipe uses it
-        (compute_to_target, decide, the report), so they answer one question with one number,
-        and two recipes' new seeds get independent seed luck."""
+        (compute_to_target, decide, the report, and predict and the fan chart, which add one
+        evaluation's noise to the same draws), so they answer one question with one number, and two
+        recipes' new seeds get independent seed luck."""
         return 1000 + self._recipe_index(recipe)
 
     def curve_parameters(self, *, recipe=None, run_id=None, kind=None, rng=None) -> dict:
@@ -830,6 +831,10 @@ class ScalingForecaster:
         per draw that grows with the distance beyond the data; only the white evaluation noise is
         independent across computes. Each compute's distribution is the same as without it. For
         kind="run" the path starts from the run's last evaluation, so every compute must lie beyond it.
+
+        rng: a seed or Generator; by default a new run's draws come from its recipe's own stream
+        (recipe_stream), the draws decide() ranks recipes on, so predict() is that forecast with one
+        evaluation's noise added.
         """
         compute = _compute_values(compute)
         recipe, run_id = as_name(recipe, "recipe"), as_name(run_id, "run_id")
@@ -838,7 +843,10 @@ class ScalingForecaster:
         shared_noise, paths = check_bool("shared_noise", shared_noise), check_bool("paths", paths)
         if paths and shared_noise:
             raise ValueError("paths=True draws each run's own noise path; shared_noise=True is for marginal summaries: choose one")
-        rng = np.random.default_rng(rng if rng is not None else 2024)
+        if rng is None:  # a new run of a recipe from its own stream, as decide() and the report draw it
+            named = recipe if recipe is not None else self._recipe_of(run_id) if run_id is not None else None
+            rng = self.recipe_stream(named) if kind == "new_run" and named is not None else 2024
+        rng = np.random.default_rng(rng)
         p = self.curve_parameters(recipe=recipe, run_id=run_id, kind=kind, rng=rng)
         log_c = np.log(compute)[None, :]
         curve = sigmoid_curve_log(log_c, p["A"][:, None], p["B"][:, None], p["log_C_mid"][:, None], p["R0"][:, None])
@@ -899,7 +907,8 @@ class ScalingForecaster:
         recipe = as_name(recipe, "recipe")
         if isinstance(n_seeds, bool) or not isinstance(n_seeds, (int, np.integer)) or n_seeds < 1:
             raise ValueError(f"n_seeds must be a whole number >= 1, got {n_seeds!r}")
-        first = self.sample_curves([compute], recipe=recipe, kind="new_run", rng=self.recipe_stream(recipe), eval_noise=False)
+        first = self.sample_curves([compute], recipe=recipe, kind="new_run", rng=self.recipe_stream(recipe), eval_noise=False,
+                                   shared_noise=True)
         if n_seeds == 1:
             return first
         compute_arr = _compute_values([compute])

@@ -148,8 +148,8 @@ def budget_draws(fc, budget: float, *, kind: str = "new_run") -> np.ndarray:
     Each recipe gets its own random stream: the seed-to-seed spread and wander of two recipes'
     new runs are independent, while posterior draw i is shared (see p_best_from_draws).
     """
-    columns = [fc.sample_curves([budget], recipe=r, kind=kind, rng=fc.recipe_stream(r), eval_noise=False)[:, 0]
-               for r in fc.recipes]
+    columns = [fc.sample_curves([budget], recipe=r, kind=kind, rng=fc.recipe_stream(r), eval_noise=False,
+                                shared_noise=True)[:, 0] for r in fc.recipes]
     return np.column_stack(columns)
 
 
