@@ -812,7 +812,8 @@ def recipe_table_html(table: pd.DataFrame, budget: float, unit: str, target: flo
         '<p class="explain">Metric at the budget: expected value [90% interval: 9 times in 10 the '
         "result lands in it] for a new run (a fresh seed) of each recipe, best expected metric first: its "
         "true pass rate there (its curve and its wander around it, not the noise of a single evaluation, "
-        "which the fan charts' bands include, so they are a little wider); asymptote: median [90% interval]. "
+        "which the fan charts' bands include, so they are a little wider); asymptote: the recipe's A, its typical "
+        "run's ceiling, median [90% interval] (a new run's own ceiling spreads around it by the seed-to-seed spread). "
         "P(best): the share of posterior draws in which the recipe's new run scores highest at the budget. "
         "P(≥ target): the share in which that pass rate at the budget is at or above the target. Compute to "
         "reach the target: median [90% interval]; 'never' where so many draws have their asymptote below the "
@@ -878,8 +879,9 @@ def compute_to_target_html(table: pd.DataFrame, budget: float, unit: str, target
     ]
     explain = (
         f'<p class="explain">Compute a new run needs to reach {esc(f"{target:g}")}, fastest first (where the median is never, the likeliest to reach it at all first). '
-        "P(ever reaches): the share of draws whose asymptote lies above the target (or whose curve starts "
-        "at or above it). P(≥ target at the "
+        "P(ever reaches): the share of draws in which a new run's own asymptote lies above the target (or its "
+        "curve starts at or above it): the recipe's A with a seed's spread around it, so it can be lower than "
+        "the asymptote column's interval suggests. P(≥ target at the "
         "budget) also counts a run's wander around its curve and the widening of forecasts far ahead, so "
         "it can exceed P(ever reaches) when a recipe's curve tops out near the target, and be below one half "
         "when the median compute lies within the budget (a run can sit under its curve there)."

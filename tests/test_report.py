@@ -1095,3 +1095,23 @@ def test_the_stop_section_does_not_say_ended_runs_are_compared_at_the_budget():
     page = rp.stop_advice_html(rp.StopAdvice(table, source="test"))
     assert "every other run at the budget" not in page
     assert "at or past the budget or that ended at what it reached" in page
+
+
+def test_p_ever_reaches_is_said_to_be_a_new_runs_asymptote_not_the_asymptote_column(fitted):
+    """The recipe table's asymptote is the recipe's A (a typical run), while P(ever reaches) counts a
+    new run's own asymptote, which spreads around A by the seed-to-seed spread. The page said "the
+    share of draws whose asymptote lies above the target", so beside dapo's asymptote 0.601 [0.531,
+    0.705] (every draw above 0.5) it read P(ever reaches 0.5) 0.98 as a contradiction (grpo: 0.77
+    where its A is above 0.5 in 84% of draws). Both numbers are right; the page now says which is which."""
+    target = 0.6
+    recipe = fitted.recipes[0]
+    p_reach = fitted.compute_to_target(target).set_index("recipe").loc[recipe, "p_reach"]
+    new_run = fitted.curve_parameters(recipe=recipe, kind="new_run", rng=fitted.recipe_stream(recipe))
+    assert p_reach == pytest.approx(np.mean((new_run["A"] > target) | (new_run["R0"] >= target)))  # what the words say
+    table = pd.DataFrame({"recipe": ["a"], "c_target_q50": [10.0], "c_target_q05": [5.0], "c_target_q95": [np.inf],
+                          "p_reach": [0.9], "p_target": [0.8], "p_best": [1.0], "at_budget_mean": [0.6],
+                          "at_budget_q05": [0.5], "at_budget_q95": [0.7], "A_q05": [0.55], "A_q50": [0.6], "A_q95": [0.65]})
+    words = re.sub(r"<[^>]+>", "", rp.compute_to_target_html(table, 100.0, "gpu_hours", target))
+    assert "a new run's own asymptote" in words and "asymptote column" in words
+    words = re.sub(r"<[^>]+>", "", rp.recipe_table_html(table, 100.0, "gpu_hours", target))
+    assert "typical run" in words
