@@ -932,15 +932,19 @@ def add_backtest_parser(sub):
 def _warn_if_runs_in_flight(runs, source: Path) -> None:
     """A backtest replays finished runs: its regret takes each run's last evaluation as its final.
     In a folder of run logs, a run without summary.json (or stopped.json) has not finished (a sweep
-    still in flight), and one with stopped.json was ended early by the trainer's advisor: both are said."""
-    if not source.is_dir():
+    still in flight), and one with stopped.json was ended early by the trainer's advisor: both are said.
+    A table, or a folder of tables (no run logs in it: load_runs read its tables), says it in its
+    `ended` column."""
+    from .data import RUN_LOG_NAME
+
+    folders = sorted((log.parent for log in source.rglob(RUN_LOG_NAME)), key=lambda folder: folder.name) \
+        if source.is_dir() else []
+    if not folders:
         _warn_if_table_says_runs_in_flight(runs, source)
         return
-    from .data import RUN_LOG_NAME
     from .formatting import names_shown
     from .watch import is_finished, stopped_by_advisor
 
-    folders = sorted((log.parent for log in source.rglob(RUN_LOG_NAME)), key=lambda folder: folder.name)
     unfinished = [folder.name for folder in folders if not is_finished(folder)]
     if unfinished:
         warn(f"{len(unfinished)} run(s) in {source} have no summary.json and may still be training "

@@ -472,3 +472,19 @@ def test_backtest_of_a_run_table_says_what_its_ended_column_says(tmp_path, capsy
     assert main(["backtest", str(tmp_path / "plain.csv"), "--policies", "no_stopping", "--json"]) == 0
     err = capsys.readouterr().err
     assert "their own advisor" not in err and "may still be training" not in err
+
+
+def test_backtest_of_a_folder_of_run_tables_says_what_their_ended_column_says(tmp_path, capsys):
+    """A folder of tables (each sweep's runs.csv, copied without its run folders) is read as one table,
+    but the warnings looked only for run folders in it: runs the `ended` column marks as stopped by
+    their advisor, or in flight, were scored as finished without a word, where the same runs.csv given
+    as a file warned."""
+    table = curve_table({"a": 0.5, "b": 0.6, "c": 0.55})
+    names = sorted(table["run_id"].unique())
+    table["ended"] = table["run_id"].map({names[0]: "advisor_stopped", names[1]: "finished", names[2]: ""})
+    (tmp_path / "sweep").mkdir()
+    table.to_csv(tmp_path / "sweep" / "runs.csv", index=False)
+    assert main(["backtest", str(tmp_path), "--policies", "no_stopping", "--json"]) == 0
+    err = capsys.readouterr().err
+    assert f"1 run(s) in {tmp_path} were stopped early by their own advisor (ended advisor_stopped: {names[0]})" in err
+    assert f"1 run(s) in {tmp_path} have an empty 'ended' column and may still be training ({names[2]})" in err
