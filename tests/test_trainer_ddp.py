@@ -207,6 +207,33 @@ def test_a_second_stop_signal_does_not_break_into_the_stop(tmp_path, monkeypatch
     assert handlers_after == (signal.SIG_DFL, signal.default_int_handler)  # put back once the command returns
 
 
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_a_stop_signal_after_the_same_stop_window_still_stops(monkeypatch):
+    """The second of two stop signals within SAME_STOP_S is that stop said again and is ignored; a later
+    one must still stop the command: a user's Ctrl-C after one that a library swallowed, or a sweep's
+    SIGINT to a run still going after its grace. Here the first is swallowed, and the clock is faked."""
+    import trainer_minimal.cli as cli
+
+    now = [100.0]
+    monkeypatch.setattr(cli.time, "monotonic", lambda: now[0])
+    before = signal.signal(signal.SIGINT, signal.default_int_handler), signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    raised = []
+    try:
+        with cli.stop_signals_as_ctrl_c():
+            for at, signum in ((100.0, signal.SIGINT), (100.0 + cli.SAME_STOP_S / 2, signal.SIGTERM),
+                               (100.0 + cli.SAME_STOP_S, signal.SIGINT), (100.0 + 2.5 * cli.SAME_STOP_S, signal.SIGTERM)):
+                now[0] = at
+                try:
+                    signal.raise_signal(signum)
+                    raised.append(None)
+                except KeyboardInterrupt as err:  # swallowed, as a library might
+                    raised.append(type(err).__name__)
+    finally:
+        signal.signal(signal.SIGINT, before[0])
+        signal.signal(signal.SIGTERM, before[1])
+    assert raised == ["KeyboardInterrupt", None, "KeyboardInterrupt", "Stopped"]
+
 def test_a_stop_is_said_once_under_torchrun(tmp_path, monkeypatch, capsys):
     """Every rank said 'stopped by SIGTERM; ... --resume goes on', and a rank that torchrun ended because
     rank 0 failed (another process training in the folder: 'wait for it to end') said it alone, of a stop
