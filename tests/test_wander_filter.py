@@ -183,3 +183,21 @@ def test_the_log_likelihood_and_its_gradient_run_the_filter_once(mode):
     f = pytensor.function([r, w, p, q], [loglik, *pytensor.grad(loglik, [r, w, p, q])], mode=mode)
     filters = [node for node in f.maker.fgraph.apply_nodes if type(node.op).__module__ == "forecast._wander_kernels"]
     assert len(filters) == 1, filters
+
+
+@pytest.mark.parametrize("mode", ["FAST_COMPILE", "NUMBA"])
+def test_the_models_node_gives_each_input_its_own_gradient(mode):
+    # the node's gradients are outputs matched to its inputs by position: one out of place (the
+    # white variance's given to the residuals) would still compile and sample, on a wrong posterior
+    pytensor = pytest.importorskip("pytensor")
+    pt = pytensor.tensor
+    lengths, x, has_prev, white, resid, weight = two_runs(np.random.default_rng(11))
+    phi, wander_var = phi_of(x, has_prev, 0.3), 1e-4
+    r, w, p, q, wt = pt.dvector("r"), pt.dvector("w"), pt.dvector("p"), pt.dscalar("q"), pt.dvector("wt")
+    loglik = 2.0 * residual_loglik(r, w, p, q, wt, nu=4.0)  # a factor that the chain rule must carry
+    f = pytensor.function([r, w, p, q, wt], [loglik, *pytensor.grad(loglik, [r, w, p, q, wt])], mode=mode)
+    value, *grads = f(resid, white, phi, wander_var, weight)
+    forward, reverse = kernels()
+    assert value == pytest.approx(2.0 * forward(resid, white, phi, wander_var, weight, 4.0), rel=1e-12)
+    for got, want in zip(grads, reverse(resid, white, phi, wander_var, weight, 4.0), strict=True):
+        np.testing.assert_allclose(got, 2.0 * np.asarray(want), rtol=1e-12)
