@@ -759,8 +759,9 @@ def _first_row_at(frame: pd.DataFrame, later):
 
 
 def _same_cell(a, b) -> bool:
-    if pd.api.types.is_scalar(a) and pd.api.types.is_scalar(b) and pd.isna(a) and pd.isna(b):
-        return True
+    a_missing, b_missing = (pd.api.types.is_scalar(v) and pd.isna(v) for v in (a, b))
+    if a_missing or b_missing:  # a nullable column's <NA> compares as <NA>, which no bool() can read
+        return a_missing and b_missing
     return bool(np.all(a == b))
 
 

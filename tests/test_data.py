@@ -815,3 +815,20 @@ def test_a_column_named_twice_in_a_file_is_refused_not_read_from_one_of_them(tmp
         load_runs(json_path)
     csv_path.write_text("run_id,recipe,compute,metric,\na,r,1,0.1,\na,r,2,0.2,\n")  # Excel's trailing comma: still read
     assert len(load_runs(csv_path)) == 2
+
+
+def test_two_rows_at_one_compute_that_differ_in_a_missing_nullable_cell_are_refused_in_words():
+    """A notebook's table of nullable columns (convert_dtypes(), a string column of tags) with two
+    rows at one compute, one tagged and one with <NA>: the message's search for the column that
+    differs compared <NA> with the tag and failed inside NumPy ("ufunc method 'reduce' not supported
+    for NA") instead of naming the rows."""
+    table = good_table().convert_dtypes()
+    table.insert(2, "tag", pd.array([pd.NA] * len(table), dtype="string"))
+    twice = pd.concat([table, table.iloc[[2]].assign(tag="rerun", metric=0.5)], ignore_index=True)
+    with pytest.raises(RunDataError, match=r"has two rows at compute 40 \(duplicate run_id, compute\) that differ in "
+                                           r"'tag' \(<NA> at row 3, 'rerun' here\)") as info:
+        validate_runs(twice)
+    assert (info.value.column, info.value.run_id, info.value.row) == ("compute", "a-s0", 13)
+    flagged = table.assign(flag=pd.array([pd.NA] * len(table), dtype="boolean"))[["flag", *table.columns]]
+    with pytest.raises(RunDataError, match=r"differ in 'flag' \(<NA> at row 3, True here\)"):
+        validate_runs(pd.concat([flagged, flagged.iloc[[2]].assign(flag=True)], ignore_index=True))
