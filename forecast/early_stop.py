@@ -583,11 +583,18 @@ def recommend_runs(
     recent_stops: runs already stopped on comparisons within config.stop_cap_window of compute
         (recent_comparison_stops); they count against this check's max_stop_share.
     """
+    from .forecaster import as_name
+
     config = config or EarlyStopConfig()
     if not isinstance(budgets, Mapping):
         raise TypeError(f"budgets must map run_id -> planned compute (a dict), got {type(budgets).__name__}")
+    # a table's run names are text (validate_runs): its run 7 is "7", as predict(run_id=7) reads it. A key 7
+    # was refused as "unknown run_id 7; the fit has: 1, ..., 7", and one in compare_at was ignored in silence
+    budgets = {as_name(run, "run_id"): budget for run, budget in budgets.items()}
+    compare_at = {as_name(run, "run_id"): compute for run, compute in (compare_at or {}).items()}
+    alternatives = None if alternatives is None else [as_name(run, "run_id") for run in alternatives]
     known = set(fc.run_ids)
-    unknown = [r for r in [*budgets, *(alternatives or [])] if r not in known]
+    unknown = [r for r in [*budgets, *(alternatives or []), *compare_at] if r not in known]
     if unknown:
         raise KeyError(f"unknown run_id {', '.join(map(repr, unknown))}; the fit has: {', '.join(fc.run_ids)}")
     if not budgets:
@@ -597,7 +604,6 @@ def recommend_runs(
     last = runs.groupby("run_id")["compute"].max()
     counts = runs.groupby("run_id").size()
     candidates = list(alternatives) if alternatives is not None else list(fc.run_ids)
-    compare_at = dict(compare_at or {})
     for run in candidates:
         compare_at.setdefault(run, budgets.get(run, float(last[run])))
     finals = {run: run_draws(fc, run, compare_at[run])[:, 0] for run in candidates}

@@ -654,3 +654,26 @@ def test_a_switch_of_the_stop_rules_is_a_bool_and_numpy_bools_are_one(name):
         EarlyStopConfig(**{name: 0})
     config = EarlyStopConfig(**{name: np.False_})
     assert getattr(config, name) is False and json.dumps(config.to_dict())
+
+
+def test_recommend_runs_takes_a_tables_numbered_runs_by_their_numbers(fitted, small_sweep):
+    """A table whose run ids are numbers (1, 2, ...) is fitted with them as text ("1"), as predict()
+    reads run_id=1. recommend_runs refused budgets={1: ...} as "unknown run_id 1; the fit has: 1, 2,
+    ...", and took compare_at={3: ...} without a word while judging run 3 where it ended."""
+    from forecast import ScalingForecaster
+    from forecast.early_stop import recommend_runs
+
+    numbers = {run: k + 1 for k, run in enumerate(sorted(small_sweep["run_id"].unique()))}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # short chains: convergence is not what this test is about
+        fc = ScalingForecaster(mode="fast").fit(small_sweep.assign(run_id=small_sweep["run_id"].map(numbers)),
+                                                random_seed=3, progress=False)
+    assert fc.run_ids == ["1", "2", "3", "4", "5", "6"]
+    budget = 4 * float(small_sweep["compute"].max())
+    by_text = recommend_runs(fc, {"1": budget}, compare_at={"3": 2 * budget}, alternatives=["2", "3"])
+    by_number = recommend_runs(fc, {np.int64(1): budget}, compare_at={3: 2 * budget}, alternatives=[2, 3])
+    assert list(by_number) == ["1"]
+    assert by_number["1"].to_dict() == by_text["1"].to_dict()
+    assert by_number["1"].to_dict() != recommend_runs(fc, {"1": budget}, alternatives=["2", "3"])["1"].to_dict()
+    with pytest.raises(KeyError, match="unknown run_id '9'; the fit has: 1, 2, 3, 4, 5, 6"):
+        recommend_runs(fc, {1: budget}, compare_at={9: budget})
