@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import warnings
 
 import numpy as np
@@ -161,7 +162,7 @@ def cross_validate(runs, *, cuts=DEFAULT_CUTS, level: float = 0.9, forecaster=No
     planned_budget = check_bool("planned_budget", planned_budget)
     progress = check_bool("progress", progress, none_ok=True)
     candidate = fresh_like(forecaster)  # a wrong type fails before the table is read
-    runs = validate_runs(runs) if isinstance(runs, pd.DataFrame) else load_runs(runs)
+    runs = load_runs(runs) if isinstance(runs, (str, os.PathLike)) else validate_runs(runs)  # a dict of columns too
     horizon = float(runs["compute"].max()) if planned_budget else None
     splits = splits_at(runs, cuts)  # every cut checked before the first fit, which takes minutes
     tables, fits = [], []

@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 import re
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
+from os import PathLike
 from pathlib import Path
 
 import numpy as np
@@ -523,7 +525,8 @@ def require_names(frame: pd.DataFrame, column: str) -> None:
 
 
 def validate_runs(frame: pd.DataFrame, *, source=None, min_points: int = 2) -> pd.DataFrame:
-    """Check a run table and return a clean copy sorted by (recipe, run_id, compute).
+    """Check a run table and return a clean copy sorted by (recipe, run_id, compute). The table is a
+    pandas DataFrame, or a dict of columns, a list of rows (dicts) or a pyarrow or polars table.
 
     Raises RunDataError naming the file, column, run and row of the first problem found (two
     values of compute_unit in one table among them). Its warnings (n_eval missing on some rows,
@@ -604,9 +607,31 @@ def _is_number(text: str) -> bool:
     return True
 
 
+def _as_data_frame(table, source) -> pd.DataFrame:
+    """A run table held in memory as a pandas DataFrame: a notebook's dict of columns, list of rows
+    (dicts) or pyarrow or polars table is read as one, rather than refused as "expected a pandas
+    DataFrame, got dict"; RunDataError saying what to pass for anything else (a path among them)."""
+    if isinstance(table, pd.DataFrame):
+        return table
+    rows = isinstance(table, (list, tuple)) and len(table) and all(isinstance(row, Mapping) for row in table)
+    if isinstance(table, Mapping) or rows:
+        try:
+            return pd.DataFrame(table if rows else dict(table))
+        except (ValueError, TypeError) as err:  # columns of several lengths, or single values rather than lists
+            what = "a list of rows (dicts)" if rows else "a dict of columns (one list of values per column name)"
+            raise RunDataError(f"could not be read as {what}: {err}", source=source) from None
+    to_pandas = getattr(table, "to_pandas", None)  # pyarrow's Table and RecordBatch, polars' DataFrame
+    if callable(to_pandas) and not isinstance(table, pd.Series):
+        frame = to_pandas()
+        if isinstance(frame, pd.DataFrame):
+            return frame
+    hint = " (a path: load_runs(path) reads it)" if isinstance(table, (str, PathLike)) else ""
+    raise RunDataError(f"expected a run table: a pandas DataFrame, a dict of columns, a list of rows (dicts) or a pyarrow "
+                       f"or polars table; got {type(table).__name__}{hint}", source=source)
+
+
 def _checked_runs(frame: pd.DataFrame, *, source, min_points: int) -> pd.DataFrame:
-    if not isinstance(frame, pd.DataFrame):
-        raise RunDataError(f"expected a pandas DataFrame, got {type(frame).__name__}", source=source)
+    frame = _as_data_frame(frame, source)
     _require_one_column_per_name(frame, source)
     frame = frame.copy()
     if any(name in REQUIRED_COLUMNS and name not in frame.columns for name in frame.index.names):
@@ -897,6 +922,9 @@ def load_runs(path, *, min_points: int = 2) -> pd.DataFrame:
 
     >>> runs = load_runs("examples/trainer_sweep/runs.csv")  # doctest: +SKIP
     """
+    if not isinstance(path, (str, PathLike)):  # pathlib said "expected str, bytes or os.PathLike object, not DataFrame"
+        raise TypeError(f"load_runs reads a file or a folder: give its path, got {type(path).__name__}; a table in memory "
+                        "is checked by validate_runs(table), and fit() takes it as it is")
     frame = read_table(path)
     return validate_runs(frame, source=path if Path(path).expanduser().is_file() else None, min_points=min_points)
 

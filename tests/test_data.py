@@ -832,3 +832,29 @@ def test_two_rows_at_one_compute_that_differ_in_a_missing_nullable_cell_are_refu
     flagged = table.assign(flag=pd.array([pd.NA] * len(table), dtype="boolean"))[["flag", *table.columns]]
     with pytest.raises(RunDataError, match=r"differ in 'flag' \(<NA> at row 3, True here\)"):
         validate_runs(pd.concat([flagged, flagged.iloc[[2]].assign(flag=True)], ignore_index=True))
+
+
+def test_a_dict_of_columns_a_list_of_rows_or_an_arrow_table_is_read_as_the_frame_it_holds(tmp_path):
+    """fit(), backtest() and cross_validate() refused a notebook's dict of columns, list of row dicts
+    or pyarrow table as "expected a pandas DataFrame, got dict" (cross_validate, and load_runs given a
+    table, failed in pathlib: "expected str, bytes or os.PathLike object, not dict")."""
+    from forecast import cross_validate
+
+    table = good_table()
+    expected = validate_runs(table)
+    given = {"dict of columns": table.to_dict("list"), "list of rows": table.to_dict("records")}
+    pyarrow = pytest.importorskip("pyarrow")
+    given["pyarrow table"] = pyarrow.Table.from_pandas(table)
+    for what, runs in given.items():
+        pd.testing.assert_frame_equal(validate_runs(runs), expected, obj=what)
+    with pytest.raises(ValueError, match="no run has 3 evaluations up to 0.1 of its final compute"):
+        cross_validate(given["dict of columns"], cuts=(0.1,))  # read as a table, then refused for its cut
+    with pytest.raises(RunDataError, match=r"could not be read as a dict of columns \(one list of values per column "
+                                           r"name\): All arrays must be of the same length"):
+        validate_runs({**given["dict of columns"], "metric": [0.5]})
+    with pytest.raises(RunDataError, match=r"expected a run table: a pandas DataFrame, a dict of columns, a list of rows "
+                                           r"\(dicts\) or a pyarrow or polars table; got PosixPath \(a path: "
+                                           r"load_runs\(path\) reads it\)"):
+        validate_runs(tmp_path / "runs.csv")
+    with pytest.raises(TypeError, match="load_runs reads a file or a folder: give its path, got DataFrame"):
+        load_runs(table)
