@@ -813,7 +813,7 @@ def _without_repeated_rows(frame: pd.DataFrame) -> pd.DataFrame:
     values = [c for c in frame.columns if c not in ("_line", "_source")]
     try:
         repeated = frame.duplicated(values, keep="first")
-    except TypeError:  # an unhashable cell (a list in a JSONL field): rows are compared by run and compute only
+    except (TypeError, NotImplementedError):  # an unhashable cell (a list in a JSONL field, pyarrow list): rows are compared by run and compute only
         return frame
     if not repeated.any():
         return frame

@@ -858,3 +858,18 @@ def test_a_dict_of_columns_a_list_of_rows_or_an_arrow_table_is_read_as_the_frame
         validate_runs(tmp_path / "runs.csv")
     with pytest.raises(TypeError, match="load_runs reads a file or a folder: give its path, got DataFrame"):
         load_runs(table)
+
+
+def test_a_column_of_lists_in_arrow_is_kept_as_a_column_of_lists_in_python_is():
+    """A run log's list field (tokens per sample, say) in a frame converted with
+    convert_dtypes(dtype_backend="pyarrow") is a list<int64> column, which pandas cannot hash:
+    validate_runs failed deep in pyarrow ("Function 'dictionary_encode' has no kernel matching input
+    types") where the same column of Python lists was checked as usual."""
+    pyarrow = pytest.importorskip("pyarrow")
+    table = good_table().assign(lengths=[[3, 4]] * 12)
+    arrow = table.assign(lengths=pd.array(table["lengths"], dtype=pd.ArrowDtype(pyarrow.list_(pyarrow.int64()))))
+    for frame in (table, arrow):
+        runs = validate_runs(frame)
+        assert len(runs) == 12 and list(runs["lengths"].iloc[0]) == [3, 4]
+    with pytest.raises(RunDataError, match=r"has two rows at compute 40 \(duplicate run_id, compute\)"):
+        validate_runs(pd.concat([arrow, arrow.iloc[[2]].assign(metric=0.5)], ignore_index=True))
