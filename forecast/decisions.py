@@ -35,6 +35,7 @@ from .formatting import (
     told_apart,
     unknown_name_message,
 )
+from .inference import as_real
 
 __all__ = [
     "probability_best",
@@ -74,6 +75,7 @@ def _checked_target(target, *, optional: bool = True) -> float | None:
     else. "0.6" failed as a TypeError comparing it with 0 (numpy's, in the rules over draws)."""
     if target is None and optional:
         return None
+    target = as_real(target)
     if isinstance(target, bool) or not isinstance(target, numbers.Real) or not 0 < target < 1:
         raise ValueError(f"target must lie in (0, 1), got {target!r}")
     return float(target)
@@ -593,6 +595,7 @@ def _checked_budget(fc, budget, name: str = "budget") -> float:
     """A budget as a float; ValueError in words, as plot() says it, for anything but a finite compute
     > 0. inf was refused as "compute must be finite and > 0" (not naming the budget), and None or
     "1e5" failed as a TypeError comparing them with 0."""
+    budget = as_real(budget)
     if isinstance(budget, bool) or not isinstance(budget, numbers.Real) or not (np.isfinite(budget) and budget > 0):
         raise ValueError(f"{name} must be finite and > 0 (compute in {fc.compute_unit}), got {budget!r}")
     return float(budget)

@@ -43,6 +43,7 @@ from .formatting import fmt_compute, unknown_name_message
 from .inference import (
     ConvergenceReport,
     SamplerSettings,
+    as_real,
     check_bool,
     convergence_report,
     sample_model,
@@ -260,6 +261,7 @@ def _optional_horizon(horizon) -> float | None:
     """fit(horizon=...) as a float, or None; ValueError for anything but a finite compute > 0."""
     if horizon is None:
         return None
+    horizon = as_real(horizon)
     if isinstance(horizon, bool) or not isinstance(horizon, numbers.Real) or not (np.isfinite(horizon) and horizon > 0):
         raise ValueError(f"horizon must be a compute > 0 (a number), got {horizon!r}")
     return float(horizon)
@@ -1078,6 +1080,7 @@ class ScalingForecaster:
         when p_reach < 0.95: an honest "might never get there".
         """
         self._require_fit("compute_to_target()")
+        target = as_real(target)
         if not isinstance(target, (int, float, np.number)) or not 0 < target < 1:
             raise ValueError(f"target must lie in (0, 1), got {target!r}")
         quantiles = _checked_quantiles(quantiles)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import decimal
 import numbers
 import os
 import shutil
@@ -49,6 +50,17 @@ def check_bool(name: str, value, *, none_ok: bool = False) -> bool | None:
         allowed = "True, False or None" if none_ok else "True or False"
         raise ValueError(f"{name} must be {allowed}, got {value!r}")
     return bool(value)
+
+
+def as_real(value):
+    """A Decimal (a number from a database's numeric column) or a 0-d numeric array (a reduction in
+    numpy) as the float it holds; anything else as given. Neither is a numbers.Real, so a budget of
+    Decimal('8E+11') was refused as "budget must be finite and > 0", which it is."""
+    if isinstance(value, decimal.Decimal) and not value.is_snan():  # float() raises on a signalling NaN
+        return float(value)
+    if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "iuf":
+        return float(value)
+    return value
 
 
 @dataclass

@@ -12,6 +12,7 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
 from .data import FarFromDataWarning, warn_if_far_from_data
 from .formatting import unknown_name_message
+from .inference import as_real
 
 
 def _grid(fc, budget, n=80):
@@ -212,6 +213,7 @@ def _checked_target(target):
     """A target is a pass rate: a number in [0, 1], or None for no line."""
     if target is None:
         return None
+    target = as_real(target)
     if isinstance(target, bool) or not isinstance(target, (int, float, np.number)) or not 0 <= target <= 1:
         raise ValueError(f"target must be a pass rate in [0, 1], got {target!r}")
     return float(target)
@@ -277,6 +279,7 @@ def plot_fan_chart(fc, *, recipes=None, budget=None, kind="new_run", ax=None, nc
     Legends stay off the data: one key for the bands, the median, the budget, target and data-end lines,
     shared by the figure above the panels; and under each panel its own seeds, labelled by what
     tells them apart (`short_run_labels`)."""
+    budget = as_real(budget)
     recipes = _fan_chart_recipes(fc, recipes, budget, kind)
     target = _checked_target(target)
     grid = _grid(fc, budget)

@@ -454,6 +454,30 @@ def test_decide_refuses_a_target_or_ways_that_are_not_numbers_in_words(fitted):
     assert list(decide_split(fitted, budget, max_ways=np.int64(2)).table["ways"]) == [1, 2]
 
 
+
+def test_a_decimal_or_a_0d_array_is_taken_as_the_number_it_holds(fitted):
+    """A budget or target worked out from a database's numeric column is a Decimal, and one from a
+    numpy reduction can be a 0-d array: decide(), decide_split(), compute_to_target(), plot() and
+    fit(horizon=) refused them as "budget must be finite and > 0, got Decimal('6.5E+5')", which it is."""
+    from decimal import Decimal
+
+    import matplotlib.pyplot as plt
+
+    from forecast.forecaster import _optional_horizon
+
+    budget = 4 * float(fitted.runs_["compute"].max())
+    expected = decide(fitted, budget, target=0.6).table
+    for given_budget, given_target in ((Decimal(repr(budget)), Decimal("0.6")), (np.array(budget), np.array(0.6))):
+        pd.testing.assert_frame_equal(decide(fitted, given_budget, target=given_target).table, expected)
+        pd.testing.assert_frame_equal(fitted.compute_to_target(given_target), fitted.compute_to_target(0.6))
+        assert decide_split(fitted, given_budget, max_ways=2).budget == budget
+        plt.close(fitted.plot(budget=given_budget, target=given_target))
+        assert _optional_horizon(given_budget) == budget
+    for bad in (Decimal("NaN"), Decimal("sNaN"), Decimal("-1"), np.array([budget])):
+        with pytest.raises(ValueError, match="budget must be finite and > 0"):
+            decide(fitted, bad)
+
+
 def test_a_curve_that_starts_above_the_target_and_falls_below_it_is_not_said_to_reach_it(rng):
     """A falling curve (A < R0) whose start is above the target: the documented rule counts the
     target as reached at compute 0 (P(ever) = 1), while at the budget it is below it (P = 0). The
