@@ -554,7 +554,7 @@ def repeated_policies(policies) -> list[str]:
 def backtest(runs, policies=POLICIES, config: BacktestConfig | None = None, *, truth: str | None = None) -> BacktestResult:
     """Replay `runs` (a run table, or a path load_runs reads) under each policy; with `truth`
     (a column of true pass rates), regret is scored on it (replay)."""
-    from .data import load_runs, validate_runs
+    from .data import load_runs, require_rates, validate_runs
 
     config = config or BacktestConfig()
     if repeated := repeated_policies(policies):
@@ -565,6 +565,10 @@ def backtest(runs, policies=POLICIES, config: BacktestConfig | None = None, *, t
         runs = load_runs(runs)
     else:
         runs = validate_runs(runs)
+    if truth is not None and truth in runs:
+        # as `forecast backtest --truth` checks it: a column in percent scored a regret 100x too large, and a
+        # missing value left its run's true final out of the scoring, without a word
+        require_rates(runs, truth)
     results = [replay(runs, make_policy(name, config), config, truth=truth) for name in policies]
     return BacktestResult(results=results, config=config, source=source,
                           hindsight_ceiling=hindsight_ceiling(runs, config, truth=truth), truth=truth)

@@ -28,7 +28,7 @@ from forecast.backtest import (
     smoothed_trajectory,
 )
 from forecast.cli import main
-from forecast.data import validate_runs
+from forecast.data import RunDataError, validate_runs
 from forecast.synthetic import load_table1, simulate_sweep
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -203,6 +203,28 @@ def test_regret_on_the_truth_when_the_measured_finals_mislead():
     assert hindsight_ceiling(longer, config, truth=TRUTH_COLUMN) == pytest.approx(1 - (200 + 40) / 300)  # finishes b
     with pytest.raises(ValueError, match="truth column"):
         replay(table.drop(columns=TRUTH_COLUMN), NoStopping(), config, truth=TRUTH_COLUMN)
+
+
+
+def test_backtest_in_python_checks_the_truth_column_as_the_command_does():
+    """`forecast backtest --truth` refuses a truth column that holds no pass rates; backtest(truth=)
+    in a notebook took one in percent and scored a regret 100 times too large (2.2 for 0.022), and
+    left a run whose true value was missing out of the scoring, without a word."""
+    table = curve_table({"a": 0.52, "b": 0.50})
+    table[TRUTH_COLUMN] = np.where(table["run_id"] == "b", table["metric"] + 0.04, table["metric"])
+    config = BacktestConfig(min_evals=4)
+    true_final = {run: smoothed_final(g[TRUTH_COLUMN]) for run, g in table.groupby("run_id")}
+    regret = backtest(table, ["no_stopping"], config, truth=TRUTH_COLUMN).results[0].regret
+    assert regret == pytest.approx(true_final["b"] - true_final["a"])
+    percent = table.assign(**{TRUTH_COLUMN: 100 * table[TRUTH_COLUMN]})
+    with pytest.raises(RunDataError, match=rf"column '{TRUTH_COLUMN}', run 'a', row 1: must lie in \[0, 1\], got 23.2 "
+                                           r"\(percentages\?"):
+        backtest(percent, ["no_stopping"], config, truth=TRUTH_COLUMN)
+    missing = table.astype({TRUTH_COLUMN: "Float64"})
+    missing.loc[19, TRUTH_COLUMN] = pd.NA
+    with pytest.raises(RunDataError, match=rf"column '{TRUTH_COLUMN}', run 'b', row 20: is missing"):
+        backtest(missing, ["no_stopping"], config, truth=TRUTH_COLUMN)
+    assert missing[TRUTH_COLUMN].dtype == "Float64"  # the caller's table is left as it was
 
 
 def test_backtest_json_on_a_small_synthetic_sweep(tmp_path, capsys):
