@@ -614,6 +614,9 @@ def _as_data_frame(table, source) -> pd.DataFrame:
     if isinstance(table, pd.DataFrame):
         return table
     rows = isinstance(table, (list, tuple)) and len(table) and all(isinstance(row, Mapping) for row in table)
+    if isinstance(table, Mapping) and len(table) and all(isinstance(v, pd.DataFrame) for v in table.values()):
+        raise RunDataError("is a dict of tables (one per run?): join them into one table with "
+                           "pd.concat(tables.values(), ignore_index=True)", source=source)
     if isinstance(table, Mapping) or rows:
         try:
             return pd.DataFrame(table if rows else dict(table))

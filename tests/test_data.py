@@ -852,6 +852,9 @@ def test_a_dict_of_columns_a_list_of_rows_or_an_arrow_table_is_read_as_the_frame
     with pytest.raises(RunDataError, match=r"could not be read as a dict of columns \(one list of values per column "
                                            r"name\): All arrays must be of the same length"):
         validate_runs({**given["dict of columns"], "metric": [0.5]})
+    with pytest.raises(RunDataError, match=r"is a dict of tables \(one per run\?\): join them into one table with "
+                                           r"pd.concat\(tables.values\(\), ignore_index=True\)"):
+        validate_runs(dict(list(table.groupby("run_id"))))  # pandas said "If using all scalar values, ..."
     with pytest.raises(RunDataError, match=r"expected a run table: a pandas DataFrame, a dict of columns, a list of rows "
                                            r"\(dicts\) or a pyarrow or polars table; got PosixPath \(a path: "
                                            r"load_runs\(path\) reads it\)"):
