@@ -745,17 +745,41 @@ def _checked_runs(frame: pd.DataFrame, *, source, min_points: int) -> pd.DataFra
     _warn_if_a_recipe_mixes_settings(frame)
     counts = frame.groupby("run_id").size()
     short = counts[counts < min_points]
+    in_flight = _runs_in_flight(frame, short.index)
+    if in_flight and len(in_flight) < len(counts):
+        frame = _without_runs(frame, in_flight, min_points)
+        short = short.drop(in_flight)
     if len(short):
         run = short.index[0]
         idx = frame.index[frame["run_id"] == run][0]
         raise RunDataError(
-            f"has {short.iloc[0]} point(s); at least {min_points} are needed to fit a curve",
+            f"has {short.iloc[0]} point(s); at least {min_points} are needed to fit a curve"
+            + (" (it is in flight: read it again after its next evaluation)" if run in in_flight else ""),
             **_where(frame, idx),
         )
 
     frame = frame.sort_values(["recipe", "run_id", "compute"], kind="stable").reset_index(drop=True)
     frame.attrs["source"] = str(src) if src is not None else None
     return frame
+
+
+def _runs_in_flight(frame: pd.DataFrame, runs) -> list:
+    """Those of `runs` that the table's `ended` column says are in flight (none without the column)."""
+    if ENDED_COLUMN not in frame.columns or not len(runs):
+        return []
+    ended = frame.groupby("run_id")[ENDED_COLUMN].first()
+    return [run for run in runs if ended[run] == ""]
+
+
+def _without_runs(frame: pd.DataFrame, runs, min_points: int) -> pd.DataFrame:
+    """The table without runs in flight too short to fit, said in a warning. Every run of a sweep read
+    while it trains (`forecast report SWEEP_DIR`) has one evaluation for an evaluation interval after
+    it starts: the whole table was refused for it, where watch and the trainer's advisor leave it out."""
+    one = len(runs) == 1
+    warnings.warn(f"{len(runs)} run{'' if one else 's'} in flight {'has' if one else 'have'} fewer than {min_points} "
+                  f"evaluations so far and {'is' if one else 'are'} left out until {'it has' if one else 'they have'} "
+                  f"more: {', '.join(map(str, runs))}", UserWarning, stacklevel=4)
+    return frame[~frame["run_id"].isin(runs)].reset_index(drop=True)
 
 
 def _checked_ended(frame: pd.DataFrame) -> pd.Series:

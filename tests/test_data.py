@@ -302,6 +302,38 @@ def test_the_ended_column_says_which_runs_ended_and_a_run_folder_fills_it(tmp_pa
     assert "ended" not in load_runs(tmp_path / "old.csv")
 
 
+def test_a_sweep_read_while_a_run_has_its_first_evaluation_only_leaves_that_run_out(tmp_path):
+    """`forecast fit SWEEP_DIR` / `report SWEEP_DIR` on a sweep in flight exited 2 ("has 1 point(s); at
+    least 2 are needed") for as long as any run had just its first evaluation, which every run started
+    goes through: a run in flight that short is left out, with a warning naming it, as watch and the
+    trainer's advisor leave it out. One that ended that short is still refused, as is a table of
+    nothing but such runs, and a table without the `ended` column reads as before."""
+    sweep = tmp_path / "sweep"
+    for run, rows in good_table().groupby("run_id"):
+        (sweep / run).mkdir(parents=True)
+        (sweep / run / "summary.json").write_text("{}")
+        (sweep / run / "evals.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows.to_dict("records")))
+    started = sweep / "b-s1"
+    started.mkdir()
+    first = dict(run_id="b-s1", recipe="b", compute=10.0, metric=0.2, n_eval=100)
+    (started / "evals.jsonl").write_text(json.dumps(first) + "\n")
+    with pytest.warns(UserWarning, match=r"1 run in flight has fewer than 2 evaluations so far and is left out "
+                                         r"until it has more: b-s1"):
+        runs = load_runs(sweep)
+    assert sorted(runs["run_id"].unique()) == ["a-s0", "a-s1", "b-s0"] and len(runs) == 12
+    (started / "summary.json").write_text("{}")  # ended after one evaluation: a curve cannot be fitted to it
+    with pytest.raises(RunDataError, match=r"has 1 point\(s\); at least 2 are needed"):
+        load_runs(sweep)
+    (started / "summary.json").unlink()
+    table = pd.concat([good_table(), pd.DataFrame([first])], ignore_index=True)
+    with pytest.raises(RunDataError, match=r"has 1 point\(s\)"):  # no `ended` column: nothing says it is in flight
+        validate_runs(table)
+    alone = pd.DataFrame([first]).assign(ended="")
+    with pytest.raises(RunDataError, match=r"has 1 point\(s\); at least 2 are needed to fit a curve \(it is in "
+                                           r"flight: read it again after its next evaluation\)"):
+        validate_runs(alone)
+
+
 @pytest.mark.parametrize("value, run, pattern", [
     ("True", "a-s1", r"must be empty \(a run in flight\) or say how the run ended: 'finished' or 'advisor_stopped'; got 'True'"),
     ("advisor_stopped", "a-s0", r"says the run ended two ways \('finished', then 'advisor_stopped'\); give one"),
