@@ -1526,3 +1526,34 @@ def test_a_negative_number_in_exponent_form_reaches_the_range_check(tmp_path, ca
     err = capsys.readouterr().err
     assert "expected one argument" not in err and "clip_high=-0.001" in err
     assert not (tmp_path / "run").exists()
+
+
+def test_a_sweep_says_what_each_crashed_run_died_of_and_where_its_log_is(tmp_path, monkeypatch, capsys):
+    """A run that crashed mid-way (a traceback) or was killed (the kernel's OOM killer: SIGKILL) was
+    reported as 'exit 1' or 'exit -9' and 'failed runs: X (see their stdout.log ...)': the user had to
+    find the log and read it to learn what went wrong. The sweep now says the exception, or the
+    signal, and the log's path, beside the runs that finished. The runs are faked by small processes."""
+    import types
+
+    import trainer_minimal.sweep as sweep_module
+
+    scripts = {"crashed": "print('[crashed] step 2  pass 0.4'); raise RuntimeError('CUDA error: an illegal memory access')",
+               "killed": "import os, signal; os.kill(os.getpid(), signal.SIGKILL)",
+               "fine": "print('[fine] step 2  pass 0.4')"}
+    real_popen = subprocess.Popen
+
+    def fake_run(cmd, **kwargs):
+        return real_popen([sys.executable, "-c", scripts[os.path.basename(cmd[-1])]], **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", fake_run)
+    plan = [dict(cfg=types.SimpleNamespace(run_id=name, out=str(tmp_path / name)), state="resume",
+                 argv=["--out", str(tmp_path / name)]) for name in scripts]
+    assert sweep_module.run_sweep(plan, str(tmp_path), workers=2) == 1
+    said = capsys.readouterr()
+    crashed_log, killed_log = (tmp_path / name / "stdout.log" for name in ("crashed", "killed"))
+    assert "[sweep] done  crashed: exit 1 after" in said.out and "RuntimeError: CUDA error" in said.out, said.out
+    assert "[sweep] done  fine: exit 0" in said.out
+    assert (f"[sweep]   crashed crashed: RuntimeError: CUDA error: an illegal memory access (its log: {crashed_log})"
+            in said.err), said.err
+    assert f"[sweep]   killed was killed by SIGKILL (its log: {killed_log})" in said.err, said.err
+    assert "fine" not in said.err

@@ -192,6 +192,7 @@ def run_sweep(plan, out, workers, slim=False):
     prepare_warm_starts([p["cfg"] for p in plan if p["state"] == "new"])
     queue, running, failed = [], [], []
     refused = {}  # run_id -> why its `train` refused to run
+    crashed = {}  # run_id -> (what it died of, its stdout.log), for a run that failed without a refusal
     log_starts = {}  # run_id -> where this attempt's output begins in its stdout.log (appended to)
     for p in plan:
         if p["state"] == "finished":
@@ -216,12 +217,15 @@ def run_sweep(plan, out, workers, slim=False):
                 running.remove(item)
                 log.close()
                 refusal = refusal_in_log(log.name, log_starts[run_id]) if proc.returncode != 0 else ""
+                crash = "" if refusal or proc.returncode == 0 else crash_in_log(log.name, log_starts[run_id], proc.returncode)
                 print(f"[sweep] done  {run_id}: exit {proc.returncode} after {time.time() - t0:.0f}s"
-                      + (f": {refusal}" if refusal else ""), flush=True)
+                      + (f": {refusal or crash}" if refusal or crash else ""), flush=True)
                 if proc.returncode != 0:
                     failed.append(run_id)
                     if refusal:
                         refused[run_id] = refusal
+                    else:
+                        crashed[run_id] = (crash, log.name)
     except KeyboardInterrupt:
         stop_runs(running)
         raise
@@ -235,6 +239,8 @@ def run_sweep(plan, out, workers, slim=False):
         print(f"[sweep] failed runs: {', '.join(failed)} (see their stdout.log; rerun to resume)", file=sys.stderr)
         for run_id, refusal in refused.items():  # a rerun refuses these again until what they name is fixed
             print(f"[sweep]   {run_id} was refused: {refusal}", file=sys.stderr)
+        for run_id, (crash, log_path) in crashed.items():
+            print(f"[sweep]   {run_id} {crash or 'failed'} (its log: {log_path})", file=sys.stderr)
         return 1
     return 0
 
@@ -242,18 +248,43 @@ def run_sweep(plan, out, workers, slim=False):
 REFUSAL_PREFIX = "trainer-minimal: error: "  # how `train` says why it refused to run (cli.main)
 
 
+def attempt_lines(path, start):
+    """The lines this attempt of a run wrote to its stdout.log (appended to by every attempt), from byte `start`."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(start)
+            return f.read().decode(errors="replace").splitlines()
+    except OSError:
+        return []
+
+
 def refusal_in_log(path, start):
     """Why a run's `train` refused to run (its last error line in what this attempt wrote to its
     stdout.log, from byte `start`), or "" when it said none (a crash: its traceback is in the log).
     The sweep said only 'exit 2', and then 'rerun to resume', which a refused run is not."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(start)
-            lines = f.read().decode(errors="replace").splitlines()
-    except OSError:
-        return ""
-    said = [line[len(REFUSAL_PREFIX):] for line in lines if line.startswith(REFUSAL_PREFIX)]
+    said = [line[len(REFUSAL_PREFIX):] for line in attempt_lines(path, start) if line.startswith(REFUSAL_PREFIX)]
     return said[-1] if said else ""
+
+
+TRACEBACK_START = "Traceback (most recent call last):"
+
+
+def crash_in_log(path, start, returncode):
+    """What a run that failed without a refusal died of, in a few words: 'was killed by SIGKILL' (the
+    kernel's OOM killer, say) or 'crashed: ERROR: MESSAGE' from the last traceback this attempt wrote
+    to its stdout.log; "" when neither is known. The sweep said only 'exit 1' (or 'exit -9'), and the
+    user had to find the run's log to learn what went wrong."""
+    if returncode < 0:
+        try:
+            return f"was killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"was killed by signal {-returncode}"
+    lines = attempt_lines(path, start)
+    if TRACEBACK_START not in lines:
+        return ""
+    after = lines[len(lines) - lines[::-1].index(TRACEBACK_START):]
+    said = [line for line in after if line.strip() and not line[0].isspace()]  # the frames are indented
+    return f"crashed: {said[0]}" if said else ""
 
 
 STOP_GRACE_S = 2.0  # on Ctrl-C, how long the runs in flight get to stop on their own
