@@ -1557,3 +1557,40 @@ def test_a_sweep_says_what_each_crashed_run_died_of_and_where_its_log_is(tmp_pat
             in said.err), said.err
     assert f"[sweep]   killed was killed by SIGKILL (its log: {killed_log})" in said.err, said.err
     assert "fine" not in said.err
+
+
+def test_a_new_run_that_would_mix_settings_into_a_sweep_s_runs_is_refused_before_anything_runs(tmp_path, capsys):
+    """A sweep re-run refused a flag that changed an existing run, but a new run was checked against
+    nothing: adding seed 2 of grpo with another --lr made 'grpo' a recipe of two learning rates, pooled
+    by the forecaster as its seeds, and adding a recipe without the sweep's --tasks (a flag forgotten on
+    the second day) compared it with the others on another measure, both without a word. A new run
+    now has the settings of the recipe's runs already in the folder, and the sweep-wide ones (model,
+    tasks, evaluation, warm start: all but what a preset sets) of the others; how long it trains and
+    what a resume may change stay free."""
+    from trainer_minimal.sweep import plan_sweep
+
+    out, cache = tmp_path / "sweep", str(tmp_path / "cache")
+    overrides = dict(TINY, max_steps=4, eval_every=2, warmstart_cache=cache)
+    for name in ("grpo-s0", "cispo-s0"):  # a finished sweep: its runs' settings and their ends
+        cfg = make_config(name.split("-")[0], seed=0, out=str(out / name), **overrides)
+        (out / name).mkdir(parents=True)
+        (out / name / "config.json").write_text(to_json(cfg) + "\n")
+        (out / name / "summary.json").write_text("{}")
+    base = ["sweep", "--out", str(out), "--warmstart-cache", cache, "--max-steps", "4", "--eval-every", "2"]
+    other_lr = tiny_flags(lr=1e-3)
+    assert main([*base, "--presets", "grpo", "--seeds", "2", *other_lr]) == 2
+    err = capsys.readouterr().err
+    assert (f"{out / 'grpo-s2'}: a new seed of grpo beside grpo-s0, which was started with other settings: "
+            "lr 0.002 -> 0.001") in err, err
+    assert not (out / "grpo-s2").exists()
+    no_tasks = [*tiny_flags()]
+    del no_tasks[no_tasks.index("--tasks"):no_tasks.index("--tasks") + 2]
+    assert main([*base, "--presets", "dapo", "--seeds", "0", *no_tasks]) == 2
+    err = capsys.readouterr().err
+    assert (f"{out / 'dapo-s0'}: a new recipe beside cispo-s0, which was started with other settings: "
+            "tasks 'rev' -> 'sort,rev,add'") in err, err
+    # the sweep's own flags: a new seed, a new recipe (its preset's knobs are its own), and what a resume
+    # may change (here how often the new runs are evaluated)
+    plan = plan_sweep("grpo,dapo", "0,1", str(out), dict(overrides, eval_every=4))
+    assert {p["cfg"].run_id: p["state"] for p in plan} == {"grpo-s0": "finished", "grpo-s1": "new", "dapo-s0": "new",
+                                                           "dapo-s1": "new"}

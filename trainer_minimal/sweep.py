@@ -9,10 +9,13 @@ the same command skips finished runs (summary.json) and resumes interrupted ones
 killed sweep is continued by running it again. A re-run may extend the runs (a larger --max-steps)
 and change what a resume may change (threads, device, evaluation interval, advisor); one whose
 flags would change an existing run's recipe or measure is refused before anything runs, since the
-sweep's table would mix two settings under one recipe name. DIR/runs.csv concatenates every run's
-evals.jsonl, with an `ended` column saying which runs ended (docs/run_format.md).
+sweep's table would mix two settings under one recipe name; so is a new run that would (a seed with
+other settings than its recipe's runs there, a recipe trained or measured otherwise than the others).
+DIR/runs.csv concatenates every run's evals.jsonl, with an `ended` column saying which runs ended
+(docs/run_format.md).
 """
 
+import dataclasses
 import glob
 import os
 import shlex
@@ -29,6 +32,7 @@ from forecast.data import ENDED_COLUMN, how_run_folder_ended
 from forecast.io import atomic_path
 
 from .config import (
+    PRESETS,
     RESUMABLE_FIELDS,
     check_advisor_reference,
     check_device,
@@ -63,6 +67,7 @@ def plan_sweep(presets, seeds, out, overrides):
     # on a re-run, an existing run is resumed with the flags a resume may change, and no others
     resume_flags = override_flags({k: v for k, v in overrides.items() if k in RESUMABLE_FIELDS})
     plan, conflicts = [], []
+    started = started_run_configs(out)
     for name in names:
         for seed in seed_values:
             run_dir = os.path.join(out, f"{name}-s{seed}")
@@ -73,6 +78,8 @@ def plan_sweep(presets, seeds, out, overrides):
             state, problem = existing_run_state(cfg, max_steps_given="max_steps" in overrides)
             if state != "finished":  # else a traceback from the warm start, which runs in the sweep's own process
                 check_device(cfg)
+            if state == "new":
+                problem = mixed_settings(cfg, started)
             if problem:
                 conflicts.append(f"{run_dir}: {problem}")
             plan.append(dict(cfg=cfg, state=state,
@@ -122,6 +129,46 @@ def existing_run_state(cfg, max_steps_given):
     if not ckpt:
         return "", f"has no checkpoint (ckpt.pt; the sweep was --slim), so it cannot go on to max_steps {cfg.max_steps}"
     return "resume", ""
+
+
+SEED_FIELDS = ("seed", "run_id")  # what the seeds of one recipe differ in
+RECIPE_FIELDS = ("preset", "recipe", *sorted(set().union(*PRESETS.values())))  # what recipes differ in
+
+
+def started_run_configs(out):
+    """{run folder: its Config} of the runs in a sweep folder that have started (a checkpoint or a
+    summary), sorted by folder; a folder whose settings cannot be read is left to the checks of its own."""
+    from .train import saved_run_config
+
+    configs = {}
+    for folder in sorted(glob.glob(os.path.join(glob.escape(out), "*", ""))):
+        folder = os.path.normpath(folder)
+        if not any(os.path.exists(os.path.join(folder, n)) for n in ("ckpt.pt", "summary.json")):
+            continue
+        try:
+            configs[folder] = saved_run_config(folder)
+        except ValueError:
+            continue
+    return configs
+
+
+def mixed_settings(cfg, started):
+    """Why the new run cfg cannot join the sweep's started runs ({folder: Config}), or "". Its recipe's
+    runs there must have its settings but the seed, and the other recipes' runs those no preset sets
+    (the model, tasks, evaluation, warm start): else the table pools two settings under one recipe as
+    its seeds, or compares recipes trained or measured otherwise. A re-run checked only the runs it
+    resumed, so a new seed with another --lr, or a recipe added without the sweep's --tasks, went in
+    without a word. What a resume may change (how long, where, how often evaluated) may differ."""
+    for folder, saved in started.items():
+        same_recipe = saved.recipe == cfg.recipe
+        free = (*RESUMABLE_FIELDS, *SEED_FIELDS, *(() if same_recipe else RECIPE_FIELDS))
+        changed = [f"{f.name} {getattr(saved, f.name)!r} -> {getattr(cfg, f.name)!r}" for f in dataclasses.fields(cfg)
+                   if f.name not in free and getattr(saved, f.name) != getattr(cfg, f.name)]
+        if changed:
+            joins = f"a new seed of {cfg.recipe}" if same_recipe else "a new recipe"
+            return (f"{joins} beside {os.path.basename(folder)}, which was started with other settings: "
+                    + "; ".join(changed))
+    return ""
 
 
 def check_runs_table(out, configs):
