@@ -1594,3 +1594,37 @@ def test_a_new_run_that_would_mix_settings_into_a_sweep_s_runs_is_refused_before
     plan = plan_sweep("grpo,dapo", "0,1", str(out), dict(overrides, eval_every=4))
     assert {p["cfg"].run_id: p["state"] for p in plan} == {"grpo-s0": "finished", "grpo-s1": "new", "dapo-s0": "new",
                                                            "dapo-s1": "new"}
+
+
+def test_a_run_another_sweep_started_since_the_plan_is_resumed_not_refused_as_taken(tmp_path, monkeypatch, capsys):
+    """Two sweeps into one folder at once (a re-run that adds a recipe while the first still runs) both
+    plan their shared runs as new; the one that comes to a run the other has since started launched
+    it as new, and `train` refused it ('already holds a run ...; pass --resume'), exit 1, though the run
+    was training or done. It is now launched as a resume (`train` says it finished, or that another
+    process trains it), unless the other sweep started it with other settings: that is refused as the
+    plan would have refused it, and not launched. The runs are faked; what matters is how each is launched."""
+    import trainer_minimal.sweep as sweep_module
+
+    launched, real_popen = [], subprocess.Popen
+
+    def fake_run(cmd, **kwargs):
+        launched.append(cmd)
+        return real_popen([sys.executable, "-c", "pass"], **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", fake_run)
+    monkeypatch.setattr(sweep_module, "prepare_warm_starts", lambda configs: None)
+    out = tmp_path / "sweep"
+    plan = sweep_module.plan_sweep("grpo", "0,1,2", str(out), dict(TINY, max_steps=4, eval_every=2,
+                                                                   warmstart_cache=str(tmp_path / "cache")))
+    assert {p["state"] for p in plan} == {"new"}
+    for p, lr in zip(plan[:2], (TINY["lr"], 1e-3), strict=True):  # the other sweep's runs, one at another --lr
+        os.makedirs(p["cfg"].out)
+        (tmp_path / "sweep" / p["cfg"].run_id / "config.json").write_text(to_json(dataclasses.replace(p["cfg"], lr=lr)) + "\n")
+        (tmp_path / "sweep" / p["cfg"].run_id / "ckpt.pt").write_bytes(b"")  # its first checkpoint
+    assert sweep_module.run_sweep(plan, str(out), workers=1) == 1
+    assert [cmd[4:7] for cmd in launched] == [["--out", str(out / "grpo-s0"), "--resume"],
+                                              ["--preset", "grpo", "--seed"]]
+    said = capsys.readouterr()
+    assert "grpo-s0: started since this sweep was planned (another sweep into this folder?): resumed" in said.out
+    assert (f"[sweep]   grpo-s1 was refused: {out / 'grpo-s1'} was started since this sweep was planned, with other "
+            "settings: lr 0.001 -> 0.002") in said.err, said.err

@@ -82,8 +82,9 @@ def plan_sweep(presets, seeds, out, overrides):
                 problem = mixed_settings(cfg, started)
             if problem:
                 conflicts.append(f"{run_dir}: {problem}")
-            plan.append(dict(cfg=cfg, state=state,
-                             argv=["--out", run_dir, "--resume", *resume_flags] if state == "resume" else
+            resume_argv = ["--out", run_dir, "--resume", *resume_flags]
+            plan.append(dict(cfg=cfg, state=state, resume_argv=resume_argv, max_steps_given="max_steps" in overrides,
+                             argv=resume_argv if state == "resume" else
                              ["--preset", name, "--seed", str(seed), "--out", run_dir,
                               "--warmstart-cache", cache, *override_flags(overrides)]))
     if conflicts:
@@ -245,11 +246,19 @@ def run_sweep(plan, out, workers, slim=False):
         if p["state"] == "finished":
             print(f"[sweep] {p['cfg'].run_id}: finished, skipped", flush=True)
             continue
-        queue.append((p["cfg"].run_id, p["cfg"].out, p["argv"]))
+        queue.append(p)
     try:
         while queue or running:
             while queue and len(running) < workers:
-                run_id, run_dir, argv = queue.pop(0)
+                p = queue.pop(0)
+                run_id, run_dir, argv = p["cfg"].run_id, p["cfg"].out, p["argv"]
+                if p["state"] == "new" and os.path.exists(os.path.join(run_dir, "ckpt.pt")):
+                    argv, refusal = started_since_the_plan(p)
+                    if refusal:
+                        print(f"[sweep] {run_id}: not started: {refusal}", flush=True)
+                        failed.append(run_id)
+                        refused[run_id] = refusal
+                        continue
                 os.makedirs(run_dir, exist_ok=True)
                 log = open(os.path.join(run_dir, "stdout.log"), "a")
                 log_starts[run_id] = log.tell()
@@ -290,6 +299,23 @@ def run_sweep(plan, out, workers, slim=False):
             print(f"[sweep]   {run_id} {crash or 'failed'} (its log: {log_path})", file=sys.stderr)
         return 1
     return 0
+
+
+def started_since_the_plan(p):
+    """(argv, "") to launch a run planned as new that has a checkpoint by now, or (None, why not): another
+    sweep into this folder started it since this one was planned. Launched as new, `train` refused it
+    ('already holds a run; pass --resume'), though it was training or done: it is resumed on the terms
+    a plan made now would set (a resume says it has finished, or that another process trains it), and
+    one started with other settings is refused as the plan would have refused it."""
+    try:
+        problem = existing_run_state(p["cfg"], p["max_steps_given"])[1]
+    except ValueError as err:  # its settings cannot be read
+        problem = str(err)
+    if problem:
+        return None, f"{p['cfg'].out} was started since this sweep was planned, with other settings: {problem}"
+    print(f"[sweep] {p['cfg'].run_id}: started since this sweep was planned (another sweep into this folder?): "
+          "resumed", flush=True)
+    return p["resume_argv"], ""
 
 
 REFUSAL_PREFIX = "trainer-minimal: error: "  # how `train` says why it refused to run (cli.main)
