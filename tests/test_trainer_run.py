@@ -1628,3 +1628,25 @@ def test_a_run_another_sweep_started_since_the_plan_is_resumed_not_refused_as_ta
     assert "grpo-s0: started since this sweep was planned (another sweep into this folder?): resumed" in said.out
     assert (f"[sweep]   grpo-s1 was refused: {out / 'grpo-s1'} was started since this sweep was planned, with other "
             "settings: lr 0.001 -> 0.002") in said.err, said.err
+
+
+def test_a_damaged_log_line_at_the_sweep_s_end_keeps_runs_csv_and_says_where(tmp_path, monkeypatch, capsys):
+    """A run folder in the sweep's folder whose evals.jsonl holds a damaged line mid-file (a disk
+    error, a hand edit) made the sweep end in a ValueError traceback after every run had trained.
+    It now says which file and line, leaves runs.csv as it was, and exits 1; the runs are faked."""
+    import types
+
+    import trainer_minimal.sweep as sweep_module
+
+    real_popen = subprocess.Popen
+    monkeypatch.setattr(subprocess, "Popen", lambda cmd, **kw: real_popen([sys.executable, "-c", "pass"], **kw))
+    other = tmp_path / "other-s0"
+    other.mkdir()
+    (other / "evals.jsonl").write_text('{"run_id": "other-s0", "step": 2}\n{"run_id": "oth\n{"run_id": "other-s0", "step": 4}\n')
+    (tmp_path / "runs.csv").write_text("kept\n")
+    plan = [dict(cfg=types.SimpleNamespace(run_id="fine", out=str(tmp_path / "fine")), state="resume",
+                 argv=["--out", str(tmp_path / "fine")])]
+    assert sweep_module.run_sweep(plan, str(tmp_path), workers=1) == 1
+    err = capsys.readouterr().err
+    assert f"was not rewritten: {other / 'evals.jsonl'}: line 2 is not valid JSON; remove or repair that line" in err, err
+    assert (tmp_path / "runs.csv").read_text() == "kept\n"

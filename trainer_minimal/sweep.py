@@ -285,7 +285,12 @@ def run_sweep(plan, out, workers, slim=False):
     except KeyboardInterrupt:
         stop_runs(running)
         raise
-    table = combine(out, [p["cfg"].out for p in plan])
+    try:
+        table = combine(out, [p["cfg"].out for p in plan])
+    except ValueError as err:  # a damaged line in a run's log (read_jsonl names it): runs.csv as it was
+        print(f"[sweep] {os.path.join(out, 'runs.csv')} was not rewritten: {err}; remove or repair that line "
+              "(the runs' own logs are as they were), then re-run: finished runs are skipped", file=sys.stderr)
+        return 1
     n_runs = table["run_id"].nunique() if len(table) else 0
     print(f"[sweep] {len(table)} rows from {n_runs} run{'' if n_runs == 1 else 's'} -> "
           f"{os.path.join(out, 'runs.csv')}", flush=True)
