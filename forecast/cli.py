@@ -1,7 +1,8 @@
 """Command line: `forecast fit`, `forecast predict`, and the decision and report commands.
 
 Exit codes: 0 ok, 2 bad input (the message names the file, column, run and row; no traceback),
-1 anything unexpected. Results are written atomically, so an interrupted command never leaves
+1 a failure of the machine (a full disk, a read-only file system, too many open files: one line
+naming the file, no traceback) or anything unexpected. Results are written atomically, so an interrupted command never leaves
 a half-written file behind.
 """
 
@@ -17,7 +18,7 @@ import threading
 import warnings
 from pathlib import Path
 
-from .io import dumps_json
+from .io import dumps_json, resource_error_message
 
 EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT = 0, 1, 2
 EXIT_BROKEN_PIPE = 128 + 13  # as a command killed by SIGPIPE: the shell's 141
@@ -1284,6 +1285,13 @@ def main(argv=None) -> int:
         except (AttributeError, OSError, ValueError):  # stdout is not a file (a notebook, a test)
             pass
         return EXIT_BROKEN_PIPE
+    except OSError as err:
+        # a full disk, a read-only or failing file system, too many open files: the machine's, said in a
+        # line (results are written atomically, so a file already there is as it was), not a traceback
+        if (message := resource_error_message(err)) is None:
+            raise
+        print(f"error: {message}", file=sys.stderr)
+        return EXIT_ERROR
 
 
 if __name__ == "__main__":

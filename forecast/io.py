@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -15,6 +16,29 @@ from pathlib import Path
 # the same path removes such leftovers once they are this old. A live writer touches its file far more
 # often than this, and age (unlike a pid) is safe where another machine writes the same shared folder.
 STALE_TEMP_S = 3600.0
+
+# Failures of the machine, not of the input or of the code: a command says them in one line with what
+# to do (resource_error_message), not in a traceback. What each errno means for the user, and the fix.
+RESOURCE_ERRORS = {
+    code: advice for code, advice in (
+        (errno.ENOSPC, "the disk is full: free some space, or write elsewhere"),
+        (getattr(errno, "EDQUOT", None), "the disk quota is used up: free some space, or write elsewhere"),
+        (errno.EROFS, "the file system is read-only: write elsewhere"),
+        (errno.EMFILE, "this process has as many files open as it may: raise the limit (ulimit -n)"),
+        (errno.ENFILE, "the system has as many files open as it may: end other work, or raise its limit"),
+        (errno.EIO, "the disk or network file system failed to read or write"),
+    ) if code is not None
+}
+
+
+def resource_error_message(err: BaseException) -> str | None:
+    """'PATH: No space left on device (the disk is full: free some space, or write elsewhere)' for an
+    OSError the machine caused (RESOURCE_ERRORS), else None. Said from errno, not str(err): h5py's
+    message for a full disk is several lines of its internals."""
+    if not isinstance(err, OSError) or err.errno not in RESOURCE_ERRORS:
+        return None
+    where = f"{err.filename}: " if err.filename else ""
+    return f"{where}{os.strerror(err.errno)} ({RESOURCE_ERRORS[err.errno]})"
 
 
 @contextmanager
@@ -31,17 +55,41 @@ def atomic_path(path):
     # there yet (else mkstemp's FileNotFoundError named our temporary file, not the user's path)
     target.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temps(target)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    with _said_of(path, target):
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     os.close(fd)
     try:
-        yield Path(tmp)
-        fsync_path(tmp)
-        os.chmod(tmp, kept_mode(target))  # after the write (a writer may recreate the file) and the sync
-        os.replace(tmp, target)
+        with _said_of(path, target):
+            yield Path(tmp)
+            fsync_path(tmp)
+            os.chmod(tmp, kept_mode(target))  # after the write (a writer may recreate the file) and the sync
+            os.replace(tmp, target)
         fsync_directory(target.parent)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+@contextmanager
+def _said_of(path, target: Path):
+    """A full disk (or another RESOURCE_ERRORS failure) met while writing `path` through its temporary
+    file, raised as said of `path`: the user never named .fit.nc.1rs05yk7.tmp, and h5py's and a file
+    object's errors name no file at all. Other errors (about some other file the writer read) pass as
+    they are."""
+    try:
+        yield
+    except OSError as err:
+        if err.errno not in RESOURCE_ERRORS or not _is_ours(err.filename, path, target):
+            raise
+        raise OSError(err.errno, os.strerror(err.errno), str(path)) from err
+
+
+def _is_ours(filename, path, target: Path) -> bool:
+    """Whether an error's file name is the file being written: none given, `path`, or a temporary file of it."""
+    if filename is None or str(filename) in (str(path), str(target)):
+        return True
+    name = Path(os.fsdecode(filename))
+    return name.parent == target.parent and name.name.startswith(f".{target.name}.") and name.suffix == ".tmp"
 
 
 def kept_mode(path) -> int:

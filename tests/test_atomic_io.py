@@ -85,3 +85,44 @@ def test_a_link_to_a_file_in_a_folder_not_made_yet_is_written_through(tmp_path):
     link.symlink_to(tmp_path / "reports" / "today" / "report.html")
     atomic_write_text(link, "new")
     assert link.is_symlink() and (tmp_path / "reports" / "today" / "report.html").read_text() == "new"
+
+
+def test_a_full_disk_is_said_of_the_file_being_written_and_the_old_one_stays(tmp_path, monkeypatch):
+    """A full disk met while writing the temporary file (pathlib's error names the temporary file,
+    h5py's and a file object's no file at all) was said of '.fit.nc.1rs05yk7.tmp' or of nothing: the
+    error names the user's path now, and the file already there is untouched, with no temporary left."""
+    import errno
+    import pathlib
+
+    from forecast.io import resource_error_message
+
+    path = tmp_path / "summary.json"
+    path.write_text("old")
+
+    def full_disk(self, *args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device", str(self))
+
+    monkeypatch.setattr(pathlib.Path, "write_text", full_disk)
+    with pytest.raises(OSError) as raised:
+        atomic_write_text(path, "new")
+    assert raised.value.errno == errno.ENOSPC and raised.value.filename == str(path)
+    assert resource_error_message(raised.value) == (
+        f"{path}: No space left on device (the disk is full: free some space, or write elsewhere)")
+    monkeypatch.undo()
+    assert path.read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["summary.json"]
+    with pytest.raises(OSError) as raised:  # h5py's error: several lines of its internals, no file name
+        with atomic_path(path):
+            raise OSError(errno.ENOSPC, "Unable to synchronously create file (file write failed: ...)")
+    assert raised.value.filename == str(path) and "Unable" not in resource_error_message(raised.value)
+
+
+def test_an_error_about_another_file_is_not_said_of_the_file_being_written(tmp_path):
+    """The writer may read other files on the way (a run table, a template): their errors are theirs."""
+    import errno
+
+    other = tmp_path / "elsewhere" / "runs.csv"
+    with pytest.raises(OSError) as raised:
+        with atomic_path(tmp_path / "report.html"):
+            raise OSError(errno.EIO, "Input/output error", str(other))
+    assert raised.value.filename == str(other)

@@ -615,3 +615,35 @@ def test_saved_fit_with_damaged_internal_structure_exits_2_without_traceback(tmp
         assert proc.returncode == 2, proc.stderr
         assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr
         assert f"{folder / 'fit.nc'} cannot be read as a saved fit: the file is damaged" in proc.stderr
+
+
+def test_fit_on_a_full_disk_says_so_in_a_line_and_keeps_the_fit_already_there(fitted, small_sweep, tmp_path, monkeypatch, capsys):
+    """`forecast fit --out` on a full disk ended, after minutes of sampling, in an h5py traceback
+    ('Unable to synchronously create file (file write failed: time = ..., errno = 28 ...') naming
+    a temporary file. It is one line now, naming fit.nc and the full disk, exit 1; the fit already
+    there (fit.nc and its summary.json) is as it was."""
+    import errno
+
+    from forecast.forecaster import ScalingForecaster
+
+    small_sweep.to_csv(tmp_path / "runs.csv", index=False)
+    out = tmp_path / "fit"
+    out.mkdir()
+    fitted.save(out / "fit.nc")
+    (out / "summary.json").write_text('{"the": "old fit"}\n')
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+
+    def fit_as_before(self, runs, **kwargs):  # the session's fit stands in for minutes of sampling
+        self.__dict__.update(fitted.__dict__)
+        return self
+
+    def full_disk(self, path, *args, **kwargs):  # what h5py raises: errno 28, its internals, no file name
+        raise OSError(errno.ENOSPC, "Unable to synchronously create file (file write failed: time = ..., "
+                                    "errno = 28, error message = 'No space left on device', ...)")
+
+    monkeypatch.setattr(ScalingForecaster, "fit", fit_as_before)
+    monkeypatch.setattr(type(fitted.idata), "to_netcdf", full_disk)
+    assert main(["fit", str(tmp_path / "runs.csv"), "--out", str(out), "--fast", "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert err == f"error: {out / 'fit.nc'}: No space left on device (the disk is full: free some space, or write elsewhere)\n"
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # nor a temporary file left
