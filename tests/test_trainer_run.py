@@ -2,6 +2,7 @@
 refusal of bad input, the Hugging Face path, bfloat16, and the sweep."""
 
 import dataclasses
+import errno
 import json
 import os
 import shlex
@@ -94,6 +95,73 @@ def test_resume_after_kill_9_keeps_the_eval_log_exact(tmp_path, warm_cache):
     reference = read_jsonl(tmp_path / "reference" / "evals.jsonl")
     assert [r["metric"] for r in rows] == [r["metric"] for r in reference]
     assert [r["compute"] for r in rows] == [r["compute"] for r in reference]
+
+
+class FullDisk:
+    """A file whose disk is full: a write gets in the part that fits (half of it), then fails with
+    ENOSPC, as a real full disk does at a page boundary."""
+
+    def __init__(self, file):
+        self.file = file
+
+    def write(self, data):
+        self.file.write(data[: len(data) // 2])
+        self.file.flush()
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    def __getattr__(self, name):
+        return getattr(self.file, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.file.close()
+
+
+def fill_the_disk_at(monkeypatch, name, nth):
+    """From the nth write of the run's file `name` on (its temporary file's, for a checkpoint), the disk is full."""
+    import trainer_minimal.logging_io as logging_io
+
+    writes = []
+
+    def open_on_a_filling_disk(path, mode="r", *args, **kwargs):
+        file = open(path, mode, *args, **kwargs)
+        base = os.path.basename(path)
+        if mode in ("a", "wb") and (base == name or base.startswith(f".{name}.")):
+            writes.append(path)
+            if len(writes) >= nth:
+                return FullDisk(file)
+        return file
+
+    monkeypatch.setattr(logging_io, "open", open_on_a_filling_disk, raising=False)
+
+
+@pytest.mark.parametrize("name, nth", [("ckpt.pt", 3), ("evals.jsonl", 2)])
+def test_a_run_whose_disk_fills_says_so_in_a_line_and_resumes_exactly(tmp_path, warm_cache, monkeypatch, capsys, name, nth):
+    """A run's folder filling up mid-run ended in a traceback: torch's 'RuntimeError: basic_ios::clear:
+    iostream error' for a checkpoint, which named no disk at all. It is one line now, naming the file and
+    the full disk, with how to go on, exit 1; the checkpoint before is intact, the log's torn last line
+    is dropped on --resume, and the resumed run is the run that never stopped."""
+    run = tmp_path / "run"
+    fill_the_disk_at(monkeypatch, name, nth)  # the checkpoints of steps 0 and 2 fit, step 4's does not (or its row)
+    assert main(["train", "--out", str(run), "--warmstart-cache", warm_cache, "--max-steps", "8", "--eval-every", "2",
+                 *tiny_flags()]) == 1
+    err = capsys.readouterr().err
+    assert err == (f"trainer-minimal: error: {run / name}: No space left on device (the disk is full: free some space, or "
+                   f"write elsewhere); `trainer-minimal train --out {run} --resume` goes on from the last checkpoint\n")
+    assert checkpoint_step(str(run / "ckpt.pt")) == 2
+    assert sorted(p.name for p in run.iterdir() if p.name.endswith(".tmp")) == []
+    torn = (run / "evals.jsonl").read_text().rsplit("\n", 1)[1]
+    if name == "ckpt.pt":  # step 4's row went in whole before its checkpoint failed
+        assert [r["step"] for r in read_jsonl(run / "evals.jsonl")] == [2, 4] and torn == ""
+    else:
+        assert [r["step"] for r in read_jsonl(run / "evals.jsonl")] == [2] and torn.startswith('{"run_id"')
+    monkeypatch.undo()  # space freed
+    assert main(["train", "--out", str(run), "--resume"]) == 0
+    train(tiny(tmp_path / "reference", warm_cache, max_steps=8, eval_every=2))
+    rows, reference = (read_jsonl(folder / "evals.jsonl") for folder in (run, tmp_path / "reference"))
+    assert [(r["step"], r["metric"], r["compute"]) for r in rows] == [(r["step"], r["metric"], r["compute"]) for r in reference]
 
 
 def test_a_resumed_run_removes_the_temporary_files_a_killed_write_left(tmp_path, warm_cache):

@@ -243,6 +243,8 @@ def main(argv=None):
     except ValueError as e:
         print(f"trainer-minimal: error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:  # the machine's (too many open files, a failing disk), said without a traceback
+        return said_resource_error(e, "")
     with stop_signals_as_ctrl_c():
         return run_command(args, cfg, plan)
 
@@ -268,22 +270,45 @@ def run_command(args, cfg, plan):
     except (RunFolderBusy, UnreadableCheckpoint) as e:
         print(f"trainer-minimal: error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:
+        # a full disk mid-run: the logs are append-only (a torn last line is dropped on --resume) and the
+        # checkpoint is replaced atomically, so the run goes on from its last checkpoint once there is room
+        return said_resource_error(e, how_to_go_on(cfg))
     except KeyboardInterrupt as e:
         what, code = interrupted_exit(e)
         if int(os.environ.get("RANK", "0")) != 0:
             # under torchrun, said once: every process is stopped, and one that torchrun ended because another
             # failed (its run folder in use, say) spoke of a stop nobody asked for, and of a resume
             return code
-        if os.path.exists(os.path.join(cfg.out, "ckpt.pt")):
-            print(f"trainer-minimal: {what}; `trainer-minimal train --out {cfg.out} --resume` goes on from the last "
-                  "checkpoint", file=sys.stderr)
-        else:  # during the warm start or the step-0 evaluation: --resume would be refused (no checkpoint)
-            print(f"trainer-minimal: {what} before the run's first checkpoint (nothing to resume); the same "
-                  "command again starts it", file=sys.stderr)
+        print(f"trainer-minimal: {what}{how_to_go_on(cfg)}", file=sys.stderr)
         return code
     finally:
         end_distributed()
     return 0
+
+
+def how_to_go_on(cfg):
+    """How a run stopped mid-way goes on, said after what stopped it."""
+    if os.path.exists(os.path.join(cfg.out, "ckpt.pt")):
+        return f"; `trainer-minimal train --out {cfg.out} --resume` goes on from the last checkpoint"
+    # during the warm start or the step-0 evaluation: --resume would be refused (no checkpoint)
+    return " before the run's first checkpoint (nothing to resume); the same command again starts it"
+
+
+def said_resource_error(err, then):
+    """Exit 1 with one line for an OSError of the machine (forecast.io.RESOURCE_ERRORS: a full disk, a
+    read-only file system, too many open files), which was a traceback (torch's 'basic_ios::clear:
+    iostream error' for a checkpoint on a full disk); any other OSError is re-raised, as a bug's is."""
+    from forecast.io import resource_error_message
+
+    message = resource_error_message(err)
+    if message is None:
+        raise err
+    try:  # stderr may be a file on the full disk itself (a sweep's stdout.log): nothing more can be said then
+        print(f"trainer-minimal: error: {message}{then}", file=sys.stderr, flush=True)
+    except OSError:
+        pass
+    return 1
 
 
 if __name__ == "__main__":

@@ -49,12 +49,19 @@ def lock_run_folder(folder):
 
 
 def append_jsonl(path, row, fsync=True):
-    """Append one JSON object as a line and flush it to disk before returning."""
-    with open(path, "a") as f:
-        f.write(json.dumps(row, default=_plain) + "\n")
-        f.flush()
-        if fsync:
-            os.fsync(f.fileno())
+    """Append one JSON object as a line and flush it to disk before returning. A write that fails (a
+    full disk) may leave the start of the line without its newline: a torn last line, which readers
+    skip and --resume drops. Its error names the log (a file object's write names none)."""
+    try:
+        with open(path, "a") as f:
+            f.write(json.dumps(row, default=_plain) + "\n")
+            f.flush()
+            if fsync:
+                os.fsync(f.fileno())
+    except OSError as err:
+        if err.filename is not None or err.errno is None:
+            raise
+        raise OSError(err.errno, os.strerror(err.errno), str(path)) from err
 
 
 def read_jsonl(path):
@@ -102,6 +109,21 @@ def _plain(value):
 def atomic_torch_save(obj, path):
     """torch.save through a temporary file of this process's own (several processes may write one
     path, e.g. a warm start in a shared cache) and an atomic, synced replace: a checkpoint is the old
-    one or the new one, even after a power loss."""
-    with atomic_path(path) as tmp:
-        torch.save(obj, tmp)
+    one or the new one, even after a power loss. A write that fails (a full disk) raises the OSError
+    saying so: torch.save given a file name said only 'RuntimeError: basic_ios::clear: iostream
+    error', so a file object of Python's does the writing, and its error is raised, not torch's."""
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        try:
+            torch.save(obj, f)
+        except RuntimeError as err:  # torch's own error while the zip archive ends, raised in handling the write's
+            behind = os_error_behind(err)
+            if behind is None:
+                raise
+            raise behind from None
+
+
+def os_error_behind(err):
+    """The OSError `err` was raised in handling of (its __context__ chain), or None."""
+    while err is not None and not isinstance(err, OSError):
+        err = err.__context__
+    return err
