@@ -1168,6 +1168,102 @@ def test_a_sweep_interrupted_alone_stops_its_runs_instead_of_leaving_them_traini
                 proc.wait()
 
 
+def test_a_sweep_that_cannot_start_a_run_stops_the_others_and_says_why_in_a_line(tmp_path, monkeypatch, capsys):
+    """A sweep with more runs at a time than its open-file limit allows (ulimit -n 13, --workers 10: 8 runs
+    started) ended in a traceback from subprocess ('OSError: [Errno 24] Too many open files'), and the
+    runs it had started trained on as orphans holding their folders' locks against the rerun. It now
+    stops them, as on Ctrl-C, and says what failed and how to go on, exit 1. Runs are faked by sleepers."""
+    import types
+
+    import trainer_minimal.sweep as sweep_module
+
+    started, real_popen = [], subprocess.Popen
+
+    def sleeper_then_no_more_files(cmd, **kwargs):
+        if started:
+            raise OSError(errno.EMFILE, os.strerror(errno.EMFILE))
+        proc = real_popen([sys.executable, "-c", "import time; time.sleep(120)"],
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL), **kwargs)
+        started.append(proc)
+        return proc
+
+    monkeypatch.setattr(subprocess, "Popen", sleeper_then_no_more_files)
+    monkeypatch.setattr(sweep_module, "STOP_GRACE_S", 0.2, raising=False)
+    plan = [dict(cfg=types.SimpleNamespace(run_id=f"r{i}", out=str(tmp_path / f"r{i}")), state="resume", argv=[])
+            for i in range(2)]
+    try:
+        with pytest.raises(OSError):
+            sweep_module.run_sweep(plan, str(tmp_path), workers=2)
+        assert len(started) == 1
+        assert started[0].poll() is not None, "a run of the failed sweep is still training"
+    finally:
+        for proc in started:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+    def no_more_files(*args, **kwargs):
+        raise OSError(errno.EMFILE, os.strerror(errno.EMFILE))
+
+    monkeypatch.setattr(sweep_module, "run_sweep", no_more_files)
+    assert main(["sweep", "--presets", "grpo", "--seeds", "0", "--out", str(tmp_path / "sweep"), *tiny_flags()]) == 1
+    assert capsys.readouterr().err == (
+        "trainer-minimal: error: Too many open files (this process has as many files open as it may: raise the limit "
+        "(ulimit -n)); the runs' own folders hold what they wrote: the same command again resumes the sweep (finished "
+        "runs are skipped) and writes runs.csv\n")
+
+
+def test_a_sweep_run_that_failed_mid_run_is_not_said_to_be_refused(tmp_path, monkeypatch, capsys):
+    """A run that trained for hours and then found the disk full (exit 1, its error line in stdout.log) was
+    listed as 'was refused: ...', the words for a run its `train` would not start (exit 2). Its line is
+    shown with its exit, and it is listed with the failed runs that a rerun resumes."""
+    import types
+
+    import trainer_minimal.sweep as sweep_module
+
+    said = "trainer-minimal: error: r0/ckpt.pt: No space left on device (the disk is full: ...)"
+    real_popen = subprocess.Popen
+
+    def full_disk_run(cmd, **kwargs):
+        return real_popen([sys.executable, "-c", f"print({said!r}); raise SystemExit(1)"], **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", full_disk_run)
+    plan = [dict(cfg=types.SimpleNamespace(run_id="r0", out=str(tmp_path / "r0")), state="resume", argv=[])]
+    assert sweep_module.run_sweep(plan, str(tmp_path), workers=1) == 1
+    printed = capsys.readouterr()
+    assert "[sweep] done  r0: exit 1 after" in printed.out and said.removeprefix("trainer-minimal: error: ") in printed.out
+    assert "failed runs: r0 (see their stdout.log; rerun to resume)" in printed.err and "refused" not in printed.err
+
+
+def test_a_sweep_whose_runs_csv_finds_the_disk_full_says_so_and_the_rerun_writes_it(tmp_path, warm_cache, monkeypatch,
+                                                                                     capsys):
+    """runs.csv on a full disk, after every run had finished, was a pandas traceback ('OSError: [Errno 28] No
+    space left on device' from its handle's close). It is one line naming the file now, exit 1, and the rerun
+    (space freed) skips the finished run and writes the table."""
+    pd = pytest.importorskip("pandas")
+    monkeypatch.setenv("PYTHONPATH", REPO)  # the runs are child processes of this one
+    out = tmp_path / "sweep"
+    argv = ["sweep", "--presets", "grpo", "--seeds", "0", "--out", str(out), "--warmstart-cache", warm_cache,
+            "--max-steps", "2", "--eval-every", "2", *tiny_flags()]
+
+    def full_disk(self, path, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(pd.DataFrame, "to_csv", full_disk)
+    assert main(argv) == 1
+    said = capsys.readouterr()
+    assert "[sweep] done  grpo-s0: exit 0" in said.out
+    assert said.err == (f"trainer-minimal: error: {out / 'runs.csv'}: No space left on device (the disk is full: free "
+                        "some space, or write elsewhere); the runs' own folders hold what they wrote: the same command "
+                        "again resumes the sweep (finished runs are skipped) and writes runs.csv\n")
+    assert not (out / "runs.csv").exists() and not list(out.glob(".runs.csv.*"))
+    monkeypatch.undo()
+    monkeypatch.setenv("PYTHONPATH", REPO)
+    assert main(argv) == 0
+    assert "[sweep] grpo-s0: finished, skipped" in capsys.readouterr().out
+    assert list(pd.read_csv(out / "runs.csv")["step"]) == [2]
+
+
 def test_runs_csv_is_replaced_atomically(tmp_path, monkeypatch):
     """A sweep rewrites DIR/runs.csv at its end; killed (or failing) mid-write, it left half a table."""
     pd = pytest.importorskip("pandas")

@@ -255,13 +255,15 @@ def run_command(args, cfg, plan):
     if args.command == "sweep":
         from .sweep import run_sweep
 
+        again = "the same command again resumes the sweep (finished runs are skipped)"
         try:
             return run_sweep(plan, args.out, args.workers, slim=args.slim)
         except KeyboardInterrupt as e:
             what, code = interrupted_exit(e)
-            print(f"trainer-minimal: {what}; the same command again resumes the sweep (finished runs are skipped)",
-                  file=sys.stderr)
+            print(f"trainer-minimal: {what}; {again}", file=sys.stderr)
             return code
+        except OSError as e:  # runs.csv on a full disk, too many open files to start a run: its runs were stopped
+            return said_resource_error(e, f"; the runs' own folders hold what they wrote: {again} and writes runs.csv")
     from .logging_io import RunFolderBusy
     from .train import UnreadableCheckpoint, end_distributed, train
 

@@ -278,11 +278,13 @@ def run_sweep(plan, out, workers, slim=False):
                       + (f": {refusal or crash}" if refusal or crash else ""), flush=True)
                 if proc.returncode != 0:
                     failed.append(run_id)
-                    if refusal:
+                    if refusal and proc.returncode == 2:  # refused (exit 2); exit 1 failed mid-run (a full disk)
                         refused[run_id] = refusal
                     else:
                         crashed[run_id] = (crash, log.name)
-    except KeyboardInterrupt:
+    except BaseException:
+        # Ctrl-C, or the sweep's own failure (too many open files to start another run): the runs in flight
+        # are stopped too, else they trained on as orphans holding their folders' locks against the rerun
         stop_runs(running)
         raise
     try:
