@@ -66,7 +66,7 @@ from .early_stop import (
     reference_rows,
 )
 from .formatting import fmt_compute
-from .io import atomic_write_json
+from .io import atomic_write_json, resource_error_message
 
 __all__ = ["WatchState", "scan_runs", "planned_budget", "advise_table", "poll", "watch", "DEFAULT_OUT_NAME"]
 
@@ -533,6 +533,25 @@ def write_recommendations(path, runs_dir, state: WatchState) -> None:
     )
 
 
+def write_or_say_why_not(out: Path, runs_dir, state: WatchState, failed: OSError | None, warn, say) -> OSError | None:
+    """Write the advice to `out`; a full disk (or another failure of the machine: forecast.io.RESOURCE_ERRORS)
+    is said once, and again when the file is written again, while the watch goes on: it was a traceback
+    that ended the watch of a sweep whose runs share that disk. Returns the error of this write (None when
+    it was written), the `failed` of the next call; an error of another kind is raised."""
+    try:
+        write_recommendations(out, runs_dir, state)
+    except OSError as err:
+        message = resource_error_message(err)
+        if message is None:
+            raise
+        if failed is None:
+            warn(f"{message}; the watch goes on, with its advice said here, and writes {out} again when it can")
+        return err
+    if failed is not None:
+        say(f"{out} is written again (it had not been since: {resource_error_message(failed)})")
+    return None
+
+
 def previous_comparison_stops(path, runs_dir) -> tuple[list, str | None]:
     """The stop cap's history from a recommendations file an earlier watch of `runs_dir` wrote, and
     a note saying what was read or why nothing was. A restart began with an empty history, so the
@@ -609,6 +628,7 @@ def watch(
         (say if state.comparison_stops else warn)(note)
     told_refused = {}
     said_all_finished = False
+    write_failed = None  # the error of the last write of `out`, while it fails
     while True:
         new = saying_warnings_once(poll, runs_dir, state, config=config, budget=budget, reference=reference, advisor=advisor,
                                    random_seed=random_seed, forecaster_kwargs=forecaster_kwargs)
@@ -626,7 +646,7 @@ def watch(
             emit(rec)
         seen_any = state.seen or state.refused or state.gone
         if seen_any:  # every poll, so 'polls' and 'updated' say the watcher is alive; nothing before a run log exists
-            write_recommendations(out, runs_dir, state)
+            write_failed = write_or_say_why_not(out, runs_dir, state, write_failed, warn, say)
         if state.polls == 1 and not seen_any:
             say(f"waiting for {RUN_LOG_NAME} under {runs_dir}")
         all_finished = bool(state.seen) and set(state.seen) <= state.finished
@@ -640,5 +660,7 @@ def watch(
                 f"{by_advisor}")
         said_all_finished = all_finished
         if max_polls is not None and state.polls >= max_polls:
+            if write_failed is not None:  # the watch ends with its file not up to date (--once: never written)
+                raise write_failed
             return state
         sleep(interval)

@@ -826,3 +826,53 @@ def test_a_run_whose_log_cannot_be_read_is_left_out_and_said(sweep, make_unreada
     assert len(refused) == 1 and "bad-s0/evals.jsonl: cannot be read (permission denied)" in refused[0]
     assert any(line.startswith("[good-s0]") and "left out" not in line for line in lines)
     assert "bad-s0" in json.loads((sweep / "recommendations.json").read_text())["refused"]
+
+
+def full_disk_while(monkeypatch, is_full) -> None:
+    """Writes of temporary files (every atomic write's first step) fail with ENOSPC while is_full()."""
+    import errno
+    import os
+    import pathlib
+
+    real_write_text = pathlib.Path.write_text
+
+    def write_text(self, *args, **kwargs):
+        if is_full() and self.name.endswith(".tmp"):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self))
+        return real_write_text(self, *args, **kwargs)
+
+    monkeypatch.setattr(pathlib.Path, "write_text", write_text)
+
+
+def test_a_full_disk_is_said_once_and_the_watch_goes_on_writing_again_when_it_can(sweep, monkeypatch):
+    """recommendations.json on a full disk was a traceback that ended the watch at its next poll (the runs
+    it watches fill that disk too). The watch now says it once, goes on advising, says when the file is
+    written again, and the file is then current."""
+    for run in ("good-s0", "bad-s0"):
+        append(sweep / run / "evals.jsonl", "".join(row(run, i, 0.2) for i in range(3)))
+    polls = []
+    full_disk_while(monkeypatch, lambda: len(polls) < 3)  # full at polls 1-3, freed before poll 4
+    lines, warned = [], []
+    state = watch(sweep, interval=0, budget=1e4, config=EarlyStopConfig(min_evals=3), max_polls=4, advisor=FakeAdvisor(),
+                  say=lines.append, warn=warned.append, sleep=polls.append)
+    out = sweep / "recommendations.json"
+    assert state.polls == 4
+    assert warned == [f"{out}: No space left on device (the disk is full: free some space, or write elsewhere); "
+                      f"the watch goes on, with its advice said here, and writes {out} again when it can"]
+    assert sum("P(beats best)" in line for line in lines) == 2  # the advice is said while the file cannot be written
+    assert lines[-1] == f"{out} is written again (it had not been since: {warned[0].split('; the watch')[0]})"
+    assert json.loads(out.read_text())["polls"] == 4
+    assert sorted(p.name for p in sweep.iterdir()) == ["bad-s0", "good-s0", "recommendations.json"]
+
+
+def test_a_watch_that_ends_unable_to_write_its_advice_exits_1_in_a_line(sweep, monkeypatch, capsys):
+    """`forecast watch --once` on a full disk: the advice is printed, and the file it names is not
+    written, which the exit code and one line say (it was a traceback)."""
+    append(sweep / "good-s0" / "evals.jsonl", row("good-s0", 0, 0.1) + row("good-s0", 1, 0.12))
+    full_disk_while(monkeypatch, lambda: True)
+    out = sweep / "advice.json"
+    assert main(["watch", str(sweep), "--once", "--budget", "1e4", "--out", str(out)]) == 1
+    captured = capsys.readouterr()
+    assert "[good-s0] eval 2" in captured.out and not out.exists()
+    assert captured.err.endswith(f"error: {out}: No space left on device (the disk is full: free some space, or write "
+                                 "elsewhere)\n") and "Traceback" not in captured.err
