@@ -850,7 +850,7 @@ def watch_start_line(args, polls) -> str:
 
 
 def run_watch(args) -> int:
-    from .watch import DEFAULT_OUT_NAME, watch
+    from .watch import DEFAULT_OUT_NAME, WatchedFolderGone, watch
 
     config = _rule_config(args)
     if args.budget is not None and not _positive_finite(args.budget):
@@ -887,9 +887,13 @@ def run_watch(args) -> int:
             print(text, flush=True)
 
     say(watch_start_line(args, polls))
-    watch(args.runs_dir, interval=args.interval, budget=args.budget, config=config, reference=args.reference,
-          out=args.out, max_polls=polls, emit=emit, say=say, warn=warn, random_seed=args.seed,
-          forecaster_kwargs=_forecaster_kwargs(args))
+    try:
+        watch(args.runs_dir, interval=args.interval, budget=args.budget, config=config, reference=args.reference,
+              out=args.out, max_polls=polls, emit=emit, say=say, warn=warn, random_seed=args.seed,
+              forecaster_kwargs=_forecaster_kwargs(args))
+    except WatchedFolderGone as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_ERROR
     return EXIT_OK
 
 

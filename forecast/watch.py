@@ -68,7 +68,8 @@ from .early_stop import (
 from .formatting import fmt_compute
 from .io import atomic_write_json, resource_error_message
 
-__all__ = ["WatchState", "scan_runs", "planned_budget", "advise_table", "poll", "watch", "DEFAULT_OUT_NAME"]
+__all__ = ["WatchState", "scan_runs", "planned_budget", "advise_table", "poll", "watch", "DEFAULT_OUT_NAME",
+           "WatchedFolderGone"]
 
 DEFAULT_OUT_NAME = "recommendations.json"
 
@@ -533,6 +534,21 @@ def write_recommendations(path, runs_dir, state: WatchState) -> None:
     )
 
 
+class WatchedFolderGone(Exception):
+    """The folder being watched was deleted, moved or unmounted while it was watched."""
+
+
+def require_the_folder(runs_dir: Path, out: Path, state: WatchState) -> None:
+    """WatchedFolderGone when `runs_dir` is no folder any more. A watch of a deleted folder said each run's
+    log 'deleted or emptied' and polled on forever, and its next write of the advice made the folder
+    again (atomic writes make the folder they write in), holding only recommendations.json."""
+    if runs_dir.is_dir():
+        return
+    last = f"; its last advice is in {out}" if out.is_file() else ""
+    raise WatchedFolderGone(f"{runs_dir}: the folder being watched is gone (deleted, moved or unmounted) after "
+                            f"{state.polls} poll(s), so the watch stops{last}")
+
+
 def write_or_say_why_not(out: Path, runs_dir, state: WatchState, failed: OSError | None, warn, say) -> OSError | None:
     """Write the advice to `out`; a full disk (or another failure of the machine: forecast.io.RESOURCE_ERRORS)
     is said once, and again when the file is written again, while the watch goes on: it was a traceback
@@ -630,6 +646,7 @@ def watch(
     said_all_finished = False
     write_failed = None  # the error of the last write of `out`, while it fails
     while True:
+        require_the_folder(runs_dir, out, state)
         new = saying_warnings_once(poll, runs_dir, state, config=config, budget=budget, reference=reference, advisor=advisor,
                                    random_seed=random_seed, forecaster_kwargs=forecaster_kwargs)
         for run, (n, why) in state.refused.items():
@@ -646,6 +663,7 @@ def watch(
             emit(rec)
         seen_any = state.seen or state.refused or state.gone
         if seen_any:  # every poll, so 'polls' and 'updated' say the watcher is alive; nothing before a run log exists
+            require_the_folder(runs_dir, out, state)  # gone during the fit: not made again by the write
             write_failed = write_or_say_why_not(out, runs_dir, state, write_failed, warn, say)
         if state.polls == 1 and not seen_any:
             say(f"waiting for {RUN_LOG_NAME} under {runs_dir}")

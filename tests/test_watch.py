@@ -876,3 +876,44 @@ def test_a_watch_that_ends_unable_to_write_its_advice_exits_1_in_a_line(sweep, m
     assert "[good-s0] eval 2" in captured.out and not out.exists()
     assert captured.err.endswith(f"error: {out}: No space left on device (the disk is full: free some space, or write "
                                  "elsewhere)\n") and "Traceback" not in captured.err
+
+
+
+def test_a_watched_folder_that_is_deleted_stops_the_watch_and_is_not_made_again(sweep, capsys, monkeypatch):
+    """A sweep folder deleted while watched: each run was said 'deleted or emptied', the watch polled on
+    forever, and its next write made the folder again, holding only recommendations.json. It now stops
+    with one line, exit 1, whether the folder goes between polls or during a fit, and makes nothing."""
+    from forecast.watch import WatchedFolderGone
+
+    for run in ("good-s0", "bad-s0"):
+        append(sweep / run / "evals.jsonl", "".join(row(run, i, 0.2) for i in range(3)))
+    removed = []
+
+    def rmtree_between_polls(_seconds):
+        shutil.rmtree(sweep)
+        removed.append(True)
+
+    lines, warned = [], []
+    with pytest.raises(WatchedFolderGone, match="the folder being watched is gone"):
+        watch(sweep, interval=0, budget=1e4, config=EarlyStopConfig(min_evals=3), max_polls=5, advisor=FakeAdvisor(),
+              say=lines.append, warn=warned.append, sleep=rmtree_between_polls)
+    assert removed == [True] and not sweep.exists() and warned == []
+
+    sweep.mkdir()
+    for run in ("good-s0", "bad-s0"):
+        (sweep / run).mkdir()
+        append(sweep / run / "evals.jsonl", "".join(row(run, i, 0.2) for i in range(3)))
+    fake_stop_counts(monkeypatch)
+    import forecast.watch as watch_module
+
+    real_advise_table = watch_module.advise_table
+
+    def fit_while_the_folder_goes(*args, **kwargs):  # a fit takes a minute: the folder may go during it
+        shutil.rmtree(sweep)
+        return real_advise_table(*args, **kwargs)
+
+    monkeypatch.setattr(watch_module, "advise_table", fit_while_the_folder_goes)
+    assert main(["watch", str(sweep), "--interval", "0", "--budget", "1e4", "--min-evals", "3"]) == 1
+    assert capsys.readouterr().err == (f"error: {sweep}: the folder being watched is gone (deleted, moved or unmounted) "
+                                       "after 1 poll(s), so the watch stops\n")
+    assert not sweep.exists()
