@@ -351,7 +351,7 @@ def _unsavable_column(runs, scratch: Path):
 def run_fit(args) -> int:
     from .data import compute_unit_of, far_from_data, load_runs
     from .formatting import fmt_compute
-    from .io import atomic_write_json
+    from .io import atomic_path
 
     forecaster_kwargs = _forecaster_kwargs(args)  # a bad --prior fails before a large table is read
     if args.horizon is not None and not _positive_finite(args.horizon):
@@ -401,8 +401,12 @@ def run_fit(args) -> int:
     # such a pair by its fit_info: _saved_fit_inputs)
     summary = fit_summary(fc, args.target)
     summary["input"] = str(Path(args.runs).resolve())  # a report run from another folder still finds it
-    fc.save(out / "fit.nc")
-    atomic_write_json(out / "summary.json", summary)
+    # and summary.json's temporary file is written before fit.nc is replaced: a disk that fills up between
+    # the two fails the fit's write, not the summary's after fit.nc was replaced (a new fit beside the old
+    # fit's numbers); both are then renamed into place
+    with atomic_path(out / "summary.json") as summary_tmp:
+        summary_tmp.write_text(dumps_json(summary) + "\n", encoding="utf-8")
+        fc.save(out / "fit.nc")
     if args.json:
         print(dumps_json(summary))
     else:

@@ -647,3 +647,38 @@ def test_fit_on_a_full_disk_says_so_in_a_line_and_keeps_the_fit_already_there(fi
     err = capsys.readouterr().err
     assert err == f"error: {out / 'fit.nc'}: No space left on device (the disk is full: free some space, or write elsewhere)\n"
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # nor a temporary file left
+
+
+def test_a_disk_too_full_for_the_summary_leaves_the_old_fit_not_a_new_fit_beside_old_numbers(
+        fitted, small_sweep, tmp_path, monkeypatch, capsys):
+    """fit.nc was replaced first and summary.json after it: a disk that filled up in between (a sweep's
+    checkpoints beside it) left the new fit beside the old fit's summary, whose numbers scripts read.
+    The summary's room is taken before fit.nc is replaced now, so its failure leaves the old pair."""
+    import errno
+    import pathlib
+
+    from forecast.forecaster import ScalingForecaster
+
+    small_sweep.to_csv(tmp_path / "runs.csv", index=False)
+    out = tmp_path / "fit"
+    out.mkdir()
+    (out / "fit.nc").write_bytes(b"the old fit")
+    (out / "summary.json").write_text('{"the": "old fit"}\n')
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+
+    def fit_as_before(self, runs, **kwargs):  # the session's fit stands in for minutes of sampling
+        self.__dict__.update(fitted.__dict__)
+        return self
+
+    real_write_text = pathlib.Path.write_text
+
+    def full_for_the_summary(self, *args, **kwargs):
+        if self.name.startswith(".summary.json."):
+            raise OSError(errno.ENOSPC, "No space left on device", str(self))
+        return real_write_text(self, *args, **kwargs)
+
+    monkeypatch.setattr(ScalingForecaster, "fit", fit_as_before)
+    monkeypatch.setattr(pathlib.Path, "write_text", full_for_the_summary)
+    assert main(["fit", str(tmp_path / "runs.csv"), "--out", str(out), "--fast", "--no-progress"]) == 1
+    assert f"error: {out / 'summary.json'}: No space left on device" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
