@@ -9,6 +9,7 @@ import sys
 import time
 
 import pytest
+import torch
 
 from trainer_minimal import make_config
 from trainer_minimal.cli import main
@@ -297,3 +298,104 @@ def test_ranks_wait_out_a_long_advisor_fit_on_either_backend(monkeypatch):
         rank, world, _ = train_module.setup_distributed(make_config("scalerl", out="unused", device=device))
         assert (rank, world, seen["backend"]) == (1, 2, backend)
         assert seen["timeout"] >= datetime.timedelta(minutes=30)
+
+
+OWN_DISK_SCRIPT = """
+import os, sys, torch
+import trainer_minimal.train as T
+from trainer_minimal.cli import main
+
+trained = []
+flops_model = T.FlopsModel
+def kept(model):  # the model this rank trains, saved when it ends to compare with rank 0's checkpoint
+    trained.append(model)
+    return flops_model(model)
+T.FlopsModel = kept
+rank = os.environ["RANK"]
+# each rank on a machine of its own, --out relative: rank 0's folder holds the run, rank 1's is its machine's empty disk
+os.chdir(sys.argv[1] if rank == "0" else sys.argv[2])
+code = main(["train", *sys.argv[4:]])
+if trained:
+    torch.save(trained[-1].state_dict(), os.path.join(sys.argv[3], f"rank{rank}-weights.pt"))
+sys.exit(code)
+"""
+
+
+def torchrun_on_two_machines(tmp_path, *args):
+    """2 processes under torchrun, each in a working folder of its own (tmp_path/machine0, machine1)."""
+    script = tmp_path / "own_disk.py"
+    script.write_text(OWN_DISK_SCRIPT)
+    machines = [tmp_path / "machine0", tmp_path / "machine1"]
+    for folder in machines:
+        folder.mkdir(exist_ok=True)
+    cmd = ["timeout", "120", sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+           str(script), *map(str, machines), str(tmp_path), "--warmstart-cache", "warmstart", *args]
+    env = {**os.environ, "PYTHONPATH": REPO, "OMP_NUM_THREADS": "1"}
+    return subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, text=True, timeout=180)
+
+
+@pytest.mark.slow
+def test_a_resume_reads_the_run_folder_on_rank_0_alone(tmp_path):
+    """Rank 0 writes the run folder, and on a multi-machine torchrun with --out on each machine's own disk
+    only its machine has it; every rank read it on --resume, and rank 1 refused ('--resume: no checkpoint in
+    run'), exit 2. Rank 0 alone reads the run's settings and checkpoint, and sends the other ranks what they
+    need: the resumed run is the run that was never stopped, and rank 1's machine gets no file."""
+    pytest.importorskip("torch.distributed")
+    flags = [f"--{k.replace('_', '-')}={v}" for k, v in MIXED_WIDTHS.items() if k != "max_steps"]  # steps that train
+    done = torchrun_on_two_machines(tmp_path, "--out", "run", "--max-steps", "4", *flags)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert torch.load(tmp_path / "machine0" / "run" / "ckpt.pt", weights_only=False)["optimizer"]["state"]  # it trained
+    done = torchrun_on_two_machines(tmp_path, "--out", "run", "--resume", "--max-steps", "8")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    # rank 1 trained on from rank 0's weights and optimizer state: it ended with rank 0's weights (its
+    # evaluations below are half of each row; a small difference in the weights seldom changes a sample)
+    rank_1 = torch.load(tmp_path / "rank1-weights.pt")
+    rank_0 = torch.load(tmp_path / "machine0" / "run" / "ckpt.pt", weights_only=False)["model"]
+    assert rank_1.keys() == rank_0.keys()
+    assert all(torch.equal(rank_1[name], rank_0[name]) for name in rank_0)
+    done = torchrun_on_two_machines(tmp_path, "--out", "reference", "--max-steps", "8", *flags)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+    assert list((tmp_path / "machine1").iterdir()) == []  # rank 1 neither read nor wrote a run folder
+    resumed, reference = (read_jsonl(tmp_path / "machine0" / run / "evals.jsonl") for run in ("run", "reference"))
+    assert [r["step"] for r in resumed] == [2, 4, 6, 8]
+    assert [r["metric"] for r in resumed] == [r["metric"] for r in reference]
+    assert [r["compute"] for r in resumed] == [r["compute"] for r in reference]
+    assert json.loads((tmp_path / "machine0" / "run" / "summary.json").read_text())["world_size"] == 2
+
+
+def refused_by_rank_0(torchrun):
+    """Rank 0 refused (exit 2) and rank 1 ended too: with the same refusal (exit 2), or torchrun, on rank 0's
+    exit, ended it on its way out (SIGTERM); not killed at `timeout`'s limit (exit 124)."""
+    codes = dict(re.findall(r"rank\s+: (\d+) \(local_rank: \d+\)\s+exitcode\s+: (-?\d+)", torchrun.stderr))
+    return torchrun.returncode == 1 and codes.get("0") == "2" and set(codes.values()) <= {"2", "-15"}
+
+
+@pytest.mark.slow
+def test_a_resume_refused_or_ended_on_rank_0_ends_every_rank_with_its_message(tmp_path):
+    """With the run folder on rank 0's machine alone, rank 1 said '--resume: no checkpoint in run' for every
+    resume, whatever rank 0 found. Rank 0's verdict now ends both ranks: a changed setting or a damaged
+    checkpoint refused with rank 0's message (exit 2, no hang), a finished run said so (exit 0)."""
+    pytest.importorskip("torch.distributed")
+    (tmp_path / "machine0").mkdir()
+    train(make_config("scalerl", out=str(tmp_path / "machine0" / "run"),
+                      warmstart_cache=str(tmp_path / "machine0" / "warmstart"), **{**TINY, "max_steps": 2}))
+
+    done = torchrun_on_two_machines(tmp_path, "--out", "run", "--resume")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert done.stdout.count("already finished at step 2 of 2") == 1
+
+    done = torchrun_on_two_machines(tmp_path, "--out", "run", "--resume", "--max-steps", "4", "--lr", "1e-3")
+    assert refused_by_rank_0(done), done.stderr[-3000:]
+    assert "--resume: the run in run was started with other settings (lr" in done.stderr
+    assert "no checkpoint" not in done.stderr
+
+    ckpt = tmp_path / "machine0" / "run" / "ckpt.pt"
+    data = bytearray(ckpt.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # a byte changed inside the weights
+    ckpt.write_bytes(bytes(data))
+    done = torchrun_on_two_machines(tmp_path, "--out", "run", "--resume", "--max-steps", "4")
+    assert refused_by_rank_0(done), done.stderr[-3000:]
+    assert "run/ckpt.pt is damaged" in done.stderr
+    assert "no checkpoint" not in done.stderr
+    assert list((tmp_path / "machine1").iterdir()) == []

@@ -127,6 +127,29 @@ def resolve_train_config(args):
     return make_config(**overrides)
 
 
+def agreed_train_config(args):
+    """The Config of `train`, checked (train.preflight). Under torchrun rank 0 alone reads the run folder
+    (only its machine may have it: a multi-machine torchrun with --out on each machine's own disk): on
+    --resume the other ranks are sent the run's settings, and a refusal of rank 0's ends them too, with
+    its message. A new run's settings are its flags', which every rank resolves and checks on its own
+    machine before it waits for rank 0."""
+    from .train import check_this_machine, decided_by_rank_0, preflight
+
+    own = None if explicit_overrides(args).get("resume") else resolve_train_config(args)
+    if own is not None:
+        check_this_machine(own)
+
+    def checked():
+        cfg = own or resolve_train_config(args)
+        preflight(cfg)
+        return cfg
+
+    cfg = decided_by_rank_0("config", checked)
+    if own is None and int(os.environ.get("RANK", "0")) != 0:
+        preflight(cfg)  # this machine's part, once its settings are known
+    return cfg
+
+
 def config_restored_note(cfg):
     """What a resume does without the run's config.json (deleted), once it is known to go ahead: its
     settings come from the checkpoint, and config.json is written again from them unless the run has
@@ -218,8 +241,6 @@ def main(argv=None):
             command_parser.error(f"{repeated} is given more than once; give it once (only the last would count)")
     except SystemExit as e:  # unknown flag or bad type (argparse printed why): 2; --help: 0
         return e.code
-    from .train import preflight  # torch is imported only once the arguments are known to be sane
-
     cfg = plan = None
     try:
         if args.command == "presets":
@@ -232,11 +253,11 @@ def main(argv=None):
             plan = plan_sweep(args.presets, args.seeds, args.out, explicit_overrides(args, SWEEP_FIXED))
             idle = [advisor_idle_note(p["cfg"]) for p in plan if p["state"] == "new"]
         else:
-            cfg = resolve_train_config(args)
-            preflight(cfg)
+            cfg = agreed_train_config(args)  # torch is imported only once the arguments are known to be sane
             idle = [] if cfg.resume else [advisor_idle_note(cfg)]
-            restored = config_restored_note(cfg)
-            if restored and int(os.environ.get("RANK", "0")) == 0:  # said once under torchrun
+            # said once under torchrun, by the rank that reads the run folder
+            restored = config_restored_note(cfg) if int(os.environ.get("RANK", "0")) == 0 else ""
+            if restored:
                 print(f"trainer-minimal: {restored}", file=sys.stderr)
         for note in dict.fromkeys(note for note in idle if note):  # a sweep's runs mostly share one
             print(f"trainer-minimal: warning: {note}", file=sys.stderr)
@@ -265,11 +286,11 @@ def run_command(args, cfg, plan):
         except OSError as e:  # runs.csv on a full disk, too many open files to start a run: its runs were stopped
             return said_resource_error(e, f"; the runs' own folders hold what they wrote: {again} and writes runs.csv")
     from .logging_io import RunFolderBusy
-    from .train import UnreadableCheckpoint, end_distributed, train
+    from .train import RefusedOnRank0, UnreadableCheckpoint, end_distributed, train
 
     try:
         train(cfg)
-    except (RunFolderBusy, UnreadableCheckpoint) as e:
+    except (RunFolderBusy, UnreadableCheckpoint, RefusedOnRank0) as e:
         print(f"trainer-minimal: error: {e}", file=sys.stderr)
         return 2
     except OSError as e:

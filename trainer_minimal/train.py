@@ -34,7 +34,9 @@ Data parallelism: under torchrun every rank picks the same prompts, samples its 
 mini-batch, and all-gathers the rewards, so advantages, filtering and No-Positive-Resampling are
 identical on all ranks. Gradients are summed with one explicit all_reduce per step (what DDP does
 with buckets); DDP's wrapper is not used because after filtering ranks may train on different
-numbers of micro-batches, which its backward hooks do not allow. Rank 0 writes all files.
+numbers of micro-batches, which its backward hooks do not allow. Rank 0 alone reads and writes the
+run folder (under a multi-machine torchrun, --out may be on its machine's disk only): on --resume it
+sends the others the run's settings, its verdict, and the checkpoint's weights, optimizer and loop state.
 
 Crash safety: an eval row is appended (and fsynced) before the checkpoint is written. --resume loads
 the checkpoint, drops a torn last line and any rows logged after the checkpoint's step (atomic
@@ -66,6 +68,7 @@ import importlib
 import json
 import math
 import os
+import pickle
 import time
 import warnings
 import zipfile
@@ -91,6 +94,7 @@ from .config import (
 )
 from .flops import FlopsModel
 from .logging_io import (
+    RunFolderBusy,
     append_jsonl,
     atomic_torch_save,
     atomic_write_json,
@@ -126,7 +130,13 @@ def preflight(cfg):
     checkpoint taken with other settings (config.json edited or copied from another run), a fresh
     run over an existing one or into a sweep's folder, a checkpoint taken mid-round, a batch that does not split over the ranks,
     an advisor reference that is not there, a model folder that cannot be loaded, a run folder or
-    warm-start cache that cannot be written (not for a resumed run that has ended: it writes nothing)."""
+    warm-start cache that cannot be written (not for a resumed run that has ended: it writes nothing).
+    Under torchrun, ranks other than 0 check only their own machine (check_this_machine): rank 0 alone
+    reads and writes the run folder, the warm-start cache and the advisor's reference, and under a
+    multi-machine torchrun with --out on each machine's own disk only its machine has them."""
+    if int(os.environ.get("RANK", "0")) != 0:
+        check_this_machine(cfg)
+        return
     paths = run_paths(cfg)
     if cfg.resume and not os.path.exists(paths["ckpt"]):
         raise ValueError(f"--resume: no checkpoint at {paths['ckpt']}")
@@ -135,13 +145,8 @@ def preflight(cfg):
                          "pass --resume to continue it or choose another --out")
     if not cfg.resume:
         check_not_a_sweep(cfg)
-    check_model_path(cfg)
-    check_device(cfg)
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if cfg.batch_size % world:
-        raise ValueError(f"batch_size={cfg.batch_size} must be divisible by the {world} processes")
+    check_this_machine(cfg)
     check_advisor_reference(cfg)
-    build_datasets(cfg)  # a val_size or train_size the tasks cannot supply fails here, not after the lock
     if cfg.resume:
         step = checkpoint_step(paths["ckpt"])
         check_checkpoint_whole(paths["ckpt"])
@@ -167,6 +172,17 @@ def preflight(cfg):
         check_writable(cfg.out, "--out")
         if not cfg.resume and cfg.warmup_steps > 0 and not os.path.exists(warm_start_path(cfg)):
             check_writable(os.path.dirname(warm_start_path(cfg)), "--warmstart-cache")  # before the warm-up
+
+
+def check_this_machine(cfg):
+    """What every rank needs of its own machine: the model folder it loads, its device, its share of
+    the batch, the tasks' data (built on every rank)."""
+    check_model_path(cfg)
+    check_device(cfg)
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if cfg.batch_size % world:
+        raise ValueError(f"batch_size={cfg.batch_size} must be divisible by the {world} processes")
+    build_datasets(cfg)  # a val_size or train_size the tasks cannot supply fails here, not after the lock
 
 
 def check_logs_readable(paths):
@@ -332,6 +348,49 @@ def saved_summary(cfg):
 COLLECTIVE_TIMEOUT_MINUTES = 30
 
 
+class RefusedOnRank0(ValueError):
+    """Rank 0's refusal, on the other ranks of a torchrun: they were sent it (decided_by_rank_0,
+    resume_from_checkpoint) where they would have waited for rank 0, which had ended, in a collective."""
+
+
+_rendezvous_store = None  # torchrun's key-value store, once reached (rendezvous_store)
+
+
+def rendezvous_store():
+    """torchrun's key-value store (MASTER_ADDR:MASTER_PORT), reached before the process group: on --resume
+    the ranks other than 0 learn the run's settings through it, and with them the device that decides
+    the group's backend. setup_distributed starts the group on this same store."""
+    global _rendezvous_store
+    if _rendezvous_store is None:
+        timeout = datetime.timedelta(minutes=COLLECTIVE_TIMEOUT_MINUTES)
+        _rendezvous_store, _, _ = next(dist.rendezvous("env://", timeout=timeout))
+        _rendezvous_store.set_timeout(timeout)  # a wait for rank 0's checks (a large checkpoint's CRC)
+    return _rendezvous_store
+
+
+def decided_by_rank_0(name, decide):
+    """decide() on rank 0, and its result on every rank (through torchrun's store: before the process
+    group). Rank 0 alone reads the run folder: under a multi-machine torchrun with --out on each
+    machine's own disk only its machine has it, and every rank reading it refused the resume on the
+    others ('no checkpoint') or started them afresh. A refusal of rank 0's (ValueError, RunFolderBusy)
+    ends the others too, with its message (RefusedOnRank0). name: the decision's key in the store."""
+    if int(os.environ.get("WORLD_SIZE", "1")) == 1:
+        return decide()
+    key = f"trainer_minimal/{name}/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"  # a restart decides anew
+    if int(os.environ["RANK"]) != 0:
+        outcome, value = pickle.loads(rendezvous_store().get(key))
+        if outcome == "refused":
+            raise RefusedOnRank0(value)
+        return value
+    try:
+        value = decide()
+    except (ValueError, RunFolderBusy) as err:
+        rendezvous_store().set(key, pickle.dumps(("refused", str(err))))
+        raise
+    rendezvous_store().set(key, pickle.dumps(("decided", value)))
+    return value
+
+
 def setup_distributed(cfg):
     """(rank, world size, device). torchrun sets WORLD_SIZE/RANK/LOCAL_RANK."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -352,7 +411,10 @@ def setup_distributed(cfg):
     importlib.import_module("torch._dynamo")  # a plain `import torch._dynamo` here would shadow torch
 
     if not dist.is_initialized():
-        dist.init_process_group(backend, timeout=datetime.timedelta(minutes=COLLECTIVE_TIMEOUT_MINUTES))
+        # the store the ranks decided the run's settings through, where they did (a manual launch whose
+        # rank 0 hosts the store cannot host it twice)
+        on_store = {} if _rendezvous_store is None else dict(store=_rendezvous_store, rank=rank, world_size=world)
+        dist.init_process_group(backend, timeout=datetime.timedelta(minutes=COLLECTIVE_TIMEOUT_MINUTES), **on_store)
     return rank, world, device
 
 
@@ -406,6 +468,14 @@ def sync_gradients(params, world):
     for p in params:
         p.grad = flat[offset : offset + p.numel()].view_as(p).clone()
         offset += p.numel()
+
+
+def broadcast_in_place(tensor):
+    """Rank 0's values of a tensor on every rank, written into it (by way of the backend's device)."""
+    buffer = tensor.to(collective_device())
+    dist.broadcast(buffer, src=0)
+    if buffer is not tensor:
+        tensor.copy_(buffer)
 
 
 def broadcast_object(obj, world):
@@ -664,15 +734,24 @@ def consult_advisor(cfg, eval_rows, planned_compute):
 def train(cfg):
     """Run (or resume) one RL run in cfg.out. Returns a summary dict (also written to summary.json);
     on --resume of a run that already ended, says so and returns its summary.json (None if absent)."""
-    preflight(cfg)
-    note = ended_note(cfg)
-    if note:
-        if int(os.environ.get("RANK", "0")) == 0:  # the process group is not up yet: torchrun's variable
+    lock = None
+
+    def checked_and_locked():  # rank 0: the run folder's checks, and its lock (rank 0 writes)
+        nonlocal lock
+        preflight(cfg)
+        note = ended_note(cfg)
+        if note:
             print(note, flush=True)
-        return saved_summary(cfg)
-    lock = lock_run_folder(cfg.out) if int(os.environ.get("RANK", "0")) == 0 else None  # rank 0 writes
-    if lock is not None:
+            return note, saved_summary(cfg)
+        lock = lock_run_folder(cfg.out)
         remove_dead_writes(cfg)
+        return None, None
+
+    if int(os.environ.get("RANK", "0")) != 0:  # the process group is not up yet: torchrun's variable
+        preflight(cfg)  # this machine's part
+    note, summary = decided_by_rank_0("train", checked_and_locked)
+    if note:
+        return summary
     try:
         return run_training(cfg)
     finally:
@@ -707,19 +786,7 @@ def run_training(cfg):
     state = dict(step=0, compute=0.0, device_seconds=0.0, r0=None, retired=np.zeros(len(pool), dtype=bool))
 
     if cfg.resume:
-        try:  # its weights are read only now: damage in them (bytes zeroed or changed) passed preflight's look
-            ckpt = torch.load(paths["ckpt"], map_location=device, weights_only=False)
-        except torch.OutOfMemoryError:
-            raise
-        except Exception as err:  # a traceback under the lock; cli.run_command refuses it like preflight
-            raise UnreadableCheckpoint(paths["ckpt"], err) from None
-        saved_cfg = from_dict(ckpt["config"])
-        changed = run_defining_changes(saved_cfg, cfg)
-        if changed:
-            raise ValueError(f"--resume with other settings than the checkpoint in {cfg.out}: {'; '.join(changed)}")
-        model.load_state_dict(ckpt["model"])
-        optimizer.load_state_dict(ckpt["optimizer"])
-        state.update(ckpt["state"])
+        resume_from_checkpoint(cfg, model, optimizer, state, device, rank, world)
         if rank == 0:  # drop a torn line and rows after the checkpoint: they will be produced again
             repair_jsonl(paths["evals"], state["step"])
             repair_jsonl(paths["train_log"], state["step"])
@@ -800,6 +867,62 @@ def run_training(cfg):
     if world > 1:
         dist.barrier()
     return summary
+
+
+def resume_from_checkpoint(cfg, model, optimizer, state, device, rank, world):
+    """Rank 0 loads the checkpoint and checks it, and sends the other ranks its weights, optimizer state
+    and loop state (step, compute, R0, retired prompts): only rank 0's machine may hold the run folder.
+    A checkpoint it refuses ends every rank with its message, where the others waited for its weights."""
+    refusal = None
+    if rank == 0:
+        path = run_paths(cfg)["ckpt"]
+        try:  # its weights are read only now: damage in them (bytes zeroed or changed) passed preflight's look
+            ckpt = torch.load(path, map_location=device, weights_only=False)
+        except torch.OutOfMemoryError:
+            raise
+        except Exception as err:  # a traceback under the lock; cli.run_command refuses it like preflight
+            refusal = UnreadableCheckpoint(path, err)
+        else:
+            changed = run_defining_changes(from_dict(ckpt["config"]), cfg)
+            if changed:
+                refusal = ValueError(f"--resume with other settings than the checkpoint in {cfg.out}: {'; '.join(changed)}")
+    said = broadcast_object(None if refusal is None else str(refusal), world)
+    if refusal is not None:
+        raise refusal
+    if said is not None:
+        raise RefusedOnRank0(said)
+    if rank == 0:
+        model.load_state_dict(ckpt["model"])
+        optimizer.load_state_dict(ckpt["optimizer"])
+        state.update(ckpt["state"])
+        del ckpt  # the other ranks' copies are sent from the model and optimizer, not from it
+    broadcast_weights(model, world)
+    broadcast_optimizer_state(optimizer, rank, world)
+    state.update(broadcast_object(state if rank == 0 else None, world))
+
+
+def broadcast_optimizer_state(optimizer, rank, world):
+    """Rank 0's optimizer state (AdamW's moments and step counts) on every rank, one tensor at a time:
+    the others load a state of rank 0's shapes, which is then filled in place (no pickled copy of it)."""
+    if world == 1:
+        return
+    layout = None
+    if rank == 0:
+        saved = optimizer.state_dict()
+        layout = dict(param_groups=saved["param_groups"],
+                      shapes={i: {k: (v.shape, v.dtype) for k, v in s.items() if torch.is_tensor(v)}
+                              for i, s in saved["state"].items()},
+                      values={i: {k: v for k, v in s.items() if not torch.is_tensor(v)} for i, s in saved["state"].items()})
+    layout = broadcast_object(layout, world)
+    if rank != 0:
+        optimizer.load_state_dict(dict(param_groups=layout["param_groups"], state={
+            i: {**layout["values"][i], **{k: torch.empty(shape, dtype=dtype) for k, (shape, dtype) in shapes.items()}}
+            for i, shapes in layout["shapes"].items()}))
+    for param in (p for group in optimizer.param_groups for p in group["params"]):  # the same order on every rank
+        held = optimizer.state.get(param, {})
+        for key in sorted(held):
+            if torch.is_tensor(held[key]):
+                broadcast_in_place(held[key])
 
 
 def advisor_due(cfg, step):
