@@ -4,6 +4,8 @@ differences, and the filtered wander against the dense Gaussian conditional, on 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from scipy.stats import multivariate_normal, t
@@ -201,3 +203,70 @@ def test_the_models_node_gives_each_input_its_own_gradient(mode):
     assert value == pytest.approx(2.0 * forward(resid, white, phi, wander_var, weight, 4.0), rel=1e-12)
     for got, want in zip(grads, reverse(resid, white, phi, wander_var, weight, 4.0), strict=True):
         np.testing.assert_allclose(got, 2.0 * np.asarray(want), rtol=1e-12)
+
+
+def plain_python_filter(resid, white, phi, q, weight):
+    """The normal likelihood's filter and its reverse pass in plain Python floats, one operation at
+    a time in the kernel's order: (log-likelihood, d_resid, d_white, d_phi, d_q, per-row log densities)."""
+    n, m, p, total_logp = len(resid), 0.0, q, 0.0
+    kept, row_logp = [], []
+    for row in range(n):
+        ph = float(phi[row])
+        predicted = ph * ph * p + q * (1 - ph * ph)
+        total = predicted + float(white[row])
+        v = float(resid[row]) - ph * m
+        row_logp.append(-0.5 * (math.log(2 * math.pi * total) + v * v / total))
+        if weight[row] != 0:
+            total_logp += float(weight[row]) * row_logp[-1]
+        kept.append((m, p, predicted, total, v, -v / total, -0.5 / total + 0.5 * v * v / (total * total)))
+        m = ph * m + predicted / total * v
+        p = predicted * float(white[row]) / total
+    d_resid, d_white, d_phi = [0.0] * n, [0.0] * n, [0.0] * n
+    d_q, d_m, d_p = 0.0, 0.0, 0.0
+    for row in range(n - 1, -1, -1):
+        m0, p0, predicted, total, v, dv, ds = kept[row]
+        ph, w, wt = float(phi[row]), float(white[row]), float(weight[row])
+        gain = predicted / total
+        d_v = wt * dv + d_m * gain
+        d_total = wt * ds
+        d_gain = d_m * v
+        d_phi_t = d_m * m0
+        d_m0 = d_m * ph
+        d_predicted = d_p * w / total
+        d_w = d_p * predicted / total
+        d_total += -d_p * predicted * w / (total * total)
+        d_predicted += d_gain / total
+        d_total += -d_gain * predicted / (total * total)
+        d_resid[row] = d_v
+        d_phi_t += -d_v * m0
+        d_m0 += -d_v * ph
+        d_predicted += d_total
+        d_w += d_total
+        d_phi_t += d_predicted * 2 * ph * (p0 - q)
+        d_p0 = d_predicted * ph * ph
+        d_q += d_predicted * (1 - ph * ph)
+        d_white[row], d_phi[row] = d_w, d_phi_t
+        d_m, d_p = d_m0, d_p0
+    return total_logp, d_resid, d_white, d_phi, d_q + d_p, row_logp
+
+
+def test_the_kernel_is_the_plain_filter_to_the_bit():
+    # a fit's draws are the same for a seed only while the kernel does these operations in this
+    # order: a faster kernel (fastmath, fused multiply-adds, sums reordered, runs interleaved) must
+    # still give each of these numbers to the bit, which forward() against the one-pass kernel
+    # (both changed together) would not notice
+    from forecast._wander_kernels import forward_and_reverse
+
+    rng = np.random.default_rng(13)
+    lengths = (40, 3, 65, 1, 27)  # rows enough that a reordered operation shows in some last digit
+    x = np.concatenate([np.sort(rng.uniform(-1, 1, n)) for n in lengths] + [np.zeros(2)])
+    has_prev = np.concatenate([np.r_[0.0, np.ones(n - 1)] for n in lengths] + [np.zeros(2)])
+    white, resid = rng.uniform(1e-5, 4e-5, len(x)), rng.normal(0, 0.01, len(x))
+    weight = np.r_[np.ones(sum(lengths)), 0.0, 0.0]
+    phi = phi_of(x, has_prev, 0.3)
+    expected = plain_python_filter(resid, white, phi, 1e-4, weight)
+    logp, d_resid, d_white, d_phi, d_q, d_weight = forward_and_reverse(resid, white, phi, 1e-4, weight, 0.0)
+    assert logp == expected[0] and kernels()[0](resid, white, phi, 1e-4, weight, 0.0) == expected[0]
+    assert d_q == expected[4]
+    for got, want in zip((d_resid, d_white, d_phi, d_weight), expected[1:4] + expected[5:], strict=True):
+        assert np.asarray(got).tobytes() == np.asarray(want).tobytes()
