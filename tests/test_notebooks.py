@@ -127,7 +127,7 @@ def test_a_notebooks_own_chart_of_flagged_fits_says_so_on_the_image(name, draws,
     assert says in cell.source
 
 
-@pytest.mark.parametrize("name", ["01_quickstart.ipynb"])
+@pytest.mark.parametrize("name", ["01_quickstart.ipynb", "02_budget_planning.ipynb"])
 def test_the_notebooks_say_p_reach_counts_a_new_runs_own_asymptote(name):
     """compute_to_target's p_reach counts a new run's own asymptote (the recipe's A with a seed's
     spread around it), while the forest and fc.asymptote() show the recipe's A. 02 called p_reach
