@@ -14,7 +14,6 @@ import math
 import os
 import re
 import sys
-import threading
 import warnings
 from pathlib import Path
 
@@ -853,6 +852,9 @@ def watch_start_line(args, polls) -> str:
             f"advice written to {out} (a line per run when it has new evaluations, after each fit)")
 
 
+MAX_WATCH_INTERVAL_S = 7 * 24 * 3600.0
+
+
 def run_watch(args) -> int:
     from .watch import DEFAULT_OUT_NAME, WatchedFolderGone, watch
 
@@ -860,9 +862,10 @@ def run_watch(args) -> int:
     if args.budget is not None and not _positive_finite(args.budget):
         raise BadInput(f"--budget must be finite and > 0, got {args.budget:g}")
     # nan and inf (or a wait beyond the platform's limit) would pass a check for < 0 and fail in
-    # time.sleep, with a traceback, after the first poll's fit
-    if not 0 <= args.interval <= threading.TIMEOUT_MAX:
-        raise BadInput(f"--interval must be a number of seconds >= 0 (at most {threading.TIMEOUT_MAX:.0f}), "
+    # time.sleep, with a traceback, after the first poll's fit; a wait sleeps to a deadline of now plus
+    # the interval, so threading.TIMEOUT_MAX itself overflowed too: a week is far beyond any sweep's poll
+    if not 0 <= args.interval <= MAX_WATCH_INTERVAL_S:
+        raise BadInput(f"--interval must be a number of seconds >= 0 (at most {MAX_WATCH_INTERVAL_S:.0f}, a week), "
                        f"got {args.interval:g}")
     if args.max_polls is not None and args.max_polls < 1:
         raise BadInput(f"--max-polls must be >= 1, got {args.max_polls}")

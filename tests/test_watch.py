@@ -212,7 +212,7 @@ def test_watch_cli_bad_input(tmp_path, capsys):
     assert main(["watch", str(tmp_path), "--once", "--threshold", "2"]) == 2
 
 
-@pytest.mark.parametrize("interval", ["nan", "inf", "1e300", "-1"])
+@pytest.mark.parametrize("interval", ["nan", "inf", "1e300", "-1", "9223372036"])
 def test_an_interval_that_cannot_be_slept_is_refused_before_the_first_poll(tmp_path, interval, monkeypatch, capsys):
     """`--interval nan` (or inf, or 1e300 seconds) passed the check for a negative one, and the watch
     failed with a ValueError or OverflowError traceback from time.sleep after its first poll (a fit
