@@ -378,6 +378,20 @@ def test_an_existing_run_is_neither_overwritten_nor_resumed_with_another_model(t
     assert (tmp_path / "run" / "evals.jsonl").read_text() == before
 
 
+def test_a_single_process_with_a_stray_rank_checks_its_run_folder(tmp_path, warm_cache, capsys, monkeypatch):
+    """RANK without WORLD_SIZE (left over in the shell of a manual two-process launch, or a scheduler's):
+    one process, rank 0 to setup_distributed. Its checks took it for torchrun's rank 1, which leaves the run
+    folder to rank 0: a new run over an existing one trained on (exit 0), its rows appended to the old log."""
+    train(tiny(tmp_path / "run", warm_cache, max_steps=2, eval_every=2))
+    before = (tmp_path / "run" / "evals.jsonl").read_text()
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    monkeypatch.setenv("RANK", "1")
+    assert main(["train", "--out", str(tmp_path / "run"), "--warmstart-cache", warm_cache,
+                 *tiny_flags(max_steps=2, eval_every=2)]) == 2
+    assert "already holds a run" in capsys.readouterr().err
+    assert (tmp_path / "run" / "evals.jsonl").read_text() == before
+
+
 def test_a_run_without_the_advisor_loads_neither_pandas_nor_the_sampling_libraries(tmp_path, warm_cache):
     """Every run imports forecast.io (atomic writes) and forecast.cli (a flag given twice) at its
     start, and importing any part of forecast loaded pandas through the package's front door:

@@ -133,7 +133,7 @@ def agreed_train_config(args):
     --resume the other ranks are sent the run's settings, and a refusal of rank 0's ends them too, with
     its message. A new run's settings are its flags', which every rank resolves and checks on its own
     machine before it waits for rank 0."""
-    from .train import check_this_machine, decided_by_rank_0, preflight
+    from .train import check_this_machine, decided_by_rank_0, preflight, process_rank
 
     own = None if explicit_overrides(args).get("resume") else resolve_train_config(args)
     if own is not None:
@@ -145,7 +145,7 @@ def agreed_train_config(args):
         return cfg
 
     cfg = decided_by_rank_0("config", checked)
-    if own is None and int(os.environ.get("RANK", "0")) != 0:
+    if own is None and process_rank() != 0:
         preflight(cfg)  # this machine's part, once its settings are known
     return cfg
 
@@ -255,8 +255,10 @@ def main(argv=None):
         else:
             cfg = agreed_train_config(args)  # torch is imported only once the arguments are known to be sane
             idle = [] if cfg.resume else [advisor_idle_note(cfg)]
+            from .train import process_rank
+
             # said once under torchrun, by the rank that reads the run folder
-            restored = config_restored_note(cfg) if int(os.environ.get("RANK", "0")) == 0 else ""
+            restored = config_restored_note(cfg) if process_rank() == 0 else ""
             if restored:
                 print(f"trainer-minimal: {restored}", file=sys.stderr)
         for note in dict.fromkeys(note for note in idle if note):  # a sweep's runs mostly share one

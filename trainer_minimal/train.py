@@ -134,7 +134,7 @@ def preflight(cfg):
     Under torchrun, ranks other than 0 check only their own machine (check_this_machine): rank 0 alone
     reads and writes the run folder, the warm-start cache and the advisor's reference, and under a
     multi-machine torchrun with --out on each machine's own disk only its machine has them."""
-    if int(os.environ.get("RANK", "0")) != 0:
+    if process_rank() != 0:
         check_this_machine(cfg)
         return
     paths = run_paths(cfg)
@@ -172,6 +172,17 @@ def preflight(cfg):
         check_writable(cfg.out, "--out")
         if not cfg.resume and cfg.warmup_steps > 0 and not os.path.exists(warm_start_path(cfg)):
             check_writable(os.path.dirname(warm_start_path(cfg)), "--warmstart-cache")  # before the warm-up
+
+
+def process_rank():
+    """This process's rank as setup_distributed will see it, known before the process group: torchrun's
+    RANK, or 0 for a single process (WORLD_SIZE unset or 1) whatever RANK its environment holds. A RANK
+    left over in a shell (from a manual two-process launch), or set by a scheduler for its own ends,
+    made a single process skip the run folder's checks as a non-zero rank would, and train into a
+    folder that already held a run."""
+    if int(os.environ.get("WORLD_SIZE", "1")) == 1:
+        return 0
+    return int(os.environ.get("RANK", "0"))
 
 
 def check_this_machine(cfg):
@@ -747,7 +758,7 @@ def train(cfg):
         remove_dead_writes(cfg)
         return None, None
 
-    if int(os.environ.get("RANK", "0")) != 0:  # the process group is not up yet: torchrun's variable
+    if process_rank() != 0:  # the process group is not up yet: torchrun's variable
         preflight(cfg)  # this machine's part
     note, summary = decided_by_rank_0("train", checked_and_locked)
     if note:
