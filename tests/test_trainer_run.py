@@ -164,6 +164,50 @@ def test_a_run_whose_disk_fills_says_so_in_a_line_and_resumes_exactly(tmp_path, 
     assert [(r["step"], r["metric"], r["compute"]) for r in rows] == [(r["step"], r["metric"], r["compute"]) for r in reference]
 
 
+class StoppedMidWrite(FullDisk):
+    """A checkpoint's file whose second write is where a stop signal lands: its handler raises (Stopped,
+    as cli.stop_signals_as_ctrl_c makes SIGTERM) inside that write, once; the writes after it go on."""
+
+    def __init__(self, file):
+        super().__init__(file)
+        self.writes = 0
+
+    def write(self, data):
+        from trainer_minimal.cli import Stopped
+
+        self.writes += 1
+        if self.writes == 2:
+            raise Stopped(signal.SIGTERM)
+        return self.file.write(data)
+
+
+def test_a_stop_during_a_checkpoint_write_is_said_as_a_stop(tmp_path, warm_cache, monkeypatch, capsys):
+    """SIGTERM (or Ctrl-C) while a checkpoint was written, which follows every evaluation, ended the run
+    in a traceback of torch's ('RuntimeError: ... unexpected pos 46 vs 0'), exit 1, since torch.save writes
+    through a Python file object: the stop raised in its write came back as torch's RuntimeError. It is a
+    stop, exit 143, saying that --resume goes on from the checkpoint before, which is whole."""
+    import trainer_minimal.logging_io as logging_io
+
+    run = tmp_path / "run"
+    writes = []
+
+    def open_stopped_at_the_third_checkpoint(path, mode="r", *args, **kwargs):
+        file = open(path, mode, *args, **kwargs)
+        if mode == "wb" and os.path.basename(path).startswith(".ckpt.pt."):
+            writes.append(path)
+            if len(writes) == 3:  # steps 0 and 2 are saved, step 4's checkpoint is being written
+                return StoppedMidWrite(file)
+        return file
+
+    monkeypatch.setattr(logging_io, "open", open_stopped_at_the_third_checkpoint, raising=False)
+    assert main(["train", "--out", str(run), "--warmstart-cache", warm_cache, "--max-steps", "8", "--eval-every", "2",
+                 *tiny_flags()]) == 143
+    assert capsys.readouterr().err == (f"trainer-minimal: stopped by SIGTERM; `trainer-minimal train --out {run} --resume` "
+                                       "goes on from the last checkpoint\n")
+    assert checkpoint_step(str(run / "ckpt.pt")) == 2
+    assert sorted(p.name for p in run.iterdir() if p.name.endswith(".tmp")) == []
+
+
 def test_a_resumed_run_removes_the_temporary_files_a_killed_write_left(tmp_path, warm_cache):
     """kill -9 during a checkpoint's save left .ckpt.pt.XXXX.tmp, as large as the checkpoint; the
     atomic write removes such files only once an hour old, so a run resumed sooner kept it for good.

@@ -111,19 +111,21 @@ def atomic_torch_save(obj, path):
     path, e.g. a warm start in a shared cache) and an atomic, synced replace: a checkpoint is the old
     one or the new one, even after a power loss. A write that fails (a full disk) raises the OSError
     saying so: torch.save given a file name said only 'RuntimeError: basic_ios::clear: iostream
-    error', so a file object of Python's does the writing, and its error is raised, not torch's."""
+    error', so a file object of Python's does the writing, and its error is raised, not torch's. So is
+    a stop (Ctrl-C, SIGTERM: KeyboardInterrupt) raised by a signal's handler inside that write: torch's
+    RuntimeError ended the run in a traceback, exit 1, where a stop is said in a line (cli.run_command)."""
     with atomic_path(path) as tmp, open(tmp, "wb") as f:
         try:
             torch.save(obj, f)
         except RuntimeError as err:  # torch's own error while the zip archive ends, raised in handling the write's
-            behind = os_error_behind(err)
+            behind = raised_by_the_write(err)
             if behind is None:
                 raise
             raise behind from None
 
 
-def os_error_behind(err):
-    """The OSError `err` was raised in handling of (its __context__ chain), or None."""
-    while err is not None and not isinstance(err, OSError):
+def raised_by_the_write(err):
+    """The OSError or stop (KeyboardInterrupt) `err` was raised in handling of (its __context__ chain), or None."""
+    while err is not None and not isinstance(err, (OSError, KeyboardInterrupt)):
         err = err.__context__
     return err
