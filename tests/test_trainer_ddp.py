@@ -365,10 +365,11 @@ def test_a_resume_reads_the_run_folder_on_rank_0_alone(tmp_path):
 
 
 def refused_by_rank_0(torchrun):
-    """Rank 0 refused (exit 2) and rank 1 ended too: with the same refusal (exit 2), or torchrun, on rank 0's
-    exit, ended it on its way out (SIGTERM); not killed at `timeout`'s limit (exit 124)."""
+    """Rank 0 refused and every rank ended with its refusal (exit 2), or was ended by torchrun on its way
+    out (SIGTERM) once another rank had exited 2: which rank exits first is a race (rank 1, sent the
+    refusal, can end before rank 0 and have rank 0 ended); not killed at `timeout`'s limit (exit 124)."""
     codes = dict(re.findall(r"rank\s+: (\d+) \(local_rank: \d+\)\s+exitcode\s+: (-?\d+)", torchrun.stderr))
-    return torchrun.returncode == 1 and codes.get("0") == "2" and set(codes.values()) <= {"2", "-15"}
+    return torchrun.returncode == 1 and "2" in codes.values() and set(codes.values()) <= {"2", "-15"}
 
 
 @pytest.mark.slow
