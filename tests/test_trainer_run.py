@@ -1872,3 +1872,15 @@ def test_a_damaged_log_line_at_the_sweep_s_end_keeps_runs_csv_and_says_where(tmp
     err = capsys.readouterr().err
     assert f"was not rewritten: {other / 'evals.jsonl'}: line 2 is not valid JSON; remove or repair that line" in err, err
     assert (tmp_path / "runs.csv").read_text() == "kept\n"
+
+
+def test_a_sweep_s_runs_csv_takes_in_a_run_folder_that_logs_no_seed(tmp_path):
+    """combine() sorted by recipe, seed and step, so a run folder in the sweep's folder whose log has no
+    seed column (written by another tool, or by hand) ended the sweep in KeyError: 'seed'."""
+    from trainer_minimal.sweep import combine
+
+    other = tmp_path / "other-run"
+    other.mkdir()
+    (other / "evals.jsonl").write_text('{"run_id": "other-run", "recipe": "x", "compute": 1, "metric": 0.1, "step": 2}\n')
+    table = combine(str(tmp_path), [])
+    assert list(table["run_id"]) == ["other-run"] and (tmp_path / "runs.csv").exists()

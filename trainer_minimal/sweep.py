@@ -430,7 +430,9 @@ def combine(out, run_dirs):
     if len(table):
         first = [c for c in RUN_FORMAT_FIRST if c in table.columns]
         table = table[first + [c for c in table.columns if c not in first]]
-        table = table.sort_values(["recipe", "seed", "step"]).reset_index(drop=True)
+        # a run folder another tool wrote into the sweep's folder may log no seed (or step): sorted by what it has
+        order = [c for c in ("recipe", "seed", "step") if c in table.columns]
+        table = table.sort_values(order, kind="stable").reset_index(drop=True)
     # atomically (a reader, or a kill, never sees half a table), through a temporary file of this
     # process's own: two sweeps into one folder (a re-run that adds a recipe while the first still runs)
     # may combine at once
