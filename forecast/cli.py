@@ -954,21 +954,11 @@ def _warn_if_runs_in_flight(runs, source: Path) -> None:
     if not folders:
         _warn_if_table_says_runs_in_flight(runs, source)
         return
-    from .formatting import names_shown
     from .watch import is_finished, stopped_by_advisor
 
-    unfinished = [folder.name for folder in folders if not is_finished(folder)]
-    if unfinished:
-        warn(f"{len(unfinished)} run(s) in {source} have no summary.json and may still be training "
-             f"({names_shown(unfinished, 6)}): the backtest takes their last evaluation as their final, so its "
-             "regret and compute are of unfinished runs")
-    # a sweep trained with --advisor-every: its stopped runs look finished (summary.json), but ended early
-    stopped = [folder.name for folder in folders if stopped_by_advisor(folder)]
-    if stopped:
-        warn(f"{len(stopped)} run(s) in {source} were stopped early by their own advisor (stopped.json: "
-             f"{names_shown(stopped, 6)}): the "
-             "backtest takes where each stopped as its end and final, so 'no_stopping' is the sweep as it ran, "
-             "not every run to its end, and regret is judged on those early finals")
+    _say_runs_in_flight(source, [folder.name for folder in folders if not is_finished(folder)], "have no summary.json",
+                        # a sweep trained with --advisor-every: its stopped runs look finished (summary.json), but ended early
+                        [folder.name for folder in folders if stopped_by_advisor(folder)], "stopped.json")
 
 
 def _warn_if_table_says_runs_in_flight(runs, source: Path) -> None:
@@ -976,22 +966,27 @@ def _warn_if_table_says_runs_in_flight(runs, source: Path) -> None:
     its runs ended: read from the table, a sweep's advisor-stopped runs were scored as finished without
     a word. A table without the column says nothing of it, and nothing is said."""
     from .data import ENDED_COLUMN
-    from .formatting import names_shown
 
     if ENDED_COLUMN not in runs.columns:
         return
     ended = runs.drop_duplicates("run_id").set_index("run_id")[ENDED_COLUMN]
-    unfinished = sorted(map(str, ended.index[ended == ""]))
+    _say_runs_in_flight(source, sorted(map(str, ended.index[ended == ""])), f"have an empty '{ENDED_COLUMN}' column",
+                        sorted(map(str, ended.index[ended == "advisor_stopped"])), f"{ENDED_COLUMN} advisor_stopped")
+
+
+def _say_runs_in_flight(source, unfinished: list[str], unfinished_because: str, stopped: list[str],
+                        stopped_because: str) -> None:
+    """The backtest's two warnings, each with how it is known (a folder's files, or a table's column)."""
+    from .formatting import names_shown
+
     if unfinished:
-        warn(f"{len(unfinished)} run(s) in {source} have an empty '{ENDED_COLUMN}' column and may still be training "
+        warn(f"{len(unfinished)} run(s) in {source} {unfinished_because} and may still be training "
              f"({names_shown(unfinished, 6)}): the backtest takes their last evaluation as their final, so its "
              "regret and compute are of unfinished runs")
-    stopped = sorted(map(str, ended.index[ended == "advisor_stopped"]))
     if stopped:
-        warn(f"{len(stopped)} run(s) in {source} were stopped early by their own advisor ({ENDED_COLUMN} "
-             f"advisor_stopped: {names_shown(stopped, 6)}): the backtest takes where each stopped as its end and "
-             "final, so 'no_stopping' is the sweep as it ran, not every run to its end, and regret is judged on "
-             "those early finals")
+        warn(f"{len(stopped)} run(s) in {source} were stopped early by their own advisor ({stopped_because}: "
+             f"{names_shown(stopped, 6)}): the backtest takes where each stopped as its end and final, so "
+             "'no_stopping' is the sweep as it ran, not every run to its end, and regret is judged on those early finals")
 
 
 def run_backtest(args) -> int:
