@@ -460,10 +460,12 @@ def _seed_columns(draws, n_seeds: int) -> np.ndarray:
     return np.broadcast_to(draws, (draws.shape[0], n_seeds))
 
 
-def _runs_text(recipes: Sequence[str]) -> str:
-    """['a', 'a', 'b'] -> "'a' (2 seeds), 'b'": the runs of a split, by recipe in order of first pick."""
+def _runs_text(recipes: Sequence[str], quote: str = "'") -> str:
+    """['a', 'a', 'b'] -> "'a' (2 seeds), 'b'": the runs of a split, by recipe in order of first pick.
+    quote="" for the table, whose column holds names alone (stripping the quotes afterwards took the
+    ones inside a name too: "it's" came out as "its")."""
     counts = {r: list(recipes).count(r) for r in dict.fromkeys(recipes)}
-    return ", ".join(f"'{r}'" + (f" ({n} seeds)" if n > 1 else "") for r, n in counts.items())
+    return ", ".join(f"{quote}{r}{quote}" + (f" ({n} seeds)" if n > 1 else "") for r, n in counts.items())
 
 
 def recommend_split_text(table: pd.DataFrame, *, total: float, unit: str = UNSPECIFIED_UNIT) -> str:
@@ -584,7 +586,7 @@ class ScaleDecision:
             else:
                 table[column] = table[column].map(lambda v: "never" if np.isinf(v) else f"{v:.4g}")
         if "recipes" in table:  # a split's runs as its sentence names them: 'dapo' (5 seeds), not a list 5 names long
-            table["recipes"] = table["recipes"].map(lambda runs: _runs_text(runs).replace("'", ""))
+            table["recipes"] = table["recipes"].map(lambda runs: _runs_text(runs, quote=""))
         with pd.option_context("display.width", 160, "display.max_columns", 20):
             return f"compute in {self.unit}\n{table.to_string(index=False)}\n\n{self.recommendation}"
 

@@ -604,3 +604,12 @@ def test_predict_of_a_new_run_is_decides_forecast_plus_one_evaluations_noise(fit
         expected, forecast = decision.loc[recipe], predicted.loc[recipe]
         assert abs(forecast["mean"] - expected["expected"]) < 0.2 * expected["expected_mcse"], recipe
         assert forecast["q05"] <= expected["q05"] and forecast["q95"] >= expected["q95"], recipe
+
+
+def test_a_split_table_keeps_the_quotes_in_a_recipes_name():
+    """The split table wrote each recipe's name without its quotes by stripping every ' from the
+    sentence's text, so a recipe called "it's" was listed as "its", a name the fit does not know."""
+    table = split_budget(lambda r, c, n: np.full((100, n), 0.6), ["it's 'v2'", "b"], 100.0, max_ways=3)
+    table.loc[2, "recipes"] = ["it's 'v2'", "it's 'v2'", "b"]
+    shown = str(ScaleDecision(table=table, recommendation="", budget=100.0, unit="flops"))
+    assert "it's 'v2' (2 seeds), b" in shown and "its v2" not in shown
