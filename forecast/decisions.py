@@ -266,6 +266,21 @@ LEVEL_NAMED = 3  # recipes level with the runner-up named in the sentence; the t
 MC_LEVEL_SE = 2.0  # expected metrics closer than this many Monte Carlo standard errors of their difference are level
 
 
+def _recipes_named(names: Sequence[str]) -> str:
+    """"'a'", "'a' and 'b'", "'a', 'b', 'c' and 2 more recipes in the table": names a sentence can hold."""
+    quoted = [f"'{name}'" for name in names]
+    if len(quoted) > LEVEL_NAMED:
+        return ", ".join(quoted[:LEVEL_NAMED]) + f" and {len(quoted) - LEVEL_NAMED} more recipes in the table"
+    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + f" and {quoted[-1]}"
+
+
+def _whose_highest(table: pd.DataFrame, column: str) -> str:
+    """Whose is the highest value of `column`: "for 'b'", or, where recipes share it (a tie is no
+    one's), "for 'a' and 'b'" or "for every recipe"."""
+    holders = list(table.loc[table[column] == table[column].max(), "recipe"])
+    return "for every recipe" if 1 < len(holders) == len(table) else f"for {_recipes_named(holders)}"
+
+
 def _level_with(others: pd.DataFrame, row) -> list[str]:
     """Recipes of `others` whose expected metric is within Monte Carlo noise of `row`'s (fewer than
     MC_LEVEL_SE standard errors apart), so their order is the sampler's luck, not the data's; none
@@ -308,6 +323,13 @@ def recommend_text(table: pd.DataFrame, *, budget: float, target: float | None =
         # a larger budget does not help a curve that starts above the target and falls below it
         instead = ("a lower target or a smaller budget (its curve starts at or above the target and falls below it)"
                    if _falls_below_target(likeliest) else "a larger budget or a lower target")
+        if "p_reach_ever" in table and table["p_reach_ever"].max() < UNLIKELY_TARGET_P:
+            # every curve tops out below the target: more compute does not take it past its asymptote
+            holders = _whose_highest(table, "p_reach_ever")
+            at_most = "" if holders == "for every recipe" else " at most,"
+            instead = (f"no recipe's curve is likely ever to reach it (P(ever reaches it) "
+                       f"{_below_the_bar(table['p_reach_ever'].max())}{at_most} {holders}): "
+                       "a lower target")
         parts.append(
             f"No recipe is likely to reach {target:g} at {_fmt(budget)} {unit}: the best chance is "
             f"P {_below_the_bar(likeliest.p_target)} for '{likeliest.recipe}' (below {UNLIKELY_TARGET_P:g}); {instead}, "

@@ -613,3 +613,25 @@ def test_a_split_table_keeps_the_quotes_in_a_recipes_name():
     table.loc[2, "recipes"] = ["it's 'v2'", "it's 'v2'", "b"]
     shown = str(ScaleDecision(table=table, recommendation="", budget=100.0, unit="flops"))
     assert "it's 'v2' (2 seeds), b" in shown and "its v2" not in shown
+
+
+def test_a_target_no_curve_ever_reaches_is_not_said_to_need_a_larger_budget(rng):
+    """A target above every recipe's asymptote (compute to reach it 'never' in every draw): the text
+    advised "a larger budget or a lower target" beside P(ever reaches it) = 0.00. More compute does
+    not take a curve past its asymptote; only a lower target helps."""
+    n = 2000
+    draws = {"a": rng.normal(0.50, 0.01, n), "b": rng.normal(0.40, 0.01, n)}
+    never = {"a": np.full(n, np.inf), "b": np.where(np.arange(n) < 20, 5e6, np.inf)}  # b: 1% of draws
+    table = rank_recipes(draws, target=0.9, compute_to_target=never, budget=1e4)
+    text = recommend_text(table, budget=1e4, target=0.9)
+    assert text.startswith("No recipe is likely to reach 0.9 at 10,000 compute units")
+    assert "a larger budget" not in text
+    assert ("no recipe's curve is likely ever to reach it (P(ever reaches it) = 0.01 at most, for 'b'): "
+            "a lower target, or the ranking at this budget below.") in text
+    never["b"] = np.full(n, np.inf)  # none reaches it in any draw: a tie, no one's
+    table = rank_recipes(draws, target=0.9, compute_to_target=never, budget=1e4)
+    assert "(P(ever reaches it) = 0.00 for every recipe): a lower target" in recommend_text(table, budget=1e4, target=0.9)
+    # one curve that reaches it beyond the budget: a larger budget is advice again
+    never["b"] = np.full(n, 5e6)
+    table = rank_recipes(draws, target=0.9, compute_to_target=never, budget=1e4)
+    assert "a larger budget or a lower target" in recommend_text(table, budget=1e4, target=0.9)
