@@ -284,11 +284,13 @@ def _whose_highest(table: pd.DataFrame, column: str) -> str:
 def _level_with(others: pd.DataFrame, row) -> list[str]:
     """Recipes of `others` whose expected metric is within Monte Carlo noise of `row`'s (fewer than
     MC_LEVEL_SE standard errors apart), so their order is the sampler's luck, not the data's; none
-    without the expected_mcse column (a table made by hand)."""
+    without the expected_mcse column (a table made by hand). An equal expected metric is level
+    whatever its error (constant draws have none)."""
     if "expected_mcse" not in others or pd.isna(row.get("expected_mcse")):
         return []
     se = np.hypot(others["expected_mcse"], row.expected_mcse)
-    return list(others.loc[(others["expected"] - row.expected).abs() < MC_LEVEL_SE * se, "recipe"])
+    gap = (others["expected"] - row.expected).abs()
+    return list(others.loc[(gap < MC_LEVEL_SE * se) | (gap == 0), "recipe"])  # equal draws tie with no error at all
 
 
 def _near_the_bar(top) -> str:
@@ -332,7 +334,8 @@ def recommend_text(table: pd.DataFrame, *, budget: float, target: float | None =
                        "a lower target")
         parts.append(
             f"No recipe is likely to reach {target:g} at {_fmt(budget)} {unit}: the best chance is "
-            f"P {_below_the_bar(likeliest.p_target)} for '{likeliest.recipe}' (below {UNLIKELY_TARGET_P:g}); {instead}, "
+            f"P {_below_the_bar(likeliest.p_target)} {_whose_highest(table, 'p_target')} "
+            f"(below {UNLIKELY_TARGET_P:g}); {instead}, "
             "or the ranking at this budget below."
         )
     if len(table) == 1:
@@ -353,8 +356,12 @@ def recommend_text(table: pd.DataFrame, *, budget: float, target: float | None =
             if prob_is(top.p_best).startswith("="):  # 0.798 as "= 0.80, below 0.80" contradicts itself
                 head = headline(f"= {shown_so_it_reads_true(top.p_best, lambda p: p < CLEAR_WINNER_P, 2)}")
             near = _near_the_bar(top)
+            level = _level_with(table.iloc[1:], top)
+            # a lead within Monte Carlo noise (or an exact tie, kept in the order given) is no lean
+            verdict = (f" between {_recipes_named([top.recipe, *level])}, level within Monte Carlo noise (which of "
+                       "them leads can change from fit to fit)" if level else f", leaning '{top.recipe}'")
             parts.append(
-                f"Too close to call, leaning '{top.recipe}': {head}, below {CLEAR_WINNER_P:.2f} (the bar for a "
+                f"Too close to call{verdict}: {head}, below {CLEAR_WINNER_P:.2f} (the bar for a "
                 f"clear winner{f'; within Monte Carlo noise of it, {near}' if near else ''}). Consider running '{top.recipe}' and '{partner.recipe}'{why} side by side, or more "
                 "seeds first."
             )

@@ -342,7 +342,7 @@ def test_a_small_probability_reads_as_the_report_table_prints_it(rng):
 def test_a_target_no_recipe_reaches_at_the_budget_is_said_first(rng):
     draws = {"a": rng.normal(0.60, 0.01, 4000), "b": rng.normal(0.55, 0.01, 4000)}
     text = recommend_text(rank_recipes(draws, target=0.7, budget=1e4), budget=1e4, target=0.7)
-    assert text.startswith("No recipe is likely to reach 0.7 at 10,000 compute units: the best chance is P = 0.00 for 'a'")
+    assert text.startswith("No recipe is likely to reach 0.7 at 10,000 compute units: the best chance is P = 0.00 for every recipe")
     reachable = recommend_text(rank_recipes(draws, target=0.6, budget=1e4), budget=1e4, target=0.6)
     assert reachable.startswith("Scale 'a'")
 
@@ -635,3 +635,25 @@ def test_a_target_no_curve_ever_reaches_is_not_said_to_need_a_larger_budget(rng)
     never["b"] = np.full(n, 5e6)
     table = rank_recipes(draws, target=0.9, compute_to_target=never, budget=1e4)
     assert "a larger budget or a lower target" in recommend_text(table, budget=1e4, target=0.9)
+
+
+def test_recipes_tied_for_the_lead_are_said_to_be_tied(rng):
+    """Three recipes with one posterior (P(best) 1/3 each, equal expected metric): the text said
+    "Too close to call, leaning 'c'", a lean on nothing but the order the recipes were given in, while
+    it called the runner-up level with the third. And with a target none reaches, "the best chance is
+    P = 0.00 for 'c'" named one recipe for a chance every recipe shares. The order stays the one
+    given (a stable tie-break); the words say it is a tie."""
+    d = rng.normal(0.6, 0.02, 2000)
+    table = rank_recipes({"c": d, "b": d.copy(), "a": d.copy()}, target=0.9, budget=1e4)
+    assert list(table["recipe"]) == ["c", "b", "a"] and table["p_best"].tolist() == pytest.approx([1 / 3] * 3)
+    text = recommend_text(table, budget=1e4, target=0.9)
+    assert "leaning" not in text
+    assert ("Too close to call between 'c', 'b' and 'a', level within Monte Carlo noise (which of them leads can "
+            "change from fit to fit): at 10,000 compute units a new run of 'c' is expected to reach") in text
+    assert "the best chance is P = 0.00 for every recipe (below 0.05)" in text
+    # constant draws tie with no Monte Carlo error at all
+    flat = rank_recipes({"y": np.full(100, 0.6), "x": np.full(100, 0.6)}, budget=1e4)
+    assert recommend_text(flat, budget=1e4).startswith("Too close to call between 'y' and 'x', level")
+    # a lead beyond noise keeps its lean
+    ahead = recommend_text(rank_recipes({"a": d + 0.01, "b": rng.normal(0.6, 0.02, 2000)}, budget=1e4), budget=1e4)
+    assert ahead.startswith("Too close to call, leaning 'a'")
