@@ -313,9 +313,9 @@ def recommend_text(table: pd.DataFrame, *, budget: float, target: float | None =
         return "no recipes to rank"
     top = table.iloc[0]
 
-    def headline(p_best_is: str) -> str:
+    def headline(p_best_is: str | None) -> str:
         return (f"at {_fmt(budget)} {unit} a new run of '{top.recipe}' is expected to reach {top.expected:.3f} "
-                f"(90% interval {top.q05:.3f}-{top.q95:.3f}), P(best) {p_best_is}")
+                f"(90% interval {top.q05:.3f}-{top.q95:.3f})" + (f", P(best) {p_best_is}" if p_best_is else ""))
 
     head = headline(prob_is(top.p_best))
     parts = []
@@ -339,7 +339,9 @@ def recommend_text(table: pd.DataFrame, *, budget: float, target: float | None =
             "or the ranking at this budget below."
         )
     if len(table) == 1:
-        parts.append(f"Scale '{top.recipe}': {head}.")
+        # P(best) 1.00 alone reads as certainty; it compares the recipe with nothing
+        parts.append(f"Only one recipe, '{top.recipe}', so nothing is compared (its P(best) is 1 by definition): "
+                     f"{headline(None)}.")
     else:
         second = table.iloc[1]
         second_is = prob_is(second.p_best)

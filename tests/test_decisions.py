@@ -657,3 +657,17 @@ def test_recipes_tied_for_the_lead_are_said_to_be_tied(rng):
     # a lead beyond noise keeps its lean
     ahead = recommend_text(rank_recipes({"a": d + 0.01, "b": rng.normal(0.6, 0.02, 2000)}, budget=1e4), budget=1e4)
     assert ahead.startswith("Too close to call, leaning 'a'")
+
+
+def test_a_single_recipe_is_not_said_to_be_best_with_certainty(rng):
+    """decide on a fit of one recipe (or recipes=[one]) said "Scale 'a': ..., P(best) = 1.00", a
+    certainty that compares it with nothing; the report's own fallback rule says "Only one recipe:
+    nothing to compare". The sentence now says so and still cites the forecast the table holds."""
+    table = rank_recipes({"a": rng.normal(0.6, 0.02, 2000)}, target=0.62, budget=1e4)
+    top = table.iloc[0]
+    assert top.p_best == 1.0  # the table's number stands: the share of draws in which it is best
+    text = recommend_text(table, budget=1e4, target=0.62)
+    assert text.startswith(f"Only one recipe, 'a', so nothing is compared (its P(best) is 1 by definition): at 10,000 "
+                           f"compute units a new run of 'a' is expected to reach {top.expected:.3f} "
+                           f"(90% interval {top.q05:.3f}-{top.q95:.3f}).")
+    assert "P(best) = 1.00" not in text and "Scale 'a'" not in text
