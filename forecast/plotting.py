@@ -424,7 +424,7 @@ def _forest_width_in(names) -> float:
 
 def plot_asymptote_forest(fc, *, ax=None, reference=None):
     """Forest plot of recipe asymptotes with 50% and 90% intervals (best at top); `reference`: a
-    pass rate in [0, 1] (a target) drawn as a dashed line."""
+    pass rate in [0, 1] (a target) drawn as a dashed line and named under the x axis."""
     # refused, not drawn: a string became a category at x=0 and 60 (a percent) a line far right,
     # either squeezing every interval into a corner of the panel without a word
     if reference is not None and (isinstance(reference, bool) or not isinstance(reference, (int, float, np.number))
@@ -447,7 +447,9 @@ def plot_asymptote_forest(fc, *, ax=None, reference=None):
         ax.axvline(reference, color="black", ls="--", lw=1)
     ax.set_yticks(range(len(table)))
     ax.set_yticklabels(table["recipe"])
-    ax.set_xlabel("asymptote A (50% and 90% intervals)")
+    # the line named on the image, as the fan chart's key names its target: a pasted chart has no caption
+    named = f"; dashed line: target {reference:g}" if reference is not None else ""
+    ax.set_xlabel(f"asymptote A (50% and 90% intervals){named}")
     ax.grid(axis="x", alpha=0.3)
     _lay_out_one_panel(fig, ax, convergence_mark(fc), own_figure)
     return fig

@@ -358,6 +358,24 @@ def test_forest_refuses_a_reference_that_is_no_pass_rate(fitted):
         plt.close(fig)
 
 
+def test_the_forest_names_its_target_line_on_the_image(fitted):
+    """The forest drew its reference as a bare dashed line: notebook 01 shows the chart with no
+    caption, and one pasted into slides lost the report's caption too, so nothing said what the
+    line at 0.59 was. The x axis now names it, as the fan chart's key names its target line."""
+    from forecast.plotting import plot_asymptote_forest
+
+    fig = plot_asymptote_forest(fitted, reference=0.59)
+    try:
+        assert "dashed line: target 0.59" in fig.axes[0].get_xlabel()
+    finally:
+        plt.close(fig)
+    fig = plot_asymptote_forest(fitted)
+    try:
+        assert "target" not in fig.axes[0].get_xlabel()
+    finally:
+        plt.close(fig)
+
+
 def test_a_grid_of_the_callers_with_spare_axes_leaves_the_key_readable(fitted):
     """Three recipes into a 2 x 2 grid: the key sits right of the last panel, where the spare
     fourth axes was drawn over it (the key's handles showed, its words did not)."""
