@@ -139,3 +139,15 @@ def test_the_notebooks_say_p_reach_counts_a_new_runs_own_asymptote(name):
     words = " ".join(cell.source.split())
     assert "new run's own" in words and "seed" in words
     assert "the rest have an asymptote below the target" not in words
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_every_chart_a_notebook_draws_itself_names_both_axes(name):
+    """02's chart of observed and simulated seeds had a log compute axis named and a y axis of bare
+    numbers (0.35 to 0.55): pasted alone, nothing said they were the metric. A chart a notebook
+    draws with plt.subplots names its x axis, and its y axis by a label or by named ticks."""
+    nb = nbformat.read(NOTEBOOK_DIR / name, as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type == "code" and "plt.subplots(" in cell.source:
+            assert "set_xlabel(" in cell.source, cell.source[:200]
+            assert "set_ylabel(" in cell.source or "set_yticks(" in cell.source, cell.source[:200]
