@@ -164,3 +164,54 @@ def test_a_notebook_silences_only_the_warnings_it_shows_another_way(name):
     source = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
     assert not re.search(r"""simplefilter\(\s*["']ignore["']\s*\)""", source)
     assert not re.search(r"""filterwarnings\(\s*["']ignore["']\s*\)""", source)
+
+
+@pytest.mark.parametrize("n_recipes", [2, 3, 7])
+def test_notebook_02s_recipes_at_the_budget_chart_keeps_its_words_readable(n_recipes):
+    """02's chart of each recipe's new run at the budget wrote 'P(best) 0.75' right of each interval
+    and its target key at the lower right, inside the panel. On the GPU sweep (2 recipes) the key
+    covered the lower recipe's 'P(best) 0.25' and the end of its interval, and the upper one's
+    label ran past the panel's edge; on the trainer sweep a label sat on the target line. Drawn
+    here from the notebook's own cell: no word overlaps another, the key covers no interval, and
+    every word lies inside the figure."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import types
+
+    import matplotlib.pyplot as plt
+    import numpy as np
+    import pandas as pd
+    from matplotlib.legend import Legend
+
+    nb = nbformat.read(NOTEBOOK_DIR / "02_budget_planning.ipynb", as_version=4)
+    cell = next(c for c in nb.cells if c.cell_type == "code" and "ax.errorbar" in c.source)
+    # the decide() table the cell reads, best first, with intervals that reach the panel's right side
+    q50 = np.linspace(0.21, 0.17, n_recipes)
+    table = pd.DataFrame({"recipe": [f"recipe-{k}" for k in range(n_recipes)], "q50": q50,
+                          "q05": q50 - 0.05, "q95": q50 + np.linspace(0.052, 0.07, n_recipes),
+                          "p_best": np.linspace(0.75, 0.01, n_recipes)})
+    space = {"np": np, "decision": types.SimpleNamespace(table=table), "target": 0.19, "budget": 8.47e13,
+             "fc": types.SimpleNamespace(compute_unit="flops")}
+    exec(compile(cell.source, "notebook 02", "exec"), space)
+    fig = space["fig"]
+    try:
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        (ax,) = fig.axes
+        texts = [t for t in [*ax.texts, *ax.get_yticklabels(), ax.xaxis.label] if t.get_text()]
+        legends = [c for c in [*ax.get_children(), *fig.legends] if isinstance(c, Legend)]
+        boxes = [t.get_window_extent(renderer) for t in texts] + [leg.get_window_extent(renderer) for leg in legends]
+        for box in boxes:
+            assert fig.bbox.x0 - 1 <= box.x0 and box.x1 <= fig.bbox.x1 + 1, f"{box} runs off the figure"
+        for i, a in enumerate(boxes):
+            for b in boxes[i + 1:]:
+                assert min(a.x1, b.x1) - max(a.x0, b.x0) <= 0.5 or min(a.y1, b.y1) - max(a.y0, b.y0) <= 0.5, \
+                    f"words overlap: {a} and {b}"
+        covering = [t.get_window_extent(renderer) for t in ax.texts] + [leg.get_window_extent(renderer) for leg in legends]
+        for i, row in enumerate(table.itertuples()):  # best first, drawn at the top: y = n - 1 - i
+            (x05, y), (x95, _) = ax.transData.transform([(row.q05, n_recipes - 1 - i), (row.q95, n_recipes - 1 - i)])
+            for box in covering:
+                assert not (box.y0 < y < box.y1 and box.x0 < x95 and x05 < box.x1), f"{box} covers {row.recipe}'s interval"
+    finally:
+        plt.close(fig)
