@@ -1852,6 +1852,48 @@ def test_a_run_another_sweep_started_since_the_plan_is_resumed_not_refused_as_ta
             "settings: lr 0.001 -> 0.002") in said.err, said.err
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="runs are not locked on Windows (logging_io.lock_run_folder)")
+def test_two_sweeps_starting_one_run_at_once_keep_to_one_stdout_log(tmp_path, monkeypatch, capsys):
+    """Two sweeps started at once into one folder both launch their shared run: each opened the run's
+    stdout.log and started its `train`, and the one whose `train` lost the race for the run folder's lock
+    wrote its refusal ('another process ... is training in this run folder') into the log of the run that
+    trains. The second sweep now leaves the run, and its log, to the first, and says so. The sweeps run in
+    two threads and their runs are faked: the first sweep's run is still going when the second comes to it."""
+    import threading
+
+    import trainer_minimal.sweep as sweep_module
+
+    real_popen = subprocess.Popen
+
+    def fake_run(cmd, **kwargs):
+        first = threading.current_thread().name == "first sweep"
+        said = "the run's own line" if first else "trainer-minimal: error: another process is training in this run folder"
+        code = f"import time; print({said!r}, flush=True); time.sleep({3 if first else 0}); raise SystemExit({0 if first else 2})"
+        return real_popen([sys.executable, "-c", code], **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", fake_run)
+    monkeypatch.setattr(sweep_module, "prepare_warm_starts", lambda configs: None)
+    out = tmp_path / "sweep"
+    plan = sweep_module.plan_sweep("grpo", "0", str(out), dict(TINY, max_steps=4, eval_every=2,
+                                                               warmstart_cache=str(tmp_path / "cache")))
+    codes = {}
+    first = threading.Thread(target=lambda: codes.update(first=sweep_module.run_sweep(plan, str(out), workers=1)),
+                             name="first sweep")
+    first.start()
+    log = out / "grpo-s0" / "stdout.log"
+    deadline = time.time() + 60
+    while not (log.exists() and log.read_text()):  # the first sweep's run has started and written
+        assert time.time() < deadline and first.is_alive(), "the first sweep's run did not start"
+        time.sleep(0.05)
+    codes["second"] = sweep_module.run_sweep(plan, str(out), workers=1)
+    first.join(timeout=60)
+    assert log.read_text() == "the run's own line\n"
+    assert codes == {"first": 0, "second": 1}
+    said = capsys.readouterr()
+    assert f"[sweep] grpo-s0: not started: {out / 'grpo-s0'} is being run by another process" in said.out, said.out
+    assert "[sweep]   grpo-s0 was refused:" in said.err
+
+
 def test_a_damaged_log_line_at_the_sweep_s_end_keeps_runs_csv_and_says_where(tmp_path, monkeypatch, capsys):
     """A run folder in the sweep's folder whose evals.jsonl holds a damaged line mid-file (a disk
     error, a hand edit) made the sweep end in a ValueError traceback after every run had trained.

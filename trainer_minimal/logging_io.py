@@ -48,6 +48,23 @@ def lock_run_folder(folder):
     return handle
 
 
+def open_log_alone(path):
+    """path opened for appending with an exclusive lock on it, or None when another process holds that lock.
+    A sweep gives the file to the run it starts as its stdout, and the lock belongs to the open file, so it
+    lasts as long as the run (an orphan of a killed sweep included), not only the sweep. The run folder's
+    own .lock is taken by the run's `train` after it starts: two sweeps starting one run at once had both
+    opened the log by then, and the refused one wrote its refusal into the other's."""
+    handle = open(path, "a")
+    if fcntl is None:  # Windows: as lock_run_folder, unguarded
+        return handle
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.close()
+        return None
+    return handle
+
+
 def append_jsonl(path, row, fsync=True):
     """Append one JSON object as a line and flush it to disk before returning. A write that fails (a
     full disk) may leave the start of the line without its newline: a torn last line, which readers

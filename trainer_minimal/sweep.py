@@ -42,7 +42,7 @@ from .config import (
     make_config,
     run_defining_changes,
 )
-from .logging_io import read_jsonl
+from .logging_io import open_log_alone, read_jsonl
 from .tasks import build_datasets
 
 RUN_FORMAT_FIRST = ("run_id", "recipe", "seed", "compute", "compute_unit", "metric", "n_eval", "step",
@@ -252,15 +252,22 @@ def run_sweep(plan, out, workers, slim=False):
             while queue and len(running) < workers:
                 p = queue.pop(0)
                 run_id, run_dir, argv = p["cfg"].run_id, p["cfg"].out, p["argv"]
-                if p["state"] == "new" and os.path.exists(os.path.join(run_dir, "ckpt.pt")):
-                    argv, refusal = started_since_the_plan(p)
-                    if refusal:
-                        print(f"[sweep] {run_id}: not started: {refusal}", flush=True)
-                        failed.append(run_id)
-                        refused[run_id] = refusal
-                        continue
                 os.makedirs(run_dir, exist_ok=True)
-                log = open(os.path.join(run_dir, "stdout.log"), "a")
+                # the log first: whoever holds it runs the run, so what the run's folder holds is read after
+                log = open_log_alone(os.path.join(run_dir, "stdout.log"))
+                refusal = "" if log is not None else (
+                    f"{run_dir} is being run by another process (another sweep into {out}, or a run a killed "
+                    "sweep left training), which has its stdout.log (its .lock names the process training it); rerun once "
+                    "it has ended")
+                if not refusal and p["state"] == "new" and os.path.exists(os.path.join(run_dir, "ckpt.pt")):
+                    argv, refusal = started_since_the_plan(p)
+                if refusal:
+                    if log is not None:
+                        log.close()
+                    print(f"[sweep] {run_id}: not started: {refusal}", flush=True)
+                    failed.append(run_id)
+                    refused[run_id] = refusal
+                    continue
                 log_starts[run_id] = log.tell()
                 cmd = [sys.executable, "-m", "trainer_minimal", "train", *argv]
                 print(f"[sweep] start {run_id}: {shlex.join(cmd)}", flush=True)  # pasteable, interpreter and all
