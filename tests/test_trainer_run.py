@@ -1722,6 +1722,43 @@ def test_sigterm_to_a_run_stops_it_as_ctrl_c_does(tmp_path, warm_cache):
     assert main(["train", "--out", str(run), "--resume", "--max-steps", str(end)]) == 0
 
 
+STOPPED_IN_TORCH_IMPORT_SCRIPT = """
+import importlib.abc, os, signal, sys, time
+from trainer_minimal.cli import main
+
+class StoppedInTheImport(importlib.abc.MetaPathFinder):  # the signal lands while torch is imported (seconds)
+    def find_spec(self, name, path, target=None):
+        if name == "torch":
+            os.kill(os.getpid(), getattr(signal, sys.argv[1]))
+            time.sleep(10)  # a handler that raises does so before this ends
+        return None
+
+sys.meta_path.insert(0, StoppedInTheImport())
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+@pytest.mark.parametrize("signame, command, said", [
+    ("SIGINT", "train", "interrupted before the run started"),
+    ("SIGTERM", "train", "stopped by SIGTERM before the run started"),
+    ("SIGTERM", "sweep", "stopped by SIGTERM before the sweep started")])
+def test_a_stop_while_torch_is_imported_is_said_in_a_line(tmp_path, signame, command, said):
+    """A run that a sweep stopped (SIGTERM, or its SIGINT after the grace) while it still imported torch, a
+    second or more after it started, ended in a KeyboardInterrupt traceback in its stdout.log, exit -2, or
+    for SIGTERM without a word, exit -15: the stop handlers were set only once the run's checks had passed.
+    They are set from the start, and such a stop says so in a line, with the exit code of a later stop."""
+    script = tmp_path / "stopped_in_torch_import.py"
+    script.write_text(STOPPED_IN_TORCH_IMPORT_SCRIPT)
+    argv = (["train", "--out", str(tmp_path / "run")] if command == "train"
+            else ["sweep", "--presets", "grpo", "--seeds", "0", "--out", str(tmp_path / "sweep")])
+    done = subprocess.run([sys.executable, str(script), signame, *argv, *tiny_flags()], env=child_env(), cwd=REPO,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 128 + getattr(signal, signame), done.stderr
+    assert done.stderr == f"trainer-minimal: {said} (nothing was written); the same command again starts it\n"
+    assert not any(tmp_path.glob("*/*"))
+
+
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 def test_stop_signals_leave_nohup_alone_and_are_put_back():
     """Under nohup, SIGHUP is ignored and must stay so: a closed terminal must not stop the run."""

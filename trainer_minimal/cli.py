@@ -229,6 +229,22 @@ def interrupted_exit(err):
 
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
+    # from the start: a stop while torch is imported and the command checked (seconds; a sweep stops a run that
+    # has just started) was a KeyboardInterrupt traceback, exit -2, or for SIGTERM no word at all, exit -15
+    with stop_signals_as_ctrl_c():
+        try:
+            checked = checked_command(argv)
+        except KeyboardInterrupt as e:  # the checks write nothing
+            started = "the sweep" if argv[:1] == ["sweep"] else "the run"
+            return said_stop(e, f" before {started} started (nothing was written); the same command again starts it")
+        if isinstance(checked, int):
+            return checked
+        return run_command(*checked)
+
+
+def checked_command(argv):
+    """(args, cfg, plan) of a command whose arguments and checks passed, or its exit code where it ends here:
+    refused (2, said), `presets` and --help (0)."""
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
@@ -268,8 +284,7 @@ def main(argv=None):
         return 2
     except OSError as e:  # the machine's (too many open files, a failing disk), said without a traceback
         return said_resource_error(e, "")
-    with stop_signals_as_ctrl_c():
-        return run_command(args, cfg, plan)
+    return args, cfg, plan
 
 
 def run_command(args, cfg, plan):
@@ -300,16 +315,22 @@ def run_command(args, cfg, plan):
         # checkpoint is replaced atomically, so the run goes on from its last checkpoint once there is room
         return said_resource_error(e, how_to_go_on(cfg))
     except KeyboardInterrupt as e:
-        what, code = interrupted_exit(e)
-        if int(os.environ.get("RANK", "0")) != 0:
-            # under torchrun, said once: every process is stopped, and one that torchrun ended because another
-            # failed (its run folder in use, say) spoke of a stop nobody asked for, and of a resume
-            return code
-        print(f"trainer-minimal: {what}{how_to_go_on(cfg)}", file=sys.stderr)
-        return code
+        return said_stop(e, how_to_go_on(cfg))
     finally:
         end_distributed()
     return 0
+
+
+def said_stop(err, then):
+    """The exit code of a command stopped by Ctrl-C, SIGTERM or SIGHUP (err), said in one line: what stopped
+    it, then `then` (how to go on)."""
+    what, code = interrupted_exit(err)
+    if int(os.environ.get("RANK", "0")) != 0:
+        # under torchrun, said once: every process is stopped, and one that torchrun ended because another
+        # failed (its run folder in use, say) spoke of a stop nobody asked for, and of a resume
+        return code
+    print(f"trainer-minimal: {what}{then}", file=sys.stderr)
+    return code
 
 
 def how_to_go_on(cfg):
