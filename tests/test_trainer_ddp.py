@@ -4,6 +4,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -362,6 +363,53 @@ def test_a_resume_reads_the_run_folder_on_rank_0_alone(tmp_path):
     assert [r["metric"] for r in resumed] == [r["metric"] for r in reference]
     assert [r["compute"] for r in resumed] == [r["compute"] for r in reference]
     assert json.loads((tmp_path / "machine0" / "run" / "summary.json").read_text())["world_size"] == 2
+
+
+LATE_READER_SCRIPT = """
+import os, sys, time
+import trainer_minimal.train as T
+from trainer_minimal.cli import main
+
+reached = T.rendezvous_store
+def late():  # rank 1 reaches the store, then is slow to ask it (a loaded machine's scheduler)
+    store = reached()
+    if os.environ["RANK"] == "1":
+        time.sleep(2)
+    return store
+T.rendezvous_store = late
+sys.exit(main(["train", *sys.argv[1:]]))
+"""
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_refusal_of_rank_0_reaches_a_late_rank_under_a_manual_launch(tmp_path):
+    """Launched by hand (MASTER_ADDR, RANK, WORLD_SIZE set, no torchrun agent), rank 0 hosts the store it
+    sends its verdict through, and it ended as soon as it had put a refusal there: a rank that asked
+    for it a moment later found the store gone and crashed ('DistNetworkError: Failed to recv, got 0
+    bytes ...', exit 1) instead of saying the refusal. Rank 0 now waits for the others to have read it."""
+    pytest.importorskip("torch.distributed")
+    script = tmp_path / "late_reader.py"
+    script.write_text(LATE_READER_SCRIPT)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "evals.jsonl").write_text("")  # a run is there: rank 0 refuses a new one
+    flags = [f"--{k.replace('_', '-')}={v}" for k, v in TINY.items()]
+    port = free_port()
+    ranks = []
+    for rank in ("0", "1"):
+        env = {**os.environ, "PYTHONPATH": REPO, "OMP_NUM_THREADS": "1", "MASTER_ADDR": "127.0.0.1",
+               "MASTER_PORT": str(port), "WORLD_SIZE": "2", "RANK": rank, "LOCAL_RANK": rank}
+        ranks.append(subprocess.Popen([sys.executable, str(script), "--out", str(run), *flags], env=env, cwd=REPO,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    said = [rank.communicate(timeout=120) for rank in ranks]
+    refusal = f"trainer-minimal: error: {run} already holds a run (evals.jsonl or ckpt.pt)"
+    for rank, (_, err) in zip(ranks, said, strict=True):
+        assert rank.returncode == 2 and err.startswith(refusal) and "Traceback" not in err, err[-3000:]
 
 
 def refused_by_rank_0(torchrun):

@@ -388,8 +388,10 @@ def decided_by_rank_0(name, decide):
     if int(os.environ.get("WORLD_SIZE", "1")) == 1:
         return decide()
     key = f"trainer_minimal/{name}/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"  # a restart decides anew
-    if int(os.environ["RANK"]) != 0:
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    if rank != 0:
         outcome, value = pickle.loads(rendezvous_store().get(key))
+        said_read(key, rank)
         if outcome == "refused":
             raise RefusedOnRank0(value)
         return value
@@ -397,9 +399,39 @@ def decided_by_rank_0(name, decide):
         value = decide()
     except (ValueError, RunFolderBusy) as err:
         rendezvous_store().set(key, pickle.dumps(("refused", str(err))))
+        wait_until_read(key, world)
         raise
     rendezvous_store().set(key, pickle.dumps(("decided", value)))
+    wait_until_read(key, world)
     return value
+
+
+# How long rank 0 waits for the other ranks to read a decision before it goes on (or ends). They reach the
+# store only once they are ready to read (rendezvous_store), and read it after their own machine's checks.
+DECISION_READ_WAIT_S = 60
+
+
+def said_read(key, rank):
+    """Tell rank 0 that this rank has read the decision under key (see wait_until_read). Where rank 0 is
+    gone already (it waited out DECISION_READ_WAIT_S), there is no one to tell."""
+    try:
+        rendezvous_store().set(f"{key}/read/{rank}", b"1")
+    except dist.DistError:
+        pass
+
+
+def wait_until_read(key, world):
+    """Rank 0: wait until every other rank has read the decision under key, for DECISION_READ_WAIT_S at
+    most. Under a launch without torchrun's agent (MASTER_ADDR and RANK set by hand) rank 0 hosts the
+    store itself, and when it ended as soon as it had put a refusal (or an ended run's note) there, a
+    rank that came to read it a moment later found no store: 'DistNetworkError: Failed to recv, got 0
+    bytes', a traceback where it should say rank 0's refusal. A rank that never reads (it failed its own
+    checks) holds rank 0 up to the limit, no longer: what rank 0 does next is the same either way."""
+    try:
+        rendezvous_store().wait([f"{key}/read/{rank}" for rank in range(1, world)],
+                                datetime.timedelta(seconds=DECISION_READ_WAIT_S))
+    except dist.DistError:
+        pass
 
 
 def setup_distributed(cfg):
