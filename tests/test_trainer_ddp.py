@@ -249,6 +249,8 @@ def test_a_stop_is_said_once_under_torchrun(tmp_path, monkeypatch, capsys):
         raise Stopped(signal.SIGTERM)
 
     monkeypatch.setattr(train_module, "train", stopped_after_a_checkpoint)
+    monkeypatch.setattr(train_module, "decided_by_rank_0", lambda name, decide: decide())  # no store to send through
+    monkeypatch.setenv("WORLD_SIZE", "2")
     flags = ["--warmstart-cache", str(tmp_path / "warmstart"), *[f"--{k.replace('_', '-')}={v}" for k, v in TINY.items()]]
     said = {}
     for rank in ("0", "1"):  # a fresh run each: the fake leaves a checkpoint

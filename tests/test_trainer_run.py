@@ -436,6 +436,26 @@ def test_a_single_process_with_a_stray_rank_checks_its_run_folder(tmp_path, warm
     assert (tmp_path / "run" / "evals.jsonl").read_text() == before
 
 
+def test_a_single_process_with_a_stray_rank_says_how_it_was_stopped(tmp_path, monkeypatch, capsys):
+    """RANK without WORLD_SIZE: one process, rank 0 to its checks and setup_distributed, but its stop line
+    took it for torchrun's rank 1, which leaves the line to rank 0: Ctrl-C or SIGTERM ended it, exit 143,
+    without a word of what stopped it or how to go on. Training is faked: the stop is what matters."""
+    import trainer_minimal.train as train_module
+    from trainer_minimal.cli import Stopped
+
+    def stopped_after_a_checkpoint(cfg):
+        os.makedirs(cfg.out)
+        open(os.path.join(cfg.out, "ckpt.pt"), "wb").close()
+        raise Stopped(signal.SIGTERM)
+
+    monkeypatch.setattr(train_module, "train", stopped_after_a_checkpoint)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    monkeypatch.setenv("RANK", "1")
+    run = tmp_path / "run"
+    assert main(["train", "--out", str(run), *tiny_flags()]) == 143
+    assert f"stopped by SIGTERM; `trainer-minimal train --out {run} --resume` goes on" in capsys.readouterr().err
+
+
 def test_a_run_without_the_advisor_loads_neither_pandas_nor_the_sampling_libraries(tmp_path, warm_cache):
     """Every run imports forecast.io (atomic writes) and forecast.cli (a flag given twice) at its
     start, and importing any part of forecast loaded pandas through the package's front door:

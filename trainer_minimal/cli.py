@@ -31,6 +31,7 @@ from .config import (
     advisor_idle_note,
     field_names,
     make_config,
+    process_rank,
     run_defining_changes,
     validate,
 )
@@ -325,7 +326,7 @@ def said_stop(err, then):
     """The exit code of a command stopped by Ctrl-C, SIGTERM or SIGHUP (err), said in one line: what stopped
     it, then `then` (how to go on)."""
     what, code = interrupted_exit(err)
-    if int(os.environ.get("RANK", "0")) != 0:
+    if process_rank() != 0:
         # under torchrun, said once: every process is stopped, and one that torchrun ended because another
         # failed (its run folder in use, say) spoke of a stop nobody asked for, and of a resume
         return code

@@ -324,6 +324,17 @@ def check_writable(folder, flag):
         raise ValueError(f"{flag} {folder}: cannot write in {existing} (read-only or not yours)")
 
 
+def process_rank():
+    """This process's rank as setup_distributed will see it, known before the process group (and without
+    torch, for a stop while it is imported: cli.said_stop): torchrun's RANK, or 0 for a single process (WORLD_SIZE unset or 1) whatever RANK its environment holds. A RANK
+    left over in a shell (from a manual two-process launch), or set by a scheduler for its own ends,
+    made a single process skip the run folder's checks as a non-zero rank would, and train into a
+    folder that already held a run."""
+    if int(os.environ.get("WORLD_SIZE", "1")) == 1:
+        return 0
+    return int(os.environ.get("RANK", "0"))
+
+
 # Hugging Face config fields that change the logits after the LM head. The trainer applies the head
 # itself (model.forward_logits, for the fp32 option), so it must redo what the model's own forward does
 # there: the softcap it does; the others it does not, and a model that sets one is refused.

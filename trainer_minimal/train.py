@@ -89,6 +89,7 @@ from .config import (
     check_not_a_sweep,
     check_writable,
     from_dict,
+    process_rank,
     run_defining_changes,
     to_json,
 )
@@ -172,17 +173,6 @@ def preflight(cfg):
         check_writable(cfg.out, "--out")
         if not cfg.resume and cfg.warmup_steps > 0 and not os.path.exists(warm_start_path(cfg)):
             check_writable(os.path.dirname(warm_start_path(cfg)), "--warmstart-cache")  # before the warm-up
-
-
-def process_rank():
-    """This process's rank as setup_distributed will see it, known before the process group: torchrun's
-    RANK, or 0 for a single process (WORLD_SIZE unset or 1) whatever RANK its environment holds. A RANK
-    left over in a shell (from a manual two-process launch), or set by a scheduler for its own ends,
-    made a single process skip the run folder's checks as a non-zero rank would, and train into a
-    folder that already held a run."""
-    if int(os.environ.get("WORLD_SIZE", "1")) == 1:
-        return 0
-    return int(os.environ.get("RANK", "0"))
 
 
 def check_this_machine(cfg):
