@@ -1,6 +1,7 @@
 """The README's Python snippets are what a new user pastes first: each name a line starts with must
 be imported or assigned in one of them (or be a builtin), so a snippet run as written does not stop
-at a NameError."""
+at a NameError. And the flags and NAME=VALUE settings the README shows still exist, so a renamed
+flag fails here rather than as exit 2 at a reader's terminal."""
 
 import builtins
 import re
@@ -32,3 +33,102 @@ def test_every_name_a_readme_snippet_starts_a_line_with_is_imported_or_assigned(
     # names a reader supplies (their own newer table, their runs so far) are the snippets' placeholders
     undefined = [line for line in undefined if not re.match(r"(runs_with_new_evals|runs_so_far)\b", line)]
     assert not undefined, f"README snippets use names no snippet imports: {undefined}"
+
+
+# Flags a README command line gives to another program than ours (torchrun's own).
+OTHER_PROGRAMS_FLAGS = {"--standalone", "--nproc_per_node"}
+FLAG = re.compile(r"(?<![\w-])--[a-z][\w-]*")
+
+
+def option_strings(parser) -> dict[str, set[str]]:
+    """{subcommand: its flags} of a parser with subcommands."""
+    import argparse
+
+    (subparsers,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return {name: {o for a in sub._actions for o in a.option_strings} for name, sub in subparsers.choices.items()}
+
+
+def command_snippets(text: str) -> list[str]:
+    """Every command a reader may copy: each line of a ```bash block (a line ending in '\\' joined
+    with the next) and each inline `code` span (a span wrapped over two lines read whole)."""
+    snippets = []
+    for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S):
+        snippets += block.replace("\\\n", " ").splitlines()
+    prose = re.sub(r"```.*?```", "", text, flags=re.S)
+    snippets += [span.replace("\n", " ") for span in re.findall(r"`([^`]+)`", prose)]
+    return snippets
+
+
+def flags_given_to(program: str, commands: set[str], snippets: list[str]) -> list[tuple[str, str, list[str]]]:
+    """(snippet, subcommand, flags) for each snippet that runs `program SUBCOMMAND ...`: the flags
+    after the subcommand, up to a '#' comment."""
+    found = []
+    for snippet in snippets:
+        match = re.search(rf"(?:^|[\s(]){program}\s+([a-z-]+)\b(.*)", snippet.split(" #")[0])
+        if match and match.group(1) in commands:
+            found.append((snippet.strip(), match.group(1), FLAG.findall(match.group(2))))
+    return found
+
+
+def test_every_flag_a_readme_command_gives_is_one_that_command_takes():
+    """A renamed or misplaced flag in the README's `forecast ...` and `trainer-minimal ...` commands
+    (code blocks and inline) fails here, not at the reader's terminal with exit 2."""
+    from forecast.cli import build_parser
+    from trainer_minimal.cli import build_parser as build_trainer_parser
+
+    snippets = command_snippets((REPO / "README.md").read_text())
+    checked = 0
+    for program, parser in (("forecast", build_parser()), (r"(?:trainer-minimal|-m trainer_minimal)", build_trainer_parser())):
+        takes = option_strings(parser)
+        for snippet, command, flags in flags_given_to(program, set(takes), snippets):
+            unknown = [flag for flag in flags if flag not in takes[command]]
+            assert not unknown, f"the README's `{snippet}` gives {command} flags it does not take: {unknown}"
+            checked += len(flags)
+    assert checked >= 40, "the README's commands were not found"
+
+
+def benchmark_flags(monkeypatch, capsys) -> set[str]:
+    """The flags every benchmark script's --help shows."""
+    import sys
+
+    import pytest
+    from conftest import benchmark_module
+    from test_benchmark_provenance import SCRIPTS
+
+    shown = set()
+    for script in SCRIPTS:
+        monkeypatch.setattr(sys, "argv", [script, "--help"])  # trainer_default_run reads sys.argv
+        with benchmark_module(script) as module, pytest.raises(SystemExit):
+            module.main() if script == "trainer_default_run.py" else module.main(["--help"])
+        shown |= set(FLAG.findall(capsys.readouterr().out))
+    return shown
+
+
+def test_every_flag_the_readme_names_exists(monkeypatch, capsys):
+    """The prose names flags outside any command line (`--max-stop-share`, `--unknown-budget`, the
+    early-stop benchmark's comment lines): each must still be a flag of forecast, trainer-minimal or
+    a benchmark script."""
+    from forecast.cli import build_parser
+    from trainer_minimal.cli import build_parser as build_trainer_parser
+
+    known = set(OTHER_PROGRAMS_FLAGS) | benchmark_flags(monkeypatch, capsys)
+    for parser in (build_parser(), build_trainer_parser()):
+        known |= set().union(*option_strings(parser).values())
+    named = set(FLAG.findall((REPO / "README.md").read_text()))
+    assert len(named) > 50
+    assert not named - known, f"the README names flags nothing takes: {sorted(named - known)}"
+
+
+def test_the_readmes_name_value_examples_name_real_settings():
+    """`--prior b_mu=0.5`, `--rule keep_leader=false`, `--advisor-rules target=0.5,margin=0.02`:
+    each NAME=VALUE the README shows parses as a field of Priors or EarlyStopConfig."""
+    from forecast.early_stop import EarlyStopConfig
+    from forecast.model import Priors
+    from forecast.settings import parse_settings
+
+    text = " ".join(command_snippets((REPO / "README.md").read_text()))
+    kinds = {"--prior": Priors, "--advisor-priors": Priors, "--rule": EarlyStopConfig, "--advisor-rules": EarlyStopConfig}
+    examples = re.findall(r"(--prior|--advisor-priors|--rule|--advisor-rules)[ =]([a-z_]+=[^\s`,]+(?:,[a-z_]+=[^\s`,]+)*)", text)
+    assert len(examples) >= 6
+    for flag, items in examples:
+        parse_settings(items, kinds[flag], flag)  # ValueError naming the item, if it is not a field
