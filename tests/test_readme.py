@@ -132,3 +132,32 @@ def test_the_readmes_name_value_examples_name_real_settings():
     assert len(examples) >= 6
     for flag, items in examples:
         parse_settings(items, kinds[flag], flag)  # ValueError naming the item, if it is not a field
+
+
+def test_the_files_links_and_modules_the_readme_names_exist():
+    """A moved file, a renamed heading or module would leave the README pointing at nothing: its
+    repository paths (`forecast/reweight.py`, `notebooks/01_quickstart`), its links (files and
+    #anchors) and its dotted names (`forecast.early_stop.EarlyStopConfig`) are each looked up."""
+    import importlib
+
+    text = (REPO / "README.md").read_text()
+    paths = set(re.findall(r"(?<![\w/.-])((?:forecast|trainer_minimal|benchmarks|tests|docs|examples|notebooks)/[\w./-]*\w)", text))
+    assert len(paths) > 15
+    missing = [p for p in paths if not (REPO / p).exists() and not (REPO / f"{p}.ipynb").exists()]
+    assert not missing, f"the README names paths that do not exist: {sorted(missing)}"
+
+    anchors = {re.sub(r"[^\w -]", "", h).strip().lower().replace(" ", "-") for h in re.findall(r"^#+ (.+)$", text, flags=re.M)}
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+        assert (target[1:] in anchors) if target.startswith("#") else (REPO / target).exists(), f"broken link ({target})"
+
+    for name in set(re.findall(r"(?<![\w/.])((?:forecast|trainer_minimal)(?:\.\w+)+)", text)):
+        parts = name.split(".")
+        for cut in range(len(parts), 0, -1):  # the longest importable module, then attributes
+            try:
+                found = importlib.import_module(".".join(parts[:cut]))
+                break
+            except ModuleNotFoundError:
+                continue
+        for attribute in parts[cut:]:
+            assert hasattr(found, attribute), f"the README names {name}, which does not exist"
+            found = getattr(found, attribute)
