@@ -866,11 +866,25 @@ def _warn_if_runs_look_like_two_units(frame: pd.DataFrame) -> None:
     if len(typical) < 2 or typical.max() <= UNIT_MIX_RATIO * typical.min():
         return
     low, high = typical.idxmin(), typical.idxmax()
+    source, at = _files_of_runs(frame, low, high)
     warnings.warn(str(RunDataError(
-        f"runs' compute differs by {typical[high] / typical[low]:.2g}x (run '{low}' at about {fmt_compute(typical[low])}, "
-        f"run '{high}' at about {fmt_compute(typical[high])}): are they in one unit? Convert to one unit per table",
-        source=frame.attrs.get("source") or (frame["_source"].iloc[0] if "_source" in frame else None),
-        column="compute")), UserWarning, stacklevel=4)
+        f"runs' compute differs by {typical[high] / typical[low]:.2g}x (run '{low}'{at[low]} at about {fmt_compute(typical[low])}, "
+        f"run '{high}'{at[high]} at about {fmt_compute(typical[high])}): are they in one unit? Convert to one unit per table",
+        source=source, column="compute")), UserWarning, stacklevel=4)
+
+
+def _files_of_runs(frame: pd.DataFrame, *run_ids) -> tuple[object, dict[str, str]]:
+    """Where a warning about these runs points: (the file for its 'file ...' prefix: the table's, or
+    the one file the runs share; {run: ' (its file)', or '' where the prefix says it}). Runs read
+    from a folder of run logs come from one file each, and naming the folder's first file named a run
+    the warning was not about."""
+    files = {}
+    if "_source" in frame:
+        first_rows = frame.drop_duplicates("run_id").set_index("run_id")["_source"]
+        files = {run: first_rows[run] for run in run_ids if pd.notna(first_rows.get(run))}
+    if len(set(files.values())) > 1:
+        return None, {run: f" ({files[run]})" if run in files else "" for run in run_ids}
+    return frame.attrs.get("source") or next(iter(files.values()), None), dict.fromkeys(run_ids, "")
 
 
 # Columns that define a recipe in trainer_minimal's runs: its knobs (trainer_minimal.train.KNOB_COLUMNS,
@@ -908,12 +922,13 @@ def _warn_if_a_recipe_mixes_settings(frame: pd.DataFrame) -> None:
                 continue
             others = values[values != values.iloc[0]]
             first, other, first_run, other_run = values.iloc[0], others.iloc[0], values.index[0], others.index[0]
+            source, at = _files_of_runs(frame, first_run, other_run)
             warnings.warn(str(RunDataError(
-                f"differs between runs of recipe '{recipe}' ({first} in run '{first_run}', {other} in run '{other_run}'): "
+                f"differs between runs of recipe '{recipe}' ({first} in run '{first_run}'{at[first_run]}, "
+                f"{other} in run '{other_run}'{at[other_run]}): "
                 "runs of one recipe are pooled as seeds, so the fit reads the difference as seed-to-seed spread and the "
                 "recipe's forecast mixes the two settings; give each setting its own recipe name",
-                source=frame.attrs.get("source") or (frame["_source"].iloc[0] if "_source" in frame else None),
-                column=column)), UserWarning, stacklevel=4)
+                source=source, column=column)), UserWarning, stacklevel=4)
             return
 
 

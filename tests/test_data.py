@@ -530,6 +530,27 @@ def test_runs_of_one_recipe_at_two_learning_rates_are_named_in_a_warning():
         validate_runs(_two_runs_of_dapo(5e-4, 1e-3))
 
 
+def test_a_warning_about_two_runs_of_a_folder_names_their_files_not_the_first_runs(tmp_path):
+    """Read from a folder of run logs, the warnings about two runs (a recipe whose runs differ in a
+    setting; runs whose compute looks like two units) named the file of the folder's first run, one
+    of neither: 'file sweep/a-other/evals.jsonl, column 'lr': ... run 'dapo-s0', ... run 'dapo-lr-s0''."""
+    other = [{"run_id": "a-other", "recipe": "other", "compute": c, "metric": 0.3 + c / 100} for c in (3, 6, 12)]
+    mixed = _two_runs_of_dapo(5e-4, 1e-3).astype({"compute": float})
+    mixed.loc[mixed["run_id"] == "dapo-lr-s0", "compute"] *= 1e4  # and in another unit, it seems
+    for run, rows in [("a-other", other), *((r, g.to_dict("records")) for r, g in mixed.groupby("run_id"))]:
+        (tmp_path / "sweep" / run).mkdir(parents=True)
+        (tmp_path / "sweep" / run / "evals.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        load_runs(tmp_path / "sweep")
+    said = [str(w.message) for w in caught if "differs" in str(w.message)]
+    assert len(said) == 2, said
+    for text in said:
+        assert "a-other" not in text, text
+        for run in ("dapo-s0", "dapo-lr-s0"):
+            assert f"'{run}' ({tmp_path / 'sweep' / run / 'evals.jsonl'})" in text, text
+
+
 @pytest.mark.parametrize("lr_b, recipe_b", [(5e-4, "dapo"), ("0.0005", "dapo"), (1e-3, "dapo-lr1e-3")])
 def test_one_setting_per_recipe_is_read_in_silence(lr_b, recipe_b):
     with warnings.catch_warnings():
