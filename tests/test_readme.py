@@ -161,3 +161,23 @@ def test_the_files_links_and_modules_the_readme_names_exist():
         for attribute in parts[cut:]:
             assert hasattr(found, attribute), f"the README names {name}, which does not exist"
             found = getattr(found, attribute)
+
+
+def test_the_stop_rules_the_readme_states_are_the_defaults():
+    """The README's one-paragraph statement of the early-stop rules gives each default threshold; a
+    retuned EarlyStopConfig default would leave it describing rules that no longer run."""
+    from forecast.early_stop import EarlyStopConfig
+
+    text = " ".join((REPO / "README.md").read_text().split())
+    rules = text[text.index("The rules (`forecast.early_stop`):"):]
+    stated = re.search(
+        r"P\(beats the best alternative by ([\d.]+)\) < ([\d.]+); expected gain to the sweep's best per typical "
+        r"run's budget of compute left < ([\d.]+) .*?P\(reaching a target\) < ([\d.]+); gain per doubling of "
+        r"compute < ([\d.]+) \(flattened\).*?Over any ([\d.]+)x of compute at most half of the runs in flight", rules)
+    assert stated, "the README's statement of the stop rules was not found"
+    defaults = EarlyStopConfig()
+    assert [float(x) for x in stated.groups()] == [
+        defaults.margin, defaults.p_beat_threshold, defaults.min_gain_per_compute, defaults.p_target_threshold,
+        defaults.saturation_epsilon, defaults.stop_cap_window]
+    assert defaults.max_stop_share == 0.5 and defaults.keep_leader and defaults.keep_runner_up
+    assert defaults.protect_top_percent is None  # "(off by default)"
