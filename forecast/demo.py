@@ -57,12 +57,17 @@ DEMO_TUNE = 2000
 
 def write_synthetic_example(path=SYNTHETIC_EXAMPLE) -> Path:
     """Regenerate the shipped synthetic sweep (deterministic: fixed seed)."""
+    from .data import ENDED_COLUMN
     from .io import atomic_write_text
     from .synthetic import simulate_sweep
 
     runs = simulate_sweep(**SYNTHETIC_SPEC)
     # Rounded so the committed CSV stays small; metric keeps its binomial resolution (1/16000).
     runs = runs.round({"compute": 1, "metric": 6, "true_metric": 5, "true_A": 5, "true_R0": 5})
+    # Every simulated run has all its evaluations: it has ended, as the table says where a trainer's
+    # sweep says it (after the run-format columns). Without it the demo's stop advice took the 30
+    # runs for runs in flight that could go on to the budget.
+    runs.insert(runs.columns.get_loc("step") + 1, ENDED_COLUMN, "finished")
     atomic_write_text(path, runs.to_csv(index=False))
     return Path(path)
 

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 from html.parser import HTMLParser
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -1023,6 +1024,26 @@ def test_a_sweeps_runs_csv_and_its_saved_fit_say_which_runs_ended_as_its_folder_
         assert set(other.loc[["good-s0", "good-s1"], "decision"]) <= {"continue", "stop"}
     # a table without the column (older runs.csv files) says nothing of how runs ended, as before
     assert rp.ended_runs(load_runs(tmp_path / "runs.csv").drop(columns="ended")) == {}
+
+
+SHIPPED_TABLES = sorted((Path(__file__).resolve().parents[1] / "examples").glob("*/*.csv"))
+
+
+@pytest.mark.parametrize("path", SHIPPED_TABLES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_the_shipped_sweeps_runs_ended_and_are_not_advised_as_if_in_flight(path):
+    """`make demo` (and `forecast report examples/trainer_sweep/runs.csv`) advised the shipped sweep's
+    21 runs, which had run their 640 steps long ago, at the page's budget (4x their compute): 12 to
+    continue, 9 to stop, as if in flight. The shipped tables predated the `ended` column; every run in
+    them ran its planned steps (or, simulated, all its evaluations), and each now says it finished, as
+    a sweep's runs.csv does."""
+    fc = SweepFolderFit({}, path)
+    fc.levels = dict.fromkeys(fc.run_ids, 0.4)  # what a run in flight would be judged on
+    budget = 4 * float(fc.runs_["compute"].max())  # the demo's default budget
+    advice = rp.stop_advice(fc, budget, None)[0].table
+    assert sorted(advice["run_id"]) == fc.run_ids
+    assert (advice["decision"] == "ended").all() and (advice["rule"] == "finished").all(), advice
+    summary = re.sub(r'<span class="name">([^<]*)</span>', r"\1", rp.stop_summary_html(advice))
+    assert f"{len(fc.run_ids)} runs: {len(fc.run_ids)} finished" in summary
 
 
 def test_runs_that_ended_short_of_the_budget_count_at_what_they_reached_in_the_typical_budget():
