@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .formatting import fmt_compute, told_apart
+from .formatting import fmt_compute, name_of, told_apart
 
 REQUIRED_COLUMNS = ("run_id", "recipe", "compute", "metric")
 OPTIONAL_NUMERIC = ("seed", "n_eval", "step", "device_seconds")
@@ -430,8 +430,8 @@ def _where(frame: pd.DataFrame, index) -> dict:
     row = frame.loc[index]
     source = row["_source"] if "_source" in frame.columns else None
     line = row["_line"] if "_line" in frame.columns else index
-    run_id = row["run_id"] if "run_id" in frame.columns and pd.notna(row.get("run_id")) else None
-    run_id = run_id if str(run_id).strip() else None  # a blank name names no run
+    run_id = name_of(row["run_id"]) if "run_id" in frame.columns and pd.notna(row.get("run_id")) else None
+    run_id = run_id if run_id is not None and run_id.strip() else None  # a blank name names no run
     return {"source": source, "run_id": run_id, "row": int(line) if pd.notna(line) else None}
 
 
@@ -655,7 +655,7 @@ def _checked_runs(frame: pd.DataFrame, *, source, min_points: int) -> pd.DataFra
             raise RunDataError(_missing_column_message(column, frame.columns), source=src, column=column)
     for column in ("run_id", "recipe"):
         require_names(frame, column)
-        frame[column] = frame[column].astype(str)
+        frame[column] = frame[column].map(name_of).astype(str)  # run 3.0 of a float column is '3'
         # a control character (NUL, a newline) is a corrupted name, and a saved fit cannot hold NUL
         control = frame[column].str.contains(r"[\x00-\x08\x0a-\x1f\x7f]", regex=True)
         if control.any():

@@ -29,6 +29,7 @@ import pandas as pd
 from .data import FAR_BEYOND_DATA, UNSPECIFIED_UNIT, warn_if_far_from_data
 from .formatting import (
     fmt_compute,
+    name_of,
     pretty_as_str,
     prob_is,
     shown_so_it_reads_true,
@@ -575,7 +576,7 @@ def _checked_recipes(fc, recipes) -> list[str]:
     if recipes is None:
         return fc.recipes
     recipes = [recipes] if isinstance(recipes, (str, numbers.Number)) else list(recipes)
-    recipes = [r if isinstance(r, str) else str(r) for r in recipes]  # a table's names are text: its recipe 1 is "1"
+    recipes = [r if isinstance(r, str) else name_of(r) for r in recipes]  # a table's names are text: its recipe 1 is "1"
     unknown = [r for r in recipes if r not in fc.recipes]
     if len(unknown) == 1:  # with the likely name it was meant as
         raise KeyError(unknown_name_message("recipe", unknown[0], fc.recipes))

@@ -39,7 +39,7 @@ from .data import (
     validate_runs,
     warn_if_far_from_data,
 )
-from .formatting import fmt_compute, unknown_name_message
+from .formatting import fmt_compute, name_of, unknown_name_message
 from .inference import (
     ConvergenceReport,
     SamplerSettings,
@@ -60,13 +60,14 @@ KINDS = ("run", "new_run", "mean")
 
 def as_name(name, what: str = "name"):
     """A recipe or run name as the run table holds it: validate_runs reads every name as text, so a
-    table built with recipe 1 or run_id 7 (numbers) has recipe "1", and predict(recipe=1) asks for it.
+    table built with recipe 1 or run_id 7 (numbers) has recipe "1", and predict(recipe=1) asks for it
+    (as predict(recipe=1.0) does: a whole-number float is named as validate_runs names it, formatting.name_of).
     TypeError for several names (`what`: the argument's name): recipe=["dapo", "grpo"] was read as
     the one name "['dapo', 'grpo']" and refused as an unknown recipe, whose name was not the problem."""
     if isinstance(name, (list, tuple, set, frozenset, np.ndarray, pd.Series, pd.Index)):
         raise TypeError(f"{what}= takes one name, got {list(name)!r}: ask once per name, or leave {what}= out of "
                         "predict() for all of them")
-    return name if name is None or isinstance(name, str) else str(name)
+    return name if name is None or isinstance(name, str) else name_of(name)  # run 3.0 is the table's '3'
 
 
 def resolve_kind(kind, run_id):

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import difflib
 import math
+import numbers
 import re
 
 __all__ = ["fmt_compute", "fmt_prob", "prob_is", "shown_so_it_reads_true", "pretty_as_str",
-           "names_shown", "unknown_name_message"]
+           "names_shown", "unknown_name_message", "name_of"]
 
 
 def fmt_compute(x) -> str:
@@ -82,6 +83,19 @@ def pretty_as_str(self, printer, cycle) -> None:
     dataclass repr instead: raw fields, without "converged" or the recommendation's sentence, and the
     decision's table cut to "..." columns. repr() itself stays the dataclass's, for debugging."""
     printer.text(str(self))
+
+
+def name_of(value) -> str:
+    """A run's or recipe's name as text: a whole-number float is named as the number it holds, '3' for
+    3.0 (a run_id column read as floats, because of a NaN elsewhere or another tool's float dtype,
+    named run 3 '3.0' in every table and message); anything else is its str(), so a name written as
+    text stays exactly as written ('3.0' in a CSV is '3.0'). Beyond 2**53 a float's digits are not
+    the ones written, and it keeps its short form."""
+    if isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral):
+        number = float(value)
+        if math.isfinite(number) and number.is_integer() and abs(number) < 2**53:
+            return str(int(number))
+    return str(value)
 
 
 def names_shown(names, most: int) -> str:

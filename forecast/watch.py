@@ -65,7 +65,7 @@ from .early_stop import (
     recommend_runs,
     reference_rows,
 )
-from .formatting import fmt_compute
+from .formatting import fmt_compute, name_of
 from .io import atomic_write_json, resource_error_message
 
 __all__ = ["WatchState", "scan_runs", "planned_budget", "advise_table", "poll", "watch", "DEFAULT_OUT_NAME",
@@ -127,11 +127,11 @@ def scan_runs(runs_dir) -> tuple[pd.DataFrame, dict[str, Path], dict[Path, RunDa
             unreadable[log] = err  # a bad line that is not a write in progress: the user's to fix
             continue
         frames.append(frame)
-        for run in frame["run_id"].astype(str).unique():
+        for run in frame["run_id"].map(name_of).unique():  # named as load_runs names it: run 3.0 is '3'
             folders[run] = log.parent
     table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     if len(table):
-        table["run_id"] = table["run_id"].astype(str)
+        table["run_id"] = table["run_id"].map(name_of).astype(str)
     return table, folders, unreadable
 
 

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from forecast.data import RunDataError, load_runs, validate_runs
+from forecast.forecaster import as_name
 
 
 def good_table():
@@ -372,6 +373,24 @@ def test_a_csv_keeps_run_and_recipe_names_as_written(tmp_path):
     path.write_text("run_id,recipe,compute,metric\n001,1e-3,10,0.3\n001,1e-3,20,0.35\n1,5e-4,10,0.3\n1,5e-4,20,0.33\n")
     runs = load_runs(path)
     assert set(runs["run_id"]) == {"001", "1"} and set(runs["recipe"]) == {"1e-3", "5e-4"}
+
+
+def test_run_ids_held_as_whole_number_floats_are_named_as_the_numbers_they_are(tmp_path):
+    """A run_id column of floats (a NaN elsewhere, or a float dtype from another tool) named run 3.0
+    '3.0' in every table and message; a whole value is named '3'. Names written as text stay as written."""
+    frame = pd.DataFrame({"run_id": [3.0] * 3 + [4.5] * 3, "recipe": [1.0] * 6, "compute": [1.0, 2.0, 4.0] * 2,
+                          "metric": [0.1, 0.2, 0.3, 0.1, 0.2, 0.3]})
+    runs = validate_runs(frame)
+    assert set(runs["run_id"]) == {"3", "4.5"} and set(runs["recipe"]) == {"1"}
+    with pytest.raises(RunDataError, match="run '3', row 2"):
+        validate_runs(frame.assign(metric=[0.1, 1.5, 0.3, 0.1, 0.2, 0.3]))
+    path = tmp_path / "runs.parquet"
+    frame.astype({"run_id": "float32"}).to_parquet(path)
+    assert set(load_runs(path)["run_id"]) == {"3", "4.5"}
+    text = pd.DataFrame({"run_id": ["3.0"] * 2, "recipe": ["r"] * 2, "compute": [1.0, 2.0], "metric": [0.1, 0.2]})
+    assert set(validate_runs(text)["run_id"]) == {"3.0"}
+    # asked for by the number, a run is found under the name the table gave it
+    assert (as_name(3.0, "run_id"), as_name(np.float32(4.0)), as_name(4.5), as_name("3.0")) == ("3", "4", "4.5", "3.0")
 
 
 def test_a_table_with_run_id_as_its_index_is_read_as_a_parquet_file_with_it_is():

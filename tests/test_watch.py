@@ -13,6 +13,7 @@ import shutil
 import pytest
 
 from forecast.cli import main
+from forecast.data import load_runs
 from forecast.early_stop import EarlyStopConfig, Recommendation
 from forecast.watch import WatchState, planned_budget, poll, scan_runs, watch
 
@@ -102,6 +103,18 @@ def test_runs_in_warmup_and_finished_runs(sweep):
     new = poll(sweep, state, config=EarlyStopConfig(min_evals=4), budget=1e4, advisor=advisor)
     assert [(r.run_id, r.rule) for r in new] == [("good-s0", "warmup")]
     assert advisor.calls == []  # nobody to advise yet: no fit
+
+
+def test_a_log_whose_run_id_is_a_whole_number_float_names_the_run_as_load_runs_does(tmp_path):
+    """Another tool's log with "run_id": 3.0 was watched as run '3.0', while `forecast report` on the
+    same folder (load_runs) named it '3': the two surfaces named one run two ways."""
+    (tmp_path / "r3").mkdir()
+    for i in range(2):
+        append(tmp_path / "r3" / "evals.jsonl", json.dumps({"run_id": 3.0, "recipe": "a", "compute": 100.0 * (i + 1),
+                                                            "metric": 0.2}) + "\n")
+    table, folders, unreadable = scan_runs(tmp_path)
+    assert not unreadable and set(table["run_id"]) == {"3"} and folders == {"3": tmp_path / "r3"}
+    assert set(load_runs(tmp_path)["run_id"]) == {"3"}
 
 
 def test_budget_from_the_run_config(sweep):
