@@ -28,6 +28,7 @@ import pandas as pd
 
 from .data import FAR_BEYOND_DATA, UNSPECIFIED_UNIT, warn_if_far_from_data
 from .formatting import (
+    fixed,
     fmt_compute,
     name_of,
     pretty_as_str,
@@ -260,7 +261,7 @@ def _told_apart(likelier: float, other: float) -> tuple[str, str]:
     first, second = prob_is(likelier), prob_is(other)
     if first != second or not first.startswith("=") or likelier == other:
         return first, second
-    return told_apart(likelier, other, lambda value, digits: f"= {value:.{digits}f}", (3, 4, 5))
+    return told_apart(likelier, other, lambda value, digits: f"= {fixed(value, digits)}", (3, 4, 5))
 
 
 LEVEL_NAMED = 3  # recipes level with the runner-up named in the sentence; the table holds the rest

@@ -7,8 +7,9 @@ import difflib
 import math
 import numbers
 import re
+from decimal import ROUND_HALF_UP, Context, Decimal, InvalidOperation
 
-__all__ = ["fmt_compute", "fmt_prob", "prob_is", "shown_so_it_reads_true", "pretty_as_str",
+__all__ = ["fmt_compute", "fmt_prob", "fixed", "prob_is", "shown_so_it_reads_true", "pretty_as_str",
            "names_shown", "unknown_name_message", "name_of"]
 
 
@@ -26,6 +27,21 @@ def fmt_compute(x) -> str:
     return re.sub(r"e\+?(-?)0*(\d)", r"e\1\2", f"{x:.3g}")  # 3 digits: a budget of 1.25e7 keeps its 5
 
 
+def fixed(value: float, digits: int) -> str:
+    """`value` with `digits` decimals, a tie rounded up as the number is written (its shortest repr):
+    a share of 129 draws in 600 is 0.215, which a table prints so and f"{0.215:.2f}" gives as '0.21'
+    (the float lies just below 0.215); here it is '0.22', as a reader of the table rounds it. One
+    rule for every probability shown in decimals, so a sentence and the table beside it agree."""
+    value = float(value)
+    if not math.isfinite(value):
+        return f"{value:.{digits}f}"
+    try:
+        exact = Decimal(repr(value)).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP, context=Context(prec=60))
+    except InvalidOperation:  # more digits than 60 (a huge value): the float's own rounding
+        return f"{value:.{digits}f}"
+    return format(exact, "f")
+
+
 def fmt_prob(p) -> str:
     """A probability in two decimals, where two decimals would round a small share of draws to 0.00
     or a large one to 1.00: '<0.01' and '>0.99'. Only a share of exactly none or all of the
@@ -34,9 +50,9 @@ def fmt_prob(p) -> str:
         return "–"
     if 0 < p < 0.005:
         return "<0.01"
-    if 0.995 < p < 1:
+    if 0.995 <= p < 1:  # 0.995 rounds up to 1.00, which is all of the draws
         return ">0.99"
-    return f"{p:.2f}"
+    return fixed(p, 2)
 
 
 def prob_is(p) -> str:
@@ -64,7 +80,7 @@ def shown_so_it_reads_true(value: float, reads_true, digits: int) -> str:
     it to read true: reads_true(the printed number). R-hat 1.0104 against a limit of 1.01 is
     '1.0104 (> 1.01)', not '1.010 (> 1.01)'; a probability 0.097 against 0.1 is '0.097 < 0.1'."""
     for more in range(4):
-        text = f"{value:.{digits + more}f}"
+        text = fixed(value, digits + more)
         if reads_true(float(text)):
             return text
     # a value a rounding error from its threshold (0.0019999999999999996 against 0.002): 6

@@ -339,6 +339,28 @@ def test_a_small_probability_reads_as_the_report_table_prints_it(rng):
     assert fmt_prob(0.003) == "<0.01" and fmt_prob(0.997) == ">0.99" and fmt_prob(0.0) == "0.00"
 
 
+def test_a_share_of_draws_on_a_rounding_tie_reads_in_two_decimals_as_its_longer_form_rounds():
+    """129 of 600 draws at the target: decide's table and summary.json say p_target 0.215 and p_reach
+    0.495, and the sentence under the table and the report's page said 0.21 and 0.49 (the binary
+    value of 0.215 lies just below it, and f"{p:.2f}" rounds that), where a reader of the table
+    rounds to 0.22 and 0.50. Every two-decimal probability is now rounded as it is written."""
+    from forecast.early_stop import _probability_against
+    from forecast.formatting import fmt_prob, shown_so_it_reads_true
+
+    a = np.r_[np.full(129, 0.65), np.full(471, 0.55)]  # P(>= 0.6) = 129/600 = 0.215
+    b = np.full(600, 0.50)
+    table = rank_recipes({"a": a, "b": b}, target=0.6, budget=1e4,
+                         compute_to_target={"a": np.r_[np.full(297, 5e3), np.full(303, np.inf)], "b": np.full(600, np.inf)})
+    row = table.set_index("recipe").loc["a"]
+    assert (f"{row.p_target:.4g}", f"{row.p_reach_ever:.4g}") == ("0.215", "0.495")  # decide's table
+    text = recommend_text(table, budget=1e4, target=0.6)
+    assert "P(>= 0.6 at this budget) = 0.22 for 'a'" in text and "P(ever reaches it) = 0.50" in text
+    assert (fmt_prob(0.215), fmt_prob(0.495), fmt_prob(0.125), fmt_prob(0.2149)) == ("0.22", "0.50", "0.13", "0.21")
+    assert (fmt_prob(0.005), fmt_prob(0.995), fmt_prob(1.0)) == ("0.01", ">0.99", "1.00")  # 1.00 is all of the draws
+    assert shown_so_it_reads_true(0.215, lambda v: v > 0.2, 2) == "0.22"
+    assert _probability_against(0.215, 0.1, False) == "= 0.22 >= 0.1"  # a run's stop advice, as the page
+
+
 def test_a_target_no_recipe_reaches_at_the_budget_is_said_first(rng):
     draws = {"a": rng.normal(0.60, 0.01, 4000), "b": rng.normal(0.55, 0.01, 4000)}
     text = recommend_text(rank_recipes(draws, target=0.7, budget=1e4), budget=1e4, target=0.7)
@@ -364,9 +386,9 @@ def test_the_likeliest_other_winner_and_the_runner_up_are_printed_apart(rng):
     draws = {"a": rng.normal(0.62, 0.02, 2000), "b": rng.normal(0.61, 0.001, 2000), "c": rng.normal(0.55, 0.08, 2000)}
     table = rank_recipes(draws, budget=1.0)
     assert list(table["recipe"]) == ["a", "b", "c"]
-    table["p_best"] = [0.757, 0.118, 0.125]
+    table["p_best"] = [0.758, 0.118, 0.124]  # 0.125 is 0.13 in two decimals (a tie rounds up), 0.124 is 0.12
     text = recommend_text(table, budget=1.0)
-    assert "(the likeliest other winner, P(best) = 0.125)" in text and "P(best) = 0.118." in text
+    assert "(the likeliest other winner, P(best) = 0.124)" in text and "P(best) = 0.118." in text
 
 
 def test_a_decision_table_writes_compute_as_its_recommendation_does(rng):
