@@ -490,7 +490,8 @@ def run_predict(args) -> int:
     else:
         from .formatting import fmt_compute
 
-        # compute as decide, report and watch write it: 4.08e12, not 4.08e+12
+        # compute as decide, report and watch write it: 4.08e12, not 4.08e+12, in the unit decide's table names
+        print(f"compute in {fc.compute_unit}")
         print(table.to_string(index=False, float_format="%.4g", formatters={"compute": fmt_compute}))
     return EXIT_OK
 

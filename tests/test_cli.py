@@ -56,6 +56,17 @@ def test_predict_table_writes_compute_as_every_other_command_does(fit_dir, capsy
     assert " 1.5e6 " in out and "20,000" in out and "e+" not in out
 
 
+def test_predict_table_names_its_compute_unit_as_decide_does(fit_dir, capsys):
+    """`forecast predict` printed compute 4e12 with no unit, where fit, decide and report name it
+    (decide's table opens with "compute in flops"): a forecast pasted alone read in no unit."""
+    unit = json.loads((fit_dir / "fit" / "summary.json").read_text())["compute_unit"]
+    assert main(["predict", str(fit_dir / "fit"), "--compute", "2e4", "--recipe", "scalerl_8b"]) == 0
+    predicted = capsys.readouterr().out.splitlines()
+    assert main(["decide", str(fit_dir / "fit"), "--budget", "2e4"]) == 0
+    decided = capsys.readouterr().out.splitlines()
+    assert predicted[0] == decided[0] == f"compute in {unit}"
+
+
 @pytest.mark.parametrize(
     "argv, message",
     [
