@@ -9,7 +9,7 @@ import numbers
 import re
 from decimal import ROUND_HALF_UP, Context, Decimal, InvalidOperation
 
-__all__ = ["fmt_compute", "fmt_prob", "fixed", "prob_is", "shown_so_it_reads_true", "pretty_as_str",
+__all__ = ["fmt_compute", "fmt_prob", "fixed", "prob_is", "shown_so_it_reads_true", "shown_against_limit", "pretty_as_str",
            "names_shown", "unknown_name_message", "name_of"]
 
 
@@ -91,6 +91,22 @@ def shown_so_it_reads_true(value: float, reads_true, digits: int) -> str:
         if reads_true(float(text)):
             return text
     return f"{value:.6g}"
+
+
+def shown_against_limit(value: float, limit: float, digits: int, *, bad_above: bool) -> str:
+    """A diagnostic (R-hat, ESS) with `digits` decimals, or as many more as it takes to read on the
+    side of `limit` it lies on: R-hat 1.0104 against 1.01 is '1.0104', not '1.010', and bulk ESS
+    149.6 against 150 is '149.6', not '150'. The one rendering for the status line, the report's
+    diagnostics table and the problems listed under them, which said two values for one number."""
+    value = float(value)
+    if not math.isfinite(value):
+        return f"{value:.{digits}f}"
+
+    def beyond(number):
+        return number > limit if bad_above else number < limit
+
+    flagged = beyond(value)
+    return shown_so_it_reads_true(value, lambda shown: beyond(shown) == flagged, digits)
 
 
 def pretty_as_str(self, printer, cycle) -> None:

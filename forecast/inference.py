@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from .formatting import pretty_as_str, shown_so_it_reads_true
+from .formatting import pretty_as_str, shown_against_limit, shown_so_it_reads_true
 
 __all__ = ["SamplerSettings", "sample_model", "convergence_report", "ConvergenceReport"]
 
@@ -311,6 +311,14 @@ class ConvergenceReport:
         ess_ok = self.min_ess_bulk >= self.ess_limit and self.min_ess_tail >= self.ess_limit
         return self.max_rhat <= self.rhat_limit and self.divergences == 0 and ess_ok and reweight_ok
 
+    def rhat_shown(self) -> str:
+        """max R-hat as every line shows it: '1.0104' against 1.01, not '1.010' (shown_against_limit)."""
+        return shown_against_limit(self.max_rhat, self.rhat_limit, 3, bad_above=True)
+
+    def ess_shown(self, ess: float) -> str:
+        """An ESS as every line shows it: '149.6' against 150, not '150' (shown_against_limit)."""
+        return shown_against_limit(ess, self.ess_limit, 0, bad_above=False)
+
     def problems(self) -> list[str]:
         out = []
         # too few draws a chain (fewer than 4) for R-hat or ESS: NaN, which no limit below catches
@@ -319,17 +327,14 @@ class ConvergenceReport:
         if missing:
             out.append(f"{' and '.join(missing)} could not be computed from {self.n_draws} draws: too few to judge convergence")
         if self.max_rhat > self.rhat_limit:
-            rhat = shown_so_it_reads_true(self.max_rhat, lambda shown: shown > self.rhat_limit, 3)
-            out.append(f"R-hat up to {rhat} (> {self.rhat_limit}): chains disagree")
+            out.append(f"R-hat up to {self.rhat_shown()} (> {self.rhat_limit}): chains disagree")
         if self.divergences:
             transitions = "transition" if self.divergences == 1 else "transitions"
             out.append(f"{self.divergences} divergent {transitions}: the posterior geometry was not explored reliably")
         if self.min_ess_bulk < self.ess_limit:
-            ess = shown_so_it_reads_true(self.min_ess_bulk, lambda shown: shown < self.ess_limit, 0)
-            out.append(f"bulk ESS as low as {ess} (< {self.ess_limit:.0f}): intervals are noisy")
+            out.append(f"bulk ESS as low as {self.ess_shown(self.min_ess_bulk)} (< {self.ess_limit:.0f}): intervals are noisy")
         if self.min_ess_tail < self.ess_limit:  # the 5% and 95% quantiles are what every interval reports
-            ess = shown_so_it_reads_true(self.min_ess_tail, lambda shown: shown < self.ess_limit, 0)
-            out.append(f"tail ESS as low as {ess} (< {self.ess_limit:.0f}): the 5% and 95% quantiles are noisy")
+            out.append(f"tail ESS as low as {self.ess_shown(self.min_ess_tail)} (< {self.ess_limit:.0f}): the 5% and 95% quantiles are noisy")
         if self.pareto_k is not None and self.pareto_k > self.pareto_k_limit:
             k = shown_so_it_reads_true(self.pareto_k, lambda shown: shown > self.pareto_k_limit, 2)
             out.append(f"Pareto k {k} (> {self.pareto_k_limit}): the new data moved the posterior too far to reweight")
@@ -348,8 +353,8 @@ class ConvergenceReport:
     def __str__(self) -> str:
         status = "converged" if self.converged else "NOT CONVERGED"
         head = (
-            f"{status}: max R-hat {self.max_rhat:.3f}, min bulk ESS {self.min_ess_bulk:.0f}, "
-            f"min tail ESS {self.min_ess_tail:.0f}, divergences {self.divergences} ({self.n_draws} draws)"
+            f"{status}: max R-hat {self.rhat_shown()}, min bulk ESS {self.ess_shown(self.min_ess_bulk)}, "
+            f"min tail ESS {self.ess_shown(self.min_ess_tail)}, divergences {self.divergences} ({self.n_draws} draws)"
         )
         if self.pareto_k is not None:
             head += f"; reweighted: Pareto k {self.pareto_k:.2f}, efficiency {self.reweight_efficiency:.0%}"

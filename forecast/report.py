@@ -35,7 +35,7 @@ import pandas as pd
 
 from . import __version__
 from .data import FarFromDataWarning
-from .formatting import fmt_compute, fmt_prob, names_shown, prob_is
+from .formatting import fmt_compute, fmt_prob, names_shown, prob_is, shown_against_limit
 from .io import atomic_write_text, json_safe
 
 __all__ = [
@@ -1024,10 +1024,12 @@ def diagnostics_html(d: dict) -> str:
     status = '<span class="chip ok">converged</span>' if d.get("converged") else '<span class="chip bad">NOT CONVERGED</span>'
     rows = [
         ("status", None),
-        ("max R-hat", f"{d['max_rhat']:.3f} (limit {d['rhat_limit']})"),
+        # as the status line and the problems under the table show them: 1.0104, not 1.010, against 1.01
+        ("max R-hat", f"{shown_against_limit(d['max_rhat'], d['rhat_limit'], 3, bad_above=True)} (limit {d['rhat_limit']})"),
         # the limit scales with the chains' length (inference.default_ess_limit)
-        ("min bulk ESS", f"{d['min_ess_bulk']:.0f} (limit {d['ess_limit']:.0f}: 100 per chain, for short chains a quarter of the draws but at least 100)"),
-        ("min tail ESS", f"{d['min_ess_tail']:.0f} (the same limit)"),
+        ("min bulk ESS", f"{shown_against_limit(d['min_ess_bulk'], d['ess_limit'], 0, bad_above=False)} "
+                         f"(limit {d['ess_limit']:.0f}: 100 per chain, for short chains a quarter of the draws but at least 100)"),
+        ("min tail ESS", f"{shown_against_limit(d['min_ess_tail'], d['ess_limit'], 0, bad_above=False)} (the same limit)"),
         ("divergent transitions", f"{d['divergences']}"),
         ("posterior draws", f"{d['n_draws']}"),
     ]

@@ -93,6 +93,26 @@ def test_diagnostics_name_the_sampler_tries_only_when_there_were_several():
     assert "sampler tries" in html and "non-centred (kept)" in html
 
 
+def test_diagnostics_show_r_hat_and_ess_as_their_problems_do():
+    """R-hat 1.0104 and bulk ESS 149.6 against limits of 1.01 and 150: the page's diagnostics table and
+    `forecast fit`'s header line said "max R-hat 1.010 (limit 1.01)" and "min bulk ESS 150", under a
+    NOT CONVERGED status and beside the problems "R-hat up to 1.0104 (> 1.01)" and "bulk ESS as low
+    as 149.6 (< 150)": one number, two values. Every surface now writes it as the problems do."""
+    from forecast.inference import ConvergenceReport
+
+    report = ConvergenceReport(max_rhat=1.0104, min_ess_bulk=149.6, min_ess_tail=150.4, divergences=0, n_draws=600,
+                               ess_limit=150.0)
+    head = str(report).splitlines()[0]
+    assert "max R-hat 1.0104," in head and "min bulk ESS 149.6," in head and "min tail ESS 150," in head
+    problems = " ".join(report.problems())
+    assert "R-hat up to 1.0104 (> 1.01)" in problems and "bulk ESS as low as 149.6 (< 150)" in problems
+    html = rp.diagnostics_html(report.to_dict())
+    assert "1.0104 (limit 1.01)" in html and "149.6 (limit 150:" in html and "150 (the same limit)" in html
+    fine = ConvergenceReport(max_rhat=1.0096, min_ess_bulk=150.4, min_ess_tail=900.0, divergences=0, n_draws=600,
+                             ess_limit=150.0)
+    assert "max R-hat 1.010," in str(fine) and "1.010 (limit 1.01)" in rp.diagnostics_html(fine.to_dict())  # not above it
+
+
 def test_split_sentences_keeps_numbers_whole():
     text = "Scale 'a': expected 0.693 (90% interval 0.645-0.739), P(best) = 0.89. Runner-up 'b': 6.4e+04 gpu_hours. P(>= 0.6) = 0.9."
     assert rp.split_sentences(text) == [
