@@ -30,6 +30,7 @@ from .data import FAR_BEYOND_DATA, UNSPECIFIED_UNIT, warn_if_far_from_data
 from .formatting import (
     fixed,
     fmt_compute,
+    fmt_p_reach,
     name_of,
     pretty_as_str,
     prob_is,
@@ -397,7 +398,7 @@ def recommend_text(table: pd.DataFrame, *, budget: float, target: float | None =
             sentence += (
                 f"; compute to reach {target:g}: {median} "
                 f"(90% interval {_fmt(top.compute_q05)}-{_fmt(top.compute_q95)}; "
-                f"P(ever reaches it) {prob_is(top.p_reach_ever)})"
+                f"P(ever reaches it) {prob_is(top.p_reach_ever, fmt_p_reach(top.p_reach_ever))})"
             )
         if _falls_below_target(top):
             # not the wander-and-widening disagreement below: the curve itself goes down

@@ -9,7 +9,7 @@ import numbers
 import re
 from decimal import ROUND_HALF_UP, Context, Decimal, InvalidOperation
 
-__all__ = ["fmt_compute", "fmt_prob", "fixed", "prob_is", "shown_so_it_reads_true", "shown_against_limit", "pretty_as_str",
+__all__ = ["fmt_compute", "fmt_prob", "fmt_p_reach", "fixed", "prob_is", "shown_so_it_reads_true", "shown_against_limit", "pretty_as_str",
            "names_shown", "unknown_name_message", "name_of"]
 
 
@@ -55,10 +55,21 @@ def fmt_prob(p) -> str:
     return fixed(p, 2)
 
 
-def prob_is(p) -> str:
-    """The comparison that completes 'P(best) ...' in a sentence: '= 0.46', '< 0.01', '> 0.99', so
-    the recommendation and the table under it print the same probability the same way."""
+def fmt_p_reach(p) -> str:
+    """P(the curve ever reaches the target) as fmt_prob writes it, on the side of one half it lies on:
+    the median compute to the target is 'never' exactly when fewer than half of the draws reach it,
+    and beside that 'never' 297 draws in 600 read '0.50'; it is '0.495', as many digits as it takes."""
     text = fmt_prob(p)
+    if text[0].isdigit() and p < 0.5 <= float(text):
+        return shown_so_it_reads_true(p, lambda shown: shown < 0.5, 2)
+    return text
+
+
+def prob_is(p, text: str | None = None) -> str:
+    """The comparison that completes 'P(best) ...' in a sentence: '= 0.46', '< 0.01', '> 0.99', so
+    the recommendation and the table under it print the same probability the same way. `text`: the
+    probability as written already (fmt_p_reach's), else fmt_prob's."""
+    text = fmt_prob(p) if text is None else text
     if text[0] in "<>":
         return f"{text[0]} {text[1:]}"
     return f"= {text}"

@@ -35,7 +35,14 @@ import pandas as pd
 
 from . import __version__
 from .data import FarFromDataWarning
-from .formatting import fmt_compute, fmt_prob, names_shown, prob_is, shown_against_limit
+from .formatting import (
+    fmt_compute,
+    fmt_p_reach,
+    fmt_prob,
+    names_shown,
+    prob_is,
+    shown_against_limit,
+)
 from .io import atomic_write_text, json_safe
 
 __all__ = [
@@ -864,7 +871,7 @@ def compute_to_target_html(table: pd.DataFrame, budget: float, unit: str, target
             "q50": fmt_compute(r["c_target_q50"]),
             "q05": fmt_compute(r["c_target_q05"]),
             "q95": fmt_compute(r["c_target_q95"]),
-            "p_reach": fmt_prob(r["p_reach"]),
+            "p_reach": fmt_p_reach(r["p_reach"]),  # beside a median of never, below one half
             "p_target": fmt_prob(r["p_target"]),
         }
         for _, r in ranked.iterrows()

@@ -350,15 +350,34 @@ def test_a_share_of_draws_on_a_rounding_tie_reads_in_two_decimals_as_its_longer_
     a = np.r_[np.full(129, 0.65), np.full(471, 0.55)]  # P(>= 0.6) = 129/600 = 0.215
     b = np.full(600, 0.50)
     table = rank_recipes({"a": a, "b": b}, target=0.6, budget=1e4,
-                         compute_to_target={"a": np.r_[np.full(297, 5e3), np.full(303, np.inf)], "b": np.full(600, np.inf)})
+                         compute_to_target={"a": np.r_[np.full(375, 5e3), np.full(225, np.inf)], "b": np.full(600, np.inf)})
     row = table.set_index("recipe").loc["a"]
-    assert (f"{row.p_target:.4g}", f"{row.p_reach_ever:.4g}") == ("0.215", "0.495")  # decide's table
+    assert (f"{row.p_target:.4g}", f"{row.p_reach_ever:.4g}") == ("0.215", "0.625")  # decide's table
     text = recommend_text(table, budget=1e4, target=0.6)
-    assert "P(>= 0.6 at this budget) = 0.22 for 'a'" in text and "P(ever reaches it) = 0.50" in text
+    assert "P(>= 0.6 at this budget) = 0.22 for 'a'" in text and "P(ever reaches it) = 0.63" in text
     assert (fmt_prob(0.215), fmt_prob(0.495), fmt_prob(0.125), fmt_prob(0.2149)) == ("0.22", "0.50", "0.13", "0.21")
     assert (fmt_prob(0.005), fmt_prob(0.995), fmt_prob(1.0)) == ("0.01", ">0.99", "1.00")  # 1.00 is all of the draws
     assert shown_so_it_reads_true(0.215, lambda v: v > 0.2, 2) == "0.22"
     assert _probability_against(0.215, 0.1, False) == "= 0.22 >= 0.1"  # a run's stop advice, as the page
+
+
+def test_p_ever_reaches_reads_below_one_half_beside_a_median_of_never():
+    """297 of 600 draws reach the target: the median compute is never, and the sentence beside it said
+    "P(ever reaches it) = 0.50" (as did the report's compute-to-target table beside its 'never'): fewer
+    than half of the draws reaching it reads as half. It is 0.495 there, as many digits as it takes."""
+    from forecast.report import compute_to_target_html
+
+    a = np.r_[np.full(129, 0.65), np.full(471, 0.55)]
+    reach = np.r_[np.full(297, 5e3), np.full(303, np.inf)]
+    table = rank_recipes({"a": a, "b": np.full(600, 0.5)}, target=0.6, budget=1e4,
+                         compute_to_target={"a": reach, "b": np.r_[np.full(300, 5e3), np.full(300, np.inf)]})
+    assert not np.isfinite(table.set_index("recipe").loc["a", "compute_q50"])
+    assert "never, in the median draw (90% interval 5,000-never; P(ever reaches it) = 0.495)" in recommend_text(
+        table, budget=1e4, target=0.6)
+    page = pd.DataFrame({"recipe": ["a", "b"], "c_target_q50": [np.inf, 5e3], "c_target_q05": [5e3, 5e3],
+                         "c_target_q95": [np.inf, np.inf], "p_reach": [297 / 600, 0.5], "p_target": [0.215, 0.2]})
+    html = compute_to_target_html(page, 1e4, "flops", 0.6)
+    assert ">0.495<" in html and ">0.50<" in html  # exactly half reach it: the median is finite, and 0.50 stands
 
 
 def test_a_target_no_recipe_reaches_at_the_budget_is_said_first(rng):
