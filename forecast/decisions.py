@@ -204,6 +204,13 @@ _fmt = fmt_compute  # 38,400 or 3.2e15, "never" for inf: as the report prints co
 COMPUTE_COLUMNS = ("budget", "compute_q05", "compute_q50", "compute_q95", "compute_per_run")  # written with _fmt
 
 
+def _compute_interval(low, high) -> str:
+    """A compute interval in words; 'never-never' (at least 95% of draws never reach it) reads as one never."""
+    if not np.isfinite(low) and not np.isfinite(high):
+        return "90% interval: never"
+    return f"90% interval {_fmt(low)}-{_fmt(high)}"
+
+
 UNLIKELY_TARGET_P = 0.05  # below this P(>= target at the budget) for every recipe, none is said to reach it
 
 
@@ -397,7 +404,7 @@ def recommend_text(table: pd.DataFrame, *, budget: float, target: float | None =
                            "curve's extrapolation, not something the data show")
             sentence += (
                 f"; compute to reach {target:g}: {median} "
-                f"(90% interval {_fmt(top.compute_q05)}-{_fmt(top.compute_q95)}; "
+                f"({_compute_interval(top.compute_q05, top.compute_q95)}; "
                 f"P(ever reaches it) {prob_is(top.p_reach_ever, fmt_p_reach(top.p_reach_ever))})"
             )
         if _falls_below_target(top):

@@ -712,3 +712,14 @@ def test_a_single_recipe_is_not_said_to_be_best_with_certainty(rng):
                            f"compute units a new run of 'a' is expected to reach {top.expected:.3f} "
                            f"(90% interval {top.q05:.3f}-{top.q95:.3f}).")
     assert "P(best) = 1.00" not in text and "Scale 'a'" not in text
+
+
+def test_a_compute_interval_of_never_to_never_reads_as_one_never():
+    """Fewer than 5% of draws reach the target: the sentence said '(90% interval never-never; ...'."""
+    a = np.full(600, 0.55)
+    table = rank_recipes({"a": a, "b": np.full(600, 0.5)}, target=0.6, budget=1e4,
+                         compute_to_target={"a": np.r_[np.full(20, 5e3), np.full(580, np.inf)],
+                                            "b": np.full(600, np.inf)})
+    text = recommend_text(table, budget=1e4, target=0.6)
+    assert "never-never" not in text
+    assert "never, in the median draw (90% interval: never; P(ever reaches it) = 0.03)" in text
