@@ -530,7 +530,8 @@ def validate_runs(frame: pd.DataFrame, *, source=None, min_points: int = 2) -> p
 
     Raises RunDataError naming the file, column, run and row of the first problem found (two
     values of compute_unit in one table among them). Its warnings (n_eval missing on some rows,
-    runs' compute over 1000x apart, runs of one recipe that differ in a recipe setting) are said
+    runs' compute over 1000x apart, runs of one recipe that differ in a recipe setting, a metric that
+    falls with compute in most runs) are said
     once per table: a table this function returned, unchanged since, is checked again in silence
     (load_runs, then fit).
     """
@@ -759,6 +760,7 @@ def _checked_runs(frame: pd.DataFrame, *, source, min_points: int) -> pd.DataFra
         )
 
     frame = frame.sort_values(["recipe", "run_id", "compute"], kind="stable").reset_index(drop=True)
+    _warn_if_the_metric_falls_with_compute(frame, src)
     frame.attrs["source"] = str(src) if src is not None else None
     return frame
 
@@ -930,6 +932,66 @@ def _warn_if_a_recipe_mixes_settings(frame: pd.DataFrame) -> None:
                 "recipe's forecast mixes the two settings; give each setting its own recipe name",
                 source=source, column=column)), UserWarning, stacklevel=4)
             return
+
+
+# A run is read as falling when the mean of its last quarter of evaluations (at least FALL_MIN_POINTS)
+# lies FALL_STANDARD_ERRORS standard errors of that difference below the mean of its first quarter, and
+# at least FALL_MIN_DROP below it; runs with fewer than FALL_MIN_EVALS evaluations are not judged. On the
+# shipped sweeps, synthetic sweeps (the "messy" ones whose pass rate erodes late among them) and their
+# early parts, run by run, no run of a rising sweep was read as falling, while most runs of a copy with
+# 1 - metric were (tests/test_data.py).
+FALL_STANDARD_ERRORS = 3.0
+FALL_MIN_DROP = 0.02
+FALL_MIN_POINTS = 2
+FALL_MIN_EVALS = 6
+
+
+def _evaluation_noise(frame: pd.DataFrame, metrics: list[np.ndarray]) -> float:
+    """The sd of one evaluation: the median over runs of the robust spread of successive differences
+    about their median (MAD / 0.6745 / sqrt 2: a curve's steady climb or fall is not noise), and no less
+    than the binomial sd the table's n_eval gives (a short run's few differences can read it low)."""
+    spreads = []
+    for m in metrics:
+        steps = np.diff(m)
+        spreads.append(np.median(np.abs(steps - np.median(steps))) / 0.6745 / np.sqrt(2))
+    noise = float(np.median(spreads)) if spreads else 0.0
+    if "n_eval" in frame.columns and frame["n_eval"].notna().any():
+        rate = frame["metric"].clip(0.01, 0.99)
+        noise = max(noise, float(np.nanmedian(np.sqrt(rate * (1 - rate) / frame["n_eval"]))))
+    return noise
+
+
+def runs_whose_metric_falls(frame: pd.DataFrame) -> tuple[list, int]:
+    """(the runs whose metric clearly falls from their first evaluations to their last, the number of
+    runs judged: those with at least FALL_MIN_EVALS evaluations)."""
+    metrics = {run: group.sort_values("compute")["metric"].to_numpy(dtype=float)
+               for run, group in frame.groupby("run_id", sort=False)}
+    judged = {run: m for run, m in metrics.items() if len(m) >= FALL_MIN_EVALS}
+    noise = _evaluation_noise(frame, list(judged.values()))
+    falling = []
+    for run, m in judged.items():
+        k = max(FALL_MIN_POINTS, len(m) // 4)
+        standard_error = noise * np.sqrt(2 / k)  # of a difference of two means of k evaluations
+        if m[:k].mean() - m[-k:].mean() > max(FALL_STANDARD_ERRORS * standard_error, FALL_MIN_DROP):
+            falling.append(run)
+    return falling, len(judged)
+
+
+def _warn_if_the_metric_falls_with_compute(frame: pd.DataFrame, source) -> None:
+    """A warning when most runs' metric falls with compute: the curve is a rising sigmoid to an asymptote
+    (a pass rate), so a loss or an error rate is fitted all the same, and the recipe whose metric is the
+    highest (the worst loss) is called the best. Said, not refused: a sweep where most runs decline is
+    worth a look, whatever the metric."""
+    falling, judged = runs_whose_metric_falls(frame)
+    if not judged or 2 * len(falling) <= judged:
+        return
+    shown = ", ".join(f"'{run}'" for run in falling[:3]) + (f" and {len(falling) - 3} more" if len(falling) > 3 else "")
+    warnings.warn(str(RunDataError(
+        f"falls with compute in {len(falling)} of {judged} runs ({shown}: their last evaluations lie clearly below their "
+        "first). The forecast assumes a score in [0, 1] that rises with compute, higher being better (a pass rate), "
+        "and calls the recipe with the highest metric the best: a loss or an error rate is read upside down, its worst "
+        "recipe called the one to scale. Pass a score that rises: 1 - error rate (1 - loss, for a loss in [0, 1])",
+        source=source, column="metric")), UserWarning, stacklevel=4)
 
 
 def _require_compute_to_grow_with_step(frame: pd.DataFrame) -> None:

@@ -368,6 +368,44 @@ def test_the_gpu_sweep_loads_whole():
     assert runs["metric"].between(0, 1).all() and (runs["n_eval"] == 1200).all()
 
 
+def _falling_metric_warnings(table) -> list[str]:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        validate_runs(table)
+    return [str(w.message) for w in caught if "falls with compute" in str(w.message)]
+
+
+def test_a_metric_that_falls_with_compute_is_named_in_a_warning(tmp_path):
+    """The curve rises to an asymptote (a pass rate, higher is better): a loss or an error rate was fitted
+    without a word, and `decide` told to scale the recipe with the worst of it. A copy of the shipped
+    trainer sweep as 1 - pass rate is now read with a warning that says what the metric must be."""
+    runs = pd.read_csv(Path(__file__).resolve().parent.parent / "examples" / "trainer_sweep" / "runs.csv")
+    runs["metric"] = 1 - runs["metric"]
+    runs.to_csv(tmp_path / "error_rate.csv", index=False)
+    with pytest.warns(UserWarning, match=r"error_rate.csv, column 'metric': falls with compute in 21 of 21 runs "
+                                         r"\('cispo-s0', 'cispo-s1', 'cispo-s2' and 18 more.*rises with compute.*"
+                                         r"Pass a score that rises: 1 - error rate"):
+        load_runs(tmp_path / "error_rate.csv")
+
+
+def test_rising_sweeps_and_their_early_evaluations_say_nothing_of_a_falling_metric():
+    """No shipped table, no synthetic sweep (the messy ones, whose runs may decline late, among them), nor
+    the first evaluations of any of their runs read alone (a sweep in flight, the trainer's advisor on a
+    run of its own), is taken for a falling metric."""
+    from forecast.synthetic import simulate_sweep
+
+    examples = Path(__file__).resolve().parent.parent / "examples"
+    tables = [pd.read_csv(path) for path in sorted(examples.glob("*/*.csv"))]
+    tables += [simulate_sweep(rng=seed, messy_fraction=messy, n_eval=n_eval)
+               for seed in range(2) for messy in (0.0, 1.0) for n_eval in (16_000, 500)]
+    for table in tables:
+        assert _falling_metric_warnings(table) == []
+        first = table.sort_values("compute", kind="stable").groupby("run_id").head(8)
+        assert _falling_metric_warnings(first) == []
+        for _, run in list(first.groupby("run_id"))[:6]:
+            assert _falling_metric_warnings(run) == []
+
+
 def test_a_csv_keeps_run_and_recipe_names_as_written(tmp_path):
     path = tmp_path / "lr.csv"
     path.write_text("run_id,recipe,compute,metric\n001,1e-3,10,0.3\n001,1e-3,20,0.35\n1,5e-4,10,0.3\n1,5e-4,20,0.33\n")
