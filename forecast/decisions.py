@@ -667,10 +667,30 @@ def decide(fc, budget: float, *, target: float | None = None, recipes: Sequence[
     return ScaleDecision(table=table, recommendation=text, budget=budget, target=target, unit=fc.compute_unit)
 
 
+def ways_within_data(total: float, max_ways: int, smallest_compute: float) -> int:
+    """The most runs, up to max_ways, that `total` splits into with each run's compute (total / k) no
+    less than the data's smallest compute; 1 at least, whose own total is judged by the far-from-data
+    warning."""
+    return max([1, *(k for k in range(1, max_ways + 1) if total / k >= smallest_compute)])
+
+
+def left_out_ways_text(total: float, within: int, max_ways: int, smallest_compute: float,
+                       unit: str = UNSPECIFIED_UNIT) -> str:
+    """Why splits into more than `within` runs are not in the table."""
+    first = within + 1
+    which = f"A split into {first} runs is" if first == max_ways else f"Splits into {first} to {max_ways} runs are"
+    return (f"{which} left out: each run would get {_fmt(total / first)} {unit}{'' if first == max_ways else ' or less'}, below the "
+            f"smallest compute in the data ({_fmt(smallest_compute)} {unit}), where the forecast would extrapolate the "
+            "curves backwards, before any run's first evaluation.")
+
+
 def decide_split(fc, total: float, *, max_ways: int = 4, recipes: Sequence[str] | None = None) -> ScaleDecision:
     """One run at `total`, or k runs at total/k keeping the best? Decided on a fitted forecaster.
     A total more than 100x the data's largest compute (or below its smallest) gives a
-    FarFromDataWarning, as decide() does for its budget."""
+    FarFromDataWarning, as decide() does for its budget. Splits whose runs would each get less than
+    the data's smallest compute are left out (`extra["ways_left_out"]`), with a sentence in the
+    recommendation saying why: the forecast there is an extrapolation backwards, before any run's
+    first evaluation, and a plan should not rest on it."""
     total = _checked_budget(fc, total, "total")
     # "3" failed as a TypeError, 2.5 deep in range(), and True passed as one way
     if (isinstance(max_ways, bool) or not isinstance(max_ways, numbers.Integral)
@@ -679,6 +699,11 @@ def decide_split(fc, total: float, *, max_ways: int = 4, recipes: Sequence[str] 
     max_ways = int(max_ways)
     recipes = _checked_recipes(fc, recipes)
     warn_if_far_from_data([total], fc.runs_["compute"], unit=fc.compute_unit, name="total")
-    table = split_budget(lambda r, c, n: fc.sample_new_seeds(c, recipe=r, n_seeds=n), recipes, total, max_ways=max_ways)
+    smallest = float(fc.runs_["compute"].min())
+    within = ways_within_data(total, max_ways, smallest)
+    table = split_budget(lambda r, c, n: fc.sample_new_seeds(c, recipe=r, n_seeds=n), recipes, total, max_ways=within)
     text = recommend_split_text(table, total=total, unit=fc.compute_unit)
-    return ScaleDecision(table=table, recommendation=text, budget=total, unit=fc.compute_unit, extra={"mode": "split"})
+    if within < max_ways:
+        text += " " + left_out_ways_text(total, within, max_ways, smallest, fc.compute_unit)
+    return ScaleDecision(table=table, recommendation=text, budget=total, unit=fc.compute_unit,
+                         extra={"mode": "split", "ways_left_out": list(range(within + 1, max_ways + 1))})

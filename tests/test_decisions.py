@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -479,6 +480,49 @@ def test_a_budget_far_from_the_data_is_flagged_in_python_as_forecast_decide_flag
     below = _far_warnings(lambda: decide_split(fitted, smallest / 10, max_ways=2))
     assert len(below) == 1 and below[0].startswith("total ") and "below the smallest compute" in below[0]
     assert _far_warnings(lambda: decide(fitted, 4 * largest)) == []  # an ordinary plan says nothing
+
+
+class _HandMadeFit:
+    """What decide_split reads of a fit: its runs' compute and unit, its recipes, and draws of new seeds
+    (a curve that climbs with log compute, seeds spread about it)."""
+
+    compute_unit = "flops"
+    recipes = ["a", "b"]
+    runs_ = pd.DataFrame({"compute": [270.0, 1e3, 2e3]})
+
+    def sample_new_seeds(self, compute, *, recipe, n_seeds):
+        rng = np.random.default_rng(self.recipes.index(recipe))
+        return rng.normal(0.3 + 0.05 * np.log10(compute), 0.03, (500, n_seeds))
+
+
+def test_splits_whose_runs_fall_below_the_data_are_left_out_saying_why():
+    """decide --total 1e4 --max-ways 64 on data from 270 flops up split the total into runs of down to
+    156 flops, forecast before any run's first evaluation, and only the total was checked against the
+    data. Such splits are now left out, and the recommendation says which and why."""
+    from forecast.data import FarFromDataWarning
+
+    fc = _HandMadeFit()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FarFromDataWarning)  # the total itself lies within the data
+        split = decide_split(fc, 1e4, max_ways=64)
+    assert list(split.table["ways"]) == list(range(1, 38))  # 1e4 / 37 = 270.3; 1e4 / 38 = 263
+    assert split.table["compute_per_run"].min() >= 270
+    assert split.extra["ways_left_out"] == list(range(38, 65))
+    assert split.recommendation.endswith(
+        "Splits into 38 to 64 runs are left out: each run would get 263 flops or less, below the smallest "
+        "compute in the data (270 flops), where the forecast would extrapolate the curves backwards, before "
+        "any run's first evaluation.")
+    assert decide_split(fc, 1e4, max_ways=38).recommendation.endswith("A split into 38 runs is left out: each "
+                                                                      "run would get 263 flops, below the "
+                                                                      "smallest compute in the data (270 flops), where "
+                                                                      "the forecast would extrapolate the curves "
+                                                                      "backwards, before any run's first evaluation.")
+    within = decide_split(fc, 1e4, max_ways=4)  # runs of 2,500 and more: all within the data
+    assert list(within.table["ways"]) == [1, 2, 3, 4] and within.extra["ways_left_out"] == []
+    assert "left out" not in within.recommendation
+    with pytest.warns(FarFromDataWarning, match="total 100 is below the smallest compute"):
+        below = decide_split(fc, 100, max_ways=3)  # the total is said to be below the data; its splits are left out
+    assert list(below.table["ways"]) == [1] and below.extra["ways_left_out"] == [2, 3]
 
 
 def test_decide_refuses_a_target_or_ways_that_are_not_numbers_in_words(fitted):
