@@ -180,6 +180,14 @@ def _seed_legend_rows(labels_per_panel, panel_width_in: float) -> int:
                 for labels in labels_per_panel if labels), default=1)
 
 
+# A seed's dots: a colour none of the chart's own lines has (the bands' and median's blue, the
+# target's red, the data end's grey, the budget's black; a first seed in the median's blue vanished
+# into it where the fit follows the data), and a marker of its own, so that seeds are told apart
+# without colour too (orange and green, the second and third seeds, are one colour to a protanope).
+# 7 colours beside 8 markers: 56 runs of a panel before a pair repeats.
+SEED_COLOURS = ("tab:orange", "tab:purple", "tab:green", "tab:brown", "tab:pink", "tab:olive", "tab:cyan")
+SEED_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+
 # what the bands and median are of, as the key's title: a "mean" chart's bands leave out seed spread and
 # evaluation noise, so most dots fall outside them, and without it looked like a miscalibrated "new_run" one
 KEY_TITLES = {"new_run": "forecast for a new run's evaluations", "mean": "forecast of the recipe's mean curve"}
@@ -316,7 +324,6 @@ def plot_fan_chart(fc, *, recipes=None, budget=None, kind="new_run", ax=None, nc
         axes = axes.ravel()
         for extra in axes[len(recipes):]:
             extra.set_visible(False)
-    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     band_handles = None  # the first panel's bands, median and reference lines, named once for the figure
     seeds_of = {}
     for panel, recipe in zip(axes, recipes, strict=False):
@@ -329,7 +336,8 @@ def plot_fan_chart(fc, *, recipes=None, budget=None, kind="new_run", ax=None, nc
             *panel.plot(pred["compute"], pred["q50"], color="tab:blue", lw=1.6, label="median"),
         ]
         runs = fc.runs_[fc.runs_["recipe"] == recipe]
-        seeds_of[panel] = [panel.plot(run["compute"], run["metric"], ".", ms=4, color=colours[i % len(colours)], alpha=0.8,
+        seeds_of[panel] = [panel.plot(run["compute"], run["metric"], ls="none", marker=SEED_MARKERS[i % len(SEED_MARKERS)],
+                                      ms=3.5, mew=0, color=SEED_COLOURS[i % len(SEED_COLOURS)], alpha=0.8,
                                       label=str(run_id))[0]
                            for i, (run_id, run) in enumerate(runs.groupby("run_id"))]
         # this recipe's own data end: right of it the panel is extrapolation, however far the sweep's other recipes went

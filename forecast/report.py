@@ -840,7 +840,7 @@ def figures_html(figures: dict[str, bytes], budget: float, unit: str, target: fl
     if "fan_chart" in figures:
         tgt = f", target {target:g} as the red dash-dot line" if target is not None else ""
         caption = (
-            f"Observed evaluations (dots, one colour per seed), posterior median for a new run (line), "
+            f"Observed evaluations (one colour and marker per seed), posterior median for a new run (line), "
             f"50% and 90% bands of where its evaluation would land (evaluation noise included, so wider than "
             f"the table's intervals of its true pass rate), extrapolated to the budget {fmt_compute(budget)} {unit} (dashed){tgt}. "
             "Dotted: the largest compute observed for that recipe; right of it is extrapolation."

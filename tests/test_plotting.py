@@ -574,3 +574,47 @@ def test_the_convergence_mark_on_a_callers_small_panel_leaves_most_of_it_in_view
         assert ax.texts[0].get_bbox_patch().get_alpha() < 0.9  # the curve shows through
     finally:
         plt.close(fig)
+
+
+class _ManySeeds:
+    """A stand-in forecaster of one recipe with `n` runs, its runs scattered over the median curve."""
+
+    compute_unit = "flops"
+    recipes = ["a"]
+
+    def __init__(self, n):
+        grid = [1e3 * 10 ** (i / 4) for i in range(9)]
+        self.runs_ = pd.DataFrame([{"recipe": "a", "run_id": f"a-s{s}", "compute": c, "metric": 0.5 + 0.01 * (s - n / 2)}
+                                   for s in range(n) for c in grid])
+
+    def predict(self, grid, recipe, kind):
+        return pd.DataFrame({"compute": grid, "q05": 0.40, "q25": 0.45, "q50": 0.5, "q75": 0.55, "q95": 0.60})
+
+
+def test_seeds_are_told_apart_from_the_forecast_lines_and_from_each_other_without_colour():
+    """A panel's first seed was drawn in the band's and median's own blue: its dots vanished into the
+    median line on a curve the fit follows (the synthetic Table 1 sweep), and a fourth seed's red
+    dots and an eighth's grey ones were the target's and the data end's colours. Seeds also differed
+    by colour alone, and the second and third (orange, green: every panel of a 3-seed sweep) look
+    the same to a protanope. Each seed now has its own marker as well as a colour none of the
+    chart's lines has."""
+    from matplotlib.colors import to_hex
+
+    fig = plot_fan_chart(_ManySeeds(8), budget=1e6, target=0.55)
+    try:
+        (panel,) = _panels(fig)
+        seeds = panel.get_legend().legend_handles
+        assert len(seeds) == 8
+        lines = [ln for ln in panel.get_lines() if ln.get_linestyle() != "None"]  # median, data end, budget, target
+        line_colours = {to_hex(ln.get_color()) for ln in lines} | {to_hex(band.get_facecolor()[0]) for band in
+                                                                    panel.collections}  # the bands, without alpha
+        assert len(lines) == 4
+        dots = [ln for ln in panel.get_lines() if ln.get_linestyle() == "None"]
+        assert len(dots) == 8
+        for dot in dots:
+            assert to_hex(dot.get_color()) not in line_colours, f"{dot.get_label()} has a line's colour"
+        assert len({dot.get_marker() for dot in dots}) == 8, "seeds differ by their markers too"
+        assert len({(to_hex(dot.get_color()), dot.get_marker()) for dot in dots}) == 8
+        assert [h.get_marker() for h in seeds] == [dot.get_marker() for dot in dots]  # the legend shows them
+    finally:
+        plt.close(fig)
