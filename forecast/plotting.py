@@ -279,10 +279,12 @@ def _lay_out_one_panel(fig, ax, mark: str | None, own_figure: bool) -> None:
         _mark_in_panel(ax, mark)
 
 
-def plot_fan_chart(fc, *, recipes=None, budget=None, kind="new_run", ax=None, ncols=3, title=None, target=None):
+def plot_fan_chart(fc, *, recipes=None, budget=None, kind="new_run", ax=None, ncols=3, title=None, target=None,
+                   ylim=None):
     """One panel per recipe: observed evaluations, the posterior median curve and 50%/90% bands
     out to `budget`, and `target` (a pass rate) as a dash-dot line when given. Returns the
-    matplotlib Figure.
+    matplotlib Figure. `ylim` (low, high): the panels' y range instead of their data's, widened to
+    hold the target line (the report gives its several images of one sweep one range).
 
     Legends stay off the data: one key for the bands, the median, the budget, target and data-end lines,
     shared by the figure above the panels; and under each panel its own seeds, labelled by what
@@ -290,6 +292,9 @@ def plot_fan_chart(fc, *, recipes=None, budget=None, kind="new_run", ax=None, nc
     budget = as_real(budget)
     recipes = _fan_chart_recipes(fc, recipes, budget, kind)
     target = _checked_target(target)
+    if ylim is not None and not (len(ylim) == 2 and all(isinstance(v, numbers.Real) and np.isfinite(v) for v in ylim)
+                                 and ylim[0] < ylim[1]):
+        raise ValueError(f"ylim must be (low, high), finite numbers with low < high, got {ylim!r}")
     grid = _grid(fc, budget)
     if budget is not None:  # said once for the budget, not by predict() for each panel's grid
         warn_if_far_from_data([budget], fc.runs_["compute"], unit=fc.compute_unit, name="budget", stacklevel=4)
@@ -352,6 +357,9 @@ def plot_fan_chart(fc, *, recipes=None, budget=None, kind="new_run", ax=None, nc
         panel.set_xlabel(f"compute ({fc.compute_unit})", fontsize=11)
         panel.tick_params(labelsize=10)
         panel.grid(alpha=0.3)
+    if ylim is not None:
+        for panel in axes[:len(recipes)]:
+            panel.set_ylim(*ylim)
     if target is not None:
         # once every panel is drawn: set_ylim turns autoscaling off, and on panels sharing y (a figure
         # of our own) set in the first panel it froze every later one to the first's range, whose

@@ -411,11 +411,15 @@ def figure_png(fig, *, dpi: int = 100) -> bytes:
     return buffer.getvalue()
 
 
-def fan_chart_png(fc, budget: float, target: float | None, recipes=None) -> bytes:
+def fan_chart_png(fc, budget: float, target: float | None, recipes=None, ylim=None) -> bytes:
     """Panels in the order given (the report passes best first, matching its table)."""
+    return figure_png(fan_chart_figure(fc, budget, target, recipes, ylim))
+
+
+def fan_chart_figure(fc, budget: float, target: float | None, recipes=None, ylim=None):
     from .plotting import plot_fan_chart
 
-    return figure_png(plot_fan_chart(fc, recipes=recipes, budget=budget, kind="new_run", title=None, target=target))
+    return plot_fan_chart(fc, recipes=recipes, budget=budget, kind="new_run", title=None, target=target, ylim=ylim)
 
 
 FAN_CHART_COLUMNS = 3  # plot_fan_chart's default grid
@@ -442,8 +446,22 @@ def fan_chart_key(k: int) -> str:
 
 
 def fan_chart_figures(fc, budget: float, target: float | None, recipes: list) -> dict[str, bytes]:
-    return {fan_chart_key(k): fan_chart_png(fc, budget, target, recipes=group)
-            for k, group in enumerate(fan_chart_groups(list(recipes)))}
+    """The fan-chart images. Several images of one sweep share one y range (the union of their
+    own): each drawn to its own, the same pass rate and target line stood at different heights in
+    two parts of one page, and a recipe looked to climb further in the part with the narrower range."""
+    groups = fan_chart_groups(list(recipes))
+    ylim = None
+    if len(groups) > 1:  # drawn once to learn each image's own range (matplotlib's, margins included)
+        import matplotlib.pyplot as plt
+
+        ranges = []
+        for group in groups:
+            fig = fan_chart_figure(fc, budget, target, group)
+            ranges.append(fig.axes[0].get_ylim())  # the panels of one image share y
+            plt.close(fig)
+        ylim = (min(low for low, _ in ranges), max(high for _, high in ranges))
+    return {fan_chart_key(k): fan_chart_png(fc, budget, target, recipes=group, ylim=ylim)
+            for k, group in enumerate(groups)}
 
 
 def forest_png(fc, target: float | None) -> bytes:

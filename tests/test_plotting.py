@@ -618,3 +618,51 @@ def test_seeds_are_told_apart_from_the_forecast_lines_and_from_each_other_withou
         assert [h.get_marker() for h in seeds] == [dot.get_marker() for dot in dots]  # the legend shows them
     finally:
         plt.close(fig)
+
+
+class _Levels(_TwoLevels):
+    """A stand-in forecaster of `n` recipes whose levels climb from 0.2 (the first) to 0.8 (the last)."""
+
+    def __init__(self, n):
+        grid = [1e3 * 10 ** (i / 4) for i in range(9)]
+        self.recipes = [f"r{k}" for k in range(n)]
+        self._level = {r: 0.2 + 0.6 * k / (n - 1) for k, r in enumerate(self.recipes)}
+        self.runs_ = pd.DataFrame([{"recipe": r, "run_id": f"{r}-s0", "compute": c, "metric": level}
+                                   for r, level in self._level.items() for c in grid])
+
+    def predict(self, grid, recipe, kind):
+        level = self._level[recipe]
+        return pd.DataFrame({"compute": grid, "q05": level - 0.05, "q25": level - 0.02, "q50": level,
+                             "q75": level + 0.02, "q95": level + 0.05})
+
+
+def test_the_reports_fan_chart_images_share_one_y_range(monkeypatch):
+    """A sweep of 10 or more recipes is drawn as several fan-chart images, each of which took its own
+    y range: on the synthetic Table 1 sweep part 1 ran 0.25-0.75 and part 2 0.27-0.66, so the same
+    target line and the same pass rate stood at different heights in the two, and a recipe of part 2
+    looked to climb further than one of part 1 that climbed as far. Every image now has one range."""
+    drawn = []
+    monkeypatch.setattr(rp, "figure_png", lambda fig, **kw: drawn.append(fig) or b"")
+    fc = _Levels(10)  # 4 rows of 3: two images
+    figures = rp.fan_chart_figures(fc, 1e6, 0.5, list(fc.recipes))
+    try:
+        assert len(figures) == 2 and len(drawn) == 2
+        ranges = {tuple(round(v, 6) for v in ax.get_ylim()) for fig in drawn for ax in _panels(fig)}
+        assert len(ranges) == 1, ranges
+        ((low, high),) = ranges
+        assert low < 0.15 and high > 0.85  # every recipe's band, 0.15-0.85, in every image
+        for fig in drawn:
+            _check_legends(fig, len(_panels(fig)))
+    finally:
+        plt.close("all")
+    drawn.clear()
+    rp.fan_chart_figures(fc, 1e6, 0.5, fc.recipes[:3])  # one image: its own range, as before
+    try:
+        (fig,) = drawn
+        low, high = _panels(fig)[0].get_ylim()
+        assert 0.1 < low < 0.2 and high < 0.6  # the target 0.5 on it, 0.8 not
+    finally:
+        plt.close("all")
+    for bad in ((0.5, 0.2), (0.1,), (0.1, float("nan")), ("0", "1")):
+        with pytest.raises(ValueError, match="ylim must be"):
+            plot_fan_chart(fc, recipes=fc.recipes[:1], ylim=bad)
