@@ -8,7 +8,7 @@ import warnings
 
 import matplotlib.pyplot as plt  # no backend forced: notebooks keep inline figures
 import numpy as np
-from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+from matplotlib.ticker import FixedLocator, Formatter, FuncFormatter, NullLocator
 
 from .data import FarFromDataWarning, warn_if_far_from_data
 from .formatting import unknown_name_message
@@ -178,6 +178,51 @@ def _seed_legend_rows(labels_per_panel, panel_width_in: float) -> int:
     """Rows of the tallest seed legend, for the figure height."""
     return max((int(np.ceil(len(labels) / _seed_legend_columns(labels, panel_width_in)))
                 for labels in labels_per_panel if labels), default=1)
+
+
+class _LabelsOnlyAt(Formatter):
+    """`inner`'s tick labels at the ticks in `keep`, none at the others (the cursor's readout is inner's)."""
+
+    def __init__(self, inner, keep):
+        self.inner, self.keep = inner, np.asarray(keep, dtype=float)
+
+    def set_locs(self, locs):
+        super().set_locs(locs)
+        self.inner.set_locs(locs)  # a log formatter picks which of the minor ticks it labels here
+
+    def __call__(self, x, pos=None):
+        return self.inner(x, pos) if np.isclose(self.keep, x, rtol=1e-9, atol=0).any() else ""
+
+    def format_data(self, value):
+        return self.inner.format_data(value)
+
+    def format_data_short(self, value):
+        return self.inner.format_data_short(value)
+
+
+def _thin_compute_tick_labels(panel, renderer, gap_px: float = 2.0) -> None:
+    """Every second (third, ...) label of the compute axis where its labels run into each other, a
+    label at a power of ten kept where there is one. Over less than about 0.4 decades matplotlib labels
+    every minor tick of a log axis: on runs evaluated from 2.2e12 to 3.1e12, '2.4x10^12',
+    '2.6x10^12', '2.8x10^12' and '3x10^12' overlapped."""
+    if renderer is None:
+        return
+    low, high = sorted(panel.get_xlim())
+    major = {label.get_position()[0] for label in panel.xaxis.get_majorticklabels()}
+    labelled = sorted(((label.get_position()[0], label.get_window_extent(renderer))
+                       for label in panel.xaxis.get_ticklabels(which="both")
+                       if label.get_text() and low <= label.get_position()[0] <= high), key=lambda lb: lb[1].x0)
+
+    def fits(kept):
+        return all(b.x0 - a.x1 >= gap_px for (_, a), (_, b) in zip(kept, kept[1:], strict=False))
+
+    if fits(labelled):
+        return
+    first_major = next((k for k, (x, _) in enumerate(labelled) if x in major), 0)
+    step = next(k for k in range(2, len(labelled) + 1) if fits(labelled[first_major % k::k]))
+    keep = [x for x, _ in labelled[first_major % step::step]]
+    panel.xaxis.set_major_formatter(_LabelsOnlyAt(panel.xaxis.get_major_formatter(), keep))
+    panel.xaxis.set_minor_formatter(_LabelsOnlyAt(panel.xaxis.get_minor_formatter(), keep))
 
 
 # A seed's dots: a colour none of the chart's own lines has (the bands' and median's blue, the
@@ -401,6 +446,8 @@ def plot_fan_chart(fc, *, recipes=None, budget=None, kind="new_run", ax=None, nc
         # every panel names its own seeds (colours repeat across panels)
         _add_seed_legend(panel, seeds_of[panel], labels_of[recipe], renderer)
     fig.tight_layout(rect=rect)  # then room under each panel for its seed legend
+    for panel in axes[:len(recipes)]:
+        _thin_compute_tick_labels(panel, renderer)
     return fig
 
 
@@ -419,6 +466,7 @@ def _legends_on_given_axes(axes, band_handles, seeds_of, labels_of, recipes, tit
     renderer = _renderer(fig)
     for panel, recipe in zip(axes, recipes, strict=False):
         _add_seed_legend(panel, seeds_of[panel], labels_of[recipe], renderer)
+        _thin_compute_tick_labels(panel, renderer)
     if title:
         fig.suptitle(title)
     return fig

@@ -5,6 +5,7 @@ wider than a panel, and long run ids are shortened to what tells a panel's runs 
 from __future__ import annotations
 
 import copy
+import io
 
 import matplotlib.pyplot as plt
 import pandas as pd
@@ -666,3 +667,41 @@ def test_the_reports_fan_chart_images_share_one_y_range(monkeypatch):
     for bad in ((0.5, 0.2), (0.1,), (0.1, float("nan")), ("0", "1")):
         with pytest.raises(ValueError, match="ylim must be"):
             plot_fan_chart(fc, recipes=fc.recipes[:1], ylim=bad)
+
+
+class _ShortSpan(_ManySeeds):
+    """`_ManySeeds` of `n` recipes whose evaluations span 2.2e12-3.1e12 flops, under a fifth of a decade."""
+
+    def __init__(self, n_recipes, n_seeds=3):
+        grid = [2.2e12 * (3.1 / 2.2) ** (i / 8) for i in range(9)]
+        self.recipes = [f"r{k}" for k in range(n_recipes)]
+        self.runs_ = pd.DataFrame([{"recipe": r, "run_id": f"{r}-s{s}", "compute": c, "metric": 0.5}
+                                   for r in self.recipes for s in range(n_seeds) for c in grid])
+
+
+def _x_tick_labels(ax, renderer):
+    low, high = ax.get_xlim()
+    labels = [t for t in ax.xaxis.get_ticklabels(which="both") if t.get_text() and low <= t.get_position()[0] <= high]
+    return sorted(((t.get_text(), t.get_window_extent(renderer)) for t in labels), key=lambda tb: tb[1].x0)
+
+
+@pytest.mark.parametrize(("n_recipes", "budget"), [(1, None), (3, None), (3, 3.3e12)])
+def test_compute_tick_labels_of_a_short_span_do_not_run_into_each_other(n_recipes, budget):
+    """Over less than about 0.4 decades of compute matplotlib labels every minor tick of the log axis:
+    on runs evaluated from 2.2e12 to 3.1e12 flops, '2.4x10^12', '2.6x10^12', '2.8x10^12' and
+    '3x10^12' ran into each other. Every second (or third...) label is kept instead, at least two."""
+    fig = plot_fan_chart(_ShortSpan(n_recipes), budget=budget)
+    try:
+        r = _renderer(fig)
+        for ax in _panels(fig):
+            labels = _x_tick_labels(ax, r)
+            assert len(labels) >= 2, labels
+            for (a_text, a), (b_text, b) in zip(labels, labels[1:], strict=False):
+                assert b.x0 - a.x1 > 0, f"{a_text!r} runs into {b_text!r}"
+        fig.savefig(io.BytesIO(), format="png", dpi=100, bbox_inches="tight")  # as the report saves it: unchanged
+        r = _renderer(fig)
+        for ax in _panels(fig):
+            labels = _x_tick_labels(ax, r)
+            assert len(labels) >= 2 and all(b.x0 > a.x1 for (_, a), (_, b) in zip(labels, labels[1:], strict=False))
+    finally:
+        plt.close(fig)
