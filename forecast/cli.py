@@ -220,14 +220,14 @@ def _holds_runs(folder: Path, source, *, logs: bool = True) -> str | None:
     already (as `forecast demo --live` leaves its folder: the fit, with the sweep below it). A
     fit.nc makes the folder a saved fit to every command: `decide`/`report` would read that frozen
     fit instead of the runs, and `fit`/`backtest`/`cross-validate` would refuse the folder."""
-    from .data import RUN_LOG_NAME
+    from .data import run_logs_below
 
     if not folder.is_dir():
         return None
     folder, source = folder.resolve(), Path(source).resolve()
     if source.is_file() and source.parent == folder:
         return f"it holds the run table {source} being fitted"
-    if logs and not (folder / "fit.nc").exists() and (log := next(folder.rglob(RUN_LOG_NAME), None)):
+    if logs and not (folder / "fit.nc").exists() and (log := next(iter(run_logs_below(folder)), None)):
         return f"it holds run logs ({log})"
     return None
 
@@ -235,7 +235,7 @@ def _holds_runs(folder: Path, source, *, logs: bool = True) -> str | None:
 def _read_as_input(out: Path, source: Path) -> bool:
     """Whether a file at `out` is read when `source` is: the file itself, a saved fit's fit.nc, or
     in a folder of run files one that load_runs would pick up (run logs win, as in forecast.data)."""
-    from .data import FOLDER_SUFFIXES, RUN_LOG_NAME
+    from .data import FOLDER_SUFFIXES, RUN_LOG_NAME, run_logs_below
 
     out, source = out.resolve(), source.resolve()
     if out == source:
@@ -244,7 +244,7 @@ def _read_as_input(out: Path, source: Path) -> bool:
         return False
     if out == source / "fit.nc":
         return True
-    if any(source.rglob(RUN_LOG_NAME)):
+    if run_logs_below(source):
         return out.name == RUN_LOG_NAME
     return out.suffix.lower() in FOLDER_SUFFIXES
 
@@ -948,9 +948,9 @@ def _warn_if_runs_in_flight(runs, source: Path) -> None:
     still in flight), and one with stopped.json was ended early by the trainer's advisor: both are said.
     A table, or a folder of tables (no run logs in it: load_runs read its tables), says it in its
     `ended` column."""
-    from .data import RUN_LOG_NAME
+    from .data import run_logs_below
 
-    folders = sorted((log.parent for log in source.rglob(RUN_LOG_NAME)), key=lambda folder: folder.name) \
+    folders = sorted((log.parent for log in run_logs_below(source)), key=lambda folder: folder.name) \
         if source.is_dir() else []
     if not folders:
         _warn_if_table_says_runs_in_flight(runs, source)

@@ -8,6 +8,7 @@ model to find a typo in a CSV.
 from __future__ import annotations
 
 import json
+import os
 import re
 import warnings
 from collections.abc import Mapping
@@ -395,14 +396,110 @@ def _not_utf8_message(path: Path, err: UnicodeDecodeError) -> str:
     return f"is not UTF-8 text ({err.reason}); save the file as UTF-8"
 
 
-def _files_in_folder(folder: Path) -> list[Path]:
+@dataclass(frozen=True)
+class FolderListing:
+    files: list  # every file below the folder, each once, sorted
+    unlisted: list  # (folder, OSError) for each folder that could not be listed
+    dangling: list  # symbolic links to nothing
+
+
+def list_folder(folder: Path) -> FolderListing:
+    """Every file below `folder`, following links to folders (a sweep put together from links to its
+    run folders: pathlib's rglob does not follow them, and their runs were left out without a word),
+    each folder and file once (a link back up, a loop, or a second link to a folder already listed
+    is not read again). A folder that cannot be listed (permission denied) and a link to nothing are
+    returned for the caller to say: rglob skipped both in silence, and with them the runs inside."""
+    files, unlisted, dangling = [], [], []
+    seen_folders, seen_files = set(), set()
+    pending = [folder]
+    while pending:
+        current = pending.pop()
+        try:
+            identity = _identity(current.stat())
+            with os.scandir(current) as listing:
+                entries = list(listing)
+        except FileNotFoundError:
+            continue  # deleted while the folder was listed: gone, as if listed a moment later
+        except OSError as err:
+            if (current / RUN_LOG_NAME).is_file():  # a run folder that may be entered but not listed: its
+                files.append(current / RUN_LOG_NAME)  # log (and summary.json) are reached by name, as rglob did
+            else:
+                unlisted.append((current, err))
+            continue
+        if identity in seen_folders:
+            continue
+        seen_folders.add(identity)
+        for entry in entries:
+            path = current / entry.name
+            try:
+                if entry.is_dir():  # through a link too
+                    pending.append(path)
+                elif entry.is_file():
+                    if (identity := _file_identity(entry)) not in seen_files:
+                        seen_files.add(identity)
+                        files.append(path)
+                elif entry.is_symlink() and not path.exists():
+                    dangling.append(path)
+            except OSError as err:  # a link whose target cannot be looked at (permission denied)
+                unlisted.append((path, err))
+    return FolderListing(sorted(files), sorted(unlisted, key=lambda item: item[0]), sorted(dangling))
+
+
+def _identity(stat_result) -> tuple:
+    return stat_result.st_dev, stat_result.st_ino
+
+
+def _file_identity(entry: os.DirEntry):
+    """What tells one file from another reached by a second path (a link), or the entry's path where
+    the file cannot be looked at (its folder's execute permission denied): the reader then says why."""
+    try:
+        return _identity(entry.stat())
+    except OSError:
+        return entry.path
+
+
+def run_logs_below(folder: Path, *, warn_unread: bool = False) -> list[Path]:
+    """The run logs (`evals.jsonl`) below `folder`, through links to folders. warn_unread: say each
+    folder that could not be listed and each link to nothing, as UserWarnings (for forecast watch,
+    which goes on with the runs it can read), instead of nothing."""
+    listing = list_folder(Path(folder))
+    if warn_unread:
+        for message in _unread_messages(listing):
+            warnings.warn(message, UserWarning, stacklevel=2)
+    return [p for p in listing.files if p.name == RUN_LOG_NAME]
+
+
+def _unread_messages(listing: FolderListing) -> list[str]:
+    said = [str(RunDataError(f"cannot be listed ({_reason(err)}): the runs in it, if any, are left out", source=folder))
+            for folder, err in listing.unlisted]
+    return said + [str(RunDataError(f"is a link to {os.readlink(link)}, which does not exist: left out (a run folder "
+                                    "moved or deleted?)", source=link)) for link in listing.dangling]
+
+
+def _reason(err: OSError) -> str:
+    return "permission denied" if isinstance(err, PermissionError) else (err.strerror or type(err).__name__).lower()
+
+
+def _files_in_folder(listing: FolderListing) -> list[Path]:
     """Run logs (`evals.jsonl`, as trainer_minimal writes) win over anything else in a folder,
     so a sweep folder holding both the per-run logs and a combined table is not read twice."""
-    logs = sorted(folder.rglob(RUN_LOG_NAME))
+    logs = [p for p in listing.files if p.name == RUN_LOG_NAME]
     if logs:
         return logs
-    return sorted(p for p in folder.rglob("*")
-                  if p.is_file() and p.suffix.lower() in FOLDER_SUFFIXES and p.name != TRAINER_STEP_LOG)
+    return [p for p in listing.files if p.suffix.lower() in FOLDER_SUFFIXES and p.name != TRAINER_STEP_LOG]
+
+
+def _listed(folder: Path) -> FolderListing:
+    """The folder's listing; a part of it that cannot be listed is refused (its runs would be left
+    out of the result without a word), and a link to nothing is said."""
+    listing = list_folder(folder)
+    if listing.unlisted:
+        place, err = listing.unlisted[0]
+        raise RunDataError(f"cannot be listed ({_reason(err)}), so the runs in it would be left out: ask its owner, "
+                           "or copy the runs somewhere you can read", source=place)
+    for message in _unread_messages(listing):
+        warnings.warn(message, UserWarning, stacklevel=3)
+    return listing
 
 
 def read_table(path) -> pd.DataFrame:
@@ -410,9 +507,10 @@ def read_table(path) -> pd.DataFrame:
     path = Path(path).expanduser()  # "~/runs.csv", as pandas reads it: it was "does not exist"
     if not path.exists():
         raise RunDataError("does not exist", source=path)
-    files = _files_in_folder(path) if path.is_dir() else [path]
+    listing = _listed(path) if path.is_dir() else None
+    files = _files_in_folder(listing) if listing else [path]
     frames = [f for f in map(_read_one_file, files) if len(f)]
-    if not frames and path.is_dir() and (step_log := next(path.rglob(TRAINER_STEP_LOG), None)):
+    if not frames and listing and (step_log := next((p for p in listing.files if p.name == TRAINER_STEP_LOG), None)):
         raise RunDataError(f"holds trainer runs that have not evaluated yet ({step_log}, but no {RUN_LOG_NAME}: "
                            "a run writes it at its first evaluation, every --eval-every steps)", source=path)
     if not files:

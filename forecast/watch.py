@@ -52,6 +52,7 @@ from .data import (
     load_runs,
     read_table,
     require_names,
+    run_logs_below,
     validate_runs,
 )
 from .early_stop import (
@@ -117,7 +118,7 @@ def scan_runs(runs_dir) -> tuple[pd.DataFrame, dict[str, Path], dict[Path, RunDa
     torn first line are skipped silently (the run has not evaluated yet)."""
     runs_dir = Path(runs_dir)
     frames, folders, unreadable = [], {}, {}
-    for log in sorted(runs_dir.rglob(RUN_LOG_NAME)):
+    for log in run_logs_below(runs_dir, warn_unread=True):
         try:
             frame = read_table(log)
             _require_run_ids(frame, log)

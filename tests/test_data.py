@@ -986,3 +986,55 @@ def test_a_column_of_lists_in_arrow_is_kept_as_a_column_of_lists_in_python_is():
         assert len(runs) == 12 and list(runs["lengths"].iloc[0]) == [3, 4]
     with pytest.raises(RunDataError, match=r"has two rows at compute 40 \(duplicate run_id, compute\)"):
         validate_runs(pd.concat([arrow, arrow.iloc[[2]].assign(metric=0.5)], ignore_index=True))
+
+
+def _run_logs(folder: Path, table: pd.DataFrame) -> Path:
+    """A trainer-style sweep folder: one folder per run, holding its evals.jsonl."""
+    for run_id, run in table.groupby("run_id"):
+        (folder / run_id).mkdir(parents=True)
+        (folder / run_id / "evals.jsonl").write_text(run.to_json(orient="records", lines=True))
+    return folder
+
+
+def test_run_folders_reached_through_links_are_read_each_once(tmp_path):
+    # found by fuzzing the folder structure: a sweep put together from links to its run folders lost
+    # those runs without a word (pathlib's rglob does not follow links to folders), and one of links
+    # alone was "folder holds no run files"
+    _run_logs(tmp_path / "real", good_table())
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    (sweep / "a-s0").symlink_to(tmp_path / "real" / "a-s0")
+    for run_id in ("a-s1", "b-s0"):
+        (tmp_path / "real" / run_id).rename(sweep / run_id)
+    (sweep / "loop").symlink_to(".")  # a link back up is not followed round for ever
+    (sweep / "a-s0-again").symlink_to("a-s0")  # nor is a folder read twice through a second link
+    runs = load_runs(sweep)
+    assert runs.groupby("run_id").size().to_dict() == {"a-s0": 4, "a-s1": 4, "b-s0": 4}
+    only_links = tmp_path / "links"
+    only_links.mkdir()
+    (only_links / "a-s0").symlink_to(tmp_path / "real" / "a-s0")
+    assert set(load_runs(only_links)["run_id"]) == {"a-s0"}
+
+
+def test_a_link_to_nothing_and_a_folder_that_cannot_be_listed_are_said(tmp_path, monkeypatch):
+    # rglob skipped both in silence, and with them the runs they held
+    sweep = _run_logs(tmp_path / "sweep", good_table())
+    (sweep / "c-s0").symlink_to(tmp_path / "moved" / "c-s0")
+    with pytest.warns(UserWarning, match="c-s0: is a link to .*moved/c-s0, which does not exist: left out"):
+        assert load_runs(sweep)["run_id"].nunique() == 3
+    (sweep / "c-s0").unlink()
+    import os
+
+    real_scandir = os.scandir
+
+    def scandir(path="."):  # as root reads any folder, a folder of another user's is refused here
+        if os.fspath(path) == str(sweep / "b-s0"):
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    (sweep / "b-s0" / "evals.jsonl").rename(sweep / "b-s0" / "elsewhere.jsonl")  # nothing to reach by name
+    with pytest.raises(RunDataError, match="b-s0: cannot be listed \\(permission denied\\), so the runs in it would be "
+                                           "left out") as err:
+        load_runs(sweep)
+    assert err.value.source == sweep / "b-s0"

@@ -930,3 +930,16 @@ def test_a_watched_folder_that_is_deleted_stops_the_watch_and_is_not_made_again(
     assert capsys.readouterr().err == (f"error: {sweep}: the folder being watched is gone (deleted, moved or unmounted) "
                                        "after 1 poll(s), so the watch stops\n")
     assert not sweep.exists()
+
+
+def test_a_run_folder_reached_through_a_link_is_watched(tmp_path):
+    # found by fuzzing the folder structure: watch's rglob did not follow links to run folders,
+    # so such a run got no advice and the watch said nothing of it
+    real = tmp_path / "real" / "good-s1"
+    real.mkdir(parents=True)
+    append(real / "evals.jsonl", row("good-s1", 0, 0.3) + row("good-s1", 1, 0.35))
+    (tmp_path / "sweep").mkdir()
+    (tmp_path / "sweep" / "good-s1").symlink_to(real)
+    table, folders, unreadable = scan_runs(tmp_path / "sweep")
+    assert set(table["run_id"]) == {"good-s1"} and folders == {"good-s1": tmp_path / "sweep" / "good-s1"}
+    assert not unreadable
