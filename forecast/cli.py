@@ -1292,6 +1292,12 @@ def main(argv=None) -> int:
         except (AttributeError, OSError, ValueError):  # stdout is not a file (a notebook, a test)
             pass
         return EXIT_BROKEN_PIPE
+    except PermissionError as err:
+        # a path in a folder that may be listed but not entered (another user's): pathlib's exists() and
+        # is_dir() raise it (Python < 3.12), in every check made on a path before it is read or written
+        where = f"{err.filename}: " if err.filename else ""
+        print(f"error: {where}permission denied: ask its owner, or use a path you can read and write", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except OSError as err:
         # a full disk, a read-only or failing file system, too many open files: the machine's, said in a
         # line (results are written atomically, so a file already there is as it was), not a traceback

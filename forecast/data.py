@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -235,10 +236,11 @@ def _read_one_file(path: Path) -> pd.DataFrame:
 def how_run_folder_ended(folder: Path) -> str:
     """'advisor_stopped' when a trainer's run folder holds stopped.json (a run killed before its
     summary.json stays stopped: the trainer does not resume it), 'finished' when it holds
-    summary.json alone, '' when neither: the run is in flight."""
-    if (folder / "stopped.json").exists():
+    summary.json alone, '' when neither: the run is in flight. A folder that cannot be entered
+    (permission denied: pathlib's exists() raised it) says neither; its log cannot be read either."""
+    if os.path.exists(folder / "stopped.json"):
         return "advisor_stopped"
-    return "finished" if (folder / "summary.json").exists() else ""
+    return "finished" if os.path.exists(folder / "summary.json") else ""
 
 
 # what read_csv takes for a missing value by default (pandas' documented list)
@@ -505,9 +507,16 @@ def _listed(folder: Path) -> FolderListing:
 def read_table(path) -> pd.DataFrame:
     """Read a run table from a CSV/Parquet/JSONL file or a folder of them, without validating."""
     path = Path(path).expanduser()  # "~/runs.csv", as pandas reads it: it was "does not exist"
-    if not path.exists():
-        raise RunDataError("does not exist", source=path)
-    listing = _listed(path) if path.is_dir() else None
+    try:
+        is_folder = stat.S_ISDIR(path.stat().st_mode)
+    except (FileNotFoundError, NotADirectoryError):
+        raise RunDataError("does not exist", source=path) from None
+    except PermissionError:  # in a folder that may be listed but not entered: pathlib's exists() raised it
+        raise RunDataError("cannot be read (permission denied): ask its owner, or copy it somewhere you can read",
+                           source=path) from None
+    except OSError as err:  # a link that loops, a name too long: pathlib's exists() took the first for "not there"
+        raise RunDataError(f"cannot be read ({err.strerror})", source=path) from None
+    listing = _listed(path) if is_folder else None
     files = _files_in_folder(listing) if listing else [path]
     frames = [f for f in map(_read_one_file, files) if len(f)]
     if not frames and listing and (step_log := next((p for p in listing.files if p.name == TRAINER_STEP_LOG), None)):

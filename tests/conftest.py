@@ -114,3 +114,35 @@ def make_unreadable(monkeypatch):
     yield make
     for path, mode in restore:
         path.chmod(mode)  # so that pytest can remove its temporary folder
+
+
+@pytest.fixture
+def make_unenterable(monkeypatch):
+    """make_unenterable(folder): a path below `folder` cannot be looked at (PermissionError), as below
+    another user's folder without execute permission; the folder itself can still be listed. chmod
+    where that denies it; as root, os.stat refuses the paths below it instead."""
+    import os
+
+    denied = []
+    real_stat = os.stat
+
+    def guarded_stat(path, *args, **kwargs):
+        if isinstance(path, (str, os.PathLike)) and any(os.path.abspath(path).startswith(f"{folder}{os.sep}")
+                                                        for folder in denied):
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return real_stat(path, *args, **kwargs)
+
+    def make(folder):
+        folder = Path(folder)
+        if os.geteuid() != 0:
+            mode = folder.stat().st_mode
+            folder.chmod(0o644)
+            restore.append((folder, mode))
+            return
+        denied.append(os.path.abspath(folder))
+        monkeypatch.setattr(os, "stat", guarded_stat)
+
+    restore = []
+    yield make
+    for folder, mode in restore:
+        folder.chmod(mode)

@@ -693,3 +693,21 @@ def test_a_disk_too_full_for_the_summary_leaves_the_old_fit_not_a_new_fit_beside
     assert main(["fit", str(tmp_path / "runs.csv"), "--out", str(out), "--fast", "--no-progress"]) == 1
     assert f"error: {out / 'summary.json'}: No space left on device" in capsys.readouterr().err
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+@pytest.mark.parametrize("command", [["fit", "--out", "{tmp}/fit", "--fast"], ["decide", "--budget", "1e3", "--fast"],
+                                     ["report", "-o", "{tmp}/report.html", "--fast"], ["backtest"], ["watch", "--once"]])
+@pytest.mark.parametrize("name", ["runs.csv", "sweep"])
+def test_a_path_in_a_folder_that_cannot_be_entered_is_named_not_a_traceback(tmp_path, make_unenterable, capsys, command,
+                                                                             name):
+    # found by fuzzing the folder structure: RUNS below another user's folder without execute permission
+    # was a PermissionError traceback out of every command (pathlib's exists() and is_dir() raise it)
+    locked = tmp_path / "locked"
+    (locked / "sweep" / "a-s0").mkdir(parents=True)
+    (locked / "runs.csv").write_text("run_id,recipe,compute,metric\na-s0,a,1,0.1\na-s0,a,2,0.2\n")
+    (locked / "sweep" / "a-s0" / "evals.jsonl").write_text('{"run_id": "a-s0", "recipe": "a", "compute": 1, "metric": 0.1}\n')
+    make_unenterable(locked)
+    verb, *flags = command
+    assert main([verb, str(locked / name), *(flag.format(tmp=tmp_path) for flag in flags)]) == 2
+    err = capsys.readouterr().err
+    assert f"{locked / name}: " in err and "permission denied" in err and "Traceback" not in err

@@ -1038,3 +1038,11 @@ def test_a_link_to_nothing_and_a_folder_that_cannot_be_listed_are_said(tmp_path,
                                            "left out") as err:
         load_runs(sweep)
     assert err.value.source == sweep / "b-s0"
+
+
+def test_a_path_that_cannot_be_looked_at_is_named(tmp_path):
+    (tmp_path / "loop").symlink_to("loop")
+    with pytest.raises(RunDataError, match="loop: cannot be read \\(Too many levels of symbolic links\\)"):
+        load_runs(tmp_path / "loop")
+    with pytest.raises(RunDataError, match="does not exist"):
+        load_runs(tmp_path / "gone" / "runs.csv")

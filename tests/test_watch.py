@@ -943,3 +943,14 @@ def test_a_run_folder_reached_through_a_link_is_watched(tmp_path):
     table, folders, unreadable = scan_runs(tmp_path / "sweep")
     assert set(table["run_id"]) == {"good-s1"} and folders == {"good-s1": tmp_path / "sweep" / "good-s1"}
     assert not unreadable
+
+
+def test_a_run_folder_that_cannot_be_entered_refuses_its_run_not_the_watch(sweep, make_unenterable):
+    # found by fuzzing the folder structure: a run folder without execute permission (another user's)
+    # raised PermissionError out of the poll (pathlib's exists() on its log and its stopped.json)
+    append(sweep / "good-s0" / "evals.jsonl", row("good-s0", 0, 0.3) + row("good-s0", 1, 0.35))
+    append(sweep / "bad-s0" / "evals.jsonl", row("bad-s0", 0, 0.3) + row("bad-s0", 1, 0.35))
+    make_unenterable(sweep / "bad-s0")
+    state = WatchState()
+    poll(sweep, state, config=EarlyStopConfig(), budget=1e3, advisor=FakeAdvisor())
+    assert "permission denied" in state.refused["bad-s0"][1] and "good-s0" in state.latest
