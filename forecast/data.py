@@ -526,7 +526,40 @@ def read_table(path) -> pd.DataFrame:
         raise RunDataError("folder holds no run files (*.csv, *.parquet, *.pq, *.jsonl)", source=path)
     if not frames:
         raise RunDataError("holds no rows", source=path)
+    if listing:
+        _warn_of_runs_only_in_tables_beside_logs(listing, frames, path)
     return pd.concat(frames, ignore_index=True)
+
+
+def _tables_beside_logs(listing: FolderListing) -> list[Path]:
+    """The tables a folder holding run logs is not read through (see _files_in_folder)."""
+    if not any(p.name == RUN_LOG_NAME for p in listing.files):
+        return []
+    return [p for p in listing.files if p.suffix.lower() in FOLDER_SUFFIXES and p.name not in (RUN_LOG_NAME, TRAINER_STEP_LOG)]
+
+
+def _warn_of_runs_only_in_tables_beside_logs(listing: FolderListing, frames: list, folder: Path) -> None:
+    """A folder with run logs is read through them alone, so that a sweep's runs.csv (the same rows)
+    is not read twice; a table there holding other runs (a second sweep's table copied in beside the
+    run folders) was left out without a word. Said, naming the table and its runs; a table that
+    cannot be read, or names no runs, says nothing of them."""
+    logged = set().union(*(set(f["run_id"].astype(str)) for f in frames if "run_id" in f))
+    for table in _tables_beside_logs(listing):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # its own problems are not this read's: it is not read
+                frame = _read_one_file(table)
+        except RunDataError:
+            continue
+        if "run_id" not in frame:
+            continue
+        others = sorted(set(frame["run_id"].dropna().astype(str)) - logged)
+        if others:
+            shown = ", ".join(others[:6]) + (f" and {len(others) - 6} more" if len(others) > 6 else "")
+            warnings.warn(str(RunDataError(
+                f"holds {len(others)} run(s) that no run log ({RUN_LOG_NAME}) under {folder} holds ({shown}): left out, "
+                f"as a folder with run logs is read through those alone; give the table as its own RUNS to read it",
+                source=table)), UserWarning, stacklevel=3)
 
 
 # ----------------------------------------------------------------------------- validating

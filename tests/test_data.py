@@ -1046,3 +1046,19 @@ def test_a_path_that_cannot_be_looked_at_is_named(tmp_path):
         load_runs(tmp_path / "loop")
     with pytest.raises(RunDataError, match="does not exist"):
         load_runs(tmp_path / "gone" / "runs.csv")
+
+
+def test_a_table_beside_run_logs_holding_other_runs_is_said(tmp_path):
+    # found by fuzzing the folder structure: a folder with run logs is read through them alone (a
+    # sweep's runs.csv repeats their rows), so a table of other runs copied in beside them was left
+    # out without a word
+    table = good_table()
+    sweep = _run_logs(tmp_path / "sweep", table[table["run_id"] != "b-s0"])
+    table.to_csv(sweep / "runs.csv", index=False)  # the sweep's own table, and b-s0 besides
+    with pytest.warns(UserWarning, match=r"runs.csv: holds 1 run\(s\) that no run log \(evals.jsonl\) under .* holds "
+                                         r"\(b-s0\): left out"):
+        assert set(load_runs(sweep)["run_id"]) == {"a-s0", "a-s1"}
+    table[table["run_id"] != "b-s0"].to_csv(sweep / "runs.csv", index=False)  # the same runs: nothing to say
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert len(load_runs(sweep)) == 8
