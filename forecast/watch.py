@@ -13,8 +13,8 @@ advisor stopped it, and it was killed before its summary: it stays stopped); fin
 alternatives for the others, judged where they ended. A run that ends while watched is said once,
 with how it ended (stopped by its own advisor, from the stopped.json trainer_minimal's --advisor-every
 writes, or finished), and listed under "ended" in the JSON. A run with a bad row (or one that only
-conflicts with the others, e.g. another compute unit) is left out, said once, listed under
-"refused" in the JSON, and looked at again when its log changes; the other runs are still advised.
+conflicts with the others, e.g. another compute unit, or one logged in two folders: a copied run
+folder) is left out, said once, listed under "refused" in the JSON, and looked at again when its log changes; the other runs are still advised.
 A log that cannot be read as rows (a bad line before the last, a line that is not a JSON object,
 rows without run_id) refuses its run the same way. A run whose log is deleted or emptied loses its
 advice, said once and listed under "gone" (the others are advised again without it). The JSON
@@ -492,6 +492,9 @@ def _usable_runs(table: pd.DataFrame, counts: dict, state: WatchState) -> set:
         known = state.refused.get(run)
         if known is not None and known[0] == counts[run]:
             continue
+        if len(logs := _logs_of(rows)) > 1:
+            state.refused[run] = (counts[run], _logged_twice(run, logs))
+            continue
         try:
             validate_runs(rows, min_points=1)  # a run with one evaluation is in warm-up, not wrong
         except RunDataError as err:
@@ -500,6 +503,19 @@ def _usable_runs(table: pd.DataFrame, counts: dict, state: WatchState) -> set:
         state.refused.pop(run, None)
         usable.add(run)
     return usable
+
+
+def _logs_of(rows: pd.DataFrame) -> list[str]:
+    return sorted(rows["_source"].dropna().astype(str).unique()) if "_source" in rows else []
+
+
+def _logged_twice(run: str, logs: list[str]) -> str:
+    """Why a run found in two run logs (a copied run folder) is left out: it was advised on both
+    logs' rows, its evaluations counted twice ('eval 80' of 40), with the budget and the end of
+    whichever folder was listed last."""
+    return str(RunDataError(f"is logged in {len(logs)} run logs ({', '.join(logs)}), so its evaluations would count "
+                            "twice and its budget and end come from one folder at random: keep one (a copied run "
+                            "folder?)", run_id=run))
 
 
 def _line(rec: Recommendation, unit: str = UNSPECIFIED_UNIT) -> str:

@@ -954,3 +954,17 @@ def test_a_run_folder_that_cannot_be_entered_refuses_its_run_not_the_watch(sweep
     state = WatchState()
     poll(sweep, state, config=EarlyStopConfig(), budget=1e3, advisor=FakeAdvisor())
     assert "permission denied" in state.refused["bad-s0"][1] and "good-s0" in state.latest
+
+
+def test_a_run_logged_in_two_folders_is_left_out_naming_both(sweep):
+    # found by fuzzing the folder structure: a copied run folder (dapo-s0 and dapo-s0-copy) was advised
+    # as one run with its evaluations counted twice ('eval 4' of 2) and the budget and end of either folder
+    for folder, run in (("good-s0", "good-s0"), ("good-s0-copy", "good-s0"), ("bad-s0", "bad-s0")):
+        (sweep / folder).mkdir(exist_ok=True)
+        append(sweep / folder / "evals.jsonl", "".join(row(run, i, 0.3 + 0.01 * i) for i in range(4)))
+    advisor = FakeAdvisor()
+    state = WatchState()
+    poll(sweep, state, config=EarlyStopConfig(), budget=1e3, advisor=advisor)
+    why = state.refused["good-s0"][1]
+    assert "is logged in 2 run logs" in why and "good-s0/evals.jsonl" in why and "good-s0-copy/evals.jsonl" in why
+    assert "good-s0" not in state.latest and advisor.calls[-1]["_budgets"] == {"bad-s0": 1e3}
