@@ -1251,6 +1251,24 @@ def _expand_home(args) -> None:
             setattr(args, name, os.path.expanduser(value))
 
 
+def _refuse_unusable_paths(args) -> None:
+    """BadInput naming a path argument that cannot be looked at: a link that loops, a name too long for
+    the file system, a folder on the way that may not be entered. Each was a traceback out of the first
+    check to touch it (pathlib's resolve() raises RuntimeError on a loop, exists() the others); a
+    path that is not there is left to each command, which says so (or, for watch, waits for it)."""
+    for name in PATH_ARGUMENTS:
+        if not isinstance(value := getattr(args, name, None), str):
+            continue
+        try:
+            os.stat(value)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except OSError as err:
+            flag = "" if name in ("runs", "runs_dir") else f"--{name.replace('_', '-')} "
+            hint = ": ask its owner, or use a path you can read and write" if isinstance(err, PermissionError) else ""
+            raise BadInput(f"{flag}{value}: {err.strerror.lower()}{hint}") from None
+
+
 def main(argv=None) -> int:
     from forecast.cli import BadInput as RegisteredBadInput
 
@@ -1273,6 +1291,7 @@ def main(argv=None) -> int:
         return EXIT_BAD_INPUT
     _expand_home(args)
     try:
+        _refuse_unusable_paths(args)
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*BLAS.*")
             warnings.showwarning = _show_warning  # restored when the block ends

@@ -711,3 +711,19 @@ def test_a_path_in_a_folder_that_cannot_be_entered_is_named_not_a_traceback(tmp_
     assert main([verb, str(locked / name), *(flag.format(tmp=tmp_path) for flag in flags)]) == 2
     err = capsys.readouterr().err
     assert f"{locked / name}: " in err and "permission denied" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("command", [["fit", "{runs}", "--out", "{tmp}/fit"], ["report", "{runs}", "-o", "{tmp}/r.html"],
+                                     ["decide", "{runs}", "--budget", "1e3"], ["backtest", "{runs}"],
+                                     ["watch", "{runs}", "--once"], ["fit", "{tmp}/runs.csv", "--out", "{runs}"]])
+@pytest.mark.parametrize("bad", ["loop", "long"])
+def test_a_path_that_loops_or_is_too_long_is_named_not_a_traceback(tmp_path, capsys, command, bad):
+    # found by fuzzing the folder structure: a link that loops given as RUNS was 'RuntimeError: Symlink
+    # loop' out of fit and report (pathlib's resolve()), and a name too long an OSError traceback
+    (tmp_path / "loop").symlink_to("loop")
+    (tmp_path / "runs.csv").write_text("run_id,recipe,compute,metric\na-s0,a,1,0.1\na-s0,a,2,0.2\n")
+    path = str(tmp_path / "loop") if bad == "loop" else str(tmp_path / ("x" * 300) / "runs.csv")
+    assert main([arg.format(runs=path, tmp=tmp_path) for arg in command]) == 2
+    err = capsys.readouterr().err
+    reason = "too many levels of symbolic links" if bad == "loop" else "file name too long"
+    assert f"{path}: {reason}" in err and "Traceback" not in err
