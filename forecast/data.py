@@ -7,6 +7,7 @@ model to find a typo in a CSV.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -249,17 +250,45 @@ CSV_MISSING = ("", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-n
 NAME_COLUMNS = ("run_id", "recipe")
 
 
+@contextlib.contextmanager
+def _data_warnings_recorded():
+    """Records the UserWarnings raised in the block, in place of showing them, into the list it
+    yields (each message once, in order), filled when the block ends, by an error too. Other
+    warnings are shown as Python would."""
+    messages = []
+    caught = []
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", UserWarning)
+            yield messages
+    finally:
+        for w in caught:
+            if not issubclass(w.category, UserWarning):
+                warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+        messages.extend(dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, UserWarning)))
+
+
 def data_warnings_of(call, *args, **kwargs):
     """(call(*args, **kwargs), the UserWarnings it raised, each message once), for callers that say
     the data's warnings in their own words (watch, the trainer's advisor). Other warnings are shown
     as Python would. What call raises propagates; the warnings caught before it are then dropped."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", UserWarning)
+    with _data_warnings_recorded() as messages:
         result = call(*args, **kwargs)
-    for w in caught:
-        if not issubclass(w.category, UserWarning):
-            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
-    return result, list(dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, UserWarning)))
+    return result, messages
+
+
+def _said_and_kept(call, *args, say: bool = True, **kwargs):
+    """(call(*args, **kwargs), its data warnings, as data_warnings_of gives them), each also said as a
+    UserWarning to whoever called our caller, as before (where call raises too: the command line printed
+    them before the error), so that the table can keep them for the fit, its saved file and its report."""
+    try:
+        with _data_warnings_recorded() as messages:
+            result = call(*args, **kwargs)
+    finally:
+        if say:
+            for text in messages:
+                warnings.warn(text, UserWarning, stacklevel=3)
+    return result, messages
 
 
 def _read_csv(path: Path) -> pd.DataFrame:
@@ -671,17 +700,18 @@ def validate_runs(frame: pd.DataFrame, *, source=None, min_points: int = 2) -> p
     Raises RunDataError naming the file, column, run and row of the first problem found (two
     values of compute_unit in one table among them). Its warnings (n_eval missing on some rows,
     runs' compute over 1000x apart, runs of one recipe that differ in a recipe setting, a metric that
-    falls with compute in most runs) are said
+    falls with compute in most runs, runs in flight left out) are said
     once per table: a table this function returned, unchanged since, is checked again in silence
-    (load_runs, then fit).
+    (load_runs, then fit). The table returned keeps them, as said, in attrs["data_warnings"] (a fit
+    saves them and its report shows them: the page is read by people who never see the terminal).
     """
     digest = _digest(frame) if isinstance(frame, pd.DataFrame) else None
     said_before = digest is not None and frame.attrs.get("validated_digest") == digest
-    with warnings.catch_warnings():
-        if said_before:
-            warnings.simplefilter("ignore", UserWarning)
-        clean = _checked_runs(frame, source=source, min_points=min_points)
+    clean, said = _said_and_kept(_checked_runs, frame, source=source, min_points=min_points, say=not said_before)
+    if said_before:  # as said the first time, with load_runs' own about reading the file
+        said = list(frame.attrs.get("data_warnings", said))
     clean.attrs["validated_digest"] = _digest(clean)
+    clean.attrs["data_warnings"] = said
     return clean
 
 
@@ -1169,8 +1199,10 @@ def load_runs(path, *, min_points: int = 2) -> pd.DataFrame:
     if not isinstance(path, (str, PathLike)):  # pathlib said "expected str, bytes or os.PathLike object, not DataFrame"
         raise TypeError(f"load_runs reads a file or a folder: give its path, got {type(path).__name__}; a table in memory "
                         "is checked by validate_runs(table), and fit() takes it as it is")
-    frame = read_table(path)
-    return validate_runs(frame, source=path if Path(path).expanduser().is_file() else None, min_points=min_points)
+    frame, said_reading = _said_and_kept(read_table, path)  # a run log's compute that falls in its order
+    runs = validate_runs(frame, source=path if Path(path).expanduser().is_file() else None, min_points=min_points)
+    runs.attrs["data_warnings"] = list(dict.fromkeys([*said_reading, *runs.attrs["data_warnings"]]))
+    return runs
 
 
 # ----------------------------------------------------------------------------- describing

@@ -385,6 +385,7 @@ class ScalingForecaster:
         self.runs_ = None
         self.data_ = None
         self.fit_info_ = {}
+        self.data_warnings_ = []  # the data's warnings said when the fitted table was read (validate_runs)
         self._draw_cache = {}
         self._report = None
         self._base = None  # the last sampled fit, which refit() reweights
@@ -631,6 +632,8 @@ class ScalingForecaster:
         self._report = report if report is not None else convergence_report(idata)
         info = {**info, "frame": data.frame(), "diagnostics": self._report.to_dict()}
         self.runs_, self.data_, self._idata, self.fit_info_ = runs, data, idata, info
+        # the table's own (validate_runs keeps them), also when it was read and said before fit() saw it
+        self.data_warnings_ = list(runs.attrs.get("data_warnings", []))
         self._draw_cache = {}
         attrs = {
             "forecast_version": __version__,

@@ -1062,3 +1062,32 @@ def test_a_table_beside_run_logs_holding_other_runs_is_said(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert len(load_runs(sweep)) == 8
+
+def test_a_table_keeps_the_data_warnings_said_when_it_was_read(tmp_path):
+    """The data's warnings reached the terminal and Python's warnings, and nothing else: a fit, its saved
+    file and its report could not show them. The table validate_runs and load_runs return keeps them, as
+    said (attrs["data_warnings"]), also when it is checked again in silence (load_runs, then fit), and a
+    run log's compute that falls in its order, said while the file is read, is among them."""
+    with pytest.warns(UserWarning, match="column 'lr'") as said:
+        runs = validate_runs(_two_runs_of_dapo(5e-4, 1e-3))
+    assert runs.attrs["data_warnings"] == [str(w.message) for w in said] and len(said) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # said once, kept as said
+        assert validate_runs(runs).attrs["data_warnings"] == runs.attrs["data_warnings"]
+    assert validate_runs(good_table()).attrs["data_warnings"] == []
+    edited = runs[runs["run_id"] == "dapo-s0"]  # another table: checked, and kept, again
+    assert validate_runs(edited).attrs["data_warnings"] == []
+    rows = [{"run_id": "a", "recipe": "r", "compute": c, "metric": 0.1 * i} for i, c in enumerate((10, 20, 5, 40))]
+    (tmp_path / "runs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.warns(UserWarning, match="falls from 20 to 5 in the log's order") as said:
+        runs = load_runs(tmp_path / "runs.jsonl")
+    assert runs.attrs["data_warnings"] == [str(w.message) for w in said if "log's order" in str(w.message)]
+
+
+def test_a_data_warning_said_before_a_bad_row_is_still_said():
+    """The warnings are gathered for the table now; one said before the error that refuses the table is
+    said as before (the command line printed it above the error)."""
+    frame = pd.DataFrame({"run_id": ["a", "a", "a"], "recipe": ["r"] * 3, "compute": [1.0, 2.0, 2.0],
+                          "metric": [0.1, 0.2, 0.3], "n_eval": [800, np.nan, 800]})
+    with pytest.warns(UserWarning, match="is missing"), pytest.raises(RunDataError, match="two rows at compute 2"):
+        validate_runs(frame)

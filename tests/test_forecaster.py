@@ -1072,3 +1072,31 @@ def test_a_posterior_of_a_handful_of_draws_is_flagged_not_a_crash(draws):
         np.testing.assert_allclose(rhat, [az.rhat(columns[..., j]) for j in range(3)], rtol=1e-9)
         np.testing.assert_allclose(ess_bulk, [az.ess(columns[..., j], method="bulk") for j in range(3)], rtol=1e-9)
         np.testing.assert_allclose(ess_tail, [az.ess(columns[..., j], method="tail") for j in range(3)], rtol=1e-9)
+
+
+def _with_two_learning_rates(small_sweep) -> pd.DataFrame:
+    """small_sweep whose first recipe's two seeds ran at two learning rates: a data warning, same model."""
+    first = small_sweep["recipe"].iloc[0]
+    lr = np.where((small_sweep["recipe"] == first) & small_sweep["run_id"].str.endswith("-s1"), 1e-3, 5e-4)
+    return small_sweep.assign(lr=lr)
+
+
+def test_a_fit_keeps_the_data_warnings_said_when_its_runs_were_read(fitted, small_sweep, tmp_path):
+    """`forecast fit` reads the runs (said on the terminal) and then fits them (checked again in silence):
+    the fit knew nothing of the warnings, so neither its saved file nor its report could show them."""
+    from forecast import load_runs
+
+    _with_two_learning_rates(small_sweep).to_csv(tmp_path / "runs.csv", index=False)
+    with pytest.warns(UserWarning, match="column 'lr': differs between runs of recipe") as said:
+        runs = load_runs(tmp_path / "runs.csv")
+    expected = [str(w.message) for w in said if "column 'lr'" in str(w.message)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the fast fit's convergence
+        fc = ScalingForecaster(mode="fast").fit(runs, random_seed=3, progress=False)
+    assert fc.data_warnings_ == expected and str(tmp_path / "runs.csv") in expected[0]
+    # a refit on the same runs without the setting column: reweighted, and the warning is gone with it
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fc.refit(runs.drop(columns="lr"), random_seed=3)
+    assert fc.fit_info_["reweighted"] and fc.data_warnings_ == []
+    assert fitted.data_warnings_ == []
