@@ -640,6 +640,7 @@ class ScalingForecaster:
             "settings": json.dumps(self.settings()),
             "fit_info": json.dumps(info, default=str),
             "compute_unit": self.compute_unit,
+            "data_warnings": json.dumps(self.data_warnings_),  # `forecast report FIT` shows them, days later
         }
         self._idata.posterior.attrs.update(attrs)
 
@@ -1188,6 +1189,9 @@ class ScalingForecaster:
         table = idata.run_table.to_dataframe().reset_index(drop=True)
         table = table.rename(columns=json.loads(idata.run_table.attrs.get("column_names", "{}")))
         runs = validate_runs(table, source=path)
+        # the warnings said when the runs were read for the fit, naming their file, not those of this
+        # re-check (which name the saved fit, and miss the runs in flight it left out); none before they were saved
+        runs.attrs["data_warnings"] = json.loads(attrs.get("data_warnings", "[]"))
         info = json.loads(attrs.get("fit_info", "{}"))
         report = ConvergenceReport.from_dict(info["diagnostics"]) if "diagnostics" in info else None
         data = prepare_data(runs, frame=info.get("frame"))

@@ -1100,3 +1100,27 @@ def test_a_fit_keeps_the_data_warnings_said_when_its_runs_were_read(fitted, smal
         fc.refit(runs.drop(columns="lr"), random_seed=3)
     assert fc.fit_info_["reweighted"] and fc.data_warnings_ == []
     assert fitted.data_warnings_ == []
+
+
+def test_a_saved_fit_keeps_its_data_warnings_and_an_older_one_has_none(fitted, small_sweep, tmp_path):
+    """`forecast report FIT` is run days after the fit, by someone who never saw its terminal: the saved
+    fit carries the warnings said when its runs were read (naming their file, not the saved fit's). A fit
+    saved before they were kept loads with none."""
+    import arviz as az
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fc = ScalingForecaster(mode="fast").fit(_with_two_learning_rates(small_sweep), random_seed=3, progress=False)
+        said = fc.data_warnings_
+        again = ScalingForecaster.load(fc.save(tmp_path / "fit.nc"))
+    assert len(said) == 1 and "column 'lr'" in said[0] and "fit.nc" not in said[0]
+    assert again.data_warnings_ == said
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert ScalingForecaster.load(again.save(tmp_path / "again.nc")).data_warnings_ == said
+    idata = az.from_netcdf(str(tmp_path / "fit.nc"))
+    del idata.posterior.attrs["data_warnings"]
+    idata.to_netcdf(str(tmp_path / "old.nc"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert ScalingForecaster.load(tmp_path / "old.nc").data_warnings_ == []
