@@ -294,6 +294,7 @@ def fit_summary(fc, target=None) -> dict:
         "diagnostics": fc.diagnostics().to_dict(),
         "settings": fc.settings(),  # priors, likelihood, sampler: what it takes to repeat the fit
         "fit_info": fc.fit_info_,
+        "data_warnings": fc.data_warnings_,  # said on stderr while the runs were read; `report` shows them
         "parameters": fc.parameters().to_dict(orient="records"),
     }
     if target is not None:

@@ -8,7 +8,8 @@ mailed, attached to a ticket or opened on a machine without internet. It holds, 
 the recommendation and its reasons, one table of every recipe at the budget (P(best), metric,
 asymptote, compute to target), the fan charts, the asymptote forest, the compute-to-target table,
 early-stop advice per run, the fit's convergence diagnostics (a red banner at the top when the fit
-did not converge) and provenance (inputs, runs, package version, date).
+did not converge, and a banner for the data's warnings said when its runs were read) and
+provenance (inputs, runs, package version, date).
 
 Three layers, so every part is testable on its own:
   collect_report(fc, ...)  fit -> ReportData (plain tables, text and PNG bytes); it and the
@@ -101,6 +102,9 @@ class ReportData:
     synthetic: bool = False
     notes: list[str] = field(default_factory=list)  # integration notes shown in a muted box
     warnings: list[str] = field(default_factory=list)  # about the question asked (a budget far from the data): a banner
+    # about the runs the fit read (a recipe whose runs differ in a setting, ...): said on the terminal
+    # of whoever fitted, and kept with the fit (fc.data_warnings_) for the page: a banner of its own
+    data_warnings: list[str] = field(default_factory=list)
     target_chosen: bool = False  # the target was picked for the page (default_target), not asked for
     honesty: dict | None = None  # a cross-validation's metrics and sentences (cross_validation_section_data)
 
@@ -586,6 +590,7 @@ def collect_report(fc, *, budget=None, target=None, target_chosen: bool = False,
         warnings=([far] if far else []) + ([honesty["warning"]] if honesty and honesty["warning"] else []),
         target_chosen=bool(target_chosen and target is not None),
         honesty=honesty,
+        data_warnings=list(fc.data_warnings_),
     )
 
 
@@ -776,6 +781,16 @@ def warnings_banner_html(warnings: list[str]) -> str:
         return ""
     items = "".join(f"<li>{esc(w)}</li>" for w in warnings)
     return f'<div class="banner warn" id="budget-warning">Check the question before the answer:<ul>{items}</ul></div>'
+
+
+def data_warnings_banner_html(data_warnings: list[str]) -> str:
+    """The data's warnings said when the fit read its runs: on the terminal of whoever ran the fit,
+    days before the meeting that reads this page, so they have to be on it too."""
+    if not data_warnings:
+        return ""
+    items = "".join(f"<li>{esc(w)}</li>" for w in data_warnings)
+    return (f'<div class="banner warn" id="data-warning">Check the data behind the forecast (said when its runs '
+            f"were read for the fit):<ul>{items}</ul></div>")
 
 
 def synthetic_banner_html(synthetic: bool) -> str:
@@ -1133,6 +1148,7 @@ def render_report(data: ReportData) -> str:
         header_html(data),
         convergence_banner_html(data.diagnostics),
         warnings_banner_html(data.warnings),
+        data_warnings_banner_html(data.data_warnings),
         synthetic_banner_html(data.synthetic),
         recommendation_html(data.recommendation),
         recipe_table_html(data.recipe_table, data.budget, unit, data.target),
@@ -1176,6 +1192,7 @@ def report_summary(data: ReportData, path=None) -> dict:
         "provenance": data.provenance,
         "notes": data.notes,
         "warnings": data.warnings,
+        "data_warnings": data.data_warnings,
         "cross_validation": None if data.honesty is None else {
             "source": data.honesty["source"], "level": data.honesty["level"],
             "metrics": data.honesty["metrics"].to_dict(orient="records"), "summary": data.honesty["summary"]},

@@ -258,6 +258,19 @@ def test_a_budget_far_from_the_data_is_a_banner_on_the_page_and_in_the_json():
     assert "Is the unit right?" in page and rp.report_summary(data)["warnings"] == data.warnings
 
 
+def test_the_datas_warnings_are_a_banner_of_their_own_on_the_page_and_in_the_json():
+    """The data's warnings said when the fit read its runs reached the terminal only: the planner who
+    reads the page days later never saw them. They are a banner near the top, escaped, and in the JSON."""
+    data = hand_made_report()
+    assert 'id="data-warning"' not in rp.render_report(data) and rp.report_summary(data)["data_warnings"] == []
+    data.data_warnings = ["file runs.csv, column 'lr': differs between runs of recipe 'a<script>' (0.0005 in run 'a-s0', "
+                          "0.001 in run 'a-s1'): give each setting its own recipe name"]
+    page = rp.render_report(data)
+    assert page.index('id="data-warning"') < page.index('id="recommendation"')
+    assert 'class="banner warn" id="data-warning"' in page and "recipe &#x27;a&lt;script&gt;&#x27;" in page
+    assert rp.report_summary(data)["data_warnings"] == data.data_warnings
+
+
 def test_the_stop_summary_says_why_runs_continue():
     table = pd.DataFrame({
         "run_id": ["a", "b", "c", "d"], "recipe": ["r"] * 4,
@@ -424,6 +437,27 @@ def test_cli_report_from_a_saved_fit(fitted, tmp_path, capsys):
     (tmp_path / "summary.json").write_text(dumps_json({"input": "old.csv", "fit_info": {"mode": "other"}}))
     assert main(["report", str(tmp_path), "--budget", "5e4", "-o", str(out), "--json", "--no-progress"]) == 0
     assert json.loads(capsys.readouterr().out)["provenance"]["inputs"] == [f"{tmp_path} (saved fit)"]
+
+
+def test_cli_report_of_a_saved_fit_shows_the_datas_warnings_said_when_it_was_fitted(fitted, small_sweep, tmp_path, capsys):
+    """`forecast fit` said on its terminal that a recipe's runs differ in a setting; `forecast report FIT`,
+    run later by someone else, wrote a page and a JSON without a word of it."""
+    from forecast.cli import main
+
+    first = small_sweep["recipe"].iloc[0]
+    lr = np.where((small_sweep["recipe"] == first) & small_sweep["run_id"].str.endswith("-s1"), 1e-3, 5e-4)
+    small_sweep.assign(lr=lr).to_csv(tmp_path / "runs.csv", index=False)
+    assert main(["fit", str(tmp_path / "runs.csv"), "--out", str(tmp_path / "fit"), "--fast", "--json", "--no-progress"]) == 0
+    captured = capsys.readouterr()
+    said = json.loads(captured.out)["data_warnings"]
+    assert len(said) == 1 and f"file {tmp_path / 'runs.csv'}, column 'lr'" in said[0]
+    assert captured.err.count("column 'lr'") == 1  # the terminal as before
+    assert json.loads((tmp_path / "fit" / "summary.json").read_text())["data_warnings"] == said
+    out = tmp_path / "r.html"
+    assert main(["report", str(tmp_path / "fit"), "-o", str(out), "--json", "--no-progress"]) == 0
+    assert json.loads(capsys.readouterr().out)["data_warnings"] == said
+    page = out.read_text(encoding="utf-8")
+    assert 'id="data-warning"' in page and "column &#x27;lr&#x27;: differs between runs of recipe" in page
 
 
 @pytest.mark.parametrize(
