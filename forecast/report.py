@@ -574,6 +574,7 @@ def collect_report(fc, *, budget=None, target=None, target_chosen: bool = False,
 
     far = far_from_data(budget, fc.runs_["compute"], unit=fc.compute_unit, name="The budget")
     honesty = None if cross_validation is None else cross_validation_section_data(cross_validation, fc, cross_validation_source)
+    question_warnings = ([far] if far else []) + ([honesty["warning"]] if honesty and honesty["warning"] else [])
     return ReportData(
         title=title or ("Scaling forecast (synthetic data)" if synthetic else "Scaling forecast"),
         budget=budget,
@@ -587,10 +588,10 @@ def collect_report(fc, *, budget=None, target=None, target_chosen: bool = False,
         stop_advice=advice,
         synthetic=synthetic,
         notes=notes + stop_notes,
-        warnings=([far] if far else []) + ([honesty["warning"]] if honesty and honesty["warning"] else []),
+        warnings=question_warnings,
         target_chosen=bool(target_chosen and target is not None),
         honesty=honesty,
-        data_warnings=list(fc.data_warnings_),
+        data_warnings=[w for w in fc.data_warnings_ if w not in question_warnings],  # said once on the page
     )
 
 

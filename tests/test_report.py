@@ -347,6 +347,22 @@ def test_report_numbers_from_the_fit(fitted, report_file):
     assert png.startswith(b"\x89PNG")
 
 
+def test_a_data_warning_already_on_the_question_banner_is_not_said_twice(fitted, tmp_path):
+    """The page's two banners, the question's and the data's, each say a sentence once: one the fit kept
+    that the question's banner already says is left out of the data's."""
+    import copy
+
+    from forecast.data import far_from_data
+
+    budget = 1e4 * fitted.runs_["compute"].max()
+    far = far_from_data(budget, fitted.runs_["compute"], unit=fitted.compute_unit, name="The budget")
+    fc = copy.copy(fitted)
+    fc.data_warnings_ = [far, "file runs.csv, column 'lr': differs between runs of recipe 'a'"]
+    data = rp.collect_report(fc, budget=budget, target=0.6)
+    assert data.warnings == [far] and data.data_warnings == [fc.data_warnings_[1]]
+    assert rp.render_report(data).count("Is the unit right?") == 1
+
+
 def test_report_speaks_with_the_decision_and_stop_modules(fitted, report_file):
     _, data = report_file
     assert data.recommendation.source == "forecast.decisions"
