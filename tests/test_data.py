@@ -1063,6 +1063,7 @@ def test_a_table_beside_run_logs_holding_other_runs_is_said(tmp_path):
         warnings.simplefilter("error")
         assert len(load_runs(sweep)) == 8
 
+
 def test_a_table_keeps_the_data_warnings_said_when_it_was_read(tmp_path):
     """The data's warnings reached the terminal and Python's warnings, and nothing else: a fit, its saved
     file and its report could not show them. The table validate_runs and load_runs return keeps them, as
