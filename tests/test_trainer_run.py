@@ -1983,3 +1983,44 @@ def test_a_sweep_s_runs_csv_takes_in_a_run_folder_that_logs_no_seed(tmp_path):
     (other / "evals.jsonl").write_text('{"run_id": "other-run", "recipe": "x", "compute": 1, "metric": 0.1, "step": 2}\n')
     table = combine(str(tmp_path), [])
     assert list(table["run_id"]) == ["other-run"] and (tmp_path / "runs.csv").exists()
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="runs are not locked on Windows (logging_io.lock_run_folder)")
+@pytest.mark.parametrize("cannot", [errno.ENOSYS, errno.ENOLCK, errno.EOPNOTSUPP])
+def test_a_file_system_that_cannot_lock_is_said_not_taken_for_another_process(tmp_path, monkeypatch, capsys, cannot):
+    """flock fails on a file system that has no locks (Lustre mounted without -o flock: ENOSYS; NFS
+    without its lock daemon: ENOLCK), and every failure was read as a lock another process held: the
+    sweep refused every run as 'being run by another process', and train every folder as one
+    'another process (pid ?) is training in'. Only a held lock (EWOULDBLOCK) is another process's; on
+    a file system without locks the run goes on, unguarded as on Windows, and says so once."""
+    import fcntl
+
+    import trainer_minimal.logging_io as logging_io
+
+    def no_locks_here(handle, operation):
+        raise OSError(cannot, os.strerror(cannot))
+
+    monkeypatch.setattr(fcntl, "flock", no_locks_here)
+    monkeypatch.setattr(logging_io, "_said_cannot_lock", set(), raising=False)
+    log = logging_io.open_log_alone(str(tmp_path / "stdout.log"))
+    assert log is not None
+    log.close()
+    from trainer_minimal.train import remove_dead_writes
+
+    unguarded = logging_io.lock_run_folder(str(tmp_path / "run"))
+    # unguarded, a temporary file may be a second writer's in flight, not a dead one's: left to its age
+    (tmp_path / "run" / ".ckpt.pt.inflight.tmp").write_bytes(b"half")
+    remove_dead_writes(types.SimpleNamespace(out=str(tmp_path / "run")))
+    assert (tmp_path / "run" / ".ckpt.pt.inflight.tmp").exists()
+    unguarded.close()
+    said = capsys.readouterr().err
+    assert said.count("trainer-minimal: warning:") == 1, said
+    assert f"cannot lock files ({os.strerror(cannot)})" in said and "not guarded against a second" in said, said
+
+    def held_elsewhere(handle, operation):
+        raise BlockingIOError(errno.EWOULDBLOCK, os.strerror(errno.EWOULDBLOCK))
+
+    monkeypatch.setattr(fcntl, "flock", held_elsewhere)
+    assert logging_io.open_log_alone(str(tmp_path / "stdout.log")) is None
+    with pytest.raises(logging_io.RunFolderBusy, match="another process"):
+        logging_io.lock_run_folder(str(tmp_path / "run"))

@@ -5,8 +5,10 @@ resumed run will produce again. repair_jsonl() removes both and rewrites the fil
 file + os.replace: forecast.io.atomic_path), so a reader sees the old file or the repaired one, never a mix.
 """
 
+import errno
 import json
 import os
+import sys
 
 import torch
 
@@ -24,6 +26,37 @@ class RunFolderBusy(RuntimeError):
     """Another process is training in this run folder."""
 
 
+_said_cannot_lock = set()  # the file systems' errors said already: once per process, not once per run
+_unguarded_folders = set()  # run folders lock_run_folder could not lock (their file system has no locks)
+
+
+def locked_alone(handle, path):
+    """Take an exclusive lock on the open file `handle` (at `path`): True when this process holds it now,
+    False when another process does, None where no lock can be had (Windows, or a file system that has
+    no locks: Lustre mounted without -o flock, ENOSYS; NFS without its lock daemon, ENOLCK). Those fail
+    every flock, and taking that for a lock held elsewhere refused every run there as one another
+    process was training; such a run goes on unguarded, as on Windows, and says so once."""
+    if fcntl is None:  # Windows: unguarded
+        return None
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as e:
+        if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            return False
+        if e.errno not in _said_cannot_lock:
+            _said_cannot_lock.add(e.errno)
+            print(f"trainer-minimal: warning: {path}: this file system cannot lock files ({e.strerror}), so runs "
+                  "here are not guarded against a second process training in the same run folder", file=sys.stderr)
+        return None
+    return True
+
+
+def run_folder_guarded(folder):
+    """Whether lock_run_folder(folder) holds a lock that keeps other processes out (not on Windows, nor
+    on a file system that has no locks)."""
+    return fcntl is not None and os.path.abspath(folder) not in _unguarded_folders
+
+
 def lock_run_folder(folder):
     """Hold an exclusive lock on folder/.lock until the returned file is closed (the OS releases it
     when the process ends, kill -9 included). Two processes training in one folder interleave
@@ -31,11 +64,10 @@ def lock_run_folder(folder):
     killed while an orphaned run it started is still training. Raises RunFolderBusy."""
     os.makedirs(folder, exist_ok=True)
     handle = open(os.path.join(folder, ".lock"), "a+")
-    if fcntl is None:
-        return handle
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
+    held = locked_alone(handle, os.path.join(folder, ".lock"))
+    if held is None:
+        _unguarded_folders.add(os.path.abspath(folder))
+    if held is False:
         handle.seek(0)
         holder = handle.read().strip() or "?"
         handle.close()
@@ -55,11 +87,7 @@ def open_log_alone(path):
     own .lock is taken by the run's `train` after it starts: two sweeps starting one run at once had both
     opened the log by then, and the refused one wrote its refusal into the other's."""
     handle = open(path, "a")
-    if fcntl is None:  # Windows: as lock_run_folder, unguarded
-        return handle
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
+    if locked_alone(handle, path) is False:
         handle.close()
         return None
     return handle

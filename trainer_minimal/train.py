@@ -103,6 +103,7 @@ from .logging_io import (
     lock_run_folder,
     read_jsonl,
     repair_jsonl,
+    run_folder_guarded,
 )
 from .losses import aggregation_weights, group_advantages, policy_loss, zero_variance_groups
 from .model import ARCHITECTURE, build_policy, model_folder_fingerprint
@@ -797,9 +798,10 @@ def remove_dead_writes(cfg):
     is as large as the checkpoint). Under the folder's lock no other process writes there, so every
     one is a dead writer's. forecast.io.atomic_path removes such files only once an hour old: a run
     resumed sooner and ended kept a hidden copy of its checkpoint for good, where the fixed name
-    ckpt.pt.tmp of before was taken over by the next checkpoint. Not on Windows, where the folder is
-    not locked (logging_io.lock_run_folder), so a second writer's file may be in flight."""
-    if os.name == "nt":
+    ckpt.pt.tmp of before was taken over by the next checkpoint. Not where the folder is not locked
+    (Windows, a file system without locks: logging_io.run_folder_guarded), so a second writer's file may
+    be in flight."""
+    if os.name == "nt" or not run_folder_guarded(cfg.out):
         return
     for path in run_paths(cfg).values():
         remove_stale_temps(Path(path), max_age_s=0)
