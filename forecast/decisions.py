@@ -19,6 +19,7 @@ VaR idea); P(reaching a target) and the compute needed for it answer "is this bu
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -670,8 +671,10 @@ def decide(fc, budget: float, *, target: float | None = None, recipes: Sequence[
 def ways_within_data(total: float, max_ways: int, smallest_compute: float) -> int:
     """The most runs, up to max_ways, that `total` splits into with each run's compute (total / k) no
     less than the data's smallest compute; 1 at least, whose own total is judged by the far-from-data
-    warning."""
-    return max([1, *(k for k in range(1, max_ways + 1) if total / k >= smallest_compute)])
+    warning. A run of the smallest compute itself is within the data, a rounding error below it too (0.3 / 3
+    is 0.09999999999999999 in floats)."""
+    return max([1, *(k for k in range(1, max_ways + 1)
+                     if total / k >= smallest_compute or math.isclose(total / k, smallest_compute, rel_tol=1e-9))])
 
 
 def left_out_ways_text(total: float, within: int, max_ways: int, smallest_compute: float,

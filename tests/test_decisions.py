@@ -525,6 +525,20 @@ def test_splits_whose_runs_fall_below_the_data_are_left_out_saying_why():
     assert list(below.table["ways"]) == [1] and below.extra["ways_left_out"] == [2, 3]
 
 
+def test_a_split_whose_runs_get_exactly_the_smallest_compute_is_kept():
+    """A total of three times the data's smallest compute, 0.3 GPU-hours on data from 0.1 up, split
+    three ways gives each run 0.1, within the data; in floats 0.3 / 3 is 0.09999999999999999, and the
+    split was left out saying 'each run would get 0.1 GPU-hours, below the smallest compute in the
+    data (0.1 GPU-hours)', a sentence that contradicts itself."""
+    class SmallUnits(_HandMadeFit):
+        compute_unit = "GPU-hours"
+        runs_ = pd.DataFrame({"compute": [0.1, 0.2, 0.4]})
+
+    split = decide_split(SmallUnits(), 0.3, max_ways=4)
+    assert list(split.table["ways"]) == [1, 2, 3] and split.extra["ways_left_out"] == [4]
+    assert "A split into 4 runs is left out: each run would get 0.075 GPU-hours" in split.recommendation
+
+
 def test_decide_refuses_a_target_or_ways_that_are_not_numbers_in_words(fitted):
     """decide(fc, budget, target="0.6") failed as a TypeError comparing a str with 0, and
     decide_split(max_ways="3") likewise; True was taken as one way."""
