@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .formatting import fmt_compute, name_of, told_apart
+from .formatting import fmt_compute, name_of, names_shown, told_apart
 
 REQUIRED_COLUMNS = ("run_id", "recipe", "compute", "metric")
 OPTIONAL_NUMERIC = ("seed", "n_eval", "step", "device_seconds")
@@ -1155,7 +1155,7 @@ def _warn_if_the_metric_falls_with_compute(frame: pd.DataFrame, source) -> None:
     falling, judged = runs_whose_metric_falls(frame)
     if not judged or 2 * len(falling) <= judged:
         return
-    shown = ", ".join(f"'{run}'" for run in falling[:3]) + (f" and {len(falling) - 3} more" if len(falling) > 3 else "")
+    shown = names_shown([f"'{run}'" for run in falling], 3)
     warnings.warn(str(RunDataError(
         f"falls with compute in {len(falling)} of {judged} runs ({shown}: their last evaluations lie clearly below their "
         "first). The forecast assumes a score in [0, 1] that rises with compute, higher being better (a pass rate), "
