@@ -1114,6 +1114,9 @@ FALL_STANDARD_ERRORS = 3.0
 FALL_MIN_DROP = 0.02
 FALL_MIN_POINTS = 2
 FALL_MIN_EVALS = 6
+# One run's fall is as often a run going wrong (an RL run whose pass rate collapses: the trainer's advisor
+# validates its run alone) as a metric upside down, so at least this many runs must fall.
+FALL_MIN_RUNS = 2
 
 
 def _evaluation_noise(frame: pd.DataFrame, metrics: list[np.ndarray]) -> float:
@@ -1148,12 +1151,12 @@ def runs_whose_metric_falls(frame: pd.DataFrame) -> tuple[list, int]:
 
 
 def _warn_if_the_metric_falls_with_compute(frame: pd.DataFrame, source) -> None:
-    """A warning when most runs' metric falls with compute: the curve is a rising sigmoid to an asymptote
+    """A warning when most runs' metric falls with compute (two runs at least): the curve is a rising sigmoid to an asymptote
     (a pass rate), so a loss or an error rate is fitted all the same, and the recipe whose metric is the
     highest (the worst loss) is called the best. Said, not refused: a sweep where most runs decline is
     worth a look, whatever the metric."""
     falling, judged = runs_whose_metric_falls(frame)
-    if not judged or 2 * len(falling) <= judged:
+    if len(falling) < FALL_MIN_RUNS or 2 * len(falling) <= judged:
         return
     shown = names_shown([f"'{run}'" for run in falling], 3)
     warnings.warn(str(RunDataError(

@@ -388,6 +388,24 @@ def test_a_metric_that_falls_with_compute_is_named_in_a_warning(tmp_path):
         load_runs(tmp_path / "error_rate.csv")
 
 
+def test_one_run_whose_pass_rate_collapses_is_not_taken_for_a_falling_metric():
+    """The trainer's advisor validates its run's own evaluations alone (early_stop.trainer_advice), and a
+    run whose pass rate collapses (0.50 to 0.30: a common end of an RL run, the one the stop rules are
+    for) was 'falls with compute in 1 of 1 runs ... a loss or an error rate is read upside down ... Pass
+    1 - error rate', advice about a metric the trainer writes as a pass rate. One run's fall is a run
+    going wrong as often as a metric upside down; a falling metric takes two runs or more (a sweep in
+    flight with one run long enough to judge included)."""
+    compute = [1e3 * 2 ** i for i in range(8)]
+    collapse = [0.50, 0.52, 0.49, 0.45, 0.40, 0.36, 0.32, 0.30]
+    run = pd.DataFrame({"run_id": "grpo-s0", "recipe": "grpo", "compute": compute, "metric": collapse, "n_eval": 500})
+    assert _falling_metric_warnings(run) == []
+    short = pd.DataFrame({"run_id": "grpo-s1", "recipe": "grpo", "compute": compute[:3], "metric": collapse[:3],
+                          "n_eval": 500})
+    assert _falling_metric_warnings(pd.concat([run, short])) == []  # the other run is too short to judge
+    two = pd.concat([run, run.assign(run_id="grpo-s1")])
+    assert len(_falling_metric_warnings(two)) == 1 and "in 2 of 2 runs" in _falling_metric_warnings(two)[0]
+
+
 def test_rising_sweeps_and_their_early_evaluations_say_nothing_of_a_falling_metric():
     """No shipped table, no synthetic sweep (the messy ones, whose runs may decline late, among them), nor
     the first evaluations of any of their runs read alone (a sweep in flight, the trainer's advisor on a
