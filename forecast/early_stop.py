@@ -93,7 +93,7 @@ import numpy as np
 import pandas as pd
 
 from .data import UNSPECIFIED_UNIT
-from .formatting import fmt_compute, fmt_prob, shown_so_it_reads_true
+from .formatting import fmt_compute, fmt_prob, name_of, shown_so_it_reads_true
 from .inference import check_bool
 
 __all__ = [
@@ -932,7 +932,8 @@ def trainer_advice(
     if target is not None:
         config = EarlyStopConfig(**{**config.to_dict(), "target": target})
     evals = pd.DataFrame(evals)
-    run_id = str(evals["run_id"].iloc[-1]) if len(evals) and "run_id" in evals else "run"
+    # named as validate_runs names it in the fit: a float run_id 3.0 is '3' (formatting.name_of)
+    run_id = name_of(evals["run_id"].iloc[-1]) if len(evals) and "run_id" in evals else "run"
     n = len(evals)
     if n < max(config.min_evals, 2):
         return Recommendation(

@@ -102,6 +102,33 @@ def test_trainer_advice_names_what_did_not_converge(monkeypatch):
     assert any("R-hat up to 1.080" in p for p in rec.details["convergence_problems"])
 
 
+def test_trainer_advice_names_a_float_run_id_as_the_fit_does(monkeypatch):
+    """Evaluations whose run_id is a whole-number float (another tool's log writing "run_id": 3.0; a
+    column read as floats) are fitted as run '3' (formatting.name_of), while trainer_advice named the run
+    str(3.0), '3.0': the run was asked about under a name the fit does not have ('unknown run_id '3.0';
+    the fit has: 3', a KeyError after the fit) and compared with itself as another run. Stand-ins for
+    the fit and the rules, which see the names trainer_advice gives them."""
+    from forecast import early_stop
+
+    seen = {}
+
+    def fit(table, **kwargs):
+        return types.SimpleNamespace(run_ids=sorted(table["run_id"].unique()), diagnostics=unconverged_report), True
+
+    def rules(fc, budgets, config, alternatives, **kwargs):
+        seen.update(budgets=list(budgets), alternatives=list(alternatives), fitted=list(fc.run_ids))
+        return {run: early_stop.Recommendation("continue", "none", "continue", run_id=run) for run in budgets}
+
+    monkeypatch.setattr(early_stop, "fit_for_advice", fit)
+    monkeypatch.setattr(early_stop, "recommend_runs", rules)
+    evals = pd.DataFrame({"run_id": 3.0, "recipe": "live", "compute": [1e5, 2e5, 4e5, 8e5],
+                          "metric": [0.3, 0.35, 0.37, 0.38], "n_eval": 32})
+    rec = early_stop.trainer_advice(evals, planned_compute=1e7, config=early_stop.EarlyStopConfig(min_evals=2))
+    assert seen == {"budgets": ["3"], "alternatives": [], "fitted": ["3"]} and rec.run_id == "3"
+    warming = early_stop.trainer_advice(evals.head(1), planned_compute=1e7)
+    assert (warming.rule, warming.run_id) == ("warmup", "3")
+
+
 def test_the_printed_advice_names_the_action_once_and_warns_of_an_unconverged_stop():
     problems = unconverged_report().problems()
     line = train_module.advice_line("continue", "warmup", "continue: 1 evaluation(s) so far; rules start at 3", {})
