@@ -877,8 +877,9 @@ def reference_rows(reference: pd.DataFrame, live: pd.DataFrame) -> pd.DataFrame:
     refused as duplicated rows)."""
     if reference.empty or live.empty:
         return reference
-    ids = reference["run_id"].astype(str)
-    live_ids = live["run_id"].astype(str)
+    # named as validate_runs names them: a raw table's float run 3.0 is the live run '3' (formatting.name_of)
+    ids = reference["run_id"].map(name_of).astype(str)
+    live_ids = live["run_id"].map(name_of).astype(str)
     same, other = set(), set()
     for run in set(ids) & set(live_ids):
         mine = live.loc[live_ids == run, ["compute", "metric"]].astype(float)
@@ -887,7 +888,7 @@ def reference_rows(reference: pd.DataFrame, live: pd.DataFrame) -> pd.DataFrame:
         agree = len(both) > 0 and np.allclose(both["metric_live"], both["metric_ref"])
         (same if agree else other).add(run)
     kept = reference[~ids.isin(same)].copy()
-    kept_ids = kept["run_id"].astype(str)
+    kept_ids = ids[~ids.isin(same)]
     kept["run_id"] = kept_ids.where(~kept_ids.isin(other), REFERENCE_PREFIX + kept_ids)
     return kept
 

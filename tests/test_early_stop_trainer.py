@@ -161,6 +161,25 @@ def test_the_trainers_reference_keeps_an_earlier_sweeps_run_of_the_same_name(tmp
     assert set(_reference_table(tmp_path / "own.csv", live)["run_id"]) == {"grpo-s0"}
 
 
+def test_the_trainers_reference_of_float_run_ids_knows_the_live_run_in_it(tmp_path):
+    """A reference table whose run_id column holds floats (Parquet, another tool's log) is read raw, run
+    3 as 3.0, while the live run, validated, is '3' (formatting.name_of): the reference's own log of
+    the live run was not recognised as the run itself ('3.0' is not '3'), was kept, and once the two
+    were validated together was one run '3' of two logs. It is known by its name as the fit gives it."""
+    from forecast.data import validate_runs
+    from forecast.early_stop import _reference_table
+
+    live = validate_runs(pd.DataFrame({"run_id": [3.0] * 2, "recipe": ["dapo"] * 2, "compute": [1.0, 2.0],
+                                       "metric": [0.2, 0.3]}))
+    own = pd.DataFrame({"run_id": [3.0, 3.0, 4.0, 4.0, 4.0], "recipe": ["dapo", "dapo", "grpo", "grpo", "grpo"],
+                        "compute": [1.0, 2.0, 1.0, 2.0, 4.0], "metric": [0.2, 0.3, 0.25, 0.33, 0.4]})
+    own.to_parquet(tmp_path / "own.parquet")
+    assert set(_reference_table(tmp_path / "own.parquet", live)["run_id"]) == {"4"}
+    earlier = own.assign(metric=own["metric"] + 0.01)  # an earlier sweep's run 3: another run
+    earlier.to_parquet(tmp_path / "earlier.parquet")
+    assert set(_reference_table(tmp_path / "earlier.parquet", live)["run_id"]) == {"ref:3", "4"}
+
+
 def test_the_trainers_advice_fits_pad_to_few_sizes_as_its_table_grows(intercept_advice_fit):
     """Each padded size is a model compiled once per process (about 25 s, about 100 MB kept). The
     trainer's fits were padded to the next multiple of 64 rows, so a run asking every few
