@@ -8,6 +8,7 @@ import warnings
 
 import matplotlib.pyplot as plt  # no backend forced: notebooks keep inline figures
 import numpy as np
+from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedLocator, Formatter, FuncFormatter, NullLocator
 
 from .data import FarFromDataWarning, warn_if_far_from_data
@@ -473,6 +474,13 @@ def _legends_on_given_axes(axes, band_handles, seeds_of, labels_of, recipes, tit
 
 
 FOREST_DATA_IN = 4.5  # the intervals' own width, whatever the names beside them take
+FOREST_KEY_IN = 0.3  # the key's row under the x label
+# how the forest draws a recipe's median and intervals, and its key names them: keyed by that name
+FOREST_STYLE = {
+    "median": {"marker": "o", "linestyle": "none", "color": "white", "mec": "tab:blue", "ms": 6},
+    "50% interval": {"color": "tab:blue", "lw": 4},
+    "90% interval": {"color": "tab:blue", "lw": 1.2},
+}
 
 
 def _forest_width_in(names) -> float:
@@ -497,24 +505,30 @@ def plot_asymptote_forest(fc, *, ax=None, reference=None):
     table = fc.asymptote().query("level == 'recipe'").sort_values("q50")
     draws = {r: fc.draws("A")[:, k] for k, r in enumerate(fc.recipes)}
     own_figure = ax is None
-    if own_figure:
-        fig, ax = plt.subplots(figsize=(_forest_width_in(table["recipe"]), 0.45 * len(table) + 1.2))
+    if own_figure:  # its height holds the key's row under the x label (FOREST_KEY_IN)
+        fig, ax = plt.subplots(figsize=(_forest_width_in(table["recipe"]), 0.45 * len(table) + 1.2 + FOREST_KEY_IN))
     else:
         fig = ax.figure
     for y, recipe in enumerate(table["recipe"]):
         d = draws[recipe]
         q = np.quantile(d, [0.05, 0.25, 0.5, 0.75, 0.95])
-        ax.plot([q[0], q[4]], [y, y], color="tab:blue", lw=1.2)
-        ax.plot([q[1], q[3]], [y, y], color="tab:blue", lw=4)
-        ax.plot(q[2], y, "o", color="white", mec="tab:blue", ms=6)
+        ax.plot([q[0], q[4]], [y, y], **FOREST_STYLE["90% interval"])
+        ax.plot([q[1], q[3]], [y, y], **FOREST_STYLE["50% interval"])
+        ax.plot(q[2], y, **FOREST_STYLE["median"])
     if reference is not None:
         ax.axvline(reference, color="black", ls="--", lw=1)
     ax.set_yticks(range(len(table)))
     ax.set_yticklabels(table["recipe"])
     # the line named on the image, as the fan chart's key names its target: a pasted chart has no caption
     named = f"; dashed line: target {reference:g}" if reference is not None else ""
-    ax.set_xlabel(f"asymptote A (50% and 90% intervals){named}")
+    ax.set_xlabel(f"asymptote A{named}")
     ax.grid(axis="x", alpha=0.3)
+    # which bar is which, on the image: the report's caption says it, but notebook 01's forest and a
+    # chart copied out of the report have none. Under the x label, as the cross-validation chart's key,
+    # where it covers no interval
+    ax.legend([Line2D([], [], **style) for style in FOREST_STYLE.values()], list(FOREST_STYLE), fontsize=8,
+              ncol=len(FOREST_STYLE), loc="upper center", bbox_to_anchor=(0.5, 0.0),
+              bbox_transform=_below_xlabel(ax, _renderer(fig)), borderaxespad=0.0)
     _lay_out_one_panel(fig, ax, convergence_mark(fc), own_figure)
     return fig
 

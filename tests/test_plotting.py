@@ -377,6 +377,38 @@ def test_the_forest_names_its_target_line_on_the_image(fitted):
         plt.close(fig)
 
 
+def test_the_forest_says_which_bar_is_which_interval_on_the_image(fitted):
+    """The forest's x axis said "50% and 90% intervals" without saying which bar was which: the
+    report's caption says thick = 50%, thin = 90%, but notebook 01's forest and a chart copied out
+    of the report have no caption. A key under the x label now names the median, the thick bar and
+    the thin bar, drawn as they are, and covers no interval."""
+    import numpy as np
+
+    from forecast.plotting import plot_asymptote_forest
+
+    for on_callers_axes in (False, True):
+        fig = plot_asymptote_forest(fitted, reference=0.6, ax=plt.subplots()[1] if on_callers_axes else None)
+        try:
+            r = _renderer(fig)
+            ax = fig.axes[0]
+            key = ax.get_legend()
+            assert key is not None, "the forest has no key"
+            widths = {t.get_text(): h.get_linewidth() for t, h in zip(key.get_texts(), key.legend_handles, strict=True)}
+            assert "median" in widths and widths["50% interval"] > widths["90% interval"]
+            # the key's thick bar is the drawn 50% interval, the inner one: narrower than the thin 90% one
+            bars = {lw: [np.ptp(line.get_xdata()) for line in ax.get_lines() if line.get_linewidth() == lw]
+                    for lw in (widths["50% interval"], widths["90% interval"])}
+            assert len(bars[widths["50% interval"]]) == len(fitted.recipes) == len(bars[widths["90% interval"]])
+            assert all(a < b for a, b in zip(bars[widths["50% interval"]], bars[widths["90% interval"]], strict=True))
+            box = key.get_window_extent(r)
+            assert box.y1 <= ax.get_window_extent(r).y0, "the key lies on the intervals"
+            assert box.y1 <= ax.xaxis.label.get_window_extent(r).y0 + 0.5, "the key covers the x label"
+            if not on_callers_axes:  # a figure of ours keeps the key whole
+                assert fig.bbox.y0 - 1 <= box.y0 and fig.bbox.x0 - 1 <= box.x0 and box.x1 <= fig.bbox.x1 + 1
+        finally:
+            plt.close(fig)
+
+
 def test_a_grid_of_the_callers_with_spare_axes_leaves_the_key_readable(fitted):
     """Three recipes into a 2 x 2 grid: the key sits right of the last panel, where the spare
     fourth axes was drawn over it (the key's handles showed, its words did not)."""
