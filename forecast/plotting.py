@@ -521,7 +521,7 @@ def plot_asymptote_forest(fc, *, ax=None, reference=None):
     ax.set_yticklabels(table["recipe"])
     # the line named on the image, as the fan chart's key names its target: a pasted chart has no caption
     named = f"; dashed line: target {reference:g}" if reference is not None else ""
-    ax.set_xlabel(f"asymptote A{named}")
+    ax.set_xlabel(f"asymptote A (metric){named}")
     ax.grid(axis="x", alpha=0.3)
     # which bar is which, on the image: the report's caption says it, but notebook 01's forest and a
     # chart copied out of the report have none. Under the x label, as the cross-validation chart's key,
@@ -599,7 +599,7 @@ def plot_cross_validation(cv, *, ax=None):
         ax.xaxis.set_minor_locator(NullLocator())
     ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}x"))
     ax.set_xlabel("reach: compute / the run's last compute before the cut")
-    ax.set_ylabel("observed - forecast (pass rate)")
+    ax.set_ylabel("observed - forecast (metric)")  # the fan chart's word for its y axis
     ax.grid(alpha=0.3)
     # under the x label, as the fan chart's seed legends: inside the panel ("best") it covered the
     # trainer sweep's largest miss of 1122, and on any chart this dense it covers some

@@ -409,6 +409,27 @@ def test_the_forest_says_which_bar_is_which_interval_on_the_image(fitted):
             plt.close(fig)
 
 
+def test_the_fan_chart_forest_and_cross_validation_chart_name_the_metric_alike(fitted):
+    """The fan chart's y axis said "metric", the cross-validation chart's "observed - forecast (pass
+    rate)" and the forest's x axis named no unit: three words for one quantity on the report's
+    charts. Each now says "metric", the word the fan chart and the notebooks' charts use."""
+    from forecast.plotting import plot_asymptote_forest, plot_cross_validation
+
+    cv = pd.DataFrame({"cut": 0.5, "ahead": [1.2, 1.5, 2.0], "observed": [0.40, 0.42, 0.45],
+                       "forecast": [0.41, 0.42, 0.43], "lower": [0.35, 0.36, 0.37], "upper": [0.47, 0.48, 0.49],
+                       "covered": True, "level": 0.9})
+    labels = {}
+    for name, fig in (("fan chart", fitted.plot(recipes=fitted.recipes[0])), ("forest", plot_asymptote_forest(fitted)),
+                      ("cross-validation", plot_cross_validation(cv))):
+        try:
+            fig.canvas.draw()
+            labels[name] = " ".join(t for ax in fig.axes for t in (ax.get_xlabel(), ax.get_ylabel()) if t)
+        finally:
+            plt.close(fig)
+    for name, said in labels.items():
+        assert "metric" in said and "pass rate" not in said, f"{name}: {said}"
+
+
 def test_a_grid_of_the_callers_with_spare_axes_leaves_the_key_readable(fitted):
     """Three recipes into a 2 x 2 grid: the key sits right of the last panel, where the spare
     fourth axes was drawn over it (the key's handles showed, its words did not)."""
