@@ -240,6 +240,15 @@ class PolicyResult:
     def compute_saved(self) -> float:
         return 1.0 - self.compute_fraction
 
+    def stops_summary(self) -> str:
+        """The sentence over a table of the policy's stops, so that an empty table does not speak
+        for itself: 'the forecast policy stopped 2 of the 6 runs:' or, when it stopped none, 'the
+        forecast policy stopped none of the 6 runs at its 4 checkpoints: every run ran to its end.'"""
+        if not self.stops:
+            return (f"the {self.policy} policy stopped none of the {self.n_runs} runs at its {self.n_checks} "
+                    "checkpoints: every run ran to its end.")
+        return f"the {self.policy} policy stopped {len(self.stops)} of the {self.n_runs} runs:"
+
     def to_dict(self) -> dict:
         d = asdict(self)
         d["compute_saved"] = self.compute_saved

@@ -472,6 +472,22 @@ def test_a_printed_backtest_says_when_ours_stops_rest_on_fits_that_did_not_conve
     assert "median policy" not in text
 
 
+def test_a_policys_stops_come_with_a_sentence_that_says_when_it_stopped_none():
+    """Notebook 03 showed our policy's stops as a table alone: on a sweep where it stopped no run,
+    an empty table with its column names and not a word. stops_summary() says how many of the runs
+    the policy stopped, and when none, that every run ran to its end."""
+    runs = curve_table({f"r{i}": 0.3 + 0.03 * i for i in range(8)} | {"late": 0.7}, slow=("late",))
+    config = BacktestConfig(min_evals=3, check_growth=1.5)
+    none = replay(runs, NoStopping(), config)
+    assert none.stops == []
+    said = none.stops_summary()
+    assert said.startswith("the no_stopping policy stopped none of the 9 runs")
+    assert "every run ran to its end" in said
+    median = replay(runs, MedianRule(n_startup=5), config)
+    assert median.stops
+    assert median.stops_summary() == f"the median policy stopped {len(median.stops)} of the 9 runs:"
+
+
 def test_planned_horizon_is_a_bool_and_a_numpy_bool_is_one():
     """planned_horizon="no" is true in an if: the replay's refits were told a horizon nobody asked for."""
     with pytest.raises(ValueError, match="BacktestConfig.planned_horizon must be True or False, got 'no'"):

@@ -215,3 +215,23 @@ def test_notebook_02s_recipes_at_the_budget_chart_keeps_its_words_readable(n_rec
                 assert not (box.y0 < y < box.y1 and box.x0 < x95 and x05 < box.x1), f"{box} covers {row.recipe}'s interval"
     finally:
         plt.close(fig)
+
+
+def test_notebook_03_says_so_when_our_policy_stopped_no_run(capsys):
+    """Notebook 03's table of our policy's stops was an empty DataFrame, column names alone, on a
+    sweep where the policy stopped no run. Run here from the notebook's own cell on such a replay,
+    it prints a sentence saying no run was stopped."""
+    import dataclasses
+    import types
+
+    import pandas as pd
+
+    from forecast.backtest import NoStopping, replay
+
+    nb = nbformat.read(NOTEBOOK_DIR / "03_early_stopping.ipynb", as_version=4)
+    cell = next(c for c in nb.cells if c.cell_type == "code" and "ours.stops" in c.source)
+    runs = pd.DataFrame({"run_id": ["a"] * 4 + ["b"] * 4, "recipe": ["r"] * 8, "compute": [1.0, 2.0, 3.0, 4.0] * 2,
+                         "metric": [0.2, 0.3, 0.35, 0.4, 0.25, 0.3, 0.4, 0.45]})
+    ours = dataclasses.replace(replay(runs, NoStopping()), policy="forecast")  # a replay that stopped no run
+    exec(compile(cell.source, "notebook 03", "exec"), {"pd": pd, "result": types.SimpleNamespace(results=[ours])})
+    assert "stopped none of the 2 runs" in capsys.readouterr().out
