@@ -31,7 +31,9 @@ says so). A `config.target` is in the study's own units: for a minimised error, 
 down to (target=0.3: an error of 0.3, a pass rate of 0.7 on the pruner's side). Why each trial
 was (or was not) pruned is kept in `pruner.advice` (trial number -> Recommendation), logged, and stored
 in the trial's user attributes (`forecast_pruner_action`, `_rule`, `_reason`, `_converged`), so it
-outlives the process in the study's storage and shows in `study.trials_dataframe()`.
+outlives the process in the study's storage and shows in `study.trials_dataframe()`. Under
+`study.optimize(n_jobs=N)` (threads) checks run one at a time in the process, so a trial's
+`should_prune` may wait for another trial's check (a fit, about a second) to end.
 
 The saturation rule is off by default here: Optuna never makes a pruned trial the study's best
 trial, so pruning a leader because it has flattened would throw the leader away.
@@ -42,6 +44,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import numbers
+import threading
 import warnings
 from collections.abc import Callable
 
@@ -60,6 +63,14 @@ logger = logging.getLogger(__name__)
 
 # trial.user_attrs keys holding the latest advice: forecast_pruner_action, _rule, _reason, _converged
 USER_ATTR_PREFIX = "forecast_pruner_"
+
+# One check at a time in this process. Optuna's n_jobs runs trials in threads, and a check's fit
+# enters warnings.catch_warnings (fit_for_advice, the sampler), which swaps the process's global
+# warning state: two fits overlapping in threads restored each other's state out of order and
+# left the process recording every later warning into a list nobody reads (a study with n_jobs=2
+# silenced all warnings after it, this pruner's own included). Module-wide, not per pruner, since
+# two studies' pruners in two threads share that state too.
+_CHECK_LOCK = threading.RLock()  # re-entrant: a pruner that wraps this one in the same thread does not deadlock
 
 
 def _whole(value) -> bool:
@@ -164,7 +175,7 @@ class ForecastPruner(BasePruner):
             if trial.number not in self._not_rates:
                 self._not_rates.add(trial.number)
                 warnings.warn(f"ForecastPruner: completed trial {trial.number} reported values outside [0, 1]; it is "
-                              "not used as the reference (the pruner compares rates)", UserWarning, stacklevel=4)
+                              "not used as the reference (the pruner compares rates)", UserWarning, stacklevel=5)
             return 0
         return len(usable)
 
@@ -194,7 +205,7 @@ class ForecastPruner(BasePruner):
         self._warned_warmup = True
         warnings.warn(f"ForecastPruner: trial {trial.number} reached max_step after {n_reports} report(s), fewer than "
                       f"n_warmup_steps={self.n_warmup_steps}, so it could never be pruned; n_warmup_steps counts "
-                      "reports (unlike MedianPruner's, which is a step)", UserWarning, stacklevel=3)
+                      "reports (unlike MedianPruner's, which is a step)", UserWarning, stacklevel=4)
 
     def _warn_steps_in_another_unit(self, trial, budget: float) -> None:
         """Once: every report at or past max_step from the first, a step unit mix-up; the pruner would never prune."""
@@ -204,7 +215,7 @@ class ForecastPruner(BasePruner):
         warnings.warn(f"ForecastPruner: trial {trial.number} reported its first steps at or past max_step "
                       f"({budget:g} compute), so it can never be pruned; max_step should be the step (in the "
                       "unit trial.report uses, or mapped by step_to_compute) trials are planned to reach",
-                      UserWarning, stacklevel=4)
+                      UserWarning, stacklevel=5)
 
     def _keep(self, study, trial, rec: Recommendation) -> None:
         """Keep the advice in `pruner.advice` and in the trial's user attributes (USER_ATTRS), which
@@ -221,6 +232,10 @@ class ForecastPruner(BasePruner):
             study._storage.set_trial_user_attr(trial._trial_id, f"{USER_ATTR_PREFIX}{key}", value)
 
     def prune(self, study: optuna.study.Study, trial: optuna.trial.FrozenTrial) -> bool:
+        with _CHECK_LOCK:  # the pruner's own warnings too: not said inside another thread's catch_warnings
+            return self._check(study, trial)
+
+    def _check(self, study: optuna.study.Study, trial: optuna.trial.FrozenTrial) -> bool:
         n_reports = len(trial.intermediate_values)
         if n_reports < self.n_warmup_steps:
             self._warn_if_warmup_outlasts_trial(trial, n_reports)

@@ -269,3 +269,48 @@ def test_forecast_pruner_keeps_its_reasons_in_the_trials_user_attrs():
     assert first["forecast_pruner_rule"] == "no_reference" and first["forecast_pruner_converged"] is None
     frame = study.trials_dataframe()
     assert frame.loc[1, "user_attrs_forecast_pruner_rule"] == "beats_best"
+
+
+def test_checks_in_two_threads_leave_the_process_warnings_as_they_were(monkeypatch, recwarn):
+    """Optuna's n_jobs=2 runs trials in threads. Each check's fit swaps the process's global warning
+    state (warnings.catch_warnings); two fits that overlapped and ended in the order they began left
+    the process recording every later warning into a list nobody reads: after such a study no
+    warning was shown again, the pruner's own included. That order is forced here (the first fit
+    waits, up to a bound, for the second to begin; the second, for the first check to end) so that
+    the test does not rest on luck; the real fits run unchanged."""
+    import threading
+
+    from forecast.forecaster import ScalingForecaster
+
+    first_began, second_began, first_done = threading.Event(), threading.Event(), threading.Event()
+    real_fit = ScalingForecaster.fit
+
+    def fit_in_order(self, *args, **kwargs):
+        if threading.current_thread().name == "second":
+            second_began.set()
+            first_done.wait(timeout=60)  # the first check ends while this one is inside its fit
+            return real_fit(self, *args, **kwargs)
+        first_began.set()
+        fitted = real_fit(self, *args, **kwargs)
+        second_began.wait(timeout=3)  # held off by the pruner, the second check cannot begin: it waits its turn
+        return fitted
+
+    monkeypatch.setattr(ScalingForecaster, "fit", fit_in_order)
+    pruner = ForecastPruner(max_step=STEPS[-1], n_eval=N_EVAL)
+    study = optuna.create_study(direction="maximize", pruner=pruner)
+    study.add_trial(optuna.trial.create_trial(value=0.6, intermediate_values={s: 0.6 * s / STEPS[-1] for s in STEPS}))
+    trials = [study.ask() for _ in range(2)]
+    for trial in trials:
+        for step in STEPS[:5]:
+            trial.report(0.3, step)
+    filters = list(warnings.filters)
+    first = threading.Thread(target=lambda: (trials[0].should_prune(), first_done.set()), name="first")
+    second = threading.Thread(target=lambda: first_began.wait(timeout=60) and trials[1].should_prune(), name="second")
+    first.start()
+    second.start()
+    first.join()
+    second.join()
+    assert pruner.n_fits == 2 and set(pruner.advice) == {1, 2}
+    assert warnings.filters == filters
+    warnings.warn("a warning after the study", UserWarning, stacklevel=1)
+    assert [w for w in recwarn if "a warning after the study" in str(w.message)]
