@@ -286,7 +286,11 @@ class ForecastPruner(BasePruner):
         fc, converged = fit_for_advice(
             table, random_seed=self.random_seed + self.n_fits, pad_to=pad, previous=self._previous.get(trial.number), **self.forecaster_kwargs
         )
-        self._previous = {trial.number: fc}  # the next report of this trial refits this fit
+        # the next check of this trial refits this fit. Kept for every trial still running, not only the
+        # last one checked: under n_jobs > 1 trials take turns, and one slot made every check a full fit
+        running = {t.number for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))}
+        self._previous = {number: fit for number, fit in self._previous.items() if number in running}
+        self._previous[trial.number] = fc
         self.n_fits += 1
         # the best completed trial is judged where it ended: that is the value it already has
         config = self.config

@@ -314,3 +314,36 @@ def test_checks_in_two_threads_leave_the_process_warnings_as_they_were(monkeypat
     assert warnings.filters == filters
     warnings.warn("a warning after the study", UserWarning, stacklevel=1)
     assert [w for w in recwarn if "a warning after the study" in str(w.message)]
+
+
+def test_trials_that_take_turns_each_refit_their_own_last_fit(monkeypatch):
+    """Under n_jobs=2 two trials' checks alternate. The pruner kept the last fit of the last trial
+    checked only, so each check of either trial sampled afresh instead of refitting its own last
+    fit (a reweighting, a fraction of a second, where it is reliable)."""
+    from forecast.forecaster import ScalingForecaster
+
+    refits = []
+    real_refit = ScalingForecaster.refit
+
+    def counted_refit(self, *args, **kwargs):
+        refits.append(self)
+        return real_refit(self, *args, **kwargs)
+
+    monkeypatch.setattr(ScalingForecaster, "refit", counted_refit)
+    pruner = ForecastPruner(max_step=STEPS[-1], n_eval=N_EVAL)
+    study = optuna.create_study(direction="maximize", pruner=pruner)
+    study.add_trial(optuna.trial.create_trial(value=0.6, intermediate_values={s: 0.6 * s / STEPS[-1] for s in STEPS}))
+    trials = [study.ask() for _ in range(2)]
+    for step in STEPS[:5]:
+        for trial in trials:
+            trial.report(0.3, step)
+    for trial in trials:
+        trial.should_prune()  # a first fit each
+    for trial in trials:
+        trial.report(0.3, STEPS[5])
+        trial.should_prune()  # each refits its own
+    assert len(refits) == 2 and refits[0] is not refits[1]
+    study.tell(trials[0], 0.3)
+    trials[1].report(0.3, STEPS[6])
+    trials[1].should_prune()
+    assert set(pruner._previous) == {trials[1].number}  # a finished trial's fit is let go
