@@ -252,9 +252,12 @@ class ForecastPruner(BasePruner):
         minimize = study.direction == StudyDirection.MINIMIZE
         convert = dict(minimize=minimize, step_to_compute=self.step_to_compute, n_eval=self.n_eval)
         table = trial_table(trial, **convert)
-        if len(table) < 2:
-            return False
         run_id = f"trial-{trial.number}"
+        if len(table) < 2:  # evaluations that failed (NaN, inf) or at compute 0: said, not passed over in silence
+            self._keep(study, trial, Recommendation(
+                CONTINUE, "warmup", f"continue: {len(table)} of {n_reports} reports are usable (a finite value at "
+                f"compute > 0); rules start at {max(self.config.min_evals, 2)}", run_id=run_id))
+            return False
         budget = float(self.step_to_compute(self.max_step))
         if table["compute"].max() >= budget:
             # the trial is done: pruning now would only discard its result (the last advice before it stands)

@@ -347,3 +347,21 @@ def test_trials_that_take_turns_each_refit_their_own_last_fit(monkeypatch):
     trials[1].report(0.3, STEPS[6])
     trials[1].should_prune()
     assert set(pruner._previous) == {trials[1].number}  # a finished trial's fit is let go
+
+
+def test_a_trial_whose_reports_are_not_usable_is_kept_with_a_reason():
+    """A trial whose evaluations failed (NaN, inf) or were made at step 0 past the warm-up ran on with
+    no advice at all: nothing in pruner.advice or its user attributes said why it was never judged."""
+    pruner = ForecastPruner(max_step=STEPS[-1])
+    study = optuna.create_study(direction="maximize", pruner=pruner)
+    study.add_trial(optuna.trial.create_trial(value=0.6, intermediate_values={s: 0.6 * s / STEPS[-1] for s in STEPS}))
+    trial = study.ask()
+    trial.report(0.2, 0)
+    trial.report(0.3, STEPS[0])
+    for step in STEPS[1:5]:
+        trial.report(float("nan"), step)
+    assert trial.should_prune() is False
+    why = pruner.advice[trial.number]
+    assert (why.action, why.rule) == ("continue", "warmup") and pruner.n_fits == 0
+    assert why.message == "continue: 1 of 6 reports are usable (a finite value at compute > 0); rules start at 4"
+    assert study.trials[-1].user_attrs["forecast_pruner_reason"] == why.message
