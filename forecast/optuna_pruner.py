@@ -27,7 +27,8 @@ reports, not steps (a trial that reaches max_step inside the warm-up is warned a
 `n_startup_trials` is MedianPruner's (no pruning until that many trials completed; default 0). Values
 must be rates in [0, 1]; for a minimised error rate the pruner works on 1 - value (so the numbers
 in `advice[...].details`, e.g. expected_at_budget, are in 1 - value units there, and each message
-says so). A `config.target` is in the study's own units: for a minimised error, the error to get
+says so). A minimising study whose best trial's values rose (a pass rate under Optuna's
+default direction, 'minimize') is warned about once. A `config.target` is in the study's own units: for a minimised error, the error to get
 down to (target=0.3: an error of 0.3, a pass rate of 0.7 on the pruner's side). Why each trial
 was (or was not) pruned is kept in `pruner.advice` (trial number -> Recommendation), logged, and stored
 in the trial's user attributes (`forecast_pruner_action`, `_rule`, `_reason`, `_converged`), so it
@@ -63,6 +64,10 @@ logger = logging.getLogger(__name__)
 
 # trial.user_attrs keys holding the latest advice: forecast_pruner_action, _rule, _reason, _converged
 USER_ATTR_PREFIX = "forecast_pruner_"
+
+# A best trial of a minimising study whose values rose by more than this (a rate's evaluation noise is a
+# few hundredths) was minimising a metric that rises: a pass rate, with Optuna's default direction.
+RISE_OF_A_MINIMISED_METRIC = 0.05
 
 # One check at a time in this process. Optuna's n_jobs runs trials in threads, and a check's fit
 # enters warnings.catch_warnings (fit_for_advice, the sampler), which swaps the process's global
@@ -163,6 +168,7 @@ class ForecastPruner(BasePruner):
         self._previous = {}  # trial number -> its last fit, refitted at its next report
         self._warned_max_step = False
         self._warned_warmup = False
+        self._warned_direction = False
         self._not_rates: set[int] = set()  # completed trials whose reports are not rates, warned about once
 
     def _usable_reports(self, trial) -> int:
@@ -187,7 +193,29 @@ class ForecastPruner(BasePruner):
         if not complete:
             return None
         pick = min if study.direction == StudyDirection.MINIMIZE else max
-        return pick(complete, key=lambda t: t.value)
+        best = pick(complete, key=lambda t: t.value)
+        if study.direction == StudyDirection.MINIMIZE:
+            self._warn_if_minimising_a_rising_metric(best)
+        return best
+
+    def _warn_if_minimising_a_rising_metric(self, best) -> None:
+        """Once: Optuna's default direction is 'minimize', so a study made without direction='maximize'
+        minimises a pass rate, and the pruner (which then works on 1 - value) keeps the trials that
+        climb least and prunes the ones that climb most, each message saying only '(in 1 - value: the
+        study minimises)'. The best trial of a study that really minimises an error has an error that
+        fell; one whose reported values rose by more than noise is a pass rate minimised by mistake."""
+        if self._warned_direction:
+            return
+        on_curve = sorted((step, value) for step, value in best.intermediate_values.items()
+                          if np.isfinite(value) and float(self.step_to_compute(step)) > 0)
+        (first_step, first), (last_step, last) = on_curve[0], on_curve[-1]
+        if last - first <= RISE_OF_A_MINIMISED_METRIC:
+            return
+        self._warned_direction = True
+        warnings.warn(f"ForecastPruner: the study minimises, yet its best completed trial {best.number} reported "
+                      f"values that rose from {first:g} (step {first_step:g}) to {last:g} (step {last_step:g}); a pass "
+                      "rate, which rises, needs optuna.create_study(direction='maximize') (Optuna's default is "
+                      "'minimize'): minimised, the trials that climb most are the ones pruned", UserWarning, stacklevel=6)
 
     def _warn_if_warmup_outlasts_trial(self, trial, n_reports: int) -> None:
         """Warn once when a trial reaches max_step still inside the warm-up: n_warmup_steps counts reports,

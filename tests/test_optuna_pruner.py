@@ -365,3 +365,27 @@ def test_a_trial_whose_reports_are_not_usable_is_kept_with_a_reason():
     assert (why.action, why.rule) == ("continue", "warmup") and pruner.n_fits == 0
     assert why.message == "continue: 1 of 6 reports are usable (a finite value at compute > 0); rules start at 4"
     assert study.trials[-1].user_attrs["forecast_pruner_reason"] == why.message
+
+
+def test_a_pass_rate_minimised_by_optunas_default_direction_is_warned_about_once():
+    """optuna.create_study() minimises unless told otherwise. A pass rate reported there was read as
+    1 - value, so the pruner kept the trials that climbed least and pruned those that climbed most,
+    each message saying only '(in 1 - value: the study minimises)'."""
+    rising = {s: float(v) for s, v in zip(STEPS, sigmoid_curve(np.array(STEPS, dtype=float), 0.6, 1.5, 400.0, 0.2),
+                                          strict=True)}
+    for direction, best, warned in (("minimize", rising, True), ("minimize", {s: 1 - v for s, v in rising.items()}, False),
+                                    ("maximize", rising, False)):
+        pruner = ForecastPruner(max_step=STEPS[-1], n_eval=N_EVAL)
+        study = optuna.create_study(direction=direction, pruner=pruner)
+        study.add_trial(optuna.trial.create_trial(value=best[STEPS[-1]], intermediate_values=best))
+        for _ in range(2 if warned else 1):
+            trial = study.ask()
+            for step in STEPS[:5]:
+                trial.report(best[step], step)
+            warns = warned and trial.number == 1  # once per pruner
+            with pytest.warns(UserWarning, match=r"the study minimises, yet its best completed trial 0 reported values "
+                                                 r"that rose from 0\.244444 \(step 100\) to 0\.579938 \(step 2842\); a pass "
+                                                 r"rate, which rises, needs optuna\.create_study\(direction='maximize'\)"
+                              ) if warns else _no_warning():
+                trial.should_prune()
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
