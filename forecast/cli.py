@@ -724,7 +724,8 @@ def run_decide(args) -> int:
 
         # stamped, as the fit's summary and the report are: a forwarded decision names what made it
         print(dumps_json({**decision.to_dict(), "diagnostics": fc.diagnostics().to_dict(), "forecast_version": __version__,
-                          "fit_forecast_version": fc.posterior.attrs.get("forecast_version")}))
+                          "fit_forecast_version": fc.posterior.attrs.get("forecast_version"),
+                          "data_warnings": fc.data_warnings_}))  # as fit's and report's JSON: kept with the fit
     else:
         print(decision)
     warn_if_unconverged(fc)

@@ -727,3 +727,24 @@ def test_a_path_that_loops_or_is_too_long_is_named_not_a_traceback(tmp_path, cap
     err = capsys.readouterr().err
     reason = "too many levels of symbolic links" if bad == "loop" else "file name too long"
     assert f"{path}: {reason}" in err and "Traceback" not in err
+
+
+def test_decide_json_carries_the_datas_warnings_as_fit_and_report_do(fit_dir, small_sweep, tmp_path, capsys):
+    """`forecast fit --json` and `forecast report --json` kept the data's warnings said when the runs were
+    read (a recipe whose runs differ in a setting), `forecast decide --json` had no such key: a decision
+    forwarded as JSON lost them, from a saved fit and from a fresh fit alike."""
+    import numpy as np
+
+    assert main(["decide", str(fit_dir / "fit"), "--budget", "1e5", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["data_warnings"] == []  # none said: the key is there, empty
+    first = small_sweep["recipe"].iloc[0]
+    lr = np.where((small_sweep["recipe"] == first) & small_sweep["run_id"].str.endswith("-s1"), 1e-3, 5e-4)
+    small_sweep.assign(lr=lr).to_csv(tmp_path / "runs.csv", index=False)
+    assert main(["fit", str(tmp_path / "runs.csv"), "--out", str(tmp_path / "fit"), "--fast", "--json", "--no-progress"]) == 0
+    said = json.loads(capsys.readouterr().out)["data_warnings"]
+    assert len(said) == 1 and "column 'lr': differs between runs of recipe" in said[0]
+    assert main(["decide", str(tmp_path / "fit"), "--budget", "1e5", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["data_warnings"] == said
+    assert main(["decide", str(tmp_path / "runs.csv"), "--budget", "1e5", "--fast", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["data_warnings"] == said and captured.err.count("column 'lr'") == 1
