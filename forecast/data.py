@@ -277,6 +277,25 @@ def data_warnings_of(call, *args, **kwargs):
     return result, messages
 
 
+# What a warning of these kinds says after its column, before the numbers that move as a sweep in flight
+# grows (how many runs fall, of how many judged): a watch says each once per column, not again whenever a
+# poll moves them, since the numbers are not news to someone who has heard the warning.
+METRIC_FALLS = "falls with compute in "
+DRIFTING_WARNING_KINDS = (METRIC_FALLS,)
+
+
+def data_warning_topic(message: str) -> str:
+    """What makes a data warning news to someone who has heard it: for a kind in DRIFTING_WARNING_KINDS,
+    that kind about its column (the file left out: the falling metric's is the first row's, which moves
+    as runs join); for any other, its whole text."""
+    for kind in DRIFTING_WARNING_KINDS:
+        head, found, _ = message.partition(kind)
+        column = re.search(r"(?:^|, )(column '[^']*'): $", head) if found else None  # RunDataError's prefix
+        if column:
+            return f"{column.group(1)}: {kind}"
+    return message
+
+
 def _said_and_kept(call, *args, say: bool = True, **kwargs):
     """(call(*args, **kwargs), its data warnings, as data_warnings_of gives them), each also said as a
     UserWarning to whoever called our caller, as before (where call raises too: the command line printed
@@ -1160,7 +1179,7 @@ def _warn_if_the_metric_falls_with_compute(frame: pd.DataFrame, source) -> None:
         return
     shown = names_shown([f"'{run}'" for run in falling], 3)
     warnings.warn(str(RunDataError(
-        f"falls with compute in {len(falling)} of {judged} runs ({shown}: their last evaluations lie clearly below their "
+        f"{METRIC_FALLS}{len(falling)} of {judged} runs ({shown}: their last evaluations lie clearly below their "
         "first). The forecast assumes a score in [0, 1] that rises with compute, higher being better (a pass rate), "
         "and calls the recipe with the highest metric the best: a loss or an error rate is read upside down, its worst "
         "recipe called the one to scale. Pass a score that rises: 1 - error rate (1 - loss, for a loss in [0, 1])",

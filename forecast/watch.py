@@ -46,6 +46,7 @@ from .data import (
     UNSPECIFIED_UNIT,
     RunDataError,
     compute_unit_of,
+    data_warning_topic,
     data_warnings_of,
     far_from_data,
     how_run_folder_ended,
@@ -637,16 +638,17 @@ def watch(
     runs_dir = Path(runs_dir)
     if not runs_dir.is_dir():
         raise RunDataError("is not a folder", source=runs_dir)
-    said_warnings = set()
+    said_topics = set()
 
     def saying_warnings_once(call, *args, **kwargs):
         """call(), its data warnings (a recipe mixing settings, runs in two units, ...) said through
         warn() once per watch: Python's filter left them to its own printing (not warn()'s) and said
-        one again at every refit, since each fit resets the filter's memory."""
+        one again at every refit, since each fit resets the filter's memory. Once per topic: a falling
+        metric's counts ('in 2 of 3 runs') move as runs grow, and were said again at each move."""
         result, messages = data_warnings_of(call, *args, **kwargs)
         for message in messages:
-            if message not in said_warnings:
-                said_warnings.add(message)
+            if (topic := data_warning_topic(message)) not in said_topics:
+                said_topics.add(topic)
                 warn(message)
         return result
 

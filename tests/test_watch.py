@@ -640,6 +640,38 @@ def test_a_data_warning_is_said_through_warn_once_not_at_every_refit(sweep):
     assert not [w for w in escaped if "differs between runs" in str(w.message)]
 
 
+def test_a_falling_metric_is_said_once_while_its_counts_change_and_other_warnings_still_are(sweep):
+    """The warning that the metric falls with compute names how many runs fall ('in 2 of 2 runs'); watch
+    said each distinct text once, so it said the same warning again whenever a run joined the count
+    ('3 of 3 runs'): news to nobody. It is said once per watch; a warning of another kind is still said."""
+    import warnings
+
+    shutil.rmtree(sweep / "good-s0")
+    shutil.rmtree(sweep / "bad-s0")
+
+    def falling(run, i, lr):
+        return json.dumps(json.loads(row(run, i, 0.6 - 0.05 * i)) | {"lr": lr}) + "\n"
+
+    for run, n, lr in (("a-s0", 8, 5e-4), ("a-s1", 8, 1e-3), ("b-s0", 3, 5e-4)):
+        (sweep / run).mkdir()
+        append(sweep / run / "evals.jsonl", "".join(falling(run, i, lr) for i in range(n)))
+    more = iter(range(3, 9))
+
+    def sleep(_seconds):  # b-s0 grows until it is judged, and falls too
+        append(sweep / "b-s0" / "evals.jsonl", falling("b-s0", next(more), 5e-4))
+
+    said = []
+    watch(sweep, interval=0, budget=1e4, config=EarlyStopConfig(min_evals=4), max_polls=5,
+          advisor=FakeAdvisor(), say=lambda _text: None, warn=said.append, sleep=sleep)
+    falls = [text for text in said if "column 'metric': falls with compute in" in text]
+    assert len(falls) == 1 and "in 2 of 2 runs ('a-s0', 'a-s1'" in falls[0], said
+    with warnings.catch_warnings(record=True) as now:
+        warnings.simplefilter("always")
+        load_runs(sweep)
+    assert any("falls with compute in 3 of 3 runs" in str(w.message) for w in now)  # the count did change
+    assert len([text for text in said if "column 'lr': differs between runs of recipe 'a'" in text]) == 1
+
+
 def test_a_reference_in_another_compute_unit_is_named_not_every_run_refused(sweep, tmp_path, capsys):
     """A reference in gpu_hours beside runs logging flops: each run in turn was refused as if its own
     log 'mixes compute units', and the watcher went on with every run left out and nothing advised."""
