@@ -278,10 +278,12 @@ def data_warnings_of(call, *args, **kwargs):
 
 
 # What a warning of these kinds says after its column, before the numbers that move as a sweep in flight
-# grows (how many runs fall, of how many judged): a watch says each once per column, not again whenever a
-# poll moves them, since the numbers are not news to someone who has heard the warning.
+# grows (how many runs fall, of how many judged; runs' typical compute and its ratio): a watch says each
+# once per column, not again whenever a poll moves them, since the numbers are not news to someone who
+# has heard the warning.
 METRIC_FALLS = "falls with compute in "
-DRIFTING_WARNING_KINDS = (METRIC_FALLS,)
+COMPUTE_IN_TWO_UNITS = "runs' compute differs by "
+DRIFTING_WARNING_KINDS = (METRIC_FALLS, COMPUTE_IN_TWO_UNITS)
 
 
 def data_warning_topic(message: str) -> str:
@@ -1059,7 +1061,7 @@ def _warn_if_runs_look_like_two_units(frame: pd.DataFrame) -> None:
     low, high = typical.idxmin(), typical.idxmax()
     source, at = _files_of_runs(frame, low, high)
     warnings.warn(str(RunDataError(
-        f"runs' compute differs by {typical[high] / typical[low]:.2g}x (run '{low}'{at[low]} at about {fmt_compute(typical[low])}, "
+        f"{COMPUTE_IN_TWO_UNITS}{typical[high] / typical[low]:.2g}x (run '{low}'{at[low]} at about {fmt_compute(typical[low])}, "
         f"run '{high}'{at[high]} at about {fmt_compute(typical[high])}): are they in one unit? Convert to one unit per table",
         source=source, column="compute")), UserWarning, stacklevel=4)
 

@@ -644,7 +644,8 @@ def watch(
         """call(), its data warnings (a recipe mixing settings, runs in two units, ...) said through
         warn() once per watch: Python's filter left them to its own printing (not warn()'s) and said
         one again at every refit, since each fit resets the filter's memory. Once per topic: a falling
-        metric's counts ('in 2 of 3 runs') move as runs grow, and were said again at each move."""
+        metric's counts ('in 2 of 3 runs') and two units' typical computes move as runs grow, and were
+        said again at each move."""
         result, messages = data_warnings_of(call, *args, **kwargs)
         for message in messages:
             if (topic := data_warning_topic(message)) not in said_topics:

@@ -672,6 +672,30 @@ def test_a_falling_metric_is_said_once_while_its_counts_change_and_other_warning
     assert len([text for text in said if "column 'lr': differs between runs of recipe 'a'" in text]) == 1
 
 
+def test_runs_in_two_compute_units_are_said_once_while_their_typical_compute_grows(sweep):
+    """The warning that runs' compute looks like two units names each run's typical (median) compute and
+    their ratio, which move at every evaluation of a run in flight: watch said it again at every poll."""
+    shutil.rmtree(sweep / "good-s0")
+    shutil.rmtree(sweep / "bad-s0")
+
+    def rising(run, i, scale):
+        return json.dumps(json.loads(row(run, i, 0.1 + 0.03 * i)) | {"compute": scale * (i + 1)}) + "\n"
+
+    for run, scale in (("a-s0", 1.0), ("b-s0", 1e5)):
+        (sweep / run).mkdir()
+        append(sweep / run / "evals.jsonl", "".join(rising(run, i, scale) for i in range(4)))
+    more = iter(range(4, 8))
+
+    def sleep(_seconds):
+        append(sweep / "b-s0" / "evals.jsonl", rising("b-s0", next(more), 1e5))
+
+    said = []
+    watch(sweep, interval=0, budget=1e6, config=EarlyStopConfig(min_evals=4), max_polls=4,
+          advisor=FakeAdvisor(), say=lambda _text: None, warn=said.append, sleep=sleep)
+    units = [text for text in said if "column 'compute': runs' compute differs by" in text]
+    assert len(units) == 1 and "differs by 1e+05x" in units[0], said
+
+
 def test_a_reference_in_another_compute_unit_is_named_not_every_run_refused(sweep, tmp_path, capsys):
     """A reference in gpu_hours beside runs logging flops: each run in turn was refused as if its own
     log 'mixes compute units', and the watcher went on with every run left out and nothing advised."""
