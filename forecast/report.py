@@ -1108,7 +1108,7 @@ def honesty_html(honesty: dict | None) -> str:
     source = f" (read from {esc(honesty['source'])})" if honesty.get("source") else ""
     explain = (f'<p class="explain">Each cut hid every run\'s evaluations beyond that share of its compute, fitted the '
                f"rest and forecast them{source}. With honest intervals the {level_text(level)} interval holds about {level_text(level)} "
-               "of them; observed - forecast above 0 means the forecasts ran low. Errors are absolute, in pass rate.</p>")
+               "of them; observed - forecast above 0 means the forecasts ran low. Errors are absolute, in the metric's units.</p>")
     figure = ""
     if honesty.get("figure"):
         figure = figure_html(honesty["figure"], "held-out errors against the interval, by reach",

@@ -834,6 +834,15 @@ def test_the_cross_validation_table_writes_a_mean_error_that_rounds_to_zero_with
     assert "-0.000" not in html and "+0.000" in html and "+0.012" in html
 
 
+def test_the_cross_validation_prose_names_the_errors_unit_as_its_chart_does():
+    """The chart under the cross-validation table says "observed - forecast (metric)", as every chart
+    of the page says "metric"; the prose beside it said "Errors are absolute, in pass rate."."""
+    metrics = pd.DataFrame([{"cut": 0.25, "reach": "all", "points": 10, "coverage": 0.9, "mean_error": 0.01, "mae": 0.02,
+                             "mae_least_squares": 0.04, "mae_last_value": 0.03}])
+    html = rp.honesty_html({"level": 0.9, "metrics": metrics, "summary": ["a sentence"]})
+    assert "Errors are absolute, in the metric's units" in html.replace("&#x27;", "'") and "pass rate" not in html
+
+
 def test_cli_report_says_on_the_terminal_which_budget_and_target_it_chose(fitted, tmp_path, capsys):
     """`forecast report RUNS -o r.html` printed a table with 'compute to 0.56' and 'P(>=0.56 at
     budget)' columns for a target nobody gave, without a word that the page chose it (the page's
