@@ -473,8 +473,11 @@ def list_folder(folder: Path) -> FolderListing:
         except FileNotFoundError:
             continue  # deleted while the folder was listed: gone, as if listed a moment later
         except OSError as err:
-            if (current / RUN_LOG_NAME).is_file():  # a run folder that may be entered but not listed: its
-                files.append(current / RUN_LOG_NAME)  # log (and summary.json) are reached by name, as rglob did
+            # a run folder that may be entered but not listed: its log (and summary.json) are reached by name,
+            # as rglob did. os.path, not pathlib: a folder that may not be entered either (another user's, mode
+            # 700) makes pathlib's is_file() raise PermissionError (Python < 3.12), and the folder is refused
+            if os.path.isfile(current / RUN_LOG_NAME):
+                files.append(current / RUN_LOG_NAME)
             else:
                 unlisted.append((current, err))
             continue

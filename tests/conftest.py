@@ -146,3 +146,35 @@ def make_unenterable(monkeypatch):
     yield make
     for folder, mode in restore:
         folder.chmod(mode)
+
+
+@pytest.fixture
+def make_private(make_unenterable, monkeypatch):
+    """make_private(folder): `folder` can be neither listed nor entered, as another user's folder of
+    mode 700 (drwx------). chmod 000 where that denies it; as root, os.scandir refuses the folder and
+    os.stat the paths below it (make_unenterable) instead."""
+    import os
+
+    denied = []
+    real_scandir = os.scandir
+
+    def guarded_scandir(path="."):
+        if os.path.abspath(path) in denied:
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return real_scandir(path)
+
+    def make(folder):
+        folder = Path(folder)
+        if os.geteuid() != 0:
+            mode = folder.stat().st_mode
+            folder.chmod(0)
+            restore.append((folder, mode))
+            return
+        make_unenterable(folder)
+        denied.append(os.path.abspath(folder))
+        monkeypatch.setattr(os, "scandir", guarded_scandir)
+
+    restore = []
+    yield make
+    for folder, mode in restore:
+        folder.chmod(mode)

@@ -1110,3 +1110,14 @@ def test_a_data_warning_said_before_a_bad_row_is_still_said():
                           "metric": [0.1, 0.2, 0.3], "n_eval": [800, np.nan, 800]})
     with pytest.warns(UserWarning, match="is missing"), pytest.raises(RunDataError, match="two rows at compute 2"):
         validate_runs(frame)
+
+
+def test_a_run_folder_that_can_be_neither_listed_nor_entered_is_refused_naming_it(tmp_path, make_private):
+    # another user's run folder of mode 700, the usual private one: its log, looked for by name, could
+    # not be looked at either, and that PermissionError escaped the listing, naming the log, not the folder
+    sweep = _run_logs(tmp_path / "sweep", good_table())
+    make_private(sweep / "b-s0")
+    with pytest.raises(RunDataError, match="b-s0: cannot be listed \\(permission denied\\), so the runs in it would be "
+                                           "left out") as err:
+        load_runs(sweep)
+    assert err.value.source == sweep / "b-s0"

@@ -1024,3 +1024,15 @@ def test_a_run_logged_in_two_folders_is_left_out_naming_both(sweep):
     why = state.refused["good-s0"][1]
     assert "is logged in 2 run logs" in why and "good-s0/evals.jsonl" in why and "good-s0-copy/evals.jsonl" in why
     assert "good-s0" not in state.latest and advisor.calls[-1]["_budgets"] == {"bad-s0": 1e3}
+
+
+def test_a_run_folder_that_can_be_neither_listed_nor_entered_is_said_and_the_watch_goes_on(sweep, make_private):
+    # another user's run folder of mode 700 under a watched sweep ended the watch with 'permission denied'
+    # (a PermissionError out of the listing), where a folder that cannot be listed is said and passed over
+    append(sweep / "good-s0" / "evals.jsonl", row("good-s0", 0, 0.3) + row("good-s0", 1, 0.35))
+    append(sweep / "bad-s0" / "evals.jsonl", row("bad-s0", 0, 0.3) + row("bad-s0", 1, 0.35))
+    make_private(sweep / "bad-s0")
+    with pytest.warns(UserWarning, match="bad-s0: cannot be listed \\(permission denied\\): the runs in it, if any, "
+                                         "are left out"):
+        table, folders, unreadable = scan_runs(sweep)
+    assert set(table["run_id"]) == {"good-s0"} and not unreadable
