@@ -458,11 +458,13 @@ class FolderListing:
 def list_folder(folder: Path) -> FolderListing:
     """Every file below `folder`, following links to folders (a sweep put together from links to its
     run folders: pathlib's rglob does not follow them, and their runs were left out without a word),
-    each folder and file once (a link back up, a loop, or a second link to a folder already listed
-    is not read again). A folder that cannot be listed (permission denied) and a link to nothing are
+    each folder and file once (a link back up, to it or above it, a loop, or a second link to a folder
+    already listed is not read again). A folder that cannot be listed (permission denied) and a link to nothing are
     returned for the caller to say: rglob skipped both in silence, and with them the runs inside."""
     files, unlisted, dangling = [], [], []
-    seen_folders, seen_files = set(), set()
+    # the folders above it count as listed: a link back up to one of them climbed out of the folder given,
+    # and read the runs beside it (another sweep's, or a whole disk's through a link to /)
+    seen_folders, seen_files = _folders_above(folder), set()
     pending = [folder]
     while pending:
         current = pending.pop()
@@ -498,6 +500,17 @@ def list_folder(folder: Path) -> FolderListing:
             except OSError as err:  # a link whose target cannot be looked at (permission denied)
                 unlisted.append((path, err))
     return FolderListing(sorted(files), sorted(unlisted, key=lambda item: item[0]), sorted(dangling))
+
+
+def _folders_above(folder: Path) -> set:
+    """The identities of the folders that hold `folder`, by the path given and by the path its links lead
+    to (a sweep given through a link has two sets of parents)."""
+    above = set()
+    for path in (Path(os.path.abspath(folder)), Path(os.path.realpath(folder))):
+        for parent in path.parents:
+            with contextlib.suppress(OSError):
+                above.add(_identity(parent.stat()))
+    return above
 
 
 def _identity(stat_result) -> tuple:

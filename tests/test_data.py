@@ -1121,3 +1121,24 @@ def test_a_run_folder_that_can_be_neither_listed_nor_entered_is_refused_naming_i
                                            "left out") as err:
         load_runs(sweep)
     assert err.value.source == sweep / "b-s0"
+
+
+def test_a_link_back_up_above_the_folder_reads_no_runs_outside_it(tmp_path):
+    # a run folder holding a link to a folder above the sweep (a 'project -> ../..' link) had the listing
+    # climb out of the folder given and read every run log beside it: another sweep's runs in this fit
+    table = good_table()
+    sweep = _run_logs(tmp_path / "project" / "sweep", table[table["run_id"] != "b-s0"])
+    _run_logs(tmp_path / "project" / "other-sweep", table[table["run_id"] == "b-s0"])
+    (sweep / "a-s0" / "project").symlink_to("../..")
+    (sweep / "a-s1" / "top").symlink_to(tmp_path)
+    assert set(load_runs(sweep)["run_id"]) == {"a-s0", "a-s1"}
+    (sweep / "a-s1" / "top").unlink()
+    views = tmp_path / "views"  # the folder given through a link: a link back up to the parent of either side
+    views.mkdir()
+    (views / "current").symlink_to(sweep)
+    (views / "previous").symlink_to(tmp_path / "project" / "other-sweep")
+    (sweep / "a-s1" / "views").symlink_to(views)
+    assert set(load_runs(views / "current")["run_id"]) == {"a-s0", "a-s1"}  # a-s0/project: the real side's
+    (sweep / "a-s1" / "views").unlink()
+    (sweep / "b-s0").symlink_to(tmp_path / "project" / "other-sweep" / "b-s0")  # a run folder beside: read, as before
+    assert set(load_runs(sweep)["run_id"]) == {"a-s0", "a-s1", "b-s0"}
