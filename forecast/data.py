@@ -609,7 +609,8 @@ def _warn_of_runs_only_in_tables_beside_logs(listing: FolderListing, frames: lis
     is not read twice; a table there holding other runs (a second sweep's table copied in beside the
     run folders) was left out without a word. Said, naming the table and its runs; a table that
     cannot be read, or names no runs, says nothing of them."""
-    logged = set().union(*(set(f["run_id"].astype(str)) for f in frames if "run_id" in f))
+    # named as validate_runs names them (formatting.name_of): another tool's table holds run 3 as 3.0
+    logged = set().union(*(set(f["run_id"].dropna().map(name_of)) for f in frames if "run_id" in f))
     for table in _tables_beside_logs(listing):
         try:
             with warnings.catch_warnings():
@@ -619,7 +620,7 @@ def _warn_of_runs_only_in_tables_beside_logs(listing: FolderListing, frames: lis
             continue
         if "run_id" not in frame:
             continue
-        others = sorted(set(frame["run_id"].dropna().astype(str)) - logged)
+        others = sorted(set(frame["run_id"].dropna().map(name_of)) - logged)
         if others:
             shown = ", ".join(others[:6]) + (f" and {len(others) - 6} more" if len(others) > 6 else "")
             warnings.warn(str(RunDataError(

@@ -1142,3 +1142,21 @@ def test_a_link_back_up_above_the_folder_reads_no_runs_outside_it(tmp_path):
     (sweep / "a-s1" / "views").unlink()
     (sweep / "b-s0").symlink_to(tmp_path / "project" / "other-sweep" / "b-s0")  # a run folder beside: read, as before
     assert set(load_runs(sweep)["run_id"]) == {"a-s0", "a-s1", "b-s0"}
+
+
+def test_a_table_beside_run_logs_naming_their_runs_as_floats_is_not_said_to_hold_other_runs(tmp_path):
+    # another tool's table writes run 3 as 3.0, which every table and message names '3' (formatting.name_of):
+    # the table beside the logs was said to hold '2 run(s) that no run log holds (3.0, 4.0)', the logs' own
+    sweep = tmp_path / "sweep"
+    rows = [{"run_id": run, "recipe": "a", "compute": c, "metric": 0.1 * c} for run in (3, 4) for c in (1, 2, 3)]
+    for run in (3, 4):
+        (sweep / f"run-{run}").mkdir(parents=True)
+        (sweep / f"run-{run}" / "evals.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows if r["run_id"] == run))
+    (sweep / "runs.jsonl").write_text("".join(json.dumps({**r, "run_id": float(r["run_id"])}) + "\n" for r in rows))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert set(load_runs(sweep)["run_id"]) == {"3", "4"}
+    with open(sweep / "runs.jsonl", "a") as table:  # a run of its own is still said, named as the fit names it
+        table.write(json.dumps({"run_id": 5.0, "recipe": "a", "compute": 1, "metric": 0.1}) + "\n")
+    with pytest.warns(UserWarning, match=r"holds 1 run\(s\) that no run log \(evals.jsonl\) under .* holds \(5\)"):
+        load_runs(sweep)
