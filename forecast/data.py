@@ -622,9 +622,8 @@ def _warn_of_runs_only_in_tables_beside_logs(listing: FolderListing, frames: lis
             continue
         others = sorted(set(frame["run_id"].dropna().map(name_of)) - logged)
         if others:
-            shown = ", ".join(others[:6]) + (f" and {len(others) - 6} more" if len(others) > 6 else "")
             warnings.warn(str(RunDataError(
-                f"holds {len(others)} run(s) that no run log ({RUN_LOG_NAME}) under {folder} holds ({shown}): left out, "
+                f"holds {len(others)} run(s) that no run log ({RUN_LOG_NAME}) under {folder} holds ({names_shown(others, 6)}): left out, "
                 f"as a folder with run logs is read through those alone; give the table as its own RUNS to read it",
                 source=table)), UserWarning, stacklevel=3)
 
