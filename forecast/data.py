@@ -8,6 +8,7 @@ model to find a typo in a CSV.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import re
@@ -452,7 +453,7 @@ def _not_utf8_message(path: Path, err: UnicodeDecodeError) -> str:
 class FolderListing:
     files: list  # every file below the folder, each once, sorted
     unlisted: list  # (folder, OSError) for each folder that could not be listed
-    dangling: list  # symbolic links to nothing
+    dangling: list  # symbolic links to nothing, or that lead back to themselves
 
 
 def list_folder(folder: Path) -> FolderListing:
@@ -498,7 +499,10 @@ def list_folder(folder: Path) -> FolderListing:
                 elif entry.is_symlink() and not path.exists():
                     dangling.append(path)
             except OSError as err:  # a link whose target cannot be looked at (permission denied)
-                unlisted.append((path, err))
+                if err.errno == errno.ELOOP:  # a link that leads back to itself holds no runs: as a link to nothing
+                    dangling.append(path)
+                else:
+                    unlisted.append((path, err))
     return FolderListing(sorted(files), sorted(unlisted, key=lambda item: item[0]), sorted(dangling))
 
 
@@ -540,8 +544,16 @@ def run_logs_below(folder: Path, *, warn_unread: bool = False) -> list[Path]:
 def _unread_messages(listing: FolderListing) -> list[str]:
     said = [str(RunDataError(f"cannot be listed ({_reason(err)}): the runs in it, if any, are left out", source=folder))
             for folder, err in listing.unlisted]
-    return said + [str(RunDataError(f"is a link to {os.readlink(link)}, which does not exist: left out (a run folder "
-                                    "moved or deleted?)", source=link)) for link in listing.dangling]
+    return said + [str(RunDataError(_why_a_link_leads_nowhere(link), source=link)) for link in listing.dangling]
+
+
+def _why_a_link_leads_nowhere(link: Path) -> str:
+    try:
+        os.stat(link)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            return f"is a link to {os.readlink(link)} that leads back to itself ({err.strerror.lower()}): left out"
+    return f"is a link to {os.readlink(link)}, which does not exist: left out (a run folder moved or deleted?)"
 
 
 def _reason(err: OSError) -> str:

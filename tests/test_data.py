@@ -1160,3 +1160,17 @@ def test_a_table_beside_run_logs_naming_their_runs_as_floats_is_not_said_to_hold
         table.write(json.dumps({"run_id": 5.0, "recipe": "a", "compute": 1, "metric": 0.1}) + "\n")
     with pytest.warns(UserWarning, match=r"holds 1 run\(s\) that no run log \(evals.jsonl\) under .* holds \(5\)"):
         load_runs(sweep)
+
+
+def test_a_link_that_loops_in_a_run_folder_is_said_not_taken_for_a_folder_that_cannot_be_listed(tmp_path):
+    # a link that leads back to itself (a slip of ln -s) holds no runs, as a link to nothing; since the
+    # listing follows links it refused the whole sweep: 'a-s0/self: cannot be listed (too many levels of
+    # symbolic links), so the runs in it would be left out: ask its owner', where rglob had read every run
+    sweep = _run_logs(tmp_path / "sweep", good_table())
+    (sweep / "a-s0" / "self").symlink_to("self")
+    (sweep / "b-s0" / "ping").symlink_to("pong")
+    (sweep / "b-s0" / "pong").symlink_to("ping")
+    with pytest.warns(UserWarning) as said:
+        assert load_runs(sweep)["run_id"].nunique() == 3
+    messages = sorted(str(w.message) for w in said if "leads back to itself" in str(w.message))
+    assert len(messages) == 3 and f"{sweep / 'a-s0' / 'self'}: is a link to self that leads back to itself" in messages[0]
