@@ -305,6 +305,22 @@ def _checked_quantiles(quantiles) -> tuple[float, ...]:
     return levels
 
 
+def _saved_attr(attrs, name: str, path, kind: type, default: str | None = None):
+    """A JSON attribute of a saved fit, of the kind save() writes. A damaged one (cut, edited by hand,
+    another tool's) was a bare JSONDecodeError out of load(), or, for a string where a list belongs,
+    a report banner of one bullet per character."""
+    if name not in attrs and default is not None:
+        return json.loads(default)
+    try:
+        value = json.loads(attrs[name])
+    except (KeyError, TypeError, json.JSONDecodeError):
+        value = None
+    if not isinstance(value, kind) or (kind is list and not all(isinstance(item, str) for item in value)):
+        raise NotASavedFitError(f"{path} cannot be read as a saved fit: its '{name}' attribute is damaged "
+                                "(not what save() writes): copy it again, or refit")
+    return value
+
+
 class ScalingForecaster:
     """Hierarchical Bayesian ScaleRL forecaster (see forecast.model for the model).
 
@@ -1175,7 +1191,7 @@ class ScalingForecaster:
                 f"{path} was written by scaling-forecast {version}, this is {__version__}; refit, "
                 "or load with allow_version_mismatch=True"
             )
-        settings = json.loads(attrs["settings"])
+        settings = _saved_attr(attrs, "settings", path, dict)
         fc = cls(
             priors=Priors(**settings["priors"]),
             robust=settings["robust"],
@@ -1187,12 +1203,12 @@ class ScalingForecaster:
             level_wander_ratio=settings.get("level_wander_ratio", 0.0),
         )
         table = idata.run_table.to_dataframe().reset_index(drop=True)
-        table = table.rename(columns=json.loads(idata.run_table.attrs.get("column_names", "{}")))
+        table = table.rename(columns=_saved_attr(idata.run_table.attrs, "column_names", path, dict, "{}"))
         runs = validate_runs(table, source=path)
         # the warnings said when the runs were read for the fit, naming their file, not those of this
         # re-check (which name the saved fit, and miss the runs in flight it left out); none before they were saved
-        runs.attrs["data_warnings"] = json.loads(attrs.get("data_warnings", "[]"))
-        info = json.loads(attrs.get("fit_info", "{}"))
+        runs.attrs["data_warnings"] = _saved_attr(attrs, "data_warnings", path, list, "[]")
+        info = _saved_attr(attrs, "fit_info", path, dict, "{}")
         report = ConvergenceReport.from_dict(info["diagnostics"]) if "diagnostics" in info else None
         data = prepare_data(runs, frame=info.get("frame"))
         fc._set_fit(runs, data, idata, info, report)

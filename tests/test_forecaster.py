@@ -1124,3 +1124,19 @@ def test_a_saved_fit_keeps_its_data_warnings_and_an_older_one_has_none(fitted, s
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert ScalingForecaster.load(tmp_path / "old.nc").data_warnings_ == []
+
+
+@pytest.mark.parametrize("name, damaged", [("data_warnings", '"one warning"'), ("data_warnings", "[1, 2]"),
+                                           ("settings", "{cut"), ("fit_info", "[]")])
+def test_a_saved_fit_whose_attribute_is_damaged_is_refused_by_name(fitted, tmp_path, name, damaged):
+    """A damaged JSON attribute was a bare JSONDecodeError out of load(), and a string where the list of
+    data warnings belongs showed on the report as one bullet per character."""
+    import arviz as az
+
+    from forecast.forecaster import NotASavedFitError
+
+    idata = az.from_netcdf(str(fitted.save(tmp_path / "fit.nc")))
+    idata.posterior.attrs[name] = damaged
+    idata.to_netcdf(str(tmp_path / "damaged.nc"))
+    with pytest.raises(NotASavedFitError, match=f"damaged.nc cannot be read as a saved fit: its '{name}' attribute is damaged"):
+        ScalingForecaster.load(tmp_path / "damaged.nc")
