@@ -82,6 +82,23 @@ def intercept_advice_fit(monkeypatch):
     return install
 
 
+def _denied_by_chmod(path: Path, mode: int, restore: list) -> bool:
+    """chmod `path` to `mode` where that denies access (not root), remembering its mode for the
+    fixture's end; False as root, who reads and enters anything, so the fixture fakes the refusal."""
+    import os
+
+    if os.geteuid() == 0:
+        return False
+    restore.append((path, path.stat().st_mode))
+    path.chmod(mode)
+    return True
+
+
+def _restore_modes(restore: list) -> None:
+    for path, mode in restore:
+        path.chmod(mode)  # so that pytest can remove its temporary folder
+
+
 @pytest.fixture
 def make_unreadable(monkeypatch):
     """make_unreadable(path): reading `path` fails with PermissionError, as another user's file does.
@@ -101,10 +118,7 @@ def make_unreadable(monkeypatch):
 
     def make(path):
         path = Path(path)
-        if os.geteuid() != 0:
-            mode = path.stat().st_mode
-            path.chmod(0)
-            restore.append((path, mode))
+        if _denied_by_chmod(path, 0, restore):
             return
         denied.add(os.path.abspath(path))
         monkeypatch.setattr(builtins, "open", guarded_open)
@@ -112,8 +126,7 @@ def make_unreadable(monkeypatch):
 
     restore = []
     yield make
-    for path, mode in restore:
-        path.chmod(mode)  # so that pytest can remove its temporary folder
+    _restore_modes(restore)
 
 
 @pytest.fixture
@@ -134,18 +147,14 @@ def make_unenterable(monkeypatch):
 
     def make(folder):
         folder = Path(folder)
-        if os.geteuid() != 0:
-            mode = folder.stat().st_mode
-            folder.chmod(0o644)
-            restore.append((folder, mode))
+        if _denied_by_chmod(folder, 0o644, restore):
             return
         denied.append(os.path.abspath(folder))
         monkeypatch.setattr(os, "stat", guarded_stat)
 
     restore = []
     yield make
-    for folder, mode in restore:
-        folder.chmod(mode)
+    _restore_modes(restore)
 
 
 @pytest.fixture
@@ -165,10 +174,7 @@ def make_private(make_unenterable, monkeypatch):
 
     def make(folder):
         folder = Path(folder)
-        if os.geteuid() != 0:
-            mode = folder.stat().st_mode
-            folder.chmod(0)
-            restore.append((folder, mode))
+        if _denied_by_chmod(folder, 0, restore):
             return
         make_unenterable(folder)
         denied.append(os.path.abspath(folder))
@@ -176,5 +182,4 @@ def make_private(make_unenterable, monkeypatch):
 
     restore = []
     yield make
-    for folder, mode in restore:
-        folder.chmod(mode)
+    _restore_modes(restore)
