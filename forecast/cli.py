@@ -296,6 +296,7 @@ def fit_summary(fc, target=None) -> dict:
         "fit_info": fc.fit_info_,
         "data_warnings": fc.data_warnings_,  # said on stderr while the runs were read; `report` shows them
         "parameters": fc.parameters().to_dict(orient="records"),
+        "misshapen_runs": fc.misshapen_runs(),  # runs whose end falls away from their curve: intervals too narrow
     }
     if target is not None:
         summary["compute_to_target"] = fc.compute_to_target(target).to_dict(orient="records")
@@ -352,6 +353,7 @@ def run_fit(args) -> int:
     from .data import compute_unit_of, far_from_data, load_runs
     from .formatting import fmt_compute
     from .io import atomic_path
+    from .shape_check import misshapen_runs_sentence
 
     forecaster_kwargs = _forecaster_kwargs(args)  # a bad --prior fails before a large table is read
     if args.horizon is not None and not _positive_finite(args.horizon):
@@ -417,6 +419,8 @@ def run_fit(args) -> int:
             print(fc.diagnostics())
             if tries := fc.sampling_tries():
                 print(tries)
+            if shape := misshapen_runs_sentence(summary["misshapen_runs"]):
+                print(shape)
             table = fc.asymptote().query("level == 'recipe'")[["recipe", "mean", "q05", "q50", "q95"]]
             print("\nasymptote A per recipe:")
             print(table.round(4).to_string(index=False))

@@ -696,6 +696,16 @@ class ScalingForecaster:
         self._require_fit("diagnostics()")
         return self._report
 
+    def misshapen_runs(self) -> list[dict]:
+        """The runs whose last third falls away from their fitted curve by more than the wander the
+        fit learnt explains (a late decline, or a flattening the sigmoid cannot follow), worst first:
+        dicts of run_id, recipe, late_trend_z. Their forecasts are likely too high and their intervals
+        too narrow. Catches about half of late declines and few plateaus (forecast.shape_check)."""
+        self._require_fit("misshapen_runs()")
+        from .shape_check import misshapen_runs
+
+        return misshapen_runs(self)
+
     def sampling_tries(self) -> str | None:
         """What each try of the sampler found when it was run more than once (fit()'s retries and
         longer chains), naming the try that was kept; None when one try was enough."""

@@ -45,6 +45,7 @@ from .formatting import (
     shown_against_limit,
 )
 from .io import atomic_write_text, json_safe
+from .shape_check import misshapen_runs_sentence
 
 __all__ = [
     "ReportData",
@@ -509,6 +510,7 @@ def diagnostics_dict(fc) -> dict:
     d["fit_seconds"] = float(info.get("compile_seconds", 0.0)) + float(info.get("sample_seconds", 0.0))
     if tries := fc.sampling_tries():
         d["sampling_tries"] = tries
+    d["misshapen_runs"] = fc.misshapen_runs()
     return d
 
 
@@ -1078,6 +1080,8 @@ def diagnostics_html(d: dict) -> str:
         rows.append(("fit time", f"{d['fit_seconds']:.1f} s"))
     if d.get("sampling_tries"):
         rows.append(("sampler tries", d["sampling_tries"]))
+    if shape := misshapen_runs_sentence(d.get("misshapen_runs", [])):
+        rows.append(("run shapes", shape))
     items = "".join(f"<dt>{esc(k)}</dt><dd>{status if v is None else esc(v)}</dd>" for k, v in rows)
     problems = "".join(f"<li>{esc(p)}</li>" for p in d.get("problems", []))
     body = f"<dl>{items}</dl>" + (f"<ul>{problems}</ul>" if problems else "")

@@ -33,6 +33,7 @@ def test_fit_writes_fit_and_summary(fit_dir):
     assert {row["recipe"] for row in summary["compute_to_target"]} == set(summary["recipes"])
     assert (fit_dir / "fit" / "fit.nc").stat().st_size > 0
     assert summary["input"] == str((fit_dir / "runs.csv").resolve())  # found from any folder a report runs in
+    assert summary["misshapen_runs"] == []  # the small sweep's runs follow their sigmoids
 
 
 def test_predict_json(fit_dir, capsys):

@@ -93,6 +93,14 @@ def test_diagnostics_name_the_sampler_tries_only_when_there_were_several():
     assert "sampler tries" in html and "non-centred (kept)" in html
 
 
+def test_diagnostics_name_the_runs_whose_end_falls_away_from_their_curve():
+    d = {"converged": True, "max_rhat": 1.005, "rhat_limit": 1.01, "min_ess_bulk": 742.0, "ess_limit": 200.0,
+         "min_ess_tail": 580.0, "divergences": 0, "n_draws": 4000, "problems": [], "misshapen_runs": []}
+    assert "run shapes" not in rp.diagnostics_html(d)
+    html = rp.diagnostics_html({**d, "misshapen_runs": [{"run_id": "dapo-s2", "recipe": "dapo", "late_trend_z": -4.4}]})
+    assert "run shapes" in html and "dapo-s2 (z -4.4)" in html and "too narrow" in html
+
+
 def test_diagnostics_show_r_hat_and_ess_as_their_problems_do():
     """R-hat 1.0104 and bulk ESS 149.6 against limits of 1.01 and 150: the page's diagnostics table and
     `forecast fit`'s header line said "max R-hat 1.010 (limit 1.01)" and "min bulk ESS 150", under a

@@ -1,0 +1,95 @@
+"""Runs whose last evaluations fall away from their fitted curve: a shape the sigmoid cannot follow.
+
+The model's sigmoid rises to an asymptote; a run that declines late, or flattens while its fitted
+curve still rises, leaves residuals that trend downwards over its last stretch. Each run's last
+third (of its own log-compute span) is tested for such a trend: a generalised least-squares slope of
+its residuals, with the covariance the fit learnt for them (Ornstein-Uhlenbeck wander plus white
+evaluation noise, forecast.wander_filter), so ordinary wander is what the slope is judged against.
+A slope more than LATE_TREND_Z_LIMIT standard errors below zero flags the run: its forecasts ahead
+assume the curve rises or holds, and their intervals are likely too narrow (the shape, not the noise).
+
+Measured on fast fits (scratch, 2026-12-05): of 19 late declines in four messy synthetic sweeps
+(simulate_sweep, messy_fraction=0.3, seeds 12, 13, 31, 32) fitted on whole curves, 9 were flagged;
+of their 20 early plateaus none (the run's own asymptote absorbs a plateau); of 324 ordinary runs
+(clean synthetic sweeps, the ordinary runs of the messy ones, the shipped and tuning trainer sweeps,
+whole and cut curves) one, in a fit with R-hat 1.18. Runs cut before their shape shows are not
+flagged: no test of the data seen can see what comes after it. So a flag means "likely", and no
+flag is no promise.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .curves import sigmoid_curve_log
+from .model import white_variance
+
+__all__ = ["LATE_TREND_Z_LIMIT", "LATE_SHARE", "late_trend_z", "misshapen_runs", "misshapen_runs_sentence"]
+
+# one-sided: a run whose residuals were only wander and noise falls this far about once in 740
+LATE_TREND_Z_LIMIT = -3.0
+# the share of a run's own log-compute span tested: late declines in the synthetic sweeps start at
+# 55-85% of it, and a shorter stretch holds too few evaluations to judge a slope
+LATE_SHARE = 1 / 3
+MIN_LATE_POINTS = 4
+
+
+def late_trend_z(x, residuals, white_var, wander_sd: float, wander_scale: float, *, late_share: float = LATE_SHARE) -> float:
+    """The slope of a run's residuals over its last `late_share` of log-compute, in standard errors.
+
+    x: the run's normalised log-compute (increasing); residuals: metric minus fitted curve;
+    white_var: the white variance of each evaluation; wander_sd, wander_scale: the fit's wander
+    (Ornstein-Uhlenbeck in x). Generalised least squares of the residuals on (1, x) with that
+    covariance; negative when the run's end falls away from its curve. NaN when the last stretch
+    holds fewer than MIN_LATE_POINTS evaluations.
+    """
+    x, residuals = np.asarray(x, dtype=float), np.asarray(residuals, dtype=float)
+    white_var = np.broadcast_to(np.asarray(white_var, dtype=float), x.shape)
+    span = x.max() - x.min() if x.size else 0.0
+    late = np.flatnonzero(x >= x.max() - late_share * span) if span > 0 else np.array([], dtype=int)
+    if late.size < MIN_LATE_POINTS:
+        return float("nan")
+    xl = x[late]
+    cov = wander_sd**2 * np.exp(-np.abs(xl[:, None] - xl[None, :]) / wander_scale) + np.diag(white_var[late])
+    design = np.column_stack([np.ones(late.size), (xl - xl.mean()) / span])
+    weighted = np.linalg.solve(cov, design)  # cov^-1 X
+    beta_cov = np.linalg.inv(design.T @ weighted)
+    slope = (beta_cov @ weighted.T @ residuals[late])[1]
+    return float(slope / np.sqrt(beta_cov[1, 1]))
+
+
+def _run_late_trends(fc) -> list[dict]:
+    """late_trend_z of every run of a fit, from the posterior medians of its curve and noise."""
+    d = fc.data_
+    median = lambda name: float(np.median(fc.draws(name)))  # noqa: E731
+    wander_sd, wander_scale, sigma_extra = median("wander_sd"), median("wander_scale"), median("sigma_extra")
+    rows = []
+    for r, run in enumerate(d.runs):
+        obs = np.flatnonzero((d.obs_run == r) & (d.weight > 0))  # in compute order (prepare_data)
+        x = d.x[obs]
+        p = fc.curve_parameters(run_id=run, kind="run")
+        curve = np.median(sigmoid_curve_log(d.loc + d.scale * x[None, :], p["A"][:, None], p["B"][:, None],
+                                            p["log_C_mid"][:, None], p["R0"][:, None]), axis=0)
+        white = white_variance(curve, d.n_eval[obs] if d.has_n_eval else 0.0, sigma_extra)
+        z = late_trend_z(x, d.y[obs] - curve, white, wander_sd, wander_scale)
+        rows.append({"run_id": run, "recipe": fc._recipe_of(run), "late_trend_z": z})
+    return rows
+
+
+def misshapen_runs(fc, *, z_limit: float = LATE_TREND_Z_LIMIT) -> list[dict]:
+    """The runs of a fit whose last third falls away from their fitted curve by more than their wander
+    explains (late_trend_z below z_limit), worst first: dicts of run_id, recipe, late_trend_z."""
+    flagged = [row for row in _run_late_trends(fc) if row["late_trend_z"] < z_limit]  # NaN is never flagged
+    return sorted(flagged, key=lambda row: row["late_trend_z"])
+
+
+def misshapen_runs_sentence(flagged: list[dict]) -> str | None:
+    """What a user is told about flagged runs; None when there are none."""
+    if not flagged:
+        return None
+    names = ", ".join(f"{row['run_id']} (z {row['late_trend_z']:.1f})" for row in flagged)
+    one = len(flagged) == 1
+    return (f"shape: the last third{'' if one else 's'} of {names} {'falls' if one else 'fall'} away from "
+            f"{'its fitted curve' if one else 'their fitted curves'} by more than the fit's wander explains (a late "
+            "decline, or a flattening the sigmoid cannot follow): forecasts of "
+            f"{'this run' if one else 'these runs'} are likely too high and their intervals too narrow")

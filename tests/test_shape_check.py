@@ -1,0 +1,80 @@
+"""Runs whose end falls away from their fitted curve (forecast.shape_check), on hand-made residuals
+whose answer is known, and on a fitted sweep with one run made to decline."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+from forecast.shape_check import (
+    LATE_TREND_Z_LIMIT,
+    late_trend_z,
+    misshapen_runs,
+    misshapen_runs_sentence,
+)
+
+WANDER_SD, WANDER_SCALE, WHITE_VAR = 0.01, 0.25, 0.004**2
+
+
+def ou_wander(rng, x, sd=WANDER_SD, scale=WANDER_SCALE):
+    """Ornstein-Uhlenbeck wander along x, as the model has it, plus white noise of WHITE_VAR."""
+    path = np.empty(len(x))
+    path[0] = sd * rng.standard_normal()
+    for i in range(1, len(x)):
+        corr = np.exp(-(x[i] - x[i - 1]) / scale)
+        path[i] = corr * path[i - 1] + sd * np.sqrt(1 - corr**2) * rng.standard_normal()
+    return path + np.sqrt(WHITE_VAR) * rng.standard_normal(len(x))
+
+
+def test_wander_alone_is_rarely_flagged():
+    # residuals that are exactly the wander and noise the fit learnt: about 1 in 740 below the limit
+    rng = np.random.default_rng(0)
+    x = np.linspace(-1, 1, 40)
+    z = np.array([late_trend_z(x, ou_wander(rng, x), WHITE_VAR, WANDER_SD, WANDER_SCALE) for _ in range(400)])
+    assert abs(z.mean()) < 0.2 and 0.8 < z.std() < 1.2  # a standard normal
+    assert (z < LATE_TREND_Z_LIMIT).sum() <= 2
+
+
+def test_a_late_decline_is_flagged_and_a_late_rise_is_not():
+    rng = np.random.default_rng(1)
+    x = np.linspace(-1, 1, 40)
+    ramp = 0.08 * np.clip(x - 0.3, 0, None) / 0.7  # falls 0.08 over the last 35% of the run: 8 wander sds
+    flagged = [late_trend_z(x, ou_wander(rng, x) - ramp, WHITE_VAR, WANDER_SD, WANDER_SCALE) < LATE_TREND_Z_LIMIT
+               for _ in range(50)]
+    assert np.mean(flagged) > 0.9  # 98.5% of 200 such runs in a scratch check
+    rises = [late_trend_z(x, ou_wander(rng, x) + ramp, WHITE_VAR, WANDER_SD, WANDER_SCALE) for _ in range(50)]
+    assert min(rises) > LATE_TREND_Z_LIMIT  # one-sided: a run that ends above its curve is not misshapen
+
+
+def test_the_same_decline_is_ordinary_wander_for_a_fit_that_learnt_large_wander():
+    x = np.linspace(-1, 1, 40)
+    decline = -0.08 * np.clip(x - 0.3, 0, None) / 0.7
+    assert late_trend_z(x, decline, WHITE_VAR, WANDER_SD, WANDER_SCALE) < LATE_TREND_Z_LIMIT
+    assert late_trend_z(x, decline, WHITE_VAR, 0.05, 1.0) > LATE_TREND_Z_LIMIT
+
+
+def test_too_few_late_evaluations_are_not_judged():
+    assert np.isnan(late_trend_z(np.linspace(0, 1, 5), -np.arange(5.0), WHITE_VAR, WANDER_SD, WANDER_SCALE))
+    assert np.isnan(late_trend_z([0.0], [0.0], WHITE_VAR, WANDER_SD, WANDER_SCALE))
+
+
+def test_the_sentence_names_the_runs_and_says_intervals_are_too_narrow():
+    assert misshapen_runs_sentence([]) is None
+    text = misshapen_runs_sentence([{"run_id": "a-s1", "recipe": "a", "late_trend_z": -4.2}])
+    assert "a-s1 (z -4.2)" in text and "too narrow" in text
+
+
+@pytest.mark.slow
+def test_a_fitted_run_made_to_decline_is_flagged_and_no_other(small_sweep):
+    from forecast import ScalingForecaster
+
+    runs = small_sweep.copy()
+    victim = runs["run_id"].unique()[0]
+    rows = runs["run_id"] == victim
+    position = runs.loc[rows, "compute"].rank(pct=True)
+    runs.loc[rows, "metric"] -= 0.12 * np.clip(position - 0.6, 0, None) / 0.4  # a late collapse of 0.12
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fc = ScalingForecaster(mode="fast").fit(runs, random_seed=3, progress=False)
+    assert [row["run_id"] for row in fc.misshapen_runs()] == [victim]
+    assert misshapen_runs(fc) == fc.misshapen_runs()
