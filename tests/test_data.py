@@ -406,6 +406,31 @@ def test_one_run_whose_pass_rate_collapses_is_not_taken_for_a_falling_metric():
     assert len(_falling_metric_warnings(two)) == 1 and "in 2 of 2 runs" in _falling_metric_warnings(two)[0]
 
 
+def test_each_runs_metrics_for_the_falling_check_are_its_own_in_order_of_compute():
+    """The falling-metric check reads each run's metric in order of compute, its runs in order of their first
+    row. It sorts the table once instead of once per run (validate_runs runs after every evaluation in
+    forecast watch and the pruner); what it reads must be what a sort per run reads, rows shuffled, runs
+    interleaved, a run_id missing (left out) and a run too short to judge among them."""
+    from forecast.data import _metrics_by_run, runs_whose_metric_falls
+    from forecast.synthetic import simulate_sweep
+
+    sweep = simulate_sweep(rng=3, messy_fraction=1.0, n_eval=500)
+    upside_down = sweep.assign(metric=1 - sweep["metric"])
+    short = pd.DataFrame({"run_id": "short", "recipe": "x", "compute": [3.0, 1.0, 2.0], "metric": [0.1, 0.3, 0.2]})
+    unnamed = pd.DataFrame({"run_id": [None, None], "recipe": "x", "compute": [1.0, 2.0], "metric": [0.5, 0.4]})
+    for table in (sweep, upside_down):
+        shuffled = pd.concat([table, short, unnamed]).sample(frac=1.0, random_state=0).reset_index(drop=True)
+        by_run = {run: group.sort_values("compute")["metric"].to_numpy(dtype=float)
+                  for run, group in shuffled.groupby("run_id", sort=False)}
+        read = _metrics_by_run(shuffled)
+        assert list(read) == list(by_run) and "short" in read and None not in read
+        for run, metric in by_run.items():
+            np.testing.assert_array_equal(read[run], metric)
+    falling, judged = runs_whose_metric_falls(upside_down.sample(frac=1.0, random_state=1))
+    assert judged == sweep["run_id"].nunique() and 2 * len(falling) > judged  # most runs of 1 - metric fall
+    assert runs_whose_metric_falls(sweep) == ([], judged)
+
+
 def test_rising_sweeps_and_their_early_evaluations_say_nothing_of_a_falling_metric():
     """No shipped table, no synthetic sweep (the messy ones, whose runs may decline late, among them), nor
     the first evaluations of any of their runs read alone (a sweep in flight, the trainer's advisor on a
