@@ -742,6 +742,15 @@ def require_names(frame: pd.DataFrame, column: str) -> None:
         raise RunDataError("is missing (NaN/empty)", column=column, **_where(frame, missing.idxmax()))
 
 
+def _names_of(column: pd.Series) -> pd.Series:
+    """A run_id or recipe column as the names validate_runs gives (formatting.name_of): run 3.0 of a float
+    column is '3'. A column of text holds its names as they are, so it is not mapped value by value (a
+    Python call per row, most of a millisecond per thousand rows, after every evaluation in forecast watch)."""
+    if isinstance(column.dtype, pd.StringDtype):
+        return column.astype(str)
+    return column.map(name_of).astype(str)
+
+
 def validate_runs(frame: pd.DataFrame, *, source=None, min_points: int = 2) -> pd.DataFrame:
     """Check a run table and return a clean copy sorted by (recipe, run_id, compute). The table is a
     pandas DataFrame, or a dict of columns, a list of rows (dicts) or a pyarrow or polars table.
@@ -875,7 +884,7 @@ def _checked_runs(frame: pd.DataFrame, *, source, min_points: int) -> pd.DataFra
             raise RunDataError(_missing_column_message(column, frame.columns), source=src, column=column)
     for column in ("run_id", "recipe"):
         require_names(frame, column)
-        frame[column] = frame[column].map(name_of).astype(str)  # run 3.0 of a float column is '3'
+        frame[column] = _names_of(frame[column])
         # a control character (NUL, a newline) is a corrupted name, and a saved fit cannot hold NUL
         control = frame[column].str.contains(r"[\x00-\x08\x0a-\x1f\x7f]", regex=True)
         if control.any():

@@ -470,6 +470,11 @@ def test_run_ids_held_as_whole_number_floats_are_named_as_the_numbers_they_are(t
     assert set(load_runs(path)["run_id"]) == {"3", "4.5"}
     text = pd.DataFrame({"run_id": ["3.0"] * 2, "recipe": ["r"] * 2, "compute": [1.0, 2.0], "metric": [0.1, 0.2]})
     assert set(validate_runs(text)["run_id"]) == {"3.0"}
+    for text_dtype in ("str", "string", object):  # text is read as written, a float among it as its number
+        mixed = pd.DataFrame({"run_id": pd.Series(["3.0", "3.0", 4.0, 4.0], dtype=object), "compute": [1.0, 2.0] * 2,
+                              "recipe": pd.Series(["2.0"] * 4, dtype=text_dtype), "metric": [0.1, 0.2] * 2})
+        runs = validate_runs(mixed)
+        assert set(runs["run_id"]) == {"3.0", "4"} and set(runs["recipe"]) == {"2.0"}
     # asked for by the number, a run is found under the name the table gave it
     assert (as_name(3.0, "run_id"), as_name(np.float32(4.0)), as_name(4.5), as_name("3.0")) == ("3", "4", "4.5", "3.0")
 
