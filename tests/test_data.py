@@ -431,6 +431,23 @@ def test_each_runs_metrics_for_the_falling_check_are_its_own_in_order_of_compute
     assert runs_whose_metric_falls(sweep) == ([], judged)
 
 
+def test_the_falling_checks_medians_are_numpys_to_the_last_bit():
+    """The falling-metric check takes the median of each run's steps (and of their spread) for all runs in
+    one sort instead of one np.median per run; each must be np.median's number exactly, for odd and even
+    lengths, repeated values, a single value and a NaN, and so the evaluation noise the check compares with."""
+    from forecast.data import _evaluation_noise, _medians
+
+    rng = np.random.default_rng(0)
+    arrays = [rng.normal(size=n) for n in rng.integers(1, 60, size=300)]
+    arrays += [np.round(rng.normal(size=n), 1) for n in (2, 7, 8, 40)]  # repeated values
+    arrays += [np.array([0.25]), np.array([0.1, np.nan, 0.3]), np.array([-1e-300, 1e-300])]
+    np.testing.assert_array_equal(_medians(arrays), [np.median(a) for a in arrays])
+    metrics = [np.clip(0.3 + 0.01 * np.cumsum(rng.normal(size=n)), 0, 1) for n in rng.integers(6, 80, size=40)]
+    spreads = [np.median(np.abs(np.diff(m) - np.median(np.diff(m)))) / 0.6745 / np.sqrt(2) for m in metrics]
+    no_n_eval = pd.DataFrame({"metric": np.concatenate(metrics)})
+    assert _evaluation_noise(no_n_eval, metrics) == float(np.median(spreads))
+
+
 def test_rising_sweeps_and_their_early_evaluations_say_nothing_of_a_falling_metric():
     """No shipped table, no synthetic sweep (the messy ones, whose runs may decline late, among them), nor
     the first evaluations of any of their runs read alone (a sweep in flight, the trainer's advisor on a
