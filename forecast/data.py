@@ -622,7 +622,7 @@ def _warn_of_runs_only_in_tables_beside_logs(listing: FolderListing, frames: lis
     run folders) was left out without a word. Said, naming the table and its runs; a table that
     cannot be read, or names no runs, says nothing of them."""
     # named as validate_runs names them (formatting.name_of): another tool's table holds run 3 as 3.0
-    logged = set().union(*(set(f["run_id"].dropna().map(name_of)) for f in frames if "run_id" in f))
+    logged = set().union(*(_run_names(f["run_id"]) for f in frames if "run_id" in f))
     for table in _tables_beside_logs(listing):
         try:
             with warnings.catch_warnings():
@@ -632,12 +632,17 @@ def _warn_of_runs_only_in_tables_beside_logs(listing: FolderListing, frames: lis
             continue
         if "run_id" not in frame:
             continue
-        others = sorted(set(frame["run_id"].dropna().map(name_of)) - logged)
+        others = sorted(_run_names(frame["run_id"]) - logged)
         if others:
             warnings.warn(str(RunDataError(
                 f"holds {len(others)} run(s) that no run log ({RUN_LOG_NAME}) under {folder} holds ({names_shown(others, 6)}): left out, "
                 f"as a folder with run logs is read through those alone; give the table as its own RUNS to read it",
                 source=table)), UserWarning, stacklevel=3)
+
+
+def _run_names(column: pd.Series) -> set:
+    """The runs a run_id column names, as validate_runs names them (a blank cell names none)."""
+    return set(_names_of(column.dropna()).unique())
 
 
 # ----------------------------------------------------------------------------- validating
