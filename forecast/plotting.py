@@ -335,6 +335,29 @@ def plot_fan_chart(fc, *, recipes=None, budget=None, kind="new_run", ax=None, nc
     Legends stay off the data: one key for the bands, the median, the budget, target and data-end lines,
     shared by the figure above the panels; and under each panel its own seeds, labelled by what
     tells them apart (`short_run_labels`)."""
+    fig, axes, recipes, mark, band_handles, seeds_of, labels_of = _fan_chart_panels(
+        fc, recipes=recipes, budget=budget, kind=kind, ax=ax, ncols=ncols, title=title, target=target, ylim=ylim)
+    return _fan_chart_laid_out(fig, axes, recipes, mark, band_handles, seeds_of, labels_of, fc=fc, ax=ax,
+                               title=title, kind=kind)
+
+
+def fan_chart_ylim(fc, *, recipes, budget, target, kind="new_run") -> tuple[float, float]:
+    """The y range plot_fan_chart(fc, recipes=..., budget=..., target=...) gives its panels, without laying
+    the figure out: the key, the seed legends and tight_layout, which do not move the range, are most of
+    a fan chart's time, and the report learns each image's range before it draws the images."""
+    import matplotlib.pyplot as plt
+
+    fig = _fan_chart_panels(fc, recipes=recipes, budget=budget, kind=kind, ax=None, ncols=3, title=None,
+                            target=target, ylim=None)[0]
+    try:
+        return fig.axes[0].get_ylim()
+    finally:
+        plt.close(fig)
+
+
+def _fan_chart_panels(fc, *, recipes, budget, kind, ax, ncols, title, target, ylim):
+    """plot_fan_chart's panels, drawn and given their y range: (figure, axes, recipes, the convergence
+    mark, the key's handles, each panel's seeds, each recipe's seed labels)."""
     budget = as_real(budget)
     recipes = _fan_chart_recipes(fc, recipes, budget, kind)
     target = _checked_target(target)
@@ -416,6 +439,12 @@ def plot_fan_chart(fc, *, recipes=None, budget=None, kind="new_run", ax=None, nc
     # every row's first panel on a figure of our own: on one of 8 rows only the top row said what y was
     for panel in (axes[:len(recipes):ncols] if ax is None else axes[:1]):
         panel.set_ylabel("metric", fontsize=11)
+    return fig, axes, recipes, (mark if ax is None else None), band_handles, seeds_of, labels_of
+
+
+def _fan_chart_laid_out(fig, axes, recipes, mark, band_handles, seeds_of, labels_of, *, fc, ax, title, kind):
+    """plot_fan_chart's figure with its panels drawn (_fan_chart_panels): its key, its seed legends and
+    its layout."""
     if ax is not None:
         if mark := convergence_mark(fc):
             _mark_in_panel(axes[0], mark)

@@ -456,14 +456,10 @@ def fan_chart_figures(fc, budget: float, target: float | None, recipes: list) ->
     two parts of one page, and a recipe looked to climb further in the part with the narrower range."""
     groups = fan_chart_groups(list(recipes))
     ylim = None
-    if len(groups) > 1:  # drawn once to learn each image's own range (matplotlib's, margins included)
-        import matplotlib.pyplot as plt
+    if len(groups) > 1:  # each image's own range first (matplotlib's, margins included: its panels drawn, not laid out)
+        from .plotting import fan_chart_ylim
 
-        ranges = []
-        for group in groups:
-            fig = fan_chart_figure(fc, budget, target, group)
-            ranges.append(fig.axes[0].get_ylim())  # the panels of one image share y
-            plt.close(fig)
+        ranges = [fan_chart_ylim(fc, recipes=group, budget=budget, target=target) for group in groups]
         ylim = (min(low for low, _ in ranges), max(high for _, high in ranges))
     return {fan_chart_key(k): fan_chart_png(fc, budget, target, recipes=group, ylim=ylim)
             for k, group in enumerate(groups)}

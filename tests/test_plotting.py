@@ -722,6 +722,23 @@ def test_the_reports_fan_chart_images_share_one_y_range(monkeypatch):
             plot_fan_chart(fc, recipes=fc.recipes[:1], ylim=bad)
 
 
+def test_a_fan_charts_y_range_is_learnt_without_laying_the_figure_out():
+    """The report learns each fan-chart image's y range before it draws the images with their shared one;
+    it drew each image whole for it (key, seed legends, tight_layout: most of a report's time on a sweep of
+    10 or more recipes). fan_chart_ylim draws the panels alone, and must give the whole figure's range."""
+    from forecast.plotting import fan_chart_ylim
+
+    fc = _Levels(10)
+    try:
+        for recipes in (fc.recipes[:3], fc.recipes[3:9], fc.recipes[9:]):
+            for target in (None, 0.5, 0.95, 0.05):
+                whole = plot_fan_chart(fc, recipes=recipes, budget=1e6, target=target).axes[0].get_ylim()
+                assert fan_chart_ylim(fc, recipes=recipes, budget=1e6, target=target) == whole
+                plt.close("all")
+    finally:
+        plt.close("all")
+
+
 class _ShortSpan(_ManySeeds):
     """`_ManySeeds` of `n` recipes whose evaluations span 2.2e12-3.1e12 flops, under a fifth of a decade."""
 
