@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import json
 import os
 import re
@@ -624,20 +625,37 @@ def _warn_of_runs_only_in_tables_beside_logs(listing: FolderListing, frames: lis
     # named as validate_runs names them (formatting.name_of): another tool's table holds run 3 as 3.0
     logged = set().union(*(_run_names(f["run_id"]) for f in frames if "run_id" in f))
     for table in _tables_beside_logs(listing):
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # its own problems are not this read's: it is not read
-                frame = _read_one_file(table)
-        except RunDataError:
+        named = _runs_named_in_table(table)
+        if named is None:
             continue
-        if "run_id" not in frame:
-            continue
-        others = sorted(_run_names(frame["run_id"]) - logged)
+        others = sorted(named - logged)
         if others:
             warnings.warn(str(RunDataError(
                 f"holds {len(others)} run(s) that no run log ({RUN_LOG_NAME}) under {folder} holds ({names_shown(others, 6)}): left out, "
                 f"as a folder with run logs is read through those alone; give the table as its own RUNS to read it",
                 source=table)), UserWarning, stacklevel=3)
+
+
+def _runs_named_in_table(table: Path) -> frozenset | None:
+    """The runs a table beside run logs names, None when it cannot be read or has no run_id column. Kept
+    while the file is unchanged (its device, inode, size and times: any write moves its ctime), since
+    forecast watch reads the folder at every poll and reading the table again was a fifth of that read."""
+    try:
+        info = table.stat()
+    except OSError:  # read as it is, which says why it cannot be
+        return _runs_named_in_file.__wrapped__(str(table), None)
+    return _runs_named_in_file(str(table), (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns))
+
+
+@functools.lru_cache(maxsize=64)
+def _runs_named_in_file(path: str, version: tuple) -> frozenset | None:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # its own problems are not this read's: it is not read
+            frame = _read_one_file(Path(path))
+    except RunDataError:
+        return None
+    return frozenset(_run_names(frame["run_id"])) if "run_id" in frame else None
 
 
 def _run_names(column: pd.Series) -> set:

@@ -1209,6 +1209,30 @@ def test_a_table_beside_run_logs_naming_their_runs_as_floats_is_not_said_to_hold
         load_runs(sweep)
 
 
+def test_a_table_beside_run_logs_is_read_again_once_it_changes(tmp_path):
+    # forecast watch reads the folder at every poll, so the runs the table beside the logs names are kept
+    # while it is unchanged; a table rewritten in place, at the same size and with its time put back
+    # (touch -r), still names its new runs
+    import os
+
+    sweep = tmp_path / "sweep"
+    rows = [{"run_id": run, "recipe": "a", "compute": c, "metric": 0.1 * c} for run in ("r1", "r2") for c in (1, 2, 3)]
+    for run in ("r1", "r2"):
+        (sweep / run).mkdir(parents=True)
+        (sweep / run / "evals.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows if r["run_id"] == run))
+    table = sweep / "runs.jsonl"
+    table.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        load_runs(sweep)
+    then = table.stat()
+    table.write_text(table.read_text().replace('"r2"', '"r9"'))
+    os.utime(table, ns=(then.st_atime_ns, then.st_mtime_ns))
+    assert table.stat().st_size == then.st_size and table.stat().st_mtime_ns == then.st_mtime_ns
+    with pytest.warns(UserWarning, match=r"holds 1 run\(s\) that no run log .* holds \(r9\)"):
+        load_runs(sweep)
+
+
 def test_a_link_that_loops_in_a_run_folder_is_said_not_taken_for_a_folder_that_cannot_be_listed(tmp_path):
     # a link that leads back to itself (a slip of ln -s) holds no runs, as a link to nothing; since the
     # listing follows links it refused the whole sweep: 'a-s0/self: cannot be listed (too many levels of
