@@ -414,6 +414,59 @@ def test_a_refusal_of_rank_0_reaches_a_late_rank_under_a_manual_launch(tmp_path)
         assert rank.returncode == 2 and err.startswith(refusal) and "Traceback" not in err, err[-3000:]
 
 
+
+def launched_by_hand(tmp_path, script_text, *args, extra_env=None):
+    """Ranks 0 and 1 started by hand (MASTER_ADDR, RANK, WORLD_SIZE set, no torchrun agent): [(exit code, stderr)]."""
+    script = tmp_path / "by_hand.py"
+    script.write_text(script_text)
+    port = free_port()
+    ranks = []
+    for rank in ("0", "1"):
+        env = {**os.environ, "PYTHONPATH": REPO, "OMP_NUM_THREADS": "1", "MASTER_ADDR": "127.0.0.1",
+               "MASTER_PORT": str(port), "WORLD_SIZE": "2", "RANK": rank, "LOCAL_RANK": rank, **(extra_env or {})}
+        ranks.append(subprocess.Popen([sys.executable, str(script), *map(str, args)], env=env, cwd=REPO,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    try:
+        said = [rank.communicate(timeout=60)[1] for rank in ranks]
+    except subprocess.TimeoutExpired:
+        for rank in ranks:
+            rank.kill()  # a rank waiting in torch's store does not take SIGTERM
+            rank.communicate()
+        pytest.fail("a rank of the launch by hand waited on after the other had ended")
+    return [(rank.returncode, err) for rank, err in zip(ranks, said, strict=True)]
+
+
+RANK_1_REFUSES_SCRIPT = """
+import os, sys
+import trainer_minimal.train as T
+from trainer_minimal.cli import main
+
+T.JOIN_WAIT_S = 5
+own = T.check_device
+def refused_on_rank_1(cfg):  # a refusal only rank 1's machine sees, before it joins the store
+    if os.environ["RANK"] == "1":
+        raise ValueError("--device cuda:1: not on this machine")
+    return own(cfg)
+T.check_device = refused_on_rank_1
+sys.exit(main(["train", *sys.argv[1:]]))
+"""
+
+
+def test_a_rank_that_never_joins_a_launch_by_hand_is_said_by_rank_0(tmp_path):
+    """Rank 1 refused on its own machine's checks before it joined the store rank 0 hosts, and rank 0 waited
+    in torch's store start-up for the whole 30-minute timeout without a word (deaf to SIGTERM). It now gives
+    up after JOIN_WAIT_S (5 s here) with one line, exit 1, and writes nothing."""
+    pytest.importorskip("torch.distributed")
+    flags = [f"--{k.replace('_', '-')}={v}" for k, v in TINY.items()]
+    (code0, err0), (code1, err1) = launched_by_hand(tmp_path, RANK_1_REFUSES_SCRIPT, "--out", tmp_path / "run",
+                                                    "--warmstart-cache", tmp_path / "warmstart", *flags)
+    assert code1 == 2 and "--device cuda:1: not on this machine" in err1
+    assert code0 == 1 and "Traceback" not in err0, err0[-3000:]
+    assert "trainer-minimal: error: rank 1 of 2 did not join within 5 s: see its output" in err0
+    assert not (tmp_path / "run").exists()
+
+
+
 def refused_by_rank_0(torchrun):
     """Rank 0 refused and every rank ended with its refusal (exit 2), or was ended by torchrun on its way
     out (SIGTERM) once another rank had exited 2: which rank exits first is a race (rank 1, sent the

@@ -285,6 +285,8 @@ def checked_command(argv):
         return 2
     except OSError as e:  # the machine's (too many open files, a failing disk), said without a traceback
         return said_resource_error(e, "")
+    except RuntimeError as e:  # another rank never joined the store
+        return said_lost_rank(e)
     return args, cfg, plan
 
 
@@ -320,6 +322,17 @@ def run_command(args, cfg, plan):
     finally:
         end_distributed()
     return 0
+
+
+def said_lost_rank(err):
+    """Exit 1 with one line where another rank of a multi-process run never joined (train.RankLost); any
+    other error is re-raised, as a bug's is."""
+    from .train import RankLost
+
+    if not isinstance(err, RankLost):
+        raise err
+    print(f"trainer-minimal: error: {err}", file=sys.stderr, flush=True)
+    return 1
 
 
 def said_stop(err, then):

@@ -364,10 +364,41 @@ def rendezvous_store():
     the group's backend. setup_distributed starts the group on this same store."""
     global _rendezvous_store
     if _rendezvous_store is None:
-        timeout = datetime.timedelta(minutes=COLLECTIVE_TIMEOUT_MINUTES)
-        _rendezvous_store, _, _ = next(dist.rendezvous("env://", timeout=timeout))
-        _rendezvous_store.set_timeout(timeout)  # a wait for rank 0's checks (a large checkpoint's CRC)
+        try:  # the join alone is bounded by JOIN_WAIT_S: see there
+            store, _, _ = next(dist.rendezvous("env://", timeout=datetime.timedelta(seconds=JOIN_WAIT_S)))
+        except dist.DistError as err:
+            if "timed out" not in str(err).lower():  # MASTER_PORT in use, a MASTER_ADDR that is not a host
+                raise
+            raise RankLost(not_joined_line(process_rank(), int(os.environ["WORLD_SIZE"]))) from None
+        store.set_timeout(datetime.timedelta(minutes=COLLECTIVE_TIMEOUT_MINUTES))  # rank 0's checks (a large CRC)
+        _rendezvous_store = store
     return _rendezvous_store
+
+
+# How long the ranks wait for each other to reach the store, rank 0 for the others to join it and the others
+# for rank 0 to open it. Under a launch without torchrun's agent (MASTER_ADDR, RANK and WORLD_SIZE set by
+# hand) rank 0 hosts the store, and a rank that failed its own machine's checks before it joined (a model
+# folder or device only it lacks), or crashed, or was never started, held rank 0 there for the whole
+# 30-minute timeout without a word (deaf to SIGTERM and Ctrl-C, inside torch's C++); as did rank 0, failed
+# before it opened the store, hold the others. Generous for ranks started by hand on several machines,
+# and for rank 0's own checks, done before it opens the store (a large checkpoint's CRC).
+JOIN_WAIT_S = 300
+
+
+class RankLost(RuntimeError):
+    """Another rank of the run never joined the store: said in one line by the rank left, exit 1, where it
+    was a silent wait. The rank that did not join says its own error."""
+
+
+def not_joined_line(rank, world):
+    """Why the store's join failed, from this rank's side (see JOIN_WAIT_S)."""
+    if rank != 0:
+        return (f"rank 0 of {world} did not open the store at {os.environ.get('MASTER_ADDR')}:"
+                f"{os.environ.get('MASTER_PORT')} within {JOIN_WAIT_S} s: see its output (it may have ended, "
+                "or not been started; MASTER_ADDR and MASTER_PORT must be rank 0's)")
+    missing = "rank 1 of 2" if world == 2 else f"not every one of ranks 1 to {world - 1} (of {world})"
+    return f"{missing} did not join within {JOIN_WAIT_S} s: see its output (it may have ended, or not been started)"
+
 
 
 def decided_by_rank_0(name, decide):
@@ -389,7 +420,10 @@ def decided_by_rank_0(name, decide):
     try:
         value = decide()
     except (ValueError, RunFolderBusy) as err:
-        rendezvous_store().set(key, pickle.dumps(("refused", str(err))))
+        try:
+            rendezvous_store().set(key, pickle.dumps(("refused", str(err))))
+        except RankLost:  # no other rank joined to be told: the refusal is still this run's to say
+            raise err from None
         wait_until_read(key, world)
         raise
     rendezvous_store().set(key, pickle.dumps(("decided", value)))
