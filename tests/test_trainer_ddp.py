@@ -466,6 +466,46 @@ def test_a_rank_that_never_joins_a_launch_by_hand_is_said_by_rank_0(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+RANK_0_CRASHES_SCRIPT = """
+import os, sys
+import trainer_minimal.train as T
+from trainer_minimal.cli import main
+
+T.JOIN_WAIT_S = 5
+own = T.update
+def crashed(cfg, model, optimizer, mb, state, world):
+    if os.environ["RANK"] == "0" and state["step"] == int(os.environ["CRASH_AT_STEP"]):
+        raise RuntimeError("a bug on rank 0")
+    return own(cfg, model, optimizer, mb, state, world)
+T.update = crashed
+if os.environ["RANK"] == "0" and os.environ["CRASH_AT_STEP"] == "checks":
+    def crashed_in_checks(cfg):
+        raise RuntimeError("a bug on rank 0")
+    T.preflight = crashed_in_checks
+if os.environ["RANK"] == "0" and os.environ["CRASH_AT_STEP"] == "lock":  # the store is open, rank 1 waits on it
+    def crashed_in_lock(out):
+        raise RuntimeError("a bug on rank 0")
+    T.lock_run_folder = crashed_in_lock
+sys.exit(main(["train", *sys.argv[1:]]))
+"""
+
+
+@pytest.mark.parametrize("crash_at", ["checks", "lock", "1"])
+def test_a_crash_of_rank_0_is_one_line_on_the_rank_left(tmp_path, crash_at):
+    """Rank 0 of a launch by hand crashed (a bug: its traceback is the real error) and rank 1 ended in a torch
+    traceback of its own: gloo's 'RuntimeError: ... Read error ...: Connection reset by peer' mid-run, the store's
+    'DistNetworkError: Failed to recv, got 0 bytes' while it waited for rank 0's verdict, or it waited 30
+    minutes to join a store rank 0 never opened (the join is bounded since the commit before). Rank 1 now says rank 0 ended in one line, exit 1."""
+    pytest.importorskip("torch.distributed")
+    flags = [f"--{k.replace('_', '-')}={v}" for k, v in TINY.items()]
+    (code0, err0), (code1, err1) = launched_by_hand(tmp_path, RANK_0_CRASHES_SCRIPT, "--out", tmp_path / "run",
+                                                    "--warmstart-cache", tmp_path / "warmstart", *flags,
+                                                    extra_env={"CRASH_AT_STEP": crash_at})
+    assert code0 == 1 and "Traceback" in err0 and "RuntimeError: a bug on rank 0" in err0  # its own, kept
+    assert code1 == 1 and "Traceback" not in err1, err1[-3000:]
+    said = "did not open the store at 127.0.0.1:" if crash_at == "checks" else "rank 0 ended: see its output"
+    assert said in err1
+
 
 def refused_by_rank_0(torchrun):
     """Rank 0 refused and every rank ended with its refusal (exit 2), or was ended by torchrun on its way

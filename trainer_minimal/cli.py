@@ -285,7 +285,7 @@ def checked_command(argv):
         return 2
     except OSError as e:  # the machine's (too many open files, a failing disk), said without a traceback
         return said_resource_error(e, "")
-    except RuntimeError as e:  # another rank never joined the store
+    except RuntimeError as e:  # another rank never joined the store, or it ended while this one waited on it
         return said_lost_rank(e)
     return args, cfg, plan
 
@@ -319,19 +319,24 @@ def run_command(args, cfg, plan):
         return said_resource_error(e, how_to_go_on(cfg))
     except KeyboardInterrupt as e:
         return said_stop(e, how_to_go_on(cfg))
+    except RuntimeError as e:  # another rank ended mid-run (a crash): its output holds the real error
+        return said_lost_rank(e, how_to_go_on(cfg) if process_rank() == 0 else "")  # rank 0's folder
     finally:
         end_distributed()
     return 0
 
 
-def said_lost_rank(err):
-    """Exit 1 with one line where another rank of a multi-process run never joined (train.RankLost); any
-    other error is re-raised, as a bug's is."""
-    from .train import RankLost
+def said_lost_rank(err, then=""):
+    """Exit 1 with one line where another rank of a multi-process run never joined, or ended (train.RankLost,
+    or torch's error of a connection it lost), which was a torch traceback (DistNetworkError, gloo's
+    'Connection reset by peer') on the rank left; any other error is re-raised, as a bug's is."""
+    from .train import RankLost, lost_rank_line
 
-    if not isinstance(err, RankLost):
+    line = str(err) if isinstance(err, RankLost) else lost_rank_line(err, process_rank(),
+                                                                      int(os.environ.get("WORLD_SIZE", "1")))
+    if line is None:
         raise err
-    print(f"trainer-minimal: error: {err}", file=sys.stderr, flush=True)
+    print(f"trainer-minimal: error: {line}{then}", file=sys.stderr, flush=True)
     return 1
 
 

@@ -69,6 +69,7 @@ import json
 import math
 import os
 import pickle
+import re
 import time
 import warnings
 import zipfile
@@ -386,8 +387,9 @@ JOIN_WAIT_S = 300
 
 
 class RankLost(RuntimeError):
-    """Another rank of the run never joined the store: said in one line by the rank left, exit 1, where it
-    was a silent wait. The rank that did not join says its own error."""
+    """Another rank of the run never joined, or ended (its connection lost): said in one line by the rank
+    that is left, exit 1, where it was a torch traceback (DistNetworkError, gloo's 'Connection reset by
+    peer') or a silent wait. The rank that ended says its own error (a traceback is the real one)."""
 
 
 def not_joined_line(rank, world):
@@ -399,6 +401,24 @@ def not_joined_line(rank, world):
     missing = "rank 1 of 2" if world == 2 else f"not every one of ranks 1 to {world - 1} (of {world})"
     return f"{missing} did not join within {JOIN_WAIT_S} s: see its output (it may have ended, or not been started)"
 
+
+def lost_rank_line(err, rank, world):
+    """One line for an error that says another rank is gone (the store's connection closed under it, gloo's
+    peer reset), or None for any other error (a bug's traceback stands). Under a manual launch rank 0
+    hosts the store, so a rank that lost the store lost rank 0."""
+    text = str(err)
+    store_lost = isinstance(err, dist.DistNetworkError)
+    peer_lost = isinstance(err, RuntimeError) and any(
+        said in text for said in ("Connection reset by peer", "Connection closed by peer", "Broken pipe"))
+    if world < 2 or not (store_lost or peer_lost):
+        return None
+    if rank != 0 and (store_lost or world == 2):
+        gone = "rank 0"
+    else:
+        gone = "rank 1" if world == 2 else "another rank"
+    first = text.strip().splitlines()[0] if text.strip() else type(err).__name__
+    first = re.sub(r"^\[[^\]]*\]\s*", "", first).split(". ")[0]  # without gloo's source file and its advice
+    return f"{gone} ended: see its output (this rank, {rank} of {world}, lost its connection: {first[:200]})"
 
 
 def decided_by_rank_0(name, decide):
