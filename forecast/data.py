@@ -14,6 +14,7 @@ import json
 import os
 import re
 import stat
+import time
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -641,13 +642,21 @@ def _warn_of_runs_only_in_tables_beside_logs(listing: FolderListing, frames: lis
 
 def _runs_named_in_table(table: Path) -> frozenset | None:
     """The runs a table beside run logs names, None when it cannot be read or has no run_id column. Kept
-    while the file is unchanged (its device, inode, size and times: any write moves its ctime), since
-    forecast watch reads the folder at every poll and reading the table again was a fifth of that read."""
+    while the file is unchanged (its device, inode, size and times: any write moves its ctime, once past the
+    file system's time resolution), since forecast watch reads the folder at every poll and reading the table again was a fifth of that read."""
     try:
         info = table.stat()
     except OSError:  # read as it is, which says why it cannot be
         return _runs_named_in_file.__wrapped__(str(table), None)
+    if time.time_ns() - max(info.st_mtime_ns, info.st_ctime_ns) < _JUST_CHANGED_NS:
+        # a file system that keeps coarse times (whole seconds: NFS, FAT, HFS+) gives a table rewritten at
+        # the same size within that time the same stat, so what was kept for it would be said ever after
+        return _runs_named_in_file.__wrapped__(str(table), None)
     return _runs_named_in_file(str(table), (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns))
+
+
+# how long after its last change a table's stat cannot yet tell it from a rewrite (coarsest common: FAT's 2 s)
+_JUST_CHANGED_NS = 3 * 10**9
 
 
 @functools.lru_cache(maxsize=64)

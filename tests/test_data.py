@@ -1233,6 +1233,38 @@ def test_a_table_beside_run_logs_is_read_again_once_it_changes(tmp_path):
         load_runs(sweep)
 
 
+def test_a_table_beside_run_logs_rewritten_within_its_file_systems_time_resolution_is_read_again(tmp_path, monkeypatch):
+    # a file system that keeps whole seconds (NFS, FAT, HFS+, some overlays) leaves a table rewritten in the
+    # second it was read with the same size, mtime and ctime: the runs kept for it were said at every poll
+    # after, the new run never. A table changed that recently is read again, not taken from what was kept
+    import os
+
+    sweep = tmp_path / "sweep"
+    rows = [{"run_id": run, "recipe": "a", "compute": c, "metric": 0.1 * c} for run in ("r1", "r2") for c in (1, 2, 3)]
+    for run in ("r1", "r2"):
+        (sweep / run).mkdir(parents=True)
+        (sweep / run / "evals.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows if r["run_id"] == run))
+    table = sweep / "runs.jsonl"
+    table.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    real_stat = Path.stat
+
+    def stat_in_whole_seconds(path, *args, **kwargs):
+        info = real_stat(path, *args, **kwargs)
+        if path != table:
+            return info
+        whole = [int(v) // 10**9 * 10**9 for v in (info.st_atime_ns, info.st_mtime_ns, info.st_ctime_ns)]
+        fields = list(info[:7]) + [w // 10**9 for w in whole]
+        return os.stat_result(fields, {"st_atime_ns": whole[0], "st_mtime_ns": whole[1], "st_ctime_ns": whole[2]})
+
+    monkeypatch.setattr(Path, "stat", stat_in_whole_seconds)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        load_runs(sweep)
+    table.write_text(table.read_text().replace('"r2"', '"r9"'))  # the same size, within the same second
+    with pytest.warns(UserWarning, match=r"holds 1 run\(s\) that no run log .* holds \(r9\)"):
+        load_runs(sweep)
+
+
 def test_a_link_that_loops_in_a_run_folder_is_said_not_taken_for_a_folder_that_cannot_be_listed(tmp_path):
     # a link that leads back to itself (a slip of ln -s) holds no runs, as a link to nothing; since the
     # listing follows links it refused the whole sweep: 'a-s0/self: cannot be listed (too many levels of
