@@ -507,6 +507,26 @@ def test_a_crash_of_rank_0_is_one_line_on_the_rank_left(tmp_path, crash_at):
     assert said in err1
 
 
+def test_a_port_in_use_under_a_launch_by_hand_is_not_said_to_be_a_rank_that_ended(tmp_path):
+    """Rank 0 of a launch by hand could not open the store: its MASTER_PORT was another program's. torch says
+    so (DistNetworkError: '... failed to listen ... address already in use'), and the rank said instead
+    'rank 1 ended: see its output (this rank, 0 of 2, lost its connection: ...)': no rank had even started
+    to join, and the one to look at was this one. The store's own error is said as it was before."""
+    pytest.importorskip("torch.distributed")
+    flags = [f"--{k.replace('_', '-')}={v}" for k, v in TINY.items()]
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        env = {**os.environ, "PYTHONPATH": REPO, "OMP_NUM_THREADS": "1", "MASTER_ADDR": "127.0.0.1",
+               "MASTER_PORT": str(taken.getsockname()[1]), "WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "0"}
+        done = subprocess.run([sys.executable, "-m", "trainer_minimal", "train", "--out", str(tmp_path / "run"),
+                               "--warmstart-cache", str(tmp_path / "warmstart"), *flags],
+                              env=env, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert "ended: see its output" not in done.stderr, done.stderr[-3000:]
+    assert "address already in use" in done.stderr, done.stderr[-3000:]
+
+
 def refused_by_rank_0(torchrun):
     """Rank 0 refused and every rank ended with its refusal (exit 2), or was ended by torchrun on its way
     out (SIGTERM) once another rank had exited 2: which rank exits first is a race (rank 1, sent the

@@ -407,7 +407,9 @@ def lost_rank_line(err, rank, world):
     peer reset), or None for any other error (a bug's traceback stands). Under a manual launch rank 0
     hosts the store, so a rank that lost the store lost rank 0."""
     text = str(err)
-    store_lost = isinstance(err, dist.DistNetworkError)
+    # only a store this rank had reached can be lost: an error opening it (MASTER_PORT another program's,
+    # 'address already in use') is this rank's own, said as torch says it
+    store_lost = isinstance(err, dist.DistNetworkError) and _rendezvous_store is not None
     peer_lost = isinstance(err, RuntimeError) and any(
         said in text for said in ("Connection reset by peer", "Connection closed by peer", "Broken pipe"))
     if world < 2 or not (store_lost or peer_lost):
