@@ -1209,12 +1209,8 @@ def test_a_table_beside_run_logs_naming_their_runs_as_floats_is_not_said_to_hold
         load_runs(sweep)
 
 
-def test_a_table_beside_run_logs_is_read_again_once_it_changes(tmp_path):
-    # forecast watch reads the folder at every poll, so the runs the table beside the logs names are kept
-    # while it is unchanged; a table rewritten in place, at the same size and with its time put back
-    # (touch -r), still names its new runs
-    import os
-
+def _sweep_with_a_table_beside_its_logs(tmp_path):
+    """(a sweep folder of runs r1 and r2, each with its run log, the table runs.jsonl beside them holding both)."""
     sweep = tmp_path / "sweep"
     rows = [{"run_id": run, "recipe": "a", "compute": c, "metric": 0.1 * c} for run in ("r1", "r2") for c in (1, 2, 3)]
     for run in ("r1", "r2"):
@@ -1222,6 +1218,16 @@ def test_a_table_beside_run_logs_is_read_again_once_it_changes(tmp_path):
         (sweep / run / "evals.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows if r["run_id"] == run))
     table = sweep / "runs.jsonl"
     table.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return sweep, table
+
+
+def test_a_table_beside_run_logs_is_read_again_once_it_changes(tmp_path):
+    # forecast watch reads the folder at every poll, so the runs the table beside the logs names are kept
+    # while it is unchanged; a table rewritten in place, at the same size and with its time put back
+    # (touch -r), still names its new runs
+    import os
+
+    sweep, table = _sweep_with_a_table_beside_its_logs(tmp_path)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         load_runs(sweep)
@@ -1239,13 +1245,7 @@ def test_a_table_beside_run_logs_rewritten_within_its_file_systems_time_resoluti
     # after, the new run never. A table changed that recently is read again, not taken from what was kept
     import os
 
-    sweep = tmp_path / "sweep"
-    rows = [{"run_id": run, "recipe": "a", "compute": c, "metric": 0.1 * c} for run in ("r1", "r2") for c in (1, 2, 3)]
-    for run in ("r1", "r2"):
-        (sweep / run).mkdir(parents=True)
-        (sweep / run / "evals.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows if r["run_id"] == run))
-    table = sweep / "runs.jsonl"
-    table.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    sweep, table = _sweep_with_a_table_beside_its_logs(tmp_path)
     real_stat = Path.stat
 
     def stat_in_whole_seconds(path, *args, **kwargs):
