@@ -797,14 +797,20 @@ def validate_runs(frame: pd.DataFrame, *, source=None, min_points: int = 2) -> p
     once per table: a table this function returned, unchanged since, is checked again in silence
     (load_runs, then fit). The table returned keeps them, as said, in attrs["data_warnings"] (a fit
     saves them and its report shows them: the page is read by people who never see the terminal).
+    A table changed since (filtered, edited) is checked again and keeps this check's warnings, with
+    load_runs' own about reading its files (attrs["read_warnings"]), which no check of the table can say again.
     """
     digest = _digest(frame) if isinstance(frame, pd.DataFrame) else None
     said_before = digest is not None and frame.attrs.get("validated_digest") == digest
+    # a DataFrame's attrs travel through pandas' filters (a mask, .query, .loc, .copy), not through a
+    # pd.concat of tables whose attrs differ; a warning about a run filtered out since stays, as the file said it
+    said_reading = list(frame.attrs.get("read_warnings", [])) if isinstance(frame, pd.DataFrame) else []
     clean, said = _said_and_kept(_checked_runs, frame, source=source, min_points=min_points, say=not said_before)
     if said_before:  # as said the first time, with load_runs' own about reading the file
         said = list(frame.attrs.get("data_warnings", said))
     clean.attrs["validated_digest"] = _digest(clean)
-    clean.attrs["data_warnings"] = said
+    clean.attrs["read_warnings"] = said_reading
+    clean.attrs["data_warnings"] = list(dict.fromkeys([*said_reading, *said]))
     return clean
 
 
@@ -1320,6 +1326,14 @@ def _told_apart(first: float, second: float) -> tuple[str, str]:
 def load_runs(path, *, min_points: int = 2) -> pd.DataFrame:
     """Read and validate a run table (CSV, Parquet, JSONL, or a folder of run logs).
 
+    The table returned keeps the data's warnings said while it was read and checked in
+    attrs["data_warnings"] (a fit keeps them as fc.data_warnings_, saves them and its report shows them);
+    those said while its files were read (a run log's compute that falls in its order, a link to nothing,
+    a table of other runs beside the run logs) stay through a filter (runs[runs.recipe != "x"], .query,
+    .copy, .sort_values, .reset_index) and the fit of what is left. pandas keeps attrs through
+    pd.concat only where every table's are the same: a concat of two loads keeps none, and its fit
+    shows the warnings of its own check alone.
+
     >>> runs = load_runs("examples/trainer_sweep/runs.csv")  # doctest: +SKIP
     """
     if not isinstance(path, (str, PathLike)):  # pathlib said "expected str, bytes or os.PathLike object, not DataFrame"
@@ -1328,6 +1342,7 @@ def load_runs(path, *, min_points: int = 2) -> pd.DataFrame:
     frame, said_reading = _said_and_kept(read_table, path)  # a run log's compute that falls in its order
     runs = validate_runs(frame, source=path if Path(path).expanduser().is_file() else None, min_points=min_points)
     runs.attrs["data_warnings"] = list(dict.fromkeys([*said_reading, *runs.attrs["data_warnings"]]))
+    runs.attrs["read_warnings"] = said_reading  # kept apart: a filtered table is checked again, its files not read again
     return runs
 
 

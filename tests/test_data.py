@@ -1277,3 +1277,28 @@ def test_a_link_that_loops_in_a_run_folder_is_said_not_taken_for_a_folder_that_c
         assert load_runs(sweep)["run_id"].nunique() == 3
     messages = sorted(str(w.message) for w in said if "leads back to itself" in str(w.message))
     assert len(messages) == 3 and f"{sweep / 'a-s0' / 'self'}: is a link to self that leads back to itself" in messages[0]
+
+
+def test_the_warnings_said_reading_a_folder_stay_with_a_table_filtered_before_its_fit(tmp_path):
+    """A notebook filters the loaded table before it fits (runs[runs.recipe != "x"]): the table, changed,
+    was checked again, and its warnings replaced the table's own, so the one said while the folder was read
+    (a table of other runs beside the run logs) was lost to the fit, its saved file and its report. It
+    stays (with the re-check's own, once each); that about a run the filter removed too, as the file said it."""
+    table = good_table()
+    sweep = _run_logs(tmp_path / "sweep", table[table["run_id"] != "b-s0"])
+    table.to_csv(sweep / "runs.csv", index=False)
+    with pytest.warns(UserWarning, match=r"\(b-s0\): left out") as said:
+        runs = load_runs(sweep)
+    read = [str(w.message) for w in said]
+    assert runs.attrs["data_warnings"] == read and len(read) == 1
+    for filtered in (runs[runs["recipe"] != "b"], runs.query("run_id != 'a-s1'"), runs.loc[runs["compute"] > 10].copy()):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # the file's warning is not said again: nothing was read again
+            assert validate_runs(filtered).attrs["data_warnings"] == read
+    with pytest.warns(UserWarning, match="column 'lr'") as said:
+        again = validate_runs(runs[runs["recipe"] == "a"].assign(lr=np.where(runs["run_id"] == "a-s0", 5e-4, 1e-3)))
+    assert again.attrs["data_warnings"] == [*read, str(said[0].message)]
+    assert validate_runs(again).attrs["data_warnings"] == again.attrs["data_warnings"]  # kept once each
+    edited = again[again["compute"] > 10]
+    with pytest.warns(UserWarning, match="column 'lr'"):
+        assert validate_runs(edited).attrs["data_warnings"] == again.attrs["data_warnings"]  # said again, kept once

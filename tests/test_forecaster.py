@@ -1140,3 +1140,24 @@ def test_a_saved_fit_whose_attribute_is_damaged_is_refused_by_name(fitted, tmp_p
     idata.to_netcdf(str(tmp_path / "damaged.nc"))
     with pytest.raises(NotASavedFitError, match=f"damaged.nc cannot be read as a saved fit: its '{name}' attribute is damaged"):
         ScalingForecaster.load(tmp_path / "damaged.nc")
+
+
+def test_a_fit_of_a_filtered_table_keeps_the_warnings_said_reading_its_folder(small_sweep, tmp_path):
+    """runs = load_runs(folder); runs = runs[runs.recipe != "x"]; fit(runs), as notebooks do: the filtered
+    table was checked again and the warning said while the folder was read (a table of other runs beside
+    the run logs) was lost, so the fit, its saved file and its report did not show it."""
+    from forecast import load_runs
+
+    sweep = tmp_path / "sweep"
+    for run_id, run in small_sweep.groupby("run_id"):
+        (sweep / run_id).mkdir(parents=True)
+        (sweep / run_id / "evals.jsonl").write_text(run.to_json(orient="records", lines=True))
+    pd.concat([small_sweep, small_sweep.head(3).assign(run_id="gone-s0")]).to_csv(sweep / "runs.csv", index=False)
+    with pytest.warns(UserWarning, match=r"\(gone-s0\): left out") as said:
+        runs = load_runs(sweep)
+    read = [str(w.message) for w in said if "gone-s0" in str(w.message)]
+    last = sorted(runs["recipe"].unique())[-1]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the fast fit's convergence
+        fc = ScalingForecaster(mode="fast").fit(runs[runs["recipe"] != last], random_seed=3, progress=False)
+    assert last not in set(fc.runs_["recipe"]) and fc.data_warnings_ == read
