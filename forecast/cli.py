@@ -420,7 +420,7 @@ def run_fit(args) -> int:
             if tries := fc.sampling_tries():
                 print(tries)
             if shape := misshapen_runs_sentence(summary["misshapen_runs"]):
-                print(shape)
+                print(f"shape: {shape}")
             table = fc.asymptote().query("level == 'recipe'")[["recipe", "mean", "q05", "q50", "q95"]]
             print("\nasymptote A per recipe:")
             print(table.round(4).to_string(index=False))

@@ -84,12 +84,13 @@ def misshapen_runs(fc, *, z_limit: float = LATE_TREND_Z_LIMIT) -> list[dict]:
 
 
 def misshapen_runs_sentence(flagged: list[dict]) -> str | None:
-    """What a user is told about flagged runs; None when there are none."""
+    """What a user is told about flagged runs; None when there are none. Unlabelled: the terminal
+    prints it after 'shape: ', the report in its row 'run shapes'."""
     if not flagged:
         return None
     names = ", ".join(f"{row['run_id']} (z {row['late_trend_z']:.1f})" for row in flagged)
     one = len(flagged) == 1
-    return (f"shape: the last third{'' if one else 's'} of {names} {'falls' if one else 'fall'} away from "
+    return (f"the last third{'' if one else 's'} of {names} {'falls' if one else 'fall'} away from "
             f"{'its fitted curve' if one else 'their fitted curves'} by more than the fit's wander explains (a late "
             "decline, or a flattening the sigmoid cannot follow): forecasts of "
             f"{'this run' if one else 'these runs'} are likely too high and their intervals too narrow")

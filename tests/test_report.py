@@ -99,6 +99,8 @@ def test_diagnostics_name_the_runs_whose_end_falls_away_from_their_curve():
     assert "run shapes" not in rp.diagnostics_html(d)
     html = rp.diagnostics_html({**d, "misshapen_runs": [{"run_id": "dapo-s2", "recipe": "dapo", "late_trend_z": -4.4}]})
     assert "run shapes" in html and "dapo-s2 (z -4.4)" in html and "too narrow" in html
+    # the row's label says what the terminal's 'shape:' prefix says: not twice ('run shapes: shape: the last ...')
+    assert "<dt>run shapes</dt><dd>the last third of dapo-s2" in html
 
 
 def test_diagnostics_show_r_hat_and_ess_as_their_problems_do():
