@@ -1754,6 +1754,9 @@ class StoppedInTheImport(importlib.abc.MetaPathFinder):  # the signal lands whil
         return None
 
 sys.meta_path.insert(0, StoppedInTheImport())
+# Ctrl-C as a terminal's foreground process has it: a shell starts a background job (`make test &`,
+# nohup) with SIGINT ignored, the trainer rightly leaves an ignored signal ignored, and the run trained on
+signal.signal(signal.SIGINT, signal.default_int_handler)
 sys.exit(main(sys.argv[2:]))
 """
 
