@@ -1208,6 +1208,20 @@ def test_a_sweep_rerun_reports_a_run_with_a_damaged_checkpoint_as_refused_and_ru
     assert not (damaged / "evals.jsonl").exists() and (damaged / "ckpt.pt").read_bytes() == b"PK\x03\x04 cut short"
 
 
+def _resumed_runs_plan(tmp_path, n: int) -> list[dict]:
+    """A sweep plan of n runs r0, r1, ... to resume, for run_sweep with its runs faked by Popen."""
+    return [dict(cfg=types.SimpleNamespace(run_id=f"r{i}", out=str(tmp_path / f"r{i}")), state="resume", argv=[])
+            for i in range(n)]
+
+
+def _kill_still_running(processes) -> None:
+    """The fake runs a test left running (its assertion failed first), so none outlives the test."""
+    for proc in processes:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 def test_a_sweep_interrupted_alone_stops_its_runs_instead_of_leaving_them_training(tmp_path, monkeypatch):
     """SIGINT to the sweep process alone (`kill -INT`, a scheduler; a terminal's Ctrl-C reaches every
     process) made it exit 130 saying the same command resumes it, while its runs trained on as orphans
@@ -1232,18 +1246,14 @@ def test_a_sweep_interrupted_alone_stops_its_runs_instead_of_leaving_them_traini
     monkeypatch.setattr(subprocess, "Popen", sleeper)
     monkeypatch.setattr(sweep_module, "time", types.SimpleNamespace(time=time.time, sleep=interrupted))
     monkeypatch.setattr(sweep_module, "STOP_GRACE_S", 0.2, raising=False)
-    plan = [dict(cfg=types.SimpleNamespace(run_id=f"r{i}", out=str(tmp_path / f"r{i}")), state="resume", argv=[])
-            for i in range(2)]
+    plan = _resumed_runs_plan(tmp_path, 2)
     try:
         with pytest.raises(KeyboardInterrupt):
             sweep_module.run_sweep(plan, str(tmp_path), workers=2)
         assert len(started) == 2
         assert all(proc.poll() is not None for proc in started), "a run of the interrupted sweep is still training"
     finally:
-        for proc in started:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+        _kill_still_running(started)
 
 
 def test_a_sweep_that_cannot_start_a_run_stops_the_others_and_says_why_in_a_line(tmp_path, monkeypatch, capsys):
@@ -1251,8 +1261,6 @@ def test_a_sweep_that_cannot_start_a_run_stops_the_others_and_says_why_in_a_line
     started) ended in a traceback from subprocess ('OSError: [Errno 24] Too many open files'), and the
     runs it had started trained on as orphans holding their folders' locks against the rerun. It now
     stops them, as on Ctrl-C, and says what failed and how to go on, exit 1. Runs are faked by sleepers."""
-    import types
-
     import trainer_minimal.sweep as sweep_module
 
     started, real_popen = [], subprocess.Popen
@@ -1267,18 +1275,14 @@ def test_a_sweep_that_cannot_start_a_run_stops_the_others_and_says_why_in_a_line
 
     monkeypatch.setattr(subprocess, "Popen", sleeper_then_no_more_files)
     monkeypatch.setattr(sweep_module, "STOP_GRACE_S", 0.2, raising=False)
-    plan = [dict(cfg=types.SimpleNamespace(run_id=f"r{i}", out=str(tmp_path / f"r{i}")), state="resume", argv=[])
-            for i in range(2)]
+    plan = _resumed_runs_plan(tmp_path, 2)
     try:
         with pytest.raises(OSError):
             sweep_module.run_sweep(plan, str(tmp_path), workers=2)
         assert len(started) == 1
         assert started[0].poll() is not None, "a run of the failed sweep is still training"
     finally:
-        for proc in started:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+        _kill_still_running(started)
 
     def no_more_files(*args, **kwargs):
         raise OSError(errno.EMFILE, os.strerror(errno.EMFILE))
@@ -1295,8 +1299,6 @@ def test_a_sweep_run_that_failed_mid_run_is_not_said_to_be_refused(tmp_path, mon
     """A run that trained for hours and then found the disk full (exit 1, its error line in stdout.log) was
     listed as 'was refused: ...', the words for a run its `train` would not start (exit 2). Its line is
     shown with its exit, and it is listed with the failed runs that a rerun resumes."""
-    import types
-
     import trainer_minimal.sweep as sweep_module
 
     said = "trainer-minimal: error: r0/ckpt.pt: No space left on device (the disk is full: ...)"
@@ -1306,7 +1308,7 @@ def test_a_sweep_run_that_failed_mid_run_is_not_said_to_be_refused(tmp_path, mon
         return real_popen([sys.executable, "-c", f"print({said!r}); raise SystemExit(1)"], **kwargs)
 
     monkeypatch.setattr(subprocess, "Popen", full_disk_run)
-    plan = [dict(cfg=types.SimpleNamespace(run_id="r0", out=str(tmp_path / "r0")), state="resume", argv=[])]
+    plan = _resumed_runs_plan(tmp_path, 1)
     assert sweep_module.run_sweep(plan, str(tmp_path), workers=1) == 1
     printed = capsys.readouterr()
     assert "[sweep] done  r0: exit 1 after" in printed.out and said.removeprefix("trainer-minimal: error: ") in printed.out
