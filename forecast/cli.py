@@ -1324,12 +1324,23 @@ def main(argv=None) -> int:
         print(f"error: {where}permission denied: ask its owner, or use a path you can read and write", file=sys.stderr)
         return EXIT_BAD_INPUT
     except OSError as err:
-        # a full disk, a read-only or failing file system, too many open files: the machine's, said in a
-        # line (results are written atomically, so a file already there is as it was), not a traceback
-        if (message := resource_error_message(err)) is None:
+        if (code := said_os_error(err)) is None:
             raise
-        print(f"error: {message}", file=sys.stderr)
-        return EXIT_ERROR
+        return code
+
+
+def said_os_error(err: OSError) -> int | None:
+    """Say in one line, on stderr, a result that could not be written (forecast.io.WriteFailed: its folder
+    deleted, made read-only or a folder in its place meanwhile, a full disk) or another failure of the
+    machine (too many open files, a failing disk: RESOURCE_ERRORS), and return the exit code: 2 where the
+    path itself refuses the file (as the checks before any work say it), else 1. Results are written
+    atomically, so a file already there is as it was. None for any other OSError, which is a bug's."""
+    from .io import WriteFailed
+
+    if (message := resource_error_message(err)) is None:
+        return None
+    print(f"error: {message}", file=sys.stderr)
+    return EXIT_BAD_INPUT if isinstance(err, WriteFailed) and err.path_refuses else EXIT_ERROR
 
 
 if __name__ == "__main__":

@@ -31,14 +31,59 @@ RESOURCE_ERRORS = {
 }
 
 
+# Failures of the path a result goes to, met while it is written: said as what happened to the path and what
+# to do. The commands refuse such paths before any work (cli._check_output_file, demo.check_out); these are
+# the ones made after those checks, while a fit ran for minutes (`rm -r demo_out` in another terminal, a
+# chmod, a folder made in the file's place), or met by a Python caller of save() or write_report().
+PATH_ERRORS = {
+    errno.ENOENT: "its folder {folder} was deleted or moved while it was written: make the folder again, or write elsewhere",
+    errno.EACCES: "this process may not write in {nearest} (read-only, or not yours): write elsewhere",
+    errno.EPERM: "this process may not write in {nearest} (read-only, or not yours): write elsewhere",
+    errno.EISDIR: "a folder is in its place: move that folder away, or name another file",
+    errno.ENOTDIR: "{blocker} is a file, so nothing can be written under it: name another folder",
+}
+# which of them the user's path itself causes, as the commands' checks before any work find them (exit 2):
+# a folder deleted mid-write, like a full disk, is what happened to the machine meanwhile (exit 1)
+PATH_REFUSALS = frozenset({errno.EACCES, errno.EPERM, errno.EISDIR, errno.ENOTDIR})
+
+
+class WriteFailed(OSError):
+    """A result file that could not be written, said of the user's path (not the temporary file it went
+    through): str() is one line, 'PATH: WHAT HAPPENED (WHAT TO DO)'. What was at the path before is as it
+    was (atomic_path), and no temporary file is left beside it."""
+
+    def __str__(self) -> str:
+        return f"{self.filename}: {self.strerror}"
+
+    @property
+    def path_refuses(self) -> bool:
+        """Whether the path itself refuses the file (read-only, a folder or a file in the way): bad input."""
+        return self.errno in PATH_REFUSALS
+
+
 def resource_error_message(err: BaseException) -> str | None:
     """'PATH: No space left on device (the disk is full: free some space, or write elsewhere)' for an
-    OSError the machine caused (RESOURCE_ERRORS), else None. Said from errno, not str(err): h5py's
-    message for a full disk is several lines of its internals."""
+    OSError the machine caused (RESOURCE_ERRORS), or any result that could not be written (WriteFailed),
+    else None. Said from errno, not str(err): h5py's message for a full disk is several lines of its internals."""
+    if isinstance(err, WriteFailed):
+        return str(err)
     if not isinstance(err, OSError) or err.errno not in RESOURCE_ERRORS:
         return None
     where = f"{err.filename}: " if err.filename else ""
     return f"{where}{os.strerror(err.errno)} ({RESOURCE_ERRORS[err.errno]})"
+
+
+def _write_failed(code: int, path, target: Path) -> WriteFailed:
+    """WriteFailed for errno `code` met writing `path` (whose real file is `target`): what happened, what to do."""
+    if code in RESOURCE_ERRORS:
+        advice = RESOURCE_ERRORS[code]
+    elif code == errno.ENOENT and target.parent.is_dir():  # the folder is there: something removed our temporary file
+        advice = "its temporary file was removed while it was written (by a clean-up of the folder?): write it again"
+    else:
+        blocker = next((p for p in target.parents if p.exists() and not p.is_dir()), target.parent)
+        nearest = next((p for p in target.parents if p.is_dir()), target.parent)  # the folder that refused a new one
+        advice = PATH_ERRORS[code].format(folder=target.parent, blocker=blocker, nearest=nearest)
+    return WriteFailed(code, f"{os.strerror(code)} ({advice})", str(path))
 
 
 @contextmanager
@@ -53,7 +98,7 @@ def atomic_path(path):
     target = Path(os.path.realpath(path))  # through a symlink: replacing the link itself unlinks it
     # the folder the file goes in, made as for a plain path: also that of a link whose target is not
     # there yet (else mkstemp's FileNotFoundError named our temporary file, not the user's path)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    _make_folder_for(path, target)
     remove_stale_temps(target)
     with _said_of(path, target):
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
@@ -70,18 +115,33 @@ def atomic_path(path):
             os.unlink(tmp)
 
 
+def _make_folder_for(path, target: Path) -> None:
+    """Make the folder `target` goes in; a file on the way ('File exists', or 'Not a directory' naming that
+    file) or a folder that may not be written in is said as WriteFailed of `path`."""
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise _write_failed(errno.ENOTDIR, path, target) from None
+    except OSError as err:
+        if err.errno not in RESOURCE_ERRORS and err.errno not in PATH_ERRORS:
+            raise
+        raise _write_failed(err.errno, path, target) from err
+
+
 @contextmanager
 def _said_of(path, target: Path):
-    """A full disk (or another RESOURCE_ERRORS failure) met while writing `path` through its temporary
-    file, raised as said of `path`: the user never named .fit.nc.1rs05yk7.tmp, and h5py's and a file
-    object's errors name no file at all. Other errors (about some other file the writer read) pass as
-    they are."""
+    """A failure met while writing `path` through its temporary file (a full disk or another of
+    RESOURCE_ERRORS, its folder deleted, made read-only or a folder in its place: PATH_ERRORS), raised as
+    WriteFailed said of `path`: the user never named .fit.nc.1rs05yk7.tmp, and h5py's and a file object's
+    errors name no file at all. Other errors (about some other file the writer read) pass as they are."""
     try:
         yield
+    except WriteFailed:
+        raise  # another result's, written inside this one's (fit.nc inside summary.json's): said of its own path
     except OSError as err:
-        if err.errno not in RESOURCE_ERRORS or not _is_ours(err.filename, path, target):
+        if (err.errno not in RESOURCE_ERRORS and err.errno not in PATH_ERRORS) or not _is_ours(err.filename, path, target):
             raise
-        raise OSError(err.errno, os.strerror(err.errno), str(path)) from err
+        raise _write_failed(err.errno, path, target) from err
 
 
 def _is_ours(filename, path, target: Path) -> bool:

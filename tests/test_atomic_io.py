@@ -126,3 +126,77 @@ def test_an_error_about_another_file_is_not_said_of_the_file_being_written(tmp_p
         with atomic_path(tmp_path / "report.html"):
             raise OSError(errno.EIO, "Input/output error", str(other))
     assert raised.value.filename == str(other)
+
+
+def _folder_deleted_while_written(folder):
+    """A writer that finds its folder deleted (`rm -r demo_out` in another terminal) as it writes: h5py's
+    error for fit.nc names no file, pathlib's names the temporary file."""
+    import errno
+    import shutil
+
+    def write(tmp):
+        shutil.rmtree(folder)
+        raise OSError(errno.ENOENT, "Unable to synchronously create file (unable to open file: ...)")
+    return write
+
+
+def _refused_in_a_read_only_folder(folder):
+    """What a chmod 500 folder answers a user who is not root (the tests may run as root, whom it does not stop)."""
+    import errno
+
+    def write(tmp):
+        raise PermissionError(errno.EACCES, "Permission denied", str(tmp))
+    return write
+
+
+def _a_folder_made_in_its_place(folder):
+    def write(tmp):
+        tmp.write_text("new")
+        (folder / "summary.json").unlink()
+        (folder / "summary.json").mkdir()
+    return write
+
+
+@pytest.mark.parametrize("happening, said", [
+    (_folder_deleted_while_written, "No such file or directory (its folder {folder} was deleted or moved while it was "
+                                    "written: make the folder again, or write elsewhere)"),
+    (_refused_in_a_read_only_folder, "Permission denied (this process may not write in {folder} (read-only, or not "
+                                     "yours): write elsewhere)"),
+    (_a_folder_made_in_its_place, "Is a directory (a folder is in its place: move that folder away, or name another file)"),
+])
+def test_a_write_its_path_refuses_meanwhile_is_said_of_that_path_in_a_line(tmp_path, happening, said):
+    """A result's folder deleted while it was written (`make demo` with demo_out removed while fit.nc was
+    saved), made read-only, or a folder made in the file's place, after the command's checks and minutes of
+    sampling: FileNotFoundError, PermissionError or IsADirectoryError, naming the temporary file
+    ('.summary.json.x1y2.tmp'), out of every command as a traceback. It is WriteFailed now, said of the
+    user's path in one line with what happened and what to do, and no temporary file is left beside it."""
+    from forecast.io import WriteFailed, resource_error_message
+
+    folder = tmp_path / "out"
+    folder.mkdir()
+    path = folder / "summary.json"
+    path.write_text("old")
+    with pytest.raises(WriteFailed) as raised:
+        with atomic_path(path) as tmp:
+            happening(folder)(tmp)
+    assert resource_error_message(raised.value) == f"{path}: {said.format(folder=folder)}"
+    assert str(raised.value) == resource_error_message(raised.value)
+    left = sorted(p.name for p in folder.iterdir()) if folder.exists() else []
+    assert [name for name in left if name.endswith(".tmp")] == []
+    if happening is _refused_in_a_read_only_folder:
+        assert path.read_text() == "old"
+
+
+def test_a_file_on_the_way_to_a_result_is_named(tmp_path):
+    """fc.save('fits/runs.csv/fit.nc') (a file where a folder is meant) said 'FileExistsError: File exists:
+    fits/runs.csv', a file that was meant to exist; it names the file that is on the way now."""
+    from forecast.io import WriteFailed
+
+    (tmp_path / "runs.csv").write_text("run_id\n")
+    for path in (tmp_path / "runs.csv" / "fit.nc", tmp_path / "runs.csv" / "sub" / "fit.nc"):
+        with pytest.raises(WriteFailed, match="nothing can be written under it") as raised:
+            atomic_write_text(path, "new")
+        assert str(raised.value) == (f"{path}: Not a directory ({tmp_path / 'runs.csv'} is a file, so nothing can be "
+                                     "written under it: name another folder)")
+        assert raised.value.path_refuses
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs.csv"]

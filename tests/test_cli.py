@@ -1,4 +1,5 @@
 import json
+import os
 import subprocess
 import sys
 import warnings
@@ -749,3 +750,57 @@ def test_decide_json_carries_the_datas_warnings_as_fit_and_report_do(fit_dir, sm
     assert main(["decide", str(tmp_path / "runs.csv"), "--budget", "1e5", "--fast", "--json"]) == 0
     captured = capsys.readouterr()
     assert json.loads(captured.out)["data_warnings"] == said and captured.err.count("column 'lr'") == 1
+
+
+@pytest.mark.parametrize("happening", ["its folder deleted", "its folder read-only"])
+def test_fit_whose_folder_is_deleted_or_made_read_only_meanwhile_says_so_in_a_line(fitted, small_sweep, tmp_path,
+                                                                                   monkeypatch, capsys, happening):
+    """`forecast fit --out fits/sweep` whose folder was deleted while fit.nc was saved (session 37 saw it of
+    `make demo`) ended in a FileNotFoundError traceback naming '.fit.nc.x1y2.tmp'; one made read-only during
+    the minutes of sampling (after the checks before the fit) said 'permission denied' of
+    '.summary.json.x1y2.tmp', a file the user never named. Each is one line naming the user's file and
+    what happened now: exit 1 for the folder deleted (the machine's, as a full disk), 2 for the read-only
+    folder (as the check before the fit says it); a fit already there stays as it was."""
+    import errno
+    import shutil
+    import tempfile
+
+    from forecast.forecaster import ScalingForecaster
+
+    small_sweep.to_csv(tmp_path / "runs.csv", index=False)
+    out = tmp_path / "fit"
+    out.mkdir()
+    fitted.save(out / "fit.nc")
+    before = (out / "fit.nc").read_bytes()
+
+    def fit_as_before(self, runs, **kwargs):  # the session's fit stands in for minutes of sampling
+        self.__dict__.update(fitted.__dict__)
+        return self
+
+    def deleted_while_saved(self, path, *args, **kwargs):  # what h5py raises then: errno 2, no file name
+        shutil.rmtree(out)
+        raise OSError(errno.ENOENT, "Unable to synchronously create file (unable to open file: name = ...)")
+
+    real_mkstemp = tempfile.mkstemp
+
+    def read_only(*args, dir=None, prefix="", suffix="", **kwargs):  # a chmod 500 folder, to a user who is not root
+        if dir is not None and os.path.samefile(dir, out):
+            raise PermissionError(errno.EACCES, "Permission denied", os.path.join(dir, f"{prefix}x1y2{suffix}"))
+        return real_mkstemp(*args, dir=dir, prefix=prefix, suffix=suffix, **kwargs)
+
+    monkeypatch.setattr(ScalingForecaster, "fit", fit_as_before)
+    if happening == "its folder deleted":
+        monkeypatch.setattr(type(fitted.idata), "to_netcdf", deleted_while_saved)
+    else:
+        monkeypatch.setattr(tempfile, "mkstemp", read_only)
+    code = main(["fit", str(tmp_path / "runs.csv"), "--out", str(out), "--fast", "--no-progress"])
+    err = capsys.readouterr().err
+    if happening == "its folder deleted":
+        assert code == 1 and not out.exists()
+        assert err == (f"error: {out / 'fit.nc'}: No such file or directory (its folder {out} was deleted or moved while "
+                       "it was written: make the folder again, or write elsewhere)\n")
+    else:
+        assert code == 2
+        assert err == (f"error: {out / 'summary.json'}: Permission denied (this process may not write in {out} "
+                       "(read-only, or not yours): write elsewhere)\n")
+        assert sorted(p.name for p in out.iterdir()) == ["fit.nc"] and (out / "fit.nc").read_bytes() == before

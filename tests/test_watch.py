@@ -948,6 +948,34 @@ def test_a_watch_that_ends_unable_to_write_its_advice_exits_1_in_a_line(sweep, m
 
 
 
+def test_advice_whose_folder_is_made_read_only_is_said_once_and_the_watch_goes_on(sweep, tmp_path, monkeypatch):
+    """--out in a folder made read-only while watched (chmod 500, to a user who is not root): PermissionError
+    naming '.advice.json.x1y2.tmp' ended the watch. Said once now, naming advice.json, as a full disk is, and
+    the runs are advised on."""
+    import errno
+    import pathlib
+
+    for run in ("good-s0", "bad-s0"):
+        append(sweep / run / "evals.jsonl", "".join(row(run, i, 0.2) for i in range(3)))
+    out = tmp_path / "advice" / "advice.json"
+    real_write_text = pathlib.Path.write_text
+
+    def read_only(self, *args, **kwargs):
+        if self.parent == out.parent and self.name.endswith(".tmp"):
+            raise PermissionError(errno.EACCES, "Permission denied", str(self))
+        return real_write_text(self, *args, **kwargs)
+
+    monkeypatch.setattr(pathlib.Path, "write_text", read_only)
+    warned = []
+    with pytest.raises(OSError) as raised:  # the watch ends with its file not written: the CLI's line and exit 2
+        watch(sweep, out=out, interval=0, budget=1e4, config=EarlyStopConfig(min_evals=3), max_polls=3,
+              advisor=FakeAdvisor(), say=lambda line: None, warn=warned.append, sleep=lambda _s: None)
+    why = f"{out}: Permission denied (this process may not write in {out.parent} (read-only, or not yours): write elsewhere)"
+    assert str(raised.value) == why
+    assert warned == [f"{why}; the watch goes on, with its advice said here, and writes {out} again when it can"]
+    assert sorted(p.name for p in out.parent.iterdir()) == []
+
+
 def test_a_watched_folder_that_is_deleted_stops_the_watch_and_is_not_made_again(sweep, capsys, monkeypatch):
     """A sweep folder deleted while watched: each run was said 'deleted or emptied', the watch polled on
     forever, and its next write made the folder again, holding only recommendations.json. It now stops
