@@ -172,14 +172,15 @@ def parse_args(argv=None):
 
 
 def main(argv=None) -> int:
-    """Exit codes as the CLI's: 0 ok, 2 bad input (a bad run table or option), 1 a failed sweep."""
+    """Exit codes as the CLI's: 0 ok, 2 bad input (a bad run table or option, an --out that refuses a file), 1 a
+    failed sweep or write (its folder deleted meanwhile, a full disk)."""
     from .data import RunDataError
 
     args = parse_args(argv)
-    if args.write_synthetic is not None:
-        print(f"wrote {write_synthetic_example(args.write_synthetic)}")
-        return 0
     try:
+        if args.write_synthetic is not None:
+            print(f"wrote {write_synthetic_example(args.write_synthetic)}")
+            return 0
         return run_demo(args)
     except (RunDataError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
@@ -187,6 +188,12 @@ def main(argv=None) -> int:
     except subprocess.CalledProcessError as err:
         print(f"error: the live sweep failed (exit {err.returncode}): {' '.join(map(str, err.cmd))}", file=sys.stderr)
         return 1
+    except OSError as err:  # an output that could not be written (demo_out deleted meanwhile, a full disk): a line
+        from .cli import said_os_error
+
+        if (code := said_os_error(err)) is None:
+            raise
+        return code
 
 
 OUTPUT_NAMES = ("report.html", "fan_chart.png", "forest.png", "summary.json", "fit.nc")

@@ -166,3 +166,33 @@ def test_every_fan_chart_image_of_a_large_sweep_is_written(fitted, tmp_path):
     for name, png in data.figures.items():
         assert paths[name] == tmp_path / f"{name}.png"
         assert (tmp_path / f"{name}.png").read_bytes() == png, name
+
+
+@pytest.mark.parametrize("happening", ["its folder deleted", "the disk full"])
+def test_the_demo_whose_output_cannot_be_written_says_so_in_a_line(fitted, small_sweep, tmp_path, monkeypatch, capsys,
+                                                                    happening):
+    """`make demo` whose demo_out was deleted while fit.nc was saved (session 37) ended in a FileNotFoundError
+    traceback naming '.fit.nc.x1y2.tmp', and on a full disk in h5py's; the demo caught bad input alone. Each
+    is one line now, naming demo_out/fit.nc and what happened, exit 1, as the forecast commands say it."""
+    import errno
+    import shutil
+
+    runs = tmp_path / "runs.csv"
+    small_sweep.to_csv(runs, index=False)
+    out = tmp_path / "demo_out"
+
+    def saved_as_it_fails(self, path, *args, **kwargs):  # what h5py raises: an errno, its internals, no file name
+        if happening == "its folder deleted":
+            shutil.rmtree(out)
+            raise OSError(errno.ENOENT, "Unable to synchronously create file (unable to open file: name = ...)")
+        raise OSError(errno.ENOSPC, "Unable to synchronously create file (file write failed: ...)")
+
+    monkeypatch.setattr(demo, "fit", lambda runs, **kwargs: fitted)  # the session's fit stands in for the demo's
+    monkeypatch.setattr(type(fitted.idata), "to_netcdf", saved_as_it_fails)
+    assert demo.main(["--runs", str(runs), "--out", str(out), "--fast"]) == 1
+    said = [line for line in capsys.readouterr().err.splitlines() if line]
+    why = ("No such file or directory (its folder {out} was deleted or moved while it was written: make the folder "
+           "again, or write elsewhere)" if happening == "its folder deleted" else
+           "No space left on device (the disk is full: free some space, or write elsewhere)").format(out=out)
+    assert said == [f"error: {out / 'fit.nc'}: {why}"]
+    assert not out.exists() or not [p.name for p in out.iterdir() if p.name.endswith(".tmp")]
