@@ -1330,7 +1330,8 @@ def load_runs(path, *, min_points: int = 2) -> pd.DataFrame:
     attrs["data_warnings"] (a fit keeps them as fc.data_warnings_, saves them and its report shows them);
     those said while its files were read (a run log's compute that falls in its order, a link to nothing,
     a table of other runs beside the run logs) stay through a filter (runs[runs.recipe != "x"], .query,
-    .copy, .sort_values, .reset_index) and the fit of what is left. pandas keeps attrs through
+    .copy, .sort_values, .reset_index) and the fit of what is left, and through save() and load() to a
+    refit of a filter of the loaded fit's runs_. pandas keeps attrs through
     pd.concat only where every table's are the same: a concat of two loads keeps none, and its fit
     shows the warnings of its own check alone.
 

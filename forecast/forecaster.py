@@ -657,6 +657,9 @@ class ScalingForecaster:
             "fit_info": json.dumps(info, default=str),
             "compute_unit": self.compute_unit,
             "data_warnings": json.dumps(self.data_warnings_),  # `forecast report FIT` shows them, days later
+            # those of them said reading the files (validate_runs keeps them apart): a filter of the loaded
+            # fit's runs_, checked again before its refit, cannot say them again
+            "read_warnings": json.dumps(list(runs.attrs.get("read_warnings", []))),
         }
         self._idata.posterior.attrs.update(attrs)
 
@@ -1218,6 +1221,8 @@ class ScalingForecaster:
         # the warnings said when the runs were read for the fit, naming their file, not those of this
         # re-check (which name the saved fit, and miss the runs in flight it left out); none before they were saved
         runs.attrs["data_warnings"] = _saved_attr(attrs, "data_warnings", path, list, "[]")
+        # kept apart, as load_runs keeps them, so a refit of a filter of runs_ keeps them too (none in a fit saved before)
+        runs.attrs["read_warnings"] = _saved_attr(attrs, "read_warnings", path, list, "[]")
         info = _saved_attr(attrs, "fit_info", path, dict, "{}")
         report = ConvergenceReport.from_dict(info["diagnostics"]) if "diagnostics" in info else None
         data = prepare_data(runs, frame=info.get("frame"))

@@ -1161,3 +1161,34 @@ def test_a_fit_of_a_filtered_table_keeps_the_warnings_said_reading_its_folder(sm
         warnings.simplefilter("ignore")  # the fast fit's convergence
         fc = ScalingForecaster(mode="fast").fit(runs[runs["recipe"] != last], random_seed=3, progress=False)
     assert last not in set(fc.runs_["recipe"]) and fc.data_warnings_ == read
+
+
+def test_a_loaded_fit_whose_runs_are_filtered_and_refitted_keeps_the_warnings_said_reading_its_folder(
+        fitted, small_sweep, tmp_path):
+    """fc = ScalingForecaster.load("fit.nc"); fc.refit(fc.runs_[fc.runs_.recipe != "x"]): the saved fit held
+    the warning said while its folder was read (a table of other runs beside the run logs) among its data
+    warnings, but not apart from them, so the filtered table, checked again, lost it, and the refit, its
+    saved file and its report no longer showed it. It is kept, as for a table filtered before its first
+    fit (a warning about a run the filter removed too, as the file said it)."""
+    import copy
+
+    from forecast import load_runs
+
+    sweep = tmp_path / "sweep"
+    for run_id, run in small_sweep.groupby("run_id"):
+        (sweep / run_id).mkdir(parents=True)
+        (sweep / run_id / "evals.jsonl").write_text(run.to_json(orient="records", lines=True))
+    pd.concat([small_sweep, small_sweep.head(3).assign(run_id="gone-s0")]).to_csv(sweep / "runs.csv", index=False)
+    with pytest.warns(UserWarning, match=r"\(gone-s0\): left out") as said:
+        runs = load_runs(sweep)
+    read = [str(w.message) for w in said if "gone-s0" in str(w.message)]
+    fc = copy.deepcopy(fitted).refit(runs)  # the session's fit, told these runs (the same: reweighted, not sampled)
+    assert fc.fit_info_["reweighted"] and fc.data_warnings_ == read
+    fc.save(tmp_path / "fit.nc")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the fast fit's convergence
+        loaded = ScalingForecaster.load(tmp_path / "fit.nc")
+        assert loaded.data_warnings_ == read
+        last = sorted(loaded.runs_["recipe"].unique())[-1]
+        loaded.refit(loaded.runs_[loaded.runs_["recipe"] != last], random_seed=3, progress=False)
+    assert last not in set(loaded.runs_["recipe"]) and loaded.data_warnings_ == read
