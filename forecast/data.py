@@ -841,32 +841,46 @@ EXPORT_NAMES = {"run_id": ("name", "run.name", "run_name", "run", "run name", "t
                 "metric": ("pass_rate", "pass rate", "pass@1", "pass_at_1", "accuracy", "val_pass_rate", "eval/pass_rate")}
 
 
-def _missing_column_message(column: str, columns) -> str:
-    """'is missing', the columns there are, and the likely cause where one shows: a name with a
-    space or a capital, a file separated by ';' or tabs, a first line of data rather than names."""
+def _missing_column_message(missing: list[str], columns) -> str:
+    """'is missing', the columns there are, the other required columns missing too, and the likely
+    cause of each where one shows: a name with a space or a capital, a tracker's name for it, a file
+    separated by ';' or tabs, a first line of data rather than names. Every missing column is said at
+    once: a tracker's export lacks all four, and saying one per try sent the user back four times."""
     # the reader's own columns are not the user's (W&B's _step, _runtime are); header=None gives names 0, 1, ...
     present = [str(c) for c in columns if str(c) not in ("_line", "_source")]
     message = f"is missing (columns present: {', '.join(present)})"
-    # a byte-order mark left on the first name (a file saved with two, or joined after one) is invisible when printed
-    near = [name for name in present if name.strip().lstrip("\ufeff").strip().lower() == column]
-    if near and "\ufeff" in near[0]:
-        return (f"{message}; {near[0]!r} is not '{column}': it begins with an invisible byte-order mark (U+FEFF; the "
-                "file has two, or was joined to another after its first line): remove it")
-    if near:
-        return f"{message}; {near[0]!r} is not '{column}': names are matched exactly, without spaces or capitals"
-    with_unit = [name for name in present if re.fullmatch(rf"\s*{column}\s*[(\[].*[)\]]\s*", name, re.IGNORECASE)]
-    if with_unit:
-        return (f"{message}; {with_unit[0]!r} is not '{column}': name the column '{column}'"
-                + (" and give its unit in a column 'compute_unit'" if column == "compute" else ""))
-    export_names = [name for name in present if name.strip().lower() in EXPORT_NAMES.get(column, ())]
-    if export_names:
-        return f"{message}; is {export_names[0]!r} the {column.replace('_', ' ')}? Rename it to '{column}'"
+    others = [f"'{column}'" for column in missing[1:]]
+    if others:
+        listed = others[0] if len(others) == 1 else f"{', '.join(others[:-1])} and {others[-1]}"
+        message += f"; so {'is' if len(others) == 1 else 'are'} {listed}"
+    hints = [hint for column in missing if (hint := _missing_column_hint(column, present))]
+    if hints:
+        return "; ".join([message, *hints])
     for separator in (";", "\t", "|"):
         if len(present) == 1 and separator in present[0]:
             return f"{message}; the header is one column holding {separator!r}: separate the columns with commas"
     if any(_is_number(name) for name in present):
         return f"{message}; some column names are numbers: does the table lack its header line?"
     return message
+
+
+def _missing_column_hint(column: str, present: list[str]) -> str | None:
+    """Which of the columns present is likely the missing `column`, and what to do, or None."""
+    # a byte-order mark left on the first name (a file saved with two, or joined after one) is invisible when printed
+    near = [name for name in present if name.strip().lstrip("\ufeff").strip().lower() == column]
+    if near and "\ufeff" in near[0]:
+        return (f"{near[0]!r} is not '{column}': it begins with an invisible byte-order mark (U+FEFF; the "
+                "file has two, or was joined to another after its first line): remove it")
+    if near:
+        return f"{near[0]!r} is not '{column}': names are matched exactly, without spaces or capitals"
+    with_unit = [name for name in present if re.fullmatch(rf"\s*{column}\s*[(\[].*[)\]]\s*", name, re.IGNORECASE)]
+    if with_unit:
+        return (f"{with_unit[0]!r} is not '{column}': name the column '{column}'"
+                + (" and give its unit in a column 'compute_unit'" if column == "compute" else ""))
+    export_names = [name for name in present if name.strip().lower() in EXPORT_NAMES.get(column, ())]
+    if export_names:
+        return f"is {export_names[0]!r} the {column.replace('_', ' ')}? Rename it to '{column}'"
+    return None
 
 
 def _is_number(text: str) -> bool:
@@ -920,9 +934,9 @@ def _checked_runs(frame: pd.DataFrame, *, source, min_points: int) -> pd.DataFra
     if len(frame) == 0:
         raise RunDataError("holds no rows", source=src)
 
-    for column in REQUIRED_COLUMNS:
-        if column not in frame.columns:
-            raise RunDataError(_missing_column_message(column, frame.columns), source=src, column=column)
+    missing = [column for column in REQUIRED_COLUMNS if column not in frame.columns]
+    if missing:
+        raise RunDataError(_missing_column_message(missing, frame.columns), source=src, column=missing[0])
     for column in ("run_id", "recipe"):
         require_names(frame, column)
         frame[column] = _names_of(frame[column])

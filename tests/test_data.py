@@ -607,6 +607,27 @@ def test_a_missing_column_says_the_likely_cause(tmp_path, header, hint):
     assert hint in str(info.value)
 
 
+def test_every_missing_column_is_named_at_once_with_its_likely_cause(tmp_path):
+    """A tracker's export (Weights & Biases: Name, Group, a FLOPs column, eval/pass_rate) lacks all four
+    columns, and the message named run_id alone: renamed, the next try named recipe, then compute, then
+    metric, four trips to the file for what one message can say."""
+    path = tmp_path / "wandb_export.csv"
+    path.write_text("Step,Name,Group,eval/pass_rate,_runtime,flops\n10,a,r,0.1,3.2,1e12\n20,a,r,0.2,6.4,2e12\n")
+    with pytest.raises(RunDataError) as info:
+        load_runs(path)
+    message = str(info.value)
+    assert info.value.column == "run_id"
+    assert message.startswith(f"file {path}, column 'run_id': is missing (columns present: Step, Name, Group, ")
+    assert "so are 'recipe', 'compute' and 'metric'" in message
+    for hint in ("is 'Name' the run id? Rename it to 'run_id'", "is 'Group' the recipe? Rename it to 'recipe'",
+                 "is 'flops' the compute? Rename it to 'compute'", "is 'eval/pass_rate' the metric? Rename it to 'metric'"):
+        assert hint in message
+    path.write_text("run_id,Recipe,compute,metric\na,r,1,0.1\na,r,2,0.2\n")  # one missing: said as before, alone
+    with pytest.raises(RunDataError) as info:
+        load_runs(path)
+    assert "so " not in str(info.value) and "'Recipe' is not 'recipe'" in str(info.value)
+
+
 def test_a_frame_read_without_its_header_is_refused_in_words():
     """Column names 0, 1, ... (read_csv(header=None)) failed with an AttributeError on startswith."""
     table = pd.DataFrame([["a", "r", 1.0, 0.1], ["a", "r", 2.0, 0.2]])
