@@ -838,7 +838,11 @@ def _require_one_column_per_name(frame: pd.DataFrame, source) -> None:
 EXPORT_NAMES = {"run_id": ("name", "run.name", "run_name", "run", "run name", "tags.mlflow.runname"),
                 "recipe": ("group", "run.group", "recipe_name", "experiment", "sweep"),
                 "compute": ("flops", "total_flops", "train_flops", "cumulative_flops", "compute_flops"),
-                "metric": ("pass_rate", "pass rate", "pass@1", "pass_at_1", "accuracy", "val_pass_rate", "eval/pass_rate")}
+                "metric": ("pass_rate", "pass rate", "pass@1", "pass_at_1", "accuracy", "val_pass_rate", "eval/pass_rate",
+                           "eval_pass_rate", "eval_accuracy", "val_accuracy", "acc", "val_acc", "success_rate", "solve_rate")}
+# compute a tracker logs in GPU-hours, and the step counters trackers log (W&B's Step and _step, TensorBoard's step)
+GPU_HOURS_NAME = re.compile(r"gpu[\s_\-]*(hours?|hrs?|h)")
+STEP_NAMES = ("step", "_step", "global_step", "steps", "iteration", "iter")
 
 
 def _missing_column_message(missing: list[str], columns) -> str:
@@ -853,21 +857,20 @@ def _missing_column_message(missing: list[str], columns) -> str:
     if others:
         listed = others[0] if len(others) == 1 else f"{', '.join(others[:-1])} and {others[-1]}"
         message += f"; so {'is' if len(others) == 1 else 'are'} {listed}"
-    hints = [hint for column in missing if (hint := _missing_column_hint(column, present))]
-    if hints:
-        return "; ".join([message, *hints])
+    # a header misread as a whole (one column, or a row of data) first: no column of it is worth a hint
     for separator in (";", "\t", "|"):
         if len(present) == 1 and separator in present[0]:
             return f"{message}; the header is one column holding {separator!r}: separate the columns with commas"
-    if any(_is_number(name) for name in present):
+    if sum(map(_is_number, present)) >= 2:  # compute and metric at least; one such name may be a knob's ('2024')
         return f"{message}; some column names are numbers: does the table lack its header line?"
-    return message
+    hints = [hint for column in missing if (hint := _missing_column_hint(column, present))]
+    return "; ".join([message, *hints])
 
 
 def _missing_column_hint(column: str, present: list[str]) -> str | None:
     """Which of the columns present is likely the missing `column`, and what to do, or None."""
     # a byte-order mark left on the first name (a file saved with two, or joined after one) is invisible when printed
-    near = [name for name in present if name.strip().lstrip("\ufeff").strip().lower() == column]
+    near = [name for name in present if _plain_name(name.lstrip("\ufeff")) == column]  # 'Run ID', 'run-id' too
     if near and "\ufeff" in near[0]:
         return (f"{near[0]!r} is not '{column}': it begins with an invisible byte-order mark (U+FEFF; the "
                 "file has two, or was joined to another after its first line): remove it")
@@ -877,10 +880,35 @@ def _missing_column_hint(column: str, present: list[str]) -> str | None:
     if with_unit:
         return (f"{with_unit[0]!r} is not '{column}': name the column '{column}'"
                 + (" and give its unit in a column 'compute_unit'" if column == "compute" else ""))
-    export_names = [name for name in present if name.strip().lower() in EXPORT_NAMES.get(column, ())]
+    # a tracker's key is the name under a prefix ('val/accuracy', 'train/flops')
+    export_names = [name for name in present
+                    if {name.strip().lower(), _last_key(name)} & set(EXPORT_NAMES.get(column, ()))]
     if export_names:
         return f"is {export_names[0]!r} the {column.replace('_', ' ')}? Rename it to '{column}'"
+    if column == "compute":
+        hours = [name for name in present if GPU_HOURS_NAME.fullmatch(_last_key(name))]
+        if hours:
+            return (f"is {hours[0]!r} the compute? Rename it to 'compute' and give its unit in a column 'compute_unit' "
+                    "(gpu_hours)")
+        steps = [name for name in present if _plain_name(_last_key(name)) in STEP_NAMES]
+        if steps:  # the fit reads compute as cost: steps of two batch sizes are not one unit
+            return (f"{steps[0]!r} counts steps, which stand in for compute only where every run's step costs the same "
+                    "(one batch size, generation length and model): then copy it into a column 'compute', with 'steps' "
+                    "in a column 'compute_unit', or else give each evaluation's training compute so far (FLOPs, GPU-hours)")
+    if column == "recipe":
+        return ("'recipe' groups the runs that differ only in their seed (W&B's Group), which the fit pools: with one "
+                "run per recipe, give each run's run_id as its recipe")
     return None
+
+
+def _plain_name(name: str) -> str:
+    """A column name as the run format would spell it: 'Run ID' and ' run-id ' are 'run_id'."""
+    return re.sub(r"[\s\-]+", "_", name.strip().lower())
+
+
+def _last_key(name: str) -> str:
+    """A tracker's key without its prefixes: 'accuracy' of 'eval/val/accuracy', lower case."""
+    return name.strip().lower().rsplit("/", 1)[-1].strip()
 
 
 def _is_number(text: str) -> bool:

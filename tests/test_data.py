@@ -607,6 +607,27 @@ def test_a_missing_column_says_the_likely_cause(tmp_path, header, hint):
     assert hint in str(info.value)
 
 
+@pytest.mark.parametrize("header, hint", [
+    ("Run ID,recipe,compute,metric", "'Run ID' is not 'run_id': names are matched exactly"),
+    ("run_id,recipe,compute,val/accuracy", "is 'val/accuracy' the metric? Rename it to 'metric'"),
+    ("run_id,recipe,compute,eval/pass@1", "is 'eval/pass@1' the metric? Rename it to 'metric'"),
+    ("run_id,recipe,train/flops,metric", "is 'train/flops' the compute? Rename it to 'compute'"),
+    ("run_id,recipe,GPU hours,metric",
+     "is 'GPU hours' the compute? Rename it to 'compute' and give its unit in a column 'compute_unit' (gpu_hours)"),
+    ("run_id,recipe,trainer/global_step,metric",
+     "'trainer/global_step' counts steps, which stand in for compute only where every run's step costs the same"),
+    ("run_id,kind,compute,metric", "with one run per recipe, give each run's run_id as its recipe"),
+])
+def test_a_missing_column_named_as_trackers_and_units_name_it_says_what_to_do(tmp_path, header, hint):
+    """Names a tracker gives (a key under a prefix, 'Run ID'), compute in GPU-hours or steps, a table
+    with no recipe: each was 'is missing (columns present: ...)' with nothing on what to change."""
+    path = tmp_path / "runs.csv"
+    path.write_text(f"{header}\na,r,1,0.1\na,r,2,0.2\n")
+    with pytest.raises(RunDataError, match="is missing") as info:
+        load_runs(path)
+    assert hint in str(info.value)
+
+
 def test_every_missing_column_is_named_at_once_with_its_likely_cause(tmp_path):
     """A tracker's export (Weights & Biases: Name, Group, a FLOPs column, eval/pass_rate) lacks all four
     columns, and the message named run_id alone: renamed, the next try named recipe, then compute, then
