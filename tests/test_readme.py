@@ -181,3 +181,56 @@ def test_the_stop_rules_the_readme_states_are_the_defaults():
         defaults.saturation_epsilon, defaults.stop_cap_window]
     assert defaults.max_stop_share == 0.5 and defaults.keep_leader and defaults.keep_runner_up
     assert defaults.protect_top_percent is None  # "(off by default)"
+
+
+def _tracker_exports(folder: Path) -> dict[str, tuple[set, int]]:
+    """The exports docs/run_format.md converts, as the trackers write them, each with the runs and the
+    number of evaluations its run table must hold: W&B's run history (a row per logged step, the pass
+    rate on evaluation steps only, the first at step 0 before training), a W&B chart's CSV (a column per
+    run with its __MIN and __MAX, the shorter run's end blank) and TensorBoard scalars in a long table."""
+    import pandas as pd
+
+    runs = ("dapo-s0", "dapo-s1", "grpo-s0")
+    history = []
+    for name in runs:
+        for step in range(0, 61, 5):
+            evaluates = step % 10 == 0
+            history.append({"Step": step, "Name": name, "Group": name[:4], "_runtime": 30.0 * step,
+                            "eval/pass_rate": 0.1 + 0.004 * step if evaluates else None, "train/loss": 1 / (1 + step),
+                            "_timestamp": 1.7e9 + step})
+    pd.DataFrame(history).to_csv(folder / "wandb_export.csv", index=False)
+    chart = pd.DataFrame({"Step": [10, 20, 30, 40]})
+    for name in runs:
+        values = [0.1, 0.2, 0.3, None if name == "grpo-s0" else 0.35]
+        chart[f"{name} - eval/pass_rate"] = values
+        chart[f"{name} - eval/pass_rate__MIN"] = values
+        chart[f"{name} - eval/pass_rate__MAX"] = values
+    chart.to_csv(folder / "wandb_chart.csv", index=False)
+    scalars = [{"run": name, "tag": tag, "step": step, "value": 0.1 + 0.001 * step}
+               for name in runs for step in (10, 20, 30) for tag in ("eval/pass_rate", "train/loss")]
+    pd.DataFrame(scalars).to_csv(folder / "scalars.csv", index=False)
+    return {"wandb_export.csv": (set(runs), 3 * 6), "wandb_chart.csv": (set(runs), 3 * 4 - 1),
+            "scalars.csv": (set(runs), 3 * 3)}
+
+
+def test_the_run_formats_conversions_of_tracker_exports_give_run_tables(tmp_path, monkeypatch):
+    """docs/run_format.md answers "my runs are in W&B or TensorBoard" with pandas snippets instead of a
+    column-mapping option: each, run as written on its export, must give a table validate_runs takes,
+    with every run and evaluation of the export and nothing else (no step without an evaluation, no
+    evaluation before training)."""
+    from forecast import validate_runs
+
+    expected = _tracker_exports(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    blocks = python_blocks((REPO / "docs" / "run_format.md").read_text())
+    converted = set()
+    for block in blocks:
+        (export,) = re.findall(r'read_csv\("([^"]+)"\)', block)
+        namespace = {}
+        exec(compile(block, f"docs/run_format.md ({export})", "exec"), namespace)
+        runs = validate_runs(namespace["runs"])
+        names, evaluations = expected[export]
+        assert set(runs["run_id"]) == names and len(runs) == evaluations, export
+        assert set(runs["recipe"]) == {"dapo", "grpo"} and runs["compute"].min() > 0, export
+        converted.add(export)
+    assert converted == set(expected)
