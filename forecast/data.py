@@ -852,7 +852,7 @@ def _missing_column_message(missing: list[str], columns) -> str:
     once: a tracker's export lacks all four, and saying one per try sent the user back four times."""
     # the reader's own columns are not the user's (W&B's _step, _runtime are); header=None gives names 0, 1, ...
     present = [str(c) for c in columns if str(c) not in ("_line", "_source")]
-    message = f"is missing (columns present: {', '.join(present)})"
+    message = f"is missing (columns present: {names_shown(present, 20)})"  # a W&B chart's export has 3 per run
     others = [f"'{column}'" for column in missing[1:]]
     if others:
         listed = others[0] if len(others) == 1 else f"{', '.join(others[:-1])} and {others[-1]}"
@@ -863,8 +863,32 @@ def _missing_column_message(missing: list[str], columns) -> str:
             return f"{message}; the header is one column holding {separator!r}: separate the columns with commas"
     if sum(map(_is_number, present)) >= 2:  # compute and metric at least; one such name may be a knob's ('2024')
         return f"{message}; some column names are numbers: does the table lack its header line?"
+    if shape := _tracker_shape_hint(present):
+        return f"{message}; {shape} (docs/run_format.md, 'From a tracker's export')"
     hints = [hint for column in missing if (hint := _missing_column_hint(column, present))]
     return "; ".join([message, *hints])
+
+
+# a W&B chart's CSV export: 'Step', then 'RUN - KEY' for each run (and 'RUN - KEY__MIN', '__MAX')
+CHART_COLUMN = re.compile(r"(.+) - (.+)")
+
+
+def _tracker_shape_hint(present: list[str]) -> str | None:
+    """What a tracker's table of another shape than the run format's is, and how to make it one: no
+    rename can (the runs' names are in its column names, or its values under their tags), so the
+    hints for single columns would mislead ('Rename run to run_id'). None for any other table."""
+    lowered = {name.strip().lower() for name in present}
+    if {"wall time", "step", "value"} <= lowered:
+        return ("one tag of one run, as TensorBoard's chart download writes it ('Wall time', 'Step', 'Value'): give "
+                "its rows the run's run_id, recipe and compute, with 'Value' as 'metric', and join the runs' files")
+    if {"tag", "value"} <= lowered:
+        return ("a long table, one row per run, tag and step ('tag', 'value': TensorBoard's scalars): keep the rows "
+                "of your pass rate's tag, with 'value' as 'metric'")
+    charted = [name for name in present if CHART_COLUMN.fullmatch(name.strip())]
+    if len({CHART_COLUMN.fullmatch(name.strip()).group(1) for name in charted}) >= 2:
+        return (f"a column per run ({charted[0]!r}, as a W&B chart's CSV export): the run format has a row per "
+                "evaluation, melted from it")
+    return None
 
 
 def _missing_column_hint(column: str, present: list[str]) -> str | None:

@@ -649,6 +649,35 @@ def test_every_missing_column_is_named_at_once_with_its_likely_cause(tmp_path):
     assert "so " not in str(info.value) and "'Recipe' is not 'recipe'" in str(info.value)
 
 
+@pytest.mark.parametrize("header, row, hint", [
+    ("run,tag,step,value", "a,eval/pass_rate,10,0.1",
+     "a long table, one row per run, tag and step ('tag', 'value': TensorBoard's scalars): keep the rows of your pass "
+     "rate's tag, with 'value' as 'metric'"),
+    ("Wall time,Step,Value", "1700000000.5,10,0.1",
+     "one tag of one run, as TensorBoard's chart download writes it ('Wall time', 'Step', 'Value')"),
+    ("Step,a-s0 - eval/pass_rate,a-s0 - eval/pass_rate__MIN,b-s0 - eval/pass_rate", "10,0.1,0.1,0.2",
+     "a column per run ('a-s0 - eval/pass_rate', as a W&B chart's CSV export): the run format has a row per evaluation"),
+])
+def test_a_trackers_table_of_another_shape_is_said_to_be_one(tmp_path, header, row, hint):
+    """A TensorBoard long table, its chart download and a W&B chart's export hold a run's evaluations in
+    rows of another shape (or one column per run): renaming alone cannot make them the run format, and
+    the message sent the user to rename 'run' to 'run_id' (or said nothing), where they need to reshape."""
+    path = tmp_path / "export.csv"
+    path.write_text(f"{header}\n{row}\n")
+    with pytest.raises(RunDataError, match="is missing") as info:
+        load_runs(path)
+    assert hint in str(info.value) and "docs/run_format.md, 'From a tracker's export'" in str(info.value)
+    assert "Rename it" not in str(info.value)
+
+
+def test_the_columns_present_are_listed_up_to_twenty():
+    """A W&B chart's export of 25 runs has 76 columns, and the message listed every one."""
+    table = pd.DataFrame({f"c{number}": [1.0] for number in range(76)})
+    with pytest.raises(RunDataError) as info:
+        validate_runs(table)
+    assert "(columns present: c0, c1, " in str(info.value) and "c19 and 56 more)" in str(info.value)
+
+
 def test_a_frame_read_without_its_header_is_refused_in_words():
     """Column names 0, 1, ... (read_csv(header=None)) failed with an AttributeError on startswith."""
     table = pd.DataFrame([["a", "r", 1.0, 0.1], ["a", "r", 2.0, 0.2]])
