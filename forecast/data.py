@@ -733,11 +733,21 @@ def _require_numeric(frame: pd.DataFrame, column: str, *, required: bool) -> Non
         )
     if required and values.isna().any():
         idx = values.isna().idxmax()
-        raise RunDataError("is missing (NaN/empty)", column=column, **_where(frame, idx))
+        raise RunDataError(f"is missing (NaN/empty){_rows_missing(values)}", column=column, **_where(frame, idx))
     if np.isinf(values).any():
         idx = np.isinf(values).idxmax()
         raise RunDataError("is infinite", column=column, **_where(frame, idx))
     frame[column] = values.astype(float)
+
+
+def _rows_missing(values: pd.Series) -> str:
+    """'' for a cell or two lost; where a quarter of the rows or more lack a value the others hold, how
+    many and the likely cause: a tracker's export has a row per logged step, each key on some of them."""
+    missing = int(values.isna().sum())
+    if missing < 2 or missing < len(values) / 4 or missing == len(values):
+        return ""
+    return (f" on {missing} of {len(values)} rows, here first: a tracker's export, with a row per logged step and this "
+            "column on some? Keep the rows that hold it (docs/run_format.md, 'From a tracker's export')")
 
 
 def require_rates(frame: pd.DataFrame, column: str) -> None:

@@ -678,6 +678,25 @@ def test_the_columns_present_are_listed_up_to_twenty():
     assert "(columns present: c0, c1, " in str(info.value) and "c19 and 56 more)" in str(info.value)
 
 
+def test_a_metric_logged_on_some_steps_only_says_how_many_rows_lack_it_and_why():
+    """A W&B run history has a row per logged step and the pass rate on evaluation steps only: it was
+    refused as 'row 2: is missing (NaN/empty)', as if one cell had been lost, with nothing on the other
+    rows that lack it or on keeping the rows that hold it."""
+    table = good_table()
+    steps = pd.concat([table, table.assign(metric=np.nan, compute=table["compute"] + 5)]).sort_values(["run_id", "compute"])
+    with pytest.raises(RunDataError) as info:
+        validate_runs(steps)
+    assert (info.value.column, info.value.run_id, info.value.row) == ("metric", "a-s0", 2)
+    assert str(info.value).endswith(
+        "is missing (NaN/empty) on 12 of 24 rows, here first: a tracker's export, with a row per logged step and "
+        "this column on some? Keep the rows that hold it (docs/run_format.md, 'From a tracker's export')")
+    lost = table.copy()
+    lost.loc[3, "metric"] = np.nan  # one lost cell: said as before
+    with pytest.raises(RunDataError) as info:
+        validate_runs(lost)
+    assert str(info.value) == "column 'metric', run 'a-s0', row 4: is missing (NaN/empty)"
+
+
 def test_a_frame_read_without_its_header_is_refused_in_words():
     """Column names 0, 1, ... (read_csv(header=None)) failed with an AttributeError on startswith."""
     table = pd.DataFrame([["a", "r", 1.0, 0.1], ["a", "r", 2.0, 0.2]])
