@@ -729,8 +729,8 @@ def _require_numeric(frame: pd.DataFrame, column: str, *, required: bool) -> Non
     if bad.any():
         idx = bad.idxmax()
         raise RunDataError(
-            f"value {frame.loc[idx, column]!r} is not a number", column=column, **_where(frame, idx)
-        )
+            f"value {frame.loc[idx, column]!r} is not a number{_as_a_number(frame.loc[idx, column])}", column=column,
+            **_where(frame, idx))
     if required and values.isna().any():
         idx = values.isna().idxmax()
         raise RunDataError(f"is missing (NaN/empty){_rows_missing(values)}", column=column, **_where(frame, idx))
@@ -738,6 +738,15 @@ def _require_numeric(frame: pd.DataFrame, column: str, *, required: bool) -> Non
         idx = np.isinf(values).idxmax()
         raise RunDataError("is infinite", column=column, **_where(frame, idx))
     frame[column] = values.astype(float)
+
+
+def _as_a_number(value) -> str:
+    """How to write a value that is not a number as one, where it shows: a sheet formatted as
+    percentages exports '45.5%'."""
+    percent = re.fullmatch(r"\s*([-+]?[\d.]+(?:[eE][-+]?\d+)?)\s*%\s*", str(value))
+    if percent and _is_number(percent.group(1)):
+        return f" (a percentage: write the rate as a number in [0, 1], {float(percent.group(1)) / 100:g} for {value.strip()})"
+    return ""
 
 
 def _rows_missing(values: pd.Series) -> str:

@@ -697,6 +697,17 @@ def test_a_metric_logged_on_some_steps_only_says_how_many_rows_lack_it_and_why()
     assert str(info.value) == "column 'metric', run 'a-s0', row 4: is missing (NaN/empty)"
 
 
+def test_a_pass_rate_written_with_a_percent_sign_says_what_to_write():
+    """A sheet formatted as percentages exports '45.5%': refused as "value '45.5%' is not a number",
+    where the percentages in numbers (45.5) are told to be divided by 100."""
+    table = good_table().astype({"metric": object})
+    table.loc[2, "metric"] = "45.5%"
+    with pytest.raises(RunDataError) as info:
+        validate_runs(table)
+    assert str(info.value) == ("column 'metric', run 'a-s0', row 3: value '45.5%' is not a number "
+                               "(a percentage: write the rate as a number in [0, 1], 0.455 for 45.5%)")
+
+
 def test_a_frame_read_without_its_header_is_refused_in_words():
     """Column names 0, 1, ... (read_csv(header=None)) failed with an AttributeError on startswith."""
     table = pd.DataFrame([["a", "r", 1.0, 0.1], ["a", "r", 2.0, 0.2]])
