@@ -742,10 +742,13 @@ def _require_numeric(frame: pd.DataFrame, column: str, *, required: bool) -> Non
 
 def _as_a_number(value) -> str:
     """How to write a value that is not a number as one, where it shows: a sheet formatted as
-    percentages exports '45.5%'."""
-    percent = re.fullmatch(r"\s*([-+]?[\d.]+(?:[eE][-+]?\d+)?)\s*%\s*", str(value))
+    percentages exports '45.5%', one that groups thousands '1,500,000'."""
+    text = str(value).strip()
+    percent = re.fullmatch(r"([-+]?[\d.]+(?:[eE][-+]?\d+)?)\s*%", text)
     if percent and _is_number(percent.group(1)):
-        return f" (a percentage: write the rate as a number in [0, 1], {float(percent.group(1)) / 100:g} for {value.strip()})"
+        return f" (a percentage: write the rate as a number in [0, 1], {float(percent.group(1)) / 100:g} for {text})"
+    if re.fullmatch(r"[-+]?\d{1,3}(,\d{3})+(\.\d*)?", text):  # a sheet's thousands separators
+        return f" (its digits grouped by ',': write it without them, {text.replace(',', '')})"
     return ""
 
 

@@ -708,6 +708,17 @@ def test_a_pass_rate_written_with_a_percent_sign_says_what_to_write():
                                "(a percentage: write the rate as a number in [0, 1], 0.455 for 45.5%)")
 
 
+def test_a_compute_with_its_digits_grouped_says_what_to_write(tmp_path):
+    """A sheet that shows thousands separators exports compute as "1,500,000,000" (quoted): refused
+    as not a number, with nothing on the commas."""
+    path = tmp_path / "runs.csv"
+    path.write_text('run_id,recipe,compute,metric\na,r,"1,000,000,000",0.1\na,r,"1,500,000,000.5",0.2\n')
+    with pytest.raises(RunDataError) as info:
+        load_runs(path)
+    assert str(info.value) == (f"file {path}, column 'compute', run 'a', row 2: value '1,000,000,000' is not a number "
+                               "(its digits grouped by ',': write it without them, 1000000000)")
+
+
 def test_a_frame_read_without_its_header_is_refused_in_words():
     """Column names 0, 1, ... (read_csv(header=None)) failed with an AttributeError on startswith."""
     table = pd.DataFrame([["a", "r", 1.0, 0.1], ["a", "r", 2.0, 0.2]])
