@@ -29,9 +29,10 @@ from .formatting import fmt_compute, name_of, names_shown, told_apart
 REQUIRED_COLUMNS = ("run_id", "recipe", "compute", "metric")
 OPTIONAL_NUMERIC = ("seed", "n_eval", "step", "device_seconds")
 RUN_LOG_NAME = "evals.jsonl"
-SUPPORTED_SUFFIXES = (".csv", ".parquet", ".pq", ".jsonl", ".json")
+SUPPORTED_SUFFIXES = (".csv", ".tsv", ".parquet", ".pq", ".jsonl", ".json")
 # in a folder, a .json file is a config, a summary or notes far more often than a run table (the
-# trainer writes config.json and summary.json beside its logs): read only when named as the input
+# trainer writes config.json and summary.json beside its logs): read only when named as the input.
+# A .tsv too, as it was before tab-separated tables were read: a folder reads what it read then
 FOLDER_SUFFIXES = (".csv", ".parquet", ".pq", ".jsonl")
 # trainer_minimal's per-step log beside its run log: no run table (no run_id, no metric), and in a
 # folder without run logs (runs that have not evaluated yet) it was read as one and failed on run_id
@@ -203,9 +204,9 @@ def _binary_message(path: Path) -> str | None:
 def _read_one_file(path: Path) -> pd.DataFrame:
     suffix = path.suffix.lower()
     try:
-        if suffix in (".csv", ".jsonl", ".json") and path.is_file() and (message := _binary_message(path)):
+        if suffix in (".csv", ".tsv", ".jsonl", ".json") and path.is_file() and (message := _binary_message(path)):
             raise RunDataError(message, source=path)
-        if suffix == ".csv":
+        if suffix in (".csv", ".tsv"):
             frame = _read_csv(path)
         elif suffix in (".parquet", ".pq"):
             frame = pd.read_parquet(path)
@@ -318,20 +319,20 @@ def _said_and_kept(call, *args, say: bool = True, **kwargs):
 def _read_csv(path: Path) -> pd.DataFrame:
     try:
         columns = pd.read_csv(path, nrows=0).columns
-        separator = ";" if _is_semicolon_header(columns) else ","
-        if separator == ";":
-            columns = pd.read_csv(path, nrows=0, sep=";").columns
+        separator = _separator_of(columns, tabs=path.suffix.lower() == ".tsv")
+        if separator != ",":
+            columns = pd.read_csv(path, nrows=0, sep=separator).columns
         # names stay as written: "001" is not run 1, and recipe "1e-3" is not 0.001; nor is a recipe
         # "None" or a run "NA" missing (pandas' default reading, which refused them as "is missing")
         missing = {column: [""] if column in NAME_COLUMNS else list(CSV_MISSING) for column in columns}
         _refuse_repeated_header_names(path, separator)
         names = {"run_id": str, "recipe": str, "compute_unit": str}
-        if separator == ";":
+        if separator != ",":
             # read the numbers as text first: their decimal mark is decided for the whole file below
             numbers = {column: str for column in columns if column in DECIMAL_COLUMNS}
-            raw = pd.read_csv(path, sep=";", dtype={**names, **numbers}, keep_default_na=False, na_values=missing)
+            raw = pd.read_csv(path, sep=separator, dtype={**names, **numbers}, keep_default_na=False, na_values=missing)
             decimal = _decimal_mark(path, raw, _csv_row_lines(path, len(raw)))
-            frame = pd.read_csv(path, sep=";", decimal=decimal, dtype={**names, **numbers}, keep_default_na=False,
+            frame = pd.read_csv(path, sep=separator, decimal=decimal, dtype={**names, **numbers}, keep_default_na=False,
                                 na_values=missing)
             for column in numbers:
                 frame[column] = frame[column].str.replace(",", ".", regex=False) if decimal == "," else frame[column]
@@ -368,21 +369,25 @@ def _object_without_repeated_keys(pairs):
     return dict(pairs)
 
 
-# the columns read as numbers, whose decimal mark a ';'-separated file decides
+# the columns read as numbers, whose decimal mark a file separated by ';' or tabs decides
 DECIMAL_COLUMNS = ("compute", "metric", *OPTIONAL_NUMERIC, "true_metric")
 
 
-def _is_semicolon_header(columns) -> bool:
-    """A header that read as one column holding ';' and the run format's names: a CSV as Excel
-    saves it where the decimal mark is a comma (most of Europe), separated by ';'."""
-    if len(columns) != 1:
-        return False
-    names = {name.strip().strip('"') for name in str(columns[0]).split(";")}
-    return set(REQUIRED_COLUMNS) <= names
+def _separator_of(columns, *, tabs: bool) -> str:
+    """',' for a CSV, or the separator of a header that read as one column holding it and the run
+    format's names: ';' as Excel saves a CSV where the decimal mark is a comma (most of Europe), or a
+    tab (a sheet saved as tab-separated text). A .tsv file (`tabs`) is separated by tabs."""
+    if tabs:
+        return "\t"
+    for separator in (";", "\t"):
+        names = {name.strip().strip('"') for name in str(columns[0]).split(separator)} if len(columns) == 1 else set()
+        if set(REQUIRED_COLUMNS) <= names:
+            return separator
+    return ","
 
 
 def _decimal_mark(path: Path, raw: pd.DataFrame, lines) -> str:
-    """',' where a ';'-separated file's numbers are written with a decimal comma (0,35), else '.'.
+    """',' where the numbers of a file separated by ';' or tabs are written with a decimal comma (0,35), else '.'.
     A number with a '.' beside decimal commas is ambiguous (1.234 is 1234 where '.' groups
     thousands) and refused, naming it, rather than read 1000x off."""
     text = raw[[c for c in raw.columns if c in DECIMAL_COLUMNS]].astype("string")

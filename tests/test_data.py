@@ -589,7 +589,7 @@ def test_a_frame_with_two_columns_of_one_name_is_refused_in_words():
 @pytest.mark.parametrize("header, hint", [
     ("run_id, recipe, compute, metric", "' recipe' is not 'recipe': names are matched exactly"),
     ("run_id,recipe,compute,Metric", "'Metric' is not 'metric'"),
-    ("run_id\trecipe\tcompute\tmetric", "the header is one column holding '\\t': separate the columns with commas"),
+    ("Run\tRecipe\tCompute\tMetric", "the header is one column holding '\\t': separate the columns with commas"),
     ("Run;Recipe;Compute;Metric", "the header is one column holding ';': separate the columns with commas"),
     ("a,r,1,0.1", "some column names are numbers: does the table lack its header line?"),
     ("run_id,recipe,compute (FLOPs),metric",
@@ -892,6 +892,20 @@ def test_a_csv_as_excel_saves_it_reads_as_the_plain_one(tmp_path, separator, dec
     pd.testing.assert_frame_equal(read.drop(columns="_source"), load_runs(plain).drop(columns="_source"))
 
 
+@pytest.mark.parametrize("name, decimal", [("runs.tsv", "."), ("runs.tsv", ","), ("runs.csv", "."), ("runs.csv", ",")])
+def test_a_tab_separated_table_reads_as_the_plain_one(tmp_path, name, decimal):
+    """A sheet saved tab-separated (Google Sheets' .tsv, Excel's tab-delimited text, a decimal comma
+    where the locale has one) was refused: a .tsv as 'unsupported file type', a tab-separated .csv as
+    'run_id is missing ...: separate the columns with commas', where a ';'-separated one is read."""
+    table = good_table().assign(compute=lambda t: t["compute"] * 1.5e9 + 0.5)
+    table["run_id"] = table["run_id"].str.replace("-", ", ")  # a comma in a name is text, not a separator
+    plain, tabbed = tmp_path / "plain.csv", tmp_path / name
+    table.to_csv(plain, index=False)
+    tabbed.write_bytes(table.to_csv(index=False, sep="\t", decimal=decimal).encode())
+    read = load_runs(tabbed)
+    pd.testing.assert_frame_equal(read.drop(columns="_source"), load_runs(plain).drop(columns="_source"))
+
+
 def test_a_number_with_a_point_beside_decimal_commas_is_refused_by_name(tmp_path):
     """In a ';'-separated file whose numbers use a decimal comma, 1.234 may be 1234 (a '.' grouping
     thousands): neither reading is safe, so the cell is named."""
@@ -934,7 +948,7 @@ def test_a_row_written_twice_is_read_once_and_two_different_rows_at_one_compute_
      "is UTF-16 text without a byte-order mark; save the file as UTF-8"),  # read as columns 'r u n _ i d'
     ('{"run_id": "a", "compute": 1}\n'.encode("utf-16-be"), "evals.jsonl",
      "is UTF-16 text without a byte-order mark; save the file as UTF-8"),
-    (b"any", "runs.xlsx", "unsupported file type '.xlsx' (use one of .csv, .parquet, .pq, .jsonl, .json); save the "
+    (b"any", "runs.xlsx", "unsupported file type '.xlsx' (use one of .csv, .tsv, .parquet, .pq, .jsonl, .json); save the "
                           "sheet as CSV (UTF-8)"),
 ])
 def test_a_binary_file_named_as_a_table_is_said_to_be_binary(tmp_path, content, name, says):
