@@ -887,7 +887,15 @@ def _missing_column_message(missing: list[str], columns) -> str:
     # a header misread as a whole (one column, or a row of data) first: no column of it is worth a hint
     for separator in (";", "\t", "|"):
         if len(present) == 1 and separator in present[0]:
-            return f"{message}; the header is one column holding {separator!r}: separate the columns with commas"
+            if separator == "|":
+                return f"{message}; the header is one column holding {separator!r}: separate the columns with commas"
+            # read as separated by it once its names are right: 'separate the columns with commas' split every
+            # decimal comma (0,35) of such a file in two
+            names = [name.strip().strip('"') for name in present[0].split(separator)]
+            hints = [hint for column in missing if (hint := _missing_column_hint(column, names))]
+            lead = (f"the header is one column holding {separator!r}, which separates the columns where they are named "
+                    f"{', '.join(REQUIRED_COLUMNS[:-1])} and {REQUIRED_COLUMNS[-1]}")
+            return f"{message}; {lead}" + (f": {'; '.join(hints)}" if hints else "")
     if sum(map(_is_number, present)) >= 2:  # compute and metric at least; one such name may be a knob's ('2024')
         return f"{message}; some column names are numbers: does the table lack its header line?"
     if shape := _tracker_shape_hint(present):

@@ -589,8 +589,12 @@ def test_a_frame_with_two_columns_of_one_name_is_refused_in_words():
 @pytest.mark.parametrize("header, hint", [
     ("run_id, recipe, compute, metric", "' recipe' is not 'recipe': names are matched exactly"),
     ("run_id,recipe,compute,Metric", "'Metric' is not 'metric'"),
-    ("Run\tRecipe\tCompute\tMetric", "the header is one column holding '\\t': separate the columns with commas"),
-    ("Run;Recipe;Compute;Metric", "the header is one column holding ';': separate the columns with commas"),
+    ("Run\tRecipe\tCompute\tMetric", "the header is one column holding '\\t', which separates the columns where "
+     "they are named run_id, recipe, compute and metric: is 'Run' the run id? Rename it to 'run_id'; 'Recipe' is not "
+     "'recipe': names are matched exactly"),
+    ("Run;Recipe;Compute;Metric", "the header is one column holding ';', which separates the columns where they are "
+     "named run_id, recipe, compute and metric: is 'Run' the run id?"),
+    ("run_id|recipe|compute|metric", "the header is one column holding '|': separate the columns with commas"),
     ("a,r,1,0.1", "some column names are numbers: does the table lack its header line?"),
     ("run_id,recipe,compute (FLOPs),metric",
      "'compute (FLOPs)' is not 'compute': name the column 'compute' and give its unit in a column 'compute_unit'"),
