@@ -913,6 +913,9 @@ def _tracker_shape_hint(present: list[str]) -> str | None:
     rename can (the runs' names are in its column names, or its values under their tags), so the
     hints for single columns would mislead ('Rename run to run_id'). None for any other table."""
     lowered = {name.strip().lower() for name in present}
+    if {"name", "state", "created", "runtime"} <= lowered:
+        return ("one row per run, as W&B's runs table: its values are each run's last, where the fit needs each run's "
+                "evaluations along the way, its history")
     if {"wall time", "step", "value"} <= lowered:
         return ("one tag of one run, as TensorBoard's chart download writes it ('Wall time', 'Step', 'Value'): give "
                 "its rows the run's run_id, recipe and compute, with 'Value' as 'metric', and join the runs' files")
@@ -1125,7 +1128,10 @@ def _checked_runs(frame: pd.DataFrame, *, source, min_points: int) -> pd.DataFra
         idx = frame.index[frame["run_id"] == run][0]
         raise RunDataError(
             f"has {short.iloc[0]} point(s); at least {min_points} are needed to fit a curve"
-            + (" (it is in flight: read it again after its next evaluation)" if run in in_flight else ""),
+            + (" (it is in flight: read it again after its next evaluation)" if run in in_flight else "")
+            # a tracker's runs table (one row per run, its last values) is not one short run
+            + (" (every run has one row: a table of runs' last values? The fit needs each run's evaluations along "
+               "the way)" if len(counts) > 1 and (counts == 1).all() else ""),
             **_where(frame, idx),
         )
 

@@ -723,6 +723,25 @@ def test_a_compute_with_its_digits_grouped_says_what_to_write(tmp_path):
                                "(its digits grouped by ',': write it without them, 1000000000)")
 
 
+def test_a_table_of_one_row_per_run_says_the_fit_needs_each_runs_evaluations(tmp_path):
+    """W&B's runs table, the first export its page offers (Name, State, Notes, User, Tags, Created,
+    Runtime, Sweep, then each run's last values), holds one row per run: it was told to rename Name to
+    run_id, and renamed, 'has 1 point(s); at least 2 are needed', as if one run were short."""
+    path = tmp_path / "wandb_runs.csv"
+    path.write_text("Name,State,Notes,User,Tags,Created,Runtime,Sweep,Group,eval/pass_rate\n"
+                    "a,finished,-,me,,2026-12-01T10:00:00.000Z,3600,,r,0.3\nb,finished,-,me,,2026-12-01T11:00:00.000Z,3600,,r,0.4\n")
+    with pytest.raises(RunDataError) as info:
+        load_runs(path)
+    assert ("one row per run, as W&B's runs table: its values are each run's last, where the fit needs each run's "
+            "evaluations along the way, its history") in str(info.value)
+    assert "Rename it" not in str(info.value)
+    renamed = pd.DataFrame({"run_id": ["a", "b"], "recipe": "r", "compute": [1e18, 2e18], "metric": [0.3, 0.4]})
+    with pytest.raises(RunDataError) as info:
+        validate_runs(renamed)
+    assert str(info.value) == ("run 'a', row 1: has 1 point(s); at least 2 are needed to fit a curve (every run has "
+                               "one row: a table of runs' last values? The fit needs each run's evaluations along the way)")
+
+
 def test_a_frame_read_without_its_header_is_refused_in_words():
     """Column names 0, 1, ... (read_csv(header=None)) failed with an AttributeError on startswith."""
     table = pd.DataFrame([["a", "r", 1.0, 0.1], ["a", "r", 2.0, 0.2]])
