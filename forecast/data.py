@@ -1026,7 +1026,11 @@ def _checked_runs(frame: pd.DataFrame, *, source, min_points: int) -> pd.DataFra
 
     missing = [column for column in REQUIRED_COLUMNS if column not in frame.columns]
     if missing:
-        raise RunDataError(_missing_column_message(missing, frame.columns), source=src, column=missing[0])
+        files = frame["_source"].nunique() if "_source" in frame.columns else 1
+        # a folder of one table per run (a tracker's history saved run by run): no one file is wrong
+        per_file = (f"; the table is joined from {files} files (one run per file?): give each file's rows a column "
+                    "'run_id' naming their run" if "run_id" in missing and files > 1 else "")
+        raise RunDataError(_missing_column_message(missing, frame.columns) + per_file, source=src, column=missing[0])
     for column in ("run_id", "recipe"):
         require_names(frame, column)
         frame[column] = _names_of(frame[column])

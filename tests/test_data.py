@@ -742,6 +742,18 @@ def test_a_table_of_one_row_per_run_says_the_fit_needs_each_runs_evaluations(tmp
                                "one row: a table of runs' last values? The fit needs each run's evaluations along the way)")
 
 
+def test_a_folder_of_one_table_per_run_without_run_id_says_so(tmp_path):
+    """One CSV per run (a tracker's history saved run by run, named after the run) holds no run_id:
+    refused as 'file .../a-s0.csv, column run_id: is missing', as if that one file were wrong, where
+    every file's rows need their run's name."""
+    for run, table in good_table().groupby("run_id"):
+        table.drop(columns="run_id").to_csv(tmp_path / f"{run}.csv", index=False)
+    with pytest.raises(RunDataError) as info:
+        load_runs(tmp_path)
+    assert str(info.value).endswith("; the table is joined from 3 files (one run per file?): give each file's rows "
+                                    "a column 'run_id' naming their run")
+
+
 def test_a_frame_read_without_its_header_is_refused_in_words():
     """Column names 0, 1, ... (read_csv(header=None)) failed with an AttributeError on startswith."""
     table = pd.DataFrame([["a", "r", 1.0, 0.1], ["a", "r", 2.0, 0.2]])
