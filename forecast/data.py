@@ -901,6 +901,8 @@ def _missing_column_message(missing: list[str], columns) -> str:
     if shape := _tracker_shape_hint(present):
         return f"{message}; {shape} (docs/run_format.md, 'From a tracker's export')"
     hints = [hint for column in missing if (hint := _missing_column_hint(column, present))]
+    if len(missing) > 1:  # a tracker's export, renamed, is refused next for its rows without an evaluation
+        hints.append("converting a tracker's export: docs/run_format.md, 'From a tracker's export'")
     return "; ".join([message, *hints])
 
 

@@ -647,10 +647,13 @@ def test_every_missing_column_is_named_at_once_with_its_likely_cause(tmp_path):
     for hint in ("is 'Name' the run id? Rename it to 'run_id'", "is 'Group' the recipe? Rename it to 'recipe'",
                  "is 'flops' the compute? Rename it to 'compute'", "is 'eval/pass_rate' the metric? Rename it to 'metric'"):
         assert hint in message
+    # renamed, the export would be refused next for its steps without an evaluation: the conversion is shown
+    assert message.endswith("; converting a tracker's export: docs/run_format.md, 'From a tracker's export'")
     path.write_text("run_id,Recipe,compute,metric\na,r,1,0.1\na,r,2,0.2\n")  # one missing: said as before, alone
     with pytest.raises(RunDataError) as info:
         load_runs(path)
     assert "so " not in str(info.value) and "'Recipe' is not 'recipe'" in str(info.value)
+    assert "docs/run_format.md" not in str(info.value)
 
 
 @pytest.mark.parametrize("header, row, hint", [
