@@ -612,8 +612,29 @@ def read_table(path) -> pd.DataFrame:
     if not frames:
         raise RunDataError("holds no rows", source=path)
     if listing:
+        _refuse_a_file_lacking_what_the_others_hold(frames)
         _warn_of_runs_only_in_tables_beside_logs(listing, frames, path)
     return pd.concat(frames, ignore_index=True)
+
+
+def _said_together(items: list[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
+
+
+def _refuse_a_file_lacking_what_the_others_hold(frames: list[pd.DataFrame]) -> None:
+    """A file of a folder without a required column that the folder's other files hold (a stray export,
+    notes saved as CSV) is refused by name, with its columns: joined to the others its rows would lack that
+    column's values, and the error would read 'row 2: is missing (NaN/empty)' as if one cell were empty."""
+    held = set().union(*(set(frame.columns) for frame in frames)) & set(REQUIRED_COLUMNS)
+    for frame in frames:
+        lacking = [column for column in REQUIRED_COLUMNS if column in held and column not in frame.columns]
+        if lacking:
+            present = [str(c) for c in frame.columns if str(c) not in ("_line", "_source")]
+            raise RunDataError(
+                f"lacks {_said_together([repr(c) for c in lacking])}, which the folder's other files hold (its columns: "
+                f"{names_shown(present, 20)}): is it a run table? Give it {'that column' if len(lacking) == 1 else 'those columns'}, or move it out of "
+                "the folder", source=frame["_source"].iloc[0])
 
 
 def _tables_beside_logs(listing: FolderListing) -> list[Path]:
@@ -882,7 +903,7 @@ def _missing_column_message(missing: list[str], columns) -> str:
     message = f"is missing (columns present: {names_shown(present, 20)})"  # a W&B chart's export has 3 per run
     others = [f"'{column}'" for column in missing[1:]]
     if others:
-        listed = others[0] if len(others) == 1 else f"{', '.join(others[:-1])} and {others[-1]}"
+        listed = _said_together(others)
         message += f"; so {'is' if len(others) == 1 else 'are'} {listed}"
     # a header misread as a whole (one column, or a row of data) first: no column of it is worth a hint
     for separator in (";", "\t", "|"):

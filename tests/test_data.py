@@ -757,6 +757,22 @@ def test_a_folder_of_one_table_per_run_without_run_id_says_so(tmp_path):
                                     "a column 'run_id' naming their run")
 
 
+@pytest.mark.parametrize("stray_columns, said", [
+    ("Name,Group,flops\nb,r,1\n", "lacks 'run_id', 'recipe', 'compute' and 'metric', which the folder's other files hold "
+     "(its columns: Name, Group, flops): is it a run table? Give it those columns"),
+    ("run_id,recipe,compute\nz,r,1\n", "lacks 'metric', which the folder's other files hold (its columns: run_id, "
+     "recipe, compute): is it a run table? Give it that column"),
+])
+def test_a_file_of_a_folder_lacking_columns_the_others_hold_is_named_with_its_columns(tmp_path, stray_columns, said):
+    """A stray file beside a folder's run tables (an export, notes saved as CSV) was joined to them and
+    refused as 'file stray.csv, column run_id, row 2: is missing (NaN/empty)', as if a cell were empty."""
+    good_table().to_csv(tmp_path / "runs.csv", index=False)
+    (tmp_path / "stray.csv").write_text(stray_columns)
+    with pytest.raises(RunDataError) as info:
+        load_runs(tmp_path)
+    assert str(info.value).startswith(f"file {tmp_path / 'stray.csv'}: {said}")
+
+
 def test_a_frame_read_without_its_header_is_refused_in_words():
     """Column names 0, 1, ... (read_csv(header=None)) failed with an AttributeError on startswith."""
     table = pd.DataFrame([["a", "r", 1.0, 0.1], ["a", "r", 2.0, 0.2]])
