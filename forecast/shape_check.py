@@ -24,7 +24,8 @@ import numpy as np
 from .curves import sigmoid_curve_log
 from .model import white_variance
 
-__all__ = ["LATE_TREND_Z_LIMIT", "LATE_SHARE", "late_trend_z", "misshapen_runs", "misshapen_runs_sentence"]
+__all__ = ["LATE_TREND_Z_LIMIT", "LATE_SHARE", "late_points", "late_trend_z", "misshapen_runs", "misshapen_runs_sentence",
+           "misshapen_run_note"]
 
 # one-sided: a run whose residuals were only wander and noise falls this far about once in 740
 LATE_TREND_Z_LIMIT = -3.0
@@ -32,6 +33,13 @@ LATE_TREND_Z_LIMIT = -3.0
 # 55-85% of it, and a shorter stretch holds too few evaluations to judge a slope
 LATE_SHARE = 1 / 3
 MIN_LATE_POINTS = 4
+
+
+def late_points(x, late_share: float = LATE_SHARE) -> np.ndarray:
+    """The indices of the evaluations in a run's last `late_share` of log-compute (x increasing)."""
+    x = np.asarray(x, dtype=float)
+    span = x.max() - x.min() if x.size else 0.0
+    return np.flatnonzero(x >= x.max() - late_share * span) if span > 0 else np.array([], dtype=int)
 
 
 def late_trend_z(x, residuals, white_var, wander_sd: float, wander_scale: float, *, late_share: float = LATE_SHARE) -> float:
@@ -46,7 +54,7 @@ def late_trend_z(x, residuals, white_var, wander_sd: float, wander_scale: float,
     x, residuals = np.asarray(x, dtype=float), np.asarray(residuals, dtype=float)
     white_var = np.broadcast_to(np.asarray(white_var, dtype=float), x.shape)
     span = x.max() - x.min() if x.size else 0.0
-    late = np.flatnonzero(x >= x.max() - late_share * span) if span > 0 else np.array([], dtype=int)
+    late = late_points(x, late_share)
     if late.size < MIN_LATE_POINTS:
         return float("nan")
     xl = x[late]
@@ -58,28 +66,39 @@ def late_trend_z(x, residuals, white_var, wander_sd: float, wander_scale: float,
     return float(slope / np.sqrt(beta_cov[1, 1]))
 
 
-def _run_late_trends(fc) -> list[dict]:
-    """late_trend_z of every run of a fit, from the posterior medians of its curve and noise."""
+def _run_late_trends(fc, runs=None) -> list[dict]:
+    """late_trend_z of every run of a fit (or of `runs` alone), from the posterior medians of its
+    curve and noise."""
     d = fc.data_
     median = lambda name: float(np.median(fc.draws(name)))  # noqa: E731
     wander_sd, wander_scale, sigma_extra = median("wander_sd"), median("wander_scale"), median("sigma_extra")
+    wanted = None if runs is None else {str(run) for run in runs}
     rows = []
     for r, run in enumerate(d.runs):
+        if wanted is not None and run not in wanted:
+            continue
         obs = np.flatnonzero((d.obs_run == r) & (d.weight > 0))  # in compute order (prepare_data)
         x = d.x[obs]
+        # late_trend_z reads the last third alone, so the curve (a median over the draws: most of the
+        # cost, which `forecast watch` pays at every refit) is made there alone; NaN before it
+        late = late_points(x)
         p = fc.curve_parameters(run_id=run, kind="run")
-        curve = np.median(sigmoid_curve_log(d.loc + d.scale * x[None, :], p["A"][:, None], p["B"][:, None],
+        curve = np.median(sigmoid_curve_log(d.loc + d.scale * x[None, late], p["A"][:, None], p["B"][:, None],
                                             p["log_C_mid"][:, None], p["R0"][:, None]), axis=0)
-        white = white_variance(curve, d.n_eval[obs] if d.has_n_eval else 0.0, sigma_extra)
-        z = late_trend_z(x, d.y[obs] - curve, white, wander_sd, wander_scale)
+        residuals, white = np.full(x.shape, np.nan), np.full(x.shape, np.nan)
+        residuals[late] = d.y[obs][late] - curve
+        white[late] = white_variance(curve, d.n_eval[obs][late] if d.has_n_eval else 0.0, sigma_extra)
+        z = late_trend_z(x, residuals, white, wander_sd, wander_scale)
         rows.append({"run_id": run, "recipe": fc._recipe_of(run), "late_trend_z": z})
     return rows
 
 
-def misshapen_runs(fc, *, z_limit: float = LATE_TREND_Z_LIMIT) -> list[dict]:
+def misshapen_runs(fc, *, z_limit: float = LATE_TREND_Z_LIMIT, runs=None) -> list[dict]:
     """The runs of a fit whose last third falls away from their fitted curve by more than their wander
-    explains (late_trend_z below z_limit), worst first: dicts of run_id, recipe, late_trend_z."""
-    flagged = [row for row in _run_late_trends(fc) if row["late_trend_z"] < z_limit]  # NaN is never flagged
+    explains (late_trend_z below z_limit), worst first: dicts of run_id, recipe, late_trend_z.
+    runs: test only these (default: every run of the fit); `forecast watch` refits after every new
+    evaluation and needs the test only for the runs it advises, not for those that have ended."""
+    flagged = [row for row in _run_late_trends(fc, runs) if row["late_trend_z"] < z_limit]  # NaN is never flagged
     return sorted(flagged, key=lambda row: row["late_trend_z"])
 
 
@@ -94,3 +113,12 @@ def misshapen_runs_sentence(flagged: list[dict]) -> str | None:
             f"{'its fitted curve' if one else 'their fitted curves'} by more than the fit's wander explains (a late "
             "decline, or a flattening the sigmoid cannot follow): forecasts of "
             f"{'this run' if one else 'these runs'} are likely too high and their intervals too narrow")
+
+
+def misshapen_run_note(late_trend_z: float) -> str:
+    """What is said beside the stop advice of a flagged run (misshapen_runs), where whoever decides to
+    stop or continue it reads. It says what the shape does to the run's forecasts, not which way the
+    advice should go: that depends on the rule (a continue leans on this run's forecast, a stop of
+    another run on the forecast of the run it was compared with), and the rules are left as they are."""
+    return (f"shape: its last third falls away from its fitted curve (z {late_trend_z:.1f}): its forecasts "
+            "are likely too high and their intervals too narrow")

@@ -4,7 +4,8 @@ Every `interval` seconds the folder's run logs (`*/evals.jsonl`, as trainer_mini
 read again. When any run has new evaluations, the model is refitted on all of them (fast mode;
 a few new evaluations of the same runs are absorbed by reweighting the last posterior, see
 ScalingForecaster.refit) and every run still in flight gets a Recommendation (forecast.early_stop), printed and written
-atomically to a JSON file, so a scheduler or a person can act on it.
+atomically to a JSON file, so a scheduler or a person can act on it. A run whose last third falls away from
+its fitted curve (forecast.shape_check) has that said on its line and in its details (noting_misshapen_runs).
 
 Logs are read while trainers append to them: a torn last line (a write in progress) is skipped by
 forecast.data's reader and picked up whole at the next poll. A run is finished when its folder
@@ -63,6 +64,7 @@ from .early_stop import (
     Recommendation,
     advice_pad,
     fit_for_advice,
+    noting_misshapen_runs,
     recent_comparison_stops,
     recommend_runs,
     reference_rows,
@@ -262,6 +264,7 @@ def advise_table(table: pd.DataFrame, budgets: dict, config: EarlyStopConfig, *,
     last = table.groupby("run_id")["compute"].max()
     compare_at = {r: budgets.get(r, float(last[r])) for r in fc.run_ids}
     recs = recommend_runs(fc, budgets, config, compare_at=compare_at, recent_stops=recent_stops)
+    noting_misshapen_runs(fc, recs)  # said beside the advice (line and JSON) of a run whose end falls away from its curve
     problems = [] if converged else fc.diagnostics().problems()
     for rec in recs.values():
         rec.details["converged"] = converged
@@ -529,6 +532,8 @@ def _line(rec: Recommendation, unit: str = UNSPECIFIED_UNIT) -> str:
     if rec.stop and rec.details.get("converged") is False:
         problems = "; ".join(rec.details.get("convergence_problems") or []) or "see its diagnostics"
         note = f" (warning: the fit behind this advice did not converge: {problems})"
+    if shape := rec.details.get("shape_note"):  # its forecasts are likely too high, whichever way the advice goes
+        note += f" ({shape})"
     return f"[{rec.run_id}]{where}: {rec.message}{note}"
 
 

@@ -55,6 +55,33 @@ def fitted(small_sweep):
     return fc
 
 
+def with_a_late_decline(runs: pd.DataFrame, run_id: str, drop: float = 0.12) -> pd.DataFrame:
+    """`runs` with `run_id`'s metric falling by up to `drop` over the last 40% of its evaluations (by
+    compute rank): a late collapse, a shape no sigmoid follows (forecast.shape_check)."""
+    runs = runs.copy()
+    rows = runs["run_id"] == run_id
+    position = runs.loc[rows, "compute"].rank(pct=True)
+    runs.loc[rows, "metric"] -= drop * np.clip(position - 0.6, 0, None) / 0.4
+    return runs
+
+
+@pytest.fixture(scope="session")
+def late_decline_sweep(small_sweep) -> tuple[pd.DataFrame, str]:
+    """`small_sweep` with its first run made to decline late, and that run's id."""
+    victim = str(small_sweep["run_id"].unique()[0])
+    return with_a_late_decline(small_sweep, victim), victim
+
+
+@pytest.fixture(scope="session")
+def late_decline_fit(late_decline_sweep):
+    """A fast fit of `late_decline_sweep`, shared by the session (its victim is flagged, no other run)."""
+    from forecast import ScalingForecaster
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return ScalingForecaster(mode="fast").fit(late_decline_sweep[0], random_seed=3, progress=False)
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)

@@ -17,6 +17,7 @@ from forecast.early_stop import (
     check_reach_target,
     check_remaining_gain,
     evaluate_rules,
+    noting_misshapen_runs,
     recommend_runs,
     trainer_advice,
 )
@@ -324,6 +325,48 @@ def test_recommend_runs_on_a_fitted_model(fitted):
     curve = fitted.sample_curves([last[run], budgets[run]], run_id=run, kind="run", noise=False)
     saturated = next(c for c in recs[run].details["checks"] if c["rule"] == "saturated")
     assert saturated["value"] == pytest.approx((curve[:, 1].mean() - curve[:, 0].mean()) / 2.0)
+
+
+def test_only_the_runs_advised_are_tested_for_their_shape_and_a_flagged_one_is_noted(monkeypatch):
+    """noting_misshapen_runs asks forecast.shape_check about the runs it is handed (forecast watch
+    refits after every evaluation, and the runs that ended get no advice) and notes the flagged one."""
+    import forecast.shape_check as shape_check
+
+    asked = []
+
+    def flag_a_s0(fc, *, runs=None, **_):
+        asked.append(runs)
+        return [{"run_id": "a-s0", "recipe": "a", "late_trend_z": -5.04}]
+
+    monkeypatch.setattr(shape_check, "misshapen_runs", flag_a_s0)
+    recs = {run: Recommendation("continue", "beats_best", "continue: P(beats best) = 0.4 >= 0.1", run_id=run)
+            for run in ("a-s0", "b-s0")}
+    assert noting_misshapen_runs(object(), recs) is recs
+    assert asked == [["a-s0", "b-s0"]]
+    assert recs["a-s0"].details == {"shape_note": shape_check.misshapen_run_note(-5.04), "late_trend_z": -5.04}
+    assert "(z -5.0)" in recs["a-s0"].details["shape_note"] and recs["b-s0"].details == {}
+    assert recs["a-s0"].message == "continue: P(beats best) = 0.4 >= 0.1"  # the advice itself is the rules'
+
+
+@pytest.mark.slow
+def test_the_advice_of_a_fitted_run_made_to_decline_notes_it_and_is_otherwise_unchanged(late_decline_fit,
+                                                                                       late_decline_sweep):
+    from forecast.shape_check import LATE_TREND_Z_LIMIT, misshapen_run_note
+
+    fc, (_, victim) = late_decline_fit, late_decline_sweep
+    last = fc.runs_.groupby("run_id")["compute"].max()
+    budgets = {r: 4 * float(last[r]) for r in fc.run_ids}
+    recs = recommend_runs(fc, budgets)
+    before = {run: rec.to_dict() for run, rec in recs.items()}
+    noting_misshapen_runs(fc, recs)
+    z = recs[victim].details["late_trend_z"]
+    assert z < LATE_TREND_Z_LIMIT and recs[victim].details["shape_note"] == misshapen_run_note(z)
+    assert not any("shape_note" in rec.details for run, rec in recs.items() if run != victim)
+    for run, rec in recs.items():
+        after = rec.to_dict()
+        after["details"] = {k: v for k, v in after["details"].items() if k not in ("shape_note", "late_trend_z")}
+        assert after == before[run]
+    json.dumps(recs[victim].to_dict(), allow_nan=False)
 
 
 def test_recommend_runs_protects_runs_at_the_top_of_their_step(fitted):

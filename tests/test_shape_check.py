@@ -1,8 +1,6 @@
 """Runs whose end falls away from their fitted curve (forecast.shape_check), on hand-made residuals
 whose answer is known, and on a fitted sweep with one run made to decline."""
 
-import warnings
-
 import numpy as np
 import pytest
 
@@ -65,16 +63,10 @@ def test_the_sentence_names_the_runs_and_says_intervals_are_too_narrow():
 
 
 @pytest.mark.slow
-def test_a_fitted_run_made_to_decline_is_flagged_and_no_other(small_sweep):
-    from forecast import ScalingForecaster
-
-    runs = small_sweep.copy()
-    victim = runs["run_id"].unique()[0]
-    rows = runs["run_id"] == victim
-    position = runs.loc[rows, "compute"].rank(pct=True)
-    runs.loc[rows, "metric"] -= 0.12 * np.clip(position - 0.6, 0, None) / 0.4  # a late collapse of 0.12
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        fc = ScalingForecaster(mode="fast").fit(runs, random_seed=3, progress=False)
+def test_a_fitted_run_made_to_decline_is_flagged_and_no_other(late_decline_fit, late_decline_sweep):
+    fc, (_, victim) = late_decline_fit, late_decline_sweep
     assert [row["run_id"] for row in fc.misshapen_runs()] == [victim]
     assert misshapen_runs(fc) == fc.misshapen_runs()
+    # asked about some runs (forecast watch asks about the runs it advises), only those are tested
+    others = [run for run in fc.run_ids if run != victim]
+    assert misshapen_runs(fc, runs=others) == [] and misshapen_runs(fc, runs=[victim]) == fc.misshapen_runs()

@@ -428,6 +428,47 @@ def test_a_stop_from_a_fit_that_did_not_converge_says_so_on_its_line():
     assert "warning" not in _line(go_on)
 
 
+def test_the_line_of_a_run_whose_end_falls_away_says_so_whatever_its_advice():
+    from forecast.shape_check import misshapen_run_note
+    from forecast.watch import _line
+
+    note = misshapen_run_note(-5.0)
+    for action in ("continue", "stop"):
+        rec = Recommendation(action, "beats_best", f"{action}: P(beats best) = 0.4 >= 0.1", run_id="a-s0")
+        assert "shape" not in _line(rec)
+        rec.details.update(shape_note=note, late_trend_z=-5.0)
+        assert _line(rec).endswith(f"{action}: P(beats best) = 0.4 >= 0.1 ({note})")
+    rec.details.update(converged=False, convergence_problems=["max R-hat 1.03 > 1.01"])  # a stop: both said
+    assert _line(rec).endswith(f"did not converge: max R-hat 1.03 > 1.01) ({note})")
+
+
+@pytest.mark.slow
+def test_a_run_made_to_decline_is_noted_beside_its_advice_in_the_lines_and_the_json(tmp_path, late_decline_sweep):
+    """Real fit: the watch's advice for a run whose last third falls away from its curve says so on its
+    line and in recommendations.json; no ordinary run's does."""
+    import warnings
+
+    runs, victim = late_decline_sweep
+    for run, rows in runs.groupby("run_id"):
+        (tmp_path / run).mkdir()
+        append(tmp_path / run / "evals.jsonl", "".join(
+            json.dumps({"run_id": run, "recipe": r.recipe, "compute": r.compute, "metric": r.metric, "n_eval": int(r.n_eval)}) + "\n"
+            for r in rows.sort_values("compute").itertuples()))
+    lines = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # short fast-mode chains may warn; not what is tested here
+        watch(tmp_path, interval=0, budget=4 * float(runs["compute"].max()), max_polls=1, say=lines.append,
+              warn=lambda text: None, sleep=lambda s: None)
+    advice = json.loads((tmp_path / "recommendations.json").read_text())["recommendations"]
+    assert set(advice) == set(runs["run_id"])
+    assert advice[victim]["details"]["shape_note"].startswith("shape: its last third falls away from its fitted curve")
+    assert advice[victim]["details"]["late_trend_z"] < -3
+    assert not any("shape_note" in rec["details"] for run, rec in advice.items() if run != victim)
+    said = {line.split("]")[0][1:]: line for line in lines if line.startswith("[")}
+    assert said[victim].endswith(f"({advice[victim]['details']['shape_note']})")
+    assert not any("shape:" in line for run, line in said.items() if run != victim)
+
+
 def test_watch_refuses_an_out_that_is_the_reference_table(sweep, tmp_path, capsys):
     append(sweep / "good-s0" / "evals.jsonl", row("good-s0", 0, 0.1))
     reference = tmp_path / "reference.csv"
