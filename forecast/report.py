@@ -45,7 +45,7 @@ from .formatting import (
     shown_against_limit,
 )
 from .io import atomic_write_text, json_safe
-from .shape_check import misshapen_runs_sentence
+from .shape_check import misshapen_run_note, misshapen_runs_sentence
 
 __all__ = [
     "ReportData",
@@ -81,7 +81,8 @@ class StopAdvice:
     """Continue/stop advice per run (from forecast.early_stop)."""
 
     # columns run_id, recipe, decision (stop/continue, or ended: a trainer's run whose folder, or the
-    # table's ended column, says it ended, not advised; ended_runs), rule, reason
+    # table's ended column, says it ended, not advised; ended_runs), rule, reason, and shape_note and
+    # late_trend_z (a run advised whose end falls away from its curve, forecast.shape_check; else None, NaN)
     table: pd.DataFrame
     source: str
 
@@ -289,10 +290,12 @@ def scale_decision(fc, budget: float, target: float | None, *, target_chosen: bo
     return table, recommendation_from_text(decision.recommendation, "forecast.decisions", extra), []
 
 
-def stop_advice(fc, budget: float, target: float | None) -> tuple[StopAdvice | None, list[str]]:
+def stop_advice(fc, budget: float, target: float | None, misshapen=()) -> tuple[StopAdvice | None, list[str]]:
     """Should each run continue to the budget? forecast.early_stop's rules, every run short of the
     budget compared with every other run: a run in flight at the budget, a run at or past it (or one
-    that ended, ended_runs) at what it reached."""
+    that ended, ended_runs) at what it reached. misshapen: the fit's misshapen_runs(), as the fit
+    diagnostics show them; each one advised gets its note (shape_check.misshapen_run_note) beside its
+    advice, where whoever decides to stop or continue it reads, and one that ended (not advised) none."""
     try:
         from .early_stop import EarlyStopConfig, recommend_runs
     except ImportError:
@@ -331,6 +334,11 @@ def stop_advice(fc, budget: float, target: float | None) -> tuple[StopAdvice | N
          "reason": f"not advised: {how}; not in flight, so only an alternative for the others at what it reached"}
         for run, (rule, how) in ended.items() if run in recipe_of.index
     ]
+    late_trend = {row["run_id"]: float(row["late_trend_z"]) for row in misshapen}
+    for row in rows:
+        advised = row["decision"] in ("stop", "continue") and row["run_id"] in late_trend
+        row["shape_note"] = misshapen_run_note(late_trend[row["run_id"]]) if advised else None
+        row["late_trend_z"] = late_trend[row["run_id"]] if advised else float("nan")
     table = pd.DataFrame(rows)
     # stops first (they are the news), then the runs that continue, then the runs that ended; by recipe within
     order = table["decision"].map({"stop": 0, "continue": 1}).fillna(2)
@@ -500,13 +508,14 @@ def provenance(fc, inputs=None) -> dict:
     }
 
 
-def diagnostics_dict(fc) -> dict:
+def diagnostics_dict(fc, misshapen=None) -> dict:
+    """The fit's diagnostics for the page; misshapen: its misshapen_runs(), when already computed."""
     d = fc.diagnostics().to_dict()
     info = fc.fit_info_ or {}
     d["fit_seconds"] = float(info.get("compile_seconds", 0.0)) + float(info.get("sample_seconds", 0.0))
     if tries := fc.sampling_tries():
         d["sampling_tries"] = tries
-    d["misshapen_runs"] = fc.misshapen_runs()
+    d["misshapen_runs"] = fc.misshapen_runs() if misshapen is None else list(misshapen)
     return d
 
 
@@ -554,7 +563,9 @@ def collect_report(fc, *, budget=None, target=None, target_chosen: bool = False,
         warnings.simplefilter("ignore", FarFromDataWarning)
         table, recommendation, notes = scale_decision(fc, budget, target, target_chosen=target_chosen)
         steps.update()
-        advice, stop_notes = stop_advice(fc, budget, None if target_chosen else target)
+        # one test of the runs' shapes for the fit diagnostics and the stop advice: both name the same runs
+        misshapen = fc.misshapen_runs()
+        advice, stop_notes = stop_advice(fc, budget, None if target_chosen else target, misshapen)
         if advice is not None and target_chosen:
             advice.source += "; no target rule: the page's target was chosen for it, not given"
         if advice is not None and (note := saturated_stops_note(advice.table, recommendation)):
@@ -564,7 +575,7 @@ def collect_report(fc, *, budget=None, target=None, target_chosen: bool = False,
     steps.update()
     figures["forest"] = forest_png(fc, target)
     steps.update()
-    diagnostics = diagnostics_dict(fc)
+    diagnostics = diagnostics_dict(fc, misshapen)
     steps.update()
     steps.close()
     synthetic = is_synthetic(fc.runs_)
@@ -628,6 +639,7 @@ h2 { font-size:18px; margin:0 0 10px; }
 .chip.ok { background:#e6fffa; color:var(--ok); } .chip.bad { background:#fff5f5; color:var(--bad); }
 .chip.stop { background:#fff5f5; color:var(--bad); } .chip.continue { background:#e6fffa; color:var(--ok); }
 .chip.ended { background:#f0f4f8; color:var(--muted); }
+.shape-note { color:#7b341e; }  /* a run whose forecasts are likely too high (forecast.shape_check) */
 .recommendation { border-left:6px solid var(--accent); }
 .recommendation .headline { font-size:20px; font-weight:700; margin:0 0 8px; }
 .recommendation ul { margin:0; padding-left:20px; }
@@ -1023,6 +1035,13 @@ def stop_summary_html(table: pd.DataFrame) -> str:
             what = "; ".join(f"{n} by rule {esc(rule)}" for rule, n in counts.items())
             what += f" (e.g. {esc(part['reason'].iloc[0])})"
         lines.append(f"<p>{chip} {len(part)} run{'s' if len(part) != 1 else ''}: {what}</p>")
+    # a long sweep's table is folded: a run whose forecasts are likely too high is named where the meeting reads
+    if {"shape_note", "late_trend_z"} <= set(table.columns):
+        noted = table[table["shape_note"].notna()].sort_values("late_trend_z")
+        flagged = [{"run_id": r.run_id, "late_trend_z": r.late_trend_z} for r in noted.itertuples()]
+        if shape := misshapen_runs_sentence(flagged):
+            where = "the note beside its advice" if len(flagged) == 1 else "the notes beside their advice"
+            lines.append(f'<p class="shape-note">shape: {esc(shape)} ({where} below)</p>')
     return "\n".join(lines)
 
 
@@ -1034,10 +1053,13 @@ def stop_advice_html(advice: StopAdvice | None, *, open_rows: int = 12) -> str:
     for _, r in advice.table.iterrows():
         decision = str(r.get("decision", ""))
         chip = f'<span class="chip {esc(decision.lower())}">{esc(decision)}</span>'
+        reason = esc(r.get("reason", ""))
+        if isinstance(shape := r.get("shape_note"), str):  # beside the advice it qualifies
+            reason += f'<br><span class="shape-note">{esc(shape)}</span>'
         rows.append({"run_id": r.get("run_id", ""), "recipe": r.get("recipe", ""), "decision": chip,
-                     "rule": r.get("rule", ""), "reason": r.get("reason", "")})
+                     "rule": r.get("rule", ""), "reason": reason})
     columns = [("run_id", "run"), ("recipe", "recipe"), ("decision", "advice"), ("rule", "rule"), ("reason", "reason")]
-    table = table_html(rows, columns, raw={"decision"}, css_id="stop-table")
+    table = table_html(rows, columns, raw={"decision", "reason"}, css_id="stop-table")
     # a long sweep's table is folded (no script needed: <details>), the summary above says it all
     opened = " open" if len(rows) <= open_rows else ""
     body = stop_summary_html(advice.table)

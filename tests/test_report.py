@@ -1151,6 +1151,75 @@ def test_runs_that_ended_short_of_the_budget_count_at_what_they_reached_in_the_t
     assert "stop" in set(advice.loc[list(going), "decision"])  # 0.3 at the budget, beside runs that ended near 0.73
 
 
+def stop_table_rows(page: str) -> dict[str, str]:
+    """Each row of the stop advice table, by its run: the row's HTML."""
+    table = page[page.index('id="stop-table"'):]
+    table = table[:table.index("</table>")]
+    rows = table.split("<tr>")[2:]  # after the header row
+    return {re.search(r'<td class="name">([^<]*)</td>', row).group(1): row for row in rows}
+
+
+def test_a_run_whose_end_falls_away_is_noted_beside_its_advice_and_one_that_ended_is_not():
+    """Runs whose last third falls away from their fitted curve (forecast.shape_check: their forecasts
+    are likely too high) were named only in the fit diagnostics, a section away from the advice to
+    stop or continue them. A run advised now carries the note beside its advice: in its row's reason,
+    in the summary above the table (folded for a long sweep) and in report --json's stop_advice. A run
+    that ended (the table's ended column) has no advice, so no note. The advice itself is unchanged."""
+    from forecast.shape_check import misshapen_run_note
+
+    levels = {"going-s0": 0.30, "going-s1": 0.60, "gone-s0": 0.50}
+    fc = LevelsFit(levels, dict.fromkeys(levels, 0.1))
+    fc.runs_["ended"] = np.where(fc.runs_["run_id"] == "gone-s0", "finished", "")
+    flagged = [{"run_id": "gone-s0", "recipe": "gone-s", "late_trend_z": -6.3},
+               {"run_id": "going-s0", "recipe": "going-s", "late_trend_z": -4.2}]  # worst first
+    advice = rp.stop_advice(fc, 1.0, None, flagged)[0]
+    table = advice.table.set_index("run_id")
+    assert table.loc["going-s0", "shape_note"] == misshapen_run_note(-4.2)
+    assert "(z -4.2)" in table.loc["going-s0", "shape_note"] and table.loc["going-s0", "late_trend_z"] == -4.2
+    assert pd.isna(table.loc["going-s1", "shape_note"])  # an ordinary run
+    assert table.loc["gone-s0", "decision"] == "ended" and pd.isna(table.loc["gone-s0", "shape_note"])
+    unflagged = rp.stop_advice(fc, 1.0, None)[0].table
+    pd.testing.assert_frame_equal(advice.table[unflagged.columns[:5]], unflagged[unflagged.columns[:5]])
+    assert unflagged["shape_note"].isna().all()
+    rows = stop_table_rows(rp.stop_advice_html(advice))
+    assert misshapen_run_note(-4.2) in rows["going-s0"]
+    assert "shape:" not in rows["going-s1"] and "shape:" not in rows["gone-s0"]
+    summary = rp.stop_summary_html(advice.table)
+    assert "shape: the last third of going-s0 (z -4.2) falls away" in summary and "gone-s0 (z" not in summary
+    records = {r["run_id"]: r for r in rp.json_safe(advice.table.to_dict(orient="records"))}
+    assert records["going-s0"]["shape_note"] == misshapen_run_note(-4.2)
+    assert records["gone-s0"]["shape_note"] is None and records["gone-s0"]["late_trend_z"] is None
+    json.dumps(records, allow_nan=False)
+
+
+@pytest.mark.slow
+def test_a_fitted_run_made_to_decline_is_noted_beside_its_advice_on_the_page(late_decline_fit, late_decline_sweep):
+    """A run built to decline late, fitted: the page's stop advice notes it beside its advice, as its fit
+    diagnostics name it (one test of the fit serves both), and no ordinary run."""
+    import copy
+
+    fc, (_, victim) = late_decline_fit, late_decline_sweep
+    data = rp.collect_report(fc)
+    flagged = data.diagnostics["misshapen_runs"]
+    assert [row["run_id"] for row in flagged] == [victim]
+    table = data.stop_advice.table.set_index("run_id")
+    assert table.loc[victim, "decision"] in ("stop", "continue")
+    assert table.loc[victim, "shape_note"].startswith("shape: its last third falls away from its fitted curve (z -")
+    assert table.drop(index=victim)["shape_note"].isna().all()
+    rows = stop_table_rows(rp.render_report(data))
+    assert table.loc[victim, "shape_note"] in rows[victim]
+    assert not any("shape:" in row for run, row in rows.items() if run != victim)
+    summary = rp.report_summary(data)
+    assert [r["run_id"] for r in summary["stop_advice"] if r["shape_note"]] == [victim]
+    # the same run, ended (the table's ended column): no advice, no note; the diagnostics still name it
+    ended = copy.copy(fc)
+    ended.runs_ = fc.runs_.assign(ended=np.where(fc.runs_["run_id"] == victim, "finished", ""))
+    data = rp.collect_report(ended)
+    table = data.stop_advice.table.set_index("run_id")
+    assert table.loc[victim, "decision"] == "ended" and table["shape_note"].isna().all()
+    assert [row["run_id"] for row in data.diagnostics["misshapen_runs"]] == [victim]
+
+
 def load_runs_from_dataset(dataset, path):
     """The run table as ScalingForecaster.load reads it back from the file save() wrote."""
     import xarray as xr
