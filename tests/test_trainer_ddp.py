@@ -249,7 +249,7 @@ def test_a_stop_is_said_once_under_torchrun(tmp_path, monkeypatch, capsys):
         raise Stopped(signal.SIGTERM)
 
     monkeypatch.setattr(train_module, "train", stopped_after_a_checkpoint)
-    monkeypatch.setattr(train_module, "decided_by_rank_0", lambda name, decide: decide())  # no store to send through
+    monkeypatch.setattr(train_module, "decided_by_rank_0", lambda name, decide, check_here=None: decide())  # no store to send through
     monkeypatch.setenv("WORLD_SIZE", "2")
     flags = ["--warmstart-cache", str(tmp_path / "warmstart"), *[f"--{k.replace('_', '-')}={v}" for k, v in TINY.items()]]
     said = {}
@@ -464,6 +464,50 @@ def test_a_rank_that_never_joins_a_launch_by_hand_is_said_by_rank_0(tmp_path):
     assert code0 == 1 and "Traceback" not in err0, err0[-3000:]
     assert "trainer-minimal: error: rank 1 of 2 did not join within 5 s: see its output" in err0
     assert not (tmp_path / "run").exists()
+
+
+RANK_1_LEAVES_SCRIPT = """
+import os, sys
+import trainer_minimal.train as T
+from trainer_minimal.cli import main
+
+T.JOIN_WAIT_S = 5
+own = T.check_device
+def left_on_rank_1(cfg):  # rank 1's own checks, once it knows the settings (on --resume: after it joined)
+    if os.environ["RANK"] == "1":
+        if os.environ["LEAVES"] == "refuses":  # a device or model folder only its machine lacks
+            raise ValueError("--device cuda:1: not on this machine")
+        if os.environ["LEAVES"] == "crashes":
+            raise RuntimeError("a bug on rank 1")
+        os._exit(9)  # killed: it says nothing
+    return own(cfg)
+T.check_device = left_on_rank_1
+sys.exit(main(["train", *sys.argv[1:]]))
+"""
+
+
+@pytest.mark.parametrize("leaves, code1, said0", [
+    ("refuses", 2, "trainer-minimal: error: rank 1 of 2 refused: --device cuda:1: not on this machine"),
+    ("crashes", 1, "trainer-minimal: error: rank 1 of 2 ended (RuntimeError) while it checked this run's settings"),
+    ("killed", 9, "trainer-minimal: error: rank 1 of 2 did not answer within 5 s once it had joined: see its output"),
+], ids=["refuses", "crashes", "killed"])
+def test_rank_1_ending_after_it_joined_ends_rank_0_with_its_reason(tmp_path, leaves, code1, said0):
+    """On --resume rank 1 joins the store for rank 0's settings and only then checks its own machine with them.
+    Started by hand, a rank 1 that refused there (a device or model folder only its machine lacks), or ended
+    otherwise, left rank 0 waiting a minute for it to say it had read the settings, then in the process group's
+    start for torch's 30-minute timeout, deaf to Ctrl-C. Rank 1 now answers rank 0 with its verdict as rank 0
+    sends its own, and a rank 1 that never answers is given up after JOIN_WAIT_S (5 s here): rank 0 ends
+    with one line naming rank 1 and why, exit 2 for a refusal (1 otherwise), and writes nothing."""
+    pytest.importorskip("torch.distributed")
+    run = tmp_path / "run"
+    train(make_config("scalerl", out=str(run), warmstart_cache=str(tmp_path / "warmstart"), **{**TINY, "max_steps": 2}))
+    before = {path.name: path.read_bytes() for path in run.iterdir()}
+    (code0, err0), (code1_seen, err1) = launched_by_hand(tmp_path, RANK_1_LEAVES_SCRIPT, "--out", run, "--resume",
+                                                         "--max-steps", "4", extra_env={"LEAVES": leaves})
+    assert code1_seen == code1, err1[-3000:]
+    assert code0 == (2 if leaves == "refuses" else 1) and "Traceback" not in err0, err0[-3000:]
+    assert said0 in err0, err0[-3000:]
+    assert {path.name: path.read_bytes() for path in run.iterdir()} == before  # rank 0 wrote nothing
 
 
 RANK_0_CRASHES_SCRIPT = """

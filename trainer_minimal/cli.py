@@ -133,8 +133,9 @@ def agreed_train_config(args):
     (only its machine may have it: a multi-machine torchrun with --out on each machine's own disk): on
     --resume the other ranks are sent the run's settings, and a refusal of rank 0's ends them too, with
     its message. A new run's settings are its flags', which every rank resolves and checks on its own
-    machine before it waits for rank 0."""
-    from .train import check_this_machine, decided_by_rank_0, preflight, process_rank
+    machine before it waits for rank 0. Every rank checks the settings sent on its own machine and answers
+    rank 0: a refusal there ends rank 0 too, naming that rank and its message."""
+    from .train import check_this_machine, decided_by_rank_0, preflight
 
     own = None if explicit_overrides(args).get("resume") else resolve_train_config(args)
     if own is not None:
@@ -145,10 +146,9 @@ def agreed_train_config(args):
         preflight(cfg)
         return cfg
 
-    cfg = decided_by_rank_0("config", checked)
-    if own is None and process_rank() != 0:
-        preflight(cfg)  # this machine's part, once its settings are known
-    return cfg
+    # the other ranks check their machine's part of rank 0's settings (on --resume they know them only now; a
+    # new run's may differ from this rank's own flags under a launch by hand): a refusal there ends rank 0 too
+    return decided_by_rank_0("config", checked, check_here=preflight)
 
 
 def config_restored_note(cfg):
@@ -306,11 +306,17 @@ def run_command(args, cfg, plan):
         except OSError as e:  # runs.csv on a full disk, too many open files to start a run: its runs were stopped
             return said_resource_error(e, f"; the runs' own folders hold what they wrote: {again} and writes runs.csv")
     from .logging_io import RunFolderBusy
-    from .train import RefusedOnRank0, UnreadableCheckpoint, end_distributed, train
+    from .train import (
+        RefusedOnAnotherRank,
+        RefusedOnRank0,
+        UnreadableCheckpoint,
+        end_distributed,
+        train,
+    )
 
     try:
         train(cfg)
-    except (RunFolderBusy, UnreadableCheckpoint, RefusedOnRank0) as e:
+    except (RunFolderBusy, UnreadableCheckpoint, RefusedOnRank0, RefusedOnAnotherRank) as e:
         print(f"trainer-minimal: error: {e}", file=sys.stderr)
         return 2
     except OSError as e:

@@ -356,6 +356,11 @@ class RefusedOnRank0(ValueError):
     resume_from_checkpoint) where they would have waited for rank 0, which had ended, in a collective."""
 
 
+class RefusedOnAnotherRank(ValueError):
+    """Another rank's refusal of rank 0's decision (its own machine's checks of the settings decided), on
+    rank 0: sent back through the store (decided_by_rank_0) as rank 0 sends its own refusals."""
+
+
 _rendezvous_store = None  # torchrun's key-value store, once reached (rendezvous_store)
 
 
@@ -423,21 +428,31 @@ def lost_rank_line(err, rank, world):
     return f"{gone} ended: see its output (this rank, {rank} of {world}, lost its connection: {first[:200]})"
 
 
-def decided_by_rank_0(name, decide):
+def decided_by_rank_0(name, decide, check_here=None):
     """decide() on rank 0, and its result on every rank (through torchrun's store: before the process
     group). Rank 0 alone reads the run folder: under a multi-machine torchrun with --out on each
     machine's own disk only its machine has it, and every rank reading it refused the resume on the
     others ('no checkpoint') or started them afresh. A refusal of rank 0's (ValueError, RunFolderBusy)
-    ends the others too, with its message (RefusedOnRank0). name: the decision's key in the store."""
+    ends the others too, with its message (RefusedOnRank0). name: the decision's key in the store.
+    check_here(result): the other ranks' own checks of it (their machine's part of preflight), whose
+    verdict each sends back to rank 0 the same way: a refusal there ends rank 0 too, naming the rank and
+    its message (RefusedOnAnotherRank), where rank 0 went on to wait for that rank in the process group."""
     if int(os.environ.get("WORLD_SIZE", "1")) == 1:
         return decide()
     key = f"trainer_minimal/{name}/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"  # a restart decides anew
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     if rank != 0:
         outcome, value = pickle.loads(rendezvous_store().get(key))
-        said_read(key, rank)
         if outcome == "refused":
+            said_read(key, rank)
             raise RefusedOnRank0(value)
+        try:
+            if check_here is not None:
+                check_here(value)
+        except BaseException as err:  # a Ctrl-C or a bug too: rank 0 would wait for this rank in vain
+            said_read(key, rank, err)
+            raise
+        said_read(key, rank)
         return value
     try:
         value = decide()
@@ -446,39 +461,73 @@ def decided_by_rank_0(name, decide):
             rendezvous_store().set(key, pickle.dumps(("refused", str(err))))
         except RankLost:  # no other rank joined to be told: the refusal is still this run's to say
             raise err from None
-        wait_until_read(key, world)
+        wait_until_read(key, world, wait_s=DECISION_READ_WAIT_S)
         raise
     rendezvous_store().set(key, pickle.dumps(("decided", value)))
-    wait_until_read(key, world)
+    verdicts = wait_until_read(key, world, wait_s=JOIN_WAIT_S)  # they check it on their machines first
+    refused_elsewhere(verdicts, world)
+    if len(verdicts) < world - 1:  # starting the group would wait for them for torch's 30 minutes, deaf to Ctrl-C
+        raise RankLost(not_answered_line(verdicts, world))
     return value
 
 
-# How long rank 0 waits for the other ranks to read a decision before it goes on (or ends). They reach the
-# store only once they are ready to read (rendezvous_store), and read it after their own machine's checks.
+# How long rank 0 waits for the other ranks to read its refusal before it ends. They reach the store only once
+# they are ready to read (rendezvous_store), and read it after their own machine's checks. A decision that
+# goes ahead is waited for as long as their join (JOIN_WAIT_S): they check it on their machines before they
+# answer, and rank 0 must know whether they refused it before it starts the process group with them.
 DECISION_READ_WAIT_S = 60
 
 
-def said_read(key, rank):
-    """Tell rank 0 that this rank has read the decision under key (see wait_until_read). Where rank 0 is
-    gone already (it waited out DECISION_READ_WAIT_S), there is no one to tell."""
+def said_read(key, rank, err=None):
+    """Tell rank 0 that this rank has read the decision under key (see wait_until_read), and its verdict
+    on it: None (it goes on), or the error its own checks ended in. Where rank 0 is gone already (it
+    waited out DECISION_READ_WAIT_S), there is no one to tell."""
+    if err is None:
+        verdict = ("read", None)
+    elif isinstance(err, (ValueError, RunFolderBusy)):
+        verdict = ("refused", str(err))
+    else:  # a bug's traceback, or a stop, is this rank's to show: rank 0 is told where to look
+        verdict = ("ended", type(err).__name__)
     try:
-        rendezvous_store().set(f"{key}/read/{rank}", b"1")
+        rendezvous_store().set(f"{key}/read/{rank}", pickle.dumps(verdict))
     except dist.DistError:
         pass
 
 
-def wait_until_read(key, world):
-    """Rank 0: wait until every other rank has read the decision under key, for DECISION_READ_WAIT_S at
-    most. Under a launch without torchrun's agent (MASTER_ADDR and RANK set by hand) rank 0 hosts the
-    store itself, and when it ended as soon as it had put a refusal (or an ended run's note) there, a
-    rank that came to read it a moment later found no store: 'DistNetworkError: Failed to recv, got 0
-    bytes', a traceback where it should say rank 0's refusal. A rank that never reads (it failed its own
-    checks) holds rank 0 up to the limit, no longer: what rank 0 does next is the same either way."""
+def wait_until_read(key, world, wait_s):
+    """Rank 0: wait until every other rank has read the decision under key, for wait_s at most, and
+    return {rank: its verdict} of the ranks that read it (said_read). Under a launch without
+    torchrun's agent (MASTER_ADDR and RANK set by hand) rank 0 hosts the store itself, and when it ended
+    as soon as it had put a refusal (or an ended run's note) there, a rank that came to read it a moment
+    later found no store: 'DistNetworkError: Failed to recv, got 0 bytes', a traceback where it should
+    say rank 0's refusal. A rank that never reads (it failed its own checks before it joined, or was
+    never started) holds rank 0 up to the limit, no longer; one that read and refused says so at once."""
+    store = rendezvous_store()
+    keys = {rank: f"{key}/read/{rank}" for rank in range(1, world)}
     try:
-        rendezvous_store().wait([f"{key}/read/{rank}" for rank in range(1, world)],
-                                datetime.timedelta(seconds=DECISION_READ_WAIT_S))
+        store.wait(list(keys.values()), datetime.timedelta(seconds=wait_s))
     except dist.DistError:
         pass
+    return {rank: pickle.loads(store.get(name)) for rank, name in keys.items() if store.check([name])}
+
+
+def refused_elsewhere(verdicts, world):
+    """Rank 0: end with the first other rank's refusal of its decision (RefusedOnAnotherRank), or its end
+    in an error (RankLost), among verdicts ({rank: (outcome, said)}: wait_until_read)."""
+    for rank, (outcome, said) in sorted(verdicts.items()):
+        if outcome == "refused":
+            raise RefusedOnAnotherRank(f"rank {rank} of {world} refused: {said}")
+        if outcome == "ended":
+            raise RankLost(f"rank {rank} of {world} ended ({said}) while it checked this run's settings: "
+                           "see its output")
+
+
+def not_answered_line(verdicts, world):
+    """Rank 0: which ranks did not answer its decision within JOIN_WAIT_S (verdicts: wait_until_read's)."""
+    silent = [rank for rank in range(1, world) if rank not in verdicts]
+    who = f"rank {silent[0]} of {world}" if len(silent) == 1 else f"ranks {', '.join(map(str, silent))} of {world}"
+    return (f"{who} did not answer within {JOIN_WAIT_S} s once it had joined: see its output (it may have ended, "
+            "or be stuck in its checks of this run's settings)")
 
 
 def setup_distributed(cfg):
@@ -837,12 +886,15 @@ def train(cfg):
         remove_dead_writes(cfg)
         return None, None
 
-    if process_rank() != 0:  # the process group is not up yet: torchrun's variable
-        preflight(cfg)  # this machine's part
-    note, summary = decided_by_rank_0("train", checked_and_locked)
-    if note:
-        return summary
+    def checked_here(decided):  # the other ranks: this machine's part, and rank 0 is told its verdict
+        note, _ = decided
+        if not note:  # an ended run trains nowhere
+            preflight(cfg)
+
     try:
+        note, summary = decided_by_rank_0("train", checked_and_locked, check_here=checked_here)
+        if note:
+            return summary
         return run_training(cfg)
     finally:
         if lock is not None:
