@@ -62,8 +62,10 @@ Commands:
   torchrun on CPU:       torchrun --standalone --nproc_per_node 2 -m trainer_minimal train --preset scalerl --out out/ddp-cpu
 """
 
+import ctypes
 import dataclasses
 import datetime
+import functools
 import importlib
 import json
 import math
@@ -73,6 +75,7 @@ import re
 import time
 import warnings
 import zipfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -363,6 +366,41 @@ class RefusedOnAnotherRank(ValueError):
 
 _rendezvous_store = None  # torchrun's key-value store, once reached (rendezvous_store)
 
+C10_LOG_FATAL = 3  # c10's log levels: 0 INFO, 1 WARNING (torch's default), 2 ERROR, 3 FATAL
+
+
+@functools.cache
+def c10_log_level():
+    """c10's minimum log level (a ctypes.c_int on its flag FLAGS_caffe2_log_level), or None where this
+    torch build does not export it. torch reads TORCH_CPP_LOG_LEVEL into it once, when it is imported."""
+    lib = os.path.join(os.path.dirname(torch.__file__), "lib")
+    for name in ("libc10.so", "libc10.dylib", "c10.dll"):
+        try:
+            return ctypes.c_int.in_dll(ctypes.CDLL(os.path.join(lib, name)), "FLAGS_caffe2_log_level")
+        except (OSError, ValueError):  # no such library here; a build that does not export the flag
+            continue
+    return None
+
+
+@contextmanager
+def store_wait_logs_quieted():
+    """torch's C++ log muted while this rank, joined, waits on the store: for rank 0's decision, or rank 0
+    for the other ranks' answers (decided_by_rank_0). The store is reached, so a failure there is a rank
+    that ended (its store lost: 'Failed to recv, got 0 bytes') or a wait that timed out, both raised to
+    Python and said in one line (lost_rank_line, RankLost), and the log had said the same first, above
+    that line: warnings with a C++ stack trace. TORCH_CPP_LOG_LEVEL is read only at torch's import, so the
+    flag it sets is set here and put back after. Left alone where the user set TORCH_CPP_LOG_LEVEL (they
+    asked to see the log), or where the flag cannot be found."""
+    level = None if "TORCH_CPP_LOG_LEVEL" in os.environ else c10_log_level()
+    if level is None:
+        yield
+        return
+    before, level.value = level.value, C10_LOG_FATAL
+    try:
+        yield
+    finally:
+        level.value = before
+
 
 def rendezvous_store():
     """torchrun's key-value store (MASTER_ADDR:MASTER_PORT), reached before the process group: on --resume
@@ -370,7 +408,9 @@ def rendezvous_store():
     the group's backend. setup_distributed starts the group on this same store."""
     global _rendezvous_store
     if _rendezvous_store is None:
-        try:  # the join alone is bounded by JOIN_WAIT_S: see there
+        try:  # the join alone is bounded by JOIN_WAIT_S: see there. Its C++ log is left as it is (unlike
+            # store_wait_logs_quieted's): only there does torch say why a connect fails (a MASTER_ADDR that does
+            # not resolve, a network it cannot reach), where the error it raises says only 'timed out'
             store, _, _ = next(dist.rendezvous("env://", timeout=datetime.timedelta(seconds=JOIN_WAIT_S)))
         except dist.DistError as err:
             if "timed out" not in str(err).lower():  # MASTER_PORT in use, a MASTER_ADDR that is not a host
@@ -442,7 +482,9 @@ def decided_by_rank_0(name, decide, check_here=None):
     key = f"trainer_minimal/{name}/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"  # a restart decides anew
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     if rank != 0:
-        outcome, value = pickle.loads(rendezvous_store().get(key))
+        store = rendezvous_store()  # joined first: the join's log stays (see there)
+        with store_wait_logs_quieted():  # rank 0 may end meanwhile: its store with it (lost_rank_line)
+            outcome, value = pickle.loads(store.get(key))
         if outcome == "refused":
             said_read(key, rank)
             raise RefusedOnRank0(value)
@@ -488,8 +530,10 @@ def said_read(key, rank, err=None):
         verdict = ("refused", str(err))
     else:  # a bug's traceback, or a stop, is this rank's to show: rank 0 is told where to look
         verdict = ("ended", type(err).__name__)
+    store = rendezvous_store()
     try:
-        rendezvous_store().set(f"{key}/read/{rank}", pickle.dumps(verdict))
+        with store_wait_logs_quieted():  # what it would log is this error, left unsaid
+            store.set(f"{key}/read/{rank}", pickle.dumps(verdict))
     except dist.DistError:
         pass
 
@@ -505,7 +549,8 @@ def wait_until_read(key, world, wait_s):
     store = rendezvous_store()
     keys = {rank: f"{key}/read/{rank}" for rank in range(1, world)}
     try:
-        store.wait(list(keys.values()), datetime.timedelta(seconds=wait_s))
+        with store_wait_logs_quieted():
+            store.wait(list(keys.values()), datetime.timedelta(seconds=wait_s))
     except dist.DistError:
         pass
     return {rank: pickle.loads(store.get(name)) for rank, name in keys.items() if store.check([name])}
