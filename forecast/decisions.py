@@ -444,6 +444,7 @@ def split_budget(
     total: float,
     *,
     max_ways: int = 4,
+    smallest_compute: Mapping[str, float] | None = None,
 ) -> pd.DataFrame:
     """Should a total budget go to one run, or be split into k runs of total/k (keeping the best)?
 
@@ -454,6 +455,11 @@ def split_budget(
     already picked, whichever is worth more. The value of the split is, draw by draw, the best of
     its k runs. Splitting pays when the leaders are hard to tell apart (or seeds of one spread
     widely) and curves have flattened by total/k; it costs when curves still climb.
+
+    `smallest_compute` (recipe -> the smallest compute of its runs' evaluations): a recipe takes no
+    part in a split whose runs would get less (recipes_in_split), where its forecast would run its
+    curve backwards, before its first evaluation; a split none of them takes part in ends the table.
+    One run takes every recipe, as decide() ranks them at the same compute.
     """
     # nan gave a table of NaN compute, "1e5" a TypeError, and max_ways 0 an empty table
     if isinstance(total, bool) or not isinstance(total, numbers.Real) or not (np.isfinite(total) and total > 0):
@@ -463,12 +469,15 @@ def split_budget(
     rows, bests = [], []
     for k in range(1, max_ways + 1):
         per_run = total / k
-        draws = {r: _seed_columns(sample(r, per_run, k), k) for r in recipes}
+        taking_part = recipes_in_split(recipes, per_run, k, smallest_compute)
+        if not taking_part:  # runs smaller still with more ways: none takes part in those either
+            break
+        draws = {r: _seed_columns(sample(r, per_run, k), k) for r in taking_part}
         chosen, best = [], np.full(len(next(iter(draws.values()))), -np.inf)
         for _ in range(k):
             # each recipe's next seed, and what the best of the runs picked would be with it
-            with_next = {r: np.maximum(best, draws[r][:, chosen.count(r)]) for r in recipes}
-            pick = max(recipes, key=lambda r: with_next[r].mean())  # ties: the first in the order given
+            with_next = {r: np.maximum(best, draws[r][:, chosen.count(r)]) for r in taking_part}
+            pick = max(taking_part, key=lambda r: with_next[r].mean())  # ties: the first in the order given
             best = with_next[pick]
             chosen.append(pick)
         bests.append(best)
@@ -488,6 +497,22 @@ def split_budget(
             }
         )
     return pd.DataFrame(rows)
+
+
+def within_data(compute: float, smallest_compute: float) -> bool:
+    """A run of `compute` starts no earlier than the data: at or above its smallest compute, or within
+    a rounding error below it (0.3 / 3 is 0.09999999999999999 in floats)."""
+    return compute >= smallest_compute or math.isclose(compute, smallest_compute, rel_tol=1e-9)
+
+
+def recipes_in_split(recipes: Sequence[str], per_run: float, ways: int,
+                     smallest_compute: Mapping[str, float] | None) -> list[str]:
+    """The recipes that take part in a split into `ways` runs of `per_run` each: those whose data reach
+    down to it (each recipe judged by its own smallest compute: a recipe first evaluated later is
+    forecast backwards below that, however early another recipe's data start). One run takes them all."""
+    if ways == 1 or smallest_compute is None:
+        return list(recipes)
+    return [r for r in recipes if within_data(per_run, smallest_compute[r])]
 
 
 def _within_noise(gain: np.ndarray) -> bool:
@@ -673,27 +698,77 @@ def ways_within_data(total: float, max_ways: int, smallest_compute: float) -> in
     less than the data's smallest compute; 1 at least, whose own total is judged by the far-from-data
     warning. A run of the smallest compute itself is within the data, a rounding error below it too (0.3 / 3
     is 0.09999999999999999 in floats)."""
-    return max([1, *(k for k in range(1, max_ways + 1)
-                     if total / k >= smallest_compute or math.isclose(total / k, smallest_compute, rel_tol=1e-9))])
+    return max([1, *(k for k in range(1, max_ways + 1) if within_data(total / k, smallest_compute))])
 
 
 def left_out_ways_text(total: float, within: int, max_ways: int, smallest_compute: float,
-                       unit: str = UNSPECIFIED_UNIT) -> str:
-    """Why splits into more than `within` runs are not in the table."""
+                       unit: str = UNSPECIFIED_UNIT, *, whose: str = "in the data") -> str:
+    """Why splits into more than `within` runs are not in the table. whose: where the smallest compute
+    is found ("of the recipes compared", where those are not all of the fit's)."""
     first = within + 1
     which = f"A split into {first} runs is" if first == max_ways else f"Splits into {first} to {max_ways} runs are"
     return (f"{which} left out: each run would get {_fmt(total / first)} {unit}{'' if first == max_ways else ' or less'}, below the "
-            f"smallest compute in the data ({_fmt(smallest_compute)} {unit}), where the forecast would extrapolate the "
+            f"smallest compute {whose} ({_fmt(smallest_compute)} {unit}), where the forecast would extrapolate the "
             "curves backwards, before any run's first evaluation.")
+
+
+def _names_in_full(names: Sequence[str]) -> str:
+    """"'a'", "'a' and 'b'", "'a', 'b' and 'c'": every name, since each is a recipe the plan leaves out."""
+    quoted = [f"'{name}'" for name in names]
+    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + f" and {quoted[-1]}"
+
+
+def recipes_left_out_text(total: float, left_out: Mapping[str, Sequence[int]], smallest_compute: Mapping[str, float],
+                          unit: str = UNSPECIFIED_UNIT) -> str:
+    """Which recipes take no part in which splits of the table, and why: one sentence per first split
+    a recipe is left out of (its ways run from there to the table's last), the first with the reason."""
+    by_first: dict[int, list[str]] = {}
+    for recipe, ways in left_out.items():
+        if ways:
+            by_first.setdefault(ways[0], []).append(recipe)
+    sentences = []
+    for first, names in sorted(by_first.items()):
+        last = left_out[names[0]][-1]
+        one = len(names) == 1
+        which = f"the split into {first} runs" if first == last else f"splits into {first} to {last} runs"
+        or_less = "" if first == last else " or less"
+        smallest = [_fmt(smallest_compute[r]) for r in names]
+        if len(set(smallest)) == 1:  # "2.49e10, 2.49e10 and 2.49e10 flops" said one number three times
+            computes = f"{smallest[0]} {unit}" + ("" if one else " each")
+        else:
+            computes = f"{', '.join(smallest[:-1])} and {smallest[-1]} {unit}"
+        head = f"{_names_in_full(names)} {'takes' if one else 'take'} no part in {which}"
+        if sentences:  # the reason is the first sentence's; the others say their numbers
+            sentences.append(f"{head} ({_fmt(total / first)} {unit} a run{or_less}, below {computes}).")
+            continue
+        sentences.append(
+            f"{head}: each run would get {_fmt(total / first)} {unit}{or_less}, below {'its smallest compute' if one else 'their smallest computes'} "
+            f"in the data ({computes}), where {'its forecast' if one else 'their forecasts'} would extrapolate "
+            f"{'its curve' if one else 'their curves'} backwards, before {'its' if one else 'their'} runs' first evaluation.")
+    return " ".join(sentences)
+
+
+def smallest_compute_by_recipe(fc, recipes: Sequence[str]) -> dict[str, float]:
+    """Each recipe's smallest compute in the fit's data: where its runs' first evaluations begin."""
+    runs = fc.runs_
+    smallest = runs.groupby(runs["recipe"].map(name_of))["compute"].min()
+    return {r: float(smallest[r]) for r in recipes}
 
 
 def decide_split(fc, total: float, *, max_ways: int = 4, recipes: Sequence[str] | None = None) -> ScaleDecision:
     """One run at `total`, or k runs at total/k keeping the best? Decided on a fitted forecaster.
     A total more than 100x the data's largest compute (or below its smallest) gives a
-    FarFromDataWarning, as decide() does for its budget. Splits whose runs would each get less than
-    the data's smallest compute are left out (`extra["ways_left_out"]`), with a sentence in the
-    recommendation saying why: the forecast there is an extrapolation backwards, before any run's
-    first evaluation, and a plan should not rest on it."""
+    FarFromDataWarning, as decide() does for its budget.
+
+    Each recipe is judged against its own smallest compute: a split whose runs would each get less
+    leaves that recipe out (`extra["recipes_left_out"]`: recipe, smallest_compute and the ways of the
+    table it takes no part in), since its forecast there extrapolates its curve backwards, before
+    its runs' first evaluation, and a plan should not rest on it. For that recipe only: the other
+    recipes' forecasts at that compute rest on their data, and a split of them is a plan the data
+    can judge; leaving the split out for all would let one recipe first evaluated late (another
+    evaluation schedule, a larger batch) take every split away from the rest. A split no recipe
+    takes part in is left out (`extra["ways_left_out"]`). The recommendation says which and why.
+    One run keeps every recipe, as decide() ranks them at the budget."""
     total = _checked_budget(fc, total, "total")
     # "3" failed as a TypeError, 2.5 deep in range(), and True passed as one way
     if (isinstance(max_ways, bool) or not isinstance(max_ways, numbers.Integral)
@@ -702,11 +777,21 @@ def decide_split(fc, total: float, *, max_ways: int = 4, recipes: Sequence[str] 
     max_ways = int(max_ways)
     recipes = _checked_recipes(fc, recipes)
     warn_if_far_from_data([total], fc.runs_["compute"], unit=fc.compute_unit, name="total")
-    smallest = float(fc.runs_["compute"].min())
-    within = ways_within_data(total, max_ways, smallest)
-    table = split_budget(lambda r, c, n: fc.sample_new_seeds(c, recipe=r, n_seeds=n), recipes, total, max_ways=within)
+    smallest = smallest_compute_by_recipe(fc, recipes)
+    lowest = min(smallest.values())
+    within = ways_within_data(total, max_ways, lowest)
+    table = split_budget(lambda r, c, n: fc.sample_new_seeds(c, recipe=r, n_seeds=n), recipes, total, max_ways=within,
+                         smallest_compute=smallest)
     text = recommend_split_text(table, total=total, unit=fc.compute_unit)
+    left_out = {r: [k for k in range(2, within + 1) if r not in recipes_in_split(recipes, total / k, k, smallest)]
+                for r in recipes}
+    left_out = dict(sorted(((r, ways) for r, ways in left_out.items() if ways), key=lambda item: item[1][0]))
+    if left_out:
+        text += " " + recipes_left_out_text(total, left_out, smallest, fc.compute_unit)
     if within < max_ways:
-        text += " " + left_out_ways_text(total, within, max_ways, smallest, fc.compute_unit)
+        whose = "in the data" if lowest == float(fc.runs_["compute"].min()) else "of the recipes compared"
+        text += " " + left_out_ways_text(total, within, max_ways, lowest, fc.compute_unit, whose=whose)
     return ScaleDecision(table=table, recommendation=text, budget=total, unit=fc.compute_unit,
-                         extra={"mode": "split", "ways_left_out": list(range(within + 1, max_ways + 1))})
+                         extra={"mode": "split", "ways_left_out": list(range(within + 1, max_ways + 1)),
+                                "recipes_left_out": [{"recipe": r, "smallest_compute": smallest[r], "ways": ways}
+                                                     for r, ways in left_out.items()]})

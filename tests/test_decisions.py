@@ -488,7 +488,7 @@ class _HandMadeFit:
 
     compute_unit = "flops"
     recipes = ["a", "b"]
-    runs_ = pd.DataFrame({"compute": [270.0, 1e3, 2e3]})
+    runs_ = pd.DataFrame({"recipe": ["a", "a", "a", "b", "b", "b"], "compute": [270.0, 1e3, 2e3] * 2})
 
     def sample_new_seeds(self, compute, *, recipe, n_seeds):
         rng = np.random.default_rng(self.recipes.index(recipe))
@@ -532,11 +532,101 @@ def test_a_split_whose_runs_get_exactly_the_smallest_compute_is_kept():
     data (0.1 GPU-hours)', a sentence that contradicts itself."""
     class SmallUnits(_HandMadeFit):
         compute_unit = "GPU-hours"
-        runs_ = pd.DataFrame({"compute": [0.1, 0.2, 0.4]})
+        runs_ = pd.DataFrame({"recipe": ["a", "a", "a", "b", "b", "b"], "compute": [0.1, 0.2, 0.4] * 2})
 
     split = decide_split(SmallUnits(), 0.3, max_ways=4)
     assert list(split.table["ways"]) == [1, 2, 3] and split.extra["ways_left_out"] == [4]
     assert "A split into 4 runs is left out: each run would get 0.075 GPU-hours" in split.recommendation
+
+
+class _LaterStart(_HandMadeFit):
+    """Recipe 'b', the better one, first evaluated at 2,000 flops; 'a' from 270."""
+
+    runs_ = pd.DataFrame({"recipe": ["a", "a", "a", "b", "b"], "compute": [270.0, 1e3, 2e3, 2e3, 4e3]})
+
+    def sample_new_seeds(self, compute, *, recipe, n_seeds):
+        rng = np.random.default_rng(self.recipes.index(recipe))
+        return rng.normal(0.3 + 0.05 * np.log10(compute) + 0.05 * (recipe == "b"), 0.03, (500, n_seeds))
+
+
+def test_a_split_leaves_out_a_recipe_whose_runs_would_fall_below_its_own_data():
+    """decide --total judged splits against the smallest compute of all recipes, so a recipe first
+    evaluated later ('b' from 2,000 flops, 'a' from 270) was forecast backwards below its own data
+    and picked for runs of 1,250 flops, with nothing said. Each recipe is now judged against its own
+    smallest compute: it takes no part in the splits below it, and the sentence and JSON name it."""
+    split = decide_split(_LaterStart(), 1e4, max_ways=8)
+    runs = dict(zip(split.table["ways"], split.table["recipes"], strict=True))
+    assert list(runs) == list(range(1, 9))  # 'a''s data reach every split: none is left out whole
+    assert all("b" in runs[k] for k in range(1, 6))  # the better recipe, while its data reach (1e4 / 5 = 2,000)
+    assert all(set(runs[k]) == {"a"} for k in range(6, 9))  # 1,667 flops a run and less: below 'b''s data
+    assert split.extra["ways_left_out"] == []
+    assert split.extra["recipes_left_out"] == [{"recipe": "b", "smallest_compute": 2000.0, "ways": [6, 7, 8]}]
+    assert split.recommendation.endswith(
+        "'b' takes no part in splits into 6 to 8 runs: each run would get 1,667 flops or less, below its smallest "
+        "compute in the data (2,000 flops), where its forecast would extrapolate its curve backwards, before its "
+        "runs' first evaluation.")
+    assert json.loads(json.dumps(split.to_dict()))["recipes_left_out"][0]["ways"] == [6, 7, 8]
+    # compared alone, 'b''s own data end the table: its splits below 2,000 are left out whole, said as such
+    alone = decide_split(_LaterStart(), 1e4, max_ways=8, recipes=["b"])
+    assert list(alone.table["ways"]) == [1, 2, 3, 4, 5] and alone.extra["ways_left_out"] == [6, 7, 8]
+    assert alone.extra["recipes_left_out"] == []
+    assert "below the smallest compute of the recipes compared (2,000 flops)" in alone.recommendation
+    assert "takes no part" not in alone.recommendation
+
+
+def test_recipes_left_out_of_the_same_splits_share_a_sentence_and_later_ones_give_their_numbers():
+    """Three recipes starting at three computes: the first group's sentence says why, the next only its numbers."""
+    from forecast.decisions import recipes_left_out_text
+
+    text = recipes_left_out_text(1e4, {"b": [6, 7, 8], "c": [6, 7, 8], "d": [8]}, {"b": 2e3, "c": 2e3, "d": 1.3e3},
+                                 "flops")
+    assert text == ("'b' and 'c' take no part in splits into 6 to 8 runs: each run would get 1,667 flops or less, below "
+                    "their smallest computes in the data (2,000 flops each), where their forecasts would extrapolate "
+                    "their curves backwards, before their runs' first evaluation. 'd' takes no part in the split into 8 "
+                    "runs (1,250 flops a run, below 1,300 flops).")
+
+
+@pytest.fixture(scope="module")
+def later_start_fit():
+    """A real fast fit of two recipes, the better one (scout, A = 0.71) first evaluated at 4,298 gpu_hours,
+    the other from 381."""
+    from forecast import ScalingForecaster
+    from forecast.synthetic import simulate_sweep
+    from tests.conftest import small_recipe_table
+
+    sweep = simulate_sweep(small_recipe_table(2), n_seeds=2, n_points=16, rng=7)
+    sweep = sweep[(sweep["recipe"] == "scalerl_8b") | (sweep["compute"] > 4e3)].reset_index(drop=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return ScalingForecaster(mode="fast").fit(sweep, random_seed=0, progress=False)
+
+
+def test_decide_total_on_a_fit_judges_each_recipe_by_its_own_first_evaluation(later_start_fit, tmp_path, capsys):
+    """The same on a real fit: `forecast decide --total 4e4 --max-ways 16` weighed scout for runs down
+    to 2,500 gpu_hours, 1.7x before its first evaluation, with nothing said. It now takes no part in
+    those splits, which the sentence and the JSON say, and the report's budget split line says too."""
+    from forecast.report import scale_decision
+
+    fc = later_start_fit
+    scout_from = float(fc.runs_.loc[fc.runs_["recipe"] == "scalerl_scout_moe", "compute"].min())
+    split = decide_split(fc, 4e4, max_ways=16)
+    for row in split.table.itertuples():  # no run of scout below its data
+        assert row.compute_per_run >= scout_from or "scalerl_scout_moe" not in row.recipes
+    assert "scalerl_scout_moe" in split.table.loc[0, "recipes"]  # the better recipe, where its data reach
+    assert split.extra["recipes_left_out"] == [{"recipe": "scalerl_scout_moe", "smallest_compute": scout_from,
+                                                "ways": list(range(10, 17))}]  # 4e4 / 10 = 4,000
+    sentence = ("'scalerl_scout_moe' takes no part in splits into 10 to 16 runs: each run would get 4,000 gpu_hours or "
+                "less, below its smallest compute in the data (4,298 gpu_hours)")
+    assert sentence in split.recommendation and split.extra["ways_left_out"] == []
+    fc.save(tmp_path / "fit.nc")
+    assert main(["decide", str(tmp_path), "--budget", "4e4", "--total", "--max-ways", "16", "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert sentence in payload["recommendation"]
+    assert [entry["recipe"] for entry in payload["recipes_left_out"]] == ["scalerl_scout_moe"]
+    # the report splits its budget 4 ways: at 1.6e4 the fourth run would get 4,000
+    _, recommendation, _ = scale_decision(fc, 1.6e4, None)
+    (line,) = [reason for reason in recommendation.reasons if reason.startswith("Budget split: ")]
+    assert "'scalerl_scout_moe' takes no part in the split into 4 runs: each run would get 4,000 gpu_hours" in line
 
 
 def test_decide_refuses_a_target_or_ways_that_are_not_numbers_in_words(fitted):
