@@ -149,10 +149,15 @@ def names_shown(names, most: int) -> str:
 
 
 def close_names(name: str, known) -> list[str]:
-    """The known names a mistyped one was likely meant as: the same but for case ('DAPO' for 'dapo'),
-    else up to three of difflib's close matches, ignoring case ('dap', 'dapo-s9')."""
+    """The known names a mistyped one was likely meant as: the same but for case and spaces ('DAPO' for
+    'dapo', 'g4' for a table's ' g4 ', which difflib finds too far apart and an unquoted list of known
+    names shows as if the same), else up to three of difflib's close matches, ignoring case ('dap', 'dapo-s9')."""
     known = [str(k) for k in known]
-    same_but_case = [k for k in known if k.casefold() == name.casefold()]
+
+    def plain(text: str) -> str:
+        return " ".join(text.split()).casefold()
+
+    same_but_case = [k for k in known if plain(k) == plain(name)]
     if same_but_case:
         return same_but_case
     by_folded = {k.casefold(): k for k in known}

@@ -132,6 +132,41 @@ def test_an_unknown_name_is_answered_with_the_one_it_was_likely_meant_as(fitted)
     assert sorted(close_names("dapo-s9", ["dapo-s0", "dapo-s1", "grpo-s0"])[:2]) == ["dapo-s0", "dapo-s1"]
 
 
+def test_a_name_that_differs_only_in_its_spaces_is_the_one_named(tmp_path, capsys):
+    """A table's recipe '  g4 ' (spaces a CSV kept around the name): `forecast predict --recipe g4` said
+    "unknown recipe 'g4'; known:   g4 , dapo", the list showing the name as if it were the one given,
+    and no guess (difflib finds 'g4' too far from '  g4 ')."""
+    from forecast.cli import main
+    from forecast.formatting import close_names, unknown_name_message
+
+    assert close_names("g4", ["  g4 ", "dapo"]) == ["  g4 "]
+    assert close_names("Dapo  Big batch", ["dapo big batch", "dapo"]) == ["dapo big batch"]
+    assert close_names(" dapo", ["dapo", "grpo"]) == ["dapo"]
+    assert unknown_name_message("recipe", "g4", ["  g4 ", "dapo"]).startswith("unknown recipe 'g4' (did you mean '  g4 '?)")
+    fit = tmp_path / "fit"
+    fit.mkdir()
+    fitted_with_spaces(fit)
+    assert main(["predict", str(fit), "--compute", "1e4", "--recipe", "g4"]) == 2
+    assert "unknown recipe 'g4' (did you mean '  g4 '?)" in capsys.readouterr().err
+    assert main(["predict", str(fit), "--compute", "1e4", "--recipe", "  g4 "]) == 0
+
+
+def fitted_with_spaces(folder):
+    """A fast fit saved in `folder` of two recipes, one named with spaces around it ('  g4 ')."""
+    import warnings
+
+    from forecast import ScalingForecaster
+    from forecast.synthetic import simulate_sweep
+    from tests.conftest import small_recipe_table
+
+    sweep = simulate_sweep(small_recipe_table(2), n_seeds=1, n_points=12, rng=1)
+    sweep["recipe"] = sweep["recipe"].map({"scalerl_8b": "  g4 ", "scalerl_scout_moe": "dapo"})
+    sweep["run_id"] = sweep["recipe"].str.strip() + "-" + sweep["seed"].astype(str)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ScalingForecaster(mode="fast").fit(sweep, random_seed=0, progress=False).save(folder / "fit.nc")
+
+
 def test_plot_names_every_setting_it_takes(fitted):
     """help(fc.plot) showed **kwargs, not the target= the README's example passes, and a misspelt
     setting was refused as an argument of plot_fan_chart(), a function the caller never called."""
