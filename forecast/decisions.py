@@ -29,6 +29,7 @@ import pandas as pd
 
 from .data import FAR_BEYOND_DATA, UNSPECIFIED_UNIT, warn_if_far_from_data
 from .formatting import (
+    computes_told_apart,
     fixed,
     fmt_compute,
     fmt_p_reach,
@@ -701,14 +702,21 @@ def ways_within_data(total: float, max_ways: int, smallest_compute: float) -> in
     return max([1, *(k for k in range(1, max_ways + 1) if within_data(total / k, smallest_compute))])
 
 
+def _below_data(per_run: float, smallest_compute: float) -> tuple[str, str]:
+    """A run's compute and the smallest compute it falls below, with the digits it takes to read
+    apart: 5e13 / 47 against 1.0648e12 is '1.064e12, below ... 1.065e12', not '1.06e12, below ... 1.06e12'."""
+    return computes_told_apart(per_run, smallest_compute)
+
+
 def left_out_ways_text(total: float, within: int, max_ways: int, smallest_compute: float,
                        unit: str = UNSPECIFIED_UNIT, *, whose: str = "in the data") -> str:
     """Why splits into more than `within` runs are not in the table. whose: where the smallest compute
     is found ("of the recipes compared", where those are not all of the fit's)."""
     first = within + 1
     which = f"A split into {first} runs is" if first == max_ways else f"Splits into {first} to {max_ways} runs are"
-    return (f"{which} left out: each run would get {_fmt(total / first)} {unit}{'' if first == max_ways else ' or less'}, below the "
-            f"smallest compute {whose} ({_fmt(smallest_compute)} {unit}), where the forecast would extrapolate the "
+    per_run, smallest = _below_data(total / first, smallest_compute)
+    return (f"{which} left out: each run would get {per_run} {unit}{'' if first == max_ways else ' or less'}, below the "
+            f"smallest compute {whose} ({smallest} {unit}), where the forecast would extrapolate the "
             "curves backwards, before any run's first evaluation.")
 
 
@@ -732,17 +740,20 @@ def recipes_left_out_text(total: float, left_out: Mapping[str, Sequence[int]], s
         one = len(names) == 1
         which = f"the split into {first} runs" if first == last else f"splits into {first} to {last} runs"
         or_less = "" if first == last else " or less"
-        smallest = [_fmt(smallest_compute[r]) for r in names]
+        # the digits it takes for the run's compute to read below each recipe's smallest
+        shown = [_below_data(total / first, smallest_compute[r]) for r in names]
+        per_run = max((run for run, _ in shown), key=len)
+        smallest = [recipe_smallest for _, recipe_smallest in shown]
         if len(set(smallest)) == 1:  # "2.49e10, 2.49e10 and 2.49e10 flops" said one number three times
             computes = f"{smallest[0]} {unit}" + ("" if one else " each")
         else:
             computes = f"{', '.join(smallest[:-1])} and {smallest[-1]} {unit}"
         head = f"{_names_in_full(names)} {'takes' if one else 'take'} no part in {which}"
         if sentences:  # the reason is the first sentence's; the others say their numbers
-            sentences.append(f"{head} ({_fmt(total / first)} {unit} a run{or_less}, below {computes}).")
+            sentences.append(f"{head} ({per_run} {unit} a run{or_less}, below {computes}).")
             continue
         sentences.append(
-            f"{head}: each run would get {_fmt(total / first)} {unit}{or_less}, below {'its smallest compute' if one else 'their smallest computes'} "
+            f"{head}: each run would get {per_run} {unit}{or_less}, below {'its smallest compute' if one else 'their smallest computes'} "
             f"in the data ({computes}), where {'its forecast' if one else 'their forecasts'} would extrapolate "
             f"{'its curve' if one else 'their curves'} backwards, before {'its' if one else 'their'} runs' first evaluation.")
     return " ".join(sentences)

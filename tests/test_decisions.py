@@ -586,6 +586,27 @@ def test_recipes_left_out_of_the_same_splits_share_a_sentence_and_later_ones_giv
                     "runs (1,250 flops a run, below 1,300 flops).")
 
 
+def test_a_run_left_out_reads_below_the_data_in_the_digits_shown():
+    """On the GPU sweep (grpo from 1.0648e12 flops), decide --budget 5e13 --total --max-ways 64 said
+    'each run would get 1.06e12 flops or less, below its smallest compute in the data (1.06e12
+    flops)', which contradicts itself in three digits; the two now take the digits it takes to differ."""
+    class Close(_HandMadeFit):
+        runs_ = pd.DataFrame({"recipe": ["a", "a", "b", "b"], "compute": [1.0648e12, 2e13, 4.9e11, 2e13]})
+
+    split = decide_split(Close(), 5e13, max_ways=64)
+    assert ("'a' takes no part in splits into 47 to 64 runs: each run would get 1.064e12 flops or less, below its "
+            "smallest compute in the data (1.065e12 flops)") in split.recommendation
+    whole = decide_split(Close(), 5e13, max_ways=64, recipes=["a"])
+    assert ("Splits into 47 to 64 runs are left out: each run would get 1.064e12 flops or less, below the smallest "
+            "compute of the recipes compared (1.065e12 flops)") in whole.recommendation
+
+    class Hundreds(_HandMadeFit):  # compute written with thousands' commas: decimals where they tell apart
+        runs_ = pd.DataFrame({"recipe": ["a", "b"], "compute": [1000.0, 1000.0]})
+
+    assert "each run would get 999.6 flops, below the smallest compute in the data (1,000 flops)" in (
+        decide_split(Hundreds(), 1999.2, max_ways=2).recommendation)
+
+
 @pytest.fixture(scope="module")
 def later_start_fit():
     """A real fast fit of two recipes, the better one (scout, A = 0.71) first evaluated at 4,298 gpu_hours,
