@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .formatting import fmt_compute, name_of, names_shown, told_apart
+from .formatting import computes_told_apart, fmt_compute, name_of, names_shown, told_apart
 
 REQUIRED_COLUMNS = ("run_id", "recipe", "compute", "metric")
 OPTIONAL_NUMERIC = ("seed", "n_eval", "step", "device_seconds")
@@ -1528,10 +1528,14 @@ def far_from_data(value: float, observed_compute, *, unit: str, name: str) -> st
     """A sentence when `value` (a budget, a horizon) lies far outside the observed compute, else None."""
     low, high = float(np.min(observed_compute)), float(np.max(observed_compute))
     if value > FAR_BEYOND_DATA * high:
-        return (f"{name} {fmt_compute(value)} is {fmt_compute(value / high)}x the largest compute in the data "
+        # in the digits that read more than the bar: 1.0205e14 on data to 1.02e12 is 100.05x, not "100x"
+        times, _ = computes_told_apart(value / high, FAR_BEYOND_DATA)
+        return (f"{name} {fmt_compute(value)} is {times}x the largest compute in the data "
                 f"({fmt_compute(high)} {unit}); a forecast that far out says little beyond the prior. Is the unit right?")
     if value < low:
-        return (f"{name} {fmt_compute(value)} is below the smallest compute in the data ({fmt_compute(low)} {unit}). "
+        # "6.05e9 is below the smallest compute in the data (6.05e9 flops)" contradicted itself
+        shown, smallest = computes_told_apart(value, low)
+        return (f"{name} {shown} is below the smallest compute in the data ({smallest} {unit}). "
                 "Is the unit right?")
     return None
 

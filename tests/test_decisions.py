@@ -892,3 +892,20 @@ def test_a_compute_interval_of_never_to_never_reads_as_one_never():
     text = recommend_text(table, budget=1e4, target=0.6)
     assert "never-never" not in text
     assert "never, in the median draw (90% interval: never; P(ever reaches it) = 0.03)" in text
+
+
+def test_a_compute_far_from_the_data_reads_beyond_it_in_the_digits_shown():
+    """`forecast decide FIT --budget 6.05e9` on the trainer sweep (data from 6.0512e9 flops) warned
+    '--budget 6.05e9 is below the smallest compute in the data (6.05e9 flops)', and 1.0205e14 on data to
+    1.02e12 was '100x the largest compute' against a bar of more than 100x: each now with the digits
+    it takes to read true. The report's banner and predict's --compute say the same sentence."""
+    from forecast.data import far_from_data
+
+    observed = [6.051221e9, 1.02e12]
+    assert far_from_data(6.05e9, observed, unit="flops", name="--budget") == (
+        "--budget 6.05e9 is below the smallest compute in the data (6.051e9 flops). Is the unit right?")
+    assert far_from_data(1.0205e14, observed, unit="flops", name="--budget").startswith(
+        "--budget 1.02e14 is 100.05x the largest compute in the data (1.02e12 flops)")
+    assert far_from_data(1e9, observed, unit="flops", name="--budget") == (  # 3 digits where they read apart
+        "--budget 1e9 is below the smallest compute in the data (6.05e9 flops). Is the unit right?")
+    assert far_from_data(1e15, observed, unit="flops", name="--budget").startswith("--budget 1e15 is 980x the largest")
