@@ -470,6 +470,25 @@ def load_fit(path):
         raise BadInput(message + hint) from None
 
 
+def _hint_as_flags(message: str) -> str:
+    """The forecaster's hint for a run's name given as a recipe (or a recipe's as a run), written for
+    Python ("give run_id='dapo-s0'"), as the command line takes it: "give --run-id dapo-s0"."""
+    flags = {"recipe": "--recipe", "run_id": "--run-id"}
+    return re.sub(r"give (recipe|run_id)='(.*)'\)", lambda m: f"give {flags[m[1]]} {_shell_word(m[2])})", message)
+
+
+def _shell_word(name: str) -> str:
+    """A name as a shell reads it back: as it is, in single quotes, or in double quotes for one with
+    a single quote and nothing a shell expands inside double quotes ("it's grpo", where shlex.quote
+    writes 'it'"'"'s grpo')."""
+    import shlex
+
+    quoted = shlex.quote(name)
+    if "'" in name and quoted != name and not set(name) & set('$`\\"!'):
+        return f'"{name}"'
+    return quoted
+
+
 def run_predict(args) -> int:
     fc = load_fit(args.fit_dir)
     compute = _parse_floats(args.compute)
@@ -487,7 +506,7 @@ def run_predict(args) -> int:
             warnings.simplefilter("ignore", FarFromDataWarning)  # said just above, naming --compute
             table = fc.predict(compute, recipe=args.recipe, run_id=args.run_id, kind=kind)
     except KeyError as err:
-        raise BadInput(str(err).strip("'\"")) from None
+        raise BadInput(_hint_as_flags(str(err).strip("'\""))) from None
     except ValueError as err:
         raise BadInput(str(err)) from None
     if args.json:

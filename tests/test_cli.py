@@ -51,6 +51,19 @@ def test_predict_run_kind_table(fit_dir, capsys):
     assert "scalerl_8b-s1" in out and "q95" in out
 
 
+def test_predict_says_a_mixed_up_name_as_its_flag(fit_dir, capsys):
+    """`forecast predict FIT --run-id scalerl_8b` answered "(it is a recipe: give recipe='scalerl_8b')",
+    Python a terminal cannot take; it now names the flag, and quotes a name as a shell reads it back."""
+    assert main(["predict", str(fit_dir / "fit"), "--compute", "2e4", "--run-id", "scalerl_8b"]) == 2
+    assert "unknown run_id 'scalerl_8b' (it is a recipe: give --recipe scalerl_8b); known: " in capsys.readouterr().err
+    assert main(["predict", str(fit_dir / "fit"), "--compute", "2e4", "--recipe", "scalerl_8b-s1"]) == 2
+    assert "unknown recipe 'scalerl_8b-s1' (it is a run: give --run-id scalerl_8b-s1); known: " in capsys.readouterr().err
+    from forecast.cli import _shell_word
+
+    assert [_shell_word(name) for name in ("dapo", "dapo big", "it's grpo", "it's $x")] == [
+        "dapo", "'dapo big'", '"it\'s grpo"', "'it'\"'\"'s $x'"]
+
+
 def test_predict_table_writes_compute_as_every_other_command_does(fit_dir, capsys):
     # the table printed 1.5e+06 where decide, report and watch write 1.5e6
     assert main(["predict", str(fit_dir / "fit"), "--compute", "2e4", "1.5e6", "--recipe", "scalerl_8b"]) == 0
