@@ -691,7 +691,41 @@ def decide(fc, budget: float, *, target: float | None = None, recipes: Sequence[
     table = rank_recipes(draws, target=target, compute_to_target=c_star, budget=budget)
     text = recommend_text(table, budget=budget, target=target, unit=fc.compute_unit,
                           largest_observed=float(fc.runs_["compute"].max()))
-    return ScaleDecision(table=table, recommendation=text, budget=budget, target=target, unit=fc.compute_unit)
+    below = recipes_below_data(budget, smallest_compute_by_recipe(fc, recipes))
+    if below:
+        text += " " + below_data_text(budget, below, fc.compute_unit, every=len(below) == len(recipes) > 1)
+    return ScaleDecision(table=table, recommendation=text, budget=budget, target=target, unit=fc.compute_unit,
+                         extra={"recipes_below_data": below})
+
+
+def recipes_below_data(compute: float, smallest_compute: Mapping[str, float]) -> list[dict]:
+    """The recipes whose data start above `compute` (their smallest compute, in the order given), as
+    records {recipe, smallest_compute}: forecast there, each one's curve is run backwards before its
+    runs' first evaluation, however early another recipe's data start."""
+    return [{"recipe": r, "smallest_compute": s} for r, s in smallest_compute.items() if not within_data(compute, s)]
+
+
+def below_data_text(compute: float, below: Sequence[Mapping], unit: str = UNSPECIFIED_UNIT, *, lead: str = "",
+                    every: bool = False) -> str:
+    """What `recipes_below_data` found, in one sentence: "'grpo' is forecast at 1e10 flops, below its
+    smallest compute in the data (2.49e10 flops), where ...". lead: words before it ("For one run, ").
+    every: `below` holds every recipe compared, said as such rather than named one by one."""
+    if every:
+        at, smallest = computes_told_apart(compute, min(entry["smallest_compute"] for entry in below))
+        return (f"{lead}{'every recipe' if lead else 'Every recipe'} is forecast at {at} {unit}, below the smallest "
+                f"compute of any recipe's runs ({smallest} {unit}), where the forecasts extrapolate the curves "
+                "backwards, before any run's first evaluation.")
+    names = [entry["recipe"] for entry in below]
+    one = len(names) == 1
+    shown = [computes_told_apart(compute, entry["smallest_compute"]) for entry in below]
+    at = max((at for at, _ in shown), key=len)
+    smallest = [recipe_smallest for _, recipe_smallest in shown]
+    computes = (f"{smallest[0]} {unit}" + ("" if one else " each") if len(set(smallest)) == 1
+                else f"{', '.join(smallest[:-1])} and {smallest[-1]} {unit}")
+    return (f"{lead}{_names_in_full(names)} {'is' if one else 'are'} forecast at {at} {unit}, below "
+            f"{'its smallest compute' if one else 'their smallest computes'} in the data ({computes}), where "
+            f"{'its forecast extrapolates its curve' if one else 'their forecasts extrapolate their curves'} "
+            f"backwards, before {'its' if one else 'their'} runs' first evaluation.")
 
 
 def ways_within_data(total: float, max_ways: int, smallest_compute: float) -> int:
@@ -794,6 +828,10 @@ def decide_split(fc, total: float, *, max_ways: int = 4, recipes: Sequence[str] 
     table = split_budget(lambda r, c, n: fc.sample_new_seeds(c, recipe=r, n_seeds=n), recipes, total, max_ways=within,
                          smallest_compute=smallest)
     text = recommend_split_text(table, total=total, unit=fc.compute_unit)
+    below = recipes_below_data(total, smallest)  # one run takes every recipe, as decide ranks them
+    if below:
+        text += " " + below_data_text(total, below, fc.compute_unit, lead="For one run, ",
+                                      every=len(below) == len(recipes) > 1)
     left_out = {r: [k for k in range(2, within + 1) if r not in recipes_in_split(recipes, total / k, k, smallest)]
                 for r in recipes}
     left_out = dict(sorted(((r, ways) for r, ways in left_out.items() if ways), key=lambda item: item[1][0]))
@@ -804,5 +842,6 @@ def decide_split(fc, total: float, *, max_ways: int = 4, recipes: Sequence[str] 
         text += " " + left_out_ways_text(total, within, max_ways, lowest, fc.compute_unit, whose=whose)
     return ScaleDecision(table=table, recommendation=text, budget=total, unit=fc.compute_unit,
                          extra={"mode": "split", "ways_left_out": list(range(within + 1, max_ways + 1)),
+                                "recipes_below_data": below,
                                 "recipes_left_out": [{"recipe": r, "smallest_compute": smallest[r], "ways": ways}
                                                      for r, ways in left_out.items()]})

@@ -278,9 +278,12 @@ def scale_decision(fc, budget: float, target: float | None, *, target_chosen: bo
         return table, builtin_recommendation(table, budget, fc.compute_unit, target), [note]
     decision = decide(fc, budget, target=target)
     if target_chosen:
-        from .decisions import recommend_text
+        from .decisions import below_data_text, recommend_text
 
         decision.recommendation = recommend_text(decision.table, budget=budget, unit=fc.compute_unit)
+        if below := decision.extra.get("recipes_below_data"):  # not about the target: said as decide says it
+            decision.recommendation += " " + below_data_text(budget, below, fc.compute_unit,
+                                                             every=len(below) == len(fc.recipes) > 1)
     table = add_asymptotes(table_from_decision(decision.table), fc)
     extra = []
     if len(fc.recipes) > 1:

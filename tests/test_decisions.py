@@ -909,3 +909,33 @@ def test_a_compute_far_from_the_data_reads_beyond_it_in_the_digits_shown():
     assert far_from_data(1e9, observed, unit="flops", name="--budget") == (  # 3 digits where they read apart
         "--budget 1e9 is below the smallest compute in the data (6.05e9 flops). Is the unit right?")
     assert far_from_data(1e15, observed, unit="flops", name="--budget").startswith("--budget 1e15 is 980x the largest")
+
+
+def test_decide_says_which_recipes_it_forecasts_before_their_own_data(later_start_fit, capsys, tmp_path):
+    """`forecast decide --budget 2e3` on runs where scout's data start at 4,298 gpu_hours and 8b's at
+    381 ranked scout at 2,000, its curve run backwards before its first evaluation, with nothing said
+    (the far-from-data warning judges the budget against all recipes' data). decide, its JSON, the
+    split's one run and the report's recommendation (also with a target it chose) now say so."""
+    from forecast.report import scale_decision
+
+    fc = later_start_fit
+    scout_from = float(fc.runs_.loc[fc.runs_["recipe"] == "scalerl_scout_moe", "compute"].min())
+    sentence = ("'scalerl_scout_moe' is forecast at 2,000 gpu_hours, below its smallest compute in the data (4,298 "
+                "gpu_hours), where its forecast extrapolates its curve backwards, before its runs' first evaluation.")
+    decision = decide(fc, 2e3)
+    assert decision.recommendation.endswith(sentence)
+    assert decision.extra["recipes_below_data"] == [{"recipe": "scalerl_scout_moe", "smallest_compute": scout_from}]
+    assert decide(fc, 5e3).extra["recipes_below_data"] == [] and "backwards" not in decide(fc, 5e3).recommendation
+    assert ("For one run, " + sentence) in decide_split(fc, 2e3, max_ways=2).recommendation
+    for target, chosen in ((None, False), (0.5, True)):
+        _, recommendation, _ = scale_decision(fc, 2e3, target, target_chosen=chosen)
+        assert sentence in recommendation.reasons
+    fc.save(tmp_path / "fit.nc")
+    assert main(["decide", str(tmp_path), "--budget", "2e3", "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["recommendation"].endswith(sentence)
+    assert [entry["recipe"] for entry in payload["recipes_below_data"]] == ["scalerl_scout_moe"]
+    with pytest.warns(UserWarning, match="below the smallest compute"):  # below both: said as every recipe
+        assert decide(fc, 100).recommendation.endswith(
+            "Every recipe is forecast at 100 gpu_hours, below the smallest compute of any recipe's runs (381 "
+            "gpu_hours), where the forecasts extrapolate the curves backwards, before any run's first evaluation.")
