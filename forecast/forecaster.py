@@ -1008,7 +1008,8 @@ class ScalingForecaster:
         kind="run" with recipe= alone: every run of that recipe; kind="new_run" with run_id=: a
         new seed of that run's recipe. quantiles: levels in (0, 1). The last column, ahead, is
         compute / the largest compute evaluated (of the run for kind="run", else of the recipe's
-        runs): up to 1 the forecast is within the data, above it an extrapolation that far out.
+        runs): up to 1 the forecast is within the data, above it an extrapolation that far out; below
+        the first evaluation (of the run, or of the recipe's runs) it is an extrapolation backwards.
         A compute more than 100x the data's largest (or below its smallest) gives one
         FarFromDataWarning per call: likely another unit than the run table's.
         """
