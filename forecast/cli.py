@@ -470,6 +470,14 @@ def load_fit(path):
         raise BadInput(message + hint) from None
 
 
+def _written(value) -> str:
+    """A number given on the command line as the messages write compute (fmt_compute: 1e12, -1); nan
+    and inf as themselves (fmt_compute writes nan as a dash and inf as 'never')."""
+    from .formatting import fmt_compute
+
+    return value if isinstance(value, str) else fmt_compute(value)
+
+
 def _hint_as_flags(message: str) -> str:
     """The forecaster's hint for a run's name given as a recipe (or a recipe's as a run), written for
     Python ("give run_id='dapo-s0'"), as the command line takes it: "give --run-id dapo-s0"."""
@@ -493,7 +501,10 @@ def run_predict(args) -> int:
     fc = load_fit(args.fit_dir)
     compute = _parse_floats(args.compute)
     if not all(_positive_finite(c) for c in compute):
-        raise BadInput(f"--compute values must be finite and > 0, got {', '.join(f'{c:g}' for c in compute)}")
+        # the values at fault, as compute is written everywhere else: "got 1e+12, -1, 2e+12" named the good ones too
+        bad = [c if math.isfinite(c) else f"{c}" for c in compute if not _positive_finite(c)]
+        raise BadInput(f"--compute values must be finite and > 0, got {', '.join(map(_written, bad))}"
+                       + (f" (of {len(compute)} values)" if len(compute) > 1 else ""))
     from .forecaster import FarFromDataWarning, resolve_kind  # loaded with the fit above
 
     kind = resolve_kind(args.kind, args.run_id)

@@ -64,6 +64,15 @@ def test_predict_says_a_mixed_up_name_as_its_flag(fit_dir, capsys):
         "dapo", "'dapo big'", '"it\'s grpo"', "'it'\"'\"'s $x'"]
 
 
+def test_predict_names_the_compute_at_fault(fit_dir, capsys):
+    """`forecast predict FIT --compute 1e12,-1 2e12` said 'got 1e+12, -1, 2e+12', the good values beside
+    the bad one and in another spelling of compute than every other message; it names the bad ones."""
+    assert main(["predict", str(fit_dir / "fit"), "--compute", "1e12,-1", "2e12"]) == 2
+    assert "error: --compute values must be finite and > 0, got -1 (of 3 values)\n" in capsys.readouterr().err
+    assert main(["predict", str(fit_dir / "fit"), "--compute", "inf,-1e20", "nan"]) == 2
+    assert "got inf, -1e20, nan (of 3 values)" in capsys.readouterr().err
+
+
 def test_predict_table_writes_compute_as_every_other_command_does(fit_dir, capsys):
     # the table printed 1.5e+06 where decide, report and watch write 1.5e6
     assert main(["predict", str(fit_dir / "fit"), "--compute", "2e4", "1.5e6", "--recipe", "scalerl_8b"]) == 0
