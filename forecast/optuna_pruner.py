@@ -118,7 +118,10 @@ class ForecastPruner(BasePruner):
     config : EarlyStopConfig; default: EarlyStopConfig's defaults with the saturation rule off.
     n_warmup_steps : reports a trial needs before it can be pruned (the curve must show a trend);
         default and least value config.min_evals (4): a smaller value is raised to it, with a warning.
-    interval_steps : check every this many reports (each check is a refit, about a second).
+    interval_steps : check again once this many reports have come since the trial's last check (each
+        check is a refit, about a second). Counted from the last check, not on a grid of report counts,
+        so a caller that asks only now and then (optuna.pruners.PatientPruner, which asks only after
+        `patience` reports without improvement; should_prune every few reports) still gets its checks.
     A trial that has reported a step at or past max_step is done: it is not pruned after that,
     even if it reports smaller steps later.
     step_to_compute : maps a reported step to compute (default: the step is compute).
@@ -166,6 +169,7 @@ class ForecastPruner(BasePruner):
         self.advice: dict[int, Recommendation] = {}
         self.n_fits = 0
         self._previous = {}  # trial number -> its last fit, refitted at its next report
+        self._last_check: dict[int, tuple[int, bool]] = {}  # trial number -> (its reports then, the answer)
         self._warned_max_step = False
         self._warned_warmup = False
         self._warned_direction = False
@@ -268,8 +272,20 @@ class ForecastPruner(BasePruner):
         if n_reports < self.n_warmup_steps:
             self._warn_if_warmup_outlasts_trial(trial, n_reports)
             return False
-        if (n_reports - self.n_warmup_steps) % self.interval_steps:
-            return False
+        # Due once interval_steps reports have come since this trial's last check. A grid of report
+        # counts ((n_reports - n_warmup_steps) % interval_steps == 0) checked only the asks that fell on
+        # it: under PatientPruner(patience=2), interval_steps=4, 2.3 checks a trial of the 4.0 due, the
+        # first at the 28th report instead of the 9th; none at all where every ask fell off the grid.
+        last = self._last_check.get(trial.number)
+        if last is not None and n_reports - last[0] < self.interval_steps:
+            reports_then, answer = last
+            return answer if n_reports == reports_then else False  # asked again on the same reports: the same answer
+        answer = self._judge(study, trial, n_reports)
+        self._last_check[trial.number] = (n_reports, answer)
+        return answer
+
+    def _judge(self, study: optuna.study.Study, trial: optuna.trial.FrozenTrial, n_reports: int) -> bool:
+        """One check of a trial past its warm-up: advice kept (_keep), and whether to prune it."""
         if self.n_startup_trials:
             completed = len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
             if completed < self.n_startup_trials:

@@ -389,3 +389,46 @@ def test_a_pass_rate_minimised_by_optunas_default_direction_is_warned_about_once
                               ) if warns else _no_warning():
                 trial.should_prune()
             study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+
+
+@pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")  # PatientPruner is experimental
+def test_a_pruner_asked_only_now_and_then_checks_once_interval_steps_reports_have_come():
+    """PatientPruner asks the pruner it wraps only after `patience` reports without improvement. The
+    pruner checked on a grid of report counts ((n_reports - n_warmup_steps) % interval_steps == 0),
+    so only the asks that fell on the grid were checks: this trial dips at every odd report, where
+    PatientPruner asks, and with interval_steps=2 it was never checked at all."""
+    pruner = ForecastPruner(max_step=STEPS[-1], n_warmup_steps=4, interval_steps=2, n_eval=N_EVAL)
+    study = optuna.create_study(direction="maximize", pruner=optuna.pruners.PatientPruner(pruner, patience=0))
+    study.add_trial(optuna.trial.create_trial(value=0.6, intermediate_values={s: 0.6 * s / STEPS[-1] for s in STEPS}))
+    asked_at = []
+    real_prune = pruner.prune
+
+    def prune(study, trial):
+        asked_at.append(len(trial.intermediate_values))
+        return real_prune(study, trial)
+
+    pruner.prune = prune
+
+    def objective(trial):
+        for n, step in enumerate(STEPS[:12], start=1):
+            trial.report(0.2 + 0.03 * n - (0.04 if n % 2 else 0.0), step)  # ahead of trial 0 all along: kept
+            if trial.should_prune():
+                raise optuna.TrialPruned()
+        return 0.56
+
+    study.optimize(objective, n_trials=1)
+    assert asked_at == [3, 5, 7, 9, 11]  # the dips, as PatientPruner(patience=0) reads them
+    assert pruner.n_fits == 4  # at 5, 7, 9 and 11 reports: the warm-up is 4, each ask 2 reports after the last check
+    assert study.trials[1].state == optuna.trial.TrialState.COMPLETE
+
+
+def test_a_trial_asked_again_on_the_same_reports_gets_the_same_answer_without_a_second_fit():
+    pruner = ForecastPruner(max_step=STEPS[-1], n_eval=N_EVAL)
+    study = optuna.create_study(direction="maximize", pruner=pruner)
+    good = sigmoid_curve(np.array(STEPS, dtype=float), ASYMPTOTE["good"], 1.5, 400.0, 0.2)
+    study.add_trial(optuna.trial.create_trial(value=float(good[-1]), intermediate_values=dict(zip(STEPS, map(float, good), strict=True))))
+    trial = study.ask()
+    for step, value in zip(STEPS[:8], sigmoid_curve(np.array(STEPS[:8], dtype=float), 0.25, 1.5, 400.0, 0.1), strict=True):
+        trial.report(float(value), step)  # far behind trial 0: pruned
+    assert trial.should_prune() is True
+    assert trial.should_prune() is True and pruner.n_fits == 1
