@@ -303,7 +303,8 @@ class ForecastPruner(BasePruner):
                 f"compute > 0); rules start at {max(self.config.min_evals, 2)}", run_id=run_id))
             return False
         budget = float(self.step_to_compute(self.max_step))
-        if table["compute"].max() >= budget:
+        # every reported step, a failed evaluation's (NaN) too: one at max_step ends the trial all the same
+        if max(map(float, map(self.step_to_compute, trial.intermediate_values))) >= budget:
             # the trial is done: pruning now would only discard its result (the last advice before it stands)
             # in the unit trial.report uses (the compute beside it where step_to_compute maps steps to another unit)
             last = max(s for s in trial.intermediate_values if float(self.step_to_compute(s)) >= budget)

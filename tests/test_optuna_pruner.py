@@ -432,3 +432,21 @@ def test_a_trial_asked_again_on_the_same_reports_gets_the_same_answer_without_a_
         trial.report(float(value), step)  # far behind trial 0: pruned
     assert trial.should_prune() is True
     assert trial.should_prune() is True and pruner.n_fits == 1
+
+
+def test_a_trial_whose_evaluation_at_max_step_failed_is_done_and_not_pruned():
+    """A trial that reported max_step is done (pruning it then only discards its result), but the
+    check read 'done' off its finite values alone: one whose evaluation at max_step failed (NaN, in a
+    study that maximises) was judged on the values before it and pruned at its last report."""
+    pruner = ForecastPruner(max_step=STEPS[-1], n_eval=N_EVAL)
+    study = optuna.create_study(direction="maximize", pruner=pruner)
+    good = sigmoid_curve(np.array(STEPS, dtype=float), ASYMPTOTE["good"], 1.5, 400.0, 0.2)
+    study.add_trial(optuna.trial.create_trial(value=float(good[-1]), intermediate_values=dict(zip(STEPS, map(float, good), strict=True))))
+    trial = study.ask()
+    bad = sigmoid_curve(np.array(STEPS, dtype=float), ASYMPTOTE["bad"], 1.5, 400.0, 0.2)
+    for step, value in zip(STEPS, bad, strict=True):
+        trial.report(float(value) if step < STEPS[-1] else float("nan"), step)
+    assert trial.should_prune() is False
+    why = pruner.advice[trial.number]
+    assert why.rule == "at_budget" and pruner.n_fits == 0
+    assert why.message == f"continue: reported step {STEPS[-1]} is at or past max_step {STEPS[-1]}; nothing is left to save"
