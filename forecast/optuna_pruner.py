@@ -263,6 +263,18 @@ class ForecastPruner(BasePruner):
         for key, value in attrs.items():
             study._storage.set_trial_user_attr(trial._trial_id, f"{USER_ATTR_PREFIX}{key}", value)
 
+    def _replace_a_copied_reason(self, study, trial, n_reports: int) -> None:
+        """A study in a database resumes a crashed trial as a new one (Optuna's heartbeat with
+        RetryHeartbeatStaleTrialCallback), a copy of the failed trial's user attributes, this pruner's
+        reasons among them: until its own first check the new trial showed the failed trial's advice
+        ('continue: P(beats best ...) = 0.12, 6.0x now') for reports it never made, and kept it if it
+        ended in the warm-up. Replaced at its first report; a trial this pruner advised is left alone."""
+        if trial.number in self.advice or not any(key.startswith(USER_ATTR_PREFIX) for key in trial.user_attrs):
+            return
+        self._keep(study, trial, Recommendation(
+            CONTINUE, "warmup", f"continue: {n_reports} report(s) so far; the first check is at {self.n_warmup_steps} "
+            "(n_warmup_steps)", run_id=f"trial-{trial.number}"))
+
     def prune(self, study: optuna.study.Study, trial: optuna.trial.FrozenTrial) -> bool:
         with _CHECK_LOCK:  # the pruner's own warnings too: not said inside another thread's catch_warnings
             return self._check(study, trial)
@@ -271,6 +283,7 @@ class ForecastPruner(BasePruner):
         n_reports = len(trial.intermediate_values)
         if n_reports < self.n_warmup_steps:
             self._warn_if_warmup_outlasts_trial(trial, n_reports)
+            self._replace_a_copied_reason(study, trial, n_reports)
             return False
         # Due once interval_steps reports have come since this trial's last check. A grid of report
         # counts ((n_reports - n_warmup_steps) % interval_steps == 0) checked only the asks that fell on

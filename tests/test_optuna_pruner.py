@@ -450,3 +450,36 @@ def test_a_trial_whose_evaluation_at_max_step_failed_is_done_and_not_pruned():
     why = pruner.advice[trial.number]
     assert why.rule == "at_budget" and pruner.n_fits == 0
     assert why.message == f"continue: reported step {STEPS[-1]} is at or past max_step {STEPS[-1]}; nothing is left to save"
+
+
+@pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")  # RetryHeartbeatStaleTrialCallback
+def test_a_trial_retried_after_a_crash_does_not_show_the_failed_trials_reason(tmp_path):
+    """A study in a database resumes a crashed trial as a new one (Optuna's heartbeat and
+    RetryHeartbeatStaleTrialCallback), which copies the failed trial's user attributes, this
+    pruner's reasons among them: until its own first check, after the warm-up, the retried trial
+    showed the failed trial's advice, for reports it never made (and kept it if it ended in the warm-up)."""
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    study = optuna.create_study(study_name="s", storage=url, direction="maximize", pruner=ForecastPruner(max_step=STEPS[-1]))
+    crashed = study.ask()
+    for step in STEPS[:5]:
+        crashed.report(0.3, step)
+    assert crashed.should_prune() is False
+    study.tell(crashed, state=optuna.trial.TrialState.FAIL)  # as the heartbeat marks a trial whose process died
+    optuna.storages.RetryHeartbeatStaleTrialCallback()(study, study.trials[crashed.number])
+
+    pruner = ForecastPruner(max_step=STEPS[-1])  # the resumed process's
+    resumed = optuna.load_study(study_name="s", storage=url, pruner=pruner)
+
+    def objective(trial):
+        for step in STEPS[:2]:  # fails again in its warm-up
+            trial.report(0.3, step)
+            if trial.should_prune():
+                raise optuna.TrialPruned()
+        raise RuntimeError("out of memory")
+
+    resumed.optimize(objective, n_trials=1, catch=(RuntimeError,))
+    retried = optuna.load_study(study_name="s", storage=url).trials[-1]
+    assert retried.system_attrs["failed_trial"] == crashed.number
+    assert retried.user_attrs["forecast_pruner_rule"] == "warmup"
+    assert retried.user_attrs["forecast_pruner_reason"] == "continue: 1 report(s) so far; the first check is at 4 (n_warmup_steps)"
+    assert study.trials[crashed.number].user_attrs["forecast_pruner_rule"] == "no_reference"  # the failed trial's own stays
