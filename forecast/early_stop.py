@@ -84,6 +84,9 @@ trainer_minimal calls every N evaluations.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import threading
 import warnings
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
@@ -855,23 +858,73 @@ def advice_pad(n_rows: int) -> int:
     return size
 
 
+# Set in a thread (context) whose warnings are dropped where they would be shown: an advice fit's,
+# under fit_for_advice(threaded=True). Read by the hook on warnings.showwarning, which Python calls in
+# the thread that warned; the hook is in place while any such fit runs, and passes every other
+# thread's warnings on to the showwarning it found.
+_DROPS_ITS_WARNINGS = contextvars.ContextVar("drops_its_warnings", default=False)
+_HOOK_LOCK = threading.Lock()
+_hook = {"users": 0, "shown_by": None}
+
+
+def _shown_unless_dropped(message, category, filename, lineno, file=None, line=None):
+    if not _DROPS_ITS_WARNINGS.get():
+        _hook["shown_by"](message, category, filename, lineno, file, line)
+
+
+@contextlib.contextmanager
+def _this_threads_warnings_dropped():
+    """The warnings this thread shows in the block are dropped; other threads' are shown as before.
+    warnings.catch_warnings cannot do that: it swaps the process's warning state, every thread's, so
+    around an advice fit under Optuna's n_jobs=2 it took a fifth of the warnings another trial's
+    objective raised. Python's filters stay the process's: one set to 'error' applies here too."""
+    with _HOOK_LOCK:
+        # already in place where a catch_warnings elsewhere saved it and put it back after the last fit
+        if warnings.showwarning is not _shown_unless_dropped:
+            _hook["shown_by"] = warnings.showwarning
+            warnings.showwarning = _shown_unless_dropped
+        _hook["users"] += 1
+    token = _DROPS_ITS_WARNINGS.set(True)
+    try:
+        yield
+    finally:
+        _DROPS_ITS_WARNINGS.reset(token)
+        with _HOOK_LOCK:
+            _hook["users"] -= 1
+            if not _hook["users"] and warnings.showwarning is _shown_unless_dropped:
+                warnings.showwarning = _hook["shown_by"]
+
+
+@contextlib.contextmanager
+def _every_warning_dropped():
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        yield
+
+
 def fit_for_advice(table: pd.DataFrame, *, random_seed=0, pad_to: int | None = None, previous=None,
-                   horizon: float | None = None, **forecaster_kwargs):
+                   horizon: float | None = None, threaded: bool = False, **forecaster_kwargs):
     """A fast refit for advice. Non-centred always, so that the compiled model does not switch
     parametrisation (and recompile) when runs pass 8 evaluations. With `previous` (the forecaster
     of the last advice) this is previous.refit(table): a few new evaluations of the same runs are
     absorbed by reweighting its posterior instead of sampling again. horizon: the largest planned
-    budget (ScalingForecaster.fit). Returns (forecaster, converged)."""
-    from .forecaster import ScalingForecaster
+    budget (ScalingForecaster.fit). The fit's warnings are not shown: the advice says the fit's
+    flags itself, in its message. threaded: the fit runs beside other threads (Optuna's n_jobs),
+    whose warnings must stay theirs: this thread's alone are dropped (_this_threads_warnings_dropped).
+    Returns (forecaster, converged)."""
+    from .forecaster import CONVERGENCE_SAID_BY_CALLER, ScalingForecaster
 
     kwargs = {"mode": "fast", "parametrization": "noncentered", **forecaster_kwargs}
-    with warnings.catch_warnings(record=True):  # the advice says the fit's flags itself, in its message
-        warnings.simplefilter("always")
-        if previous is not None:
-            fc = previous.refit(table, random_seed=random_seed, progress=False, pad_to=pad_to, horizon=horizon)
-        else:
-            fc = ScalingForecaster(**kwargs).fit(table, random_seed=random_seed, progress=False, pad_to=pad_to,
-                                                 horizon=horizon)
+    said_by_caller = CONVERGENCE_SAID_BY_CALLER.set(True)  # no ConvergenceWarning, which a filter 'error' would raise
+    try:
+        with _this_threads_warnings_dropped() if threaded else _every_warning_dropped():
+            if previous is not None:
+                fc = previous.refit(table, random_seed=random_seed, progress=False, pad_to=pad_to, horizon=horizon)
+            else:
+                fc = ScalingForecaster(**kwargs).fit(table, random_seed=random_seed, progress=False, pad_to=pad_to,
+                                                     horizon=horizon)
+    finally:
+        CONVERGENCE_SAID_BY_CALLER.reset(said_by_caller)
     # read from the fit, not from the warning: catch_warnings is not thread-safe, so under Optuna's
     # n_jobs > 1 another trial's advice fit could take this one's ConvergenceWarning
     return fc, fc.diagnostics().converged

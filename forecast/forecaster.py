@@ -17,6 +17,7 @@ The default kind is "run" when a run_id is given and "new_run" otherwise, as on 
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import json
 import numbers
@@ -88,6 +89,12 @@ MIN_REWEIGHT_EFFICIENCY = 0.5
 
 class ConvergenceWarning(UserWarning):
     """The sampler did not converge: intervals from this fit should not be trusted."""
+
+
+# True where the caller reads a fit's convergence off the fit and says it itself (forecast.early_stop's
+# fit_for_advice): fits made there give no ConvergenceWarning. A context variable, so that it holds in
+# the thread (or task) that set it alone: Optuna's n_jobs runs trials' checks in threads beside other code.
+CONVERGENCE_SAID_BY_CALLER = contextvars.ContextVar("convergence_said_by_caller", default=False)
 
 
 class NotFittedError(RuntimeError):
@@ -639,6 +646,8 @@ class ScalingForecaster:
         return validate_runs(runs)
 
     def _warn_if_unconverged(self):
+        if CONVERGENCE_SAID_BY_CALLER.get():
+            return
         report = self.diagnostics()
         if not report.converged:
             message = f"The fit did not converge; treat its intervals with suspicion.\n  {report}"

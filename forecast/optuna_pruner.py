@@ -34,7 +34,11 @@ was (or was not) pruned is kept in `pruner.advice` (trial number -> Recommendati
 in the trial's user attributes (`forecast_pruner_action`, `_rule`, `_reason`, `_converged`), so it
 outlives the process in the study's storage and shows in `study.trials_dataframe()`. Under
 `study.optimize(n_jobs=N)` (threads) checks run one at a time in the process, so a trial's
-`should_prune` may wait for another trial's check (a fit, about a second) to end.
+`should_prune` may wait for another trial's check (a fit, about a second) to end. A check's fit
+shows no warnings of its own (the advice says its convergence); what other trials' code warns
+meanwhile is shown as ever, but for a warning that falls in the few milliseconds the fit checks its
+table (validate_runs records every thread's UserWarnings there: Python 3.11's warning state is the
+process's, one for all threads) or in the model's compile (the first check, once per model size).
 
 The saturation rule is off by default here: Optuna never makes a pruned trial the study's best
 trial, so pruning a leader because it has flattened would throw the leader away.
@@ -70,11 +74,12 @@ USER_ATTR_PREFIX = "forecast_pruner_"
 RISE_OF_A_MINIMISED_METRIC = 0.05
 
 # One check at a time in this process. Optuna's n_jobs runs trials in threads, and a check's fit
-# enters warnings.catch_warnings (fit_for_advice, the sampler), which swaps the process's global
-# warning state: two fits overlapping in threads restored each other's state out of order and
-# left the process recording every later warning into a list nobody reads (a study with n_jobs=2
-# silenced all warnings after it, this pruner's own included). Module-wide, not per pruner, since
-# two studies' pruners in two threads share that state too.
+# enters warnings.catch_warnings (the libraries under the fit, the sampler's compile), which swaps
+# the process's global warning state: two fits overlapping in threads restored each other's state
+# out of order and left the process recording every later warning into a list nobody reads (a study
+# with n_jobs=2 silenced all warnings after it, this pruner's own included). Module-wide, not per
+# pruner, since two studies' pruners in two threads share that state too. The fit's own warnings
+# are dropped in its thread alone (fit_for_advice(threaded=True)), so other trials' code is heard.
 _CHECK_LOCK = threading.RLock()  # re-entrant: a pruner that wraps this one in the same thread does not deadlock
 
 
@@ -345,7 +350,8 @@ class ForecastPruner(BasePruner):
             alternatives = [f"trial-{best.number}"]
         pad = int(np.ceil(len(table) / 64) * 64)
         fc, converged = fit_for_advice(
-            table, random_seed=self.random_seed + self.n_fits, pad_to=pad, previous=self._previous.get(trial.number), **self.forecaster_kwargs
+            table, random_seed=self.random_seed + self.n_fits, pad_to=pad, previous=self._previous.get(trial.number),
+            threaded=True, **self.forecaster_kwargs  # the fit's warnings dropped in this thread alone, not other trials'
         )
         # the next check of this trial refits this fit. Kept for every trial still running, not only the
         # last one checked: under n_jobs > 1 trials take turns, and one slot made every check a full fit

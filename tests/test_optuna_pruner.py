@@ -483,3 +483,66 @@ def test_a_trial_retried_after_a_crash_does_not_show_the_failed_trials_reason(tm
     assert retried.user_attrs["forecast_pruner_rule"] == "warmup"
     assert retried.user_attrs["forecast_pruner_reason"] == "continue: 1 report(s) so far; the first check is at 4 (n_warmup_steps)"
     assert study.trials[crashed.number].user_attrs["forecast_pruner_rule"] == "no_reference"  # the failed trial's own stays
+
+
+def test_a_warning_raised_in_another_trial_while_a_check_fits_is_not_lost(monkeypatch, recwarn):
+    """Under Optuna's n_jobs=2 a check's fit ran inside warnings.catch_warnings(record=True), which
+    swaps the warning state of every thread: what another trial's objective warned meanwhile went
+    into the fit's list and was never shown (a fifth of an objective's warnings in a study of six
+    trials). The fit's own warnings are now dropped in its thread alone. The order is forced (the fit
+    waits, up to a bound, for the other trial to warn) so that the test does not rest on luck."""
+    import threading
+
+    from forecast.forecaster import ScalingForecaster
+
+    fit_began, warned = threading.Event(), threading.Event()
+    real_fit = ScalingForecaster.fit
+
+    def fit_while_another_trial_warns(self, *args, **kwargs):
+        fit_began.set()
+        warned.wait(timeout=60)
+        warnings.warn("said inside the fit", UserWarning, stacklevel=1)  # the fit's own: not shown
+        return real_fit(self, *args, **kwargs)
+
+    monkeypatch.setattr(ScalingForecaster, "fit", fit_while_another_trial_warns)
+    pruner = ForecastPruner(max_step=STEPS[-1], n_eval=N_EVAL)
+    study = optuna.create_study(direction="maximize", pruner=pruner)
+    study.add_trial(optuna.trial.create_trial(value=0.6, intermediate_values={s: 0.6 * s / STEPS[-1] for s in STEPS}))
+
+    def objective(trial):
+        if trial.number == 1:  # checked once: a fit
+            for step in STEPS[:5]:
+                trial.report(0.3, step)
+            trial.should_prune()
+        else:  # warns while trial 1's check fits
+            fit_began.wait(timeout=60)
+            warnings.warn("said by trial 2's objective", UserWarning, stacklevel=1)
+            warned.set()
+        return 0.3
+
+    shown_by = warnings.showwarning
+    study.optimize(objective, n_trials=2, n_jobs=2)
+    assert pruner.n_fits == 1 and fit_began.is_set() and warned.is_set()
+    said = [str(w.message) for w in recwarn]
+    assert "said by trial 2's objective" in said
+    assert "said inside the fit" not in said and not [text for text in said if "did not converge" in text]
+    assert warnings.showwarning is shown_by  # the hook that tells threads apart is gone with the fit
+
+
+def test_a_check_under_warnings_as_errors_does_not_raise_its_fits_convergence_warning():
+    """The fit's warnings are dropped in its thread, where Python's filters (the process's) still
+    apply: a ConvergenceWarning would fail the trial under -W error. The advice reads convergence
+    off the fit and says it, so its fits give none."""
+    from forecast import SamplerSettings
+
+    short = SamplerSettings(draws=20, tune=10, extend_if_flagged=False)  # far too few draws: flagged
+    pruner = ForecastPruner(max_step=STEPS[-1], n_eval=N_EVAL, forecaster_kwargs={"sampler": short})
+    study = optuna.create_study(direction="maximize", pruner=pruner)
+    study.add_trial(optuna.trial.create_trial(value=0.6, intermediate_values={s: 0.6 * s / STEPS[-1] for s in STEPS}))
+    trial = study.ask()
+    for step in STEPS[:6]:
+        trial.report(0.3, step)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        trial.should_prune()
+    assert pruner.advice[trial.number].details["converged"] is False
