@@ -773,7 +773,9 @@ def _as_a_number(value) -> str:
     percent = re.fullmatch(r"([-+]?[\d.]+(?:[eE][-+]?\d+)?)\s*%", text)
     if percent and _is_number(percent.group(1)):
         return f" (a percentage: write the rate as a number in [0, 1], {float(percent.group(1)) / 100:g} for {text})"
-    if re.fullmatch(r"[-+]?\d{1,3}(,\d{3})+(\.\d*)?", text):  # a sheet's thousands separators
+    if re.fullmatch(r"[-+]?0,\d+", text):  # no group of thousands starts with 0: a sheet's decimal comma ("0,355")
+        return f" (a decimal comma: write it with a point, {text.replace(',', '.')})"
+    if re.fullmatch(r"[-+]?[1-9]\d{0,2}(,\d{3})+(\.\d*)?", text):  # a sheet's thousands separators
         return f" (its digits grouped by ',': write it without them, {text.replace(',', '')})"
     return ""
 

@@ -1482,3 +1482,15 @@ def test_the_warnings_said_reading_a_folder_stay_with_a_table_filtered_before_it
     edited = again[again["compute"] > 10]
     with pytest.warns(UserWarning, match="column 'lr'"):
         assert validate_runs(edited).attrs["data_warnings"] == again.attrs["data_warnings"]  # said again, kept once
+
+
+def test_a_decimal_comma_in_a_comma_separated_file_is_not_said_to_group_digits(tmp_path):
+    """A sheet in a locale with a decimal comma exported as comma-separated CSV quotes its numbers
+    ("0,355"): it was told "its digits grouped by ',': write it without them, 0355", a pass rate of
+    355. A group of thousands never starts with 0: the comma is a decimal mark, written with a point."""
+    path = tmp_path / "runs.csv"
+    path.write_text('run_id,recipe,compute,metric\na,r,1000,"0,355"\na,r,2000,"0,4"\n')
+    with pytest.raises(RunDataError) as info:
+        load_runs(path)
+    assert str(info.value) == (f"file {path}, column 'metric', run 'a', row 2: value '0,355' is not a number "
+                               "(a decimal comma: write it with a point, 0.355)")
