@@ -1158,9 +1158,10 @@ def _checked_runs(frame: pd.DataFrame, *, source, min_points: int) -> pd.DataFra
         raise RunDataError(
             f"has {short.iloc[0]} point(s); at least {min_points} are needed to fit a curve"
             + (" (it is in flight: read it again after its next evaluation)" if run in in_flight else "")
-            # a tracker's runs table (one row per run, its last values) is not one short run
+            # a tracker's runs table (one row per run, its last values) is not one short run; a sweep whose runs
+            # are all in flight at their first evaluation is not such a table either
             + (" (every run has one row: a table of runs' last values? The fit needs each run's evaluations along "
-               "the way)" if len(counts) > 1 and (counts == 1).all() else ""),
+               "the way)" if len(counts) > 1 and (counts == 1).all() and not in_flight else ""),
             **_where(frame, idx),
         )
 

@@ -1494,3 +1494,15 @@ def test_a_decimal_comma_in_a_comma_separated_file_is_not_said_to_group_digits(t
         load_runs(path)
     assert str(info.value) == (f"file {path}, column 'metric', run 'a', row 2: value '0,355' is not a number "
                                "(a decimal comma: write it with a point, 0.355)")
+
+
+def test_a_sweep_in_flight_with_one_evaluation_a_run_is_not_said_to_be_a_table_of_last_values():
+    """A trainer's sweep read just after every run's first evaluation (each run in flight, one row
+    each) was told "(every run has one row: a table of runs' last values? ...)" beside "(it is in
+    flight: read it again after its next evaluation)": a tracker's runs table, which this is not."""
+    table = pd.DataFrame({"run_id": ["a-s0", "a-s1", "b-s0"], "recipe": ["a", "a", "b"], "compute": 1e12,
+                          "metric": [0.3, 0.31, 0.29], "ended": ""})
+    with pytest.raises(RunDataError) as info:
+        validate_runs(table)
+    assert str(info.value) == ("run 'a-s0', row 1: has 1 point(s); at least 2 are needed to fit a curve (it is in "
+                               "flight: read it again after its next evaluation)")
