@@ -915,7 +915,8 @@ def _missing_column_message(missing: list[str], columns) -> str:
             # read as separated by it once its names are right: 'separate the columns with commas' split every
             # decimal comma (0,35) of such a file in two
             names = [name.strip().strip('"') for name in present[0].split(separator)]
-            hints = [hint for column in missing if (hint := _missing_column_hint(column, names))]
+            # a name already right ('run_id') is not missing once the file is read by its separator
+            hints = [hint for column in missing if column not in names and (hint := _missing_column_hint(column, names))]
             lead = (f"the header is one column holding {separator!r}, which separates the columns where they are named "
                     f"{', '.join(REQUIRED_COLUMNS[:-1])} and {REQUIRED_COLUMNS[-1]}")
             return f"{message}; {lead}" + (f": {'; '.join(hints)}" if hints else "")

@@ -1506,3 +1506,19 @@ def test_a_sweep_in_flight_with_one_evaluation_a_run_is_not_said_to_be_a_table_o
         validate_runs(table)
     assert str(info.value) == ("run 'a-s0', row 1: has 1 point(s); at least 2 are needed to fit a curve (it is in "
                                "flight: read it again after its next evaluation)")
+
+
+@pytest.mark.parametrize("separator", [";", "\t"])
+def test_a_header_of_another_separator_is_not_told_its_right_names_are_wrong(tmp_path, separator):
+    """A ';'- or tab-separated file whose names are the run format's but one ('flops') was told
+    "'run_id' is not 'run_id': names are matched exactly, without spaces or capitals", and so of
+    recipe and metric: each name of the one-column header was judged as missing. The names that are
+    right get no hint; the one that is not does."""
+    path = tmp_path / "runs.csv"
+    path.write_text(separator.join(["run_id", "recipe", "flops", "metric"]) + "\n"
+                    + separator.join(["a", "r", "1000", "0.3"]) + "\n")
+    with pytest.raises(RunDataError) as info:
+        load_runs(path)
+    assert str(info.value).endswith(f"the header is one column holding {separator!r}, which separates the columns where "
+                                    "they are named run_id, recipe, compute and metric: is 'flops' the compute? Rename "
+                                    "it to 'compute'")
