@@ -391,7 +391,10 @@ def _decimal_mark(path: Path, raw: pd.DataFrame, lines) -> str:
     A number with a '.' beside decimal commas is ambiguous (1.234 is 1234 where '.' groups
     thousands) and refused, naming it, rather than read 1000x off."""
     text = raw[[c for c in raw.columns if c in DECIMAL_COLUMNS]].astype("string")
-    comma = text.apply(lambda column: column.str.contains(r"\d,\d", regex=True, na=False)).stack()
+    # a number holds one decimal mark: two commas in it group its digits (1,500,000, as a sheet shows it), said
+    # as not a number where it is read, not taken for decimal commas that made it 1.500.000
+    comma = text.apply(lambda column: column.str.contains(r"\d,\d", regex=True, na=False)
+                       & ~column.str.contains(",.*,", regex=True, na=False)).stack()
     if not comma.any():
         return "."
     dot = text.apply(lambda column: column.str.contains(".", regex=False, na=False)).stack()

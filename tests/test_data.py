@@ -1522,3 +1522,18 @@ def test_a_header_of_another_separator_is_not_told_its_right_names_are_wrong(tmp
     assert str(info.value).endswith(f"the header is one column holding {separator!r}, which separates the columns where "
                                     "they are named run_id, recipe, compute and metric: is 'flops' the compute? Rename "
                                     "it to 'compute'")
+
+
+@pytest.mark.parametrize("metrics", [("0.35", "0.4"), ("0", "1")])
+def test_a_tab_separated_compute_with_its_digits_grouped_is_not_read_as_decimal_commas(tmp_path, metrics):
+    """A sheet that shows thousands separators, saved as tab-separated text, writes compute as
+    1,500,000 unquoted. Its commas were taken for decimal commas: refused as "value '0.35' has a '.'
+    where the file's other numbers use a decimal comma ('1,500,000')", or, with no '.' in the file,
+    as "value '1.500.000' is not a number", a value the file does not hold. Two commas in one number
+    group its digits; it is now said as in a comma-separated file."""
+    path = tmp_path / "runs.tsv"
+    path.write_text(f"run_id\trecipe\tcompute\tmetric\na\tr\t1,500,000\t{metrics[0]}\na\tr\t2,000,000\t{metrics[1]}\n")
+    with pytest.raises(RunDataError) as info:
+        load_runs(path)
+    assert str(info.value) == (f"file {path}, column 'compute', run 'a', row 2: value '1,500,000' is not a number "
+                               "(its digits grouped by ',': write it without them, 1500000)")
