@@ -376,9 +376,10 @@ DECIMAL_COLUMNS = ("compute", "metric", *OPTIONAL_NUMERIC, "true_metric")
 def _separator_of(columns, *, tabs: bool) -> str:
     """',' for a CSV, or the separator of a header that read as one column holding it and the run
     format's names: ';' as Excel saves a CSV where the decimal mark is a comma (most of Europe), or a
-    tab (a sheet saved as tab-separated text). A .tsv file (`tabs`) is separated by tabs."""
+    tab (a sheet saved as tab-separated text). A .tsv file (`tabs`) is separated by tabs, but for a
+    header whose commas separate the run format's names (a CSV saved under that name)."""
     if tabs:
-        return "\t"
+        return "," if set(REQUIRED_COLUMNS) <= {str(name).strip() for name in columns} else "\t"
     for separator in (";", "\t"):
         names = {name.strip().strip('"') for name in str(columns[0]).split(separator)} if len(columns) == 1 else set()
         if set(REQUIRED_COLUMNS) <= names:

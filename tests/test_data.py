@@ -1537,3 +1537,14 @@ def test_a_tab_separated_compute_with_its_digits_grouped_is_not_read_as_decimal_
         load_runs(path)
     assert str(info.value) == (f"file {path}, column 'compute', run 'a', row 2: value '1,500,000' is not a number "
                                "(its digits grouped by ',': write it without them, 1500000)")
+
+
+def test_a_tsv_file_separated_by_commas_is_read_as_its_header_shows(tmp_path):
+    """A .tsv whose lines are separated by commas (a CSV saved under that name) was read by tabs, its
+    header one column, and refused with hints for a tracker's export ("'recipe' groups the runs ...",
+    "converting a tracker's export"), none of which it is. A header whose commas separate the run
+    format's names is read by them, as a tab-separated .csv is read by its tabs."""
+    path = tmp_path / "runs.tsv"
+    path.write_text("run_id,recipe,compute,metric\na,r,1000,0.3\na,r,2000,0.4\n")
+    runs = load_runs(path)
+    assert list(runs["compute"]) == [1000.0, 2000.0] and list(runs["metric"]) == [0.3, 0.4]
