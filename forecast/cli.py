@@ -482,7 +482,9 @@ def _hint_as_flags(message: str) -> str:
     """The forecaster's hint for a run's name given as a recipe (or a recipe's as a run), written for
     Python ("give run_id='dapo-s0'"), as the command line takes it: "give --run-id dapo-s0"."""
     flags = {"recipe": "--recipe", "run_id": "--run-id"}
-    return re.sub(r"give (recipe|run_id)='(.*)'\)", lambda m: f"give {flags[m[1]]} {_shell_word(m[2])})", message)
+    # a name that begins with '-' is taken by argparse for a flag unless joined to its own: --run-id=-s0
+    return re.sub(r"give (recipe|run_id)='(.*)'\)",
+                  lambda m: f"give {flags[m[1]]}{'=' if m[2].startswith('-') else ' '}{_shell_word(m[2])})", message)
 
 
 def _shell_word(name: str) -> str:
@@ -517,7 +519,8 @@ def run_predict(args) -> int:
             warnings.simplefilter("ignore", FarFromDataWarning)  # said just above, naming --compute
             table = fc.predict(compute, recipe=args.recipe, run_id=args.run_id, kind=kind)
     except KeyError as err:
-        raise BadInput(_hint_as_flags(str(err).strip("'\""))) from None
+        # the message itself (args[0]), not str(err): KeyError's str() is its repr, which doubles a backslash
+        raise BadInput(_hint_as_flags(str(err.args[0]) if err.args else str(err))) from None
     except ValueError as err:
         raise BadInput(str(err)) from None
     if args.json:

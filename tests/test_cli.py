@@ -64,6 +64,21 @@ def test_predict_says_a_mixed_up_name_as_its_flag(fit_dir, capsys):
         "dapo", "'dapo big'", '"it\'s grpo"', "'it'\"'\"'s $x'"]
 
 
+@pytest.mark.parametrize("name, said", [
+    ("runs\\a", "give --run-id 'runs\\a')"),  # KeyError's str() is its repr: it read 'runs\\\\a'
+    ("-s0", "give --run-id=-s0)"),  # '--run-id -s0' is refused by argparse: -s0 reads as a flag
+])
+def test_predict_writes_the_flag_hint_for_a_name_as_a_shell_takes_it(fit_dir, capsys, monkeypatch, name, said):
+    from forecast.forecaster import ScalingForecaster
+
+    def raising(self, *args, **kwargs):
+        raise KeyError(f"unknown recipe '{name}' (it is a run: give run_id='{name}'); known: a, b")
+
+    monkeypatch.setattr(ScalingForecaster, "predict", raising)
+    assert main(["predict", str(fit_dir / "fit"), "--compute", "2e4", "--recipe", "x"]) == 2
+    assert said in capsys.readouterr().err
+
+
 def test_predict_names_the_compute_at_fault(fit_dir, capsys):
     """`forecast predict FIT --compute 1e12,-1 2e12` said 'got 1e+12, -1, 2e+12', the good values beside
     the bad one and in another spelling of compute than every other message; it names the bad ones."""
