@@ -396,7 +396,8 @@ def run_fit(args) -> int:
         warnings.filterwarnings("ignore", message="horizon=.* has no effect")  # said above, as a flag
         warnings.simplefilter("ignore", FarFromDataWarning)  # said above, naming --horizon
         fc.fit(runs, random_seed=args.seed, progress=None if not args.no_progress else False, horizon=args.horizon)
-    out.mkdir(parents=True, exist_ok=True)
+    # the folder is made by the atomic writes below (atomic_path): a file put in its place during the fit
+    # is said there in a line (mkdir here raised FileExistsError, a traceback)
     # the summary before either file is replaced (it takes seconds): fit.nc and summary.json are then
     # replaced back to back, so a Ctrl-C or kill leaves the old pair or the new one, not a new fit.nc
     # beside the old fit's summary (what is left is the instant between two renames; a report tells

@@ -789,6 +789,28 @@ def test_decide_json_carries_the_datas_warnings_as_fit_and_report_do(fit_dir, sm
     assert json.loads(captured.out)["data_warnings"] == said and captured.err.count("column 'lr'") == 1
 
 
+def test_fit_whose_out_folder_is_replaced_by_a_file_meanwhile_says_so_in_a_line(fitted, small_sweep, tmp_path,
+                                                                                  monkeypatch, capsys):
+    """`forecast fit --out fits/sweep` whose fits/sweep became a file during the minutes of sampling
+    (after the checks before the fit) ended in mkdir's FileExistsError traceback; it is one line now, the
+    atomic write's (WriteFailed), exit 2, the file left as it is."""
+    from forecast.forecaster import ScalingForecaster
+
+    small_sweep.to_csv(tmp_path / "runs.csv", index=False)
+    out = tmp_path / "fit"
+
+    def fit_then_a_file_in_its_place(self, runs, **kwargs):
+        self.__dict__.update(fitted.__dict__)
+        out.write_text("notes\n")
+        return self
+
+    monkeypatch.setattr(ScalingForecaster, "fit", fit_then_a_file_in_its_place)
+    code = main(["fit", str(tmp_path / "runs.csv"), "--out", str(out), "--fast", "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith(f"error: {out / 'summary.json'}: ") and "Traceback" not in err
+    assert err.count("\n") == 1 and out.read_text() == "notes\n"
+
+
 @pytest.mark.parametrize("happening", ["its folder deleted", "its folder read-only"])
 def test_fit_whose_folder_is_deleted_or_made_read_only_meanwhile_says_so_in_a_line(fitted, small_sweep, tmp_path,
                                                                                    monkeypatch, capsys, happening):
