@@ -864,12 +864,26 @@ def advice_pad(n_rows: int) -> int:
 # thread's warnings on to the showwarning it found.
 _DROPS_ITS_WARNINGS = contextvars.ContextVar("drops_its_warnings", default=False)
 _HOOK_LOCK = threading.Lock()
-_hook = {"users": 0, "shown_by": None}
+_hook = {"users": 0}
 
 
-def _shown_unless_dropped(message, category, filename, lineno, file=None, line=None):
-    if not _DROPS_ITS_WARNINGS.get():
-        _hook["shown_by"](message, category, filename, lineno, file, line)
+def _hook_passing_on_to(shown_by):
+    """A showwarning that drops the warnings of a thread in an advice fit and passes the others on to
+    `shown_by`, the showwarning it found. A new one each time it is put in place, each with the one it
+    found: a showwarning wrapped meanwhile (a trial's log of its warnings, which calls the one it found:
+    this hook) and found by the next one is passed on to, and passes on to the hook before, not back to
+    itself. One hook whose target changed looped between them until RecursionError, at every warning."""
+
+    def shown_unless_dropped(message, category, filename, lineno, file=None, line=None):
+        if not _DROPS_ITS_WARNINGS.get():
+            shown_by(message, category, filename, lineno, file, line)
+
+    shown_unless_dropped.advice_hook_passes_on_to = shown_by
+    return shown_unless_dropped
+
+
+def _is_hook(showwarning) -> bool:
+    return hasattr(showwarning, "advice_hook_passes_on_to")
 
 
 @contextlib.contextmanager
@@ -880,9 +894,8 @@ def _this_threads_warnings_dropped():
     objective raised. Python's filters stay the process's: one set to 'error' applies here too."""
     with _HOOK_LOCK:
         # already in place where a catch_warnings elsewhere saved it and put it back after the last fit
-        if warnings.showwarning is not _shown_unless_dropped:
-            _hook["shown_by"] = warnings.showwarning
-            warnings.showwarning = _shown_unless_dropped
+        if not _is_hook(warnings.showwarning):
+            warnings.showwarning = _hook_passing_on_to(warnings.showwarning)
         _hook["users"] += 1
     token = _DROPS_ITS_WARNINGS.set(True)
     try:
@@ -891,8 +904,8 @@ def _this_threads_warnings_dropped():
         _DROPS_ITS_WARNINGS.reset(token)
         with _HOOK_LOCK:
             _hook["users"] -= 1
-            if not _hook["users"] and warnings.showwarning is _shown_unless_dropped:
-                warnings.showwarning = _hook["shown_by"]
+            if not _hook["users"] and _is_hook(warnings.showwarning):
+                warnings.showwarning = warnings.showwarning.advice_hook_passes_on_to
 
 
 @contextlib.contextmanager

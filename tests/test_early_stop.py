@@ -720,3 +720,53 @@ def test_recommend_runs_takes_a_tables_numbered_runs_by_their_numbers(fitted, sm
     assert by_number["1"].to_dict() != recommend_runs(fc, {"1": budget}, alternatives=["2", "3"])["1"].to_dict()
     with pytest.raises(KeyError, match="unknown run_id '9'; the fit has: 1, 2, 3, 4, 5, 6"):
         recommend_runs(fc, {1: budget}, compare_at={9: budget})
+
+
+def test_a_showwarning_wrapped_while_an_advice_fit_ran_does_not_make_every_warning_a_recursion_error(small_sweep, monkeypatch):
+    """fit_for_advice(threaded=True) puts a hook on warnings.showwarning that passes other threads'
+    warnings on to the showwarning it found. A trial that wrapped the showwarning it found while another
+    trial's check fitted (loguru's recipe: log, then call the one before) wrapped that hook, and the next
+    check's hook passed on to the wrapper, which passed back to the hook: every warning of the process,
+    any thread's, raised RecursionError from then on, the study's trials failing with it."""
+    import threading
+
+    from forecast.early_stop import fit_for_advice
+    from forecast.forecaster import ScalingForecaster
+    from forecast.inference import SamplerSettings
+
+    shown, logged, errors = [], [], []
+    monkeypatch.setattr(warnings, "showwarning", lambda message, *args: shown.append(str(message)))
+
+    def log_warnings():  # another trial's set-up: its warnings logged, then shown as before
+        before = warnings.showwarning
+
+        def logged_then_shown(message, *args):
+            logged.append(str(message))
+            before(message, *args)
+
+        warnings.showwarning = logged_then_shown
+
+    def warn():
+        try:
+            warnings.warn("said by another trial during a check", UserWarning, stacklevel=1)
+        except RecursionError as err:
+            errors.append(err)
+
+    real_fit = ScalingForecaster.fit
+
+    def fit_while(in_another_trial):
+        def fit(self, *args, **kwargs):
+            other = threading.Thread(target=in_another_trial)
+            other.start()
+            other.join()
+            return real_fit(self, *args, **kwargs)
+
+        return fit
+
+    short = SamplerSettings(draws=15, tune=15, chains=2, extend_if_flagged=False)
+    for in_another_trial in (log_warnings, warn):  # two checks
+        monkeypatch.setattr(ScalingForecaster, "fit", fit_while(in_another_trial))
+        fit_for_advice(small_sweep, random_seed=0, sampler=short, threaded=True)
+    warnings.warn("said after the checks", UserWarning, stacklevel=1)
+    assert not errors
+    assert shown == logged == ["said by another trial during a check", "said after the checks"]
