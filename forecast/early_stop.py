@@ -925,10 +925,15 @@ def fit_for_advice(table: pd.DataFrame, *, random_seed=0, pad_to: int | None = N
     flags itself, in its message. threaded: the fit runs beside other threads (Optuna's n_jobs),
     whose warnings must stay theirs: this thread's alone are dropped (_this_threads_warnings_dropped).
     Returns (forecaster, converged)."""
-    from .forecaster import CONVERGENCE_SAID_BY_CALLER, ScalingForecaster
+    from .forecaster import (
+        CONVERGENCE_SAID_BY_CALLER,
+        DATA_WARNINGS_SAID_BY_CALLER,
+        ScalingForecaster,
+    )
 
     kwargs = {"mode": "fast", "parametrization": "noncentered", **forecaster_kwargs}
     said_by_caller = CONVERGENCE_SAID_BY_CALLER.set(True)  # no ConvergenceWarning, which a filter 'error' would raise
+    data_said_by_caller = DATA_WARNINGS_SAID_BY_CALLER.set(True)  # nor the data's warnings, said again after their check
     try:
         with _this_threads_warnings_dropped() if threaded else _every_warning_dropped():
             if previous is not None:
@@ -937,6 +942,7 @@ def fit_for_advice(table: pd.DataFrame, *, random_seed=0, pad_to: int | None = N
                 fc = ScalingForecaster(**kwargs).fit(table, random_seed=random_seed, progress=False, pad_to=pad_to,
                                                      horizon=horizon)
     finally:
+        DATA_WARNINGS_SAID_BY_CALLER.reset(data_said_by_caller)
         CONVERGENCE_SAID_BY_CALLER.reset(said_by_caller)
     # read from the fit, not from the warning: catch_warnings is not thread-safe, so under Optuna's
     # n_jobs > 1 another trial's advice fit could take this one's ConvergenceWarning

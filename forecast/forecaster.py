@@ -36,6 +36,7 @@ from .data import (
     UNSPECIFIED_UNIT,
     FarFromDataWarning,
     compute_unit_of,
+    data_warnings_of,
     load_runs,
     validate_runs,
     warn_if_far_from_data,
@@ -95,6 +96,10 @@ class ConvergenceWarning(UserWarning):
 # fit_for_advice): fits made there give no ConvergenceWarning. A context variable, so that it holds in
 # the thread (or task) that set it alone: Optuna's n_jobs runs trials' checks in threads beside other code.
 CONVERGENCE_SAID_BY_CALLER = contextvars.ContextVar("convergence_said_by_caller", default=False)
+# True where the caller reads the data's warnings off the fit (data_warnings_, details['data_warnings']) and
+# drops what the fit says (fit_for_advice): the check of its table records them and says none after it, where
+# a filter 'error' (the process's, every thread's) raised one and failed an Optuna trial's should_prune.
+DATA_WARNINGS_SAID_BY_CALLER = contextvars.ContextVar("data_warnings_said_by_caller", default=False)
 
 
 class NotFittedError(RuntimeError):
@@ -643,6 +648,8 @@ class ScalingForecaster:
     def _validated(self, runs) -> pd.DataFrame:
         if isinstance(runs, (str, Path)):
             return load_runs(runs)
+        if DATA_WARNINGS_SAID_BY_CALLER.get():
+            return data_warnings_of(validate_runs, runs)[0]  # kept in the table's attrs, as validate_runs keeps them
         return validate_runs(runs)
 
     def _warn_if_unconverged(self):
