@@ -1142,10 +1142,9 @@ def test_a_saved_fit_whose_attribute_is_damaged_is_refused_by_name(fitted, tmp_p
         ScalingForecaster.load(tmp_path / "damaged.nc")
 
 
-def test_a_fit_of_a_filtered_table_keeps_the_warnings_said_reading_its_folder(small_sweep, tmp_path):
-    """runs = load_runs(folder); runs = runs[runs.recipe != "x"]; fit(runs), as notebooks do: the filtered
-    table was checked again and the warning said while the folder was read (a table of other runs beside
-    the run logs) was lost, so the fit, its saved file and its report did not show it."""
+def _read_with_a_table_of_other_runs_beside(small_sweep, tmp_path):
+    """small_sweep as run folders with a runs.csv beside them that also lists a run 'gone-s0': the table
+    read (load_runs) and the warning said while reading it."""
     from forecast import load_runs
 
     sweep = tmp_path / "sweep"
@@ -1156,6 +1155,14 @@ def test_a_fit_of_a_filtered_table_keeps_the_warnings_said_reading_its_folder(sm
     with pytest.warns(UserWarning, match=r"\(gone-s0\): left out") as said:
         runs = load_runs(sweep)
     read = [str(w.message) for w in said if "gone-s0" in str(w.message)]
+    return runs, read
+
+
+def test_a_fit_of_a_filtered_table_keeps_the_warnings_said_reading_its_folder(small_sweep, tmp_path):
+    """runs = load_runs(folder); runs = runs[runs.recipe != "x"]; fit(runs), as notebooks do: the filtered
+    table was checked again and the warning said while the folder was read (a table of other runs beside
+    the run logs) was lost, so the fit, its saved file and its report did not show it."""
+    runs, read = _read_with_a_table_of_other_runs_beside(small_sweep, tmp_path)
     last = sorted(runs["recipe"].unique())[-1]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the fast fit's convergence
@@ -1172,16 +1179,7 @@ def test_a_loaded_fit_whose_runs_are_filtered_and_refitted_keeps_the_warnings_sa
     fit (a warning about a run the filter removed too, as the file said it)."""
     import copy
 
-    from forecast import load_runs
-
-    sweep = tmp_path / "sweep"
-    for run_id, run in small_sweep.groupby("run_id"):
-        (sweep / run_id).mkdir(parents=True)
-        (sweep / run_id / "evals.jsonl").write_text(run.to_json(orient="records", lines=True))
-    pd.concat([small_sweep, small_sweep.head(3).assign(run_id="gone-s0")]).to_csv(sweep / "runs.csv", index=False)
-    with pytest.warns(UserWarning, match=r"\(gone-s0\): left out") as said:
-        runs = load_runs(sweep)
-    read = [str(w.message) for w in said if "gone-s0" in str(w.message)]
+    runs, read = _read_with_a_table_of_other_runs_beside(small_sweep, tmp_path)
     fc = copy.deepcopy(fitted).refit(runs)  # the session's fit, told these runs (the same: reweighted, not sampled)
     assert fc.fit_info_["reweighted"] and fc.data_warnings_ == read
     fc.save(tmp_path / "fit.nc")
