@@ -250,7 +250,7 @@ class Recommendation:
     value: float | None = None  # the number compared with the threshold (= probability, or a gain)
     threshold: float | None = None
     # every check, the alternative, budget, compute now; shape_note and late_trend_z where the run's
-    # end falls away from its curve (noting_misshapen_runs: forecast watch's advice)
+    # end falls away from its curve (noting_misshapen_runs: forecast watch's and the trainer's advice)
     details: dict = field(default_factory=dict)
 
     @property
@@ -1038,6 +1038,7 @@ def trainer_advice(
             run_id=run_id,
         )
     from .data import RunDataError, data_warnings_of
+    from .shape_check import can_test
 
     # the data's warnings (a reference recipe named like this run's at another setting, pooled with it
     # as seeds) go into the advice, where the trainer says them and stopped.json keeps them
@@ -1069,6 +1070,8 @@ def trainer_advice(
     if not converged:  # what failed (R-hat, ESS, divergences), for the trainer's line and stopped.json
         rec.details["convergence_problems"] = fc.diagnostics().problems()
     rec.details["n_reference_runs"] = len(others)
+    if can_test(fc):  # a run whose end falls away from its curve says so beside its advice, as forecast watch does
+        noting_misshapen_runs(fc, {run_id: rec})
     if data_warnings:
         rec.details["data_warnings"] = data_warnings
     for text in data_warnings:  # for a caller of this function; the trainer says them in its own words

@@ -24,8 +24,8 @@ import numpy as np
 from .curves import sigmoid_curve_log
 from .model import white_variance
 
-__all__ = ["LATE_TREND_Z_LIMIT", "LATE_SHARE", "late_points", "late_trend_z", "misshapen_runs", "misshapen_runs_sentence",
-           "misshapen_run_note"]
+__all__ = ["LATE_TREND_Z_LIMIT", "LATE_SHARE", "can_test", "late_points", "late_trend_z", "misshapen_runs",
+           "misshapen_runs_sentence", "misshapen_run_note"]
 
 # one-sided: a run whose residuals were only wander and noise falls this far about once in 740
 LATE_TREND_Z_LIMIT = -3.0
@@ -64,6 +64,15 @@ def late_trend_z(x, residuals, white_var, wander_sd: float, wander_scale: float,
     beta_cov = np.linalg.inv(design.T @ weighted)
     slope = (beta_cov @ weighted.T @ residuals[late])[1]
     return float(slope / np.sqrt(beta_cov[1, 1]))
+
+
+def can_test(fc) -> bool:
+    """Whether `fc` holds what misshapen_runs reads: the evaluations it was fitted on (data_) and its
+    posterior (draws, curve_parameters). A fitted ScalingForecaster does; a stand-in for the fit behind
+    advice (a test's, or a caller's) may hold only what the rules read, and its advice goes without a
+    note instead of failing."""
+    return (getattr(fc, "data_", None) is not None and callable(getattr(fc, "draws", None))
+            and callable(getattr(fc, "curve_parameters", None)))
 
 
 def _run_late_trends(fc, runs=None) -> list[dict]:

@@ -242,3 +242,61 @@ def test_a_reference_recipe_at_another_setting_is_said_by_the_trainer_once_and_k
         assert train_module.advise(cfg, [], {"step": 4, "compute": 8e5})["details"]["data_warnings"] == rec.details["data_warnings"]
     printed = capsys.readouterr().out.splitlines()
     assert [line.startswith("[live-s0] advisor: warning: ") for line in printed] == [True, False, False]
+
+
+def test_the_trainers_advice_on_a_run_whose_end_falls_away_says_so_on_its_line_and_in_stopped_json(
+        tmp_path, monkeypatch, capsys):
+    """forecast watch and the report said beside a run's advice that its last third falls away from its
+    fitted curve (its forecasts likely too high, their intervals too narrow); the trainer's own advisor
+    printed and recorded the same advice without it. Stand-ins for the fit, the rules and the shape test:
+    what trainer_advice and the trainer add is under test. A stand-in fit without the evaluations the
+    shape test reads gets no note, and no error."""
+    import forecast.shape_check as shape_check
+    from forecast import early_stop
+
+    asked = []
+
+    def flag_the_live_run(fc, *, runs=None, **_):
+        asked.append(runs)
+        return [{"run_id": "live-s0", "recipe": "live", "late_trend_z": -5.04}]
+
+    holding_data = types.SimpleNamespace(run_ids=["live-s0"], diagnostics=unconverged_report, data_=object(),
+                                         draws=lambda name: None, curve_parameters=lambda **kwargs: None)
+    fits = [holding_data]
+    monkeypatch.setattr(early_stop, "fit_for_advice", lambda table, **kwargs: (fits[-1], True))
+    monkeypatch.setattr(early_stop, "recommend_runs", lambda fc, budgets, config, **kwargs: {
+        "live-s0": early_stop.Recommendation("stop", "saturated", "stop: flat", run_id="live-s0")})
+    monkeypatch.setattr(shape_check, "misshapen_runs", flag_the_live_run)
+    evals = pd.DataFrame({"run_id": "live-s0", "recipe": "live", "compute": [1e5, 2e5, 4e5, 8e5],
+                          "metric": [0.3, 0.35, 0.37, 0.38], "n_eval": 32})
+    cfg = types.SimpleNamespace(out=str(tmp_path), run_id="live-s0", advisor_budget=1e7, advisor_rules="min_evals=2",
+                                advisor_priors="", advisor_reference="")
+    stopped = train_module.advise(cfg, evals.to_dict("records"), {"step": 4, "compute": 8e5})
+    note = shape_check.misshapen_run_note(-5.04)
+    assert asked == [["live-s0"]]  # the run advised alone: the trainer asks about no other
+    assert stopped["details"]["shape_note"] == note and stopped["details"]["late_trend_z"] == -5.04  # stopped.json's
+    assert (stopped["action"], stopped["rule"], stopped["message"]) == ("stop", "saturated", "stop: flat")
+    assert capsys.readouterr().out.strip() == f"[live-s0] advisor: stop (saturated): flat ({note})"
+    assert train_module.advice_line("continue", "beats_best", "continue: P = 0.4", {"shape_note": note}) == (
+        f"advisor: continue (beats_best): P = 0.4 ({note})")  # a continue says it too: it leans on the forecast
+
+    fits.append(types.SimpleNamespace(run_ids=["live-s0"], diagnostics=unconverged_report))  # no data_ to test
+    rec = early_stop.trainer_advice(evals, planned_compute=1e7, config=early_stop.EarlyStopConfig(min_evals=2))
+    assert "shape_note" not in rec.details and len(asked) == 1
+
+
+@pytest.mark.slow
+def test_the_trainers_advice_on_a_fitted_run_made_to_decline_notes_it(tmp_path, late_decline_sweep):
+    """Real fit (the trainer's padded advice fit): the live run is the sweep's run made to decline late,
+    the other runs its reference; its advice carries the note, as forecast watch's does."""
+    from forecast import early_stop
+
+    runs, victim = late_decline_sweep
+    runs[runs["run_id"] != victim].to_csv(tmp_path / "reference.csv", index=False)
+    live = runs[runs["run_id"] == victim].sort_values("compute")
+    rec = early_stop.trainer_advice(live, reference_path=tmp_path / "reference.csv",
+                                    planned_compute=4 * float(live["compute"].max()))
+    assert rec.details["late_trend_z"] < -3
+    assert rec.details["shape_note"].startswith("shape: its last third falls away from its fitted curve (z -")
+    assert rec.details["shape_note"] in train_module.advice_line(rec.action, rec.rule, rec.message, rec.details)
+

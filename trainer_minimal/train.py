@@ -1199,9 +1199,13 @@ def convergence_note(details, rule):
 
 def advice_line(action, rule, message, details):
     """One printed line per advice: 'advisor: stop (beats_best): P(...) < 0.1', plus the convergence
-    warning on a stop (a continue costs nothing if the fit was off; a stop ends the run)."""
+    warning on a stop (a continue costs nothing if the fit was off; a stop ends the run), and the
+    shape note of a run whose end falls away from its fitted curve (forecast.shape_check), whichever
+    the action: its forecasts, which the advice read, are likely too high."""
     # budget_reached compares compute with the budget and reads no fit
     note = convergence_note(details, rule) if action == "stop" else ""
+    if shape := details.get("shape_note"):
+        note += f" ({shape})"
     return f"advisor: {action} ({rule}): {advice_reason(action, message)}{note}"
 
 
