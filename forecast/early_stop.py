@@ -250,7 +250,8 @@ class Recommendation:
     value: float | None = None  # the number compared with the threshold (= probability, or a gain)
     threshold: float | None = None
     # every check, the alternative, budget, compute now; shape_note and late_trend_z where the run's
-    # end falls away from its curve (noting_misshapen_runs: forecast watch's and the trainer's advice)
+    # end falls away from its curve, shape_note and alternative_late_trend_z where the alternative's
+    # does (noting_misshapen_runs: the advice of forecast watch, the report and the trainer)
     details: dict = field(default_factory=dict)
 
     @property
@@ -631,19 +632,36 @@ def recommend_runs(
                             unit=fc.compute_unit)
 
 
-def noting_misshapen_runs(fc, recs: Mapping[str, Recommendation]) -> Mapping[str, Recommendation]:
+def noting_misshapen_runs(fc, recs: Mapping[str, Recommendation], flagged: list[dict] | None = None
+                          ) -> Mapping[str, Recommendation]:
     """The recommendations of runs whose last third falls away from their fitted curve
     (forecast.shape_check) say so in their details: 'shape_note' (a sentence for the advice's line,
-    shape_check.misshapen_run_note) and 'late_trend_z'. The action, rule and message are unchanged:
-    what decides is the rules', and this says only that the forecast they read is likely too high.
-    Only the runs advised here are tested (about 7 ms for 21 runs of a fast fit, beside 60-120 ms for
-    a reweighted refit and 70 ms for recommend_runs), since `forecast watch` refits after every
-    evaluation and the runs that have ended get no advice. Returns `recs`."""
-    from .shape_check import misshapen_run_note, misshapen_runs
+    shape_check.misshapen_run_note) and 'late_trend_z'. A recommendation whose rule compares the run
+    with another (details 'alternative': P(beats best 'b-s1'), and the continues held from such a
+    stop) says so too when THAT run is flagged, since the bar it is held to is likely too high:
+    a clause in 'shape_note' (shape_check.with_the_compared_run) and 'alternative_late_trend_z'.
+    The action, rule and message are unchanged: what decides is the rules', and this says only that
+    a forecast they read is likely too high.
+    flagged: the fit's misshapen_runs(), when already made for every run (the report's diagnostics);
+    by default only the runs advised here and the runs they are compared with are tested (about 7 ms
+    for 21 runs of a fast fit, beside 60-120 ms for a reweighted refit and 70 ms for recommend_runs),
+    since `forecast watch` refits after every evaluation. Returns `recs`."""
+    from .shape_check import misshapen_run_note, misshapen_runs, with_the_compared_run
 
-    for row in misshapen_runs(fc, runs=list(recs)):
-        recs[row["run_id"]].details.update(shape_note=misshapen_run_note(row["late_trend_z"]),
-                                           late_trend_z=float(row["late_trend_z"]))
+    compared = {run: rec.details["alternative"] for run, rec in recs.items() if rec.details.get("alternative") is not None}
+    if flagged is None:
+        flagged = misshapen_runs(fc, runs=list(dict.fromkeys([*recs, *compared.values()])))
+    z_of = {row["run_id"]: float(row["late_trend_z"]) for row in flagged}
+    for run, rec in recs.items():
+        note = None
+        if run in z_of:
+            note = misshapen_run_note(z_of[run])
+            rec.details["late_trend_z"] = z_of[run]
+        if (other := compared.get(run)) in z_of:
+            note = with_the_compared_run(note, other, z_of[other])
+            rec.details["alternative_late_trend_z"] = z_of[other]
+        if note is not None:
+            rec.details["shape_note"] = note
     return recs
 
 

@@ -298,9 +298,11 @@ def stop_advice(fc, budget: float, target: float | None, misshapen=()) -> tuple[
     budget compared with every other run: a run in flight at the budget, a run at or past it (or one
     that ended, ended_runs) at what it reached. misshapen: the fit's misshapen_runs(), as the fit
     diagnostics show them; each one advised gets its note (shape_check.misshapen_run_note) beside its
-    advice, where whoever decides to stop or continue it reads, and one that ended (not advised) none."""
+    advice, where whoever decides to stop or continue it reads, and one that ended (not advised) none;
+    a run advised on a comparison with a flagged run is told that run's forecast is likely too high
+    (early_stop.noting_misshapen_runs, as forecast watch and the trainer say it)."""
     try:
-        from .early_stop import EarlyStopConfig, recommend_runs
+        from .early_stop import EarlyStopConfig, noting_misshapen_runs, recommend_runs
     except ImportError:
         return None, ["forecast.early_stop is not installed: no per-run stop advice."]
     last = fc.runs_.groupby("run_id")["compute"].max()
@@ -320,9 +322,12 @@ def stop_advice(fc, budget: float, target: float | None, misshapen=()) -> tuple[
     typical = float(np.median([float(last[run]) if run in ended else max(float(budget), float(last[run]))
                                for run in fc.run_ids]))
     recs = recommend_runs(fc, short, EarlyStopConfig(target=target), compute_scale=typical) if short else {}
+    # the shape notes as forecast watch and the trainer give them, from the fit's one test of every run
+    noting_misshapen_runs(fc, recs, flagged=list(misshapen))
     recipe_of = fc.runs_.groupby("run_id")["recipe"].first()
     rows = [
-        {"run_id": run, "recipe": recipe_of[run], "decision": rec.action, "rule": rec.rule, "reason": rec.message}
+        {"run_id": run, "recipe": recipe_of[run], "decision": rec.action, "rule": rec.rule, "reason": rec.message,
+         "shape_note": rec.details.get("shape_note"), "late_trend_z": rec.details.get("late_trend_z", float("nan"))}
         for run, rec in recs.items()
     ]
     # its own compute is not a budget anyone set: say it in the report's terms
@@ -339,7 +344,9 @@ def stop_advice(fc, budget: float, target: float | None, misshapen=()) -> tuple[
     ]
     late_trend = {row["run_id"]: float(row["late_trend_z"]) for row in misshapen}
     for row in rows:
-        advised = row["decision"] in ("stop", "continue") and row["run_id"] in late_trend
+        if "shape_note" in row:  # noted with its advice above
+            continue
+        advised = row["decision"] == "stop" and row["run_id"] in late_trend  # past the budget; one that ended is not advised
         row["shape_note"] = misshapen_run_note(late_trend[row["run_id"]]) if advised else None
         row["late_trend_z"] = late_trend[row["run_id"]] if advised else float("nan")
     table = pd.DataFrame(rows)
@@ -1040,7 +1047,8 @@ def stop_summary_html(table: pd.DataFrame) -> str:
         lines.append(f"<p>{chip} {len(part)} run{'s' if len(part) != 1 else ''}: {what}</p>")
     # a long sweep's table is folded: a run whose forecasts are likely too high is named where the meeting reads
     if {"shape_note", "late_trend_z"} <= set(table.columns):
-        noted = table[table["shape_note"].notna()].sort_values("late_trend_z")
+        # the runs flagged themselves: a run noted only for the run it is compared with has no late_trend_z
+        noted = table[table["shape_note"].notna() & table["late_trend_z"].notna()].sort_values("late_trend_z")
         flagged = [{"run_id": r.run_id, "late_trend_z": r.late_trend_z} for r in noted.itertuples()]
         if shape := misshapen_runs_sentence(flagged):
             where = "the note beside its advice" if len(flagged) == 1 else "the notes beside their advice"

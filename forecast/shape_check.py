@@ -25,7 +25,7 @@ from .curves import sigmoid_curve_log
 from .model import white_variance
 
 __all__ = ["LATE_TREND_Z_LIMIT", "LATE_SHARE", "can_test", "late_points", "late_trend_z", "misshapen_runs",
-           "misshapen_runs_sentence", "misshapen_run_note"]
+           "misshapen_runs_sentence", "misshapen_run_note", "with_the_compared_run"]
 
 # one-sided: a run whose residuals were only wander and noise falls this far about once in 740
 LATE_TREND_Z_LIMIT = -3.0
@@ -131,3 +131,12 @@ def misshapen_run_note(late_trend_z: float) -> str:
     another run on the forecast of the run it was compared with), and the rules are left as they are."""
     return (f"shape: its last third falls away from its fitted curve (z {late_trend_z:.1f}): its forecasts "
             "are likely too high and their intervals too narrow")
+
+
+def with_the_compared_run(note: str | None, compared_run: str, late_trend_z: float) -> str:
+    """The note beside advice decided against another run (its rule's alternative: P(beats best
+    'b-s1')) when THAT run is flagged: its forecast, the bar this run is held to, is likely too high,
+    so a stop on it may come too early. `note`: this run's own (misshapen_run_note), or None."""
+    clause = (f"the run it is compared with, '{compared_run}', falls away from its curve (z {late_trend_z:.1f}): "
+              "its forecast is likely too high")
+    return f"{note}; {clause}" if note else f"shape: {clause}"

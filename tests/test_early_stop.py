@@ -770,3 +770,45 @@ def test_a_showwarning_wrapped_while_an_advice_fit_ran_does_not_make_every_warni
     warnings.warn("said after the checks", UserWarning, stacklevel=1)
     assert not errors
     assert shown == logged == ["said by another trial during a check", "said after the checks"]
+
+
+def test_a_run_compared_with_a_flagged_run_is_told_that_runs_forecast_is_likely_too_high(monkeypatch):
+    """A stop on P(beats best 'b-s1') leans on b-s1's forecast: when b-s1's last third falls away from
+    its curve, that forecast is likely too high and the stop may come too early. The advice of a run
+    whose rule names an alternative (details 'alternative') says so when the alternative is flagged;
+    a run whose rule compares with no run (saturated) does not, whatever is flagged. The alternatives
+    are tested beside the runs advised (an ended run is one), and nothing the rules decided changes."""
+    import forecast.shape_check as shape_check
+
+    asked = []
+
+    def flag(fc, *, runs=None, **_):
+        asked.append(runs)
+        return [{"run_id": "b-s1", "recipe": "b", "late_trend_z": -5.04},
+                {"run_id": "a-s1", "recipe": "a", "late_trend_z": -3.6}]
+
+    monkeypatch.setattr(shape_check, "misshapen_runs", flag)
+    compared = Recommendation("stop", "beats_best", "stop: P(beats best 'b-s1') = 0.02 < 0.1", run_id="a-s0",
+                              details={"alternative": "b-s1"})
+    both = Recommendation("continue", "runner_up", "continue: P(beats best 'b-s1') = 0.02 < 0.1 would stop it, but ...",
+                          run_id="a-s1", details={"alternative": "b-s1", "bar": "b-s1"})
+    on_its_own = Recommendation("stop", "saturated", "stop: flat", run_id="c-s0", details={"checks": []})
+    recs = {rec.run_id: rec for rec in (compared, both, on_its_own)}
+    before = {run: rec.to_dict() for run, rec in recs.items()}
+    noting_misshapen_runs(object(), recs)
+    assert asked == [["a-s0", "a-s1", "c-s0", "b-s1"]]
+    clause = "the run it is compared with, 'b-s1', falls away from its curve (z -5.0): its forecast is likely too high"
+    assert compared.details["shape_note"] == f"shape: {clause}"
+    assert compared.details["alternative_late_trend_z"] == -5.04 and "late_trend_z" not in compared.details
+    assert both.details["shape_note"] == f"{shape_check.misshapen_run_note(-3.6)}; {clause}"
+    assert (both.details["late_trend_z"], both.details["alternative_late_trend_z"]) == (-3.6, -5.04)
+    assert on_its_own.details == {"checks": []}
+    for run, rec in recs.items():
+        after = rec.to_dict()
+        after["details"] = {k: v for k, v in after["details"].items()
+                            if k not in ("shape_note", "late_trend_z", "alternative_late_trend_z")}
+        assert after == before[run]
+    # the report hands in the fit's own test of every run: nothing is tested again
+    recs = {"a-s0": Recommendation("stop", "beats_best", "stop: ...", run_id="a-s0", details={"alternative": "b-s1"})}
+    noting_misshapen_runs(object(), recs, flagged=[{"run_id": "b-s1", "recipe": "b", "late_trend_z": -4.0}])
+    assert len(asked) == 1 and recs["a-s0"].details["alternative_late_trend_z"] == -4.0

@@ -285,6 +285,42 @@ def test_the_trainers_advice_on_a_run_whose_end_falls_away_says_so_on_its_line_a
     assert "shape_note" not in rec.details and len(asked) == 1
 
 
+
+def test_the_trainers_stop_against_a_reference_run_whose_end_falls_away_says_its_bar_is_likely_too_high(
+        tmp_path, monkeypatch, capsys):
+    """A stop on P(beats best 'ref:strong-s0') leans on that reference run's forecast; its last third
+    falls away from its curve, so the forecast is likely too high and the stop may come too early. The
+    reference run is tested beside the run advised, and the trainer's line and stopped.json say so.
+    Stand-ins for the fit, the rules and the shape test."""
+    import forecast.shape_check as shape_check
+    from forecast import early_stop
+
+    asked = []
+
+    def flag_the_reference(fc, *, runs=None, **_):
+        asked.append(runs)
+        return [{"run_id": "ref:strong-s0", "recipe": "strong", "late_trend_z": -5.04}]
+
+    fit = types.SimpleNamespace(run_ids=["live-s0", "ref:strong-s0"], diagnostics=unconverged_report, data_=object(),
+                                draws=lambda name: None, curve_parameters=lambda **kwargs: None)
+    monkeypatch.setattr(early_stop, "fit_for_advice", lambda table, **kwargs: (fit, True))
+    monkeypatch.setattr(early_stop, "recommend_runs", lambda fc, budgets, config, **kwargs: {
+        "live-s0": early_stop.Recommendation("stop", "beats_best", "stop: P(beats best 'ref:strong-s0') = 0.02 < 0.1",
+                                             run_id="live-s0", details={"alternative": "ref:strong-s0"})})
+    monkeypatch.setattr(shape_check, "misshapen_runs", flag_the_reference)
+    evals = pd.DataFrame({"run_id": "live-s0", "recipe": "live", "compute": [1e5, 2e5, 4e5, 8e5],
+                          "metric": [0.3, 0.35, 0.37, 0.38], "n_eval": 32})
+    cfg = types.SimpleNamespace(out=str(tmp_path), run_id="live-s0", advisor_budget=1e7, advisor_rules="min_evals=2",
+                                advisor_priors="", advisor_reference="")
+    stopped = train_module.advise(cfg, evals.to_dict("records"), {"step": 4, "compute": 8e5})
+    note = ("shape: the run it is compared with, 'ref:strong-s0', falls away from its curve (z -5.0): its forecast is "
+            "likely too high")
+    assert asked == [["live-s0", "ref:strong-s0"]]
+    assert stopped["details"]["shape_note"] == note and stopped["details"]["alternative_late_trend_z"] == -5.04
+    assert "late_trend_z" not in stopped["details"] and stopped["rule"] == "beats_best"
+    assert capsys.readouterr().out.strip().endswith(f"< 0.1 ({note})")
+
+
 @pytest.mark.slow
 def test_the_trainers_advice_on_a_fitted_run_made_to_decline_notes_it(tmp_path, late_decline_sweep):
     """Real fit (the trainer's padded advice fit): the live run is the sweep's run made to decline late,

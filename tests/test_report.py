@@ -1294,3 +1294,23 @@ def test_p_ever_reaches_is_said_to_be_a_new_runs_asymptote_not_the_asymptote_col
     assert "a new run's own asymptote" in words and "asymptote column" in words
     words = re.sub(r"<[^>]+>", "", rp.recipe_table_html(table, 100.0, "gpu_hours", target))
     assert "typical run" in words
+
+
+def test_a_run_stopped_against_a_run_whose_end_falls_away_is_told_its_forecast_is_likely_too_high():
+    """short1 is stopped on P(beats best 'done1'); done1's last third falls away from its curve, so the
+    bar short1 lost to is likely too high. Its reason says so, as forecast watch's and the trainer's
+    advice do; the summary above the table names the flagged run alone, not short1; the advice is unchanged."""
+    fc = LevelsFit({"done1": 0.70, "short1": 0.31}, {"done1": 2.0, "short1": 0.5})
+    flagged = [{"run_id": "done1", "recipe": "done", "late_trend_z": -5.04}]
+    advice = rp.stop_advice(fc, 1.0, None, flagged)[0]
+    table = advice.table.set_index("run_id")
+    assert (table.loc["short1", "decision"], table.loc["short1", "rule"]) == ("stop", "beats_best")
+    assert table.loc["short1", "shape_note"] == ("shape: the run it is compared with, 'done1', falls away from its "
+                                                 "curve (z -5.0): its forecast is likely too high")
+    assert pd.isna(table.loc["short1", "late_trend_z"])  # its own end is not in question
+    assert table.loc["done1", "shape_note"] == rp.misshapen_run_note(-5.04)  # past the budget, flagged itself
+    unflagged = rp.stop_advice(fc, 1.0, None)[0].table
+    pd.testing.assert_frame_equal(advice.table[unflagged.columns[:5]], unflagged[unflagged.columns[:5]])
+    assert rp.esc(table.loc["short1", "shape_note"]) in stop_table_rows(rp.stop_advice_html(advice))["short1"]
+    summary = rp.stop_summary_html(advice.table)
+    assert "the last third of done1 (z -5.0)" in summary and "short1 (z" not in summary

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import shutil
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from forecast.cli import main
@@ -1105,3 +1107,46 @@ def test_a_run_folder_that_can_be_neither_listed_nor_entered_is_said_and_the_wat
                                          "are left out"):
         table, folders, unreadable = scan_runs(sweep)
     assert set(table["run_id"]) == {"good-s0"} and not unreadable
+
+
+class LevelsFit:
+    """A stand-in for the watch's fit: run r's true pass rate is levels[r] at any compute, 1000 draws
+    spread evenly 0.05 either side of it."""
+
+    compute_unit = "flops"
+    fit_info_: dict = {}
+
+    def __init__(self, table, levels: dict):
+        self.runs_, self.levels, self.run_ids = table, levels, list(levels)
+
+    def sample_curves(self, compute, *, run_id, **_):
+        draws = self.levels[run_id] - 0.05 + 0.1 * (np.arange(1000)[:, None] + 0.5) / 1000
+        return np.repeat(draws, len(np.atleast_1d(compute)), axis=1)
+
+
+def test_the_watch_tells_a_run_stopped_against_a_run_whose_end_falls_away_that_its_bar_is_likely_too_high(monkeypatch):
+    """slow-s0 is stopped on P(beats best 'top-s0'), a run that ended; top-s0's last third falls away from
+    its curve, so its forecast, the bar, is likely too high. The ended run is tested because the advice
+    compares with it, and slow-s0's line and JSON details say so; its advice is the rules'."""
+    import forecast.shape_check as shape_check
+    import forecast.watch as watch_module
+    from forecast.watch import _line, advise_table
+
+    table = pd.DataFrame([{"run_id": run, "recipe": run[:-3], "compute": 100.0 * (i + 1), "metric": 0.3}
+                          for run in ("top-s0", "slow-s0") for i in range(6)])
+    monkeypatch.setattr(watch_module, "fit_for_advice", lambda table, **kwargs: (
+        LevelsFit(table, {"top-s0": 0.7, "slow-s0": 0.3}), True))
+    asked = []
+
+    def flag_top(fc, *, runs=None, **_):
+        asked.append(runs)
+        return [{"run_id": "top-s0", "recipe": "top", "late_trend_z": -5.04}]
+
+    monkeypatch.setattr(shape_check, "misshapen_runs", flag_top)
+    recs, _ = advise_table(table, {"slow-s0": 1200.0}, EarlyStopConfig(min_evals=4, saturation_epsilon=None))
+    rec = recs["slow-s0"]
+    assert asked == [["slow-s0", "top-s0"]]
+    assert (rec.action, rec.rule, rec.details["alternative"]) == ("stop", "beats_best", "top-s0")
+    note = "shape: the run it is compared with, 'top-s0', falls away from its curve (z -5.0): its forecast is likely too high"
+    assert rec.details["shape_note"] == note and rec.details["alternative_late_trend_z"] == -5.04
+    assert _line(rec).endswith(f"({note})") and json.loads(json.dumps(rec.to_dict()))["details"]["shape_note"] == note
