@@ -628,3 +628,62 @@ def test_a_resume_refused_or_ended_on_rank_0_ends_every_rank_with_its_message(tm
     assert "run/ckpt.pt is damaged" in done.stderr
     assert "no checkpoint" not in done.stderr
     assert list((tmp_path / "machine1").iterdir()) == []
+
+
+RANK_1_CHECKS_SCRIPT = """
+import os, sys
+import trainer_minimal.train as T
+from trainer_minimal.cli import main
+
+T.JOIN_WAIT_S = 5
+own, calls = T.check_device, []
+def ended_at_rank_1s_check(cfg):  # once rank 1 has checked its own flags and is checking rank 0's: no training
+    calls.append(cfg)
+    if os.environ["RANK"] == "1" and len(calls) == 2:
+        raise ValueError("ended before training")
+    return own(cfg)
+T.check_device = ended_at_rank_1s_check
+args = sys.argv[1:]
+if os.environ["RANK"] == "1":  # rank 1's own command line: another seed and learning rate
+    args = [arg for arg in args if not arg.startswith("--lr=")] + ["--seed", "1", "--lr", "0.001"]
+sys.exit(main(["train", *args]))
+"""
+
+
+def test_rank_1_launched_by_hand_with_other_flags_says_rank_0s_are_used(tmp_path):
+    """Launched by hand, each rank has its own command line, and rank 0's settings (sent through the store)
+    silently replaced rank 1's: a rank 1 given --seed 1 --lr 0.001 trained rank 0's seed and learning rate
+    without a word. It now says which flags differ, and that rank 0's are used, in one line before it checks
+    rank 0's settings on its machine (here that check ends the launch: nothing trains)."""
+    pytest.importorskip("torch.distributed")
+    flags = [f"--{k.replace('_', '-')}={v}" for k, v in TINY.items()]
+    (code0, err0), (code1, err1) = launched_by_hand(tmp_path, RANK_1_CHECKS_SCRIPT, "--out", tmp_path / "run",
+                                                    "--warmstart-cache", tmp_path / "warmstart", *flags)
+    warned = [line for line in err1.splitlines() if "warning" in line]
+    assert warned == ["trainer-minimal: warning: rank 1 was started with other settings than rank 0: --seed 1 "
+                      "(rank 0's: 0); --lr 0.001 (rank 0's: 0.002); rank 0's are used"], err1[-3000:]
+    assert "warning" not in err0 and code1 == 2 and "ended before training" in err1
+    assert code0 == 2 and "rank 1 of 2 refused: ended before training" in err0, err0[-3000:]
+
+
+def test_only_settings_that_differ_are_said_to_be_replaced_by_rank_0s():
+    """A new run compares every setting (the presets and defaults the flags resolve to); a resume only the
+    flags given, the rest being the run's, which rank 0 reads. --device's index is none: each rank takes
+    cuda:LOCAL_RANK."""
+    import dataclasses
+
+    from trainer_minimal.cli import flags_replaced_by_rank_0
+
+    decided = make_config("scalerl", device="cuda:0", **TINY)
+    assert flags_replaced_by_rank_0(make_config("scalerl", device="cuda:1", **TINY), {}, decided) == []
+    assert flags_replaced_by_rank_0(make_config("dapo", device="cpu", **TINY), {}, decided) == [
+        "--preset 'dapo' (rank 0's: 'scalerl')", "--device 'cpu' (rank 0's: 'cuda')",
+        "--loss-type 'ppo' (rank 0's: 'cispo')", "--aggregation 'token' (rank 0's: 'prompt')",
+        "--adv-norm 'group' (rank 0's: 'batch')", "--npr-threshold 0.0 (rank 0's: 0.9)",
+        "--fp32-logits False (rank 0's: True)"]
+    given = {"run_id": "mine", "seed": 1}  # a name given is a setting of its own
+    assert flags_replaced_by_rank_0(make_config("scalerl", **given, **TINY), given, decided) == [
+        "--run-id 'mine' (rank 0's: 'scalerl-s0')", "--seed 1 (rank 0's: 0)", "--device 'cpu' (rank 0's: 'cuda')"]
+    resumed = dataclasses.replace(decided, resume=True)
+    assert flags_replaced_by_rank_0(None, {"resume": True, "max_steps": 4}, resumed) == []
+    assert flags_replaced_by_rank_0(None, {"resume": True, "max_steps": 8}, resumed) == ["--max-steps 8 (rank 0's: 4)"]

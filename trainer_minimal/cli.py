@@ -128,13 +128,43 @@ def resolve_train_config(args):
     return make_config(**overrides)
 
 
+def device_kind(device):
+    """cpu or cuda: what a rank of a multi-process run takes from --device. Each rank trains on
+    cuda:LOCAL_RANK whatever index it is given (train.setup_distributed), so the index is no setting."""
+    return device.partition(":")[0]
+
+
+# named after other settings unless given (make_config): a seed or preset of its own is said, not its echo
+DERIVED_NAMES = ("recipe", "run_id")
+
+
+def flags_replaced_by_rank_0(own, given, decided):
+    """The settings this rank was started with that rank 0's decided settings replace, as flags:
+    ["--lr 0.001 (rank 0's: 0.0005)", ...]. own: this rank's resolved Config (a new run: every setting,
+    its preset and defaults included, but recipe and run_id only where given), or None on --resume,
+    where the run's settings are rank 0's to read, so only the flags given (`given`, explicit_overrides)
+    are compared. --device's index is not a difference (device_kind)."""
+    mine = given if own is None else {name: value for name, value in dataclasses.asdict(own).items()
+                                      if name not in DERIVED_NAMES or name in given}
+    replaced = []
+    for name, value in mine.items():
+        theirs = getattr(decided, name)
+        if name == "device":
+            value, theirs = device_kind(value), device_kind(theirs)
+        if value != theirs:
+            replaced.append(f"--{name.replace('_', '-')} {value!r} (rank 0's: {theirs!r})")
+    return replaced
+
+
 def agreed_train_config(args):
     """The Config of `train`, checked (train.preflight). Under torchrun rank 0 alone reads the run folder
     (only its machine may have it: a multi-machine torchrun with --out on each machine's own disk): on
     --resume the other ranks are sent the run's settings, and a refusal of rank 0's ends them too, with
     its message. A new run's settings are its flags', which every rank resolves and checks on its own
     machine before it waits for rank 0. Every rank checks the settings sent on its own machine and answers
-    rank 0: a refusal there ends rank 0 too, naming that rank and its message."""
+    rank 0: a refusal there ends rank 0 too, naming that rank and its message. Rank 0's settings are the
+    run's on every rank: a rank launched by hand with other flags says which, in one warning, before it
+    checks them (flags_replaced_by_rank_0)."""
     from .train import check_this_machine, decided_by_rank_0, preflight
 
     own = None if explicit_overrides(args).get("resume") else resolve_train_config(args)
@@ -146,9 +176,18 @@ def agreed_train_config(args):
         preflight(cfg)
         return cfg
 
+    def checked_here(decided):
+        # under a launch by hand each rank has its own command line, and rank 0's settings are the run's: said
+        # before they are checked here, where a model folder or device of rank 0's may be what this machine lacks
+        replaced = flags_replaced_by_rank_0(own, explicit_overrides(args), decided)
+        if replaced:
+            print(f"trainer-minimal: warning: rank {process_rank()} was started with other settings than rank 0: "
+                  f"{'; '.join(replaced)}; rank 0's are used", file=sys.stderr, flush=True)
+        preflight(decided)
+
     # the other ranks check their machine's part of rank 0's settings (on --resume they know them only now; a
     # new run's may differ from this rank's own flags under a launch by hand): a refusal there ends rank 0 too
-    return decided_by_rank_0("config", checked, check_here=preflight)
+    return decided_by_rank_0("config", checked, check_here=checked_here)
 
 
 def config_restored_note(cfg):
