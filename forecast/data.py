@@ -635,10 +635,14 @@ def _refuse_a_file_lacking_what_the_others_hold(frames: list[pd.DataFrame]) -> N
         lacking = [column for column in REQUIRED_COLUMNS if column in held and column not in frame.columns]
         if lacking:
             present = [str(c) for c in frame.columns if str(c) not in ("_line", "_source")]
+            # a run table whose header spells a name otherwise ('Metric', ' recipe') is no stray: told what it is
+            # told when named alone, not to move it out
+            spelt = [hint for column in lacking if (hint := _misspelt_name_hint(column, present))]
+            what = "; ".join(spelt) if spelt else (f"is it a run table? Give it {'that column' if len(lacking) == 1 else 'those columns'}, "
+                                                   "or move it out of the folder")
             raise RunDataError(
                 f"lacks {_said_together([repr(c) for c in lacking])}, which the folder's other files hold (its columns: "
-                f"{names_shown(present, 20)}): is it a run table? Give it {'that column' if len(lacking) == 1 else 'those columns'}, or move it out of "
-                "the folder", source=frame["_source"].iloc[0])
+                f"{names_shown(present, 20)}): {what}", source=frame["_source"].iloc[0])
 
 
 def _tables_beside_logs(listing: FolderListing) -> list[Path]:
@@ -959,8 +963,9 @@ def _tracker_shape_hint(present: list[str]) -> str | None:
     return None
 
 
-def _missing_column_hint(column: str, present: list[str]) -> str | None:
-    """Which of the columns present is likely the missing `column`, and what to do, or None."""
+def _misspelt_name_hint(column: str, present: list[str]) -> str | None:
+    """The column present that is `column` spelt otherwise ('Run ID', ' metric', 'compute (flops)', a name
+    behind a byte-order mark), and what to do, or None."""
     # a byte-order mark left on the first name (a file saved with two, or joined after one) is invisible when printed
     near = [name for name in present if _plain_name(name.lstrip("\ufeff")) == column]  # 'Run ID', 'run-id' too
     if near and "\ufeff" in near[0]:
@@ -972,6 +977,13 @@ def _missing_column_hint(column: str, present: list[str]) -> str | None:
     if with_unit:
         return (f"{with_unit[0]!r} is not '{column}': name the column '{column}'"
                 + (" and give its unit in a column 'compute_unit'" if column == "compute" else ""))
+    return None
+
+
+def _missing_column_hint(column: str, present: list[str]) -> str | None:
+    """Which of the columns present is likely the missing `column`, and what to do, or None."""
+    if spelt := _misspelt_name_hint(column, present):
+        return spelt
     # a tracker's key is the name under a prefix ('val/accuracy', 'train/flops')
     export_names = [name for name in present
                     if {name.strip().lower(), _last_key(name)} & set(EXPORT_NAMES.get(column, ()))]

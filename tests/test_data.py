@@ -773,6 +773,21 @@ def test_a_file_of_a_folder_lacking_columns_the_others_hold_is_named_with_its_co
     assert str(info.value).startswith(f"file {tmp_path / 'stray.csv'}: {said}")
 
 
+def test_a_run_table_of_a_folder_whose_header_spells_a_name_otherwise_is_told_so_not_called_stray(tmp_path):
+    """One export of a folder's run tables with 'Metric' (or ' recipe') in its header was refused as a
+    stray file, 'lacks 'metric' ... (its columns: ..., Metric): is it a run table? ... or move it out of the
+    folder', without what the same file named alone is told: that the name is matched exactly."""
+    table = good_table()
+    table[table["recipe"] == "a"].to_csv(tmp_path / "a.csv", index=False)
+    table[table["recipe"] == "b"].rename(columns={"metric": "Metric"}).to_csv(tmp_path / "b.csv", index=False)
+    with pytest.raises(RunDataError) as info:
+        load_runs(tmp_path)
+    said = str(info.value)
+    assert said.startswith(f"file {tmp_path / 'b.csv'}: lacks 'metric', which the folder's other files hold")
+    assert said.endswith("'Metric' is not 'metric': names are matched exactly, without spaces or capitals")
+    assert "is it a run table" not in said
+
+
 def test_a_frame_read_without_its_header_is_refused_in_words():
     """Column names 0, 1, ... (read_csv(header=None)) failed with an AttributeError on startswith."""
     table = pd.DataFrame([["a", "r", 1.0, 0.1], ["a", "r", 2.0, 0.2]])
