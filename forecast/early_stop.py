@@ -88,6 +88,7 @@ import contextlib
 import contextvars
 import threading
 import warnings
+import weakref
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -883,6 +884,9 @@ def advice_pad(n_rows: int) -> int:
 _DROPS_ITS_WARNINGS = contextvars.ContextVar("drops_its_warnings", default=False)
 _HOOK_LOCK = threading.Lock()
 _hook = {"users": 0}
+# the hooks themselves, told by identity: a wrapper made with functools.wraps around one copies its
+# attributes (its __dict__), and taken for a hook it was removed when the last fit ended
+_HOOKS = weakref.WeakSet()
 
 
 def _hook_passing_on_to(shown_by):
@@ -897,11 +901,12 @@ def _hook_passing_on_to(shown_by):
             shown_by(message, category, filename, lineno, file, line)
 
     shown_unless_dropped.advice_hook_passes_on_to = shown_by
+    _HOOKS.add(shown_unless_dropped)
     return shown_unless_dropped
 
 
 def _is_hook(showwarning) -> bool:
-    return hasattr(showwarning, "advice_hook_passes_on_to")
+    return showwarning in _HOOKS  # False for what cannot be weakly referenced (a builtin), as for any other
 
 
 @contextlib.contextmanager

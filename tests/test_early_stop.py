@@ -812,3 +812,40 @@ def test_a_run_compared_with_a_flagged_run_is_told_that_runs_forecast_is_likely_
     recs = {"a-s0": Recommendation("stop", "beats_best", "stop: ...", run_id="a-s0", details={"alternative": "b-s1"})}
     noting_misshapen_runs(object(), recs, flagged=[{"run_id": "b-s1", "recipe": "b", "late_trend_z": -4.0}])
     assert len(asked) == 1 and recs["a-s0"].details["alternative_late_trend_z"] == -4.0
+
+
+def test_a_showwarning_wrapped_with_functools_wraps_while_an_advice_fit_ran_stays_in_place(small_sweep, monkeypatch):
+    """A trial's log of its warnings made with functools.wraps around the showwarning it found (the hook
+    of a check fitting meanwhile) took that hook's mark along with its __dict__: the check, ending, took
+    the wrapper for its own hook and put back the showwarning the hook had found, so the trial's log
+    was removed in silence and no warning of the process was logged from then on."""
+    import functools
+    import threading
+    from types import SimpleNamespace
+
+    from forecast.early_stop import fit_for_advice
+    from forecast.forecaster import ScalingForecaster
+
+    shown, logged = [], []
+    monkeypatch.setattr(warnings, "showwarning", lambda message, *args: shown.append(str(message)))
+
+    def log_warnings():  # another trial's set-up, while the check fits
+        before = warnings.showwarning
+
+        @functools.wraps(before)
+        def logged_then_shown(message, *args):
+            logged.append(str(message))
+            before(message, *args)
+
+        warnings.showwarning = logged_then_shown
+
+    def fit(self, *args, **kwargs):  # no sampling: only what the check does to showwarning matters here
+        other = threading.Thread(target=log_warnings)
+        other.start()
+        other.join()
+        return SimpleNamespace(diagnostics=lambda: SimpleNamespace(converged=True))
+
+    monkeypatch.setattr(ScalingForecaster, "fit", fit)
+    fit_for_advice(small_sweep, random_seed=0, threaded=True)
+    warnings.warn("said after the check", UserWarning, stacklevel=1)
+    assert logged == shown == ["said after the check"]
