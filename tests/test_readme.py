@@ -35,6 +35,27 @@ def test_every_name_a_readme_snippet_starts_a_line_with_is_imported_or_assigned(
     assert not undefined, f"README snippets use names no snippet imports: {undefined}"
 
 
+def test_a_readme_snippet_that_opens_with_imports_runs_on_its_own():
+    """A snippet that starts with its imports reads as one to paste alone (in a fresh interpreter,
+    under a section far from the four lines): every name it uses, anywhere in a line, is imported or
+    assigned in it. The cross-validation snippet once passed `runs`, defined only in the notebook
+    snippet sections above it, and stopped at a NameError when pasted alone."""
+    import ast
+
+    standalone = [b for b in python_blocks((REPO / "README.md").read_text()) if b.lstrip().startswith(("from ", "import "))]
+    assert len(standalone) >= 2
+    for block in standalone:
+        tree = ast.parse(block)
+        defined = set(dir(builtins))
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                defined |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                defined.add(node.id)
+        used = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
+        assert not used - defined, f"the README snippet starting {block.splitlines()[0]!r} uses {sorted(used - defined)}, defined in none of its lines"
+
+
 # Flags a README command line gives to another program than ours (torchrun's own).
 OTHER_PROGRAMS_FLAGS = {"--standalone", "--nproc_per_node"}
 FLAG = re.compile(r"(?<![\w-])--[a-z][\w-]*")
