@@ -539,7 +539,7 @@ def run_predict(args) -> int:
 
 REPORT_EPILOG = """examples:
   forecast report examples/synthetic_table1/runs.csv -o report.html
-  forecast report runs.csv --budget 6.4e4 --target 0.6 -o report.html
+  forecast report runs.csv --budget 4e12 --target 0.6 -o report.html   # the budget in the table's compute unit
   forecast report fits/sweep --budget 4e12 -o report.html --json   # from a saved fit (fit.nc)
 
 RUNS is a run table (CSV, Parquet, JSONL, a folder of run logs) or a saved fit (fit.nc or the
