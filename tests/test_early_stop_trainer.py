@@ -244,6 +244,15 @@ def test_a_reference_recipe_at_another_setting_is_said_by_the_trainer_once_and_k
     assert [line.startswith("[live-s0] advisor: warning: ") for line in printed] == [True, False, False]
 
 
+def _live_run_and_its_advisor_config(tmp_path):
+    """Four evaluations of a trainer run 'live-s0' and a stand-in of its config, asking the advisor."""
+    evals = pd.DataFrame({"run_id": "live-s0", "recipe": "live", "compute": [1e5, 2e5, 4e5, 8e5],
+                          "metric": [0.3, 0.35, 0.37, 0.38], "n_eval": 32})
+    cfg = types.SimpleNamespace(out=str(tmp_path), run_id="live-s0", advisor_budget=1e7, advisor_rules="min_evals=2",
+                                advisor_priors="", advisor_reference="")
+    return evals, cfg
+
+
 def test_the_trainers_advice_on_a_run_whose_end_falls_away_says_so_on_its_line_and_in_stopped_json(
         tmp_path, monkeypatch, capsys):
     """forecast watch and the report said beside a run's advice that its last third falls away from its
@@ -267,10 +276,7 @@ def test_the_trainers_advice_on_a_run_whose_end_falls_away_says_so_on_its_line_a
     monkeypatch.setattr(early_stop, "recommend_runs", lambda fc, budgets, config, **kwargs: {
         "live-s0": early_stop.Recommendation("stop", "saturated", "stop: flat", run_id="live-s0")})
     monkeypatch.setattr(shape_check, "misshapen_runs", flag_the_live_run)
-    evals = pd.DataFrame({"run_id": "live-s0", "recipe": "live", "compute": [1e5, 2e5, 4e5, 8e5],
-                          "metric": [0.3, 0.35, 0.37, 0.38], "n_eval": 32})
-    cfg = types.SimpleNamespace(out=str(tmp_path), run_id="live-s0", advisor_budget=1e7, advisor_rules="min_evals=2",
-                                advisor_priors="", advisor_reference="")
+    evals, cfg = _live_run_and_its_advisor_config(tmp_path)
     stopped = train_module.advise(cfg, evals.to_dict("records"), {"step": 4, "compute": 8e5})
     note = shape_check.misshapen_run_note(-5.04)
     assert asked == [["live-s0"]]  # the run advised alone: the trainer asks about no other
@@ -283,7 +289,6 @@ def test_the_trainers_advice_on_a_run_whose_end_falls_away_says_so_on_its_line_a
     fits.append(types.SimpleNamespace(run_ids=["live-s0"], diagnostics=unconverged_report))  # no data_ to test
     rec = early_stop.trainer_advice(evals, planned_compute=1e7, config=early_stop.EarlyStopConfig(min_evals=2))
     assert "shape_note" not in rec.details and len(asked) == 1
-
 
 
 def test_the_trainers_stop_against_a_reference_run_whose_end_falls_away_says_its_bar_is_likely_too_high(
@@ -308,10 +313,7 @@ def test_the_trainers_stop_against_a_reference_run_whose_end_falls_away_says_its
         "live-s0": early_stop.Recommendation("stop", "beats_best", "stop: P(beats best 'ref:strong-s0') = 0.02 < 0.1",
                                              run_id="live-s0", details={"alternative": "ref:strong-s0"})})
     monkeypatch.setattr(shape_check, "misshapen_runs", flag_the_reference)
-    evals = pd.DataFrame({"run_id": "live-s0", "recipe": "live", "compute": [1e5, 2e5, 4e5, 8e5],
-                          "metric": [0.3, 0.35, 0.37, 0.38], "n_eval": 32})
-    cfg = types.SimpleNamespace(out=str(tmp_path), run_id="live-s0", advisor_budget=1e7, advisor_rules="min_evals=2",
-                                advisor_priors="", advisor_reference="")
+    evals, cfg = _live_run_and_its_advisor_config(tmp_path)
     stopped = train_module.advise(cfg, evals.to_dict("records"), {"step": 4, "compute": 8e5})
     note = ("shape: the run it is compared with, 'ref:strong-s0', falls away from its curve (z -5.0): its forecast is "
             "likely too high")
