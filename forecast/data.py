@@ -24,7 +24,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .formatting import computes_told_apart, fmt_compute, name_of, names_shown, told_apart
+from .formatting import (
+    computes_told_apart,
+    fmt_compute,
+    name_of,
+    names_shown,
+    said_together,
+    told_apart,
+)
 
 REQUIRED_COLUMNS = ("run_id", "recipe", "compute", "metric")
 OPTIONAL_NUMERIC = ("seed", "n_eval", "step", "device_seconds")
@@ -621,11 +628,6 @@ def read_table(path) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def _said_together(items: list[str]) -> str:
-    """'a', 'a and b', 'a, b and c'."""
-    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
-
-
 def _refuse_a_file_lacking_what_the_others_hold(frames: list[pd.DataFrame]) -> None:
     """A file of a folder without a required column that the folder's other files hold (a stray export,
     notes saved as CSV) is refused by name, with its columns: joined to the others its rows would lack that
@@ -641,7 +643,7 @@ def _refuse_a_file_lacking_what_the_others_hold(frames: list[pd.DataFrame]) -> N
             what = "; ".join(spelt) if spelt else (f"is it a run table? Give it {'that column' if len(lacking) == 1 else 'those columns'}, "
                                                    "or move it out of the folder")
             raise RunDataError(
-                f"lacks {_said_together([repr(c) for c in lacking])}, which the folder's other files hold (its columns: "
+                f"lacks {said_together([repr(c) for c in lacking])}, which the folder's other files hold (its columns: "
                 f"{names_shown(present, 20)}): {what}", source=frame["_source"].iloc[0])
 
 
@@ -913,7 +915,7 @@ def _missing_column_message(missing: list[str], columns) -> str:
     message = f"is missing (columns present: {names_shown(present, 20)})"  # a W&B chart's export has 3 per run
     others = [f"'{column}'" for column in missing[1:]]
     if others:
-        listed = _said_together(others)
+        listed = said_together(others)
         message += f"; so {'is' if len(others) == 1 else 'are'} {listed}"
     # a header misread as a whole (one column, or a row of data) first: no column of it is worth a hint
     for separator in (";", "\t", "|"):
@@ -926,7 +928,7 @@ def _missing_column_message(missing: list[str], columns) -> str:
             # a name already right ('run_id') is not missing once the file is read by its separator
             hints = [hint for column in missing if column not in names and (hint := _missing_column_hint(column, names))]
             lead = (f"the header is one column holding {separator!r}, which separates the columns where they are named "
-                    f"{', '.join(REQUIRED_COLUMNS[:-1])} and {REQUIRED_COLUMNS[-1]}")
+                    f"{said_together(REQUIRED_COLUMNS)}")
             return f"{message}; {lead}" + (f": {'; '.join(hints)}" if hints else "")
     if sum(map(_is_number, present)) >= 2:  # compute and metric at least; one such name may be a knob's ('2024')
         return f"{message}; some column names are numbers: does the table lack its header line?"

@@ -36,6 +36,7 @@ from .formatting import (
     name_of,
     pretty_as_str,
     prob_is,
+    said_together,
     shown_so_it_reads_true,
     told_apart,
     unknown_name_message,
@@ -283,7 +284,7 @@ def _recipes_named(names: Sequence[str]) -> str:
     quoted = [f"'{name}'" for name in names]
     if len(quoted) > LEVEL_NAMED:
         return ", ".join(quoted[:LEVEL_NAMED]) + f" and {len(quoted) - LEVEL_NAMED} more recipes in the table"
-    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + f" and {quoted[-1]}"
+    return said_together(quoted)
 
 
 def _whose_highest(table: pd.DataFrame, column: str) -> str:
@@ -720,8 +721,7 @@ def below_data_text(compute: float, below: Sequence[Mapping], unit: str = UNSPEC
     shown = [computes_told_apart(compute, entry["smallest_compute"]) for entry in below]
     at = max((at for at, _ in shown), key=len)
     smallest = [recipe_smallest for _, recipe_smallest in shown]
-    computes = (f"{smallest[0]} {unit}" + ("" if one else " each") if len(set(smallest)) == 1
-                else f"{', '.join(smallest[:-1])} and {smallest[-1]} {unit}")
+    computes = _smallest_computes_said(smallest, unit)
     return (f"{lead}{_names_in_full(names)} {'is' if one else 'are'} forecast at {at} {unit}, below "
             f"{'its smallest compute' if one else 'their smallest computes'} in the data ({computes}), where "
             f"{'its forecast extrapolates its curve' if one else 'their forecasts extrapolate their curves'} "
@@ -754,10 +754,18 @@ def left_out_ways_text(total: float, within: int, max_ways: int, smallest_comput
             "curves backwards, before any run's first evaluation.")
 
 
+def _smallest_computes_said(smallest: Sequence[str], unit: str) -> str:
+    """Recipes' smallest computes (as shown) in a sentence: '2.49e10 flops each' where all are one number
+    ('2.49e10, 2.49e10 and 2.49e10 flops' said it three times), else '6.05e9 and 2.49e10 flops'."""
+    if len(set(smallest)) == 1:
+        return f"{smallest[0]} {unit}" + ("" if len(smallest) == 1 else " each")
+    return f"{said_together(smallest)} {unit}"
+
+
 def _names_in_full(names: Sequence[str]) -> str:
     """"'a'", "'a' and 'b'", "'a', 'b' and 'c'": every name, since each is a recipe the plan leaves out."""
     quoted = [f"'{name}'" for name in names]
-    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + f" and {quoted[-1]}"
+    return said_together(quoted)
 
 
 def recipes_left_out_text(total: float, left_out: Mapping[str, Sequence[int]], smallest_compute: Mapping[str, float],
@@ -778,10 +786,7 @@ def recipes_left_out_text(total: float, left_out: Mapping[str, Sequence[int]], s
         shown = [_below_data(total / first, smallest_compute[r]) for r in names]
         per_run = max((run for run, _ in shown), key=len)
         smallest = [recipe_smallest for _, recipe_smallest in shown]
-        if len(set(smallest)) == 1:  # "2.49e10, 2.49e10 and 2.49e10 flops" said one number three times
-            computes = f"{smallest[0]} {unit}" + ("" if one else " each")
-        else:
-            computes = f"{', '.join(smallest[:-1])} and {smallest[-1]} {unit}"
+        computes = _smallest_computes_said(smallest, unit)
         head = f"{_names_in_full(names)} {'takes' if one else 'take'} no part in {which}"
         if sentences:  # the reason is the first sentence's; the others say their numbers
             sentences.append(f"{head} ({per_run} {unit} a run{or_less}, below {computes}).")

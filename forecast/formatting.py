@@ -164,6 +164,12 @@ def names_shown(names, most: int) -> str:
     return ", ".join(map(str, names[:most])) + (f" and {rest} more" if rest > 0 else "")
 
 
+def said_together(items) -> str:
+    """'a', 'a and b', 'a, b and c': a list as a sentence says it, every item."""
+    items = [str(item) for item in items]
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
+
+
 def close_names(name: str, known) -> list[str]:
     """The known names a mistyped one was likely meant as: the same but for case and spaces ('DAPO' for
     'dapo', 'g4' for a table's ' g4 ', which difflib finds too far apart and an unquoted list of known
