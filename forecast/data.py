@@ -769,7 +769,9 @@ def _require_numeric(frame: pd.DataFrame, column: str, *, required: bool) -> Non
             **_where(frame, idx))
     if required and values.isna().any():
         idx = values.isna().idxmax()
-        raise RunDataError(f"is missing (NaN/empty){_rows_missing(values)}", column=column, **_where(frame, idx))
+        # counted in the file the message names: a folder's files read together counted every file's rows
+        raise RunDataError(f"is missing (NaN/empty){_rows_missing(values[_rows_of_the_file_of(frame, idx)])}",
+                           column=column, **_where(frame, idx))
     if np.isinf(values).any():
         idx = np.isinf(values).idxmax()
         raise RunDataError("is infinite", column=column, **_where(frame, idx))
@@ -788,6 +790,15 @@ def _as_a_number(value) -> str:
     if re.fullmatch(r"[-+]?[1-9]\d{0,2}(,\d{3})+(\.\d*)?", text):  # a sheet's thousands separators
         return f" (its digits grouped by ',': write it without them, {text.replace(',', '')})"
     return ""
+
+
+def _rows_of_the_file_of(frame: pd.DataFrame, index) -> pd.Series:
+    """Which rows of `frame` come from the file that row `index` comes from (every row where the
+    table names no files; rows of a table in memory, whose _source is NaN, count as one file)."""
+    if "_source" not in frame.columns:
+        return pd.Series(True, index=frame.index)
+    source = frame.at[index, "_source"]
+    return frame["_source"].isna() if pd.isna(source) else frame["_source"] == source
 
 
 def _rows_missing(values: pd.Series) -> str:

@@ -704,6 +704,21 @@ def test_a_metric_logged_on_some_steps_only_says_how_many_rows_lack_it_and_why()
     assert str(info.value) == "column 'metric', run 'a-s0', row 4: is missing (NaN/empty)"
 
 
+def test_rows_lacking_a_metric_are_counted_in_the_file_named_of_a_folder_read_together(tmp_path):
+    """A folder of two tables, one a tracker's per-step history: the message named b.csv and counted
+    '16 of 32 rows', the rows of both files, where b.csv has 24 rows. The count is now the named file's."""
+    table = good_table()
+    table[table["recipe"] == "a"].to_csv(tmp_path / "a.csv", index=False)
+    evaluated = table[table["recipe"] == "b"]
+    steps = pd.concat([evaluated, evaluated.assign(metric=np.nan, compute=evaluated["compute"] + 5),
+                       evaluated.assign(metric=np.nan, compute=evaluated["compute"] + 6)]).sort_values("compute")
+    steps.to_csv(tmp_path / "b.csv", index=False)
+    with pytest.raises(RunDataError) as info:
+        load_runs(tmp_path)
+    assert (Path(info.value.source).name, info.value.column, info.value.run_id) == ("b.csv", "metric", "b-s0")
+    assert "is missing (NaN/empty) on 8 of 12 rows, here first: a tracker's export" in str(info.value)
+
+
 def test_a_pass_rate_written_with_a_percent_sign_says_what_to_write():
     """A sheet formatted as percentages exports '45.5%': refused as "value '45.5%' is not a number",
     where the percentages in numbers (45.5) are told to be divided by 100."""
