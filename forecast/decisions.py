@@ -805,7 +805,8 @@ def smallest_compute_by_recipe(fc, recipes: Sequence[str]) -> dict[str, float]:
     return {r: float(smallest[r]) for r in recipes}
 
 
-def decide_split(fc, total: float, *, max_ways: int = 4, recipes: Sequence[str] | None = None) -> ScaleDecision:
+def decide_split(fc, total: float, *, max_ways: int = 4, recipes: Sequence[str] | None = None,
+                 say_below_data: bool = True) -> ScaleDecision:
     """One run at `total`, or k runs at total/k keeping the best? Decided on a fitted forecaster.
     A total more than 100x the data's largest compute (or below its smallest) gives a
     FarFromDataWarning, as decide() does for its budget.
@@ -818,7 +819,9 @@ def decide_split(fc, total: float, *, max_ways: int = 4, recipes: Sequence[str] 
     can judge; leaving the split out for all would let one recipe first evaluated late (another
     evaluation schedule, a larger batch) take every split away from the rest. A split no recipe
     takes part in is left out (`extra["ways_left_out"]`). The recommendation says which and why.
-    One run keeps every recipe, as decide() ranks them at the budget."""
+    One run keeps every recipe, as decide() ranks them at the budget; the recipes forecast below their
+    data at it are `extra["recipes_below_data"]`, said in the recommendation unless say_below_data is
+    False: where decide()'s recommendation at the same budget, which says it, is read beside it (the report)."""
     total = _checked_budget(fc, total, "total")
     # "3" failed as a TypeError, 2.5 deep in range(), and True passed as one way
     if (isinstance(max_ways, bool) or not isinstance(max_ways, numbers.Integral)
@@ -834,7 +837,7 @@ def decide_split(fc, total: float, *, max_ways: int = 4, recipes: Sequence[str] 
                          smallest_compute=smallest)
     text = recommend_split_text(table, total=total, unit=fc.compute_unit)
     below = recipes_below_data(total, smallest)  # one run takes every recipe, as decide ranks them
-    if below:
+    if below and say_below_data:
         text += " " + below_data_text(total, below, fc.compute_unit, lead="For one run, ",
                                       every=len(below) == len(recipes) > 1)
     left_out = {r: [k for k in range(2, within + 1) if r not in recipes_in_split(recipes, total / k, k, smallest)]

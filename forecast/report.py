@@ -289,7 +289,9 @@ def scale_decision(fc, budget: float, target: float | None, *, target_chosen: bo
     if len(fc.recipes) > 1:
         # one run at the budget, or several smaller runs keeping the best: a question every
         # planning meeting asks once a recipe looks good
-        extra.append("Budget split: " + decide_split(fc, budget).recommendation)
+        # the recipes forecast below their data are the recommendation's sentence above (the same one
+        # run at the same budget): said again in this line, a planner read the same fact twice
+        extra.append("Budget split: " + decide_split(fc, budget, say_below_data=False).recommendation)
     return table, recommendation_from_text(decision.recommendation, "forecast.decisions", extra), []
 
 

@@ -939,3 +939,22 @@ def test_decide_says_which_recipes_it_forecasts_before_their_own_data(later_star
         assert decide(fc, 100).recommendation.endswith(
             "Every recipe is forecast at 100 gpu_hours, below the smallest compute of any recipe's runs (381 "
             "gpu_hours), where the forecasts extrapolate the curves backwards, before any run's first evaluation.")
+
+
+def test_the_report_says_once_which_recipes_it_forecasts_before_their_own_data(later_start_fit):
+    """`forecast report --budget 2e3` said that scout is forecast before its first evaluation twice: in the
+    recommendation, and again in its budget split line ("For one run, 'scalerl_scout_moe' is forecast at
+    2,000 ..."), the same one run at the same budget. It is now said once, in the recommendation, which a
+    planner reads first; the split line keeps the splits the recipe takes no part in."""
+    from forecast.report import scale_decision
+
+    fc = later_start_fit
+    sentence = ("'scalerl_scout_moe' is forecast at 2,000 gpu_hours, below its smallest compute in the data (4,298 "
+                "gpu_hours), where its forecast extrapolates its curve backwards, before its runs' first evaluation.")
+    for target, chosen in ((None, False), (0.5, True)):
+        _, recommendation, _ = scale_decision(fc, 2e3, target, target_chosen=chosen)
+        text = " ".join([recommendation.headline, *recommendation.reasons])
+        assert text.count("is forecast at 2,000 gpu_hours, below") == 1 and sentence in recommendation.reasons
+        split = next(reason for reason in recommendation.reasons if reason.startswith("Budget split: "))
+        assert "'scalerl_scout_moe' takes no part in splits into 2 to 4 runs" in split
+    assert ("For one run, " + sentence) in decide_split(fc, 2e3).recommendation  # decide --total alone still says it
