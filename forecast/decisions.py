@@ -51,6 +51,7 @@ __all__ = [
     "recommend_text",
     "split_budget",
     "recommend_split_text",
+    "recommended_split",
     "ScaleDecision",
     "decide",
     "decide_split",
@@ -537,15 +538,10 @@ def _runs_text(recipes: Sequence[str], quote: str = "'") -> str:
     return ", ".join(f"{quote}{r}{quote}" + (f" ({n} seeds)" if n > 1 else "") for r, n in counts.items())
 
 
-def recommend_split_text(table: pd.DataFrame, *, total: float, unit: str = UNSPECIFIED_UNIT) -> str:
-    """Plain words for `split_budget`: the fewest k whose expected best-of-k is the highest in the
-    3 digits the text prints. A gain that does not show in them is Monte Carlo noise, and more runs
-    cost more to manage: the fewer runs win the tie. A split whose gain over one run shows in the
-    digits but lies within MC_LEVEL_SE of its Monte Carlo standard error (gain_mcse) is not
-    recommended: a refit with another seed could call it the other way. The highest of the splits
-    that gain for real is recommended then, and one run, with the noise said, when none does. And a
-    split the table finds level within noise with one of fewer runs (level_with) gives way to it,
-    where that one's own gain over one run is beyond noise too."""
+def _split_choice(table: pd.DataFrame) -> tuple[pd.Series, pd.Series, pd.Series, pd.Series | None]:
+    """(one, top, best, more) of a `split_budget` table, as recommend_split_text argues: one run; the
+    highest split in the digits shown; the split recommended; and the split of more runs that gave
+    way to it, level with it within Monte Carlo noise (None where none did)."""
     shown = table["expected_best"].map(lambda v: float(f"{v:.3f}"))
     one = table.iloc[0]
     # the rows whose gain over one run is more than Monte Carlo noise (or that have no error to judge it by)
@@ -555,6 +551,33 @@ def recommend_split_text(table: pd.DataFrame, *, total: float, unit: str = UNSPE
     # the highest split may be noise while one with fewer runs (and a smaller error) gains for real:
     # that one is recommended; "one run" beside a 2-way split that gains 5 standard errors misled
     best = table.loc[table.index[real & (shown >= shown[real].max())][0]]
+    more = None
+    fewest = best.get("level_with")
+    if fewest is not None and not pd.isna(fewest) and 1 < fewest < best.ways:
+        # more runs that do not beat fewer by more than Monte Carlo noise: the fewer are the plan, if
+        # their own gain over one run is beyond noise (a split is only recommended for such a gain)
+        fewer = table.index[table["ways"] == fewest][0]
+        if real[fewer]:
+            more, best = best, table.loc[fewer]
+    return one, top, best, more
+
+
+def recommended_split(table: pd.DataFrame) -> pd.Series:
+    """The row of a `split_budget` table that recommend_split_text recommends (ways 1: one run), for a
+    script to read as numbers rather than from the sentence."""
+    return _split_choice(table)[2]
+
+
+def recommend_split_text(table: pd.DataFrame, *, total: float, unit: str = UNSPECIFIED_UNIT) -> str:
+    """Plain words for `split_budget`: the fewest k whose expected best-of-k is the highest in the
+    3 digits the text prints. A gain that does not show in them is Monte Carlo noise, and more runs
+    cost more to manage: the fewer runs win the tie. A split whose gain over one run shows in the
+    digits but lies within MC_LEVEL_SE of its Monte Carlo standard error (gain_mcse) is not
+    recommended: a refit with another seed could call it the other way. The highest of the splits
+    that gain for real is recommended then, and one run, with the noise said, when none does. And a
+    split the table finds level within noise with one of fewer runs (level_with) gives way to it,
+    where that one's own gain over one run is beyond noise too."""
+    one, top, best, more = _split_choice(table)
     names = _runs_text(best.recipes)
     if best.ways == 1 and top.ways > 1:
         gain = top.expected_best - one.expected_best
@@ -573,15 +596,6 @@ def recommend_split_text(table: pd.DataFrame, *, total: float, unit: str = UNSPE
             two = table.iloc[1]
             text += f" Splitting in two ({_fmt(two.compute_per_run)} each: {_runs_text(two.recipes)}) gives {two.expected_best:.3f}."
         return text
-    more = None
-    fewest = best.get("level_with")
-    if fewest is not None and not pd.isna(fewest) and 1 < fewest < best.ways:
-        # more runs that do not beat fewer by more than Monte Carlo noise: the fewer are the plan, if
-        # their own gain over one run is beyond noise (a split is only recommended for such a gain)
-        fewer = table.index[table["ways"] == fewest][0]
-        if real[fewer]:
-            more, best = best, table.loc[fewer]
-            names = _runs_text(best.recipes)
     text = (
         f"Split {_fmt(total)} {unit} into {best.ways} runs of {_fmt(best.compute_per_run)} ({names}) and keep the "
         f"best: expected {best.expected_best:.3f} (90% interval {best.q05:.3f}-{best.q95:.3f}) vs "
@@ -807,9 +821,11 @@ def smallest_compute_by_recipe(fc, recipes: Sequence[str]) -> dict[str, float]:
 
 def decide_split(fc, total: float, *, max_ways: int = 4, recipes: Sequence[str] | None = None,
                  say_below_data: bool = True) -> ScaleDecision:
-    """One run at `total`, or k runs at total/k keeping the best? Decided on a fitted forecaster.
-    A total more than 100x the data's largest compute (or below its smallest) gives a
-    FarFromDataWarning, as decide() does for its budget.
+    """One run at `total`, or k runs at total/k keeping the best? Decided on a fitted forecaster; the
+    recommendation's choice as a number is `extra["recommended_ways"]` (1: one run; the table's row
+    of that many ways holds its compute per run, runs and expected best). A total more than 100x
+    the data's largest compute (or below its smallest) gives a FarFromDataWarning, as decide() does
+    for its budget.
 
     Each recipe is judged against its own smallest compute: a split whose runs would each get less
     leaves that recipe out (`extra["recipes_left_out"]`: recipe, smallest_compute and the ways of the
@@ -849,7 +865,8 @@ def decide_split(fc, total: float, *, max_ways: int = 4, recipes: Sequence[str] 
         whose = "in the data" if lowest == float(fc.runs_["compute"].min()) else "of the recipes compared"
         text += " " + left_out_ways_text(total, within, max_ways, lowest, fc.compute_unit, whose=whose)
     return ScaleDecision(table=table, recommendation=text, budget=total, unit=fc.compute_unit,
-                         extra={"mode": "split", "ways_left_out": list(range(within + 1, max_ways + 1)),
+                         extra={"mode": "split", "recommended_ways": int(recommended_split(table)["ways"]),
+                                "ways_left_out": list(range(within + 1, max_ways + 1)),
                                 "recipes_below_data": below,
                                 "recipes_left_out": [{"recipe": r, "smallest_compute": smallest[r], "ways": ways}
                                                      for r, ways in left_out.items()]})

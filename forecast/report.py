@@ -74,6 +74,9 @@ class Recommendation:
     headline: str
     reasons: list[str]
     source: str  # the module that produced it, so a reader knows which rule speaks
+    # the numbers its sentences give, for a script (report --json): forecast.decisions' recipes_below_data
+    # and budget_split (decide_split's to_dict(), as `decide --total --json`); empty for the built-in rule
+    numbers: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -286,13 +289,19 @@ def scale_decision(fc, budget: float, target: float | None, *, target_chosen: bo
                                                              every=len(below) == len(fc.recipes) > 1)
     table = add_asymptotes(table_from_decision(decision.table), fc)
     extra = []
+    split = None
     if len(fc.recipes) > 1:
         # one run at the budget, or several smaller runs keeping the best: a question every
         # planning meeting asks once a recipe looks good
         # the recipes forecast below their data are the recommendation's sentence above (the same one
         # run at the same budget): said again in this line, a planner read the same fact twice
-        extra.append("Budget split: " + decide_split(fc, budget, say_below_data=False).recommendation)
-    return table, recommendation_from_text(decision.recommendation, "forecast.decisions", extra), []
+        split = decide_split(fc, budget, say_below_data=False)
+        extra.append("Budget split: " + split.recommendation)
+    recommendation = recommendation_from_text(decision.recommendation, "forecast.decisions", extra)
+    # the split's choice and the recipes left out were only in its sentence: numbers for a script too
+    recommendation.numbers = {"recipes_below_data": decision.extra["recipes_below_data"],
+                              "budget_split": None if split is None else split.to_dict()}
+    return table, recommendation, []
 
 
 def stop_advice(fc, budget: float, target: float | None, misshapen=()) -> tuple[StopAdvice | None, list[str]]:
@@ -1220,7 +1229,8 @@ def report_summary(data: ReportData, path=None) -> dict:
         "target": data.target,
         "target_chosen": data.target_chosen,
         "compute_unit": data.compute_unit,
-        "recommendation": {"headline": data.recommendation.headline, "reasons": data.recommendation.reasons, "source": data.recommendation.source},
+        "recommendation": {"headline": data.recommendation.headline, "reasons": data.recommendation.reasons,
+                           "source": data.recommendation.source, **data.recommendation.numbers},
         "recipes": [{**record, "target_note": notes.get(record["recipe"])} if data.target is not None else record
                     for record in table.to_dict(orient="records")],
         "stop_advice": data.stop_advice.table.to_dict(orient="records") if data.stop_advice is not None else None,

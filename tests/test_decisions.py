@@ -23,6 +23,7 @@ from forecast.decisions import (
     recipe_draws_at,
     recommend_split_text,
     recommend_text,
+    recommended_split,
     split_budget,
     summarize_compute_to_target,
 )
@@ -958,3 +959,55 @@ def test_the_report_says_once_which_recipes_it_forecasts_before_their_own_data(l
         split = next(reason for reason in recommendation.reasons if reason.startswith("Budget split: "))
         assert "'scalerl_scout_moe' takes no part in splits into 2 to 4 runs" in split
     assert ("For one run, " + sentence) in decide_split(fc, 2e3).recommendation  # decide --total alone still says it
+
+
+def _ways_said(recommendation: str) -> int:
+    """The number of runs a split's recommendation puts the budget into, read from its first sentence."""
+    if recommendation.startswith("Put the whole "):
+        return 1
+    return int(re.match(r"Split .+? into (\d+) runs of ", recommendation).group(1))
+
+
+def test_the_recommended_split_is_the_one_its_sentence_names():
+    """The split recommended was only in the sentence; recommended_split() gives its row, the one the
+    sentence names: more runs level with fewer give way to them, and a gain within noise to one run."""
+    level = pd.DataFrame({"ways": [1, 2, 3], "compute_per_run": [100.0, 50.0, 33.3], "recipes": [["a"], ["a", "b"], ["a", "b", "a"]],
+                          "expected_best": [0.600, 0.6183, 0.6185], "q05": [0.5, 0.55, 0.56], "q95": [0.7, 0.7, 0.7],
+                          "gain_mcse": [0.0, 0.001, 0.001], "level_with": [1, 2, 2]})
+    noise = level.assign(expected_best=[0.600, 0.610, 0.612], gain_mcse=[0.0, 0.006, 0.007], level_with=[1, 1, 1])
+    real = noise.assign(gain_mcse=[0.0, 0.002, 0.007])
+    beyond = level.assign(level_with=[1, 2, 3])
+    for table, ways in ((level, 2), (noise, 1), (real, 2), (beyond, 3)):
+        assert recommended_split(table)["ways"] == ways == _ways_said(recommend_split_text(table, total=100.0))
+
+
+def test_decide_total_and_the_report_give_the_split_and_the_recipes_it_leaves_out_as_numbers(later_start_fit, tmp_path,
+                                                                                              capsys):
+    """`decide --total --json` said which split it recommends only in its sentence, and `report --json`'s
+    budget split and the recipes it forecasts below their data were sentences alone. decide's JSON now
+    has recommended_ways, and the report's recommendation recipes_below_data and budget_split (the keys
+    of decide --total --json); each holds what its sentence says."""
+    from forecast.formatting import fmt_compute
+    from forecast.report import ReportData, report_summary, scale_decision
+
+    fc = later_start_fit
+    scout_from = float(fc.runs_.loc[fc.runs_["recipe"] == "scalerl_scout_moe", "compute"].min())
+    fc.save(tmp_path / "fit.nc")
+    for total in ("4e4", "2e3"):
+        assert main(["decide", str(tmp_path), "--budget", total, "--total", "--max-ways", "16", "--json"]) == 0
+        payload = json.loads(capsys.readouterr().out)
+        assert payload["recommended_ways"] == _ways_said(payload["recommendation"])
+        assert payload["recommended_ways"] in [row["ways"] for row in payload["table"]]
+    table, recommendation, _ = scale_decision(fc, 2e3, None)
+    summary = report_summary(ReportData(title="t", budget=2e3, target=None, compute_unit=fc.compute_unit,
+                                        recipe_table=table, recommendation=recommendation, diagnostics={}, provenance={}))
+    said = summary["recommendation"]
+    assert said["recipes_below_data"] == [{"recipe": "scalerl_scout_moe", "smallest_compute": scout_from}]
+    assert (f"'scalerl_scout_moe' is forecast at 2,000 gpu_hours, below its smallest compute in the data "
+            f"({fmt_compute(scout_from)} gpu_hours)") in " ".join(said["reasons"])
+    split = said["budget_split"]
+    assert "Budget split: " + split["recommendation"] in said["reasons"]
+    assert split["recommended_ways"] == _ways_said(split["recommendation"]) and split["budget"] == 2e3
+    assert split["recipes_left_out"] == [{"recipe": "scalerl_scout_moe", "smallest_compute": scout_from, "ways": [2, 3, 4]}]
+    assert "'scalerl_scout_moe' takes no part in splits into 2 to 4 runs" in split["recommendation"]
+    json.dumps(summary, allow_nan=False)  # strict JSON, as --json prints it
