@@ -250,9 +250,10 @@ class Recommendation:
     probability: float | None = None  # the probability the rule compared (probability rules)
     value: float | None = None  # the number compared with the threshold (= probability, or a gain)
     threshold: float | None = None
-    # every check, the alternative, budget, compute now; shape_note and late_trend_z where the run's
-    # end falls away from its curve, shape_note and alternative_late_trend_z where the alternative's
-    # does (noting_misshapen_runs: the advice of forecast watch, the report and the trainer)
+    # every check, the alternative, budget, compute now; late_trend_z where the run's end falls away
+    # from its curve (and shape_note where the advice rests on its forecast), shape_note and
+    # alternative_late_trend_z where the alternative's does (noting_misshapen_runs: the advice of
+    # forecast watch, the report and the trainer)
     details: dict = field(default_factory=dict)
 
     @property
@@ -332,6 +333,13 @@ def check_gain_per_compute(this: np.ndarray, alternatives: Mapping[str, np.ndarr
 
 # the rules that stop a run because another run is forecast to do better (see keep_leader)
 COMPARISON_RULES = ("beats_best", "gain_per_compute")
+# the continues a comparison stop was turned into (evaluate_rules, evaluate_in_turn)
+HELD_STOP_RULES = ("leader", "top_at_step", "runner_up", "stop_cap")
+# the advice that rests on the run's forecast: the four rules, stop or continue, and the held stops (the
+# run's own rules judged its forecast and did not fire). The rest decide without one: warmup and too_early
+# judge nothing yet, budget_reached compares compute with the budget, no_rule, no_budget and advisor_error
+# had nothing to judge with. A shape note beside those reads as a doubt about advice it cannot touch.
+RULES_ON_THE_FORECAST = ("beats_best", "gain_per_compute", "reach_target", "saturated", *HELD_STOP_RULES)
 
 
 def _shown_against(value: float, threshold: float, fired: bool, digits: int) -> str:
@@ -636,8 +644,10 @@ def recommend_runs(
 def noting_misshapen_runs(fc, recs: Mapping[str, Recommendation], flagged: list[dict] | None = None
                           ) -> Mapping[str, Recommendation]:
     """The recommendations of runs whose last third falls away from their fitted curve
-    (forecast.shape_check) say so in their details: 'shape_note' (a sentence for the advice's line,
-    shape_check.misshapen_run_note) and 'late_trend_z'. A recommendation whose rule compares the run
+    (forecast.shape_check) say so in their details: 'late_trend_z' (the test's number, for a program
+    reading the advice, whatever the rule), and 'shape_note' (a sentence for the advice's line,
+    shape_check.misshapen_run_note) where the advice rests on the run's forecast (RULES_ON_THE_FORECAST:
+    not beside budget_reached, too_early or warmup, which no forecast decides). A recommendation whose rule compares the run
     with another (details 'alternative': P(beats best 'b-s1'), and the continues held from such a
     stop) says so too when THAT run is flagged, since the bar it is held to is likely too high:
     a clause in 'shape_note' (shape_check.with_the_compared_run) and 'alternative_late_trend_z'.
@@ -656,8 +666,9 @@ def noting_misshapen_runs(fc, recs: Mapping[str, Recommendation], flagged: list[
     for run, rec in recs.items():
         note = None
         if run in z_of:
-            note = misshapen_run_note(z_of[run])
             rec.details["late_trend_z"] = z_of[run]
+            if rec.rule in RULES_ON_THE_FORECAST:
+                note = misshapen_run_note(z_of[run])
         if (other := compared.get(run)) in z_of:
             note = with_the_compared_run(note, other, z_of[other])
             rec.details["alternative_late_trend_z"] = z_of[other]

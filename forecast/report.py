@@ -45,7 +45,7 @@ from .formatting import (
     shown_against_limit,
 )
 from .io import atomic_write_text, json_safe
-from .shape_check import misshapen_run_note, misshapen_runs_sentence
+from .shape_check import misshapen_runs_sentence
 
 __all__ = [
     "ReportData",
@@ -85,7 +85,8 @@ class StopAdvice:
 
     # columns run_id, recipe, decision (stop/continue, or ended: a trainer's run whose folder, or the
     # table's ended column, says it ended, not advised; ended_runs), rule, reason, and shape_note and
-    # late_trend_z (a run advised whose end falls away from its curve, forecast.shape_check; else None, NaN)
+    # late_trend_z (a run advised whose end falls away from its curve, forecast.shape_check; else None, NaN;
+    # a stop past the budget, which reads no forecast, has the number and no note)
     table: pd.DataFrame
     source: str
 
@@ -308,8 +309,9 @@ def stop_advice(fc, budget: float, target: float | None, misshapen=()) -> tuple[
     """Should each run continue to the budget? forecast.early_stop's rules, every run short of the
     budget compared with every other run: a run in flight at the budget, a run at or past it (or one
     that ended, ended_runs) at what it reached. misshapen: the fit's misshapen_runs(), as the fit
-    diagnostics show them; each one advised gets its note (shape_check.misshapen_run_note) beside its
-    advice, where whoever decides to stop or continue it reads, and one that ended (not advised) none;
+    diagnostics show them; each one advised on its forecast gets its note (shape_check.misshapen_run_note)
+    beside its advice, where whoever decides to stop or continue it reads; one past the budget (its stop
+    reads no forecast) or that ended (not advised) none;
     a run advised on a comparison with a flagged run is told that run's forecast is likely too high
     (early_stop.noting_misshapen_runs, as forecast watch and the trainer say it)."""
     try:
@@ -357,8 +359,10 @@ def stop_advice(fc, budget: float, target: float | None, misshapen=()) -> tuple[
     for row in rows:
         if "shape_note" in row:  # noted with its advice above
             continue
-        advised = row["decision"] == "stop" and row["run_id"] in late_trend  # past the budget; one that ended is not advised
-        row["shape_note"] = misshapen_run_note(late_trend[row["run_id"]]) if advised else None
+        # past the budget: its stop reads no forecast, so no note beside it (RULES_ON_THE_FORECAST), but
+        # the test's number stays in the row as in recommend_runs' details; one that ended is not advised
+        advised = row["decision"] == "stop" and row["run_id"] in late_trend
+        row["shape_note"] = None
         row["late_trend_z"] = late_trend[row["run_id"]] if advised else float("nan")
     table = pd.DataFrame(rows)
     # stops first (they are the news), then the runs that continue, then the runs that ended; by recipe within

@@ -348,6 +348,26 @@ def test_only_the_runs_advised_are_tested_for_their_shape_and_a_flagged_one_is_n
     assert recs["a-s0"].message == "continue: P(beats best) = 0.4 >= 0.1"  # the advice itself is the rules'
 
 
+def test_a_flagged_runs_advice_that_reads_no_forecast_carries_no_shape_note(monkeypatch):
+    """The shape note says a run's forecasts are likely too high: beside a stop at the planned budget
+    (certain whatever the forecast), or a continue before any rule judged the forecast (too_early,
+    warmup), it only made a reader doubt advice it cannot touch. Those keep the test's number
+    (late_trend_z) for a program reading the advice, and no note; advice on the forecast, stop or
+    continue (a held stop too: the run's own rules judged its forecast), keeps the note."""
+    import forecast.shape_check as shape_check
+
+    rules = {"budget_reached": "stop", "too_early": "continue", "warmup": "continue", "saturated": "stop",
+             "reach_target": "continue", "beats_best": "continue", "stop_cap": "continue"}
+    recs = {rule: Recommendation(action, rule, f"{action}: ...", run_id=rule) for rule, action in rules.items()}
+    monkeypatch.setattr(shape_check, "misshapen_runs", lambda fc, *, runs=None, **_: [
+        {"run_id": run, "recipe": "r", "late_trend_z": -5.04} for run in runs])
+    noting_misshapen_runs(object(), recs)
+    assert all(rec.details["late_trend_z"] == -5.04 for rec in recs.values())
+    noted = {rule for rule, rec in recs.items() if "shape_note" in rec.details}
+    assert noted == {"saturated", "reach_target", "beats_best", "stop_cap"}
+    assert all(recs[rule].details["shape_note"] == shape_check.misshapen_run_note(-5.04) for rule in noted)
+
+
 @pytest.mark.slow
 def test_the_advice_of_a_fitted_run_made_to_decline_notes_it_and_is_otherwise_unchanged(late_decline_fit,
                                                                                        late_decline_sweep):

@@ -291,6 +291,29 @@ def test_the_trainers_advice_on_a_run_whose_end_falls_away_says_so_on_its_line_a
     assert "shape_note" not in rec.details and len(asked) == 1
 
 
+def test_the_trainers_stop_at_its_planned_budget_has_no_shape_note_though_the_run_is_flagged(
+        tmp_path, monkeypatch, capsys):
+    """A stop at the planned budget (budget_reached) is certain whatever the forecast: a shape note
+    beside it ('its forecasts are likely too high') only made a reader doubt it. The printed line has
+    none; stopped.json keeps the test's number. Stand-ins for the fit, the rules and the shape test."""
+    import forecast.shape_check as shape_check
+    from forecast import early_stop
+
+    fit = types.SimpleNamespace(run_ids=["live-s0"], diagnostics=unconverged_report, data_=object(),
+                                draws=lambda name: None, curve_parameters=lambda **kwargs: None)
+    monkeypatch.setattr(early_stop, "fit_for_advice", lambda table, **kwargs: (fit, True))
+    monkeypatch.setattr(early_stop, "recommend_runs", lambda fc, budgets, config, **kwargs: {
+        "live-s0": early_stop.Recommendation("stop", "budget_reached", "stop: compute 8e5 flops >= planned budget 4e5 flops",
+                                             run_id="live-s0")})
+    monkeypatch.setattr(shape_check, "misshapen_runs", lambda fc, *, runs=None, **_: [
+        {"run_id": "live-s0", "recipe": "live", "late_trend_z": -5.04}])
+    evals, cfg = _live_run_and_its_advisor_config(tmp_path)
+    stopped = train_module.advise(cfg, evals.to_dict("records"), {"step": 4, "compute": 8e5})
+    assert "shape_note" not in stopped["details"] and stopped["details"]["late_trend_z"] == -5.04
+    assert capsys.readouterr().out.strip() == (
+        "[live-s0] advisor: stop (budget_reached): compute 8e5 flops >= planned budget 4e5 flops")
+
+
 def test_the_trainers_stop_against_a_reference_run_whose_end_falls_away_says_its_bar_is_likely_too_high(
         tmp_path, monkeypatch, capsys):
     """A stop on P(beats best 'ref:strong-s0') leans on that reference run's forecast; its last third

@@ -1168,28 +1168,37 @@ def test_a_run_whose_end_falls_away_is_noted_beside_its_advice_and_one_that_ende
     from forecast.shape_check import misshapen_run_note
 
     levels = {"going-s0": 0.30, "going-s1": 0.60, "gone-s0": 0.50}
-    fc = LevelsFit(levels, dict.fromkeys(levels, 0.1))
+    fc = LevelsFit(levels, dict.fromkeys(levels, 0.2))  # 5x short of the budget: the rules judge the forecasts
     fc.runs_["ended"] = np.where(fc.runs_["run_id"] == "gone-s0", "finished", "")
     flagged = [{"run_id": "gone-s0", "recipe": "gone-s", "late_trend_z": -6.3},
                {"run_id": "going-s0", "recipe": "going-s", "late_trend_z": -4.2}]  # worst first
     advice = rp.stop_advice(fc, 1.0, None, flagged)[0]
     table = advice.table.set_index("run_id")
+    assert table.loc["going-s0", "rule"] == "runner_up"  # a held stop: its own rules judged its forecast
     assert table.loc["going-s0", "shape_note"] == misshapen_run_note(-4.2)
     assert "(z -4.2)" in table.loc["going-s0", "shape_note"] and table.loc["going-s0", "late_trend_z"] == -4.2
-    assert pd.isna(table.loc["going-s1", "shape_note"])  # an ordinary run
+    assert pd.isna(table.loc["going-s1", "late_trend_z"])  # an ordinary run
     assert table.loc["gone-s0", "decision"] == "ended" and pd.isna(table.loc["gone-s0", "shape_note"])
     unflagged = rp.stop_advice(fc, 1.0, None)[0].table
     pd.testing.assert_frame_equal(advice.table[unflagged.columns[:5]], unflagged[unflagged.columns[:5]])
     assert unflagged["shape_note"].isna().all()
     rows = stop_table_rows(rp.stop_advice_html(advice))
     assert misshapen_run_note(-4.2) in rows["going-s0"]
-    assert "shape:" not in rows["going-s1"] and "shape:" not in rows["gone-s0"]
+    assert "shape: its last third" not in rows["going-s1"] and "shape:" not in rows["gone-s0"]
     summary = rp.stop_summary_html(advice.table)
     assert "shape: the last third of going-s0 (z -4.2) falls away" in summary and "gone-s0 (z" not in summary
     records = {r["run_id"]: r for r in rp.json_safe(advice.table.to_dict(orient="records"))}
     assert records["going-s0"]["shape_note"] == misshapen_run_note(-4.2)
     assert records["gone-s0"]["shape_note"] is None and records["gone-s0"]["late_trend_z"] is None
     json.dumps(records, allow_nan=False)
+    # 10x short of the budget, too early for the rules: no forecast decides the continue, so no note
+    # beside it (nor in the summary), which read as a doubt about it; the test's number stays in the row
+    early = LevelsFit(levels, dict.fromkeys(levels, 0.1))
+    early.runs_["ended"] = fc.runs_["ended"]
+    table = rp.stop_advice(early, 1.0, None, flagged)[0].table
+    going = table.set_index("run_id").loc["going-s0"]
+    assert going["rule"] == "too_early" and pd.isna(going["shape_note"]) and going["late_trend_z"] == -4.2
+    assert "shape:" not in rp.stop_advice_html(rp.StopAdvice(table, source="test"))
 
 
 @pytest.mark.slow
@@ -1308,9 +1317,10 @@ def test_a_run_stopped_against_a_run_whose_end_falls_away_is_told_its_forecast_i
     assert table.loc["short1", "shape_note"] == ("shape: the run it is compared with, 'done1', falls away from its "
                                                  "curve (z -5.0): its forecast is likely too high")
     assert pd.isna(table.loc["short1", "late_trend_z"])  # its own end is not in question
-    assert table.loc["done1", "shape_note"] == rp.misshapen_run_note(-5.04)  # past the budget, flagged itself
+    # past the budget, flagged itself: its stop reads no forecast, so the number and no note
+    assert pd.isna(table.loc["done1", "shape_note"]) and table.loc["done1", "late_trend_z"] == -5.04
     unflagged = rp.stop_advice(fc, 1.0, None)[0].table
     pd.testing.assert_frame_equal(advice.table[unflagged.columns[:5]], unflagged[unflagged.columns[:5]])
     assert rp.esc(table.loc["short1", "shape_note"]) in stop_table_rows(rp.stop_advice_html(advice))["short1"]
     summary = rp.stop_summary_html(advice.table)
-    assert "the last third of done1 (z -5.0)" in summary and "short1 (z" not in summary
+    assert "shape:" not in summary  # no run's own note is beside its advice below

@@ -1150,3 +1150,26 @@ def test_the_watch_tells_a_run_stopped_against_a_run_whose_end_falls_away_that_i
     note = "shape: the run it is compared with, 'top-s0', falls away from its curve (z -5.0): its forecast is likely too high"
     assert rec.details["shape_note"] == note and rec.details["alternative_late_trend_z"] == -5.04
     assert _line(rec).endswith(f"({note})") and json.loads(json.dumps(rec.to_dict()))["details"]["shape_note"] == note
+
+
+def test_the_watch_says_no_shape_note_beside_advice_no_forecast_decides(monkeypatch):
+    """done-s0 has reached its planned budget (a stop whatever its forecast) and early-s0's budget is far
+    beyond its compute (too_early: no rule judged its forecast); both runs' last thirds fall away from
+    their curves. Their lines carried the shape note ('its forecasts are likely too high'), which made a
+    reader doubt advice no forecast decided. Now the lines say nothing of it; the JSON keeps late_trend_z."""
+    import forecast.shape_check as shape_check
+    import forecast.watch as watch_module
+    from forecast.watch import _line, advise_table
+
+    table = pd.DataFrame([{"run_id": run, "recipe": run[:-3], "compute": 100.0 * (i + 1), "metric": 0.3}
+                          for run in ("done-s0", "early-s0") for i in range(6)])
+    monkeypatch.setattr(watch_module, "fit_for_advice", lambda table, **kwargs: (
+        LevelsFit(table, {"done-s0": 0.5, "early-s0": 0.3}), True))
+    monkeypatch.setattr(shape_check, "misshapen_runs", lambda fc, *, runs=None, **_: [
+        {"run_id": run, "recipe": run[:-3], "late_trend_z": -5.04} for run in runs])
+    recs, _ = advise_table(table, {"done-s0": 600.0, "early-s0": 60000.0}, EarlyStopConfig(min_evals=4))
+    assert {run: (rec.action, rec.rule) for run, rec in recs.items()} == {
+        "done-s0": ("stop", "budget_reached"), "early-s0": ("continue", "too_early")}
+    for rec in recs.values():
+        assert "shape" not in _line(rec) and "shape_note" not in rec.details
+        assert json.loads(json.dumps(rec.to_dict()))["details"]["late_trend_z"] == -5.04
