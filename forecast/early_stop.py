@@ -251,9 +251,9 @@ class Recommendation:
     value: float | None = None  # the number compared with the threshold (= probability, or a gain)
     threshold: float | None = None
     # every check, the alternative, budget, compute now; late_trend_z where the run's end falls away
-    # from its curve (and shape_note where the advice rests on its forecast), shape_note and
-    # alternative_late_trend_z where the alternative's does (noting_misshapen_runs: the advice of
-    # forecast watch, the report and the trainer)
+    # from its curve (and shape_note where the advice rests on its forecast), alternative_late_trend_z
+    # where the alternative's does (and shape_note where that comparison stopped it, or a guard held the
+    # stop) (noting_misshapen_runs: the advice of forecast watch, the report and the trainer)
     details: dict = field(default_factory=dict)
 
     @property
@@ -648,9 +648,12 @@ def noting_misshapen_runs(fc, recs: Mapping[str, Recommendation], flagged: list[
     reading the advice, whatever the rule), and 'shape_note' (a sentence for the advice's line,
     shape_check.misshapen_run_note) where the advice rests on the run's forecast (RULES_ON_THE_FORECAST:
     not beside budget_reached, too_early or warmup, which no forecast decides). A recommendation whose rule compares the run
-    with another (details 'alternative': P(beats best 'b-s1'), and the continues held from such a
-    stop) says so too when THAT run is flagged, since the bar it is held to is likely too high:
-    a clause in 'shape_note' (shape_check.with_the_compared_run) and 'alternative_late_trend_z'.
+    with another (details 'alternative': P(beats best 'b-s1')) has 'alternative_late_trend_z' when THAT
+    run is flagged, and, where the comparison stopped it (or would have: the continues held from such a
+    stop), a clause in 'shape_note' (shape_check.with_the_compared_run): the bar it is held to is likely
+    too high, so the stop may come too early. Not on an ordinary continue whose closest check is that
+    comparison: a bar too high makes its P(beats best) too low, so the continue only stands firmer, and
+    the clause read as a doubt about it.
     The action, rule and message are unchanged: what decides is the rules', and this says only that
     a forecast they read is likely too high.
     flagged: the fit's misshapen_runs(), when already made for every run (the report's diagnostics);
@@ -670,11 +673,18 @@ def noting_misshapen_runs(fc, recs: Mapping[str, Recommendation], flagged: list[
             if rec.rule in RULES_ON_THE_FORECAST:
                 note = misshapen_run_note(z_of[run])
         if (other := compared.get(run)) in z_of:
-            note = with_the_compared_run(note, other, z_of[other])
             rec.details["alternative_late_trend_z"] = z_of[other]
+            if stopped_on_the_comparison(rec):
+                note = with_the_compared_run(note, other, z_of[other])
         if note is not None:
             rec.details["shape_note"] = note
     return recs
+
+
+def stopped_on_the_comparison(rec: Recommendation) -> bool:
+    """Whether a comparison with other runs' forecasts stopped this run, or would have but for a guard
+    (HELD_STOP_RULES); not an ordinary continue whose closest check is a comparison."""
+    return (rec.stop and rec.rule in COMPARISON_RULES) or rec.rule in HELD_STOP_RULES
 
 
 def top_at_step(run: str, metrics_by_run: Mapping[str, np.ndarray], percent: float, *, n_startup: int = 5) -> str | None:

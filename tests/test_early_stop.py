@@ -834,6 +834,27 @@ def test_a_run_compared_with_a_flagged_run_is_told_that_runs_forecast_is_likely_
     assert len(asked) == 1 and recs["a-s0"].details["alternative_late_trend_z"] == -4.0
 
 
+def test_an_ordinary_continue_is_not_told_the_run_it_is_compared_with_falls_away(monkeypatch):
+    """'continue: P(beats best 'b-s1') = 0.45 >= 0.1' was followed by 'the run it is compared with,
+    'b-s1', falls away from its curve: its forecast is likely too high'. A bar too high makes that P too
+    low, so the continue only stands firmer: the clause read as a doubt about advice it supports. It is
+    said where the comparison stopped the run, or would have but for a guard (a held stop); the JSON keeps
+    alternative_late_trend_z on every such advice."""
+    import forecast.shape_check as shape_check
+
+    monkeypatch.setattr(shape_check, "misshapen_runs", lambda fc, *, runs=None, **_: [
+        {"run_id": "b-s1", "recipe": "b", "late_trend_z": -5.04}])
+    advice = {"a-s0": ("continue", "beats_best"), "a-s1": ("stop", "beats_best"), "a-s2": ("continue", "stop_cap"),
+              "a-s3": ("continue", "leader")}
+    recs = {run: Recommendation(action, rule, f"{action}: P(beats best 'b-s1') ...", run_id=run,
+                                details={"alternative": "b-s1"}) for run, (action, rule) in advice.items()}
+    noting_misshapen_runs(object(), recs)
+    assert all(rec.details["alternative_late_trend_z"] == -5.04 for rec in recs.values())
+    assert "shape_note" not in recs["a-s0"].details
+    clause = "the run it is compared with, 'b-s1', falls away from its curve (z -5.0): its forecast is likely too high"
+    assert all(recs[run].details["shape_note"] == f"shape: {clause}" for run in ("a-s1", "a-s2", "a-s3"))
+
+
 def test_a_showwarning_wrapped_with_functools_wraps_while_an_advice_fit_ran_stays_in_place(small_sweep, monkeypatch):
     """A trial's log of its warnings made with functools.wraps around the showwarning it found (the hook
     of a check fitting meanwhile) took that hook's mark along with its __dict__: the check, ending, took

@@ -1173,3 +1173,24 @@ def test_the_watch_says_no_shape_note_beside_advice_no_forecast_decides(monkeypa
     for rec in recs.values():
         assert "shape" not in _line(rec) and "shape_note" not in rec.details
         assert json.loads(json.dumps(rec.to_dict()))["details"]["late_trend_z"] == -5.04
+
+
+def test_the_watch_does_not_doubt_a_continue_with_a_bar_that_falls_away(monkeypatch):
+    """lead-s0 continues: P(beats best 'top-s0') = 1.00 >= 0.1. top-s0's last third falls away from its
+    curve, so its forecast, the bar, is likely too high: lead-s0's chance is if anything higher. Its line
+    said 'the run it is compared with, 'top-s0', falls away ...: its forecast is likely too high', a doubt
+    about a continue it only supports. The line now says nothing of it; the JSON keeps the number."""
+    import forecast.shape_check as shape_check
+    import forecast.watch as watch_module
+    from forecast.watch import _line, advise_table
+
+    table = pd.DataFrame([{"run_id": run, "recipe": run[:-3], "compute": 100.0 * (i + 1), "metric": 0.3}
+                          for run in ("top-s0", "lead-s0") for i in range(6)])
+    monkeypatch.setattr(watch_module, "fit_for_advice", lambda table, **kwargs: (
+        LevelsFit(table, {"top-s0": 0.3, "lead-s0": 0.7}), True))
+    monkeypatch.setattr(shape_check, "misshapen_runs", lambda fc, *, runs=None, **_: [
+        {"run_id": "top-s0", "recipe": "top", "late_trend_z": -5.04}])
+    rec = advise_table(table, {"lead-s0": 1200.0}, EarlyStopConfig(min_evals=4, saturation_epsilon=None))[0]["lead-s0"]
+    assert (rec.action, rec.rule, rec.details["alternative"]) == ("continue", "beats_best", "top-s0")
+    assert "shape" not in _line(rec) and "shape_note" not in rec.details
+    assert json.loads(json.dumps(rec.to_dict()))["details"]["alternative_late_trend_z"] == -5.04
