@@ -291,6 +291,33 @@ def test_the_trainers_advice_on_a_run_whose_end_falls_away_says_so_on_its_line_a
     assert "shape_note" not in rec.details and len(asked) == 1
 
 
+def test_resume_of_a_run_the_advisor_stopped_says_its_shape_note_as_the_stop_did(tmp_path, monkeypatch, capsys):
+    """The advisor's stop of a run whose last third falls away from its curve said so on its line, and
+    stopped.json records it; --resume of that run said 'already stopped by the advisor at step 4: ...'
+    without it. It now says the note in the same words. Stand-ins for the fit, the rules and the shape test."""
+    import forecast.shape_check as shape_check
+    from forecast import early_stop
+
+    fit = types.SimpleNamespace(run_ids=["live-s0"], diagnostics=unconverged_report, data_=object(),
+                                draws=lambda name: None, curve_parameters=lambda **kwargs: None)
+    monkeypatch.setattr(early_stop, "fit_for_advice", lambda table, **kwargs: (fit, True))
+    monkeypatch.setattr(early_stop, "recommend_runs", lambda fc, budgets, config, **kwargs: {
+        "live-s0": early_stop.Recommendation("stop", "saturated", "stop: flat", run_id="live-s0")})
+    monkeypatch.setattr(shape_check, "misshapen_runs", lambda fc, *, runs=None, **_: [
+        {"run_id": "live-s0", "recipe": "live", "late_trend_z": -5.04}])
+    evals, cfg = _live_run_and_its_advisor_config(tmp_path)
+    stopped = train_module.advise(cfg, evals.to_dict("records"), {"step": 4, "compute": 8e5})
+    note = f"({shape_check.misshapen_run_note(-5.04)})"
+    assert capsys.readouterr().out.strip().endswith(f"stop (saturated): flat {note}")  # the first time
+    paths = train_module.run_paths(cfg)
+    (tmp_path / "stopped.json").write_text(json.dumps({"step": 4, "compute": 8e5, "advice": stopped}))
+    (tmp_path / "summary.json").write_text(json.dumps({"steps": 4, "stopped": True}))
+    cfg.resume = True
+    assert train_module.ended_note(cfg) == (
+        f"[live-s0] already stopped by the advisor at step 4: saturated: flat {note} "
+        f"(delete {paths['stopped']} to train on)")
+
+
 def test_the_trainers_stop_at_its_planned_budget_has_no_shape_note_though_the_run_is_flagged(
         tmp_path, monkeypatch, capsys):
     """A stop at the planned budget (budget_reached) is certain whatever the forecast: a shape note

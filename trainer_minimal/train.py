@@ -317,9 +317,10 @@ def ended_note(cfg):
         return None  # ended but killed before summary.json: the normal resume path writes it
     if stopped is not None:
         advice, step = stopped["advice"], stopped["step"]
+        details = advice.get("details") or {}
         return (f"[{cfg.run_id}] already stopped by the advisor at step {step}: {advice['rule']}: "
                 f"{advice_reason(advice['action'], advice.get('message', ''))}"
-                f"{convergence_note(advice.get('details') or {}, advice['rule'])} (delete {paths['stopped']} to train on)")
+                f"{convergence_note(details, advice['rule'])}{shape_said(details)} (delete {paths['stopped']} to train on)")
     step = checkpoint_step(paths["ckpt"])
     if step >= cfg.max_steps:
         return f"[{cfg.run_id}] already finished at step {step} of {cfg.max_steps} (pass a larger --max-steps to train on)"
@@ -1204,9 +1205,14 @@ def advice_line(action, rule, message, details):
     the action: its forecasts, which the advice read, are likely too high."""
     # budget_reached compares compute with the budget and reads no fit
     note = convergence_note(details, rule) if action == "stop" else ""
-    if shape := details.get("shape_note"):
-        note += f" ({shape})"
-    return f"advisor: {action} ({rule}): {advice_reason(action, message)}{note}"
+    return f"advisor: {action} ({rule}): {advice_reason(action, message)}{note}{shape_said(details)}"
+
+
+def shape_said(details):
+    """The advice's shape note (forecast.early_stop.noting_misshapen_runs), as its line says it: " (shape:
+    ...)", or "" without one. The same words on --resume of a run it stopped, from stopped.json."""
+    shape = details.get("shape_note")
+    return f" ({shape})" if shape else ""
 
 
 if __name__ == "__main__":  # `python -m trainer_minimal.train ARGS` is `trainer-minimal train ARGS`
