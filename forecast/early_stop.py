@@ -551,8 +551,9 @@ def _closeness(check: dict) -> float:
 
 def _run_stream(fc, run_id: str) -> int:
     """A random stream per run: with one shared stream, every run would get the same noise draws
-    and comparisons between runs would ignore their independent evaluation noise."""
-    return 5000 + fc.run_ids.index(run_id)
+    and comparisons between runs would ignore their independent evaluation noise. The forecaster's
+    own (run_stream), from which predict()'s mean of the run is drawn too."""
+    return fc.run_stream(run_id)
 
 
 def run_draws(fc, run_id: str, compute) -> np.ndarray:

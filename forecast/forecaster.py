@@ -828,6 +828,28 @@ class ScalingForecaster:
         recipes' new seeds get independent seed luck."""
         return 1000 + self._recipe_index(recipe)
 
+    def run_stream(self, run_id: str) -> int:
+        """The random stream of one run's own forecast as the stop advice draws it (early_stop.run_draws)
+        and predict()'s mean reads it; each run its own, so comparisons between runs keep their
+        independent noise."""
+        return 5000 + self._run_index(run_id)
+
+    def _expected_metric(self, compute, *, recipe, run_id, kind) -> np.ndarray:
+        """The mean pass rate of a run (kind "run") or a new run at each compute, from the draws the
+        decisions read: decide's and the report's (recipe_draws_at) for a new run, the stop advice's
+        (early_stop.run_draws) for a run. An evaluation's noise has mean zero, so this is the mean of an
+        evaluation too; the mean of predict()'s own evaluation draws differed from decide's expected by
+        that noise's Monte Carlo average, and one question got two numbers."""
+        if kind == "run":
+            rng, shared_noise = self.run_stream(run_id), False
+        else:
+            rng, shared_noise = self.recipe_stream(recipe), True
+        truth = self.sample_curves(compute, recipe=recipe, run_id=run_id, kind=kind, rng=rng, eval_noise=False,
+                                   shared_noise=shared_noise)
+        # column by column, as decide() averages its one column: mean(axis=0) sums in another order,
+        # and the last digit then depended on how many computes were asked together
+        return np.array([truth[:, j].mean() for j in range(truth.shape[1])])
+
     def curve_parameters(self, *, recipe=None, run_id=None, kind=None, rng=None) -> dict:
         """Per-draw curve parameters (A, B, log_C_mid, R0) for one recipe or run, by kind
         (default: "run" with a run_id, else "new_run")."""
@@ -1026,6 +1048,9 @@ class ScalingForecaster:
         compute / the largest compute evaluated (of the run for kind="run", else of the recipe's
         runs): up to 1 the forecast is within the data, above it an extrapolation that far out; below
         the first evaluation (of the run, or of the recipe's runs) it is an extrapolation backwards.
+        mean (noise=True) is the expected pass rate from the draws the decisions read: decide's and
+        the report's expected metric of a new run, the stop advice's expected_at_budget of a run, to the
+        last digit; the quantiles add one evaluation's noise to those draws.
         A compute more than 100x the data's largest (or below its smallest) gives one
         FarFromDataWarning per call: likely another unit than the run table's.
         """
@@ -1056,9 +1081,11 @@ class ScalingForecaster:
             # the same at a compute whatever else is asked (no Monte Carlo jitter between calls)
             draws = self.sample_curves(compute, recipe=rec, run_id=run, kind=kind, noise=noise, shared_noise=True)
             qs = np.quantile(draws, quantiles, axis=0)
+            means = (self._expected_metric(compute, recipe=rec, run_id=run, kind=kind) if noise
+                     else [draws[:, j].mean() for j in range(len(compute))])
             seen = self._largest_compute_seen(rec, run)
             for j, c in enumerate(compute):
-                row = {"recipe": rec, "run_id": run, "kind": kind, "compute": c, "mean": float(draws[:, j].mean())}
+                row = {"recipe": rec, "run_id": run, "kind": kind, "compute": c, "mean": float(means[j])}
                 row.update({_qname(q): float(qs[i, j]) for i, q in enumerate(quantiles)})
                 row["ahead"] = float(c / seen)  # <= 1: within the data (interpolation); above: extrapolation
                 rows.append(row)
