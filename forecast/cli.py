@@ -517,15 +517,23 @@ def run_predict(args) -> int:
     warn_if_far_from_data(fc, compute, "--compute")
     try:
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore", FarFromDataWarning)  # said just above, naming --compute
+            # said just above, naming --compute, and below a recipe's data after the forecast
+            warnings.simplefilter("ignore", FarFromDataWarning)
             table = fc.predict(compute, recipe=args.recipe, run_id=args.run_id, kind=kind)
     except KeyError as err:
         # the message itself (args[0]), not str(err): KeyError's str() is its repr, which doubles a backslash
         raise BadInput(_hint_as_flags(str(err.args[0]) if err.args else str(err))) from None
     except ValueError as err:
         raise BadInput(str(err)) from None
+    from .decisions import forecasts_below_data, predict_below_data_texts
+
+    for text in predict_below_data_texts(fc, table):  # fc.predict's own warnings are ignored above
+        warn(text)
     if args.json:
-        print(dumps_json(table.to_dict(orient="records")))
+        # a flag per record, for a script: the warning above names only each recipe's largest such compute
+        below = forecasts_below_data(fc, table)
+        print(dumps_json([{**record, "below_data": flag} for record, flag in zip(table.to_dict(orient="records"), below,
+                                                                                  strict=True)]))
     else:
         from .formatting import fmt_compute
 

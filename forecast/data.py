@@ -1576,7 +1576,8 @@ def far_from_data(value: float, observed_compute, *, unit: str, name: str) -> st
 class FarFromDataWarning(UserWarning):
     """A compute given to the Python API (fit's horizon, predict's compute, a decision's budget)
     lies far outside the fitted data's (far_from_data): likely another unit. The command line says
-    the same with its flag's name (--horizon, --compute, --budget)."""
+    the same with its flag's name (--horizon, --compute, --budget). predict gives it too for a compute
+    within the data but below a recipe's (or a run's) own first evaluation, naming that recipe or run."""
 
 
 def warn_if_far_from_data(values, observed_compute, *, unit: str, name: str, stacklevel: int = 3) -> None:

@@ -56,6 +56,7 @@ __all__ = [
     "decide",
     "decide_split",
     "recipe_draws_at",
+    "forecasts_below_data",
 ]
 
 # Below this P(best) the leader is not called a clear winner in the recommendation text.
@@ -721,25 +722,65 @@ def recipes_below_data(compute: float, smallest_compute: Mapping[str, float]) ->
 
 
 def below_data_text(compute: float, below: Sequence[Mapping], unit: str = UNSPECIFIED_UNIT, *, lead: str = "",
-                    every: bool = False) -> str:
+                    every: bool = False, runs: bool = False) -> str:
     """What `recipes_below_data` found, in one sentence: "'grpo' is forecast at 1e10 flops, below its
     smallest compute in the data (2.49e10 flops), where ...". lead: words before it ("For one run, ").
-    every: `below` holds every recipe compared, said as such rather than named one by one."""
+    every: `below` holds every recipe compared, said as such rather than named one by one. runs: the
+    entries are runs ({run_id, smallest_compute}, as predict's kind="run" forecasts them), each one
+    judged by its own first evaluation: "Run 'grpo-s0' is forecast at ..."."""
     if every:
         at, smallest = computes_told_apart(compute, min(entry["smallest_compute"] for entry in below))
         return (f"{lead}{'every recipe' if lead else 'Every recipe'} is forecast at {at} {unit}, below the smallest "
                 f"compute of any recipe's runs ({smallest} {unit}), where the forecasts extrapolate the curves "
                 "backwards, before any run's first evaluation.")
-    names = [entry["recipe"] for entry in below]
+    names = [entry["run_id" if runs else "recipe"] for entry in below]
     one = len(names) == 1
     shown = [computes_told_apart(compute, entry["smallest_compute"]) for entry in below]
     at = max((at for at, _ in shown), key=len)
     smallest = [recipe_smallest for _, recipe_smallest in shown]
     computes = _smallest_computes_said(smallest, unit)
-    return (f"{lead}{_names_in_full(names)} {'is' if one else 'are'} forecast at {at} {unit}, below "
+    # a run has no runs: its own first evaluation is where its data start
+    named = f"{'r' if lead else 'R'}un{'' if one else 's'} {_names_in_full(names)}" if runs else _names_in_full(names)
+    first = ("its first evaluation" if one else "their first evaluations") if runs else \
+        f"{'its' if one else 'their'} runs' first evaluation"
+    return (f"{lead}{named} {'is' if one else 'are'} forecast at {at} {unit}, below "
             f"{'its smallest compute' if one else 'their smallest computes'} in the data ({computes}), where "
             f"{'its forecast extrapolates its curve' if one else 'their forecasts extrapolate their curves'} "
-            f"backwards, before {'its' if one else 'their'} runs' first evaluation.")
+            f"backwards, before {first}.")
+
+
+def _whose_first_evaluation(fc, forecasts: pd.DataFrame) -> tuple[bool, list[str], dict[str, float]]:
+    """Whose data each row of `fc.predict()`'s table is judged by: the run's own for kind="run" (the
+    table has run_id), else its recipe's runs'. (by run, the row's name, smallest compute by name)."""
+    by_run = "run_id" in forecasts.columns
+    names = [name_of(name) for name in forecasts["run_id" if by_run else "recipe"]]
+    smallest = (smallest_compute_by_run if by_run else smallest_compute_by_recipe)(fc, list(dict.fromkeys(names)))
+    return by_run, names, smallest
+
+
+def forecasts_below_data(fc, forecasts: pd.DataFrame) -> list[bool]:
+    """For each row of `fc.predict()`'s table, whether its compute lies below the first evaluation of
+    what it forecasts: of the run for kind="run", else of the recipe's runs. There its curve is
+    extrapolated backwards, however early other recipes' data start."""
+    _, names, smallest = _whose_first_evaluation(fc, forecasts)
+    return [not within_data(compute, smallest[name]) for compute, name in zip(forecasts["compute"], names, strict=True)]
+
+
+def predict_below_data_texts(fc, forecasts: pd.DataFrame) -> list[str]:
+    """What predict says of its forecasts below their own data (`forecasts_below_data`), as decide says it
+    (below_data_text): each recipe, or run, named once, at the largest compute asked below its first
+    evaluation; those named at one compute in one sentence. A compute below all the data is left to the
+    far-from-data warning, which says it as a likely unit mix-up, since every forecast there runs backwards."""
+    by_run, names, smallest = _whose_first_evaluation(fc, forecasts)
+    lowest = float(fc.runs_["compute"].min())
+    said_at: dict[str, float] = {}
+    for compute, name in zip(forecasts["compute"], names, strict=True):
+        if not within_data(compute, smallest[name]) and compute >= lowest:
+            said_at[name] = max(said_at.get(name, compute), float(compute))
+    by_compute: dict[float, list[dict]] = {}
+    for name, compute in said_at.items():
+        by_compute.setdefault(compute, []).append({"run_id" if by_run else "recipe": name, "smallest_compute": smallest[name]})
+    return [below_data_text(compute, below, fc.compute_unit, runs=by_run) for compute, below in sorted(by_compute.items())]
 
 
 def ways_within_data(total: float, max_ways: int, smallest_compute: float) -> int:
@@ -817,6 +858,13 @@ def smallest_compute_by_recipe(fc, recipes: Sequence[str]) -> dict[str, float]:
     runs = fc.runs_
     smallest = runs.groupby(runs["recipe"].map(name_of))["compute"].min()
     return {r: float(smallest[r]) for r in recipes}
+
+
+def smallest_compute_by_run(fc, run_ids: Sequence[str]) -> dict[str, float]:
+    """Each run's smallest compute in the fit's data: its first evaluation."""
+    runs = fc.runs_
+    smallest = runs.groupby(runs["run_id"].map(name_of))["compute"].min()
+    return {r: float(smallest[r]) for r in run_ids}
 
 
 def decide_split(fc, total: float, *, max_ways: int = 4, recipes: Sequence[str] | None = None,

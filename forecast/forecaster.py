@@ -41,6 +41,7 @@ from .data import (
     validate_runs,
     warn_if_far_from_data,
 )
+from .decisions import predict_below_data_texts
 from .formatting import fmt_compute, name_of, unknown_name_message
 from .inference import (
     ConvergenceReport,
@@ -1052,7 +1053,10 @@ class ScalingForecaster:
         the report's expected metric of a new run, the stop advice's expected_at_budget of a run, to the
         last digit; the quantiles add one evaluation's noise to those draws.
         A compute more than 100x the data's largest (or below its smallest) gives one
-        FarFromDataWarning per call: likely another unit than the run table's.
+        FarFromDataWarning per call: likely another unit than the run table's. A compute within the
+        data but below a recipe's own first evaluation (a run's, for kind="run") gives a
+        FarFromDataWarning naming that recipe or run and its smallest compute, once per recipe or run,
+        as decide() says it of a budget (`forecast.decisions.forecasts_below_data` marks the rows).
         """
         self._require_fit("predict()")
         compute = _compute_values(compute)
@@ -1090,7 +1094,12 @@ class ScalingForecaster:
                 row["ahead"] = float(c / seen)  # <= 1: within the data (interpolation); above: extrapolation
                 rows.append(row)
         frame = pd.DataFrame(rows)
-        return frame if kind == "run" else frame.drop(columns="run_id")
+        frame = frame if kind == "run" else frame.drop(columns="run_id")
+        # the far-from-data warning judges the compute against every recipe's data together: a recipe
+        # first evaluated later is forecast backwards at a compute that is well within them
+        for text in predict_below_data_texts(self, frame):
+            warnings.warn(text, FarFromDataWarning, stacklevel=2)
+        return frame
 
     def _largest_compute_seen(self, recipe: str, run_id: str | None) -> float:
         """The largest compute evaluated: of the run, or of any run of the recipe."""

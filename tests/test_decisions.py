@@ -988,6 +988,66 @@ def test_decide_says_which_recipes_it_forecasts_before_their_own_data(later_star
             "gpu_hours), where the forecasts extrapolate the curves backwards, before any run's first evaluation.")
 
 
+def test_predict_says_which_recipes_and_runs_it_forecasts_before_their_own_data(later_start_fit):
+    """`fc.predict(2e3)` on runs where scout's data start at 4,298 gpu_hours and 8b's at 381 gave scout's
+    curve run backwards before its first evaluation with nothing said, where decide at that budget
+    says it (2,000 lies within the whole data, so the far-from-data warning is silent). predict now says
+    it as decide does, in a FarFromDataWarning: once per recipe (or run) concerned, naming its smallest
+    compute, and not for a recipe whose data cover the compute."""
+    fc = later_start_fit
+    sentence = ("'scalerl_scout_moe' is forecast at 2,000 gpu_hours, below its smallest compute in the data (4,298 "
+                "gpu_hours), where its forecast extrapolates its curve backwards, before its runs' first evaluation.")
+    assert _far_warnings(lambda: fc.predict([2e3, 5e3])) == [sentence]  # not 8b, whose data start at 381
+    assert _far_warnings(lambda: fc.predict([5e3, 1e5])) == []
+    # once, at the largest compute asked below its data
+    assert _far_warnings(lambda: fc.predict([1e3, 2e3], recipe="scalerl_scout_moe")) == [sentence]
+    assert _far_warnings(lambda: fc.predict([2e3], recipe="scalerl_8b", kind="mean")) == []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fc.predict([2e3])
+    assert [w.filename for w in caught] == [__file__]  # the caller's line, as the far-from-data warning
+    # a run is judged by its own first evaluation
+    assert _far_warnings(lambda: fc.predict([2e3], kind="run")) == [
+        "Runs 'scalerl_scout_moe-s0' and 'scalerl_scout_moe-s1' are forecast at 2,000 gpu_hours, below their "
+        "smallest computes in the data (4,298 gpu_hours each), where their forecasts extrapolate their curves "
+        "backwards, before their first evaluations."]
+    assert _far_warnings(lambda: fc.predict([3e3], run_id="scalerl_scout_moe-s1")) == [
+        "Run 'scalerl_scout_moe-s1' is forecast at 3,000 gpu_hours, below its smallest compute in the data "
+        "(4,298 gpu_hours), where its forecast extrapolates its curve backwards, before its first evaluation."]
+    # below every recipe's data it is said once, by the far-from-data warning (a likely unit mix-up)
+    (said,) = _far_warnings(lambda: fc.predict([100]))
+    assert said.startswith("compute 100 is below the smallest compute in the data (381 gpu_hours)")
+
+
+def test_forecast_predict_says_and_marks_the_forecasts_before_their_own_data(later_start_fit, tmp_path, capsys):
+    """`forecast predict FIT --compute 2e3 5e3` printed scout's forecast at 2,000 gpu_hours, 2.1x before its
+    first evaluation, with nothing said on the terminal or in --json. It now warns on stderr as decide
+    says it, once per recipe, and each JSON record has below_data."""
+    fc = later_start_fit
+    fc.save(tmp_path / "fit.nc")
+    assert main(["predict", str(tmp_path), "--compute", "2e3", "5e3", "--json"]) == 0
+    out, err = capsys.readouterr()
+    records = json.loads(out)
+    assert [(r["recipe"], r["compute"], r["below_data"]) for r in records] == [
+        ("scalerl_8b", 2e3, False), ("scalerl_8b", 5e3, False),
+        ("scalerl_scout_moe", 2e3, True), ("scalerl_scout_moe", 5e3, False)]
+    assert "'scalerl_8b'" not in err and err.count("is forecast at") == 1 and err.count(
+        "warning: 'scalerl_scout_moe' is forecast at 2,000 gpu_hours, below its smallest compute in the data "
+        "(4,298 gpu_hours), where its forecast extrapolates its curve backwards, before its runs' first "
+        "evaluation.\n") == 1
+    assert main(["predict", str(tmp_path), "--compute", "3e3", "--run-id", "scalerl_scout_moe-s1", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert [r["below_data"] for r in json.loads(out)] == [True]
+    assert "warning: Run 'scalerl_scout_moe-s1' is forecast at 3,000 gpu_hours, below its smallest compute" in err
+    # below all the data: the far-from-data warning names --compute, and the records are marked
+    assert main(["predict", str(tmp_path), "--compute", "100", "5e3", "--recipe", "scalerl_8b", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert [r["below_data"] for r in json.loads(out)] == [True, False]
+    assert "is forecast at" not in err and "warning: --compute 100 is below the smallest compute in the data" in err
+    assert main(["predict", str(tmp_path), "--compute", "2e3"]) == 0  # the table says it on stderr too
+    assert "warning: 'scalerl_scout_moe' is forecast at 2,000 gpu_hours" in capsys.readouterr().err
+
+
 def test_the_report_says_once_which_recipes_it_forecasts_before_their_own_data(later_start_fit):
     """`forecast report --budget 2e3` said that scout is forecast before its first evaluation twice: in the
     recommendation, and again in its budget split line ("For one run, 'scalerl_scout_moe' is forecast at
