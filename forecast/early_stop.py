@@ -84,11 +84,7 @@ trainer_minimal calls every N evaluations.
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
-import threading
 import warnings
-import weakref
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -99,6 +95,7 @@ import pandas as pd
 from .data import UNSPECIFIED_UNIT
 from .formatting import fmt_compute, fmt_prob, name_of, shown_so_it_reads_true
 from .inference import check_bool
+from .thread_warnings import this_threads_warnings_dropped
 
 __all__ = [
     "EarlyStopConfig",
@@ -899,67 +896,6 @@ def advice_pad(n_rows: int) -> int:
     return size
 
 
-# Set in a thread (context) whose warnings are dropped where they would be shown: an advice fit's,
-# under fit_for_advice(threaded=True). Read by the hook on warnings.showwarning, which Python calls in
-# the thread that warned; the hook is in place while any such fit runs, and passes every other
-# thread's warnings on to the showwarning it found.
-_DROPS_ITS_WARNINGS = contextvars.ContextVar("drops_its_warnings", default=False)
-_HOOK_LOCK = threading.Lock()
-_hook = {"users": 0}
-# the hooks themselves, told by identity: a wrapper made with functools.wraps around one copies its
-# attributes (its __dict__), and taken for a hook it was removed when the last fit ended
-_HOOKS = weakref.WeakSet()
-
-
-def _hook_passing_on_to(shown_by):
-    """A showwarning that drops the warnings of a thread in an advice fit and passes the others on to
-    `shown_by`, the showwarning it found. A new one each time it is put in place, each with the one it
-    found: a showwarning wrapped meanwhile (a trial's log of its warnings, which calls the one it found:
-    this hook) and found by the next one is passed on to, and passes on to the hook before, not back to
-    itself. One hook whose target changed looped between them until RecursionError, at every warning."""
-
-    def shown_unless_dropped(message, category, filename, lineno, file=None, line=None):
-        if not _DROPS_ITS_WARNINGS.get():
-            shown_by(message, category, filename, lineno, file, line)
-
-    shown_unless_dropped.advice_hook_passes_on_to = shown_by
-    _HOOKS.add(shown_unless_dropped)
-    return shown_unless_dropped
-
-
-def _is_hook(showwarning) -> bool:
-    return showwarning in _HOOKS  # False for what cannot be weakly referenced (a builtin), as for any other
-
-
-@contextlib.contextmanager
-def _this_threads_warnings_dropped():
-    """The warnings this thread shows in the block are dropped; other threads' are shown as before.
-    warnings.catch_warnings cannot do that: it swaps the process's warning state, every thread's, so
-    around an advice fit under Optuna's n_jobs=2 it took a fifth of the warnings another trial's
-    objective raised. Python's filters stay the process's: one set to 'error' applies here too."""
-    with _HOOK_LOCK:
-        # already in place where a catch_warnings elsewhere saved it and put it back after the last fit
-        if not _is_hook(warnings.showwarning):
-            warnings.showwarning = _hook_passing_on_to(warnings.showwarning)
-        _hook["users"] += 1
-    token = _DROPS_ITS_WARNINGS.set(True)
-    try:
-        yield
-    finally:
-        _DROPS_ITS_WARNINGS.reset(token)
-        with _HOOK_LOCK:
-            _hook["users"] -= 1
-            if not _hook["users"] and _is_hook(warnings.showwarning):
-                warnings.showwarning = warnings.showwarning.advice_hook_passes_on_to
-
-
-@contextlib.contextmanager
-def _every_warning_dropped():
-    with warnings.catch_warnings(record=True):
-        warnings.simplefilter("always")
-        yield
-
-
 def fit_for_advice(table: pd.DataFrame, *, random_seed=0, pad_to: int | None = None, previous=None,
                    horizon: float | None = None, threaded: bool = False, **forecaster_kwargs):
     """A fast refit for advice. Non-centred always, so that the compiled model does not switch
@@ -967,8 +903,9 @@ def fit_for_advice(table: pd.DataFrame, *, random_seed=0, pad_to: int | None = N
     of the last advice) this is previous.refit(table): a few new evaluations of the same runs are
     absorbed by reweighting its posterior instead of sampling again. horizon: the largest planned
     budget (ScalingForecaster.fit). The fit's warnings are not shown: the advice says the fit's
-    flags itself, in its message. threaded: the fit runs beside other threads (Optuna's n_jobs),
-    whose warnings must stay theirs: this thread's alone are dropped (_this_threads_warnings_dropped).
+    flags itself, in its message: this thread's alone are dropped, whatever threads run beside it
+    (Optuna's n_jobs, a trainer's), whose warnings stay theirs (forecast.thread_warnings). threaded:
+    kept for callers that pass it; it changes nothing since every advice fit drops its thread's alone.
     Returns (forecaster, converged)."""
     from .forecaster import (
         CONVERGENCE_SAID_BY_CALLER,
@@ -980,7 +917,7 @@ def fit_for_advice(table: pd.DataFrame, *, random_seed=0, pad_to: int | None = N
     said_by_caller = CONVERGENCE_SAID_BY_CALLER.set(True)  # no ConvergenceWarning, which a filter 'error' would raise
     data_said_by_caller = DATA_WARNINGS_SAID_BY_CALLER.set(True)  # nor the data's warnings, said again after their check
     try:
-        with _this_threads_warnings_dropped() if threaded else _every_warning_dropped():
+        with this_threads_warnings_dropped():
             if previous is not None:
                 fc = previous.refit(table, random_seed=random_seed, progress=False, pad_to=pad_to, horizon=horizon)
             else:

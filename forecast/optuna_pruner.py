@@ -74,7 +74,7 @@ USER_ATTR_PREFIX = "forecast_pruner_"
 RISE_OF_A_MINIMISED_METRIC = 0.05
 
 # One check at a time in this process. Optuna's n_jobs runs trials in threads, and a check's fit
-# enters warnings.catch_warnings (the libraries under the fit, the sampler's compile), which swaps
+# may enter warnings.catch_warnings (the libraries under the fit: PyMC's, ArviZ's), which swaps
 # the process's global warning state: two fits overlapping in threads restored each other's state
 # out of order and left the process recording every later warning into a list nobody reads (a study
 # with n_jobs=2 silenced all warnings after it, this pruner's own included). Module-wide, not per

@@ -1,0 +1,146 @@
+"""Warnings kept from view, or recorded, in one thread alone.
+
+warnings.catch_warnings swaps the PROCESS's warning state (its filters and its showwarning): while
+one thread is inside, the warnings every other thread raises are caught with its own, and two
+windows of two threads that overlap put back each other's state in the wrong order, which left
+every warning of the process silenced after a validate_runs and a fit ran side by side. Library
+users call the forecast from threads of their own (a ThreadPoolExecutor fitting two sweeps, a web
+service validating uploads, Optuna's n_jobs), so the library's windows use these instead.
+
+A window sets, in a context variable (a thread's own, as is an asyncio task's), what its thread
+does with warnings of some categories: drops them or records them. Python's filters and
+warnings.showwarning are the process's; while any window is open they hold:
+  - two filters at their front whose "category" is a gate asking the context variable of the
+    thread that warns (issubclass calls its __subclasscheck__): 'ignore' for a category this
+    thread drops, 'always' for one it records. Any other thread matches neither, so its warnings
+    meet the filters it set, 'error' and 'once' included. The window's own are never raised by an
+    'error' filter, as inside catch_warnings, and never enter the 'default'/'once' registries
+    (a dropped warning noted there made the same warning, said later in the user's thread, vanish);
+  - a hook on warnings.showwarning that records the warnings of a recording thread and passes every
+    other one on to the showwarning it found.
+Both go when the last window ends, leaving the filters and showwarning as they were.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import threading
+import warnings
+import weakref
+
+# what this thread (context) does with warnings while in a window: (category, list or None) pairs,
+# the innermost window's first; a warning goes by the first pair whose category it falls under,
+# recorded into its list, or dropped where that is None; one under no pair is Python's to show
+_RULES = contextvars.ContextVar("forecast_warning_rules", default=())
+_LOCK = threading.Lock()
+_open = {"windows": 0}
+# the hooks themselves, told by identity: a wrapper made with functools.wraps around one copies its
+# attributes (its __dict__), and taken for a hook it was removed when the last window ended
+_HOOKS = weakref.WeakSet()
+
+
+def _rule_for(category):
+    """The pair of this thread's innermost window that covers `category`, or None."""
+    for covered, sink in _RULES.get():
+        if issubclass(category, covered):
+            return covered, sink
+    return None
+
+
+class _ThisThreads:
+    """A filter's category that a warning falls under when the thread that raises it drops
+    (records) its category: `records` tells which of the two gates this is."""
+
+    def __init__(self, records: bool):
+        self.records = records
+
+    def __subclasscheck__(self, category) -> bool:
+        rule = _rule_for(category)
+        return rule is not None and (rule[1] is not None) == self.records
+
+    def __repr__(self) -> str:
+        return f"<this thread's {'recorded' if self.records else 'dropped'} warnings>"
+
+
+_DROPPED = ("ignore", None, _ThisThreads(records=False), None, 0)
+_RECORDED = ("always", None, _ThisThreads(records=True), None, 0)
+
+
+def _hook_passing_on_to(shown_by):
+    """A showwarning that records a recording thread's warnings and passes the others on to
+    `shown_by`, the showwarning it found. A new one each time it is put in place, each with the one it
+    found: a showwarning wrapped meanwhile (a trial's log of its warnings, which calls the one it found:
+    this hook) and found by the next one is passed on to, and passes on to the hook before, not back to
+    itself. One hook whose target changed looped between them until RecursionError, at every warning."""
+
+    def shown_unless_this_threads(message, category, filename, lineno, file=None, line=None):
+        rule = _rule_for(category)
+        if rule is None:
+            shown_by(message, category, filename, lineno, file, line)
+        elif rule[1] is not None:
+            rule[1].append(warnings.WarningMessage(message, category, filename, lineno, file, line))
+        # else dropped: a filter set after the window opened ('always', 'default') got before its gate
+
+    shown_unless_this_threads.passes_on_to = shown_by
+    _HOOKS.add(shown_unless_this_threads)
+    return shown_unless_this_threads
+
+
+def _is_hook(showwarning) -> bool:
+    return showwarning in _HOOKS  # False for what cannot be weakly referenced (a builtin), as for any other
+
+
+def _registries_cleared():
+    """What catch_warnings does on entering: the 'default'/'once' registries' entries lapse, so that a
+    warning said once before is recorded again rather than skipped before the filters are asked."""
+    mutated = getattr(warnings, "_filters_mutated", None) or getattr(warnings, "_filters_mutated_lock_held", None)
+    if mutated is not None:
+        mutated()
+
+
+def _open_window() -> None:
+    with _LOCK:
+        # already in place where a catch_warnings elsewhere saved them and put them back after the last window
+        if not _is_hook(warnings.showwarning):
+            warnings.showwarning = _hook_passing_on_to(warnings.showwarning)
+        for gate in (_RECORDED, _DROPPED):
+            if not any(entry is gate for entry in warnings.filters):
+                warnings.filters.insert(0, gate)
+        _open["windows"] += 1
+
+
+def _close_window() -> None:
+    with _LOCK:
+        _open["windows"] -= 1
+        if _open["windows"]:
+            return
+        warnings.filters[:] = [entry for entry in warnings.filters if entry is not _DROPPED and entry is not _RECORDED]
+        if _is_hook(warnings.showwarning):
+            warnings.showwarning = warnings.showwarning.passes_on_to
+
+
+@contextlib.contextmanager
+def _window(categories, sink):
+    if sink is not None:
+        _registries_cleared()
+    _open_window()
+    token = _RULES.set(tuple((category, sink) for category in categories) + _RULES.get())
+    try:
+        yield sink
+    finally:
+        _RULES.reset(token)
+        _close_window()
+
+
+def this_threads_warnings_dropped(*categories):
+    """The warnings of `categories` (every warning without one) that this thread raises in the block
+    are dropped; other threads' are shown as before."""
+    return _window(categories or (Warning,), None)
+
+
+def this_threads_warnings_recorded(*categories):
+    """The warnings of `categories` (every warning without one) that this thread raises in the block
+    are recorded, as warnings.WarningMessage, into the list it yields, in place of being shown;
+    other threads' are shown as before."""
+    return _window(categories or (Warning,), [])

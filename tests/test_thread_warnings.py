@@ -1,0 +1,108 @@
+"""The library's windows on warnings (a check's data warnings recorded, a compile's or a summary's
+warnings kept quiet) hold for the thread inside them alone. warnings.catch_warnings swaps the
+process's warning state: what other threads warned meanwhile was swallowed or kept as the window's
+own, and two windows of two threads ending in the other order left the process silenced. Each test
+forces the overlap with events, so that none rests on luck."""
+
+import threading
+import warnings
+
+WAIT_S = 60
+
+
+class Beside:
+    """Runs `work` in another thread, started now; join() re-raises what it raised there."""
+
+    def __init__(self, work, name=None):
+        self.errors = []
+
+        def run():
+            try:
+                work()
+            except BaseException as err:  # noqa: BLE001 - handed to the test's thread
+                self.errors.append(err)
+
+        self.thread = threading.Thread(target=run, name=name)
+        self.thread.start()
+
+    def join(self):
+        self.thread.join(timeout=WAIT_S)
+        assert not self.thread.is_alive()
+        if self.errors:
+            raise self.errors[0]
+
+
+def warning_said_beside(inside: threading.Event, text: str, category=UserWarning):
+    """A thread that warns `text` once `inside` is set, and the event it sets after."""
+    warned = threading.Event()
+
+    def work():
+        assert inside.wait(WAIT_S)
+        warnings.warn(text, category, stacklevel=1)
+        warned.set()
+
+    return Beside(work), warned
+
+
+def said_once_inside(real, inside: threading.Event, warned: threading.Event, own_text: str | None = None):
+    """`real`, which first says it is running, waits for the other thread's warning and warns its own."""
+
+    def call(*args, **kwargs):
+        inside.set()
+        assert warned.wait(WAIT_S)
+        if own_text is not None:
+            warnings.warn(own_text, UserWarning, stacklevel=1)
+        return real(*args, **kwargs)
+
+    return call
+
+
+def test_a_warning_an_advice_fit_drops_does_not_silence_the_same_warning_said_later_by_the_user(small_sweep, monkeypatch):
+    """Under Python's 'default' action a warning is shown once per place: one that a threaded advice
+    fit dropped was noted as shown, and the same warning, said later in the user's own thread, vanished."""
+    from types import SimpleNamespace
+
+    from forecast.early_stop import fit_for_advice
+    from forecast.forecaster import ScalingForecaster
+
+    def helper():
+        warnings.warn("said by a helper both call", UserWarning, stacklevel=1)
+
+    def fit(self, *args, **kwargs):
+        helper()
+        return SimpleNamespace(diagnostics=lambda: SimpleNamespace(converged=True))
+
+    shown = []
+    monkeypatch.setattr(warnings, "showwarning", lambda message, *args: shown.append(str(message)))
+    monkeypatch.setattr(ScalingForecaster, "fit", fit)
+    once_key = ("said by a helper both call", UserWarning)
+    for action in ("default", "once"):
+        warnings.resetwarnings()  # the 'default' registries start empty
+        warnings.onceregistry.pop(once_key, None)  # which resetwarnings leaves
+        warnings.simplefilter(action)
+        shown.clear()
+        fit_for_advice(small_sweep, random_seed=0, threaded=True)
+        helper()
+        assert shown == ["said by a helper both call"], action
+    warnings.onceregistry.pop(once_key, None)
+
+
+def test_another_threads_warning_while_a_watch_or_a_trainer_fits_for_advice_is_shown(small_sweep, monkeypatch, recwarn):
+    """An advice fit outside Optuna (forecast watch, the trainer's advisor, a backtest's replay) dropped
+    its warnings in warnings.catch_warnings(record=True): what a trainer's other threads warned
+    meanwhile went into that list and was never shown."""
+    from types import SimpleNamespace
+
+    from forecast.early_stop import fit_for_advice
+    from forecast.forecaster import ScalingForecaster
+
+    inside = threading.Event()
+    beside, warned = warning_said_beside(inside, "said by the trainer's other thread")
+
+    def fit(self, *args, **kwargs):
+        return SimpleNamespace(diagnostics=lambda: SimpleNamespace(converged=True))
+
+    monkeypatch.setattr(ScalingForecaster, "fit", said_once_inside(fit, inside, warned, "said by the advice fit"))
+    fit_for_advice(small_sweep, random_seed=0)
+    beside.join()
+    assert [str(w.message) for w in recwarn] == ["said by the trainer's other thread"]
