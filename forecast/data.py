@@ -32,6 +32,7 @@ from .formatting import (
     said_together,
     told_apart,
 )
+from .thread_warnings import this_threads_warnings_dropped, this_threads_warnings_recorded
 
 REQUIRED_COLUMNS = ("run_id", "recipe", "compute", "metric")
 OPTIONAL_NUMERIC = ("seed", "n_eval", "step", "device_seconds")
@@ -263,20 +264,16 @@ NAME_COLUMNS = ("run_id", "recipe")
 
 @contextlib.contextmanager
 def _data_warnings_recorded():
-    """Records the UserWarnings raised in the block, in place of showing them, into the list it
-    yields (each message once, in order), filled when the block ends, by an error too. Other
-    warnings are shown as Python would."""
+    """Records the UserWarnings this thread raises in the block, in place of showing them, into the
+    list it yields (each message once, in order), filled when the block ends, by an error too. Other
+    warnings, and other threads' (a service checking two uploads at once), are shown as Python would."""
     messages = []
     caught = []
     try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", UserWarning)
+        with this_threads_warnings_recorded(UserWarning) as caught:
             yield messages
     finally:
-        for w in caught:
-            if not issubclass(w.category, UserWarning):
-                warnings.showwarning(w.message, w.category, w.filename, w.lineno)
-        messages.extend(dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, UserWarning)))
+        messages.extend(dict.fromkeys(str(w.message) for w in caught))
 
 
 def data_warnings_of(call, *args, **kwargs):
@@ -698,8 +695,7 @@ _JUST_CHANGED_NS = 3 * 10**9
 @functools.lru_cache(maxsize=64)
 def _runs_named_in_file(path: str, version: tuple) -> frozenset | None:
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # its own problems are not this read's: it is not read
+        with this_threads_warnings_dropped():  # its own problems are not this read's: it is not read
             frame = _read_one_file(Path(path))
     except RunDataError:
         return None

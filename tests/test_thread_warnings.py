@@ -106,3 +106,64 @@ def test_another_threads_warning_while_a_watch_or_a_trainer_fits_for_advice_is_s
     fit_for_advice(small_sweep, random_seed=0)
     beside.join()
     assert [str(w.message) for w in recwarn] == ["said by the trainer's other thread"]
+
+
+
+def test_another_threads_warning_while_validate_runs_checks_a_table_is_shown_and_not_kept_as_the_tables(small_sweep, monkeypatch,
+                                                                                                       recwarn):
+    """A web service validating two uploads at once: the warning another thread raised while a table
+    was checked went into that table's data warnings (kept by its fit, shown on its report) and was
+    said as the table's."""
+    import forecast.data as data
+
+    inside = threading.Event()
+    beside, warned = warning_said_beside(inside, "said by another thread")
+    monkeypatch.setattr(data, "_checked_runs", said_once_inside(data._checked_runs, inside, warned, "said of the table"))
+    clean = data.validate_runs(small_sweep)
+    beside.join()
+    assert clean.attrs["data_warnings"] == ["said of the table"]
+    said = [str(w.message) for w in recwarn]
+    assert said.count("said by another thread") == 1 and said.count("said of the table") == 1
+
+
+def test_two_threads_quiet_windows_ending_in_the_other_order_leave_the_warning_state_as_it_was(small_sweep, tmp_path, monkeypatch,
+                                                                                                recwarn):
+    """Two threads reading a folder's table beside its run logs at once (two watches in one process):
+    each read is quiet about the table's own problems. The first to begin ended first; the second,
+    ending, put back the state it had found, the first's quiet one, and every warning of the process
+    was silenced from then on."""
+    import forecast.data as data
+
+    table = tmp_path / "runs.csv"
+    small_sweep.to_csv(table, index=False)
+    first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
+    real_read = data._read_one_file
+
+    def read(path):
+        if threading.current_thread().name == "first":
+            first_in.set()
+            assert second_in.wait(WAIT_S)
+        else:
+            second_in.set()
+            assert first_out.wait(WAIT_S)
+        warnings.warn("said of the table, not read", UserWarning, stacklevel=1)
+        return real_read(path)
+
+    def read_then(done=None):
+        def work():
+            assert data._runs_named_in_file.__wrapped__(str(table), None) == frozenset(small_sweep["run_id"])
+            if done is not None:
+                done.set()
+
+        return work
+
+    filters, showwarning = list(warnings.filters), warnings.showwarning
+    monkeypatch.setattr(data, "_read_one_file", read)
+    first = Beside(read_then(first_out), name="first")
+    assert first_in.wait(WAIT_S)
+    second = Beside(read_then())
+    first.join()
+    second.join()
+    assert warnings.filters == filters and warnings.showwarning is showwarning
+    warnings.warn("said after both reads", UserWarning, stacklevel=1)
+    assert [str(w.message) for w in recwarn] == ["said after both reads"]
