@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import warnings
 
 import numpy as np
 import pandas as pd
@@ -30,6 +29,7 @@ import pandas as pd
 from .baseline import fit_run_least_squares, predict_least_squares
 from .data import compute_unit_of, validate_runs
 from .inference import check_bool
+from .thread_warnings import this_threads_warnings_dropped
 
 __all__ = ["cross_validate", "performance_metrics", "describe_cross_validation", "read_cross_validation", "DEFAULT_CUTS"]
 
@@ -172,13 +172,11 @@ def cross_validate(runs, *, cuts=DEFAULT_CUTS, level: float = 0.9, forecaster=No
             say(f"cut {cut:g}: fitting {n_runs} run{'s' if n_runs != 1 else ''} on their first {cut:g} of compute "
                 f"({len(seen)} evaluations), forecasting {len(hidden)} hidden ones")
         fc = fresh_like(candidate)
-        with warnings.catch_warnings():
-            # said once per cut in the result (fit_converged, attrs["fits"]), not as it happens
-            from .forecaster import ConvergenceWarning, FarFromDataWarning
+        # said once per cut in the result (fit_converged, attrs["fits"]), not as it happens; and the
+        # horizon is the runs' own reach: far beyond an early cut, but in their unit
+        from .forecaster import ConvergenceWarning, FarFromDataWarning
 
-            warnings.simplefilter("ignore", ConvergenceWarning)
-            # the horizon is the runs' own reach: far beyond an early cut, but in their unit
-            warnings.simplefilter("ignore", FarFromDataWarning)
+        with this_threads_warnings_dropped(ConvergenceWarning, FarFromDataWarning):
             fc.fit(seen, random_seed=random_seed, progress=progress, horizon=horizon)
         report = fc.diagnostics()
         table = forecast_hidden(fc, seen, hidden, cut=cut, level=level)

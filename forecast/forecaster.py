@@ -53,6 +53,7 @@ from .inference import (
 )
 from .io import atomic_path
 from .model import Priors, build_model, data_values, prepare_data, white_variance
+from .thread_warnings import this_threads_warnings_dropped
 from .wander_filter import filter_in_blocks, wander_correlation
 
 __all__ = ["ScalingForecaster", "ConvergenceWarning", "FarFromDataWarning", "NotFittedError"]
@@ -1135,8 +1136,7 @@ class ScalingForecaster:
         sampled, ess_scale = self.idata, 1.0
         if self.fit_info_.get("reweighted") and self._base is not None and self._report.reweight_efficiency is not None:
             sampled, ess_scale = self._base["idata"], self._report.reweight_efficiency
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+        with this_threads_warnings_dropped():
             summary = az.summary(sampled, var_names=["A", "B", "log_C_mid", "A_run", "R0_run", "R0"], kind="diagnostics",
                                  round_to="none")  # arviz rounds R-hat to 2 digits, which hides 1.005 against a 1.01 limit
         rows = []

@@ -19,12 +19,12 @@ import shutil
 import sys
 import tempfile
 import time
-import warnings
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from .formatting import pretty_as_str, shown_against_limit, shown_so_it_reads_true
+from .thread_warnings import this_threads_warnings_dropped
 
 __all__ = ["SamplerSettings", "sample_model", "convergence_report", "ConvergenceReport"]
 
@@ -156,8 +156,7 @@ def _compiled(build_model, key, data_values):
         pm.set_data(data_values, model=model)
         return compiled.with_data(**data_values), True
     model = build_model()
-    with warnings.catch_warnings(), _generated_source_in_own_folder():
-        warnings.simplefilter("ignore")
+    with this_threads_warnings_dropped(), _generated_source_in_own_folder():
         compiled = nutpie.compile_pymc_model(model)
     if key is not None:
         _COMPILED_CACHE[key] = (compiled, model)

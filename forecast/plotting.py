@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numbers
 import re
-import warnings
 
 import matplotlib.pyplot as plt  # no backend forced: notebooks keep inline figures
 import numpy as np
@@ -14,6 +13,7 @@ from matplotlib.ticker import FixedLocator, Formatter, FuncFormatter, NullLocato
 from .data import FarFromDataWarning, warn_if_far_from_data
 from .formatting import unknown_name_message
 from .inference import as_real
+from .thread_warnings import this_threads_warnings_dropped
 
 
 def _grid(fc, budget, n=80):
@@ -401,8 +401,7 @@ def _fan_chart_panels(fc, *, recipes, budget, kind, ax, ncols, title, target, yl
     band_handles = None  # the first panel's bands, median and reference lines, named once for the figure
     seeds_of = {}
     for panel, recipe in zip(axes, recipes, strict=False):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", FarFromDataWarning)  # said above, of the budget
+        with this_threads_warnings_dropped(FarFromDataWarning):  # said above, of the budget
             pred = fc.predict(grid, recipe=recipe, kind=kind)
         bands = [
             panel.fill_between(pred["compute"], pred["q05"], pred["q95"], color="tab:blue", alpha=0.18, lw=0, label="90%"),

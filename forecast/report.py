@@ -28,7 +28,6 @@ import io
 import math
 import re
 import sys
-import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -46,6 +45,7 @@ from .formatting import (
 )
 from .io import atomic_write_text, json_safe
 from .shape_check import misshapen_runs_sentence
+from .thread_warnings import this_threads_warnings_dropped
 
 __all__ = [
     "ReportData",
@@ -582,10 +582,9 @@ def collect_report(fc, *, budget=None, target=None, target_chosen: bool = False,
     if target is not None and not 0 < target < 1:
         raise ValueError(f"target must lie in (0, 1), got {target}")
     steps = tqdm(total=5, desc="report", disable=not progress, leave=False)
-    with warnings.catch_warnings():
-        # a budget far from the data is said once, on the page and in its warnings (below), not by
-        # decide(), decide_split() and plot() in turn
-        warnings.simplefilter("ignore", FarFromDataWarning)
+    # a budget far from the data is said once, on the page and in its warnings (below), not by
+    # decide(), decide_split() and plot() in turn
+    with this_threads_warnings_dropped(FarFromDataWarning):
         table, recommendation, notes = scale_decision(fc, budget, target, target_chosen=target_chosen)
         steps.update()
         # one test of the runs' shapes for the fit diagnostics and the stop advice: both name the same runs

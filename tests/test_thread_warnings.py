@@ -7,6 +7,8 @@ forces the overlap with events, so that none rests on luck."""
 import threading
 import warnings
 
+import pytest
+
 WAIT_S = 60
 
 
@@ -167,3 +169,61 @@ def test_two_threads_quiet_windows_ending_in_the_other_order_leave_the_warning_s
     assert warnings.filters == filters and warnings.showwarning is showwarning
     warnings.warn("said after both reads", UserWarning, stacklevel=1)
     assert [str(w.message) for w in recwarn] == ["said after both reads"]
+
+
+def test_another_threads_warning_while_a_model_compiles_is_shown_and_raises_under_warnings_as_errors(monkeypatch):
+    """A notebook fitting two sweeps in a ThreadPoolExecutor: while one compiled its model, the other
+    thread's warnings were dropped, even under a filter 'error' the user had set. The compile's own
+    are dropped still, raised by no filter."""
+    import nutpie
+
+    from forecast import inference
+
+    inside = threading.Event()
+
+    def warns_as_error():
+        with pytest.raises(UserWarning, match="said by the other fit"):
+            assert inside.wait(WAIT_S)
+            warnings.warn("said by the other fit", UserWarning, stacklevel=1)
+
+    shown = []
+    monkeypatch.setattr(warnings, "showwarning", lambda message, *args: shown.append(str(message)))
+    warnings.simplefilter("error")
+    beside = Beside(warns_as_error)
+
+    def compile_while_the_other_warns(model):
+        inside.set()
+        beside.join()
+        warnings.warn("said by the compiler", UserWarning, stacklevel=1)
+        return "compiled"
+
+    monkeypatch.setattr(nutpie, "compile_pymc_model", compile_while_the_other_warns)
+    assert inference._compiled(lambda: "model", None, {}) == ("compiled", False)
+    warnings.simplefilter("always")
+    warnings.warn("said after the compile", UserWarning, stacklevel=1)
+    assert shown == ["said after the compile"]
+
+
+def test_another_threads_warnings_while_a_fits_parameters_and_chart_are_made_are_shown(fitted, monkeypatch, recwarn):
+    """parameters() quiets ArviZ's summary and plot() the budget's FarFromDataWarning, said once above
+    the chart: another thread's warnings of those kinds, raised meanwhile, were dropped with them."""
+    import arviz as az
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from forecast.data import FarFromDataWarning
+
+    for make, patched, text, category in (
+        (fitted.parameters, (az, "summary"), "said by another thread while parameters() ran", UserWarning),
+        (lambda: fitted.plot(), (type(fitted), "predict"), "said by another thread while plot() ran", FarFromDataWarning),
+    ):
+        inside = threading.Event()
+        beside, warned = warning_said_beside(inside, text, category)
+        with monkeypatch.context() as patch:
+            patch.setattr(*patched, said_once_inside(getattr(*patched), inside, warned))
+            made = make()
+        beside.join()
+        assert made is not None and text in [str(w.message) for w in recwarn]
+    plt.close("all")
