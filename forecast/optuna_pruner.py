@@ -179,6 +179,7 @@ class ForecastPruner(BasePruner):
         self._warned_warmup = False
         self._warned_direction = False
         self._not_rates: set[int] = set()  # completed trials whose reports are not rates, warned about once
+        self._copied_reasons_replaced: set[int] = set()  # retried trials whose warm-up reason this pruner writes
 
     def _usable_reports(self, trial) -> int:
         """How many of a trial's reports a fit can use: compute > 0 and a finite value (trial_table's
@@ -273,9 +274,15 @@ class ForecastPruner(BasePruner):
         RetryHeartbeatStaleTrialCallback), a copy of the failed trial's user attributes, this pruner's
         reasons among them: until its own first check the new trial showed the failed trial's advice
         ('continue: P(beats best ...) = 0.12, 6.0x now') for reports it never made, and kept it if it
-        ended in the warm-up. Replaced at its first report; a trial this pruner advised is left alone."""
-        if trial.number in self.advice or not any(key.startswith(USER_ATTR_PREFIX) for key in trial.user_attrs):
+        ended in the warm-up. Replaced from its first report, and again at each report of its warm-up, so
+        that the reason counts the reports the trial has made (one kept from the first said '1 report(s)
+        so far' of a trial that ended after three); a trial this pruner advised otherwise is left alone."""
+        if trial.number in self._copied_reasons_replaced:
+            if self.advice[trial.number].message.startswith(f"continue: {n_reports} report(s)"):
+                return  # asked again on the same reports
+        elif trial.number in self.advice or not any(key.startswith(USER_ATTR_PREFIX) for key in trial.user_attrs):
             return
+        self._copied_reasons_replaced.add(trial.number)
         self._keep(study, trial, Recommendation(
             CONTINUE, "warmup", f"continue: {n_reports} report(s) so far; the first check is at {self.n_warmup_steps} "
             "(n_warmup_steps)", run_id=f"trial-{trial.number}"))

@@ -460,7 +460,8 @@ def test_a_trial_retried_after_a_crash_does_not_show_the_failed_trials_reason(tm
     """A study in a database resumes a crashed trial as a new one (Optuna's heartbeat and
     RetryHeartbeatStaleTrialCallback), which copies the failed trial's user attributes, this
     pruner's reasons among them: until its own first check, after the warm-up, the retried trial
-    showed the failed trial's advice, for reports it never made (and kept it if it ended in the warm-up)."""
+    showed the failed trial's advice, for reports it never made (and kept it if it ended in the warm-up).
+    Its own reason then counted its first report alone: '1 report(s) so far' for a trial that made three."""
     url = f"sqlite:///{tmp_path / 'study.db'}"
     study = optuna.create_study(study_name="s", storage=url, direction="maximize", pruner=ForecastPruner(max_step=STEPS[-1]))
     crashed = study.ask()
@@ -474,17 +475,18 @@ def test_a_trial_retried_after_a_crash_does_not_show_the_failed_trials_reason(tm
     resumed = optuna.load_study(study_name="s", storage=url, pruner=pruner)
 
     def objective(trial):
-        for step in STEPS[:2]:  # fails again in its warm-up
+        for step in STEPS[:3]:  # fails again in its warm-up
             trial.report(0.3, step)
             if trial.should_prune():
                 raise optuna.TrialPruned()
+            assert not trial.should_prune()  # asked twice on the same reports (PatientPruner does)
         raise RuntimeError("out of memory")
 
     resumed.optimize(objective, n_trials=1, catch=(RuntimeError,))
     retried = optuna.load_study(study_name="s", storage=url).trials[-1]
     assert retried.system_attrs["failed_trial"] == crashed.number
     assert retried.user_attrs["forecast_pruner_rule"] == "warmup"
-    assert retried.user_attrs["forecast_pruner_reason"] == "continue: 1 report(s) so far; the first check is at 4 (n_warmup_steps)"
+    assert retried.user_attrs["forecast_pruner_reason"] == "continue: 3 report(s) so far; the first check is at 4 (n_warmup_steps)"
     assert study.trials[crashed.number].user_attrs["forecast_pruner_rule"] == "no_reference"  # the failed trial's own stays
 
 
