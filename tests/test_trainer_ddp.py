@@ -681,9 +681,41 @@ def test_only_settings_that_differ_are_said_to_be_replaced_by_rank_0s():
         "--loss-type 'ppo' (rank 0's: 'cispo')", "--aggregation 'token' (rank 0's: 'prompt')",
         "--adv-norm 'group' (rank 0's: 'batch')", "--npr-threshold 0.0 (rank 0's: 0.9)",
         "--fp32-logits False (rank 0's: True)"]
-    given = {"run_id": "mine", "seed": 1}  # a name given is a setting of its own
+    given = {"seed": 1}
     assert flags_replaced_by_rank_0(make_config("scalerl", **given, **TINY), given, decided) == [
-        "--run-id 'mine' (rank 0's: 'scalerl-s0')", "--seed 1 (rank 0's: 0)", "--device 'cpu' (rank 0's: 'cuda')"]
+        "--seed 1 (rank 0's: 0)", "--device 'cpu' (rank 0's: 'cuda')"]
     resumed = dataclasses.replace(decided, resume=True)
     assert flags_replaced_by_rank_0(None, {"resume": True, "max_steps": 4}, resumed) == []
     assert flags_replaced_by_rank_0(None, {"resume": True, "max_steps": 8}, resumed) == ["--max-steps 8 (rank 0's: 4)"]
+
+
+def test_settings_that_change_nothing_on_rank_1_are_not_said_to_be_replaced(tmp_path):
+    """Rank 1 launched by hand was warned that rank 0's settings replace its own --out written otherwise for the
+    same folder ('run' and './run/', an absolute path, a symlink), and its own run name, warm-start cache and
+    advisor settings: no rank but 0 reads them (rank 0 alone writes the run folder and the cache, logs the run
+    and asks the advisor), whatever their values. A model folder, which every rank loads, written otherwise is
+    the same folder; another one is still said, as is advisor_every, whose turns every rank follows."""
+    import dataclasses
+
+    from trainer_minimal.cli import flags_replaced_by_rank_0
+
+    (tmp_path / "models" / "lm").mkdir(parents=True)
+    (tmp_path / "other-lm").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "models" / "lm")
+    decided = dataclasses.replace(make_config("scalerl", out=str(tmp_path / "run"), **TINY),
+                                  model_path=str(tmp_path / "models" / "lm"))
+    for out in (os.path.relpath(tmp_path / "run"), f"{tmp_path / 'run'}/", str(tmp_path / "elsewhere")):
+        own = dataclasses.replace(decided, out=out, run_id="mine", recipe="mine", warmstart_cache=str(tmp_path),
+                                  advisor_reference=str(tmp_path), advisor_budget=1e9, advisor_rules="target=0.5",
+                                  advisor_priors="b_mu=0.5")
+        assert flags_replaced_by_rank_0(own, {}, decided) == [], out
+        given = {"resume": True, "out": out, "run_id": "mine"}
+        assert flags_replaced_by_rank_0(None, given, dataclasses.replace(decided, resume=True)) == [], out
+    for model_path in (f"{tmp_path / 'link'}/", os.path.relpath(tmp_path / "models" / "lm")):
+        assert flags_replaced_by_rank_0(dataclasses.replace(decided, model_path=model_path), {}, decided) == []
+    assert flags_replaced_by_rank_0(dataclasses.replace(decided, model_path=str(tmp_path / "other-lm")), {}, decided) == [
+        f"--model-path {str(tmp_path / 'other-lm')!r} (rank 0's: {str(tmp_path / 'models' / 'lm')!r})"]
+    assert flags_replaced_by_rank_0(dataclasses.replace(decided, model_path=""), {}, decided) == [
+        f"--model-path '' (rank 0's: {str(tmp_path / 'models' / 'lm')!r})"]
+    assert flags_replaced_by_rank_0(dataclasses.replace(decided, advisor_every=2), {}, decided) == [
+        "--advisor-every 2 (rank 0's: 0)"]

@@ -134,24 +134,40 @@ def device_kind(device):
     return device.partition(":")[0]
 
 
-# named after other settings unless given (make_config): a seed or preset of its own is said, not its echo
-DERIVED_NAMES = ("recipe", "run_id")
+# Settings only rank 0 acts on: it alone writes the run folder and the warm-start cache, logs the run's rows and
+# lines under its names, and asks the advisor (train.run_training, train.warm_start, train.advise). Another
+# rank reads none of them, so its own value of one changes nothing there, and was said to be replaced by
+# rank 0's: an --out written otherwise for the same folder ('run' and './run/'), or another machine's.
+# advisor_every is not one: every rank follows the advisor's turns (train.advisor_due), to hear its answer.
+RANK_0_ONLY = ("out", "recipe", "run_id", "warmstart_cache",
+               "advisor_reference", "advisor_budget", "advisor_rules", "advisor_priors")
+
+
+def same_in_effect(name, value, theirs):
+    """Whether this rank's value of a setting does what rank 0's does on this rank. --device's index is no
+    difference (device_kind); a model folder is the one it names here, where this rank loads rank 0's
+    (relative to this rank's working directory): the same folder written otherwise (a relative or absolute
+    path, a trailing slash, a symlink) is the same. An empty model_path is the tiny GPT, no folder."""
+    if name == "device":
+        return device_kind(value) == device_kind(theirs)
+    if name == "model_path" and value and theirs:
+        return os.path.realpath(value) == os.path.realpath(theirs)
+    return value == theirs
 
 
 def flags_replaced_by_rank_0(own, given, decided):
     """The settings this rank was started with that rank 0's decided settings replace, as flags:
     ["--lr 0.001 (rank 0's: 0.0005)", ...]. own: this rank's resolved Config (a new run: every setting,
-    its preset and defaults included, but recipe and run_id only where given), or None on --resume,
-    where the run's settings are rank 0's to read, so only the flags given (`given`, explicit_overrides)
-    are compared. --device's index is not a difference (device_kind)."""
-    mine = given if own is None else {name: value for name, value in dataclasses.asdict(own).items()
-                                      if name not in DERIVED_NAMES or name in given}
+    its preset and defaults included), or None on --resume, where the run's settings are rank 0's to
+    read, so only the flags given (`given`, explicit_overrides) are compared. Settings only rank 0 acts
+    on (RANK_0_ONLY) are not compared, nor values that do the same here (same_in_effect)."""
+    mine = given if own is None else dataclasses.asdict(own)
     replaced = []
     for name, value in mine.items():
         theirs = getattr(decided, name)
-        if name == "device":
-            value, theirs = device_kind(value), device_kind(theirs)
-        if value != theirs:
+        if name not in RANK_0_ONLY and not same_in_effect(name, value, theirs):
+            if name == "device":
+                value, theirs = device_kind(value), device_kind(theirs)
             replaced.append(f"--{name.replace('_', '-')} {value!r} (rank 0's: {theirs!r})")
     return replaced
 
