@@ -184,7 +184,7 @@ def test_a_second_stop_signal_does_not_break_into_the_stop(tmp_path, monkeypatch
         os.kill(os.getpid(), signum)
         time.sleep(0.5)  # a handler that raises does so before this ends
 
-    def interrupted_after_a_checkpoint(cfg):
+    def interrupted_after_a_checkpoint(cfg, **_):  # train(cfg, machine_checked=True)
         os.makedirs(cfg.out)
         open(os.path.join(cfg.out, "ckpt.pt"), "wb").close()
         signalled(signal.SIGINT)
@@ -243,7 +243,7 @@ def test_a_stop_is_said_once_under_torchrun(tmp_path, monkeypatch, capsys):
     import trainer_minimal.train as train_module
     from trainer_minimal.cli import Stopped
 
-    def stopped_after_a_checkpoint(cfg):
+    def stopped_after_a_checkpoint(cfg, **_):  # train(cfg, machine_checked=True)
         os.makedirs(cfg.out, exist_ok=True)
         open(os.path.join(cfg.out, "ckpt.pt"), "wb").close()
         raise Stopped(signal.SIGTERM)
@@ -541,7 +541,7 @@ def crashed(cfg, model, optimizer, mb, state, world):
     return own(cfg, model, optimizer, mb, state, world)
 T.update = crashed
 if os.environ["RANK"] == "0" and os.environ["CRASH_AT_STEP"] == "checks":
-    def crashed_in_checks(cfg):
+    def crashed_in_checks(cfg, **_):
         raise RuntimeError("a bug on rank 0")
     T.preflight = crashed_in_checks
 if os.environ["RANK"] == "0" and os.environ["CRASH_AT_STEP"] == "lock":  # the store is open, rank 1 waits on it
@@ -719,3 +719,61 @@ def test_settings_that_change_nothing_on_rank_1_are_not_said_to_be_replaced(tmp_
         f"--model-path '' (rank 0's: {str(tmp_path / 'models' / 'lm')!r})"]
     assert flags_replaced_by_rank_0(dataclasses.replace(decided, advisor_every=2), {}, decided) == [
         "--advisor-every 2 (rank 0's: 0)"]
+
+
+COUNTED_CHECKS_SCRIPT = """
+import os, sys
+import trainer_minimal.train as T
+from trainer_minimal.cli import main
+
+T.JOIN_WAIT_S = 20
+own, seeds = T.check_this_machine, []
+def counted(cfg):  # the seed says whose settings were checked: this rank's own, or rank 0's
+    seeds.append(cfg.seed)
+    return own(cfg)
+T.check_this_machine = counted
+T.run_training = lambda cfg: None  # the checks alone
+args = sys.argv[1:]
+if os.environ["RANK"] == "1" and os.environ["RANK_1_SEED"]:
+    args = [*args, "--seed", os.environ["RANK_1_SEED"]]
+code = main(["train", *args])
+os.write(2, f"rank {os.environ['RANK']} exit {code}: this machine checked for seeds {seeds}\\n".encode())
+sys.exit(code)
+"""
+
+
+@pytest.mark.parametrize("resume, rank_1_seed, checked", [
+    (False, "", ([0], [0])),
+    (False, "1", ([0], [1, 0])),  # rank 1 checks its own flags, then rank 0's, which differ
+    (True, "", ([0], [0])),
+], ids=["new run", "rank 1 with other flags", "resume"])
+def test_each_rank_checks_its_machine_once(tmp_path, resume, rank_1_seed, checked):
+    """Every rank ran its machine's checks (the model folder and its tokenizer, the device, the tasks' data) two
+    or three times before training, with the same settings: a new run's rank 1 on its own flags, again on rank
+    0's in the CLI, and again in train(); rank 0 in the CLI's checks twice and again in train(); on --resume,
+    each twice. Each rank now checks once, and a rank 1 started with other flags than rank 0 checks both."""
+    pytest.importorskip("torch.distributed")
+    run = tmp_path / "run"
+    flags = [f"--{k.replace('_', '-')}={v}" for k, v in {**TINY, "max_steps": 2}.items()]
+    if resume:
+        train(make_config("scalerl", out=str(run), warmstart_cache=str(tmp_path / "warmstart"), **{**TINY, "max_steps": 2}))
+        flags = ["--resume", "--max-steps", "4"]
+    said = launched_by_hand(tmp_path, COUNTED_CHECKS_SCRIPT, "--out", run, "--warmstart-cache", tmp_path / "warmstart",
+                            *flags, extra_env={"RANK_1_SEED": rank_1_seed})
+    for rank, ((code, err), seeds) in enumerate(zip(said, checked, strict=True)):
+        assert code == 0 and f"rank {rank} exit 0: this machine checked for seeds {seeds}" in err, err[-3000:]
+
+
+def test_a_single_process_checks_its_machine_once(tmp_path, monkeypatch):
+    """One process ran its machine's checks three times before training: twice in the CLI's checks, and again in
+    train(). It now checks once."""
+    import trainer_minimal.train as T
+
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    checked = []
+    own = T.check_this_machine
+    monkeypatch.setattr(T, "check_this_machine", lambda cfg: checked.append(cfg) or own(cfg))
+    monkeypatch.setattr(T, "run_training", lambda cfg: None)  # the checks alone
+    flags = [f"--{k.replace('_', '-')}={v}" for k, v in TINY.items()]
+    assert main(["train", "--out", str(tmp_path / "run"), *flags]) == 0
+    assert len(checked) == 1

@@ -443,7 +443,7 @@ def test_a_single_process_with_a_stray_rank_says_how_it_was_stopped(tmp_path, mo
     import trainer_minimal.train as train_module
     from trainer_minimal.cli import Stopped
 
-    def stopped_after_a_checkpoint(cfg):
+    def stopped_after_a_checkpoint(cfg, **_):  # train(cfg, machine_checked=True)
         os.makedirs(cfg.out)
         open(os.path.join(cfg.out, "ckpt.pt"), "wb").close()
         raise Stopped(signal.SIGTERM)
@@ -1137,7 +1137,7 @@ def test_ctrl_c_says_how_to_go_on_instead_of_a_traceback(tmp_path, monkeypatch, 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    def interrupted_after_a_checkpoint(cfg):
+    def interrupted_after_a_checkpoint(cfg, **_):  # train(cfg, machine_checked=True)
         os.makedirs(cfg.out)
         open(os.path.join(cfg.out, "ckpt.pt"), "wb").close()
         raise KeyboardInterrupt

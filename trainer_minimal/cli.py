@@ -177,19 +177,20 @@ def agreed_train_config(args):
     (only its machine may have it: a multi-machine torchrun with --out on each machine's own disk): on
     --resume the other ranks are sent the run's settings, and a refusal of rank 0's ends them too, with
     its message. A new run's settings are its flags', which every rank resolves and checks on its own
-    machine before it waits for rank 0. Every rank checks the settings sent on its own machine and answers
-    rank 0: a refusal there ends rank 0 too, naming that rank and its message. Rank 0's settings are the
-    run's on every rank: a rank launched by hand with other flags says which, in one warning, before it
-    checks them (flags_replaced_by_rank_0)."""
+    machine before it waits for rank 0. Every rank checks the settings sent on its own machine (a new run's
+    only where they differ from its own, checked already) and answers rank 0: a refusal there ends rank 0
+    too, naming that rank and its message. Rank 0's settings are the run's on every rank: a rank launched
+    by hand with other flags says which, in one warning, before it checks them (flags_replaced_by_rank_0).
+    Each rank's machine is checked once with the same settings: train() does not check it again."""
     from .train import check_this_machine, decided_by_rank_0, preflight
 
     own = None if explicit_overrides(args).get("resume") else resolve_train_config(args)
-    if own is not None:
+    if own is not None:  # on every rank before it joins the others: rank 0's refusal then waits for no one
         check_this_machine(own)
 
     def checked():
         cfg = own or resolve_train_config(args)
-        preflight(cfg)
+        preflight(cfg, this_machine=own is None)  # a new run's own settings were checked just above
         return cfg
 
     def checked_here(decided):
@@ -199,7 +200,10 @@ def agreed_train_config(args):
         if replaced:
             print(f"trainer-minimal: warning: rank {process_rank()} was started with other settings than rank 0: "
                   f"{'; '.join(replaced)}; rank 0's are used", file=sys.stderr, flush=True)
-        preflight(decided)
+        # a new run's own settings were checked here before it joined: rank 0's are checked again only where they
+        # differ (a setting left out of the comparison, cli.RANK_0_ONLY, is none that check_this_machine reads)
+        if own is None or replaced:
+            preflight(decided)
 
     # the other ranks check their machine's part of rank 0's settings (on --resume they know them only now; a
     # new run's may differ from this rank's own flags under a launch by hand): a refusal there ends rank 0 too
@@ -370,7 +374,7 @@ def run_command(args, cfg, plan):
     )
 
     try:
-        train(cfg)
+        train(cfg, machine_checked=True)  # by agreed_train_config
     except (RunFolderBusy, UnreadableCheckpoint, RefusedOnRank0, RefusedOnAnotherRank) as e:
         print(f"trainer-minimal: error: {e}", file=sys.stderr)
         return 2

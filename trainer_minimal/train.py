@@ -131,7 +131,7 @@ def run_paths(cfg):
     )
 
 
-def preflight(cfg):
+def preflight(cfg, this_machine=True):
     """Refuse, before any compute, what would fail later: a resume without a checkpoint, or of a
     checkpoint taken with other settings (config.json edited or copied from another run), a fresh
     run over an existing one or into a sweep's folder, a checkpoint taken mid-round, a batch that does not split over the ranks,
@@ -139,9 +139,11 @@ def preflight(cfg):
     warm-start cache that cannot be written (not for a resumed run that has ended: it writes nothing).
     Under torchrun, ranks other than 0 check only their own machine (check_this_machine): rank 0 alone
     reads and writes the run folder, the warm-start cache and the advisor's reference, and under a
-    multi-machine torchrun with --out on each machine's own disk only its machine has them."""
+    multi-machine torchrun with --out on each machine's own disk only its machine has them.
+    this_machine=False: this machine's part is left out, already checked with cfg (train's machine_checked)."""
     if process_rank() != 0:
-        check_this_machine(cfg)
+        if this_machine:
+            check_this_machine(cfg)
         return
     paths = run_paths(cfg)
     if cfg.resume and not os.path.exists(paths["ckpt"]):
@@ -151,7 +153,8 @@ def preflight(cfg):
                          "pass --resume to continue it or choose another --out")
     if not cfg.resume:
         check_not_a_sweep(cfg)
-    check_this_machine(cfg)
+    if this_machine:
+        check_this_machine(cfg)
     check_advisor_reference(cfg)
     if cfg.resume:
         step = checkpoint_step(paths["ckpt"])
@@ -916,14 +919,17 @@ def consult_advisor(cfg, eval_rows, planned_compute):
 # the loop
 
 
-def train(cfg):
+def train(cfg, machine_checked=False):
     """Run (or resume) one RL run in cfg.out. Returns a summary dict (also written to summary.json);
-    on --resume of a run that already ended, says so and returns its summary.json (None if absent)."""
+    on --resume of a run that already ended, says so and returns its summary.json (None if absent).
+    machine_checked: this process has checked its machine's part of cfg (check_this_machine) a moment ago
+    (cli.agreed_train_config), and it is not checked again. The run folder is checked again: rank 0 may have
+    waited minutes for the other ranks since, and another run may have started in the folder meanwhile."""
     lock = None
 
     def checked_and_locked():  # rank 0: the run folder's checks, and its lock (rank 0 writes)
         nonlocal lock
-        preflight(cfg)
+        preflight(cfg, this_machine=not machine_checked)
         note = ended_note(cfg)
         if note:
             print(note, flush=True)
@@ -934,7 +940,7 @@ def train(cfg):
 
     def checked_here(decided):  # the other ranks: this machine's part, and rank 0 is told its verdict
         note, _ = decided
-        if not note:  # an ended run trains nowhere
+        if not note and not machine_checked:  # an ended run trains nowhere
             preflight(cfg)
 
     try:
