@@ -443,26 +443,57 @@ from trainer_minimal.cli import main
 
 T.JOIN_WAIT_S = 5
 own = T.check_device
-def refused_on_rank_1(cfg):  # a refusal only rank 1's machine sees, before it joins the store
+def left_on_rank_1(cfg):  # rank 1's own checks of a new run's flags, before it joins the store
     if os.environ["RANK"] == "1":
-        raise ValueError("--device cuda:1: not on this machine")
+        if os.environ["LEAVES"] == "refuses":  # a device or model folder only its machine lacks
+            raise ValueError("--device cuda:1: not on this machine")
+        if os.environ["LEAVES"] == "crashes":
+            raise RuntimeError("a bug on rank 1")
+        os._exit(9)  # killed: it says nothing
     return own(cfg)
-T.check_device = refused_on_rank_1
+T.check_device = left_on_rank_1
 sys.exit(main(["train", *sys.argv[1:]]))
 """
 
 
 def test_a_rank_that_never_joins_a_launch_by_hand_is_said_by_rank_0(tmp_path):
-    """Rank 1 refused on its own machine's checks before it joined the store rank 0 hosts, and rank 0 waited
-    in torch's store start-up for the whole 30-minute timeout without a word (deaf to SIGTERM). It now gives
-    up after JOIN_WAIT_S (5 s here) with one line, exit 1, and writes nothing."""
+    """Rank 1 ended before it joined the store rank 0 hosts (killed in its own machine's checks), and rank 0
+    waited in torch's store start-up for the whole 30-minute timeout without a word (deaf to SIGTERM). It now
+    gives up after JOIN_WAIT_S (5 s here) with one line, exit 1, and writes nothing."""
     pytest.importorskip("torch.distributed")
     flags = [f"--{k.replace('_', '-')}={v}" for k, v in TINY.items()]
     (code0, err0), (code1, err1) = launched_by_hand(tmp_path, RANK_1_REFUSES_SCRIPT, "--out", tmp_path / "run",
-                                                    "--warmstart-cache", tmp_path / "warmstart", *flags)
-    assert code1 == 2 and "--device cuda:1: not on this machine" in err1
+                                                    "--warmstart-cache", tmp_path / "warmstart", *flags,
+                                                    extra_env={"LEAVES": "killed"})
+    assert code1 == 9
     assert code0 == 1 and "Traceback" not in err0, err0[-3000:]
     assert "trainer-minimal: error: rank 1 of 2 did not join within 5 s: see its output" in err0
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("leaves, code1, said0", [
+    ("refuses", 2, "trainer-minimal: error: rank 1 of 2 refused: --device cuda:1: not on this machine\n"),
+    ("crashes", 1, "trainer-minimal: error: rank 1 of 2 ended (RuntimeError) while it checked this run's settings: "
+                   "see its output\n"),
+], ids=["refuses", "crashes"])
+def test_a_rank_that_refuses_before_it_joins_ends_rank_0_with_its_reason(tmp_path, leaves, code1, said0):
+    """A new run's rank 1, started by hand, refused its own flags on its own machine (a device or model folder
+    only it lacks), or crashed in those checks, before it joined the store rank 0 hosts; rank 0 waited for it
+    to join for JOIN_WAIT_S (300 s, 5 here), then said only that rank 1 'did not join', exit 1. Rank 1 now
+    joins just to tell rank 0, and rank 0 ends at once naming rank 1 and why (exit 2 for a refusal), and
+    writes nothing. Rank 1 says its own error as before."""
+    pytest.importorskip("torch.distributed")
+    flags = [f"--{k.replace('_', '-')}={v}" for k, v in TINY.items()]
+    (code0, err0), (code1_seen, err1) = launched_by_hand(tmp_path, RANK_1_REFUSES_SCRIPT, "--out", tmp_path / "run",
+                                                         "--warmstart-cache", tmp_path / "warmstart", *flags,
+                                                         extra_env={"LEAVES": leaves})
+    assert code1_seen == code1, err1[-3000:]
+    if leaves == "refuses":
+        assert "trainer-minimal: error: --device cuda:1: not on this machine" in err1 and "Traceback" not in err1
+    else:  # a bug's traceback is its own
+        assert "RuntimeError: a bug on rank 1" in err1, err1[-3000:]
+    assert code0 == (2 if leaves == "refuses" else 1), err0[-3000:]
+    assert err0 == said0, err0[-3000:]  # one line, no C++ log above it
     assert not (tmp_path / "run").exists()
 
 

@@ -177,16 +177,20 @@ def agreed_train_config(args):
     (only its machine may have it: a multi-machine torchrun with --out on each machine's own disk): on
     --resume the other ranks are sent the run's settings, and a refusal of rank 0's ends them too, with
     its message. A new run's settings are its flags', which every rank resolves and checks on its own
-    machine before it waits for rank 0. Every rank checks the settings sent on its own machine (a new run's
+    machine before it waits for rank 0 (a refusal there is told to rank 0, which ends too: told_rank_0). Every rank checks the settings sent on its own machine (a new run's
     only where they differ from its own, checked already) and answers rank 0: a refusal there ends rank 0
     too, naming that rank and its message. Rank 0's settings are the run's on every rank: a rank launched
     by hand with other flags says which, in one warning, before it checks them (flags_replaced_by_rank_0).
     Each rank's machine is checked once with the same settings: train() does not check it again."""
-    from .train import check_this_machine, decided_by_rank_0, preflight
+    from .train import check_this_machine, decided_by_rank_0, preflight, told_rank_0
 
     own = None if explicit_overrides(args).get("resume") else resolve_train_config(args)
     if own is not None:  # on every rank before it joins the others: rank 0's refusal then waits for no one
-        check_this_machine(own)
+        try:
+            check_this_machine(own)
+        except Exception as err:  # rank 0 waits for this rank to join: it is told why it will not (not on a Ctrl-C)
+            told_rank_0("config", err)
+            raise
 
     def checked():
         cfg = own or resolve_train_config(args)

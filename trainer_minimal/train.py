@@ -72,6 +72,7 @@ import math
 import os
 import pickle
 import re
+import sys
 import time
 import warnings
 import zipfile
@@ -406,16 +407,18 @@ def store_wait_logs_quieted():
         level.value = before
 
 
-def rendezvous_store():
+def rendezvous_store(wait_s=None):
     """torchrun's key-value store (MASTER_ADDR:MASTER_PORT), reached before the process group: on --resume
     the ranks other than 0 learn the run's settings through it, and with them the device that decides
-    the group's backend. setup_distributed starts the group on this same store."""
+    the group's backend. setup_distributed starts the group on this same store. wait_s: how long the
+    join may take (JOIN_WAIT_S unless given)."""
     global _rendezvous_store
     if _rendezvous_store is None:
         try:  # the join alone is bounded by JOIN_WAIT_S: see there. Its C++ log is left as it is (unlike
             # store_wait_logs_quieted's): only there does torch say why a connect fails (a MASTER_ADDR that does
             # not resolve, a network it cannot reach), where the error it raises says only 'timed out'
-            store, _, _ = next(dist.rendezvous("env://", timeout=datetime.timedelta(seconds=JOIN_WAIT_S)))
+            wait = datetime.timedelta(seconds=JOIN_WAIT_S if wait_s is None else wait_s)
+            store, _, _ = next(dist.rendezvous("env://", timeout=wait))
         except dist.DistError as err:
             if "timed out" not in str(err).lower():  # MASTER_PORT in use, a MASTER_ADDR that is not a host
                 raise
@@ -431,7 +434,9 @@ def rendezvous_store():
 # folder or device only it lacks), or crashed, or was never started, held rank 0 there for the whole
 # 30-minute timeout without a word (deaf to SIGTERM and Ctrl-C, inside torch's C++); as did rank 0, failed
 # before it opened the store, hold the others. Generous for ranks started by hand on several machines,
-# and for rank 0's own checks, done before it opens the store (a large checkpoint's CRC).
+# and for rank 0's own checks, done before it opens the store (a large checkpoint's CRC). A rank whose own
+# checks fail before it joins now joins to say so (told_rank_0): rank 0 waits this long only for a rank that
+# crashed or was never started, or one that gave up telling it (TELL_WAIT_S).
 JOIN_WAIT_S = 300
 
 
@@ -483,7 +488,7 @@ def decided_by_rank_0(name, decide, check_here=None):
     its message (RefusedOnAnotherRank), where rank 0 went on to wait for that rank in the process group."""
     if int(os.environ.get("WORLD_SIZE", "1")) == 1:
         return decide()
-    key = f"trainer_minimal/{name}/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"  # a restart decides anew
+    key = decision_key(name)
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     if rank != 0:
         store = rendezvous_store()  # joined first: the join's log stays (see there)
@@ -515,6 +520,49 @@ def decided_by_rank_0(name, decide, check_here=None):
     if len(verdicts) < world - 1:  # starting the group would wait for them for torch's 30 minutes, deaf to Ctrl-C
         raise RankLost(not_answered_line(verdicts, world))
     return value
+
+
+def decision_key(name):
+    """The store's key of rank 0's decision `name` (decided_by_rank_0): a restart under torchrun decides anew."""
+    return f"trainer_minimal/{name}/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
+
+
+# How long a rank whose own checks failed before it joined the store waits for rank 0 to open it, to tell it
+# (told_rank_0): under a launch by hand rank 0 hosts the store, and opens it once its own checks are done, a
+# moment after this rank's when both were started together. Not longer: this rank's user waits for its error.
+TELL_WAIT_S = 30
+
+
+def told_rank_0(name, err):
+    """A rank other than 0 whose own checks failed before it joined the store (a new run's flags, checked on
+    its machine: cli.agreed_train_config) joins it only to tell rank 0, as it would have once it had read
+    the decision `name` (said_read): rank 0 ends at once naming this rank and its reason (refused_elsewhere).
+    It waited for this rank to join for JOIN_WAIT_S (300 s), then said only that it did not. The join is
+    tried a second at a time for TELL_WAIT_S at most, and Ctrl-C skips it: a rank 0 not there by then, or
+    gone, is not told (it says, as before, that this rank did not join). Nothing on rank 0, or without a
+    store to join (one process, or MASTER_ADDR or MASTER_PORT unset)."""
+    rank = process_rank()
+    where = (os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT"))
+    if rank == 0 or not all(where):
+        return
+    deadline, said = time.monotonic() + TELL_WAIT_S, False
+    try:
+        with store_wait_logs_quieted():  # torch logs each connect refused while rank 0 is not there yet
+            while True:
+                try:
+                    rendezvous_store(wait_s=1)
+                    break
+                except RankLost:  # not there within the second
+                    if time.monotonic() >= deadline:
+                        return
+                    if not said:
+                        print(f"trainer-minimal: rank {rank} cannot start (said below); waiting up to {TELL_WAIT_S} s for "
+                              f"rank 0 to open the store at {where[0]}:{where[1]} to tell it, so that it ends too "
+                              "(Ctrl-C skips this)", file=sys.stderr, flush=True)
+                        said = True
+    except (KeyboardInterrupt, dist.DistError):  # skipped; a MASTER_ADDR that is not a host
+        return
+    said_read(decision_key(name), rank, err)
 
 
 # How long rank 0 waits for the other ranks to read its refusal before it ends. They reach the store only once
