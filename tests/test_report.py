@@ -670,6 +670,9 @@ class LevelsFit:
             for run in levels for k in range(4)  # 4 evaluations each: the rules' min_evals
         ])
 
+    def run_stream(self, run_id):  # as the forecaster's: the stop advice draws each run from its own
+        return 5000 + self.run_ids.index(run_id)
+
     def sample_curves(self, compute, *, run_id, **_):
         mean = self.levels[run_id] + 0.05 * np.log2(np.asarray(compute, dtype=float))
         return mean[None, :] - 0.05 + 0.1 * (np.arange(1000)[:, None] + 0.5) / 1000

@@ -1119,6 +1119,9 @@ class LevelsFit:
     def __init__(self, table, levels: dict):
         self.runs_, self.levels, self.run_ids = table, levels, list(levels)
 
+    def run_stream(self, run_id):  # as the forecaster's: the stop advice draws each run from its own
+        return 5000 + self.run_ids.index(run_id)
+
     def sample_curves(self, compute, *, run_id, **_):
         draws = self.levels[run_id] - 0.05 + 0.1 * (np.arange(1000)[:, None] + 0.5) / 1000
         return np.repeat(draws, len(np.atleast_1d(compute)), axis=1)
