@@ -18,6 +18,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import asdict, dataclass
 
@@ -35,6 +36,9 @@ _COMPILED_CACHE: dict = {}  # structure key -> (compiled, model), least recently
 # backtest or benchmark uses one or a few structures per sweep, one sweep after another.
 MAX_COMPILED_MODELS = 8
 _GENERATED_SOURCE_DIR: str | None = None
+# the compiles inside _generated_source_in_own_folder now, and the tempfile.tempdir the first one found
+_tempdir_swap: dict = {"compiles": 0}
+_TEMPDIR_LOCK = threading.Lock()
 
 
 # the fewest kept draws per chain that split-chain R-hat and ESS (convergence_report) can be taken on
@@ -123,18 +127,29 @@ def _generated_source_in_own_folder():
     left them in /tmp for good (a sweep's worth of calls, thousands). They are read again only to
     show source lines in a traceback, so they live as long as the process and no longer. Numba's
     on-disk cache does not need them: PyTensor keys it by a hash of the source, not the file.
+
+    The folder is the process's (tempfile.tempdir), so compiles in two threads at once share one
+    swap: the first in saves the user's setting and the last out puts it back. Each saving its own,
+    the first out put back the user's while the other compiled, and the last out then left every
+    later temporary file of the process in this folder, removed at exit.
     """
     global _GENERATED_SOURCE_DIR
-    if _GENERATED_SOURCE_DIR is None:
-        _GENERATED_SOURCE_DIR = tempfile.mkdtemp(prefix="scaling-forecast-generated-")
-        atexit.register(shutil.rmtree, _GENERATED_SOURCE_DIR, ignore_errors=True)
-    os.makedirs(_GENERATED_SOURCE_DIR, exist_ok=True)  # a /tmp cleaner may have taken it from a long `watch`
-    previous = tempfile.tempdir
-    tempfile.tempdir = _GENERATED_SOURCE_DIR
+    with _TEMPDIR_LOCK:
+        if _GENERATED_SOURCE_DIR is None:
+            _GENERATED_SOURCE_DIR = tempfile.mkdtemp(prefix="scaling-forecast-generated-")
+            atexit.register(shutil.rmtree, _GENERATED_SOURCE_DIR, ignore_errors=True)
+        os.makedirs(_GENERATED_SOURCE_DIR, exist_ok=True)  # a /tmp cleaner may have taken it from a long `watch`
+        if not _tempdir_swap["compiles"]:
+            _tempdir_swap["saved"] = tempfile.tempdir
+            tempfile.tempdir = _GENERATED_SOURCE_DIR
+        _tempdir_swap["compiles"] += 1
     try:
         yield
     finally:
-        tempfile.tempdir = previous
+        with _TEMPDIR_LOCK:
+            _tempdir_swap["compiles"] -= 1
+            if not _tempdir_swap["compiles"]:
+                tempfile.tempdir = _tempdir_swap.pop("saved")
 
 
 def _compiled(build_model, key, data_values):

@@ -1190,3 +1190,40 @@ def test_a_loaded_fit_whose_runs_are_filtered_and_refitted_keeps_the_warnings_sa
         last = sorted(loaded.runs_["recipe"].unique())[-1]
         loaded.refit(loaded.runs_[loaded.runs_["recipe"] != last], random_seed=3, progress=False)
     assert last not in set(loaded.runs_["recipe"]) and loaded.data_warnings_ == read
+
+
+def test_two_compiles_in_threads_at_once_give_the_process_its_temporary_folder_back(monkeypatch, tmp_path):
+    """A fit compiles with tempfile.tempdir pointed at the process's folder for generated source. Two
+    threads compiling at once each saved what they found: the first out put the user's folder back while
+    the other still compiled, and the last out then put the generated-source folder back for good, so
+    every later temporary file of the process went there and was removed at exit."""
+    import tempfile
+    import threading
+
+    from forecast import inference
+
+    monkeypatch.setattr(inference, "_GENERATED_SOURCE_DIR", str(tmp_path / "generated"))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
+    seen_inside = []
+
+    def first():
+        with inference._generated_source_in_own_folder():
+            first_in.set()
+            second_in.wait(10)
+        first_out.set()
+
+    def second():
+        first_in.wait(10)
+        with inference._generated_source_in_own_folder():
+            second_in.set()
+            first_out.wait(10)
+            seen_inside.append(tempfile.gettempdir())  # still compiling after the first one ended
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(20)
+    assert seen_inside == [str(tmp_path / "generated")]
+    assert tempfile.tempdir == str(tmp_path)
