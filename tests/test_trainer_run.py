@@ -870,7 +870,7 @@ def test_an_advisor_that_can_never_stop_the_run_is_said_when_it_starts(tmp_path,
     import trainer_minimal.train
 
     started = []
-    monkeypatch.setattr(trainer_minimal.train, "train", lambda cfg: started.append(cfg))
+    monkeypatch.setattr(trainer_minimal.train, "train", lambda cfg, **_: started.append(cfg))
     monkeypatch.setattr(trainer_minimal.sweep, "run_sweep", lambda plan, *args, **kwargs: started.append(plan) or 0)
     assert main([*command, *flags, "--out", str(tmp_path / "out")]) == 0
     assert len(started) == 1  # a warning, not a refusal: the run starts
