@@ -794,6 +794,100 @@ def test_resume_from_a_damaged_checkpoint_is_refused_naming_it(tmp_path, warm_ca
     assert [r["step"] for r in read_jsonl(run / "evals.jsonl")] == [2, 4]
 
 
+class CountedReads:
+    """A file opened for reading whose reads add their bytes to counts["read"]."""
+
+    def __init__(self, file, counts):
+        self.file, self.counts = file, counts
+
+    def read(self, *args):
+        data = self.file.read(*args)
+        self.counts["read"] += len(data)
+        return data
+
+    def readinto(self, buffer):
+        n = self.file.readinto(buffer)
+        self.counts["read"] += n or 0
+        return n
+
+    def __getattr__(self, name):
+        return getattr(self.file, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.file.close()
+
+
+def count_reads_of(path, monkeypatch):
+    """{"read": bytes} read from the file at path from now on, through any file object (torch.load's and
+    zipfile's: a memory-mapped load reads only the checkpoint's index and settings that way)."""
+    import builtins
+    import io
+
+    counts, real_open, target = {"read": 0}, builtins.open, os.path.realpath(path)
+
+    def counting_open(file, mode="r", *args, **kwargs):
+        opened = real_open(file, mode, *args, **kwargs)
+        if isinstance(file, (str, os.PathLike)) and "r" in mode and os.path.realpath(file) == target:
+            return CountedReads(opened, counts)
+        return opened
+
+    monkeypatch.setattr(builtins, "open", counting_open)
+    monkeypatch.setattr(io, "open", counting_open)
+    return counts
+
+
+def test_a_resume_reads_its_checkpoint_once(tmp_path, warm_cache, monkeypatch):
+    """--resume read ckpt.pt in full three times: for its checksums in the CLI's checks, again in train()'s
+    own checks of the run folder, then to load it (into a full copy beside the model's weights). For a
+    Hugging Face model's checkpoint of gigabytes that was minutes of reading. It is read once now, for its
+    checksums; the weights are loaded from the file memory-mapped (3.3 times its size read before; each
+    look at the checkpoint's settings reads its index, a large part of this tiny one)."""
+    run = tmp_path / "run"
+    train(tiny(run, warm_cache, max_steps=2, eval_every=2))
+    (run / "summary.json").unlink()  # killed after its last checkpoint: the resume trains on
+    size = (run / "ckpt.pt").stat().st_size
+    counts = count_reads_of(run / "ckpt.pt", monkeypatch)
+    assert main(["train", "--out", str(run), "--resume", "--max-steps", "4"]) == 0
+    assert size <= counts["read"] < 2 * size, counts["read"] / size
+    # the run resumed from the checkpoint's weights and optimizer state: it is the run never stopped
+    train(tiny(tmp_path / "reference", warm_cache, max_steps=4, eval_every=2))
+    rows, reference = read_jsonl(run / "evals.jsonl"), read_jsonl(tmp_path / "reference" / "evals.jsonl")
+    assert [(r["step"], r["metric"], r["compute"]) for r in rows] == [(r["step"], r["metric"], r["compute"]) for r in reference]
+
+
+@pytest.mark.parametrize("when", ["before train()'s checks", "after train()'s checks"])
+def test_a_checkpoint_damaged_after_the_cli_checked_it_is_refused(tmp_path, warm_cache, monkeypatch, capsys, when):
+    """The CLI's checks read the checkpoint's checksums once; one written over after them (while rank 0
+    waited for the other ranks, or before it locked the run folder) is not the file they found whole, and
+    is read and refused, exit 2, where a resume without that look trained on from the changed weights."""
+    import trainer_minimal.train as train_module
+
+    run = tmp_path / "run"
+    train(tiny(run, warm_cache, max_steps=2, eval_every=2))
+    (run / "summary.json").unlink()
+    good = (run / "ckpt.pt").read_bytes()
+    at = good.index(b"PK\x03\x04", len(good) // 2)  # a tensor's record, and its data after its header
+    data_at = at + 30 + int.from_bytes(good[at + 26:at + 28], "little") + int.from_bytes(good[at + 28:at + 30], "little")
+    flipped = good[:data_at] + bytes(b ^ 0xFF for b in good[data_at:data_at + 4]) + good[data_at + 4:]
+    name, real = (("train", train_module.train) if when == "before train()'s checks"
+                  else ("lock_run_folder", train_module.lock_run_folder))
+
+    def after_damage(*args, **kwargs):
+        (run / "ckpt.pt").write_bytes(flipped)  # in place: the same file, of the same size
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(train_module, name, after_damage)
+    evals = (run / "evals.jsonl").read_bytes()
+    capsys.readouterr()
+    assert main(["train", "--out", str(run), "--resume", "--max-steps", "4"]) == 2
+    err = capsys.readouterr().err
+    assert f"error: {run / 'ckpt.pt'} is damaged: its part data/" in err and "Traceback" not in err, err
+    assert (run / "evals.jsonl").read_bytes() == evals
+
+
 def test_a_sweep_rerun_resumes_a_run_whose_config_json_was_deleted_from_its_checkpoint(tmp_path):
     """A sweep run folder with ckpt.pt but no config.json was planned as a new run, which `train`
     refused ("already holds a run") at every re-run: the sweep failed for good. It is resumed now,

@@ -239,10 +239,32 @@ def checkpoint_damage(path, err):
     return f"a torch file that cannot be read as a checkpoint ({type(err).__name__}: {said})"
 
 
+# The checkpoints this process has found whole, by path: the identity of the file it read (file_identity).
+# A resume checks its run folder twice, in the CLI and again in train() (rank 0 may have waited minutes for
+# the other ranks since), then loads the checkpoint: a checkpoint of gigabytes (a Hugging Face model's, with
+# its optimizer state) was read in full for its checksums twice. The same file, unchanged since, is not read
+# again; one replaced (another run's checkpoint, written by rename) or written over in place is.
+_found_whole = {}
+
+
+def file_identity(path):
+    """What changes when a file is replaced or written: its device and inode, size, and change times."""
+    st = os.stat(path)
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
 def check_checkpoint_whole(path):
     """UnreadableCheckpoint when a part of the checkpoint fails the CRC-32 its zip record carries.
     torch.load does not check them: bytes flipped inside the weights (a failing disk, a bad copy)
-    loaded, and the run resumed from weights it never had, exit 0. Reads the whole file once."""
+    loaded, and the run resumed from weights it never had, exit 0. Reads the whole file once, and not
+    again for the same file unchanged (_found_whole)."""
+    key = os.path.realpath(path)
+    try:
+        identity = file_identity(path)  # before the read: a file changed during it is not the one found whole
+    except OSError:
+        identity = None  # refused below, in ZipFile's words
+    if identity is not None and _found_whole.get(key) == identity:
+        return
     try:
         with zipfile.ZipFile(path) as archive:
             failed = archive.testzip()
@@ -251,6 +273,8 @@ def check_checkpoint_whole(path):
     if failed is not None:
         part = failed.split("/", 1)[-1]  # torch names the parts under the name the file was saved as (a temp file's)
         raise UnreadableCheckpoint(path, None, reason=f"damaged: its part {part} fails its checksum (bytes changed)")
+    if identity is not None:
+        _found_whole[key] = identity
 
 
 def read_checkpoint(path, part):
@@ -972,7 +996,8 @@ def train(cfg, machine_checked=False):
     on --resume of a run that already ended, says so and returns its summary.json (None if absent).
     machine_checked: this process has checked its machine's part of cfg (check_this_machine) a moment ago
     (cli.agreed_train_config), and it is not checked again. The run folder is checked again: rank 0 may have
-    waited minutes for the other ranks since, and another run may have started in the folder meanwhile."""
+    waited minutes for the other ranks since, and another run may have started in the folder meanwhile (the
+    checkpoint's checksums are read again only where the file changed: check_checkpoint_whole)."""
     lock = None
 
     def checked_and_locked():  # rank 0: the run folder's checks, and its lock (rank 0 writes)
@@ -1119,10 +1144,17 @@ def resume_from_checkpoint(cfg, model, optimizer, state, device, rank, world):
     refusal = None
     if rank == 0:
         path = run_paths(cfg)["ckpt"]
-        try:  # its weights are read only now: damage in them (bytes zeroed or changed) passed preflight's look
-            ckpt = torch.load(path, map_location=device, weights_only=False)
+        try:
+            # the file preflight found whole is not read for its checksums again; one replaced or written since
+            # (before the run folder was locked) is
+            check_checkpoint_whole(path)
+            # memory-mapped: the weights go from the file (in the page cache since the checksums were read, where
+            # memory allows) into the model and optimizer, not into a second full copy of the checkpoint first
+            ckpt = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
         except torch.OutOfMemoryError:
             raise
+        except UnreadableCheckpoint as err:
+            refusal = err
         except Exception as err:  # a traceback under the lock; cli.run_command refuses it like preflight
             refusal = UnreadableCheckpoint(path, err)
         else:
@@ -1137,11 +1169,23 @@ def resume_from_checkpoint(cfg, model, optimizer, state, device, rank, world):
     if rank == 0:
         model.load_state_dict(ckpt["model"])
         optimizer.load_state_dict(ckpt["optimizer"])
+        detach_from_file(optimizer)
         state.update(ckpt["state"])
         del ckpt  # the other ranks' copies are sent from the model and optimizer, not from it
     broadcast_weights(model, world)
     broadcast_optimizer_state(optimizer, rank, world)
     state.update(broadcast_object(state if rank == 0 else None, world))
+
+
+def detach_from_file(optimizer):
+    """Copy the optimizer state that still lies in the memory-mapped checkpoint into memory of its own, one
+    tensor at a time. optimizer.load_state_dict keeps a tensor already on its parameter's device (the CPU)
+    as it is: AdamW's moments were pages of ckpt.pt, which the next checkpoint replaces (on Windows a
+    mapped file cannot be replaced at all)."""
+    for held in optimizer.state.values():
+        for key, value in held.items():
+            if torch.is_tensor(value) and value.device.type == "cpu":
+                held[key] = value.clone()
 
 
 def broadcast_optimizer_state(optimizer, rank, world):
