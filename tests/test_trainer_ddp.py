@@ -497,6 +497,34 @@ def test_a_rank_that_refuses_before_it_joins_ends_rank_0_with_its_reason(tmp_pat
     assert not (tmp_path / "run").exists()
 
 
+RANK_1_MISTYPED_SCRIPT = """
+import os, sys
+import trainer_minimal.train as T
+from trainer_minimal.cli import main
+
+T.JOIN_WAIT_S = 5
+args = sys.argv[1:]
+if os.environ["RANK"] == "1":  # a value its own command line mistyped: refused with its flags, before any machine check
+    args = [arg for arg in args if not arg.startswith("--lr=")] + ["--lr", "-1"]
+sys.exit(main(["train", *args]))
+"""
+
+
+def test_a_rank_whose_own_flags_are_refused_before_it_joins_ends_rank_0_with_its_reason(tmp_path):
+    """A new run's rank 1, started by hand with a flag whose value is refused (--lr -1 on its own command
+    line), ended before it joined the store rank 0 hosts, and rank 0 waited for it for JOIN_WAIT_S (300 s, 5
+    here), then said only that rank 1 'did not join', exit 1: only a refusal of its machine's checks was told
+    to rank 0. Rank 1 now tells rank 0 of this one too: rank 0 ends at once naming rank 1 and why, exit 2."""
+    pytest.importorskip("torch.distributed")
+    flags = [f"--{k.replace('_', '-')}={v}" for k, v in TINY.items()]
+    (code0, err0), (code1, err1) = launched_by_hand(tmp_path, RANK_1_MISTYPED_SCRIPT, "--out", tmp_path / "run",
+                                                    "--warmstart-cache", tmp_path / "warmstart", *flags)
+    assert code1 == 2 and err1.endswith("trainer-minimal: error: lr must be > 0, got -1.0\n"), err1[-3000:]
+    assert code0 == 2, err0[-3000:]
+    assert err0 == "trainer-minimal: error: rank 1 of 2 refused: lr must be > 0, got -1.0\n", err0[-3000:]
+    assert not (tmp_path / "run").exists()
+
+
 RANK_1_LEAVES_SCRIPT = """
 import os, sys
 import trainer_minimal.train as T

@@ -184,9 +184,10 @@ def agreed_train_config(args):
     Each rank's machine is checked once with the same settings: train() does not check it again."""
     from .train import check_this_machine, decided_by_rank_0, preflight, told_rank_0
 
-    own = None if explicit_overrides(args).get("resume") else resolve_train_config(args)
-    if own is not None:  # on every rank before it joins the others: rank 0's refusal then waits for no one
-        try:
+    own = None
+    if not explicit_overrides(args).get("resume"):  # on every rank before it joins: rank 0's refusal then waits for no one
+        try:  # a value its flags refuse (validate) as much as what its machine lacks: either ends it before it joins
+            own = resolve_train_config(args)
             check_this_machine(own)
         except Exception as err:  # rank 0 waits for this rank to join: it is told why it will not (not on a Ctrl-C)
             told_rank_0("config", err)
