@@ -525,6 +525,44 @@ def test_a_rank_whose_own_flags_are_refused_before_it_joins_ends_rank_0_with_its
     assert not (tmp_path / "run").exists()
 
 
+RANK_0_REFUSES_SCRIPT = """
+import os, sys
+import trainer_minimal.train as T
+from trainer_minimal.cli import main
+
+T.JOIN_WAIT_S = T.TELL_WAIT_S = 300  # a rank that waits them out is a rank left waiting (launched_by_hand's 60 s)
+own = T.check_device
+def refused_on_rank_0(cfg):  # rank 0's own checks of a new run's flags, before it opens the store
+    if os.environ["RANK"] == "0":
+        raise ValueError("--device cuda:0: not on this machine")
+    return own(cfg)
+if os.environ["REFUSES"] == "rank 0":
+    T.check_device = refused_on_rank_0
+sys.exit(main(["train", *sys.argv[1:]]))
+"""
+
+
+@pytest.mark.parametrize("refuses, batch_size, said", [
+    ("rank 0", 8, "--device cuda:0: not on this machine"),
+    ("both", 7, "batch_size=7 must be divisible by the 2 processes"),
+], ids=["rank 0", "both"])
+def test_a_refusal_of_rank_0_before_it_opens_the_store_reaches_the_other_ranks(tmp_path, refuses, batch_size, said):
+    """Launched by hand, a new run's rank 0 that refused its own flags on its machine (a device or model folder
+    only it lacks, or a batch that does not split, refused by every rank alike) ended before it opened the store
+    it hosts. A rank 1 that passed its own checks then waited JOIN_WAIT_S (300 s) to join it and said only
+    that rank 0 'did not open the store'; one that refused too waited TELL_WAIT_S (30 s) to tell rank 0, gone,
+    before it said its own error, where it ended at once before. Rank 0 now hosts the store a moment to
+    put its refusal there: rank 1 ends at once with rank 0's message, or its own, exit 2 on both."""
+    pytest.importorskip("torch.distributed")
+    flags = [f"--{k.replace('_', '-')}={v}" for k, v in {**TINY, "batch_size": batch_size}.items()]
+    (code0, err0), (code1, err1) = launched_by_hand(tmp_path, RANK_0_REFUSES_SCRIPT, "--out", tmp_path / "run",
+                                                    "--warmstart-cache", tmp_path / "warmstart", *flags,
+                                                    extra_env={"REFUSES": refuses})
+    for code, err in ((code0, err0), (code1, err1)):
+        assert code == 2 and err.endswith(f"trainer-minimal: error: {said}\n") and "Traceback" not in err, err[-3000:]
+    assert not (tmp_path / "run").exists()
+
+
 RANK_1_LEAVES_SCRIPT = """
 import os, sys
 import trainer_minimal.train as T

@@ -177,20 +177,27 @@ def agreed_train_config(args):
     (only its machine may have it: a multi-machine torchrun with --out on each machine's own disk): on
     --resume the other ranks are sent the run's settings, and a refusal of rank 0's ends them too, with
     its message. A new run's settings are its flags', which every rank resolves and checks on its own
-    machine before it waits for rank 0 (a refusal there is told to rank 0, which ends too: told_rank_0). Every rank checks the settings sent on its own machine (a new run's
+    machine before it waits for rank 0 (a refusal there is told to rank 0, which ends too: told_rank_0; rank 0's to the others: told_the_other_ranks). Every rank checks the settings sent on its own machine (a new run's
     only where they differ from its own, checked already) and answers rank 0: a refusal there ends rank 0
     too, naming that rank and its message. Rank 0's settings are the run's on every rank: a rank launched
     by hand with other flags says which, in one warning, before it checks them (flags_replaced_by_rank_0).
     Each rank's machine is checked once with the same settings: train() does not check it again."""
-    from .train import check_this_machine, decided_by_rank_0, preflight, told_rank_0
+    from .train import (
+        check_this_machine,
+        decided_by_rank_0,
+        preflight,
+        told_rank_0,
+        told_the_other_ranks,
+    )
 
     own = None
-    if not explicit_overrides(args).get("resume"):  # on every rank before it joins: rank 0's refusal then waits for no one
+    if not explicit_overrides(args).get("resume"):  # on every rank before it joins: a refusal is told to the others
         try:  # a value its flags refuse (validate) as much as what its machine lacks: either ends it before it joins
             own = resolve_train_config(args)
             check_this_machine(own)
-        except Exception as err:  # rank 0 waits for this rank to join: it is told why it will not (not on a Ctrl-C)
-            told_rank_0("config", err)
+        except Exception as err:  # the others wait for this rank at the store: they are told why it will not come (not on a Ctrl-C)
+            told_rank_0("config", err)  # the other ranks tell rank 0, and rank 0 tells them
+            told_the_other_ranks("config", err)
             raise
 
     def checked():

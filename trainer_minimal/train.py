@@ -73,6 +73,7 @@ import os
 import pickle
 import re
 import sys
+import threading
 import time
 import warnings
 import zipfile
@@ -460,7 +461,8 @@ def rendezvous_store(wait_s=None):
 # before it opened the store, hold the others. Generous for ranks started by hand on several machines,
 # and for rank 0's own checks, done before it opens the store (a large checkpoint's CRC). A rank whose own
 # checks fail before it joins now joins to say so (told_rank_0): rank 0 waits this long only for a rank that
-# crashed or was never started, or one that gave up telling it (TELL_WAIT_S).
+# crashed or was never started, or one that gave up telling it (TELL_WAIT_S). A new run's rank 0 refused by its
+# own checks opens the store to say so (told_the_other_ranks), for TELL_WAIT_S, no longer.
 JOIN_WAIT_S = 300
 
 
@@ -587,6 +589,48 @@ def told_rank_0(name, err):
     except (KeyboardInterrupt, dist.DistError):  # skipped; a MASTER_ADDR that is not a host
         return
     said_read(decision_key(name), rank, err)
+
+
+def told_the_other_ranks(name, err):
+    """Rank 0, whose own checks refused a new run's flags before it opened the store it hosts under a launch by
+    hand (cli.agreed_train_config): it opens the store only to put its refusal there under the decision
+    `name`, as decided_by_rank_0 puts a refusal of its decision, so that a rank that passed its own checks
+    ends at once with rank 0's message (it waited JOIN_WAIT_S to join, then said only that rank 0 did not
+    open the store), and one that refused too is told by it (it waited TELL_WAIT_S to tell rank 0, which
+    had ended). The others are waited for TELL_WAIT_S at most to join, silently for a second (started
+    together, they are joining already), and Ctrl-C skips it. Only a refusal (ValueError): a crash is this
+    rank's to show, as in decided_by_rank_0. Nothing on another rank, or without a store (one process, or
+    MASTER_ADDR or MASTER_PORT unset)."""
+    where = (os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT"))
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if process_rank() != 0 or world == 1 or not all(where) or not isinstance(err, ValueError):
+        return
+    joined = {}
+
+    def join():  # the host waits for the others inside torch's C++, deaf to Ctrl-C: in a thread, waited for below
+        try:
+            joined["store"] = rendezvous_store(wait_s=TELL_WAIT_S)
+        except (RankLost, dist.DistError):  # no other rank joined in time; the port another program's
+            pass
+
+    key = decision_key(name)
+    try:
+        with store_wait_logs_quieted():
+            joining = threading.Thread(target=join, daemon=True)  # daemon: a Ctrl-C ends the process without it
+            joining.start()
+            joining.join(1)
+            if joining.is_alive():
+                print(f"trainer-minimal: rank 0 cannot start (said below); waiting up to {TELL_WAIT_S} s for the other "
+                      f"ranks to join the store at {where[0]}:{where[1]} to tell them, so that they end too "
+                      "(Ctrl-C skips this)", file=sys.stderr, flush=True)
+            while joining.is_alive():
+                joining.join(0.2)
+            if "store" not in joined:
+                return
+            joined["store"].set(key, pickle.dumps(("refused", str(err))))
+        wait_until_read(key, world, wait_s=DECISION_READ_WAIT_S)
+    except (KeyboardInterrupt, dist.DistError):  # skipped; a rank that ended meanwhile
+        return
 
 
 # How long rank 0 waits for the other ranks to read its refusal before it ends. They reach the store only once
