@@ -689,6 +689,21 @@ def test_a_port_in_use_under_a_launch_by_hand_is_not_said_to_be_a_rank_that_ende
     assert "address already in use" in done.stderr, done.stderr[-3000:]
 
 
+@pytest.mark.parametrize("rank", ["0", "1"])
+def test_a_store_that_cannot_be_reached_to_tell_the_others_leaves_the_ranks_own_error(tmp_path, rank):
+    """A new run's rank whose own flags are refused joins the store only to tell the others (told_rank_0,
+    told_the_other_ranks). Where it cannot (a MASTER_PORT that is no number: torch's ValueError 'invalid
+    literal for int()'), rank 1 said that in place of its own error, and rank 0 printed a thread's traceback
+    above its own. Each now says its own error alone, exit 2."""
+    pytest.importorskip("torch.distributed")
+    flags = [f"--{k.replace('_', '-')}={v}" for k, v in {**TINY, "lr": -1}.items()]
+    env = {**os.environ, "PYTHONPATH": REPO, "OMP_NUM_THREADS": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "abc",
+           "WORLD_SIZE": "2", "RANK": rank, "LOCAL_RANK": rank}
+    done = subprocess.run([sys.executable, "-m", "trainer_minimal", "train", "--out", str(tmp_path / "run"), *flags],
+                          env=env, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stderr == "trainer-minimal: error: lr must be > 0, got -1.0\n", done.stderr[-3000:]
+
+
 def refused_by_rank_0(torchrun):
     """Rank 0 refused and every rank ended with its refusal (exit 2), or was ended by torchrun on its way
     out (SIGTERM) once another rank had exited 2: which rank exits first is a race (rank 1, sent the

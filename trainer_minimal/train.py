@@ -586,8 +586,8 @@ def told_rank_0(name, err):
                               f"rank 0 to open the store at {where[0]}:{where[1]} to tell it, so that it ends too "
                               "(Ctrl-C skips this)", file=sys.stderr, flush=True)
                         said = True
-    except (KeyboardInterrupt, dist.DistError):  # skipped; a MASTER_ADDR that is not a host
-        return
+    except (KeyboardInterrupt, dist.DistError, ValueError):  # skipped; a MASTER_ADDR that is not a host, a
+        return  # MASTER_PORT that is no number (torch's ValueError, which took the place of this rank's own error)
     said_read(decision_key(name), rank, err)
 
 
@@ -610,8 +610,8 @@ def told_the_other_ranks(name, err):
     def join():  # the host waits for the others inside torch's C++, deaf to Ctrl-C: in a thread, waited for below
         try:
             joined["store"] = rendezvous_store(wait_s=TELL_WAIT_S)
-        except (RankLost, dist.DistError):  # no other rank joined in time; the port another program's
-            pass
+        except (RankLost, dist.DistError, ValueError):  # no other rank joined in time; the port another program's,
+            pass  # or no number (torch's ValueError): the refusal is said here all the same
 
     key = decision_key(name)
     try:
