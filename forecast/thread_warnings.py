@@ -88,7 +88,9 @@ def _hook_passing_on_to(shown_by):
 
 
 def _is_hook(showwarning) -> bool:
-    return showwarning in _HOOKS  # False for what cannot be weakly referenced (a builtin), as for any other
+    # by identity: `in` hashes it, and a showwarning that cannot be hashed (a dataclass instance, which
+    # eq=True leaves without __hash__) raised TypeError out of every window
+    return any(showwarning is hook for hook in list(_HOOKS))
 
 
 def _registries_cleared():

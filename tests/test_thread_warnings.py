@@ -227,3 +227,29 @@ def test_another_threads_warnings_while_a_fits_parameters_and_chart_are_made_are
         beside.join()
         assert made is not None and text in [str(w.message) for w in recwarn]
     plt.close("all")
+
+
+def test_a_showwarning_that_cannot_be_hashed_is_kept_and_the_tables_warnings_recorded(small_sweep, monkeypatch):
+    """A showwarning that is a dataclass instance (eq=True makes it unhashable), a log of warnings:
+    every window asked a set of weak references whether it was a hook, and validate_runs, a fit's
+    compile and predict raised TypeError: unhashable type, where catch_warnings had worked."""
+    from dataclasses import dataclass, field
+
+    from forecast.data import validate_runs
+
+    @dataclass
+    class WarningLog:
+        said: list = field(default_factory=list)
+
+        def __call__(self, message, *args, **kwargs):
+            self.said.append(str(message))
+
+    log = WarningLog()
+    monkeypatch.setattr(warnings, "showwarning", log)
+    warnings.simplefilter("always")
+    runs = small_sweep.assign(lr=small_sweep["run_id"].str.endswith("s0").map({True: 1e-3, False: 5e-4}))
+    clean = validate_runs(runs)  # one data warning: the learning rate differs between a recipe's runs
+    assert len(clean.attrs["data_warnings"]) == 1 and "column 'lr'" in clean.attrs["data_warnings"][0]
+    assert warnings.showwarning is log
+    warnings.warn("said after the check", UserWarning, stacklevel=1)
+    assert log.said == [*clean.attrs["data_warnings"], "said after the check"]
