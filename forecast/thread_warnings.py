@@ -7,18 +7,23 @@ every warning of the process silenced after a validate_runs and a fit ran side b
 users call the forecast from threads of their own (a ThreadPoolExecutor fitting two sweeps, a web
 service validating uploads, Optuna's n_jobs), so the library's windows use these instead.
 
-A window sets, in a context variable (a thread's own, as is an asyncio task's), what its thread
-does with warnings of some categories: drops them or records them. Python's filters and
-warnings.showwarning are the process's; while any window is open they hold:
-  - two filters at their front whose "category" is a gate asking the context variable of the
-    thread that warns (issubclass calls its __subclasscheck__): 'ignore' for a category this
-    thread drops, 'always' for one it records. Any other thread matches neither, so its warnings
-    meet the filters it set, 'error' and 'once' included. The window's own are never raised by an
-    'error' filter, as inside catch_warnings, and never enter the 'default'/'once' registries
-    (a dropped warning noted there made the same warning, said later in the user's thread, vanish);
-  - a hook on warnings.showwarning that records the warnings of a recording thread and passes every
-    other one on to the showwarning it found.
-Both go when the last window ends, leaving the filters and showwarning as they were.
+A window sets what its thread does with warnings of some categories: drops them or records them.
+Python's filters and warnings.showwarning are the process's; while a window is open they hold:
+  - a filter at their front for each of its categories, 'ignore' for a category it drops, 'always'
+    for one it records, whose message pattern matches in the window's thread alone (a threading.local
+    whose `match` is a builtin: true there, false in any other thread). Any other thread matches
+    none, so its warnings meet the filters it set, 'error' and 'once' included. The window's own are
+    never raised by an 'error' filter, as inside catch_warnings, and never enter the 'default'/'once'
+    registries (a dropped warning noted there made the same warning, said later in the user's thread,
+    vanish). Matching runs no Python code: CPython walks the filters by index holding the list without
+    a reference, and a thread switch inside the walk (Python code, as a gate's __subclasscheck__ was)
+    let a filter removed meanwhile skip the user's next ones, and a list another thread's catch_warnings
+    put back be freed under the walk, a segmentation fault;
+  - a hook on warnings.showwarning that records the warnings of a recording thread (context: the
+    rules are a context variable's) and passes every other one on to the showwarning it found.
+The filters go when their window ends, and the hook when the last one does, leaving the filters and
+showwarning as they were. A window's filters put back by another thread's catch_warnings after it
+ended match nothing.
 """
 
 from __future__ import annotations
@@ -48,23 +53,19 @@ def _rule_for(category):
     return None
 
 
-class _ThisThreads:
-    """A filter's category that a warning falls under when the thread that raises it drops
-    (records) its category: `records` tells which of the two gates this is."""
+class _InItsThread(threading.local):
+    """A filter's message pattern that matches any message in the thread that opened its window, and
+    none in any other, or there once the window ended: builtins, so that matching runs no Python code
+    (a str is not callable; id() of one is never 0)."""
 
-    def __init__(self, records: bool):
-        self.records = records
+    match = callable
 
-    def __subclasscheck__(self, category) -> bool:
-        rule = _rule_for(category)
-        return rule is not None and (rule[1] is not None) == self.records
+    def opened(self) -> _InItsThread:
+        self.match = id
+        return self
 
     def __repr__(self) -> str:
-        return f"<this thread's {'recorded' if self.records else 'dropped'} warnings>"
-
-
-_DROPPED = ("ignore", None, _ThisThreads(records=False), None, 0)
-_RECORDED = ("always", None, _ThisThreads(records=True), None, 0)
+        return "<any message in the thread of a forecast window>"
 
 
 def _hook_passing_on_to(shown_by):
@@ -80,7 +81,7 @@ def _hook_passing_on_to(shown_by):
             shown_by(message, category, filename, lineno, file, line)
         elif rule[1] is not None:
             rule[1].append(warnings.WarningMessage(message, category, filename, lineno, file, line))
-        # else dropped: a filter set after the window opened ('always', 'default') got before its gate
+        # else dropped: a filter set after the window opened ('always', 'default') got before its own
 
     shown_unless_this_threads.passes_on_to = shown_by
     _HOOKS.add(shown_unless_this_threads)
@@ -101,24 +102,20 @@ def _registries_cleared():
         mutated()
 
 
-def _open_window() -> None:
+def _open_window(entries) -> None:
     with _LOCK:
-        # already in place where a catch_warnings elsewhere saved them and put them back after the last window
+        # already in place where a catch_warnings elsewhere saved it and put it back after the last window
         if not _is_hook(warnings.showwarning):
             warnings.showwarning = _hook_passing_on_to(warnings.showwarning)
-        for gate in (_RECORDED, _DROPPED):
-            if not any(entry is gate for entry in warnings.filters):
-                warnings.filters.insert(0, gate)
+        warnings.filters[:0] = entries
         _open["windows"] += 1
 
 
-def _close_window() -> None:
+def _close_window(entries) -> None:
     with _LOCK:
+        warnings.filters[:] = [entry for entry in warnings.filters if not any(entry is own for own in entries)]
         _open["windows"] -= 1
-        if _open["windows"]:
-            return
-        warnings.filters[:] = [entry for entry in warnings.filters if entry is not _DROPPED and entry is not _RECORDED]
-        if _is_hook(warnings.showwarning):
+        if not _open["windows"] and _is_hook(warnings.showwarning):
             warnings.showwarning = warnings.showwarning.passes_on_to
 
 
@@ -126,13 +123,17 @@ def _close_window() -> None:
 def _window(categories, sink):
     if sink is not None:
         _registries_cleared()
-    _open_window()
+    in_this_thread = _InItsThread().opened()
+    action = "ignore" if sink is None else "always"
+    entries = [(action, in_this_thread, category, None, 0) for category in categories]
+    _open_window(entries)
     token = _RULES.set(tuple((category, sink) for category in categories) + _RULES.get())
     try:
         yield sink
     finally:
         _RULES.reset(token)
-        _close_window()
+        del in_this_thread.match  # inert where a catch_warnings elsewhere saved its filters and puts them back
+        _close_window(entries)
 
 
 def this_threads_warnings_dropped(*categories):
