@@ -97,17 +97,12 @@ def test_resume_after_kill_9_keeps_the_eval_log_exact(tmp_path, warm_cache):
     assert [r["compute"] for r in rows] == [r["compute"] for r in reference]
 
 
-class FullDisk:
-    """A file whose disk is full: a write gets in the part that fits (half of it), then fails with
-    ENOSPC, as a real full disk does at a page boundary."""
+class FileStandIn:
+    """A file object that passes everything on to the real `file` but what a subclass changes, and
+    closes it at the end of a with block."""
 
     def __init__(self, file):
         self.file = file
-
-    def write(self, data):
-        self.file.write(data[: len(data) // 2])
-        self.file.flush()
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     def __getattr__(self, name):
         return getattr(self.file, name)
@@ -117,6 +112,16 @@ class FullDisk:
 
     def __exit__(self, *exc):
         self.file.close()
+
+
+class FullDisk(FileStandIn):
+    """A file whose disk is full: a write gets in the part that fits (half of it), then fails with
+    ENOSPC, as a real full disk does at a page boundary."""
+
+    def write(self, data):
+        self.file.write(data[: len(data) // 2])
+        self.file.flush()
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
 
 def fill_the_disk_at(monkeypatch, name, nth):
@@ -794,11 +799,12 @@ def test_resume_from_a_damaged_checkpoint_is_refused_naming_it(tmp_path, warm_ca
     assert [r["step"] for r in read_jsonl(run / "evals.jsonl")] == [2, 4]
 
 
-class CountedReads:
+class CountedReads(FileStandIn):
     """A file opened for reading whose reads add their bytes to counts["read"]."""
 
     def __init__(self, file, counts):
-        self.file, self.counts = file, counts
+        super().__init__(file)
+        self.counts = counts
 
     def read(self, *args):
         data = self.file.read(*args)
@@ -809,15 +815,6 @@ class CountedReads:
         n = self.file.readinto(buffer)
         self.counts["read"] += n or 0
         return n
-
-    def __getattr__(self, name):
-        return getattr(self.file, name)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.file.close()
 
 
 def count_reads_of(path, monkeypatch):
