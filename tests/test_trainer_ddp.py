@@ -436,14 +436,14 @@ def launched_by_hand(tmp_path, script_text, *args, extra_env=None):
     return [(rank.returncode, err) for rank, err in zip(ranks, said, strict=True)]
 
 
-RANK_1_REFUSES_SCRIPT = """
+RANK_1_LEAVES_SCRIPT = """
 import os, sys
 import trainer_minimal.train as T
 from trainer_minimal.cli import main
 
 T.JOIN_WAIT_S = 5
 own = T.check_device
-def left_on_rank_1(cfg):  # rank 1's own checks of a new run's flags, before it joins the store
+def left_on_rank_1(cfg):  # rank 1's own checks: a new run's flags before it joins, on --resume once it joined
     if os.environ["RANK"] == "1":
         if os.environ["LEAVES"] == "refuses":  # a device or model folder only its machine lacks
             raise ValueError("--device cuda:1: not on this machine")
@@ -462,7 +462,7 @@ def test_a_rank_that_never_joins_a_launch_by_hand_is_said_by_rank_0(tmp_path):
     gives up after JOIN_WAIT_S (5 s here) with one line, exit 1, and writes nothing."""
     pytest.importorskip("torch.distributed")
     flags = [f"--{k.replace('_', '-')}={v}" for k, v in TINY.items()]
-    (code0, err0), (code1, err1) = launched_by_hand(tmp_path, RANK_1_REFUSES_SCRIPT, "--out", tmp_path / "run",
+    (code0, err0), (code1, err1) = launched_by_hand(tmp_path, RANK_1_LEAVES_SCRIPT, "--out", tmp_path / "run",
                                                     "--warmstart-cache", tmp_path / "warmstart", *flags,
                                                     extra_env={"LEAVES": "killed"})
     assert code1 == 9
@@ -484,7 +484,7 @@ def test_a_rank_that_refuses_before_it_joins_ends_rank_0_with_its_reason(tmp_pat
     writes nothing. Rank 1 says its own error as before."""
     pytest.importorskip("torch.distributed")
     flags = [f"--{k.replace('_', '-')}={v}" for k, v in TINY.items()]
-    (code0, err0), (code1_seen, err1) = launched_by_hand(tmp_path, RANK_1_REFUSES_SCRIPT, "--out", tmp_path / "run",
+    (code0, err0), (code1_seen, err1) = launched_by_hand(tmp_path, RANK_1_LEAVES_SCRIPT, "--out", tmp_path / "run",
                                                          "--warmstart-cache", tmp_path / "warmstart", *flags,
                                                          extra_env={"LEAVES": leaves})
     assert code1_seen == code1, err1[-3000:]
@@ -561,26 +561,6 @@ def test_a_refusal_of_rank_0_before_it_opens_the_store_reaches_the_other_ranks(t
     for code, err in ((code0, err0), (code1, err1)):
         assert code == 2 and err.endswith(f"trainer-minimal: error: {said}\n") and "Traceback" not in err, err[-3000:]
     assert not (tmp_path / "run").exists()
-
-
-RANK_1_LEAVES_SCRIPT = """
-import os, sys
-import trainer_minimal.train as T
-from trainer_minimal.cli import main
-
-T.JOIN_WAIT_S = 5
-own = T.check_device
-def left_on_rank_1(cfg):  # rank 1's own checks, once it knows the settings (on --resume: after it joined)
-    if os.environ["RANK"] == "1":
-        if os.environ["LEAVES"] == "refuses":  # a device or model folder only its machine lacks
-            raise ValueError("--device cuda:1: not on this machine")
-        if os.environ["LEAVES"] == "crashes":
-            raise RuntimeError("a bug on rank 1")
-        os._exit(9)  # killed: it says nothing
-    return own(cfg)
-T.check_device = left_on_rank_1
-sys.exit(main(["train", *sys.argv[1:]]))
-"""
 
 
 @pytest.mark.parametrize("leaves, code1, said0", [
