@@ -281,11 +281,16 @@ LEVEL_NAMED = 3  # recipes level with the runner-up named in the sentence; the t
 MC_LEVEL_SE = 2.0  # expected metrics closer than this many Monte Carlo standard errors of their difference are level
 
 
+def _more_in_the_table(n: int) -> str:
+    """The recipes a sentence does not name, counted: "1 more recipe", not "1 more recipes"."""
+    return f"{n} more recipe{'' if n == 1 else 's'} in the table"
+
+
 def _recipes_named(names: Sequence[str]) -> str:
     """"'a'", "'a' and 'b'", "'a', 'b', 'c' and 2 more recipes in the table": names a sentence can hold."""
     quoted = [f"'{name}'" for name in names]
     if len(quoted) > LEVEL_NAMED:
-        return ", ".join(quoted[:LEVEL_NAMED]) + f" and {len(quoted) - LEVEL_NAMED} more recipes in the table"
+        return ", ".join(quoted[:LEVEL_NAMED]) + f" and {_more_in_the_table(len(quoted) - LEVEL_NAMED)}"
     return said_together(quoted)
 
 
@@ -387,7 +392,7 @@ def recommend_text(table: pd.DataFrame, *, budget: float, target: float | None =
         if level:  # named as second on a difference a refit with another random_seed turns round
             names = ", ".join(f"'{r}'" for r in level[:LEVEL_NAMED])
             if len(level) > LEVEL_NAMED:  # a wide sweep of near-equal recipes named a hundred of them in one sentence
-                names += f" and {len(level) - LEVEL_NAMED} more recipes in the table"
+                names += f" and {_more_in_the_table(len(level) - LEVEL_NAMED)}"
             runner_up += (f" (level with {names} within Monte Carlo noise: which of them "
                           "comes second can change from fit to fit)")
         parts.append(runner_up + ".")

@@ -1117,3 +1117,24 @@ def test_decide_total_and_the_report_give_the_split_and_the_recipes_it_leaves_ou
     assert split["recipes_left_out"] == [{"recipe": "scalerl_scout_moe", "smallest_compute": scout_from, "ways": [2, 3, 4]}]
     assert "'scalerl_scout_moe' takes no part in splits into 2 to 4 runs" in split["recommendation"]
     json.dumps(summary, allow_nan=False)  # strict JSON, as --json prints it
+
+
+def test_one_recipe_beyond_the_named_ones_is_counted_in_the_singular(rng):
+    """On the shipped sweep at a budget of 5e9 flops the report's headline read "Too close to call between
+    'dapo', 'scalerl-g4', 'scalerl' and 1 more recipes in the table": one recipe is "1 more recipe", in the
+    leader's verdict and beside the runner-up alike."""
+
+    def level_draws(names, mean):
+        out = {}
+        for name in names:
+            d = rng.normal(0.0, 0.04, 2000)
+            out[name] = d - d.mean() + mean
+        return out
+
+    draws = {"lead": rng.normal(0.7, 0.01, 2000), **level_draws(["b", "c", "d", "e", "f"], 0.5)}
+    runner_up = recommend_text(rank_recipes(draws, budget=1.0), budget=1.0)
+    level = re.search(r"\(level with (.*) within Monte Carlo noise", runner_up).group(1)
+    assert re.fullmatch(r"'[c-f]', '[c-f]', '[c-f]' and 1 more recipe in the table", level), level
+    leaders = recommend_text(rank_recipes(level_draws(["a", "b", "c", "d"], 0.5), budget=1.0), budget=1.0)
+    verdict = re.search(r"Too close to call between (.*), level within Monte Carlo noise", leaders).group(1)
+    assert re.fullmatch(r"'[a-d]', '[a-d]', '[a-d]' and 1 more recipe in the table", verdict), verdict
