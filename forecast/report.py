@@ -903,14 +903,22 @@ def recipe_table_html(table: pd.DataFrame, budget: float, unit: str, target: flo
     return section_html("Recipes at the budget", body, anchor="recipes")
 
 
-def figures_html(figures: dict[str, bytes], budget: float, unit: str, target: float | None) -> str:
+def figures_html(figures: dict[str, bytes], budget: float, unit: str, target: float | None,
+                 largest_observed: float | None = None) -> str:
     parts = []
     if "fan_chart" in figures:
         tgt = f", target {target:g} as the red dash-dot line" if target is not None else ""
+        # the charts run to the budget or to the data's end, whichever is further: a budget within the
+        # data is not what the bands are extrapolated to
+        if largest_observed is not None and budget <= largest_observed:
+            reach = (f"drawn to the largest compute observed ({fmt_compute(largest_observed)} {unit}), the budget "
+                     f"{fmt_compute(budget)} {unit} dashed")
+        else:
+            reach = f"extrapolated to the budget {fmt_compute(budget)} {unit} (dashed)"
         caption = (
             f"Observed evaluations (one colour and marker per seed), posterior median for a new run (line), "
             f"50% and 90% bands of where its evaluation would land (evaluation noise included, so wider than "
-            f"the table's intervals of its true pass rate), extrapolated to the budget {fmt_compute(budget)} {unit} (dashed){tgt}. "
+            f"the table's intervals of its true pass rate), {reach}{tgt}. "
             "Dotted: the largest compute observed for that recipe; right of it is extrapolation."
         )
         keys = [fan_chart_key(k) for k in range(len(figures)) if fan_chart_key(k) in figures]
@@ -1200,7 +1208,7 @@ def render_report(data: ReportData) -> str:
         synthetic_banner_html(data.synthetic),
         recommendation_html(data.recommendation),
         recipe_table_html(data.recipe_table, data.budget, unit, data.target),
-        figures_html(data.figures, data.budget, unit, data.target),
+        figures_html(data.figures, data.budget, unit, data.target, data.provenance["compute_range"][1]),
         compute_to_target_html(data.recipe_table, data.budget, unit, data.target, data.provenance["compute_range"][1]),
         stop_advice_html(data.stop_advice),
         honesty_html(data.honesty),

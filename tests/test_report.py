@@ -1329,3 +1329,15 @@ def test_a_run_stopped_against_a_run_whose_end_falls_away_is_told_its_forecast_i
     assert rp.esc(table.loc["short1", "shape_note"]) in stop_table_rows(rp.stop_advice_html(advice))["short1"]
     summary = rp.stop_summary_html(advice.table)
     assert "shape:" not in summary  # no run's own note is beside its advice below
+
+
+def test_the_fan_charts_caption_says_extrapolated_to_the_budget_only_beyond_the_data():
+    """`forecast report FIT --budget 1e10` on the shipped sweep (data 6.05e9 to 1.02e12 flops) captioned its
+    fan charts '... extrapolated to the budget 1e10 flops (dashed)', though the charts run to the data's end
+    and the budget lies within it. Beyond the data the caption is as before."""
+    figures = {"fan_chart": b"not a png"}
+    within = rp.figures_html(figures, 1e10, "flops", 0.6, 1.02e12)
+    assert "extrapolated to the budget" not in within
+    assert "drawn to the largest compute observed (1.02e12 flops), the budget 1e10 flops dashed, target 0.6" in within
+    beyond = rp.figures_html(figures, 4.08e12, "flops", 0.6, 1.02e12)
+    assert "extrapolated to the budget 4.08e12 flops (dashed), target 0.6 as the red dash-dot line" in beyond
