@@ -462,7 +462,7 @@ def rendezvous_store(wait_s=None):
 # and for rank 0's own checks, done before it opens the store (a large checkpoint's CRC). A rank whose own
 # checks fail before it joins now joins to say so (told_rank_0): rank 0 waits this long only for a rank that
 # crashed or was never started, or one that gave up telling it (TELL_WAIT_S). A new run's rank 0 refused by its
-# own checks opens the store to say so (told_the_other_ranks), for TELL_WAIT_S, no longer.
+# own checks, or crashed in them, opens the store to say so (told_the_other_ranks), for TELL_WAIT_S, no longer.
 JOIN_WAIT_S = 300
 
 
@@ -523,6 +523,9 @@ def decided_by_rank_0(name, decide, check_here=None):
         if outcome == "refused":
             said_read(key, rank)
             raise RefusedOnRank0(value)
+        if outcome == "ended":  # rank 0 crashed in its checks (told_the_other_ranks): its traceback is the error
+            said_read(key, rank)
+            raise RankLost(ended_line(0, world, value))
         try:
             if check_here is not None:
                 check_here(value)
@@ -539,6 +542,9 @@ def decided_by_rank_0(name, decide, check_here=None):
         except RankLost:  # no other rank joined to be told: the refusal is still this run's to say
             raise err from None
         wait_until_read(key, world, wait_s=DECISION_READ_WAIT_S)
+        raise
+    except Exception as err:  # a crash: before rank 0 opened the store the others waited JOIN_WAIT_S to join it
+        told_the_other_ranks(name, err)
         raise
     rendezvous_store().set(key, pickle.dumps(("decided", value)))
     verdicts = wait_until_read(key, world, wait_s=JOIN_WAIT_S)  # they check it on their machines first
@@ -598,12 +604,13 @@ def told_the_other_ranks(name, err):
     ends at once with rank 0's message (it waited JOIN_WAIT_S to join, then said only that rank 0 did not
     open the store), and one that refused too is told by it (it waited TELL_WAIT_S to tell rank 0, which
     had ended). The others are waited for TELL_WAIT_S at most to join, silently for a second (started
-    together, they are joining already), and Ctrl-C skips it. Only a refusal (ValueError): a crash is this
-    rank's to show, as in decided_by_rank_0. Nothing on another rank, or without a store (one process, or
+    together, they are joining already), and Ctrl-C skips it. A crash in those checks, or in decided_by_rank_0's
+    decide(), is sent as said_read sends another rank's: the others end naming rank 0 and the error's type
+    (its traceback is this rank's to show). Nothing on another rank, or without a store (one process, or
     MASTER_ADDR or MASTER_PORT unset)."""
     where = (os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT"))
     world = int(os.environ.get("WORLD_SIZE", "1"))
-    if process_rank() != 0 or world == 1 or not all(where) or not isinstance(err, ValueError):
+    if process_rank() != 0 or world == 1 or not all(where):
         return
     joined = {}
 
@@ -627,7 +634,7 @@ def told_the_other_ranks(name, err):
                 joining.join(0.2)
             if "store" not in joined:
                 return
-            joined["store"].set(key, pickle.dumps(("refused", str(err))))
+            joined["store"].set(key, pickle.dumps(verdict_of(err)))
         wait_until_read(key, world, wait_s=DECISION_READ_WAIT_S)
     except (KeyboardInterrupt, dist.DistError):  # skipped; a rank that ended meanwhile
         return
@@ -644,18 +651,22 @@ def said_read(key, rank, err=None):
     """Tell rank 0 that this rank has read the decision under key (see wait_until_read), and its verdict
     on it: None (it goes on), or the error its own checks ended in. Where rank 0 is gone already (it
     waited out DECISION_READ_WAIT_S), there is no one to tell."""
-    if err is None:
-        verdict = ("read", None)
-    elif isinstance(err, (ValueError, RunFolderBusy)):
-        verdict = ("refused", str(err))
-    else:  # a bug's traceback, or a stop, is this rank's to show: rank 0 is told where to look
-        verdict = ("ended", type(err).__name__)
+    verdict = ("read", None) if err is None else verdict_of(err)
     store = rendezvous_store()
     try:
         with store_wait_logs_quieted():  # what it would log is this error, left unsaid
             store.set(f"{key}/read/{rank}", pickle.dumps(verdict))
     except dist.DistError:
         pass
+
+
+def verdict_of(err):
+    """What a rank that ends in err tells the others through the store: ("refused", its message), or
+    ("ended", the error's type name) for a bug or a stop, whose traceback is this rank's to show: the
+    others are told where to look (ended_line)."""
+    if isinstance(err, (ValueError, RunFolderBusy)):
+        return "refused", str(err)
+    return "ended", type(err).__name__
 
 
 def wait_until_read(key, world, wait_s):
@@ -683,8 +694,12 @@ def refused_elsewhere(verdicts, world):
         if outcome == "refused":
             raise RefusedOnAnotherRank(f"rank {rank} of {world} refused: {said}")
         if outcome == "ended":
-            raise RankLost(f"rank {rank} of {world} ended ({said}) while it checked this run's settings: "
-                           "see its output")
+            raise RankLost(ended_line(rank, world, said))
+
+
+def ended_line(rank, world, error_type):
+    """The line of another rank that ended in an error, not a refusal, while it checked this run's settings."""
+    return f"rank {rank} of {world} ended ({error_type}) while it checked this run's settings: see its output"
 
 
 def not_answered_line(verdicts, world):
