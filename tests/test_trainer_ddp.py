@@ -525,6 +525,50 @@ def test_a_rank_whose_own_flags_are_refused_before_it_joins_ends_rank_0_with_its
     assert not (tmp_path / "run").exists()
 
 
+FLAG_MISTYPED_SCRIPT = """
+import os, sys
+import trainer_minimal.train as T
+from trainer_minimal.cli import main
+
+T.JOIN_WAIT_S, T.TELL_WAIT_S = 5, 300  # a rank not told gives up in 5 s; one left waiting to tell, past launched_by_hand's 60 s
+args = sys.argv[1:]
+if os.environ["RANK"] in os.environ["MISTYPED_ON"].split(","):  # refused by argparse, before any of the trainer's code
+    args += os.environ["MISTYPED"].split()
+sys.exit(main(["train", *args]))
+"""
+
+
+@pytest.mark.parametrize("mistyped, on, said", [
+    ("--lr abc", "1", "argument --lr: invalid float value: 'abc'"),
+    ("--no-such-flag", "1", "unrecognized arguments: --no-such-flag"),
+    ("--lr 1e-3", "1", "--lr is given more than once; give it once (only the last would count)"),
+    ("--lr abc", "0", "argument --lr: invalid float value: 'abc'"),
+    ("--lr abc", "0,1", "argument --lr: invalid float value: 'abc'"),
+], ids=["type on rank 1", "unknown on rank 1", "repeated on rank 1", "type on rank 0", "type on both"])
+def test_a_flag_refused_by_argparse_under_a_launch_by_hand_ends_the_other_ranks_with_its_reason(tmp_path, mistyped,
+                                                                                                  on, said):
+    """A new run's rank started by hand with a flag argparse refuses (a value of the wrong type, an unknown flag, a
+    flag given twice) exited 2 before any of the trainer's code ran: rank 0 waited JOIN_WAIT_S (300 s, 5 here) for
+    a rank 1 so refused, then said only 'rank 1 of 2 did not join', and a rank 1 waited as long for a rank 0 so
+    refused, then said only that rank 0 'did not open the store', exit 1. The refused rank now tells the others
+    first, as it does a value out of range: each ends at once, exit 2, rank 0 naming rank 1 and its message,
+    rank 1 with rank 0's; refused on both, neither waits for the other."""
+    pytest.importorskip("torch.distributed")
+    flags = [f"--{k.replace('_', '-')}={v}" for k, v in TINY.items()]
+    (code0, err0), (code1, err1) = launched_by_hand(tmp_path, FLAG_MISTYPED_SCRIPT, "--out", tmp_path / "run",
+                                                    "--warmstart-cache", tmp_path / "warmstart", *flags,
+                                                    extra_env={"MISTYPED": mistyped, "MISTYPED_ON": on})
+    for rank, code, err in ((0, code0, err0), (1, code1, err1)):
+        assert code == 2 and "Traceback" not in err, err[-3000:]
+        if str(rank) in on:  # argparse's own words, as before
+            assert err.endswith(f": error: {said}\n") and "usage: trainer-minimal" in err, err[-3000:]
+    if on == "1":
+        assert err0 == f"trainer-minimal: error: rank 1 of 2 refused: {said}\n", err0[-3000:]
+    if on == "0":
+        assert err1.endswith(f"trainer-minimal: error: {said}\n"), err1[-3000:]
+    assert not (tmp_path / "run").exists()
+
+
 RANK_0_REFUSES_SCRIPT = """
 import os, sys
 import trainer_minimal.train as T

@@ -67,11 +67,19 @@ def explicit_overrides(args, exclude=()):
     return {k: v for k, v in vars(args).items() if k in field_names() and k not in exclude and v is not None}
 
 
-def build_parser():
+def build_parser(on_error=None):
+    """The command line's parser. on_error(message): called with argparse's refusal of the command line (a
+    value of the wrong type, an unknown or repeated flag) before it is said and the process exits 2."""
     # "--clip-high -1e-3" reaches the range check, not argparse's "expected one argument"
     from forecast.cli import NumbersParser
 
-    parser = NumbersParser(prog="trainer-minimal", description="A compact RL trainer (see train.py).")
+    class Parser(NumbersParser):  # a class of its own for each parser: on_error is this command line's
+        def error(self, message):
+            if on_error is not None:
+                on_error(message)
+            super().error(message)
+
+    parser = Parser(prog="trainer-minimal", description="A compact RL trainer (see train.py).")
     sub = parser.add_subparsers(dest="command", required=True)
     train_p = sub.add_parser("train", help="one run; every config field is a flag",
                              epilog="The defaults shown are the ScaleRL defaults; a --preset changes some of them "
@@ -314,11 +322,31 @@ def main(argv=None):
         return run_command(*checked)
 
 
+def told_the_launch_of(flag_error):
+    """argparse's refusal of a `train` command line (flag_error: its message) ends this process before any of
+    the trainer's code, exit 2. Under a launch by hand the others waited for it at the store: rank 0 for
+    JOIN_WAIT_S (300 s), then said only 'rank 1 of 2 did not join', and the others as long for a rank 0 that
+    never opened it. They are told first, as of a refusal of its flags' values (agreed_train_config): rank 0
+    ends at once with 'rank 1 of 2 refused: <the message>', the others with rank 0's. Nothing, and torch not
+    imported, for a single process or without a store to reach (MASTER_ADDR or MASTER_PORT unset)."""
+    try:
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+    except ValueError:  # not a launch this process can take part in: its own error is said alone
+        return
+    if world == 1 or not (os.environ.get("MASTER_ADDR") and os.environ.get("MASTER_PORT")):
+        return
+    from .train import told_rank_0, told_the_other_ranks
+
+    refused = ValueError(flag_error)
+    told_rank_0("config", refused)  # the other ranks tell rank 0, and rank 0 tells them
+    told_the_other_ranks("config", refused)
+
+
 def checked_command(argv):
     """(args, cfg, plan) of a command whose arguments and checks passed, or its exit code where it ends here:
     refused (2, said), `presets` and --help (0)."""
     try:
-        parser = build_parser()
+        parser = build_parser(on_error=told_the_launch_of if argv[:1] == ["train"] else None)
         args = parser.parse_args(argv)
         # `--lr 1e-5 ... --lr 1e-4`: argparse keeps the last without a word, and a run is hours
         from forecast.cli import repeated_flag
