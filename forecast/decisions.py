@@ -692,10 +692,13 @@ def _checked_budget(fc, budget, name: str = "budget") -> float:
     return float(budget)
 
 
-def decide(fc, budget: float, *, target: float | None = None, recipes: Sequence[str] | None = None) -> ScaleDecision:
+def decide(fc, budget: float, *, target: float | None = None, recipes: Sequence[str] | None = None,
+           say_below_data: bool = True) -> ScaleDecision:
     """Rank the recipes of a fitted ScalingForecaster for one run at `budget` compute. A budget more
     than 100x the data's largest compute (or below its smallest) gives a FarFromDataWarning (as
-    `forecast decide` flags --budget): likely another unit than the run table's."""
+    `forecast decide` flags --budget): likely another unit than the run table's. The recipes forecast
+    below their data at it are `extra["recipes_below_data"]`, said in the recommendation unless
+    say_below_data is False: where the page says it elsewhere (the report's banner, of a budget below all the data)."""
     budget = _checked_budget(fc, budget)
     target = _checked_target(target)
     from .curves import compute_to_target as curve_compute_to_target
@@ -713,7 +716,7 @@ def decide(fc, budget: float, *, target: float | None = None, recipes: Sequence[
     text = recommend_text(table, budget=budget, target=target, unit=fc.compute_unit,
                           largest_observed=float(fc.runs_["compute"].max()))
     below = recipes_below_data(budget, smallest_compute_by_recipe(fc, recipes))
-    if below:
+    if below and say_below_data:
         text += " " + below_data_text(budget, below, fc.compute_unit, every=len(below) == len(recipes) > 1)
     return ScaleDecision(table=table, recommendation=text, budget=budget, target=target, unit=fc.compute_unit,
                          extra={"recipes_below_data": below})
@@ -803,12 +806,18 @@ def _below_data(per_run: float, smallest_compute: float) -> tuple[str, str]:
 
 
 def left_out_ways_text(total: float, within: int, max_ways: int, smallest_compute: float,
-                       unit: str = UNSPECIFIED_UNIT, *, whose: str = "in the data") -> str:
+                       unit: str = UNSPECIFIED_UNIT, *, whose: str = "in the data", total_below: bool = False) -> str:
     """Why splits into more than `within` runs are not in the table. whose: where the smallest compute
-    is found ("of the recipes compared", where those are not all of the fit's)."""
+    is found ("of the recipes compared", where those are not all of the fit's). total_below: the total
+    itself lies below that smallest compute, which is said before this (the one run's sentence, or the
+    report's banner): the splits' runs are only further below, and their numbers all there is left to say."""
     first = within + 1
     which = f"A split into {first} runs is" if first == max_ways else f"Splits into {first} to {max_ways} runs are"
     per_run, smallest = _below_data(total / first, smallest_compute)
+    if total_below:
+        data = "the data" if whose == "in the data" else f"the data {whose}"
+        return (f"{which} left out: each run would get {per_run} {unit}{'' if first == max_ways else ' or less'}, "
+                f"further below {data} than one run.")
     return (f"{which} left out: each run would get {per_run} {unit}{'' if first == max_ways else ' or less'}, below the "
             f"smallest compute {whose} ({smallest} {unit}), where the forecast would extrapolate the "
             "curves backwards, before any run's first evaluation.")
@@ -890,7 +899,9 @@ def decide_split(fc, total: float, *, max_ways: int = 4, recipes: Sequence[str] 
     takes part in is left out (`extra["ways_left_out"]`). The recommendation says which and why.
     One run keeps every recipe, as decide() ranks them at the budget; the recipes forecast below their
     data at it are `extra["recipes_below_data"]`, said in the recommendation unless say_below_data is
-    False: where decide()'s recommendation at the same budget, which says it, is read beside it (the report)."""
+    False: where decide()'s recommendation at the same budget, which says it, is read beside it, or the
+    page's banner of a total below all the data (the report). Splits of such a total are left out with
+    their numbers alone, the reason being the total's own, said there."""
     total = _checked_budget(fc, total, "total")
     # "3" failed as a TypeError, 2.5 deep in range(), and True passed as one way
     if (isinstance(max_ways, bool) or not isinstance(max_ways, numbers.Integral)
@@ -916,7 +927,8 @@ def decide_split(fc, total: float, *, max_ways: int = 4, recipes: Sequence[str] 
         text += " " + recipes_left_out_text(total, left_out, smallest, fc.compute_unit)
     if within < max_ways:
         whose = "in the data" if lowest == float(fc.runs_["compute"].min()) else "of the recipes compared"
-        text += " " + left_out_ways_text(total, within, max_ways, lowest, fc.compute_unit, whose=whose)
+        text += " " + left_out_ways_text(total, within, max_ways, lowest, fc.compute_unit, whose=whose,
+                                         total_below=not within_data(total, lowest))
     return ScaleDecision(table=table, recommendation=text, budget=total, unit=fc.compute_unit,
                          extra={"mode": "split", "recommended_ways": int(recommended_split(table)["ways"]),
                                 "ways_left_out": list(range(within + 1, max_ways + 1)),

@@ -270,22 +270,39 @@ def builtin_recommendation(table: pd.DataFrame, budget: float, unit: str, target
 # missing (a trimmed install), the report falls back to the built-in P(best) rule and says so.
 
 
+BELOW_ALL_DATA_CONSEQUENCE = ("Each forecast at the budget extrapolates its recipe's curve backwards, before its "
+                              "runs' first evaluation.")
+
+
+def budget_below_all_data(fc, budget: float) -> bool:
+    """The budget lies below every recipe's first evaluation: the page's banner says so, and that every
+    forecast at it runs backwards, in place of the recommendation's sentence and the split line's reason."""
+    from .decisions import within_data
+
+    return not within_data(budget, float(fc.runs_["compute"].min()))
+
+
 def scale_decision(fc, budget: float, target: float | None, *, target_chosen: bool = False
                    ) -> tuple[pd.DataFrame, Recommendation, list[str]]:
     """(recipe table, recommendation, notes) for the budget. A target chosen for the page fills the
-    table's target columns but stays out of the recommendation: nobody asked that question."""
+    table's target columns but stays out of the recommendation: nobody asked that question. A budget
+    below all the data is the page's banner's to say (collect_report), with what it does to every forecast."""
     try:
         from .decisions import decide, decide_split
     except ImportError:
         table = builtin_recipe_table(fc, budget, target)
         note = "forecast.decisions is not installed: the recommendation uses the built-in P(best) rule."
         return table, builtin_recommendation(table, budget, fc.compute_unit, target), [note]
-    decision = decide(fc, budget, target=target)
+    # a budget below all the data is the banner's, above the recommendation: every recipe's forecast there runs
+    # backwards, and the sentence saying so again here read the same fact twice
+    say_below_data = not budget_below_all_data(fc, budget)
+    decision = decide(fc, budget, target=target, say_below_data=say_below_data)
     if target_chosen:
         from .decisions import below_data_text, recommend_text
 
         decision.recommendation = recommend_text(decision.table, budget=budget, unit=fc.compute_unit)
-        if below := decision.extra.get("recipes_below_data"):  # not about the target: said as decide says it
+        below = decision.extra.get("recipes_below_data")
+        if below and say_below_data:  # not about the target: said as decide says it
             decision.recommendation += " " + below_data_text(budget, below, fc.compute_unit,
                                                              every=len(below) == len(fc.recipes) > 1)
     table = add_asymptotes(table_from_decision(decision.table), fc)
@@ -606,6 +623,8 @@ def collect_report(fc, *, budget=None, target=None, target_chosen: bool = False,
     from .data import far_from_data
 
     far = far_from_data(budget, fc.runs_["compute"], unit=fc.compute_unit, name="The budget")
+    if far and budget_below_all_data(fc, budget):  # said here alone, not in the recommendation and split line too
+        far += " " + BELOW_ALL_DATA_CONSEQUENCE
     honesty = None if cross_validation is None else cross_validation_section_data(cross_validation, fc, cross_validation_source)
     question_warnings = ([far] if far else []) + ([honesty["warning"]] if honesty and honesty["warning"] else [])
     return ReportData(
@@ -624,7 +643,8 @@ def collect_report(fc, *, budget=None, target=None, target_chosen: bool = False,
         warnings=question_warnings,
         target_chosen=bool(target_chosen and target is not None),
         honesty=honesty,
-        data_warnings=[w for w in fc.data_warnings_ if w not in question_warnings],  # said once on the page
+        # said once on the page: one the question's banner holds (the budget's, its consequence appended) is left out
+        data_warnings=[w for w in fc.data_warnings_ if not any(w in said for said in question_warnings)],
     )
 
 

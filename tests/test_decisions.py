@@ -24,6 +24,7 @@ from forecast.decisions import (
     recommend_split_text,
     recommend_text,
     recommended_split,
+    smallest_compute_by_recipe,
     split_budget,
     summarize_compute_to_target,
 )
@@ -1138,3 +1139,38 @@ def test_one_recipe_beyond_the_named_ones_is_counted_in_the_singular(rng):
     leaders = recommend_text(rank_recipes(level_draws(["a", "b", "c", "d"], 0.5), budget=1.0), budget=1.0)
     verdict = re.search(r"Too close to call between (.*), level within Monte Carlo noise", leaders).group(1)
     assert re.fullmatch(r"'[a-d]', '[a-d]', '[a-d]' and 1 more recipe in the table", verdict), verdict
+
+
+def test_the_report_says_once_that_its_budget_lies_below_all_the_data(later_start_fit):
+    """`forecast report --budget 5e9` on the shipped sweep (data from 6.05e9 flops) said the budget lay below the
+    data three times: in the banner ("The budget 5e9 is below the smallest compute in the data (6.05e9 flops). Is
+    the unit right?"), in the recommendation ("Every recipe is forecast at 5e9 flops, below the smallest compute of
+    any recipe's runs (6.05e9 flops), where the forecasts extrapolate the curves backwards, ...") and in the budget
+    split line ("Splits into 2 to 4 runs are left out: each run would get 2.5e9 flops or less, below the smallest
+    compute in the data (6.05e9 flops), where the forecast would extrapolate the curves backwards, ..."). The
+    banner, read first, now says it once, with the forecasts run backwards; the split line keeps which splits are
+    left out and why, and the JSON each recipe's smallest compute."""
+    from forecast import report as rp
+    from forecast.report import scale_decision
+
+    fc = later_start_fit
+    banner = ("The budget 100 is below the smallest compute in the data (381 gpu_hours). Is the unit right? Each "
+              "forecast at the budget extrapolates its recipe's curve backwards, before its runs' first evaluation.")
+    split = ("Splits into 2 to 4 runs are left out: each run would get 50 gpu_hours or less, further below the data "
+             "than one run.")
+    data = rp.collect_report(fc, budget=100, target=0.5, target_chosen=True)
+    page = rp.html.unescape(rp.render_report(data))
+    assert data.warnings == [banner] and page.count(banner) == 1 and page.index(banner) < page.index('id="recommendation"')
+    assert page.count("(381 gpu_hours)") == 1 and page.count("backwards") == 1 and page.count(split) == 1
+    numbers = rp.report_summary(data)["recommendation"]
+    assert numbers["recipes_below_data"] == [{"recipe": r, "smallest_compute": s} for r, s in
+                                             smallest_compute_by_recipe(fc, fc.recipes).items()]
+    assert numbers["budget_split"]["ways_left_out"] == [2, 3, 4]
+    for target in (None, 0.5):  # the recommendation decide() words, a target asked for or none
+        with pytest.warns(UserWarning, match="below the smallest compute"):  # alone, outside the page
+            _, recommendation, _ = scale_decision(fc, 100, target)
+        assert "backwards" not in " ".join([recommendation.headline, *recommendation.reasons])
+    # decide --total alone says it in its one-run sentence, and its split line gives only its own numbers
+    with pytest.warns(UserWarning, match="below the smallest compute"):
+        alone = decide_split(fc, 100).recommendation
+    assert alone.count("(381 gpu_hours)") == 1 and alone.endswith(split)
