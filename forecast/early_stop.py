@@ -250,7 +250,8 @@ class Recommendation:
     # every check, the alternative, budget, compute now; late_trend_z where the run's end falls away
     # from its curve (and shape_note where the advice rests on its forecast), alternative_late_trend_z
     # where the alternative's does (and shape_note where that comparison stopped it, or a guard held the
-    # stop) (noting_misshapen_runs: the advice of forecast watch, the report and the trainer)
+    # stop), alternatives_late_trend_z for the flagged runs a gain_per_compute stop's bar rests on (and
+    # shape_note) (noting_misshapen_runs: the advice of forecast watch, the report and the trainer)
     details: dict = field(default_factory=dict)
 
     @property
@@ -326,6 +327,19 @@ def check_gain_per_compute(this: np.ndarray, alternatives: Mapping[str, np.ndarr
     best_other = np.max(np.stack([np.broadcast_to(d, n) if len(d) == 1 else d for d in others]), axis=0)
     gain = float(np.mean(np.maximum(0.0, this - best_other)))
     return gain, gain / max(float(compute_left), 1e-12)
+
+
+def best_of_others_shares(alternatives: Mapping[str, np.ndarray]) -> dict[str, float]:
+    """The share of draws in which each alternative is the best of them, the bar check_gain_per_compute
+    holds a run to draw by draw: those that are it in any draw, most first. A flagged run's forecast
+    (shape_check) raises that bar in its share of the draws alone (noting_misshapen_runs)."""
+    names = list(alternatives)
+    draws = [_draws(alternatives[name]) for name in names]
+    n = max(map(len, draws))
+    best = np.argmax(np.stack([np.broadcast_to(d, n) if len(d) == 1 else d for d in draws]), axis=0)
+    counts = np.bincount(best, minlength=len(names))
+    order = sorted(np.flatnonzero(counts), key=lambda i: -counts[i])
+    return {names[i]: float(counts[i] / n) for i in order}
 
 
 # the rules that stop a run because another run is forecast to do better (see keep_leader)
@@ -477,6 +491,7 @@ def evaluate_rules(
         gain, per = check_gain_per_compute(at_budget, alternatives, left)
         checks.append({"rule": "gain_per_compute", "value": per, "threshold": config.min_gain_per_compute,
                        "gain": gain, "compute_left": left, "n_alternatives": len(alternatives),
+                       "best_of_others": best_of_others_shares(alternatives),
                        "budget": budget, "probability": False})
     if config.target is not None:
         p = check_reach_target(at_budget, config.target)
@@ -651,18 +666,30 @@ def noting_misshapen_runs(fc, recs: Mapping[str, Recommendation], flagged: list[
     stop), a clause in 'shape_note' (shape_check.with_the_compared_run): the bar it is held to is likely
     too high, so the stop may come too early. Not on an ordinary continue whose closest check is that
     comparison: a bar too high makes its P(beats best) too low, so the continue only stands firmer, and
-    the clause read as a doubt about it.
+    the clause read as a doubt about it. A stop on gain_per_compute (or held from one), whose bar is the
+    best of all the other runs draw by draw, names the flagged runs that are that best in some draws, with
+    their share of the draws (shape_check.with_the_best_of_others; 'alternatives_late_trend_z': run -> z);
+    a flagged run never that best leaves the bar as it is.
     The action, rule and message are unchanged: what decides is the rules', and this says only that
     a forecast they read is likely too high.
     flagged: the fit's misshapen_runs(), when already made for every run (the report's diagnostics);
     by default only the runs advised here and the runs they are compared with are tested (about 7 ms
     for 21 runs of a fast fit, beside 60-120 ms for a reweighted refit and 70 ms for recommend_runs),
-    since `forecast watch` refits after every evaluation. Returns `recs`."""
-    from .shape_check import misshapen_run_note, misshapen_runs, with_the_compared_run
+    and those gain_per_compute stopped them on, since `forecast watch` refits after every evaluation. Returns `recs`."""
+    from .shape_check import (
+        misshapen_run_note,
+        misshapen_runs,
+        with_the_best_of_others,
+        with_the_compared_run,
+    )
 
     compared = {run: rec.details["alternative"] for run, rec in recs.items() if rec.details.get("alternative") is not None}
+    # gain_per_compute names no alternative: its bar is the best of all the others, draw by draw
+    bars = {run: check.get("best_of_others", {}) for run, rec in recs.items()
+            if (check := _comparison_that_stopped(rec)) is not None and check["rule"] == "gain_per_compute"}
     if flagged is None:
-        flagged = misshapen_runs(fc, runs=list(dict.fromkeys([*recs, *compared.values()])))
+        flagged = misshapen_runs(fc, runs=list(dict.fromkeys([*recs, *compared.values(),
+                                                             *(other for shares in bars.values() for other in shares)])))
     z_of = {row["run_id"]: float(row["late_trend_z"]) for row in flagged}
     for run, rec in recs.items():
         note = None
@@ -674,6 +701,9 @@ def noting_misshapen_runs(fc, recs: Mapping[str, Recommendation], flagged: list[
             rec.details["alternative_late_trend_z"] = z_of[other]
             if stopped_on_the_comparison(rec):
                 note = with_the_compared_run(note, other, z_of[other])
+        if on_flagged := [(other, share, z_of[other]) for other, share in bars.get(run, {}).items() if other in z_of]:
+            rec.details["alternatives_late_trend_z"] = {other: z for other, _, z in on_flagged}
+            note = with_the_best_of_others(note, on_flagged)
         if note is not None:
             rec.details["shape_note"] = note
     return recs
@@ -683,6 +713,18 @@ def stopped_on_the_comparison(rec: Recommendation) -> bool:
     """Whether a comparison with other runs' forecasts stopped this run, or would have but for a guard
     (HELD_STOP_RULES); not an ordinary continue whose closest check is a comparison."""
     return (rec.stop and rec.rule in COMPARISON_RULES) or rec.rule in HELD_STOP_RULES
+
+
+def _comparison_that_stopped(rec: Recommendation) -> dict | None:
+    """The check of the comparison that stopped this run, or would have but for a guard (a held stop keeps the
+    rule it was held from, or marks the check held_for_leader); None where none did (stopped_on_the_comparison)."""
+    if not stopped_on_the_comparison(rec):
+        return None
+    checks = rec.details.get("checks", [])
+    if rec.rule in ("leader", "top_at_step"):
+        return next((check for check in checks if check.get("held_for_leader")), None)
+    rule = rec.details.get("held_by_cap") or rec.details.get("held_as_runner_up") or rec.rule
+    return next((check for check in checks if check["rule"] == rule), None)
 
 
 def top_at_step(run: str, metrics_by_run: Mapping[str, np.ndarray], percent: float, *, n_startup: int = 5) -> str | None:

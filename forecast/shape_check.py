@@ -22,10 +22,11 @@ from __future__ import annotations
 import numpy as np
 
 from .curves import sigmoid_curve_log
+from .formatting import said_together
 from .model import white_variance
 
 __all__ = ["LATE_TREND_Z_LIMIT", "LATE_SHARE", "can_test", "late_points", "late_trend_z", "misshapen_runs",
-           "misshapen_runs_sentence", "misshapen_run_note", "with_the_compared_run"]
+           "misshapen_runs_sentence", "misshapen_run_note", "with_the_compared_run", "with_the_best_of_others"]
 
 # one-sided: a run whose residuals were only wander and noise falls this far about once in 740
 LATE_TREND_Z_LIMIT = -3.0
@@ -139,4 +140,30 @@ def with_the_compared_run(note: str | None, compared_run: str, late_trend_z: flo
     so a stop on it may come too early. `note`: this run's own (misshapen_run_note), or None."""
     clause = (f"the run it is compared with, '{compared_run}', falls away from its curve (z {late_trend_z:.1f}): "
               "its forecast is likely too high")
+    return f"{note}; {clause}" if note else f"shape: {clause}"
+
+
+def _share_of_draws(share: float) -> str:
+    """A share of the draws in percent, never 0% or 100% for one in between: '75%', '< 1%', '> 99%'."""
+    if 0 < share < 0.01:
+        return "< 1%"
+    if 0.99 < share < 1:
+        return "> 99%"
+    return f"{share:.0%}"
+
+
+def with_the_best_of_others(note: str | None, flagged: list[tuple[str, float, float]]) -> str:
+    """The note beside advice decided against the best of all other runs, draw by draw (gain_per_compute,
+    which names no single run), when runs that are that best in some draws are flagged: `flagged` holds
+    (run, share of the draws in which it is the best of the others, late_trend_z), most draws first. Their
+    forecasts raise the bar in those draws, so a stop on it may come too early; a flagged run that is never
+    the best leaves the bar as it is and is not named. `note`: this run's own (misshapen_run_note), or None."""
+    one = len(flagged) == 1
+    (first, first_share, _), rest = flagged[0], flagged[1:]
+    where = said_together([f"'{first}' in {_share_of_draws(first_share)} of draws",
+                           *(f"'{run}' in {_share_of_draws(share)}" for run, share, _ in rest)])
+    zs = said_together(f"{z:.1f}" for _, _, z in flagged)
+    clause = (f"the best of the runs it is compared with is {where}, which {'falls' if one else 'fall'} away from "
+              f"{'its curve' if one else 'their curves'} (z {zs}): {'its forecast is' if one else 'their forecasts are'} "
+              "likely too high")
     return f"{note}; {clause}" if note else f"shape: {clause}"

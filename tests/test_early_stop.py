@@ -890,3 +890,57 @@ def test_a_showwarning_wrapped_with_functools_wraps_while_an_advice_fit_ran_stay
     fit_for_advice(small_sweep, random_seed=0, threaded=True)
     warnings.warn("said after the check", UserWarning, stacklevel=1)
     assert logged == shown == ["said after the check"]
+
+
+def _stopped_on_gain_per_compute():
+    """A stop on gain_per_compute with beats_best short of firing: the run beats 'b-s1' by the margin in a
+    fifth of the draws (P = 0.2 >= 0.1), but that gain of 0.004 costs 8 typical budgets. The best of the
+    other runs, draw by draw, is 'b-s1' in 75 of 100 draws and 'c-s0' in the other 25; 'd-s0' is never it."""
+    this = np.where(np.arange(100) < 20, 0.62, 0.45)
+    others = {"b-s1": np.where(np.arange(100) < 75, 0.60, 0.50), "c-s0": np.full(100, 0.55), "d-s0": np.full(100, 0.30)}
+    rec = evaluate_rules("a-s0", this, this - 0.05, others, budget=1e4, compute_now=2e3, n_evals=20, compute_scale=1e3)
+    assert (rec.action, rec.rule) == ("stop", "gain_per_compute") and "alternative" not in rec.details
+    return rec
+
+
+def test_a_stop_on_gain_per_compute_is_told_which_flagged_runs_its_bar_rests_on(monkeypatch):
+    """gain_per_compute holds a run to the best of all the other runs, draw by draw, and names none of them, so a
+    stop on it said nothing when that best was a run whose last third falls away (its forecast likely too high,
+    the stop likely too early), where a stop on P(beats best 'b-s1') says it of b-s1. It now names the flagged
+    runs that are that best in some draws, with their share of the draws; a flagged run that is never the best
+    leaves the bar as it is and is not named. The rule's decision is unchanged."""
+    import forecast.shape_check as shape_check
+    from forecast.early_stop import _held_by_cap
+
+    flagged = {"b-s1": -5.04, "c-s0": -3.6, "d-s0": -4.0}
+    asked = []
+
+    def flag(fc, *, runs=None, **_):
+        asked.append(runs)
+        return [{"run_id": run, "recipe": run[0], "late_trend_z": z} for run, z in flagged.items() if run in runs]
+
+    monkeypatch.setattr(shape_check, "misshapen_runs", flag)
+    stopped, before = _stopped_on_gain_per_compute(), _stopped_on_gain_per_compute().to_dict()
+    assert stopped.details["checks"][1]["best_of_others"] == {"b-s1": 0.75, "c-s0": 0.25}
+    noting_misshapen_runs(object(), {"a-s0": stopped})
+    assert asked == [["a-s0", "b-s1", "c-s0"]]  # the runs that are the bar in some draws are tested too
+    assert stopped.details["shape_note"] == (
+        "shape: the best of the runs it is compared with is 'b-s1' in 75% of draws and 'c-s0' in 25%, which fall away "
+        "from their curves (z -5.0 and -3.6): their forecasts are likely too high")
+    assert stopped.details["alternatives_late_trend_z"] == {"b-s1": -5.04, "c-s0": -3.6}
+    after = stopped.to_dict()
+    after["details"] = {k: v for k, v in after["details"].items() if k not in ("shape_note", "alternatives_late_trend_z")}
+    assert after == before
+    # one flagged, and a stop held by the stop cap: said as well; the run's own note comes first
+    del flagged["c-s0"]
+    flagged["a-s0"] = -3.2
+    held = _held_by_cap(_stopped_on_gain_per_compute(), 1, 2)
+    noting_misshapen_runs(object(), {"a-s0": held})
+    assert held.details["shape_note"] == (
+        f"{shape_check.misshapen_run_note(-3.2)}; the best of the runs it is compared with is 'b-s1' in 75% of draws, "
+        "which falls away from its curve (z -5.0): its forecast is likely too high")
+    # the flagged run never the best: nothing said of it
+    del flagged["b-s1"], flagged["a-s0"]
+    quiet = _stopped_on_gain_per_compute()
+    noting_misshapen_runs(object(), {"a-s0": quiet})
+    assert "shape_note" not in quiet.details and "alternatives_late_trend_z" not in quiet.details
