@@ -569,6 +569,18 @@ def test_a_flag_refused_by_argparse_under_a_launch_by_hand_ends_the_other_ranks_
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize("rank", ["abc", ""])
+def test_a_flag_refused_by_argparse_with_a_rank_that_is_no_number_is_argparses_error_alone(monkeypatch, capsys, rank):
+    """A RANK that is no number (a scheduler's own, or set empty) beside WORLD_SIZE, MASTER_ADDR and MASTER_PORT:
+    argparse's refusal of a flag crashed in telling the others, a ValueError traceback from int(RANK), exit 1, where
+    it was argparse's error, exit 2. No launch this process can take part in: its own error is said alone, as for a
+    WORLD_SIZE that is no number."""
+    for name, value in (("WORLD_SIZE", "2"), ("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", "29500"), ("RANK", rank)):
+        monkeypatch.setenv(name, value)
+    assert main(["train", "--lr", "abc"]) == 2
+    assert capsys.readouterr().err.endswith("trainer-minimal train: error: argument --lr: invalid float value: 'abc'\n")
+
+
 RANK_0_REFUSES_SCRIPT = """
 import os, sys
 import trainer_minimal.train as T

@@ -329,8 +329,9 @@ def told_the_launch_of(flag_error):
     never opened it. They are told first, as of a refusal of its flags' values (agreed_train_config): rank 0
     ends at once with 'rank 1 of 2 refused: <the message>', the others with rank 0's. Nothing, and torch not
     imported, for a single process or without a store to reach (MASTER_ADDR or MASTER_PORT unset)."""
-    try:
+    try:  # a RANK that is no number too: telling crashed in int(RANK), a traceback in place of argparse's error
         world = int(os.environ.get("WORLD_SIZE", "1"))
+        int(os.environ.get("RANK", "0"))
     except ValueError:  # not a launch this process can take part in: its own error is said alone
         return
     if world == 1 or not (os.environ.get("MASTER_ADDR") and os.environ.get("MASTER_PORT")):
