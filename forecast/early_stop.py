@@ -329,16 +329,23 @@ def check_gain_per_compute(this: np.ndarray, alternatives: Mapping[str, np.ndarr
     return gain, gain / max(float(compute_left), 1e-12)
 
 
+# the alternatives whose share of being the best is kept in a gain_per_compute check: every check of every run
+# holds them, rewritten after each refit (forecast watch's recommendations.json), and with every other run
+# kept that file grew with the square of the runs (2.3 MB for 300 close runs, against 0.6 MB without)
+BEST_OF_OTHERS_KEPT = 5
+
+
 def best_of_others_shares(alternatives: Mapping[str, np.ndarray]) -> dict[str, float]:
     """The share of draws in which each alternative is the best of them, the bar check_gain_per_compute
-    holds a run to draw by draw: those that are it in any draw, most first. A flagged run's forecast
-    (shape_check) raises that bar in its share of the draws alone (noting_misshapen_runs)."""
+    holds a run to draw by draw: those that are it in any draw, most first, the BEST_OF_OTHERS_KEPT largest.
+    A flagged run's forecast (shape_check) raises that bar in its share of the draws alone
+    (noting_misshapen_runs)."""
     names = list(alternatives)
     draws = [_draws(alternatives[name]) for name in names]
     n = max(map(len, draws))
     best = np.argmax(np.stack([np.broadcast_to(d, n) if len(d) == 1 else d for d in draws]), axis=0)
     counts = np.bincount(best, minlength=len(names))
-    order = sorted(np.flatnonzero(counts), key=lambda i: -counts[i])
+    order = sorted(np.flatnonzero(counts), key=lambda i: -counts[i])[:BEST_OF_OTHERS_KEPT]
     return {names[i]: float(counts[i] / n) for i in order}
 
 
@@ -667,7 +674,8 @@ def noting_misshapen_runs(fc, recs: Mapping[str, Recommendation], flagged: list[
     too high, so the stop may come too early. Not on an ordinary continue whose closest check is that
     comparison: a bar too high makes its P(beats best) too low, so the continue only stands firmer, and
     the clause read as a doubt about it. A stop on gain_per_compute (or held from one), whose bar is the
-    best of all the other runs draw by draw, names the flagged runs that are that best in some draws, with
+    best of all the other runs draw by draw, names the flagged runs that are that best in some draws (of the
+    BEST_OF_OTHERS_KEPT most often best), with
     their share of the draws (shape_check.with_the_best_of_others; 'alternatives_late_trend_z': run -> z);
     a flagged run never that best leaves the bar as it is.
     The action, rule and message are unchanged: what decides is the rules', and this says only that

@@ -944,3 +944,19 @@ def test_a_stop_on_gain_per_compute_is_told_which_flagged_runs_its_bar_rests_on(
     quiet = _stopped_on_gain_per_compute()
     noting_misshapen_runs(object(), {"a-s0": quiet})
     assert "shape_note" not in quiet.details and "alternatives_late_trend_z" not in quiet.details
+
+
+def test_a_gain_checks_best_of_others_keeps_the_largest_shares_alone():
+    """Every gain_per_compute check of every run kept each other run's share of being the best, and forecast
+    watch rewrites them all after each refit: its recommendations.json grew with the square of the runs (2.3 MB
+    for 300 close runs). The largest shares alone are kept, most first; what the shape note reads is among them."""
+    from forecast.early_stop import BEST_OF_OTHERS_KEPT, best_of_others_shares
+
+    rng = np.random.default_rng(0)
+    alternatives = {f"r{i}-s0": 0.5 + 0.001 * i + 0.01 * rng.standard_normal(2000) for i in range(40)}
+    shares = best_of_others_shares(alternatives)
+    every = {name: float(np.mean(np.argmax(np.stack(list(alternatives.values())), axis=0) == i))
+             for i, name in enumerate(alternatives)}
+    largest = sorted((share for share in every.values() if share > 0), reverse=True)[:BEST_OF_OTHERS_KEPT]
+    assert len(shares) == BEST_OF_OTHERS_KEPT < sum(share > 0 for share in every.values())
+    assert list(shares.values()) == largest and all(every[name] == share for name, share in shares.items())
