@@ -79,7 +79,7 @@ RISE_OF_A_MINIMISED_METRIC = 0.05
 # out of order and left the process recording every later warning into a list nobody reads (a study
 # with n_jobs=2 silenced all warnings after it, this pruner's own included). Module-wide, not per
 # pruner, since two studies' pruners in two threads share that state too. The fit's own warnings
-# are dropped in its thread alone (fit_for_advice(threaded=True)), so other trials' code is heard.
+# are dropped in its thread alone (fit_for_advice, forecast.thread_warnings), so other trials' code is heard.
 _CHECK_LOCK = threading.RLock()  # re-entrant: a pruner that wraps this one in the same thread does not deadlock
 
 
@@ -358,7 +358,7 @@ class ForecastPruner(BasePruner):
         pad = int(np.ceil(len(table) / 64) * 64)
         fc, converged = fit_for_advice(
             table, random_seed=self.random_seed + self.n_fits, pad_to=pad, previous=self._previous.get(trial.number),
-            threaded=True, **self.forecaster_kwargs  # the fit's warnings dropped in this thread alone, not other trials'
+            **self.forecaster_kwargs,  # the fit's warnings are dropped in this thread alone, not other trials'
         )
         # the next check of this trial refits this fit. Kept for every trial still running, not only the
         # last one checked: under n_jobs > 1 trials take turns, and one slot made every check a full fit
