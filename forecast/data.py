@@ -10,6 +10,8 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
+import heapq
+import itertools
 import json
 import os
 import re
@@ -17,7 +19,7 @@ import stat
 import time
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
 
@@ -469,23 +471,43 @@ class FolderListing:
     files: list  # every file below the folder, each once, sorted
     unlisted: list  # (folder, OSError) for each folder that could not be listed
     dangling: list  # symbolic links to nothing, or that lead back to themselves
+    cut: list = field(default_factory=list)  # (link, where it leads) whose tree goes deeper than LINKED_TREE_DEPTH
+
+
+# How many levels of folders below a link's target are listed. A link gathers runs from elsewhere: a run
+# folder (0), a sweep's folder (its runs at 1), a folder of sweeps (2), a project's (3); deeper than that
+# it leads to a tree of other files (a dataset cache, /usr), once listed in full at every read and every
+# poll of forecast watch (/usr's 120,000 files in 2 s, a cache's millions in minutes), for no run.
+LINKED_TREE_DEPTH = 3
 
 
 def list_folder(folder: Path) -> FolderListing:
     """Every file below `folder`, following links to folders (a sweep put together from links to its
     run folders: pathlib's rglob does not follow them, and their runs were left out without a word),
     each folder and file once (a link back up, to it or above it, a loop, or a second link to a folder
-    already listed is not read again). A folder that cannot be listed (permission denied) and a link to nothing are
-    returned for the caller to say: rglob skipped both in silence, and with them the runs inside."""
-    files, unlisted, dangling = [], [], []
+    already listed is not read again). Below a link, folders are listed LINKED_TREE_DEPTH levels deep,
+    the folder given to any depth. A folder that cannot be listed (permission denied), a link to nothing
+    and a link whose tree goes deeper are returned for the caller to say: rglob skipped the first two in
+    silence, and with them the runs inside."""
+    files, unlisted, dangling, cut = [], [], [], []
     # the folders above it count as listed: a link back up to one of them climbed out of the folder given,
     # and read the runs beside it (another sweep's, or a whole disk's through a link to /)
     seen_folders, seen_files = _folders_above(folder), set()
-    pending = [folder]
+    # (levels below the link it is reached through, -1 for none; order found; folder; that link), taken
+    # fewest levels first: a folder reached by its own path and through a link, or through two links,
+    # is listed as the nearer (a deep run of the folder given is read, not cut short by a link to it)
+    order = itertools.count()
+    pending = [(-1, next(order), folder, None)]
     while pending:
-        current = pending.pop()
+        level, _, current, link = heapq.heappop(pending)
         try:
             identity = _identity(current.stat())
+            if identity in seen_folders:
+                continue
+            if level > LINKED_TREE_DEPTH:
+                if link not in dict(cut):
+                    cut.append((link, _where_a_link_leads(link)))
+                continue
             with os.scandir(current) as listing:
                 entries = list(listing)
         except FileNotFoundError:
@@ -499,14 +521,13 @@ def list_folder(folder: Path) -> FolderListing:
             else:
                 unlisted.append((current, err))
             continue
-        if identity in seen_folders:
-            continue
         seen_folders.add(identity)
         for entry in entries:
             path = current / entry.name
             try:
                 if entry.is_dir():  # through a link too
-                    pending.append(path)
+                    below, through = _level_below(level, link, path, entry.is_symlink())
+                    heapq.heappush(pending, (below, next(order), path, through))
                 elif entry.is_file():
                     if (identity := _file_identity(entry)) not in seen_files:
                         seen_files.add(identity)
@@ -518,7 +539,24 @@ def list_folder(folder: Path) -> FolderListing:
                     dangling.append(path)
                 else:
                     unlisted.append((path, err))
-    return FolderListing(sorted(files), sorted(unlisted, key=lambda item: item[0]), sorted(dangling))
+    return FolderListing(sorted(files), sorted(unlisted, key=lambda item: item[0]), sorted(dangling), sorted(cut))
+
+
+def _where_a_link_leads(link: Path) -> str:
+    """The link's target as written, taken while the link is there (said later, it may be gone by then)."""
+    try:
+        return os.readlink(link)
+    except OSError:
+        return os.path.realpath(link)
+
+
+def _level_below(level: int, link, path: Path, is_link: bool) -> tuple:
+    """(levels below a link, that link) of the folder `path` found in a folder `level` levels below `link`
+    (-1, None: in the folder given, by its own path). The first link counts: one within its tree is a level
+    as a folder is, so a chain of links does not start the count again."""
+    if level >= 0:
+        return level + 1, link
+    return (0, path) if is_link else (-1, None)
 
 
 def _folders_above(folder: Path) -> set:
@@ -559,7 +597,11 @@ def run_logs_below(folder: Path, *, warn_unread: bool = False) -> list[Path]:
 def _unread_messages(listing: FolderListing) -> list[str]:
     said = [str(RunDataError(f"cannot be listed ({_reason(err)}): the runs in it, if any, are left out", source=folder))
             for folder, err in listing.unlisted]
-    return said + [str(RunDataError(_why_a_link_leads_nowhere(link), source=link)) for link in listing.dangling]
+    said += [str(RunDataError(_why_a_link_leads_nowhere(link), source=link)) for link in listing.dangling]
+    return said + [str(RunDataError(f"is a link to {target}, whose folders are read {LINKED_TREE_DEPTH} deep, not deeper "
+                                    "(a tree of other files, not of runs?): a run log deeper in it is left out; link its "
+                                    "run folder, or its sweep's folder, instead", source=link))
+                   for link, target in listing.cut]
 
 
 def _why_a_link_leads_nowhere(link: Path) -> str:

@@ -1401,6 +1401,60 @@ def test_a_link_back_up_above_the_folder_reads_no_runs_outside_it(tmp_path):
     assert set(load_runs(sweep)["run_id"]) == {"a-s0", "a-s1", "b-s0"}
 
 
+def test_a_link_to_a_deep_tree_is_listed_three_folders_deep_and_the_rest_is_said(tmp_path, monkeypatch):
+    # a run folder holding a link to a dataset cache (or a sweep folder a link to /usr) had the whole tree
+    # below the link listed at every read, and at every poll of forecast watch: /usr's 120,000 files took 2 s,
+    # a cache's millions minutes, for no run. A link gathers runs from elsewhere: its run folder, a sweep's
+    # folder or a folder of sweeps; deeper than that its tree is not listed, and that is said
+    import os
+
+    table = good_table()
+    sweep = _run_logs(tmp_path / "sweep", table[table["run_id"] == "a-s0"])
+    _run_logs(tmp_path / "elsewhere" / "sweep-2", table[table["run_id"] == "a-s1"])
+    _run_logs(tmp_path / "b-home", table[table["run_id"] == "b-s0"])
+    (sweep / "gathered").symlink_to(tmp_path / "elsewhere")  # a folder of sweeps: its runs, 2 folders down, are read
+    (sweep / "b-s0").symlink_to(tmp_path / "b-home" / "b-s0")  # a run folder: read
+    cache = tmp_path / "cache"
+    deep = cache.joinpath(*"abcdefgh")
+    deep.mkdir(parents=True)
+    (deep / "round").symlink_to(cache)  # a loop within the linked tree ends too
+    (sweep / "a-s0" / "datasets").symlink_to(cache)
+    listed = []
+    real_scandir = os.scandir
+
+    def scandir(path="."):
+        listed.append(Path(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    with pytest.warns(UserWarning) as said:
+        runs = load_runs(sweep)
+    assert runs.groupby("run_id").size().to_dict() == {"a-s0": 4, "a-s1": 4, "b-s0": 4}
+    below_link = [p.relative_to(sweep / "a-s0" / "datasets") for p in listed if (sweep / "a-s0" / "datasets") in [p, *p.parents]]
+    assert max(len(p.parts) for p in below_link) == 3  # a/b/c, not a/b/c/d/...
+    assert [str(w.message) for w in said] == [
+        f"file {sweep / 'a-s0' / 'datasets'}: is a link to {cache}, whose folders are read 3 deep, not deeper (a tree of "
+        "other files, not of runs?): a run log deeper in it is left out; link its run folder, or its sweep's folder, "
+        "instead"]
+    assert runs.attrs["data_warnings"] == [str(said[0].message)]  # kept with the fit, as a link to nothing is
+    from forecast.data import run_logs_below
+
+    with pytest.warns(UserWarning, match="datasets: is a link to .*, whose folders are read 3 deep"):  # forecast watch's
+        assert len(run_logs_below(sweep, warn_unread=True)) == 3
+
+
+def test_a_deep_folder_reached_through_a_link_and_by_its_own_path_is_read_in_full(tmp_path):
+    # the folder given is read to any depth, as before: a link to a folder within it does not cut it short
+    table = good_table()
+    sweep = _run_logs(tmp_path / "sweep" / "2026" / "12" / "05" / "night", table)
+    (tmp_path / "sweep" / "0-latest").symlink_to(tmp_path / "sweep" / "2026")
+    (tmp_path / "sweep" / "z-latest").symlink_to(tmp_path / "sweep" / "2026")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert load_runs(tmp_path / "sweep")["run_id"].nunique() == 3
+    assert sweep.is_dir()
+
+
 def test_a_table_beside_run_logs_naming_their_runs_as_floats_is_not_said_to_hold_other_runs(tmp_path):
     # another tool's table writes run 3 as 3.0, which every table and message names '3' (formatting.name_of):
     # the table beside the logs was said to hold '2 run(s) that no run log holds (3.0, 4.0)', the logs' own
