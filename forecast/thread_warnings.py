@@ -20,7 +20,8 @@ Python's filters and warnings.showwarning are the process's; while a window is o
     let a filter removed meanwhile skip the user's next ones, and a list another thread's catch_warnings
     put back be freed under the walk, a segmentation fault;
   - a hook on warnings.showwarning that records the warnings of a recording thread (context: the
-    rules are a context variable's) and passes every other one on to the showwarning it found.
+    rules are a context variable's) and passes every other one on to the showwarning it found, each
+    with its `source` (the object a ResourceWarning is about), which Python leaves out of the call.
 The filters go when their window ends, and the hook when the last one does, leaving the filters and
 showwarning as they were. A window's filters put back by another thread's catch_warnings after it
 ended match nothing.
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import sys
 import threading
 import warnings
 import weakref
@@ -76,11 +78,22 @@ def _hook_passing_on_to(shown_by):
     itself. One hook whose target changed looped between them until RecursionError, at every warning."""
 
     def shown_unless_this_threads(message, category, filename, lineno, file=None, line=None):
+        # Python's _showwarnmsg calls a showwarning put in place without the warning's `source` (the object
+        # a ResourceWarning is about, whose allocation tracemalloc shows): taken from its frame, the caller's,
+        # so that it is recorded, and shown by Python, with it. In this function, not one of its own: the
+        # hook is the only Python code of ours a warning meets (see the module's docstring)
+        shown = sys._getframe(1).f_locals.get("msg")
+        if not (isinstance(shown, warnings.WarningMessage) and shown.message is message):  # showwarning called directly
+            shown = warnings.WarningMessage(message, category, filename, lineno, file, line)
         rule = _rule_for(category)
         if rule is None:
-            shown_by(message, category, filename, lineno, file, line)
+            show_in_full = getattr(warnings, "_showwarnmsg_impl", None)  # rebound by catch_warnings(record=True)
+            if shown_by is getattr(warnings, "_showwarning_orig", None) and show_in_full is not None:
+                show_in_full(shown)  # what Python's showwarning does with the WarningMessage it makes, source and all
+            else:  # one of the user's, called as Python calls it
+                shown_by(message, category, filename, lineno, file, line)
         elif rule[1] is not None:
-            rule[1].append(warnings.WarningMessage(message, category, filename, lineno, file, line))
+            rule[1].append(shown)
         # else dropped: a filter set after the window opened ('always', 'default') got before its own
 
     shown_unless_this_threads.passes_on_to = shown_by
