@@ -582,6 +582,32 @@ def test_resume_refuses_a_damaged_log_line_before_anything_runs(tmp_path, warm_c
     assert (run / log).read_bytes() == good
 
 
+def test_resume_refuses_an_eval_log_that_lost_the_checkpoint_s_evaluation(tmp_path, warm_cache, capsys):
+    # an eval row is written before its checkpoint, so the log holds the checkpoint's step. One cut short
+    # (a copy or sync cut off), emptied or deleted was resumed in silence: its torn rest dropped, and the run
+    # went on past a gap (steps [2, 6] of [2, 4, 6]), with a summary whose final_metric was an earlier one's
+    run = tmp_path / "run"
+    train(tiny(run, warm_cache, max_steps=4, eval_every=2))
+    (run / "summary.json").unlink()  # killed before its summary: a resume goes on
+    log = run / "evals.jsonl"
+    good = log.read_bytes()
+    first_row_and_a_half = good[: good.index(b"\n") + 1 + len(good.splitlines()[1]) // 2]
+    for damaged, said in ((first_row_and_a_half, "its last evaluation is at step 2"),
+                          (b"", "it holds no evaluation"), (None, "it is not there")):
+        log.unlink(missing_ok=True)
+        if damaged is not None:
+            log.write_bytes(damaged)
+        before = folder_snapshot(run)
+        capsys.readouterr()
+        assert main(["train", "--out", str(run), "--resume", "--max-steps", "6"]) == 2
+        err = capsys.readouterr().err
+        assert f"--resume: {log} holds no evaluation at step 4, the step of the checkpoint {run / 'ckpt.pt'} ({said})" in err, err
+        assert folder_snapshot(run) == before  # what is left of the log is kept as it was, for its owner to restore
+    log.write_bytes(good)
+    assert main(["train", "--out", str(run), "--resume", "--max-steps", "6"]) == 0
+    assert [row["step"] for row in read_jsonl(log)] == [2, 4, 6]
+
+
 
 def test_resume_refuses_a_damaged_summary_before_anything_runs(tmp_path, warm_cache, capsys):
     # found by fuzzing run folders: a finished run's summary.json cut short or emptied made --resume raise

@@ -41,7 +41,8 @@ sends the others the run's settings, its verdict, and the checkpoint's weights, 
 Crash safety: an eval row is appended (and fsynced) before the checkpoint is written. --resume loads
 the checkpoint, drops a torn last line and any rows logged after the checkpoint's step (atomic
 rewrite), and continues; every random draw is derived from (seed, step, prompt), so the resumed run
-reproduces the rows it dropped. A run that already ended (stopped.json, or max_steps reached) is
+reproduces the rows it dropped. A log without the checkpoint's own row (cut short, emptied, deleted)
+lost rows no resume can reproduce: it is refused, and left as it was. A run that already ended (stopped.json, or max_steps reached) is
 not resumed: --resume says so and writes nothing (delete stopped.json or raise --max-steps to go on).
 A run raised past where it ended drops its summary.json as it trains on (it is in flight again, for
 forecast watch and backtest) and writes a new one when it ends.
@@ -180,6 +181,7 @@ def preflight(cfg, this_machine=True):
                                  f"{paths['config']} was edited or copied from another run, put back the run's own)")
         if cfg.resume:
             check_logs_readable(paths)
+            check_eval_log_reaches(paths, checkpoint_step(paths["ckpt"]))
         check_writable(cfg.out, "--out")
         if not cfg.resume and cfg.warmup_steps > 0 and not os.path.exists(warm_start_path(cfg)):
             check_writable(os.path.dirname(warm_start_path(cfg)), "--warmstart-cache")  # before the warm-up
@@ -213,6 +215,30 @@ def check_logs_readable(paths):
             if isinstance(step, bool) or not isinstance(step, (int, float)) or math.isnan(step):
                 raise ValueError(f"--resume: {paths[name]}: row {number} has step {step!r}, not a number (a resume "
                                  "keeps the rows up to the checkpoint's step): correct or delete that row, then resume again")
+
+
+def check_eval_log_reaches(paths, step):
+    """The eval row of the checkpoint's step is in evals.jsonl: it is written (and synced) before the
+    checkpoint, so a kill leaves it there, and a log that lacks it was cut short (a copy or sync cut off),
+    emptied, deleted or edited. Resumed, its torn rest was dropped and the run went on past a gap in its
+    curve in silence, its summary's final_metric an earlier evaluation's. Refused naming the log and the
+    step, before anything is written, so what is left of the log stays for its owner to restore."""
+    if step == 0:  # checkpointed after R0 alone (baseline.json): no evaluation is owed yet
+        return
+    rows = read_jsonl(paths["evals"])
+    if any(row.get("step") == step for row in rows):
+        return
+    steps = [row["step"] for row in rows if isinstance(row.get("step"), (int, float))]
+    if not os.path.exists(paths["evals"]):
+        what = "it is not there"
+    elif steps:
+        what = f"its last evaluation is at step {max(steps):g}"
+    else:
+        what = "it holds no evaluation"
+    raise ValueError(f"--resume: {paths['evals']} holds no evaluation at step {step}, the step of the checkpoint "
+                     f"{paths['ckpt']} ({what}): the log was cut short, emptied or edited, and the run would go on past "
+                     "the gap; put back its lost rows (from a copy of the run folder), then resume again, or start the "
+                     "run anew with another --out")
 
 
 class UnreadableCheckpoint(ValueError):
