@@ -608,6 +608,25 @@ def test_resume_refuses_an_eval_log_that_lost_the_checkpoint_s_evaluation(tmp_pa
     assert [row["step"] for row in read_jsonl(log)] == [2, 4, 6]
 
 
+def test_resume_with_the_advisor_refuses_an_edited_eval_row_it_could_not_read(tmp_path, warm_cache, capsys):
+    # an eval row edited by hand (a pass rate of 1.5) was resumed, trained, and at the advisor's next check
+    # raised RunDataError out of the run: a traceback naming no file, exit 1, after the compute was spent,
+    # with advisor_asking.json left for every later --resume to ask again and fail again at once
+    run = tmp_path / "run"
+    train(tiny(run, warm_cache, max_steps=8, eval_every=2, advisor_every=2))  # extended, it is asked at step 8 first
+    log = run / "evals.jsonl"
+    good = log.read_text()
+    rows = good.splitlines()
+    log.write_text("\n".join([rows[0].replace('"metric": ', '"metric": 1.5, "was": '), *rows[1:]]) + "\n")
+    before = folder_snapshot(run)
+    capsys.readouterr()
+    assert main(["train", "--out", str(run), "--resume", "--max-steps", "10"]) == 2
+    err = capsys.readouterr().err
+    assert (f"--resume: file {log}, column 'metric', run 'scalerl-s0', row 1: must lie in [0, 1], got 1.5; the advisor "
+            "(--advisor-every) reads the run's evaluations") in err, err
+    assert folder_snapshot(run) == before
+
+
 
 def test_resume_refuses_a_damaged_summary_before_anything_runs(tmp_path, warm_cache, capsys):
     # found by fuzzing run folders: a finished run's summary.json cut short or emptied made --resume raise

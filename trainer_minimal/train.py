@@ -42,8 +42,9 @@ Crash safety: an eval row is appended (and fsynced) before the checkpoint is wri
 the checkpoint, drops a torn last line and any rows logged after the checkpoint's step (atomic
 rewrite), and continues; every random draw is derived from (seed, step, prompt), so the resumed run
 reproduces the rows it dropped. A log without the checkpoint's own row (cut short, emptied, deleted)
-lost rows no resume can reproduce: it is refused, and left as it was. A run that already ended (stopped.json, or max_steps reached) is
-not resumed: --resume says so and writes nothing (delete stopped.json or raise --max-steps to go on).
+lost rows no resume can reproduce: it is refused, and left as it was; so, with the advisor on, is a row
+edited into one the advisor cannot read (forecast's error, naming its line). A run that already
+ended (stopped.json, or max_steps reached) is not resumed: --resume says so and writes nothing (delete stopped.json or raise --max-steps to go on).
 A run raised past where it ended drops its summary.json as it trains on (it is in flight again, for
 forecast watch and backtest) and writes a new one when it ends.
 A resume may change only where and how long the run trains, how often it is evaluated and its
@@ -182,6 +183,7 @@ def preflight(cfg, this_machine=True):
         if cfg.resume:
             check_logs_readable(paths)
             check_eval_log_reaches(paths, checkpoint_step(paths["ckpt"]))
+            check_eval_rows_for_the_advisor(cfg, paths, checkpoint_step(paths["ckpt"]))
         check_writable(cfg.out, "--out")
         if not cfg.resume and cfg.warmup_steps > 0 and not os.path.exists(warm_start_path(cfg)):
             check_writable(os.path.dirname(warm_start_path(cfg)), "--warmstart-cache")  # before the warm-up
@@ -239,6 +241,30 @@ def check_eval_log_reaches(paths, step):
                      f"{paths['ckpt']} ({what}): the log was cut short, emptied or edited, and the run would go on past "
                      "the gap; put back its lost rows (from a copy of the run folder), then resume again, or start the "
                      "run anew with another --out")
+
+
+def check_eval_rows_for_the_advisor(cfg, paths, step):
+    """The eval rows a resume keeps (those up to the checkpoint's step, as repair_jsonl keeps them) are a run
+    table the advisor can read, where it is on: one edited by hand (a pass rate of 1.5, a compute deleted)
+    was resumed, trained, and at the advisor's next check raised RunDataError out of the run, a traceback
+    naming no file, exit 1, after the compute was spent; and a resume after that asked again and failed at
+    once. Refused here, as forecast reads the log (its file, column, run and line), before anything runs."""
+    if not cfg.advisor_every or not os.path.exists(paths["evals"]):
+        return
+    import warnings
+
+    from forecast.data import RunDataError, read_table, validate_runs
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the data's warnings: the advisor says them, once, when it reads the rows
+            rows = read_table(paths["evals"])
+            kept = rows[rows["step"].fillna(0) <= step] if "step" in rows else rows
+            if len(kept):
+                validate_runs(kept.drop(columns="ended", errors="ignore"), min_points=1)
+    except RunDataError as err:
+        raise ValueError(f"--resume: {err}; the advisor (--advisor-every) reads the run's evaluations, and would "
+                         "fail on it after the run trained: correct or delete that row, then resume again") from None
 
 
 class UnreadableCheckpoint(ValueError):
