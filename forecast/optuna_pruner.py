@@ -158,6 +158,9 @@ class ForecastPruner(BasePruner):
             raise ValueError(f"n_warmup_steps must be an integer >= 0, got {n_warmup_steps!r}")
         if not (_whole(interval_steps) and interval_steps >= 1):
             raise ValueError(f"interval_steps must be an integer >= 1, got {interval_steps!r}")
+        # else the first check after a warm-up raised RunDataError blaming the reference trial's n_eval column
+        if n_eval is not None and not (_whole(n_eval) and n_eval >= 0):
+            raise ValueError(f"n_eval must be a whole number of graded samples >= 1, or None; got {n_eval!r}")
         self.n_startup_trials = int(n_startup_trials)
         self.max_step = max_step
         self.config = config or EarlyStopConfig(saturation_epsilon=None)
@@ -168,7 +171,7 @@ class ForecastPruner(BasePruner):
         self.n_warmup_steps = max(int(n_warmup_steps or 0), floor)
         self.interval_steps = int(interval_steps)
         self.step_to_compute = step_to_compute or float
-        self.n_eval = n_eval
+        self.n_eval = int(n_eval) if n_eval else None  # 0: not known, as the trainer's settings say it
         self.random_seed = random_seed
         self.forecaster_kwargs = forecaster_kwargs or {}
         self.advice: dict[int, Recommendation] = {}
