@@ -415,8 +415,9 @@ def test_a_refusal_of_rank_0_reaches_a_late_rank_under_a_manual_launch(tmp_path)
 
 
 
-def launched_by_hand(tmp_path, script_text, *args, extra_env=None):
-    """Ranks 0 and 1 started by hand (MASTER_ADDR, RANK, WORLD_SIZE set, no torchrun agent): [(exit code, stderr)]."""
+def launched_by_hand(tmp_path, script_text, *args, extra_env=None, meanwhile=None):
+    """Ranks 0 and 1 started by hand (MASTER_ADDR, RANK, WORLD_SIZE set, no torchrun agent): [(exit code, stderr)].
+    meanwhile(processes): called once both are started, before they are waited for (a signal sent to one)."""
     script = tmp_path / "by_hand.py"
     script.write_text(script_text)
     port = free_port()
@@ -427,6 +428,8 @@ def launched_by_hand(tmp_path, script_text, *args, extra_env=None):
         ranks.append(subprocess.Popen([sys.executable, str(script), *map(str, args)], env=env, cwd=REPO,
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     try:
+        if meanwhile is not None:
+            meanwhile(ranks)
         said = [rank.communicate(timeout=60)[1] for rank in ranks]
     except subprocess.TimeoutExpired:
         for rank in ranks:
@@ -714,6 +717,82 @@ def test_a_crash_of_rank_0_is_one_line_on_the_rank_left(tmp_path, crash_at):
     if crash_at not in ("own checks", "checks"):  # joined, it says nothing but its line (torch's C++ log of the wait was above it);
         # a join's log stays: only there does torch say why a connect failed (a MASTER_ADDR that does not resolve)
         assert len(err1.strip().splitlines()) == 1, err1[-3000:]
+
+
+STOPPED_IN_CHECKS_SCRIPT = """
+import os, pathlib, signal, sys, time
+import trainer_minimal.train as T
+from trainer_minimal.cli import main
+
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal: a background launch may ignore it
+T.JOIN_WAIT_S = 10  # a rank not told says after this that the other did not come
+T.STOPPED_TELL_WAIT_S = 10  # not 2 s: a loaded machine's slow join is no failure of the telling tested here
+marks = pathlib.Path(os.environ["MARKS"])
+rank, where = os.environ["RANK"], os.environ["STOPPED_IN"]
+def slow(check):  # the stopped rank's check takes long (a large checkpoint's checksums): it is stopped there
+    def slowly(cfg, **kwargs):
+        if rank == os.environ["STOPPED_RANK"]:
+            (marks / "checking").touch()
+            time.sleep(60)
+        return check(cfg, **kwargs)
+    return slowly
+if where == "own checks":  # its machine's, on its own flags, before it joins
+    T.check_device = slow(T.check_device)
+else:  # rank 0's of the run folder, on its own flags, before it opens the store
+    T.preflight = slow(T.preflight)
+reached = T.rendezvous_store
+def joining(wait_s=None):  # the other rank waits for the store, its own checks done
+    (marks / f"rank {rank} joins").touch()
+    return reached(wait_s)
+T.rendezvous_store = joining
+sys.exit(main(["train", *sys.argv[1:]]))
+"""
+
+
+def stopped_when_both_are_there(marks, stopped_rank, signum):
+    """meanwhile of launched_by_hand: signum sent to stopped_rank once it is in its slow check and the other rank
+    waits for the store."""
+    other = marks / f"rank {1 - stopped_rank} joins"
+
+    def stop(ranks):
+        deadline = time.monotonic() + 60
+        while not ((marks / "checking").exists() and other.exists()):
+            if time.monotonic() > deadline or any(rank.poll() is not None for rank in ranks):
+                return  # a rank ended first: its output says why, asserted below
+            time.sleep(0.05)
+        ranks[stopped_rank].send_signal(signum)
+    return stop
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+@pytest.mark.parametrize("stopped_rank, stopped_in, signum, how, said", [
+    (0, "own checks", signal.SIGINT, "interrupted", "interrupted before the run started"),
+    (0, "run folder's checks", signal.SIGTERM, "stopped by SIGTERM", "stopped by SIGTERM before the run started"),
+    (1, "own checks", signal.SIGINT, "interrupted", None),
+], ids=["rank 0 own checks, Ctrl-C", "rank 0 run folder's checks, SIGTERM", "rank 1 own checks, Ctrl-C"])
+def test_a_rank_stopped_in_its_checks_before_the_store_ends_the_other_at_once(tmp_path, stopped_rank, stopped_in,
+                                                                                signum, how, said):
+    """Launched by hand, a new run's rank 0 stopped by Ctrl-C or SIGTERM in its own checks, before it opened the
+    store it hosts, ended as asked (exit 130, 143), but told no one: rank 1 waited JOIN_WAIT_S (300 s, 10 here) to
+    join, then said only that rank 0 'did not open the store'; as rank 0 did for a rank 1 stopped in its checks
+    before it joined ('did not join'). The stopped rank now tells the others as it tells a crash there, waiting a
+    moment at most, and ends as it did; the other ends at once: 'rank 0 of 2 was interrupted while it checked ...'."""
+    pytest.importorskip("torch.distributed")
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    flags = [f"--{k.replace('_', '-')}={v}" for k, v in TINY.items()]
+    said_by = launched_by_hand(tmp_path, STOPPED_IN_CHECKS_SCRIPT, "--out", tmp_path / "run", "--warmstart-cache",
+                               tmp_path / "warmstart", *flags,
+                               extra_env={"MARKS": str(marks), "STOPPED_RANK": str(stopped_rank), "STOPPED_IN": stopped_in},
+                               meanwhile=stopped_when_both_are_there(marks, stopped_rank, signum))
+    (stopped_code, stopped_err), (other_code, other_err) = said_by[stopped_rank], said_by[1 - stopped_rank]
+    assert stopped_code == 128 + signum and "Traceback" not in stopped_err, stopped_err[-3000:]  # as asked, as before
+    if said:  # rank 0 says the stop; another rank leaves it to rank 0, as under torchrun
+        assert f"trainer-minimal: {said} (nothing was written)" in stopped_err, stopped_err[-3000:]
+    assert other_code == 1 and other_err.endswith(
+        f"trainer-minimal: error: rank {stopped_rank} of 2 was {how} while it checked this run's settings\n"
+    ) and "Traceback" not in other_err, other_err[-3000:]
+    assert not (tmp_path / "run").exists()
 
 
 def test_a_port_in_use_under_a_launch_by_hand_is_not_said_to_be_a_rank_that_ended(tmp_path):

@@ -203,7 +203,8 @@ def agreed_train_config(args):
         try:  # a value its flags refuse (validate) as much as what its machine lacks: either ends it before it joins
             own = resolve_train_config(args)
             check_this_machine(own)
-        except Exception as err:  # the others wait for this rank at the store: they are told why it will not come (not on a Ctrl-C)
+        except (Exception, KeyboardInterrupt) as err:  # the others wait for this rank at the store: they are told why it
+            # will not come, a stop (Ctrl-C, SIGTERM) too, which waits a moment at most to tell them, then goes on
             told_rank_0("config", err)  # the other ranks tell rank 0, and rank 0 tells them
             told_the_other_ranks("config", err)
             raise

@@ -578,6 +578,9 @@ def decided_by_rank_0(name, decide, check_here=None):
         if outcome == "ended":  # rank 0 crashed in its checks (told_the_other_ranks): its traceback is the error
             said_read(key, rank)
             raise RankLost(ended_line(0, world, value))
+        if outcome == "interrupted":  # rank 0 was stopped in its checks (Ctrl-C, SIGTERM): told_the_other_ranks
+            said_read(key, rank)
+            raise RankLost(interrupted_line(0, world, value))
         try:
             if check_here is not None:
                 check_here(value)
@@ -595,8 +598,8 @@ def decided_by_rank_0(name, decide, check_here=None):
             raise err from None
         wait_until_read(key, world, wait_s=DECISION_READ_WAIT_S)
         raise
-    except Exception as err:  # a crash: before rank 0 opened the store the others waited JOIN_WAIT_S to join it
-        told_the_other_ranks(name, err)
+    except (Exception, KeyboardInterrupt) as err:  # a crash or a stop (Ctrl-C, SIGTERM): before rank 0 opened the
+        told_the_other_ranks(name, err)  # store the others waited JOIN_WAIT_S to join it, then said it did not come
         raise
     rendezvous_store().set(key, pickle.dumps(("decided", value)))
     verdicts = wait_until_read(key, world, wait_s=JOIN_WAIT_S)  # they check it on their machines first
@@ -615,6 +618,12 @@ def decision_key(name):
 # (told_rank_0): under a launch by hand rank 0 hosts the store, and opens it once its own checks are done, a
 # moment after this rank's when both were started together. Not longer: this rank's user waits for its error.
 TELL_WAIT_S = 30
+# As long, at most, for a rank stopped in its checks (Ctrl-C, SIGTERM: a KeyboardInterrupt) to tell the others so,
+# its join and their reading of it together: its user asked it to end, and waits for that, not for the others. A
+# rank that began to wait for the store a few seconds before joins in a moment; one not there yet, or waiting
+# longer (torch's client retries its connect ever less often: seconds apart after 10 s), is not told, and says
+# after JOIN_WAIT_S, as before, that this rank did not come.
+STOPPED_TELL_WAIT_S = 2
 
 
 def told_rank_0(name, err):
@@ -622,25 +631,28 @@ def told_rank_0(name, err):
     its machine: cli.agreed_train_config) joins it only to tell rank 0, as it would have once it had read
     the decision `name` (said_read): rank 0 ends at once naming this rank and its reason (refused_elsewhere).
     It waited for this rank to join for JOIN_WAIT_S (300 s), then said only that it did not. The join is
-    tried a second at a time for TELL_WAIT_S at most, and Ctrl-C skips it: a rank 0 not there by then, or
+    tried a second at a time for TELL_WAIT_S at most (STOPPED_TELL_WAIT_S, without a word, where this rank
+    was stopped: err a KeyboardInterrupt), and Ctrl-C skips it: a rank 0 not there by then, or
     gone, is not told (it says, as before, that this rank did not join). Nothing on rank 0, or without a
     store to join (one process, or MASTER_ADDR or MASTER_PORT unset)."""
     rank = process_rank()
     where = (os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT"))
     if rank == 0 or not all(where):
         return
-    deadline, said = time.monotonic() + TELL_WAIT_S, False
+    stopped = isinstance(err, KeyboardInterrupt)
+    wait_s = STOPPED_TELL_WAIT_S if stopped else TELL_WAIT_S
+    deadline, said = time.monotonic() + wait_s, stopped  # a stopped rank's user hears of no wait
     try:
         with store_wait_logs_quieted():  # torch logs each connect refused while rank 0 is not there yet
             while True:
                 try:
-                    rendezvous_store(wait_s=1)
+                    rendezvous_store(wait_s=min(1, max(deadline - time.monotonic(), 0.1)))  # none past the deadline
                     break
                 except RankLost:  # not there within the second
                     if time.monotonic() >= deadline:
                         return
                     if not said:
-                        print(f"trainer-minimal: rank {rank} cannot start (said below); waiting up to {TELL_WAIT_S} s for "
+                        print(f"trainer-minimal: rank {rank} cannot start (said below); waiting up to {wait_s} s for "
                               f"rank 0 to open the store at {where[0]}:{where[1]} to tell it, so that it ends too "
                               "(Ctrl-C skips this)", file=sys.stderr, flush=True)
                         said = True
@@ -658,17 +670,23 @@ def told_the_other_ranks(name, err):
     had ended). The others are waited for TELL_WAIT_S at most to join, silently for a second (started
     together, they are joining already), and Ctrl-C skips it. A crash in those checks, or in decided_by_rank_0's
     decide(), is sent as said_read sends another rank's: the others end naming rank 0 and the error's type
-    (its traceback is this rank's to show). Nothing on another rank, or without a store (one process, or
-    MASTER_ADDR or MASTER_PORT unset)."""
+    (its traceback is this rank's to show). A stop there (Ctrl-C, SIGTERM: err a KeyboardInterrupt) is sent
+    too, the others ending with 'rank 0 of N was interrupted while it checked ...', where they waited JOIN_WAIT_S
+    (300 s) and said rank 0 did not come: its join and their reading are waited for STOPPED_TELL_WAIT_S (2 s)
+    at most, without a word, and the stop goes on. Nothing on another rank, or without a store (one process,
+    or MASTER_ADDR or MASTER_PORT unset)."""
     where = (os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT"))
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if process_rank() != 0 or world == 1 or not all(where):
         return
     joined = {}
+    stopped = isinstance(err, KeyboardInterrupt)
+    wait_s = STOPPED_TELL_WAIT_S if stopped else TELL_WAIT_S
+    deadline = time.monotonic() + wait_s
 
     def join():  # the host waits for the others inside torch's C++, deaf to Ctrl-C: in a thread, waited for below
         try:
-            joined["store"] = rendezvous_store(wait_s=TELL_WAIT_S)
+            joined["store"] = rendezvous_store(wait_s=wait_s)
         except (RankLost, dist.DistError, ValueError):  # no other rank joined in time; the port another program's,
             pass  # or no number (torch's ValueError): the refusal is said here all the same
 
@@ -678,16 +696,17 @@ def told_the_other_ranks(name, err):
             joining = threading.Thread(target=join, daemon=True)  # daemon: a Ctrl-C ends the process without it
             joining.start()
             joining.join(1)
-            if joining.is_alive():
-                print(f"trainer-minimal: rank 0 cannot start (said below); waiting up to {TELL_WAIT_S} s for the other "
+            if joining.is_alive() and not stopped:  # a stopped rank's user hears of no wait
+                print(f"trainer-minimal: rank 0 cannot start (said below); waiting up to {wait_s} s for the other "
                       f"ranks to join the store at {where[0]}:{where[1]} to tell them, so that they end too "
                       "(Ctrl-C skips this)", file=sys.stderr, flush=True)
-            while joining.is_alive():
+            while joining.is_alive() and not (stopped and time.monotonic() >= deadline):  # a stop waits no longer
                 joining.join(0.2)
             if "store" not in joined:
                 return
             joined["store"].set(key, pickle.dumps(verdict_of(err)))
-        wait_until_read(key, world, wait_s=DECISION_READ_WAIT_S)
+        # the others, joined, read it in a moment: a stop waits the rest of its bound, or half a second
+        wait_until_read(key, world, wait_s=max(deadline - time.monotonic(), 0.5) if stopped else DECISION_READ_WAIT_S)
     except (KeyboardInterrupt, dist.DistError):  # skipped; a rank that ended meanwhile
         return
 
@@ -713,11 +732,14 @@ def said_read(key, rank, err=None):
 
 
 def verdict_of(err):
-    """What a rank that ends in err tells the others through the store: ("refused", its message), or
-    ("ended", the error's type name) for a bug or a stop, whose traceback is this rank's to show: the
-    others are told where to look (ended_line)."""
+    """What a rank that ends in err tells the others through the store: ("refused", its message),
+    ("interrupted", "" or the signal's name) for a stop (Ctrl-C; SIGTERM or SIGHUP: cli.Stopped, whose message
+    is the signal's name), or ("ended", the error's type name) for a bug, whose traceback is this rank's to
+    show: the others are told where to look (ended_line)."""
     if isinstance(err, (ValueError, RunFolderBusy)):
         return "refused", str(err)
+    if isinstance(err, KeyboardInterrupt):
+        return "interrupted", str(err)
     return "ended", type(err).__name__
 
 
@@ -747,11 +769,20 @@ def refused_elsewhere(verdicts, world):
             raise RefusedOnAnotherRank(f"rank {rank} of {world} refused: {said}")
         if outcome == "ended":
             raise RankLost(ended_line(rank, world, said))
+        if outcome == "interrupted":
+            raise RankLost(interrupted_line(rank, world, said))
 
 
 def ended_line(rank, world, error_type):
     """The line of another rank that ended in an error, not a refusal, while it checked this run's settings."""
     return f"rank {rank} of {world} ended ({error_type}) while it checked this run's settings: see its output"
+
+
+def interrupted_line(rank, world, signal_name):
+    """The line of another rank stopped while it checked this run's settings (verdict_of): by Ctrl-C (signal_name
+    "") or a signal, SIGTERM or SIGHUP (cli.Stopped). No error of its own to look for: it was asked to end."""
+    how = f"stopped by {signal_name}" if signal_name else "interrupted"
+    return f"rank {rank} of {world} was {how} while it checked this run's settings"
 
 
 def not_answered_line(verdicts, world):
