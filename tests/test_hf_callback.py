@@ -1,0 +1,214 @@
+"""ForecastCallback: the Hugging Face Trainer's evaluations logged in the run format, and the
+trainer's advisor asked every few of them. Driven by hand with TrainerState and TrainerControl
+(no model) for the rows, the refusals and a stop; one real tiny Trainer run for the rows it logs."""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+pytest.importorskip("transformers")
+
+from transformers import TrainerControl, TrainerState  # noqa: E402
+
+from forecast.curves import sigmoid_curve  # noqa: E402
+from forecast.data import how_run_folder_ended, load_runs  # noqa: E402
+from forecast.hf_callback import ForecastCallback  # noqa: E402
+
+FLOPS_PER_STEP = 1e9
+
+
+@pytest.fixture
+def args():
+    """The Trainer's arguments as the callback reads them (the seed); a TrainingArguments needs accelerate."""
+    return SimpleNamespace(seed=3)
+
+
+def evaluate(callback, args, state, step, metrics, flops_per_step=FLOPS_PER_STEP):
+    """One evaluation as the Trainer makes it: the step's end (which may ask for a log), then on_evaluate."""
+    control = TrainerControl(should_evaluate=True)
+    state.global_step = step
+    state.total_flos = step * flops_per_step
+    callback.on_step_end(args, state, control)
+    assert control.should_log  # the Trainer brings total_flos up to date before it evaluates
+    return callback.on_evaluate(args, state, control, metrics=metrics)
+
+
+def log_lines(folder):
+    return (folder / "evals.jsonl").read_text().splitlines()
+
+
+def test_importing_forecast_does_not_import_transformers():
+    code = "import sys, forecast, forecast.early_stop; print('transformers' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_each_evaluation_is_appended_as_a_row_of_the_run_format(tmp_path, args):
+    folder = tmp_path / "runs" / "lr3e-4"
+    callback = ForecastCallback(folder, metric="pass_rate", recipe="sft-lr3e-4", n_eval=500)
+    state = TrainerState(max_steps=100)
+    callback.on_train_begin(args, state, TrainerControl())
+    evaluate(callback, args, state, 0, {"eval_pass_rate": 0.10})  # before training: no compute, not logged
+    assert not (folder / "evals.jsonl").exists()
+    evaluate(callback, args, state, 10, {"eval_pass_rate": 0.25, "eval_loss": 2.1})
+    first = log_lines(folder)
+    evaluate(callback, args, state, 20, {"eval_pass_rate": 0.31, "eval_loss": 1.9})
+    lines = log_lines(folder)
+    assert len(lines) == 2 and lines[0] == first[0]  # appended; the earlier row as it was
+    assert json.loads(lines[1]) == {"run_id": "lr3e-4", "recipe": "sft-lr3e-4", "compute": 20 * FLOPS_PER_STEP,
+                                    "compute_unit": "flops", "metric": 0.31, "step": 20, "seed": 3, "n_eval": 500}
+    evaluate(callback, args, state, 20, {"eval_pass_rate": 0.33})  # trainer.evaluate() after train(): logged already
+    assert len(log_lines(folder)) == 2
+
+    runs = load_runs(tmp_path / "runs")  # forecast reads the folder as a folder of run logs
+    assert list(runs["metric"]) == [0.25, 0.31] and set(runs["run_id"]) == {"lr3e-4"}
+    assert how_run_folder_ended(folder) == ""  # in flight
+    callback.on_train_end(args, state, TrainerControl())
+    assert how_run_folder_ended(folder) == "finished"
+    assert json.loads((folder / "summary.json").read_text())["stopped"] is False
+
+
+@pytest.mark.parametrize("value, said", [(1.5, "is 1.5"), (37.0, "divide it by 100"), (float("nan"), "not a finite")])
+def test_a_metric_that_is_not_a_rate_is_refused_naming_key_and_step(tmp_path, args, value, said):
+    callback = ForecastCallback(tmp_path / "run", metric="eval_pass_rate")
+    state = TrainerState(max_steps=100)
+    callback.on_train_begin(args, state, TrainerControl())
+    with pytest.raises(ValueError, match=rf"'eval_pass_rate' at step 10 .*{said}|'eval_pass_rate' at step 10 is {said}"):
+        evaluate(callback, args, state, 10, {"eval_pass_rate": value})
+    assert not (tmp_path / "run" / "evals.jsonl").exists()
+
+
+def test_a_metric_missing_from_the_evaluation_is_refused_naming_what_it_has(tmp_path, args):
+    callback = ForecastCallback(tmp_path / "run", metric="accuracy")
+    with pytest.raises(ValueError, match=r"'eval_accuracy' is not among the evaluation's metrics at step 4 \(it has: eval_loss\)"):
+        evaluate(callback, args, TrainerState(max_steps=10), 4, {"eval_loss": 0.3})
+
+
+def test_compute_that_does_not_grow_is_refused_naming_the_step(tmp_path, args):
+    callback = ForecastCallback(tmp_path / "run")
+    state = TrainerState(max_steps=100)
+    evaluate(callback, args, state, 10, {"eval_pass_rate": 0.2})
+    with pytest.raises(ValueError, match=r"state.total_flos at step 20 is 1e\+10, not above 1e\+10 at step 10"):
+        evaluate(callback, args, state, 20, {"eval_pass_rate": 0.3}, flops_per_step=FLOPS_PER_STEP / 2)
+    no_flops = ForecastCallback(tmp_path / "other")  # a model the Trainer cannot count FLOPs for
+    with pytest.raises(ValueError, match=r"total_flos at step 10 is 0.*give compute_fn"):
+        evaluate(no_flops, args, TrainerState(max_steps=100), 10, {"eval_pass_rate": 0.2}, flops_per_step=0)
+
+
+def test_compute_fn_gives_the_compute_and_its_unit(tmp_path, args):
+    callback = ForecastCallback(tmp_path / "run", compute_fn=lambda state: state.global_step * 0.5,
+                                compute_unit="gpu_hours")
+    control = TrainerControl(should_evaluate=True)
+    callback.on_step_end(args, TrainerState(global_step=8), control)
+    assert not control.should_log  # the Trainer's own count is not read: no log asked for
+    callback.on_evaluate(args, TrainerState(global_step=8, max_steps=80), control, metrics={"eval_pass_rate": 0.4})
+    row = json.loads(log_lines(tmp_path / "run")[0])
+    assert (row["compute"], row["compute_unit"]) == (4.0, "gpu_hours")
+
+
+def test_a_resumed_run_drops_the_rows_after_its_checkpoint(tmp_path, args):
+    folder = tmp_path / "run"
+    callback = ForecastCallback(folder)
+    state = TrainerState(max_steps=100)
+    for step, metric in ((10, 0.2), (20, 0.3), (30, 0.4)):
+        evaluate(callback, args, state, step, {"eval_pass_rate": metric})
+    callback.on_train_end(args, state, TrainerControl())
+
+    resumed = ForecastCallback(folder)  # a new process, resuming from the checkpoint at step 20
+    resumed.on_train_begin(args, TrainerState(global_step=20, max_steps=100), TrainerControl())
+    assert [json.loads(line)["step"] for line in log_lines(folder)] == [10, 20]
+    assert how_run_folder_ended(folder) == ""  # in flight again
+    evaluate(resumed, args, TrainerState(max_steps=100), 30, {"eval_pass_rate": 0.45})
+    assert [json.loads(line)["metric"] for line in log_lines(folder)] == [0.2, 0.3, 0.45]
+
+    with pytest.raises(RuntimeError, match=r"already holds 3 evaluation\(s\).*another run_dir"):
+        ForecastCallback(folder).on_train_begin(args, TrainerState(), TrainerControl())  # a new run from step 0
+    (folder / "evals.jsonl").write_text(log_lines(folder)[0] + "\n" + '{"run_id": "run", "recipe": "run", '
+                                        '"compute": 2e10, "metric": 1.5, "step": 20}\n')
+    with pytest.raises(Exception, match=r"evals.jsonl.*metric"):  # an edited row: refused before training
+        ForecastCallback(folder).on_train_begin(args, TrainerState(global_step=20), TrainerControl())
+
+
+# ----------------------------------------------------------------------------- a stop
+
+GRID = [1e11 * 1.25**i for i in range(16)]  # FLOPs at each evaluation: the reference run's, and the live run's
+N_EVAL = 1000
+
+
+def curve(asymptote, seed):
+    rng = np.random.default_rng(seed)
+    return [rng.binomial(N_EVAL, sigmoid_curve(c, asymptote, 1.5, 4e11, 0.2)) / N_EVAL for c in GRID]
+
+
+def test_a_run_clearly_worse_than_the_reference_is_stopped_with_the_rule_and_numbers(tmp_path, args, caplog):
+    reference = tmp_path / "reference.csv"
+    pd.DataFrame({"run_id": "better-s0", "recipe": "better", "compute": GRID, "compute_unit": "flops",
+                  "metric": curve(0.72, 0), "n_eval": N_EVAL, "ended": "finished"}).to_csv(reference, index=False)
+    folder = tmp_path / "runs" / "worse-s0"
+    # asked once, at the 8th evaluation: from there the budget is 6x out, inside the rules' 8x
+    callback = ForecastCallback(folder, recipe="worse", reference=reference, advise_every=8, budget=GRID[-1],
+                                n_eval=N_EVAL)
+    state = TrainerState(max_steps=len(GRID) * 10)
+    callback.on_train_begin(args, state, TrainerControl())
+    control = TrainerControl()
+    for i, metric in enumerate(curve(0.42, 1)[:8], start=1):
+        control = TrainerControl(should_evaluate=True)
+        state.global_step, state.total_flos = 10 * i, GRID[i - 1]
+        with caplog.at_level(logging.INFO, logger="forecast.hf_callback"):
+            control = callback.on_evaluate(args, state, control, metrics={"eval_pass_rate": metric})
+        assert control.should_training_stop == (i == 8)
+
+    advice = json.loads((folder / "stopped.json").read_text())
+    assert (advice["step"], advice["compute"]) == (80, GRID[7])
+    assert advice["advice"]["action"] == "stop" and advice["advice"]["rule"] in ("beats_best", "gain_per_compute")
+    assert advice["advice"]["value"] < advice["advice"]["threshold"]
+    assert advice["advice"]["message"] == callback.advice.message
+    assert any(r.levelno == logging.WARNING and "worse-s0 at step 80: advisor: stop: " in r.getMessage() for r in caplog.records)
+    callback.on_train_end(args, state, control)
+    assert how_run_folder_ended(folder) == "advisor_stopped"  # forecast watch and report say it ended so
+    with pytest.raises(RuntimeError, match="advisor stopped this run; delete it to train on"):
+        ForecastCallback(folder).on_train_begin(args, TrainerState(global_step=80), TrainerControl())
+
+
+# ----------------------------------------------------------------------------- a real Trainer
+
+
+def test_a_real_tiny_trainer_run_logs_its_evaluations(tmp_path):
+    pytest.importorskip("accelerate")  # the Trainer needs it (transformers[torch])
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
+
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(n_layer=2, n_head=2, n_embd=16, vocab_size=16, n_positions=16))
+    # a counting task: each sequence is a run of consecutive tokens, so the next token is learnable
+    starts = torch.randint(0, 8, (64,))
+    sequences = [{"input_ids": (s + torch.arange(8)) % 16, "labels": (s + torch.arange(8)) % 16} for s in starts]
+
+    def pass_rate(prediction):  # share of next tokens predicted right: a rate in [0, 1]
+        logits, labels = prediction
+        return {"pass_rate": float((logits[:, :-1].argmax(-1) == labels[:, 1:]).mean())}
+
+    args = TrainingArguments(output_dir=str(tmp_path / "hf"), max_steps=6, eval_strategy="steps", eval_steps=2,
+                             logging_steps=100,  # no log of its own before the evaluations: the callback asks for them
+                             per_device_train_batch_size=8, per_device_eval_batch_size=32, learning_rate=1e-2,
+                             save_strategy="no", report_to="none", use_cpu=True, disable_tqdm=True, seed=0)
+    callback = ForecastCallback(tmp_path / "runs" / "tiny", metric="pass_rate", advise_every=0)
+    trainer = Trainer(model=model, args=args, train_dataset=sequences, eval_dataset=sequences[:32],
+                      compute_metrics=pass_rate, callbacks=[callback])
+    trainer.train()
+
+    runs = load_runs(tmp_path / "runs")
+    assert list(runs["step"]) == [2, 4, 6]
+    compute = runs["compute"].to_numpy()
+    assert compute[0] > 0 and np.all(np.diff(compute) > 0)
+    assert compute[-1] == pytest.approx(trainer.state.total_flos)  # the Trainer's own count, up to date at each evaluation
+    assert runs["metric"].between(0, 1).all()
+    assert how_run_folder_ended(tmp_path / "runs" / "tiny") == "finished"
