@@ -143,7 +143,8 @@ def _read_jsonl(path: Path) -> pd.DataFrame:
                 raise RunDataError("holds one JSON document spread over several lines, not rows: a run table is one "
                                    "JSON object per line (JSONL), or an array of row objects"
                                    + (" in a file named .json" if array else ""), source=path) from None
-            raise RunDataError(f"line {number} is not valid JSON ({err.msg})", source=path) from None
+            raise RunDataError(f"line {number} is not valid JSON ({err.msg})" + _csv_header_hint(line, number, lines),
+                               source=path) from None
         if not isinstance(record, dict):
             raise RunDataError(f"line {number} is not a JSON object", source=path)
         record["_line"] = number
@@ -151,6 +152,24 @@ def _read_jsonl(path: Path) -> pd.DataFrame:
     frame = pd.DataFrame.from_records(records)
     _warn_if_compute_falls_in_log_order(frame, path)
     return frame
+
+
+def _first_line(path: Path) -> str:
+    """The file's first line that is not blank, stripped ('' for none), from its first 8 KiB."""
+    with open(path, "rb") as handle:
+        head = handle.read(8192).decode("utf-8", errors="replace")
+    return next((line.strip() for line in head.splitlines() if line.strip()), "")
+
+
+def _csv_header_hint(line: str, number: int, lines: list[str]) -> str:
+    """What to do about a first line that is not JSON but a CSV header: a CSV export named .jsonl
+    was refused as 'line 1 is not valid JSON' alone, which sent the user to look for a broken line."""
+    first = next(k for k, text in enumerate(lines, start=1) if text.strip())
+    text = line.strip()
+    if number != first or text.startswith(("{", "[")) or "," not in text:
+        return ""
+    return (f": it reads as a CSV header ({text if len(text) <= 60 else text[:57] + '...'}), so the file looks like "
+            "comma-separated values: give it the suffix .csv")
 
 
 def _warn_if_compute_falls_in_log_order(frame: pd.DataFrame, path: Path) -> None:
@@ -217,6 +236,10 @@ def _read_one_file(path: Path) -> pd.DataFrame:
         if suffix in (".csv", ".tsv", ".jsonl", ".json") and path.is_file() and (message := _binary_message(path)):
             raise RunDataError(message, source=path)
         if suffix in (".csv", ".tsv"):
+            if path.is_file() and _first_line(path).startswith("{"):
+                separated = "comma" if suffix == ".csv" else "tab"
+                raise RunDataError(f"holds JSON lines (a {{...}} object per line), not {separated}-separated values: "
+                                   "give it the suffix .jsonl", source=path)
             frame = _read_csv(path)
         elif suffix in (".parquet", ".pq"):
             frame = pd.read_parquet(path)

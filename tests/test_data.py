@@ -1045,6 +1045,31 @@ def test_a_binary_file_named_as_a_table_is_said_to_be_binary(tmp_path, content, 
     assert str(info.value) == f"file {path}: {says}"
 
 
+@pytest.mark.parametrize("name, content, says", [
+    ("runs.csv", '{"run_id": "a-s0", "recipe": "a", "compute": 1, "metric": 0.5}\n' * 2,
+     "holds JSON lines (a {...} object per line), not comma-separated values: give it the suffix .jsonl"),
+    ("runs.tsv", '\n  {"run_id": "a-s0", "recipe": "a", "compute": 1, "metric": 0.5}\n',
+     "holds JSON lines (a {...} object per line), not tab-separated values: give it the suffix .jsonl"),
+    ("runs.jsonl", "run_id,recipe,compute,metric\na-s0,a,1,0.5\n",
+     "line 1 is not valid JSON (Expecting value): it reads as a CSV header (run_id,recipe,compute,metric), "
+     "so the file looks like comma-separated values: give it the suffix .csv"),
+])
+def test_a_text_table_named_as_the_other_text_format_is_said_so(tmp_path, name, content, says):
+    """A JSONL export named runs.csv was refused as "column 'run_id': is missing (columns present:
+    {"run_id":"a-s0", recipe:"a", ...)", naming as missing the column it listed; a CSV named .jsonl
+    as 'line 1 is not valid JSON' alone. Each now says which format the file holds and the suffix
+    that reads it."""
+    path = tmp_path / name
+    path.write_text(content)
+    with pytest.raises(RunDataError) as info:
+        load_runs(path)
+    assert str(info.value) == f"file {path}: {says}"
+    path.write_text('{"run_id": "a"}\n{"run_id": \n{"run_id": "a"}\n' if name.endswith(".jsonl") else "run_id\n{x}\n")
+    with pytest.raises(RunDataError) as info:  # a bad line after a good first one is named as before, without the hint
+        load_runs(path)
+    assert "suffix" not in str(info.value)
+
+
 @pytest.mark.parametrize("name, document", [("summary.json", {"recipes": {"a": 0.5}}), ("runs.jsonl", [{"run_id": "a"}])])
 def test_a_pretty_printed_json_document_is_said_to_be_one_not_a_bad_line(tmp_path, name, document):
     """summary.json (fit --out writes one) named as the runs was refused as 'line 1 is not valid JSON
