@@ -881,6 +881,24 @@ def _wait_for_the_folder(runs_dir, *, wait: bool, sleep=None) -> None:
     raise BadInput(f"{runs_dir}: is not a folder (waited {FOLDER_WAIT_SECONDS} s for it to appear)")
 
 
+def _say_if_it_holds_tables_not_logs(runs_dir, *, once: bool) -> None:
+    """A folder of run tables (a sweep's runs.csv, evals.csv per run) but no run log was 'waiting for
+    evals.jsonl' forever, or with --once exited 0 having advised nothing. Said naming the tables: with
+    --once an error, live a warning, since a sweep may yet write its logs there."""
+    from .data import RUN_LOG_NAME, run_tables_below
+
+    tables = sorted(str(p.relative_to(runs_dir)) for p in run_tables_below(Path(runs_dir)))
+    if not tables:
+        return
+    shown = ", ".join(tables[:3]) + (f" and {len(tables) - 3} more" if len(tables) > 3 else "")
+    message = (f"{runs_dir}: holds no run log ({RUN_LOG_NAME}) but run tables ({shown}): `forecast watch` follows "
+               f"trainer_minimal's run logs, RUN/{RUN_LOG_NAME}, as they are written; a table is read by "
+               "`forecast report`, `decide` or `backtest`")
+    if once:
+        raise BadInput(message)
+    warn(message + f"; waiting for {RUN_LOG_NAME}")
+
+
 def watch_start_line(args, polls) -> str:
     """What the watch looks at, how often, where each run's budget comes from and where the advice
     goes, said before the first poll. Without it a watch of a sweep in flight printed nothing until its
@@ -919,6 +937,7 @@ def run_watch(args) -> int:
     if args.max_polls is not None and args.max_polls < 1:
         raise BadInput(f"--max-polls must be >= 1, got {args.max_polls}")
     _wait_for_the_folder(args.runs_dir, wait=not args.once)
+    _say_if_it_holds_tables_not_logs(args.runs_dir, once=args.once)
     if args.out is None and not os.access(args.runs_dir, os.W_OK | os.X_OK):  # the advice goes in RUNS_DIR
         raise BadInput(f"{args.runs_dir}: cannot write {DEFAULT_OUT_NAME} in it (read-only or not yours); "
                        "give --out FILE in a folder you can write")

@@ -649,6 +649,13 @@ def _files_in_folder(listing: FolderListing) -> list[Path]:
     return [p for p in listing.files if p.suffix.lower() in FOLDER_SUFFIXES and p.name != TRAINER_STEP_LOG]
 
 
+def run_tables_below(folder) -> list[Path]:
+    """The run tables `load_runs(folder)` would read where the folder holds no run log (`evals.jsonl`):
+    [] where it holds one, or nothing but other files."""
+    listing = list_folder(Path(folder))
+    return [] if any(p.name == RUN_LOG_NAME for p in listing.files) else _files_in_folder(listing)
+
+
 def _listed(folder: Path) -> FolderListing:
     """The folder's listing; a part of it that cannot be listed is refused (its runs would be left
     out of the result without a word), and a link to nothing is said."""

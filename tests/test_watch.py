@@ -227,6 +227,38 @@ def test_watch_cli_bad_input(tmp_path, capsys):
     assert main(["watch", str(tmp_path), "--once", "--threshold", "2"]) == 2
 
 
+def test_a_folder_of_run_tables_without_run_logs_is_named_so_not_waited_on_in_silence(tmp_path, capsys, monkeypatch):
+    """`forecast watch D` on a folder holding a run table (runs.csv, or evals.csv in each run folder)
+    but no evals.jsonl said 'waiting for evals.jsonl under D' and, with --once, exited 0 having
+    advised nothing; without it, it waited forever. Now --once exits 2 naming the tables it found
+    and what reads them; a live watch says the same as a warning, and waits, as before."""
+    import forecast.watch
+
+    for run in ("a-s0", "b-s0"):
+        (tmp_path / run).mkdir()
+        (tmp_path / run / "evals.csv").write_text("run_id,recipe,compute,metric\n" + f"{run},{run[0]},1,0.5\n")
+    (tmp_path / "a-s0" / "train_log.jsonl").write_text("{}\n")  # the trainer's step log is no table
+    assert main(["watch", str(tmp_path), "--once"]) == 2
+    err = capsys.readouterr().err
+    assert (f"{tmp_path}: holds no run log (evals.jsonl) but run tables (a-s0/evals.csv, b-s0/evals.csv): "
+            "`forecast watch` follows trainer_minimal's run logs, RUN/evals.jsonl, as they are written; a table is "
+            "read by `forecast report`, `decide` or `backtest`") in err
+    assert not (tmp_path / "recommendations.json").exists()
+    polled = []
+
+    def a_poll_of_nothing(runs_dir, state, **kwargs):
+        state.polls += 1
+        polled.append(runs_dir)
+        return []
+
+    monkeypatch.setattr(forecast.watch, "poll", a_poll_of_nothing)
+    assert main(["watch", str(tmp_path), "--max-polls", "1"]) == 0  # live: the logs may yet come
+    assert "warning: " + str(tmp_path) + ": holds no run log" in capsys.readouterr().err and len(polled) == 1
+    (tmp_path / "a-s0" / "evals.jsonl").write_text(row("a-s0", 0, 0.5))  # a log beside them: nothing said
+    assert main(["watch", str(tmp_path), "--max-polls", "1"]) == 0
+    assert "holds no run log" not in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("interval", ["nan", "inf", "1e300", "-1", "9223372036"])
 def test_an_interval_that_cannot_be_slept_is_refused_before_the_first_poll(tmp_path, interval, monkeypatch, capsys):
     """`--interval nan` (or inf, or 1e300 seconds) passed the check for a negative one, and the watch
