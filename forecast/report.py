@@ -547,6 +547,7 @@ def provenance(fc, inputs=None) -> dict:
                    f"{fc.posterior.sizes['draw']} draws",
         "random_seed": info.get("random_seed"),
         "python": sys.version.split()[0],
+        "mode": fc.mode,
     }
 
 
@@ -814,6 +815,8 @@ def header_html(data: ReportData) -> str:
         f"{p['n_runs']} runs of {p['n_recipes']} recipes · generated {p['generated']} · "
         f"scaling-forecast {p['forecast_version']}"
     )
+    if p.get("mode") == "fast":  # named at the top: the provenance at the bottom is not where a planner reads
+        meta += " · fast fit (short chains): a quick look, not a decision; plan on a full fit (without --fast)"
     return f'<header><h1>{esc(data.title)}</h1><div class="meta">{esc(meta)}</div></header>'
 
 

@@ -259,6 +259,18 @@ def test_not_converged_fit_is_flagged_at_the_top():
     assert "NOT CONVERGED" in page
 
 
+def test_a_page_from_a_fast_fit_says_so_in_its_header(fitted, tmp_path):
+    """`forecast report RUNS --fast` ("short chains: a quick look, not a decision") wrote a page whose
+    recommendation read as any other, its mode named only in the provenance at the bottom, so a
+    planner the page was forwarded to planned on a quick look. The header now says it."""
+    data = hand_made_report()
+    assert "quick look" not in rp.render_report(data)  # a full fit's page (and one from before the mode was kept)
+    data.provenance["mode"] = "fast"
+    header = rp.header_html(data)
+    assert "fast fit (short chains): a quick look, not a decision; plan on a full fit (without --fast)" in header
+    assert rp.collect_report(fitted, target=0.6).provenance["mode"] == fitted.mode == "fast"  # and in --json's provenance
+
+
 def test_a_budget_far_from_the_data_is_a_banner_on_the_page_and_in_the_json():
     data = hand_made_report()
     assert 'id="budget-warning"' not in rp.render_report(data)
