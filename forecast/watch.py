@@ -690,8 +690,9 @@ def watch(
         if seen_any:  # every poll, so 'polls' and 'updated' say the watcher is alive; nothing before a run log exists
             require_the_folder(runs_dir, out, state)  # gone during the fit: not made again by the write
             write_failed = write_or_say_why_not(out, runs_dir, state, write_failed, warn, say)
-        if state.polls == 1 and not seen_any:
-            say(f"waiting for {RUN_LOG_NAME} under {runs_dir}")
+        if state.polls == 1 and not seen_any:  # one poll (--once) waits for nothing
+            say(f"no {RUN_LOG_NAME} under {runs_dir} yet: nothing to advise at this one poll" if max_polls == 1
+                else f"waiting for {RUN_LOG_NAME} under {runs_dir}")
         all_finished = bool(state.seen) and set(state.seen) <= state.finished
         if all_finished and not said_all_finished:  # at the first poll, or when the last run ends
             stopped = sum(how.startswith("stopped by its own advisor") for how in state.ended.values())

@@ -382,6 +382,16 @@ def test_watch_writes_nothing_into_a_folder_without_run_logs(tmp_path):
     assert lines == [f"waiting for evals.jsonl under {tmp_path}"]
 
 
+def test_one_look_at_a_folder_without_run_logs_does_not_say_it_waits(tmp_path, capsys):
+    """`forecast watch D --once` on a folder with no run log yet said 'waiting for evals.jsonl under D'
+    and exited at once: it waited for nothing. One poll says there was nothing to advise."""
+    lines = []
+    watch(tmp_path, interval=0, max_polls=1, advisor=FakeAdvisor(), say=lines.append, sleep=lambda _s: None)
+    assert lines == [f"no evals.jsonl under {tmp_path} yet: nothing to advise at this one poll"]
+    assert main(["watch", str(tmp_path), "--once"]) == 0
+    assert "waiting" not in capsys.readouterr().out
+
+
 def test_a_problem_seen_only_across_runs_refuses_one_run_and_its_old_advice_goes(sweep):
     good, bad = sweep / "good-s0" / "evals.jsonl", sweep / "bad-s0" / "evals.jsonl"
     for i in range(4):
