@@ -183,6 +183,8 @@ def _warn_if_compute_falls_in_log_order(frame: pd.DataFrame, path: Path) -> None
         compute = pd.to_numeric(frame["compute"], errors="coerce")
     except OverflowError:  # an integer beyond a float's range: validation names its row
         return
+    # true/false read as 1/0 would be said to fall here beside validation's refusal of the same cell
+    compute = compute.mask(frame["compute"].map(lambda value: isinstance(value, (bool, np.bool_))).astype(bool))
     previous = compute.groupby(frame["run_id"].astype(str)).shift()
     falls = compute < previous
     if falls.any():

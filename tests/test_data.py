@@ -184,6 +184,18 @@ def test_bad_input_names_file_column_run_and_row(tmp_path, case):
         assert err.row == line and f"row {line}" in message  # CSV line number (header = line 1)
 
 
+def test_true_as_compute_is_refused_without_a_warning_that_compute_fell_to_1(tmp_path):
+    rows = good_table().to_dict("records")
+    rows[5]["compute"] = True  # read as 1 by the log-order check, it 'fell from 10 to 1' beside the refusal
+    log = tmp_path / "runs.jsonl"
+    log.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(RunDataError, match="true/false, not a number"):
+            load_runs(log)
+    assert [str(w.message) for w in caught if "falls from" in str(w.message)] == []
+
+
 def test_true_false_or_a_date_as_compute_is_refused_not_read_as_a_number(tmp_path):
     rows = good_table().to_dict("records")
     rows[5]["compute"] = True  # pandas would read it as 1
