@@ -40,7 +40,10 @@ Planned budget (what the run is forecast at): `budget` in compute units, or by d
 per step so far times the Trainer's max_steps. Rows of the reference must be in the same compute unit.
 
 Refused with a ValueError that names the key and the step, before anything is written: a metric
-outside [0, 1] (a loss, a percentage), missing from the evaluation's metrics, or not a number. An
+outside [0, 1] (a loss, a percentage), missing from the evaluation's metrics, or not a number. The
+evaluation of another of several eval datasets (eval_dataset={"easy": ..., "hard": ...}: metric
+"eval_hard_pass_rate" is read at the "hard" one's) or of a test set after training
+(trainer.evaluate(test, metric_key_prefix="test")) is not the metric's, and is passed over. An
 evaluation before training (eval_on_start: no compute yet, which the run format cannot hold) is not
 logged; a second evaluation at a step already logged (trainer.evaluate() after train()) is not
 logged again.
@@ -89,14 +92,36 @@ def metric_key(metric: str, metrics: dict) -> str:
     return f"eval_{metric}"
 
 
+def evaluation_prefix(metrics: dict) -> str | None:
+    """This evaluation's metric_key_prefix ("eval", "eval_<dataset>" for one of several eval datasets,
+    "test" for a trainer.evaluate(..., metric_key_prefix="test")), read from the <prefix>_runtime the
+    Trainer adds to each evaluation's metrics; None where it is not there to read."""
+    prefixes = [key[:-len("_runtime")] for key in metrics if isinstance(key, str) and key.endswith("_runtime")]
+    return prefixes[0] if len(prefixes) == 1 else None
+
+
+def of_another_evaluation(key: str, metrics: dict) -> bool:
+    """True when `key` is missing because these metrics are another evaluation's: another of several
+    eval datasets (each is evaluated, and on_evaluate called, on its own), or a test set evaluated
+    after training. A metric named without its dataset ("eval_pass_rate" where the datasets' keys
+    are "eval_<name>_pass_rate") is this evaluation's, so that it is refused, not never logged."""
+    prefix = evaluation_prefix(metrics)
+    if key in metrics or prefix is None or key.startswith(f"{prefix}_"):
+        return False
+    return not (prefix.startswith("eval_") and key.startswith("eval_") and f"{prefix}_{key[5:]}" in metrics)
+
+
 def checked_rate(metrics: dict | None, metric: str, step: int) -> float:
     """The metric's value at this step as a float in [0, 1], else a ValueError naming key and step."""
     metrics = metrics or {}
     key = metric_key(metric, metrics)
     if key not in metrics:
         shown = ", ".join(sorted(map(str, metrics))) or "none"
+        prefix = evaluation_prefix(metrics) or ""
+        hint = (f"; with several eval datasets, name the dataset's: '{prefix}_{key[5:]}'"
+                if f"{prefix}_{key[5:]}" in metrics and prefix.startswith("eval_") else "")
         raise ValueError(f"ForecastCallback: metric {key!r} is not among the evaluation's metrics at step {step} "
-                         f"(it has: {shown}); name one of them (compute_metrics' keys get the prefix 'eval_')")
+                         f"(it has: {shown}); name one of them (compute_metrics' keys get the prefix 'eval_'){hint}")
     value = metrics[key]
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(float(value)):
         raise ValueError(f"ForecastCallback: metric {key!r} at step {step} is {value!r}, not a finite number")
@@ -287,6 +312,8 @@ class ForecastCallback(TrainerCallback):
 
     def on_evaluate(self, args, state, control, metrics=None, **kwargs):
         step = int(state.global_step)
+        if of_another_evaluation(metric_key(self.metric, metrics or {}), metrics or {}):
+            return control  # another eval dataset's, or a test set's: the same on every process
         rate = checked_rate(metrics, self.metric, step)  # on every process: they all hold the same metrics
         compute = self._compute(state, step)
         stop = False

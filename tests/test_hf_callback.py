@@ -212,3 +212,39 @@ def test_a_real_tiny_trainer_run_logs_its_evaluations(tmp_path):
     assert compute[-1] == pytest.approx(trainer.state.total_flos)  # the Trainer's own count, up to date at each evaluation
     assert runs["metric"].between(0, 1).all()
     assert how_run_folder_ended(tmp_path / "runs" / "tiny") == "finished"
+
+
+def test_evaluations_of_other_datasets_are_not_this_metrics(tmp_path):
+    """Several eval datasets (eval_dataset={"a": ..., "b": ...}) are evaluated one by one, each its own
+    on_evaluate with keys eval_<name>_*, and a test set evaluated after training has keys test_*: neither
+    is the metric's evaluation, and neither may end training or the user's evaluate() with an error."""
+    pytest.importorskip("accelerate")
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
+
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(n_layer=2, n_head=2, n_embd=16, vocab_size=16, n_positions=16))
+    starts = torch.randint(0, 8, (64,))
+    sequences = [{"input_ids": (s + torch.arange(8)) % 16, "labels": (s + torch.arange(8)) % 16} for s in starts]
+
+    def pass_rate(prediction):
+        logits, labels = prediction
+        return {"pass_rate": float((logits[:, :-1].argmax(-1) == labels[:, 1:]).mean())}
+
+    args = TrainingArguments(output_dir=str(tmp_path / "hf"), max_steps=4, eval_strategy="steps", eval_steps=2,
+                             per_device_train_batch_size=8, per_device_eval_batch_size=32, learning_rate=1e-2,
+                             save_strategy="no", report_to="none", use_cpu=True, disable_tqdm=True, seed=0)
+    callback = ForecastCallback(tmp_path / "runs" / "tiny", metric="eval_hard_pass_rate", advise_every=0)
+    trainer = Trainer(model=model, args=args, train_dataset=sequences,
+                      eval_dataset={"easy": sequences[:16], "hard": sequences[16:32]},
+                      compute_metrics=pass_rate, callbacks=[callback])
+    trainer.train()
+    history = [(h["step"], h["eval_hard_pass_rate"]) for h in trainer.state.log_history if "eval_hard_pass_rate" in h]
+    assert [(r["step"], r["metric"]) for r in map(json.loads, log_lines(tmp_path / "runs" / "tiny"))] == history
+    assert trainer.evaluate(sequences[32:], metric_key_prefix="test")["test_pass_rate"] >= 0  # not refused
+    assert len(log_lines(tmp_path / "runs" / "tiny")) == 2
+
+    unnamed = ForecastCallback(tmp_path / "other", metric="pass_rate")  # which dataset's? said, not guessed
+    metrics = {"eval_easy_loss": 2.0, "eval_easy_pass_rate": 0.3, "eval_easy_runtime": 0.1}
+    with pytest.raises(ValueError, match=r"'eval_pass_rate' is not among .* at step 2 .*'eval_easy_pass_rate'"):
+        evaluate(unnamed, SimpleNamespace(seed=0), TrainerState(max_steps=10), 2, metrics)
