@@ -21,9 +21,9 @@ a run table or folder, as --advisor-reference) at its planned budget. On "stop" 
 `control.should_training_stop`, writes RUN_DIR/stopped.json (step, compute and the advice: rule,
 probability, value, threshold, message, details), as trainer_minimal writes it, and logs the advice
 (logger "forecast.hf_callback": a stop at warning level, which a script without logging set up still
-shows; a continue at info). When training ends, RUN_DIR/summary.json marks the run as ended
-(stopped by its advisor when stopped.json is there, finished otherwise), so `forecast watch` stops
-advising it. It is not asked at max_steps: the run ends there anyway.
+shows; a continue at info, but one given for want of a usable reference at warning). When
+training ends, RUN_DIR/summary.json marks the run as ended (stopped by its advisor when stopped.json
+is there, finished otherwise), so `forecast watch` stops advising it. It is not asked at max_steps: the run ends there anyway.
 
 Compute: by default `state.total_flos`, the FLOPs the Trainer counts for training (6 x parameters x
 tokens of each batch it trains on, summed over processes). It leaves out the FLOPs of generation,
@@ -388,7 +388,9 @@ class ForecastCallback(TrainerCallback):
         if rec.details.get("shape_note"):
             line += f" ({rec.details['shape_note']})"
         if not rec.stop:
-            logger.info(line)
+            # an advisor that cannot advise (an unusable reference) keeps the run training, as the
+            # trainer's does; said at warning level, or a script without logging set up never hears why
+            logger.log(logging.WARNING if rec.rule == "advisor_error" else logging.INFO, line)
             return False
         self.stopped = True
         atomic_write_json(self.run_dir / STOPPED, dict(step=step, compute=compute, advice=rec.to_dict()))

@@ -178,6 +178,24 @@ def test_a_run_clearly_worse_than_the_reference_is_stopped_with_the_rule_and_num
         ForecastCallback(folder).on_train_begin(args, TrainerState(global_step=80), TrainerControl())
 
 
+def test_a_reference_the_advisor_cannot_use_is_said_where_a_script_shows_it(tmp_path, args, caplog):
+    """The advisor keeps a run training when its reference is unusable; a script without logging set
+    up must still be told, or the run trains to its end never advised, and nobody knows why."""
+    reference = tmp_path / "reference.csv"
+    pd.DataFrame({"run_id": "better-s0", "recipe": "better", "compute": GRID, "compute_unit": "gpu_hours",
+                  "metric": curve(0.72, 0), "ended": "finished"}).to_csv(reference, index=False)
+    callback = ForecastCallback(tmp_path / "run", reference=reference, advise_every=4, budget=GRID[-1])
+    state = TrainerState(max_steps=160)
+    for i, metric in enumerate(curve(0.42, 1)[:4], start=1):
+        control = TrainerControl(should_evaluate=True)
+        state.global_step, state.total_flos = 10 * i, GRID[i - 1]
+        with caplog.at_level(logging.WARNING, logger="forecast.hf_callback"):
+            control = callback.on_evaluate(args, state, control, metrics={"eval_pass_rate": metric})
+    assert callback.advice.rule == "advisor_error" and not control.should_training_stop  # trains on, as the trainer
+    said = [r for r in caplog.records if r.levelno >= logging.WARNING and "reference runs unusable" in r.getMessage()]
+    assert said and "compute units" in said[0].getMessage()
+
+
 # ----------------------------------------------------------------------------- a real Trainer
 
 
