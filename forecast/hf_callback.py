@@ -154,6 +154,20 @@ def read_log_rows(path: Path) -> list[dict]:
     return rows
 
 
+def checked_forecaster_kwargs(forecaster_kwargs) -> None:
+    """Refuse settings the advisor's fit would refuse (a misspelt name, a value of the wrong kind) by
+    making the forecaster as forecast.early_stop.fit_for_advice makes it, without fitting: else the
+    mistake surfaced at the first ask, a traceback out of trainer.train() after that compute was spent."""
+    from .forecaster import ScalingForecaster
+
+    if not isinstance(forecaster_kwargs, dict):
+        raise TypeError(f"forecaster_kwargs must be a dict of ScalingForecaster's settings, got {forecaster_kwargs!r}")
+    try:
+        ScalingForecaster(**{"mode": "fast", "parametrization": "noncentered", **forecaster_kwargs})
+    except (TypeError, ValueError) as err:
+        raise type(err)(f"forecaster_kwargs {forecaster_kwargs!r}: {err}") from None
+
+
 def broadcast_from_first_process(value):
     """`value` as the first process has it, on every process of a torch.distributed group; as it is
     where there is no group (one process). Every process calls it at the same evaluation."""
@@ -192,7 +206,8 @@ class ForecastCallback(TrainerCallback):
     compute_unit : the unit of that compute (default "flops").
     n_eval : graded samples behind each metric, if known (enables the binomial noise term).
     random_seed : seed of the advisor's fits.
-    forecaster_kwargs : passed to the fit (e.g. {"priors": Priors(b_mu=0.5)}; --advisor-priors).
+    forecaster_kwargs : passed to the fit (e.g. {"priors": Priors(b_mu=0.5)}; --advisor-priors); what
+        ScalingForecaster refuses is refused here.
 
     After training, `advice` holds the last Recommendation (None before the first ask).
     """
@@ -228,6 +243,8 @@ class ForecastCallback(TrainerCallback):
             raise TypeError(f"compute_fn must be a function of the TrainerState, got {compute_fn!r}")
         if config is not None and not isinstance(config, EarlyStopConfig):
             raise TypeError(f"config must be a forecast.early_stop.EarlyStopConfig, got {type(config).__name__}")
+        if forecaster_kwargs is not None:
+            checked_forecaster_kwargs(forecaster_kwargs)
         if reference is not None and not Path(reference).exists():
             raise FileNotFoundError(f"reference {str(reference)!r} does not exist (a run table or a folder of run logs)")
         self.run_dir = Path(run_dir)

@@ -92,6 +92,14 @@ def test_a_metric_missing_from_the_evaluation_is_refused_naming_what_it_has(tmp_
         evaluate(callback, args, TrainerState(max_steps=10), 4, {"eval_loss": 0.3})
 
 
+@pytest.mark.parametrize("kwargs, said", [({"priros": None}, "priros"), ({"robust": "yes"}, "robust"),
+                                           ("priors", "a dict")])
+def test_forecaster_kwargs_the_fit_would_refuse_are_refused_when_the_callback_is_made(tmp_path, kwargs, said):
+    # not at the advisor's first ask, after the compute of advise_every evaluations was spent
+    with pytest.raises((TypeError, ValueError), match=rf"forecaster_kwargs.*{said}"):
+        ForecastCallback(tmp_path / "run", forecaster_kwargs=kwargs)
+
+
 def test_compute_that_does_not_grow_is_refused_naming_the_step(tmp_path, args):
     callback = ForecastCallback(tmp_path / "run")
     state = TrainerState(max_steps=100)
