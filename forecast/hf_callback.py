@@ -49,8 +49,9 @@ logged; a second evaluation at a step already logged (trainer.evaluate() after t
 logged again.
 
 Resuming (trainer.train(resume_from_checkpoint=...)): rows logged after the checkpoint's step are
-dropped from the log (the resumed run logs them again), as trainer_minimal's --resume does, and a
-summary.json from an earlier end is removed (the run is in flight again). A run its advisor stopped
+dropped from the log (the resumed run logs them again), and a last row cut off by a kill, as
+trainer_minimal's --resume does, and a summary.json from an earlier end is removed (the run is in
+flight again). A run its advisor stopped
 (stopped.json) is not trained on: delete stopped.json to go on. A run started from step 0 in a folder
 whose log holds rows is refused: those rows belong to another run (give another folder). The log's
 rows are checked as forecast reads them before any training, so an edited row fails at once, naming
@@ -166,6 +167,15 @@ def checked_forecaster_kwargs(forecaster_kwargs) -> None:
         ScalingForecaster(**{"mode": "fast", "parametrization": "noncentered", **forecaster_kwargs})
     except (TypeError, ValueError) as err:
         raise type(err)(f"forecaster_kwargs {forecaster_kwargs!r}: {err}") from None
+
+
+def ends_in_a_torn_line(path: Path) -> bool:
+    """Whether the log's last line was cut off by a kill (it does not end in a newline)."""
+    if not path.exists() or path.stat().st_size == 0:
+        return False
+    with open(path, "rb") as log:
+        log.seek(-1, os.SEEK_END)
+        return log.read(1) != b"\n"
 
 
 def broadcast_from_first_process(value):
@@ -305,7 +315,9 @@ class ForecastCallback(TrainerCallback):
 
             validate_runs(pd.DataFrame(rows), source=self.log_path, min_points=1)
         kept = [row for row in rows if not _logged_after(row, step)]
-        if len(kept) < len(rows):  # the resumed run logs these again
+        # the resumed run logs the rows after its step again; a torn last line (a kill mid-write) goes too,
+        # or the next row, appended to it, would make one broken line in the middle of the log
+        if len(kept) < len(rows) or ends_in_a_torn_line(self.log_path):
             atomic_write_text(self.log_path, "".join(json.dumps(row) + "\n" for row in kept))
             self._rows = kept
         summary = self.run_dir / SUMMARY

@@ -145,6 +145,24 @@ def test_a_resumed_run_drops_the_rows_after_its_checkpoint(tmp_path, args):
         ForecastCallback(folder).on_train_begin(args, TrainerState(global_step=20), TrainerControl())
 
 
+def test_a_row_cut_off_by_a_kill_is_dropped_when_the_run_resumes(tmp_path, args):
+    """The torn last line a kill leaves is skipped by readers; appended to, it became a broken line in
+    the middle of the log, which forecast (load_runs, watch, report) and the next resume refuse."""
+    folder = tmp_path / "run"
+    callback = ForecastCallback(folder)
+    state = TrainerState(max_steps=100)
+    for step, metric in ((10, 0.2), (20, 0.3)):
+        evaluate(callback, args, state, step, {"eval_pass_rate": metric})
+    with open(folder / "evals.jsonl", "a") as log:
+        log.write('{"run_id": "run", "recipe": "run", "comp')  # killed while it wrote the row of step 30
+
+    resumed = ForecastCallback(folder)  # from the checkpoint at step 20
+    resumed.on_train_begin(args, TrainerState(global_step=20, max_steps=100), TrainerControl())
+    evaluate(resumed, args, TrainerState(max_steps=100), 30, {"eval_pass_rate": 0.4})
+    assert list(load_runs(folder)["step"]) == [10, 20, 30]
+    ForecastCallback(folder).on_train_begin(args, TrainerState(global_step=30, max_steps=100), TrainerControl())
+
+
 # ----------------------------------------------------------------------------- a stop
 
 GRID = [1e11 * 1.25**i for i in range(16)]  # FLOPs at each evaluation: the reference run's, and the live run's
