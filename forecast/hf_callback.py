@@ -46,7 +46,8 @@ evaluation of another of several eval datasets (eval_dataset={"easy": ..., "hard
 (trainer.evaluate(test, metric_key_prefix="test")) is not the metric's, and is passed over. An
 evaluation before training (eval_on_start: no compute yet, which the run format cannot hold) is not
 logged; a second evaluation at a step already logged (trainer.evaluate() after train()) is not
-logged again.
+logged again, nor one after train() of the best checkpoint that load_best_model_at_end loaded (it is
+not the run at its last step).
 
 Resuming (trainer.train(resume_from_checkpoint=...)): rows logged after the checkpoint's step are
 dropped from the log (the resumed run logs them again), and a last row cut off by a kill, as
@@ -275,6 +276,7 @@ class ForecastCallback(TrainerCallback):
         self.advice: Recommendation | None = None
         self.stopped = False
         self._rows: list[dict] | None = None  # this run's rows, read from the log at the first need
+        self._best_loaded = False  # training ended with the best checkpoint's weights loaded (load_best_model_at_end)
 
     # ------------------------------------------------------------------ the files
 
@@ -327,6 +329,7 @@ class ForecastCallback(TrainerCallback):
     # ------------------------------------------------------------------ the Trainer's events
 
     def on_train_begin(self, args, state, control, **kwargs):
+        self._best_loaded = False
         if state.is_world_process_zero:
             self._resumed_at(int(state.global_step))
         return control
@@ -341,6 +344,10 @@ class ForecastCallback(TrainerCallback):
 
     def on_evaluate(self, args, state, control, metrics=None, **kwargs):
         step = int(state.global_step)
+        if self._best_loaded:  # the model is the best checkpoint's, not the run's at this step: the same on every process
+            logger.info("%s: an evaluation after training of the best checkpoint (load_best_model_at_end) is not the run "
+                        "at step %d: not logged", self.run_id, step)
+            return control
         if of_another_evaluation(metric_key(self.metric, metrics or {}), metrics or {}):
             return control  # another eval dataset's, or a test set's: the same on every process
         rate = checked_rate(metrics, self.metric, step)  # on every process: they all hold the same metrics
@@ -353,6 +360,8 @@ class ForecastCallback(TrainerCallback):
         return control
 
     def on_train_end(self, args, state, control, **kwargs):
+        # the Trainer has loaded the best checkpoint's weights by now: an evaluate() after train() measures those
+        self._best_loaded = bool(getattr(args, "load_best_model_at_end", False) and state.best_model_checkpoint)
         if state.is_world_process_zero and self._rows_so_far():
             last = self._rows_so_far()[-1]
             atomic_write_json(self.run_dir / SUMMARY, dict(

@@ -163,6 +163,23 @@ def test_a_row_cut_off_by_a_kill_is_dropped_when_the_run_resumes(tmp_path, args)
     ForecastCallback(folder).on_train_begin(args, TrainerState(global_step=30, max_steps=100), TrainerControl())
 
 
+def test_an_evaluation_of_the_best_checkpoint_after_training_is_not_logged_as_the_last_step(tmp_path):
+    """With load_best_model_at_end the Trainer loads the best checkpoint's weights when training ends, so
+    a trainer.evaluate() after train() measures that checkpoint, not the run at its last step: a training
+    ended at a step not evaluated (a time limit's callback) logged the best one's metric at the last
+    step's compute, a point of no curve, after summary.json."""
+    args = SimpleNamespace(seed=0, load_best_model_at_end=True)
+    callback = ForecastCallback(tmp_path / "run")
+    state = TrainerState(max_steps=12)
+    callback.on_train_begin(args, state, TrainerControl())
+    for step, metric in ((3, 0.05), (6, 0.17)):
+        evaluate(callback, args, state, step, {"eval_pass_rate": metric})
+    state.global_step, state.total_flos, state.best_model_checkpoint = 7, 7 * FLOPS_PER_STEP, "hf/checkpoint-6"
+    callback.on_train_end(args, state, TrainerControl())
+    callback.on_evaluate(args, state, TrainerControl(), metrics={"eval_pass_rate": 0.17})  # the best's weights
+    assert [json.loads(line)["step"] for line in log_lines(tmp_path / "run")] == [3, 6]
+
+
 # ----------------------------------------------------------------------------- a stop
 
 GRID = [1e11 * 1.25**i for i in range(16)]  # FLOPs at each evaluation: the reference run's, and the live run's
