@@ -37,7 +37,9 @@ logs per evaluation). A compute that does not grow from one evaluation to the ne
 FLOPs the Trainer cannot count: total_flos stays 0) is refused, naming the step.
 
 Planned budget (what the run is forecast at): `budget` in compute units, or by default the compute
-per step so far times the Trainer's max_steps. Rows of the reference must be in the same compute unit.
+per step so far times the Trainer's max_steps; each row carries it (column planned_compute), where
+`forecast watch` takes it (the folder has no trainer config.json: it may be the Trainer's output_dir,
+whose config.json is the model's). Rows of the reference must be in the same compute unit.
 
 Refused with a ValueError that names the key and the step, before anything is written: a metric
 outside [0, 1] (a loss, a percentage), missing from the evaluation's metrics, or not a number. The
@@ -353,7 +355,8 @@ class ForecastCallback(TrainerCallback):
         rate = checked_rate(metrics, self.metric, step)  # on every process: they all hold the same metrics
         compute = self._compute(state, step)
         stop = False
-        if state.is_world_process_zero and compute is not None and self._logged(step, compute, rate, args):
+        if state.is_world_process_zero and compute is not None and self._logged(
+                step, compute, rate, args, planned=self._planned(state, step, compute)):
             stop = self._advise(state, step, compute)
         if broadcast_from_first_process(stop):
             control.should_training_stop = True
@@ -390,7 +393,12 @@ class ForecastCallback(TrainerCallback):
                              f"compute > 0{why}")
         return compute
 
-    def _logged(self, step: int, compute: float, rate: float, args) -> bool:
+    def _planned(self, state, step: int, compute: float) -> float:
+        """The compute the run is forecast at: `budget`, else compute per step so far x max_steps (0: not known)."""
+        max_steps = int(state.max_steps or 0)
+        return self.budget or (compute / step * max_steps if max_steps else 0.0)
+
+    def _logged(self, step: int, compute: float, rate: float, args, planned: float = 0.0) -> bool:
         """Append this evaluation's row; False when its step is logged already (an evaluate() after train())."""
         rows = self._rows_so_far()
         if rows and step <= int(rows[-1].get("step", -1)):
@@ -407,6 +415,8 @@ class ForecastCallback(TrainerCallback):
             row["seed"] = int(seed)
         if self.n_eval:
             row["n_eval"] = self.n_eval
+        if planned > 0:  # forecast watch's planned budget for this run: the folder has no trainer config.json
+            row["planned_compute"] = planned
         self._append(row)
         return True
 
@@ -417,7 +427,7 @@ class ForecastCallback(TrainerCallback):
                and not (max_steps and step >= max_steps))
         if not due:
             return False
-        planned = self.budget or (compute / step * max_steps if max_steps else 0.0)
+        planned = self._planned(state, step, compute)
         rec = trainer_advice(evals=self._rows_so_far(), reference_path=self.reference, planned_compute=planned,
                              config=self.config, random_seed=self.random_seed + len(self._rows_so_far()),
                              forecaster_kwargs=self.forecaster_kwargs)

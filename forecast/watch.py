@@ -25,7 +25,8 @@ once, at the start, so a bad row in it stops the watcher before the first poll, 
 one that counts compute in another unit than the runs stops it at the first poll that reads them.
 
 Planned budget per run: --budget if given, else the run folder's config.json (advisor_budget, or
-max_steps times the compute per step so far), else the run gets a "no_budget" continue.
+max_steps times the compute per step so far), else its log's planned_compute column (the latest
+evaluation's: forecast.hf_callback writes it), else the run gets a "no_budget" continue.
 """
 
 from __future__ import annotations
@@ -202,7 +203,19 @@ def planned_budget_or_why_not(folder: Path | None, rows: pd.DataFrame, override:
         if last["step"] > 0:
             budget = float(last["compute"] / last["step"] * max_steps)
             return (budget, None) if math.isfinite(budget) else (None, f"{path}: max_steps {max_steps:g} is too large")
+    if problem is None and (logged := logged_planned_compute(rows)) is not None:
+        return logged, None
     return None, problem
+
+
+def logged_planned_compute(rows: pd.DataFrame) -> float | None:
+    """The planned compute a run's own log gives (column planned_compute, its latest evaluation's:
+    forecast.hf_callback writes it, having no trainer config.json to put it in), or None."""
+    if "planned_compute" not in rows:
+        return None
+    planned = pd.to_numeric(rows.sort_values("compute")["planned_compute"], errors="coerce").dropna()
+    value = float(planned.iloc[-1]) if len(planned) else math.nan
+    return value if math.isfinite(value) and value > 0 else None
 
 
 def _config_number(config: dict, name: str, path: Path):

@@ -64,7 +64,8 @@ def test_each_evaluation_is_appended_as_a_row_of_the_run_format(tmp_path, args):
     lines = log_lines(folder)
     assert len(lines) == 2 and lines[0] == first[0]  # appended; the earlier row as it was
     assert json.loads(lines[1]) == {"run_id": "lr3e-4", "recipe": "sft-lr3e-4", "compute": 20 * FLOPS_PER_STEP,
-                                    "compute_unit": "flops", "metric": 0.31, "step": 20, "seed": 3, "n_eval": 500}
+                                    "compute_unit": "flops", "metric": 0.31, "step": 20, "seed": 3, "n_eval": 500,
+                                    "planned_compute": 100 * FLOPS_PER_STEP}  # compute per step x max_steps
     evaluate(callback, args, state, 20, {"eval_pass_rate": 0.33})  # trainer.evaluate() after train(): logged already
     assert len(log_lines(folder)) == 2
 
@@ -309,3 +310,27 @@ def test_evaluations_of_other_datasets_are_not_this_metrics(tmp_path):
     metrics = {"eval_easy_loss": 2.0, "eval_easy_pass_rate": 0.3, "eval_easy_runtime": 0.1}
     with pytest.raises(ValueError, match=r"'eval_pass_rate' is not among .* at step 2 .*'eval_easy_pass_rate'"):
         evaluate(unnamed, SimpleNamespace(seed=0), TrainerState(max_steps=10), 2, metrics)
+
+
+def test_forecast_watch_takes_the_planned_budget_from_the_callbacks_log(tmp_path, args):
+    """The callback's folder has no trainer config.json (it may be the Trainer's output_dir, whose
+    config.json is the model's): watch read no budget and said "continue: no planned budget known"
+    at every check. The log's planned_compute gives it."""
+    from forecast.watch import planned_budget
+
+    folder = tmp_path / "runs" / "a"
+    callback = ForecastCallback(folder, metric="pass_rate", advise_every=0)
+    state = TrainerState(max_steps=50)
+    callback.on_train_begin(args, state, TrainerControl())
+    for step in (10, 20):
+        evaluate(callback, args, state, step, {"eval_pass_rate": 0.2 + step / 100})
+    rows = load_runs(tmp_path / "runs")
+    assert planned_budget(folder, rows) == pytest.approx(50 * FLOPS_PER_STEP)
+    assert planned_budget(folder, rows, override=7.0) == 7.0
+
+    fixed = ForecastCallback(tmp_path / "runs" / "b", metric="pass_rate", advise_every=0, budget=3e12)
+    fixed_state = TrainerState(max_steps=50)
+    fixed.on_train_begin(args, fixed_state, TrainerControl())
+    for step in (10, 20):
+        evaluate(fixed, args, fixed_state, step, {"eval_pass_rate": 0.2 + step / 100})
+    assert planned_budget(tmp_path / "runs" / "b", load_runs(tmp_path / "runs" / "b")) == 3e12
