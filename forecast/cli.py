@@ -1133,9 +1133,13 @@ def _check_truth_column(runs, column: str, source) -> None:
     """--truth must name a column of pass rates; RunDataError names the file, column, run and row
     of the first value that is not one."""
     from .data import require_rates
+    from .formatting import names_shown
 
     if column not in runs:
-        raise BadInput(f"{source}: --truth column '{column}' is not in the run table")
+        # as load_runs says a missing column: with the ones there are, not the reader's own (_line, _source)
+        present = [str(name) for name in runs.columns if str(name) not in ("_line", "_source")]
+        raise BadInput(f"{source}: --truth column '{column}' is not in the run table "
+                       f"(columns present: {names_shown(present, 20)})")
     require_rates(runs, column)
 
 

@@ -361,6 +361,18 @@ def test_backtest_cli_scores_regret_on_a_truth_column(tmp_path, capsys):
     assert "bad.csv, column 'true_metric', run 'b', row 15: must lie in [0, 1], got 1.5" in err
 
 
+def test_a_truth_column_not_in_the_table_is_said_with_the_columns_present(tmp_path, capsys):
+    """A --truth column that is not there was said without the columns that are (load_runs' missing
+    columns are said with them): a misspelt true_metric left the user to open the file to find it."""
+    table = curve_table({"a": 0.52, "b": 0.50})
+    table[TRUTH_COLUMN] = table["metric"]
+    table.to_csv(tmp_path / "runs.csv", index=False)
+    assert main(["backtest", str(tmp_path / "runs.csv"), "--policies", "no_stopping", "--truth", "true_metrc"]) == 2
+    err = capsys.readouterr().err
+    assert "--truth column 'true_metrc' is not in the run table (columns present: run_id, " in err
+    assert f", {TRUTH_COLUMN})" in err and "_line" not in err and "_source" not in err  # the reader's own are not the user's
+
+
 @pytest.mark.parametrize("planned", [False, True])
 def test_ours_is_told_the_sweeps_largest_budget_only_when_asked(intercept_advice_fit, planned):
     """BacktestConfig.planned_horizon: ours' fits get the largest planned budget as their horizon."""
