@@ -1063,8 +1063,10 @@ def run_backtest(args) -> int:
     from .io import atomic_write_json
 
     _check_output_file(args.out, "--out", "backtest.json", source=args.runs)
+    from .formatting import did_you_mean
+
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
-    unknown = [p for p in policies if p not in POLICIES]
+    unknown = [f"'{p}'" + (f" ({hint})" if (hint := did_you_mean(p, POLICIES)) else "") for p in policies if p not in POLICIES]
     if unknown or not policies:
         raise BadInput(f"--policies: unknown {', '.join(unknown) or '(none given)'}; known: {', '.join(POLICIES)}")
     if repeated := repeated_policies(policies):
@@ -1260,6 +1262,18 @@ class NumbersParser(argparse.ArgumentParser):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._negative_number_matcher = re.compile(r"^-\d+$|^-\d*\.\d+$|^-(\d+\.?\d*|\.\d+)[eE][-+]?\d+$")
+
+    def _check_value(self, action, value):
+        """argparse's refusal of a name outside `choices` (a command, --kind, the trainer's --loss-type),
+        with the likely name first, as a mistyped --recipe gets it: "invalid choice: 'rn' (did you mean
+        'run'?); choose from 'run', ...". A name with no close one keeps argparse's own words."""
+        from .formatting import did_you_mean
+
+        if action.choices is not None and value not in action.choices:
+            if hint := did_you_mean(str(value), action.choices):
+                raise argparse.ArgumentError(action, f"invalid choice: {value!r} ({hint}); "
+                                                     f"choose from {', '.join(map(repr, action.choices))}")
+        super()._check_value(action, value)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -10,7 +10,7 @@ import re
 from decimal import ROUND_HALF_UP, Context, Decimal, InvalidOperation
 
 __all__ = ["fmt_compute", "fmt_prob", "fmt_p_reach", "fixed", "prob_is", "shown_so_it_reads_true", "shown_against_limit", "pretty_as_str",
-           "names_shown", "unknown_name_message", "name_of"]
+           "names_shown", "unknown_name_message", "did_you_mean", "name_of"]
 
 
 def fmt_compute(x) -> str:
@@ -186,11 +186,17 @@ def close_names(name: str, known) -> list[str]:
     return [by_folded[m] for m in difflib.get_close_matches(name.casefold(), list(by_folded), n=3, cutoff=0.6)]
 
 
+def did_you_mean(name: str, known) -> str | None:
+    """"did you mean 'dapo'?" for a mistyped name (close_names' guesses), None where none is close: the
+    one wording of the guess, for a recipe or run and for every flag that takes a name from a fixed set."""
+    close = close_names(name, known)
+    return f"did you mean {' or '.join(map(repr, close))}?" if close else None
+
+
 def unknown_name_message(what: str, name: str, known, *, hint: str | None = None) -> str:
     """"unknown recipe 'dap' (did you mean 'dapo'?); known: cispo, dapo, ...": the names the fit has,
     and first the likely one, which a sweep of many runs otherwise buries in the list. `hint`
     replaces the guess where the caller knows better (a run's name given as a recipe)."""
     if hint is None:
-        close = close_names(name, known)
-        hint = f"did you mean {' or '.join(map(repr, close))}?" if close else None
+        hint = did_you_mean(name, known)
     return f"unknown {what} '{name}'{f' ({hint})' if hint else ''}; known: {', '.join(map(str, known))}"

@@ -53,6 +53,17 @@ def _typed(text: str, kind: type, optional: bool):
         raise ValueError(f"{text!r} is not {what}" + (" (or none, for off)" if optional else "")) from None
 
 
+def _unknown_name(name: str, fields) -> str:
+    """"unknown name 'taget' (did you mean 'target'?); " for a name the dataclass lacks, its likely one
+    first (a typo among 13 rule names was left to the list); "" for a known name or none."""
+    if not name or name in fields:
+        return ""
+    from .formatting import did_you_mean  # the guess a mistyped recipe gets
+
+    hint = did_you_mean(name, sorted(fields))
+    return f"unknown name {name!r}{f' ({hint})' if hint else ''}; "
+
+
 def parse_settings(items, cls, label: str) -> dict:
     """'NAME=VALUE' items (a list, or one comma-separated string) -> {name: typed value} for the
     dataclass `cls`. ValueError naming `label` and the bad item: an unknown name, a missing '=', a
@@ -63,7 +74,8 @@ def parse_settings(items, cls, label: str) -> dict:
         name, sep, value = item.partition("=")
         name = name.strip()
         if not sep or name not in fields:
-            raise ValueError(f"{label} {item!r}: expected NAME=VALUE with NAME one of {', '.join(sorted(fields))}")
+            raise ValueError(f"{label} {item!r}: {_unknown_name(name, fields)}expected NAME=VALUE with NAME one of "
+                             f"{', '.join(sorted(fields))}")
         try:
             overrides[name] = _typed(value, *fields[name])
         except ValueError as err:

@@ -257,7 +257,11 @@ def test_backtest_cli_bad_input(tmp_path, capsys):
     table = curve_table({"a": 0.5, "b": 0.6})
     table.to_csv(tmp_path / "runs.csv", index=False)
     assert main(["backtest", str(tmp_path / "runs.csv"), "--policies", "forecast,coinflip"]) == 2
-    assert "unknown coinflip" in capsys.readouterr().err
+    assert "--policies: unknown 'coinflip'; known: forecast, median" in capsys.readouterr().err
+    # a typo is pointed at its likely name, as a recipe's is, each of several
+    assert main(["backtest", str(tmp_path / "runs.csv"), "--policies", "forecast,medain,halving,Least_Squares"]) == 2
+    assert ("--policies: unknown 'medain' (did you mean 'median'?), 'halving', 'Least_Squares' (did you mean "
+            "'least_squares'?); known: forecast, median") in capsys.readouterr().err
     # a repeated policy was replayed twice, printed twice and saved once (the JSON keys results by name)
     assert main(["backtest", str(tmp_path / "runs.csv"), "--policies", "median,no_stopping,median", "--json"]) == 2
     assert "--policies: median given more than once" in capsys.readouterr().err
@@ -275,7 +279,8 @@ def test_backtest_cli_bad_input(tmp_path, capsys):
     assert main(["backtest", str(tmp_path / "fit")]) == 2
     assert "is a saved fit; `forecast backtest` reads a run table or a folder of run logs" in capsys.readouterr().err
     assert main(["backtest", str(tmp_path / "runs.csv"), "--rule", "keep_leeder=false"]) == 2
-    assert "--rule 'keep_leeder=false': expected NAME=VALUE with NAME one of" in capsys.readouterr().err
+    assert ("--rule 'keep_leeder=false': unknown name 'keep_leeder' (did you mean 'keep_leader'?); "
+            "expected NAME=VALUE with NAME one of") in capsys.readouterr().err
     assert main(["backtest", str(tmp_path / "runs.csv"), "--rule", "p_target_threshold=1.5"]) == 2
     assert "p_target_threshold must lie in (0, 1), got 1.5" in capsys.readouterr().err
     assert main(["backtest", str(tmp_path / "runs.csv"), "--margin", "0.02", "--rule", "margin=0.03"]) == 2

@@ -250,6 +250,26 @@ def test_a_value_flag_given_twice_is_refused_not_settled_by_the_last(fit_dir, ca
     assert exit_info.value.code == 2 and named in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("argv, said", [
+    (["fitt", "RUNS"], "argument COMMAND: invalid choice: 'fitt' (did you mean 'fit'?); choose from 'fit', 'predict'"),
+    (["predict", "FIT", "--compute", "1e12", "--kind", "rn"], "invalid choice: 'rn' (did you mean 'run'?)"),
+    (["predict", "FIT", "--compute", "1e12", "--kind", "nope"], "invalid choice: 'nope' (choose from 'run', 'new_run', 'mean')"),
+    (["fit", "RUNS", "--out", "OUT", "--prior", "b_muu=0.5"], "--prior 'b_muu=0.5': unknown name 'b_muu' (did you mean 'b_mu'"),
+    (["decide", "RUNS", "--budget", "1e5", "--prior", "noise_sdd=0.1"], "(did you mean 'noise_sd'"),
+    (["watch", "RUNS", "--once", "--rule", "p_beat_treshold=0.2"], "unknown name 'p_beat_treshold' (did you mean 'p_beat_threshold'"),
+    (["backtest", "RUNS", "--policies", "median,sucessive_halving"], "unknown 'sucessive_halving' (did you mean 'successive_halving'?)"),
+])
+def test_a_mistyped_name_from_a_fixed_set_is_pointed_at_its_likely_name(tmp_path, capsys, argv, said):
+    """--recipe, --run-id and the trainer's presets said "did you mean ...?" for a typo; the other flags that
+    take names from a fixed set (commands, --kind, --prior, --rule, --policies) listed the names alone."""
+    paths = {"RUNS": str(tmp_path / "runs.csv"), "FIT": str(tmp_path / "fit"), "OUT": str(tmp_path / "out")}
+    try:
+        code = main([paths.get(arg, arg) for arg in argv])
+    except SystemExit as exit_info:  # argparse's own refusals
+        code = exit_info.code
+    assert code == 2 and said in capsys.readouterr().err
+
+
 def test_a_short_flag_with_its_value_attached_counts_when_given_twice():
     """`report RUNS -oa.html -o b.html` wrote b.html without a word: `-oa.html` was not seen as -o."""
     from forecast.cli import build_parser, repeated_flag

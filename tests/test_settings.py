@@ -19,7 +19,13 @@ def test_values_are_typed_from_the_dataclass():
 
 
 @pytest.mark.parametrize("text, message", [
-    ("nope=1", "rules 'nope=1': expected NAME=VALUE with NAME one of keep_leader"),
+    ("nope=1", "rules 'nope=1': unknown name 'nope'; expected NAME=VALUE with NAME one of keep_leader"),
+    # a typo is pointed at its likely name, as a recipe's is (formatting.close_names), not left to the list
+    ("keep_leadr=false", "rules 'keep_leadr=false': unknown name 'keep_leadr' (did you mean 'keep_leader'?); "
+                         "expected NAME=VALUE with NAME one of keep_leader"),
+    ("Target=0.5", "unknown name 'Target' (did you mean 'target'?)"),
+    ("keep_leadr", "rules 'keep_leadr': unknown name 'keep_leadr' (did you mean 'keep_leader'?); expected NAME=VALUE"),
+    ("=1", "rules '=1': expected NAME=VALUE"),
     ("target", "rules 'target': expected NAME=VALUE"),
     ("min_evals=2.5", "rules 'min_evals=2.5': '2.5' is not a whole number"),
     ("keep_runner_up=maybe", "rules 'keep_runner_up=maybe': 'maybe' is not true or false"),

@@ -160,6 +160,14 @@ def preset_suggestion(name):
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
+def unknown_task(name):
+    """"unknown task 'rve' (did you mean 'rev'?); ": a preset's guess (forecast.formatting) for a task."""
+    from forecast.formatting import did_you_mean  # forecast (pandas) loads on this error path only
+
+    hint = did_you_mean(name, TASK_NAMES)
+    return f"unknown task {name!r}{f' ({hint})' if hint else ''}; "
+
+
 def validate(cfg, *, saved_max_steps=None):
     """Refuse bad values before any compute is spent. Raises ValueError naming the field.
     saved_max_steps: on --resume, the run's own max_steps, kept even where it is not a multiple
@@ -207,7 +215,7 @@ def validate(cfg, *, saved_max_steps=None):
     tasks = [t for t in cfg.tasks.split(",") if t]
     bad = [t for t in tasks if t not in TASK_NAMES]
     if not tasks or bad:
-        raise ValueError(f"tasks={cfg.tasks!r}: use a comma list of {', '.join(TASK_NAMES)}")
+        raise ValueError(f"tasks={cfg.tasks!r}: {unknown_task(bad[0]) if bad else ''}use a comma list of {', '.join(TASK_NAMES)}")
     if not re.fullmatch(r"cpu|cuda(:\d+)?", cfg.device):  # torch's own error came after the run folder was made
         raise ValueError(f"device={cfg.device!r}: use cpu, cuda or cuda:N")
     if not cfg.out:
