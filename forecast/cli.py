@@ -85,12 +85,28 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
     warn(str(message))
 
 
-def warn_if_unconverged(fc) -> None:
+def warn_if_unconverged(fc, *, problems_printed: bool = False) -> None:
     """Every command that shows numbers from a fit says on stderr when that fit did not converge,
-    whether it was fitted now or loaded: its intervals should not be trusted."""
+    whether it was fitted now or loaded: its intervals should not be trusted. `problems_printed`: the
+    command printed the fit's diagnostics, problems and all (fit's text); where stdout and stderr reach
+    the same place (a terminal) the warning then points at them rather than listing them a second time."""
     report = fc.diagnostics()
     if report is not None and not report.converged:
-        warn("the fit did not converge, so treat these intervals with suspicion: " + "; ".join(report.problems()))
+        if problems_printed and stdout_and_stderr_together():
+            warn("the fit did not converge (its diagnostics above say how), so treat these intervals with suspicion")
+        else:
+            warn("the fit did not converge, so treat these intervals with suspicion: " + "; ".join(report.problems()))
+
+
+def stdout_and_stderr_together() -> bool:
+    """True where stdout and stderr reach the same place: a terminal, or `> out.txt 2>&1`. A warning the
+    printed result already carries (a backtest table's line on refits that did not converge) is then
+    not said twice, one line apart; where stdout goes elsewhere (`> out.txt`) the saved text keeps it
+    and stderr still says it on the terminal. False where either is no file (a notebook's, a test's)."""
+    try:
+        return os.path.samestat(os.fstat(sys.stdout.fileno()), os.fstat(sys.stderr.fileno()))
+    except (AttributeError, OSError, ValueError):
+        return False
 
 
 def warn_if_far_from_data(fc, values, flag: str) -> None:
@@ -431,7 +447,7 @@ def run_fit(args) -> int:
                 formatters = {q: fmt_compute for q in table.columns if q.startswith("q")}  # "never", not inf
                 print(table.to_string(index=False, float_format="%.4g", formatters=formatters))
         print(f"\nwrote {out / 'fit.nc'} and {out / 'summary.json'}")
-    warn_if_unconverged(fc)
+    warn_if_unconverged(fc, problems_printed=not args.json)
     return EXIT_OK
 
 
@@ -1095,8 +1111,10 @@ def run_backtest(args) -> int:
     _warn_if_nothing_to_decide(runs, config.min_evals)
     result = backtest(runs, policies, config, truth=args.truth)
     result.source = str(args.runs)
+    # the printed table has this warning's line; a terminal that shows both had it twice
+    said_in_table = not args.json and stdout_and_stderr_together()
     for policy in result.results:  # as every command showing numbers from a fit (warn_if_unconverged)
-        if policy.notes.get("unconverged_fits"):
+        if policy.notes.get("unconverged_fits") and not said_in_table:
             warn(f"{policy.notes['unconverged_fits']} of the {policy.n_checks} refits of the {policy.policy} policy "
                  "did not converge; its stops rest on them, so treat its figures with suspicion")
     from . import __version__
@@ -1233,8 +1251,9 @@ def run_cross_validate(args) -> int:
         print("\n".join(summary))
         if args.out:
             print(f"\nwrote {args.out}")
+    said_in_summary = not args.json and stdout_and_stderr_together()  # its first lines: a terminal had them twice
     for fit in cv.attrs["fits"]:
-        if not fit["converged"]:
+        if not fit["converged"] and not said_in_summary:
             warn(f"cut {fit['cut']:g}: the fit did not converge, so treat its figures with suspicion: " + "; ".join(fit["problems"]))
     return EXIT_OK
 

@@ -391,6 +391,44 @@ def test_cli_table_writes_a_mean_error_that_rounds_to_zero_without_a_minus_sign(
     assert "mean_error" in table and "-0.000" not in table and "0.000" in table
 
 
+def test_a_terminal_is_told_once_that_a_cuts_fit_did_not_converge(tmp_path, monkeypatch):
+    """The text cross-validation said a cut's unconverged fit first in its summary on stdout and again on
+    stderr: a terminal showed its problems twice. Where stdout and stderr reach one place it is said once;
+    where stdout is saved apart (`> out.txt`) the file keeps it and stderr says it too."""
+    import sys
+
+    import forecast.cross_validation as cv_module
+
+    runs = _runs({"a-s0": 8, "b-s0": 8})
+    runs.to_csv(tmp_path / "runs.csv", index=False)
+
+    def fake_cross_validate(runs, *, cuts, level, **kwargs):  # a cut whose fit did not converge
+        _, hidden, _ = split_at(runs, cuts[0])
+        table = hidden.assign(cut=cuts[0], ahead=1.5, observed=hidden["metric"], forecast=hidden["metric"],
+                              lower=hidden["metric"] - 0.05, upper=hidden["metric"] + 0.05, covered=True, z=0.1,
+                              least_squares=hidden["metric"], last_value=hidden["metric"], level=level,
+                              fit_converged=False, fit_problems="7 divergent transitions")
+        table["final"] = table.groupby("run_id")["compute"].transform("max") == table["compute"]
+        table.attrs.update(level=level, compute_unit="compute units",
+                           fits=[{"cut": cuts[0], "runs": 2, "left_out": [], "converged": False,
+                                  "problems": ["7 divergent transitions"]}])
+        return table
+
+    monkeypatch.setattr(cv_module, "cross_validate", fake_cross_validate)
+    argv = ["cross-validate", str(tmp_path / "runs.csv"), "--cuts", "0.5"]
+    with open(tmp_path / "terminal.txt", "w") as terminal:
+        monkeypatch.setattr(sys, "stdout", terminal)
+        monkeypatch.setattr(sys, "stderr", terminal)
+        assert main(argv) == 0
+    assert (tmp_path / "terminal.txt").read_text().count("7 divergent transitions") == 1
+    with open(tmp_path / "out.txt", "w") as out, open(tmp_path / "err.txt", "w") as err:
+        monkeypatch.setattr(sys, "stdout", out)
+        monkeypatch.setattr(sys, "stderr", err)
+        assert main(argv) == 0
+    assert "cut 0.5: the fit did not converge (7 divergent transitions)" in (tmp_path / "out.txt").read_text()
+    assert "cut 0.5: the fit did not converge, so treat" in (tmp_path / "err.txt").read_text()
+
+
 @pytest.mark.parametrize("on_callers_axes", [False, True])
 def test_the_cross_validation_chart_of_a_cut_whose_fit_did_not_converge_says_so_on_the_image(on_callers_axes):
     """The fan chart and forest of a flagged fit carry a red line, but the cross-validation chart
