@@ -622,6 +622,52 @@ def test_a_refusal_of_rank_0_before_it_opens_the_store_reaches_the_other_ranks(t
     assert not (tmp_path / "run").exists()
 
 
+RANK_0_REFUSES_LATE_SCRIPT = """
+import os, pathlib, sys, time
+import trainer_minimal.train as T
+from trainer_minimal.cli import main
+
+T.JOIN_WAIT_S = 40  # rank 1, not told, says after this (and torch's backoff) that rank 0 did not open the store
+T.TELL_WAIT_S = 1  # rank 0, refused, holds the store open this long for rank 1 to join and be told
+marks = pathlib.Path(os.environ["MARKS"])
+own = T.check_device
+def refused_late_on_rank_0(cfg):  # rank 0's checks take long (a large checkpoint's checksums), then refuse
+    if os.environ["RANK"] == "0":
+        while not (marks / "rank 1 joins").exists():
+            time.sleep(0.05)
+        time.sleep(float(os.environ["LATE_BY"]))  # rank 1 waits for the store meanwhile
+        raise ValueError("--device cuda:0: not on this machine")
+    return own(cfg)
+T.check_device = refused_late_on_rank_0
+reached = T.rendezvous_store
+def joining(wait_s=None):
+    (marks / f"rank {os.environ['RANK']} joins").touch()
+    return reached(wait_s)
+T.rendezvous_store = joining
+sys.exit(main(["train", *sys.argv[1:]]))
+"""
+
+
+def test_a_rank_that_waited_long_for_the_store_still_hears_rank_0s_refusal(tmp_path):
+    """Launched by hand, a rank 1 that waited long for rank 0 to open the store (rank 0's checks of a large
+    checkpoint, or rank 1 started well before it) joined it seconds after it opened: torch's client retries its
+    connection ever less often (one that had waited 30 s joined 8 s after the store opened). A refusal of rank
+    0's, held in the store TELL_WAIT_S (30 s; 1 here) for the others to join and read, was gone by then, and rank
+    1 waited out JOIN_WAIT_S (300 s; 40 here) to say only that rank 0 'did not open the store', exit 1. Rank 1
+    now knocks at the store a few times a second and joins once it is open: it ends with rank 0's refusal, exit 2."""
+    pytest.importorskip("torch.distributed")
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    flags = [f"--{k.replace('_', '-')}={v}" for k, v in TINY.items()]
+    (code0, err0), (code1, err1) = launched_by_hand(tmp_path, RANK_0_REFUSES_LATE_SCRIPT, "--out", tmp_path / "run",
+                                                    "--warmstart-cache", tmp_path / "warmstart", *flags,
+                                                    extra_env={"MARKS": str(marks), "LATE_BY": "30"})
+    said = "trainer-minimal: error: --device cuda:0: not on this machine\n"
+    assert code0 == 2 and err0.endswith(said) and "Traceback" not in err0, err0[-3000:]
+    assert code1 == 2 and err1.endswith(said) and "Traceback" not in err1, err1[-3000:]
+    assert not (tmp_path / "run").exists()
+
+
 @pytest.mark.parametrize("leaves, code1, said0", [
     ("refuses", 2, "trainer-minimal: error: rank 1 of 2 refused: --device cuda:1: not on this machine"),
     ("crashes", 1, "trainer-minimal: error: rank 1 of 2 ended (RuntimeError) while it checked this run's settings"),

@@ -74,6 +74,7 @@ import math
 import os
 import pickle
 import re
+import socket
 import sys
 import threading
 import time
@@ -491,10 +492,13 @@ def rendezvous_store(wait_s=None):
     join may take (JOIN_WAIT_S unless given)."""
     global _rendezvous_store
     if _rendezvous_store is None:
+        deadline = time.monotonic() + (JOIN_WAIT_S if wait_s is None else wait_s)
+        if process_rank() != 0 and not store_opened_before(deadline):  # rank 0 hosts it under a launch by hand
+            raise RankLost(not_joined_line(process_rank(), int(os.environ["WORLD_SIZE"])))
         try:  # the join alone is bounded by JOIN_WAIT_S: see there. Its C++ log is left as it is (unlike
             # store_wait_logs_quieted's): only there does torch say why a connect fails (a MASTER_ADDR that does
             # not resolve, a network it cannot reach), where the error it raises says only 'timed out'
-            wait = datetime.timedelta(seconds=JOIN_WAIT_S if wait_s is None else wait_s)
+            wait = datetime.timedelta(seconds=max(deadline - time.monotonic(), STORE_CONNECT_S))
             store, _, _ = next(dist.rendezvous("env://", timeout=wait))
         except dist.DistError as err:
             if "timed out" not in str(err).lower():  # MASTER_PORT in use, a MASTER_ADDR that is not a host
@@ -503,6 +507,38 @@ def rendezvous_store(wait_s=None):
         store.set_timeout(datetime.timedelta(minutes=COLLECTIVE_TIMEOUT_MINUTES))  # rank 0's checks (a large CRC)
         _rendezvous_store = store
     return _rendezvous_store
+
+
+# How often a rank other than 0 knocks at the store rank 0 has not opened yet (store_opened_before), and how long
+# torch's client is given at least to join it once it is open: it is listening, so a moment.
+STORE_KNOCK_EVERY_S = 0.25
+STORE_CONNECT_S = 2
+
+
+def store_opened_before(deadline):
+    """Whether the store at MASTER_ADDR:MASTER_PORT takes connections before deadline (time.monotonic()), knocked
+    at every STORE_KNOCK_EVERY_S with a bare connection: False where it refused them (or did not answer) until
+    then. torch's client, left to wait for the store, retries its connection ever less often (its backoff
+    grows by half each try): a rank that had waited 30 s for rank 0 joined 8 s after rank 0 opened the store,
+    one that had waited 90 s, 31 s after, and a refusal of rank 0's, held there TELL_WAIT_S (30 s) for the
+    others to read (told_the_other_ranks), was gone by then; that rank waited out JOIN_WAIT_S, and a backoff
+    more past it, to say that rank 0 did not open the store. torch's client now starts once the store is
+    open, and joins at once. Any other failure (a MASTER_ADDR that does not resolve, a network it cannot
+    reach, a MASTER_PORT that is no port, or unset) is left to torch's client, whose log and error say it: True."""
+    host, port = os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT")
+    if not (host and port and port.isdigit()):
+        return True
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            with socket.create_connection((host, int(port)), timeout=min(max(left, 0.1), 1)):
+                return True
+        except (ConnectionRefusedError, TimeoutError):  # rank 0 has not opened it yet
+            if left <= STORE_KNOCK_EVERY_S:
+                return False
+            time.sleep(STORE_KNOCK_EVERY_S)
+        except (OSError, OverflowError):  # said by torch; a port past 65535 (OverflowError)
+            return True
 
 
 # How long the ranks wait for each other to reach the store, rank 0 for the others to join it and the others
@@ -620,9 +656,8 @@ def decision_key(name):
 TELL_WAIT_S = 30
 # As long, at most, for a rank stopped in its checks (Ctrl-C, SIGTERM: a KeyboardInterrupt) to tell the others so,
 # its join and their reading of it together: its user asked it to end, and waits for that, not for the others. A
-# rank that began to wait for the store a few seconds before joins in a moment; one not there yet, or waiting
-# longer (torch's client retries its connect ever less often: seconds apart after 10 s), is not told, and says
-# after JOIN_WAIT_S, as before, that this rank did not come.
+# rank waiting for the store joins in a moment (it knocks a few times a second: store_opened_before); one not
+# there yet is not told, and says after JOIN_WAIT_S, as before, that this rank did not come.
 STOPPED_TELL_WAIT_S = 2
 
 
