@@ -123,6 +123,7 @@ from forecast.backtest import (  # noqa: E402
 from forecast.cli import BadInput, _check_output_file, prior_overrides  # noqa: E402
 from forecast.data import load_runs  # noqa: E402
 from forecast.early_stop import EarlyStopConfig  # noqa: E402
+from forecast.formatting import did_you_mean  # noqa: E402
 from forecast.io import atomic_write_text  # noqa: E402
 from forecast.model import Priors  # noqa: E402
 from forecast.synthetic import load_table1, simulate_sweep  # noqa: E402
@@ -530,9 +531,10 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.check_growth is not None and not args.check_growth >= MIN_CHECK_GROWTH:
         parser.error(f"--check-growth must be at least {MIN_CHECK_GROWTH:g}, got {args.check_growth:g}")
-    unknown = [p for p in args.policies.split(",") if p.strip() not in POLICIES]
-    if unknown:
-        parser.error(f"--policies: unknown {', '.join(map(repr, unknown))}; known: {', '.join(POLICIES)}")
+    unknown = [p.strip() for p in args.policies.split(",") if p.strip() not in POLICIES]
+    if unknown:  # worded as `forecast backtest --policies` words it, with its guess at the name meant
+        guessed = [repr(p) + (f" ({hint})" if (hint := did_you_mean(p, POLICIES)) else "") for p in unknown]
+        parser.error(f"--policies: unknown {', '.join(guessed)}; known: {', '.join(POLICIES)}")
     named = [p.strip() for p in args.policies.split(",")]
     if repeated := repeated_policies(named):
         parser.error(f"--policies: {', '.join(repeated)} given more than once")

@@ -106,6 +106,16 @@ def test_bad_benchmark_flags_exit_2_before_any_replay(bench, capsys, argv, said)
     assert exit_info.value.code == 2 and said in capsys.readouterr().err
 
 
+def test_a_mistyped_policy_gets_the_guess_the_forecast_cli_gives(bench, capsys):
+    """--policies succesive_halving listed the known names but did not point at the one meant, as
+    `forecast backtest --policies` does; a name like none of them still gets no guess."""
+    with pytest.raises(SystemExit) as exit_info:
+        bench.main(["--no-synthetic", "--policies", "forecast,succesive_halving,zzz"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2
+    assert "--policies: unknown 'succesive_halving' (did you mean 'successive_halving'?), 'zzz'; known: " in err
+
+
 def test_replicas_replace_every_trainer_sweep_and_keep_each_subsets_runs(bench):
     full = seeds_table({"x": 3, "y": 3})
     full["n_eval"] = 400
