@@ -71,6 +71,7 @@ import optuna  # noqa: E402
 from benchmarks.provenance import print_provenance  # noqa: E402
 from forecast.cli import BadInput, _check_output_file  # noqa: E402
 from forecast.curves import sigmoid_curve  # noqa: E402
+from forecast.formatting import did_you_mean  # noqa: E402
 from forecast.io import atomic_write_text  # noqa: E402
 from forecast.optuna_pruner import ForecastPruner  # noqa: E402
 from forecast.synthetic import load_table1  # noqa: E402
@@ -329,8 +330,9 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     pruners = [p for p in args.pruners.split(",") if p]
     unknown = [p for p in pruners if p not in PRUNERS]
-    if unknown:
-        parser.error(f"--pruners: unknown {unknown}; choose from {PRUNERS}")
+    if unknown:  # worded as the forecast CLI words an unknown name, with its guess at the name meant
+        guessed = [repr(p) + (f" ({hint})" if (hint := did_you_mean(p, PRUNERS)) else "") for p in unknown]
+        parser.error(f"--pruners: unknown {', '.join(guessed)}; known: {', '.join(PRUNERS)}")
     if args.studies < 1 or args.trials < 1:
         parser.error("--studies and --trials must be >= 1")
     try:  # a --json that cannot be written is refused before the studies, not after them

@@ -150,6 +150,17 @@ def test_unknown_pruner_is_refused(bench, capsys):
     assert "unknown" in capsys.readouterr().err
 
 
+def test_a_mistyped_pruner_gets_the_guess_the_forecast_cli_gives(bench, capsys):
+    """--pruners succesive_halving listed the known names as a Python tuple but did not point at the
+    one meant, as the forecast CLI does for its names; a name like none of them gets no guess."""
+    with pytest.raises(SystemExit) as exit_info:
+        bench.main(["--pruners", "forecast,succesive_halving,hyperband"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2
+    assert ("--pruners: unknown 'succesive_halving' (did you mean 'successive_halving'?), 'hyperband'; "
+            "known: forecast, median, median_warmup, successive_halving, nop") in err
+
+
 def test_paired_differences_are_taken_study_by_study(bench):
     # seed 0: -0.6 compute, -0.01 regret; seed 1: -0.4, +0.01 -> mean -0.5 +- 0.1, 0.0 +- 0.01
     mean, se, n = bench.paired_difference(rows(), "compute_used", "forecast", "nop")
