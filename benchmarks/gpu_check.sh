@@ -11,6 +11,9 @@
 # run with --noconftest for that reason). Each part has its own time limit, so one that hangs does not
 # take the others with it; the exit status is the first failure's.
 set -u
+case "${1:-}" in  # before OUT_DIR is read: --help was taken for a folder's name and every part ran
+  -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+esac
 out=${1:?usage: gpu_check.sh OUT_DIR [PYTHON]}
 py=${2:-python3}
 mkdir -p "$out"

@@ -4,6 +4,8 @@ sweep by sweep. The figures in the README rest on these, so they are checked on 
 from __future__ import annotations
 
 import os
+import subprocess
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -235,6 +237,19 @@ def test_trainer_gpu_refuses_a_step_count_it_cannot_time_before_any_run(steps, c
         with pytest.raises(SystemExit) as exit_info:
             trainer_gpu.main(["--steps", steps])
     assert exit_info.value.code == 2 and "--steps must be an even number of at least 4" in capsys.readouterr().err
+
+
+GPU_CHECK = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_check.sh"
+
+
+def test_gpu_check_help_prints_its_usage_and_runs_nothing(tmp_path):
+    """`bash benchmarks/gpu_check.sh --help` took --help for OUT_DIR: mkdir printed its own help, then
+    every part ran anyway, and tee refused to write its logs to '--help/gpu_tests.log'."""
+    done = subprocess.run(["bash", str(GPU_CHECK), "--help"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "bash benchmarks/gpu_check.sh OUT_DIR [PYTHON]" in done.stdout and "mkdir" not in done.stdout
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_the_verdict_claims_only_the_baselines_it_was_compared_with(bench):
