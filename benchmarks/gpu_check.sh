@@ -9,13 +9,26 @@
 #
 # It needs torch with CUDA, transformers, numpy and pandas, not forecast/'s PyMC stack (the tests are
 # run with --noconftest for that reason). Each part has its own time limit, so one that hangs does not
-# take the others with it; the exit status is the first failure's.
+# take the others with it; the exit status is the first failure's. Where PYTHON's torch sees no CUDA
+# device it says so and exits 2 before running anything or making OUT_DIR.
 set -u
 case "${1:-}" in  # before OUT_DIR is read: --help was taken for a folder's name and every part ran
   -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 esac
 out=${1:?usage: gpu_check.sh OUT_DIR [PYTHON]}
 py=${2:-python3}
+# without CUDA every GPU test skips, which reads as passing, and the rest fails after half a minute;
+# on a lent GPU machine with a CPU-only torch that is device time spent on nothing
+"$py" -c "
+import sys
+try:
+    import torch
+except ImportError as error:
+    sys.exit(f'gpu_check.sh: {sys.executable} cannot import torch ({error}); nothing was run')
+if not torch.cuda.is_available():
+    sys.exit(f'gpu_check.sh: torch {torch.__version__} in {sys.executable} sees no CUDA device; '
+             'these checks need a GPU (or a CUDA build of torch); nothing was run')
+" || exit 2
 mkdir -p "$out"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 status=0

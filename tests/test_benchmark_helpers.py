@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -250,6 +251,22 @@ def test_gpu_check_help_prints_its_usage_and_runs_nothing(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "bash benchmarks/gpu_check.sh OUT_DIR [PYTHON]" in done.stdout and "mkdir" not in done.stdout
     assert list(tmp_path.iterdir()) == []
+
+
+def test_gpu_check_without_cuda_refuses_before_running_anything(tmp_path):
+    """On a machine (or a Python) without CUDA it ran every part for half a minute: the GPU tests all
+    skipped, which read as passing, before the timing and the sweep failed; on a lent GPU machine
+    with a CPU-only torch that was device time spent on nothing."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA device: the refusal is for one without")
+    out = tmp_path / "out"
+    done = subprocess.run(["bash", str(GPU_CHECK), str(out), sys.executable], cwd=GPU_CHECK.parents[1],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert "sees no CUDA device" in done.stderr and "nothing was run" in done.stderr
+    assert not out.exists() and "test session starts" not in done.stdout
 
 
 def test_the_verdict_claims_only_the_baselines_it_was_compared_with(bench):
