@@ -634,6 +634,26 @@ def test_resume_with_the_advisor_refuses_an_edited_eval_row_it_could_not_read(tm
     assert folder_snapshot(run) == before
 
 
+def test_resume_with_the_advisor_of_a_run_stopped_twice_before_its_first_evaluation(tmp_path, warm_cache, monkeypatch):
+    # a run stopped after R0 (its checkpoint at step 0) and resumed left an empty evals.jsonl (the resume
+    # rewrites the log with no row kept); stopped again before its first evaluation, every later --resume
+    # with the advisor on was refused: 'evals.jsonl: holds no rows; ... correct or delete that row', exit 2
+    run = tmp_path / "run"
+
+    def stopped(*args, **kwargs):
+        raise Killed
+
+    monkeypatch.setattr("trainer_minimal.train.update", stopped)
+    with pytest.raises(Killed):
+        train(tiny(run, warm_cache, max_steps=4, eval_every=2, advisor_every=2))
+    with pytest.raises(Killed):
+        main(["train", "--out", str(run), "--resume"])
+    assert checkpoint_step(run / "ckpt.pt") == 0 and (run / "evals.jsonl").read_bytes() == b""
+    monkeypatch.undo()
+    assert main(["train", "--out", str(run), "--resume"]) == 0
+    assert [row["step"] for row in read_jsonl(run / "evals.jsonl")] == [2, 4]
+
+
 
 def test_resume_refuses_a_damaged_summary_before_anything_runs(tmp_path, warm_cache, capsys):
     # found by fuzzing run folders: a finished run's summary.json cut short or emptied made --resume raise

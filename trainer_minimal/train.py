@@ -250,7 +250,8 @@ def check_eval_rows_for_the_advisor(cfg, paths, step):
     was resumed, trained, and at the advisor's next check raised RunDataError out of the run, a traceback
     naming no file, exit 1, after the compute was spent; and a resume after that asked again and failed at
     once. Refused here, as forecast reads the log (its file, column, run and line), before anything runs."""
-    if not cfg.advisor_every or not os.path.exists(paths["evals"]):
+    # none kept (a log emptied by the resume of a run checkpointed at step 0 alone): nothing for the advisor to read
+    if not cfg.advisor_every or not any(row.get("step", 0) <= step for row in read_jsonl(paths["evals"])):
         return
     import warnings
 
