@@ -155,9 +155,10 @@ def _read_jsonl(path: Path) -> pd.DataFrame:
 
 
 def _first_line(path: Path) -> str:
-    """The file's first line that is not blank, stripped ('' for none), from its first 8 KiB."""
+    """The file's first line that is not blank, stripped ('' for none), from its first 8 KiB (a byte-order
+    mark, as some editors write, is not part of it)."""
     with open(path, "rb") as handle:
-        head = handle.read(8192).decode("utf-8", errors="replace")
+        head = handle.read(8192).decode("utf-8-sig", errors="replace")
     return next((line.strip() for line in head.splitlines() if line.strip()), "")
 
 

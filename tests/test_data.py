@@ -1062,6 +1062,9 @@ def test_a_binary_file_named_as_a_table_is_said_to_be_binary(tmp_path, content, 
      "holds JSON lines (a {...} object per line), not comma-separated values: give it the suffix .jsonl"),
     ("runs.tsv", '\n  {"run_id": "a-s0", "recipe": "a", "compute": 1, "metric": 0.5}\n',
      "holds JSON lines (a {...} object per line), not tab-separated values: give it the suffix .jsonl"),
+    # with a byte-order mark, as the JSONL reader allows (PowerShell's and Notepad's UTF-8): it was "holds no rows"
+    ("runs.csv", '\ufeff{"run_id": "a-s0", "recipe": "a", "compute": 1, "metric": 0.5}\n',
+     "holds JSON lines (a {...} object per line), not comma-separated values: give it the suffix .jsonl"),
     ("runs.jsonl", "run_id,recipe,compute,metric\na-s0,a,1,0.5\n",
      "line 1 is not valid JSON (Expecting value): it reads as a CSV header (run_id,recipe,compute,metric), "
      "so the file looks like comma-separated values: give it the suffix .csv"),
