@@ -513,9 +513,12 @@ def list_folder(folder: Path) -> FolderListing:
     each folder and file once (a link back up, to it or above it, a loop, or a second link to a folder
     already listed is not read again). Below a link, folders are listed LINKED_TREE_DEPTH levels deep,
     the folder given to any depth. A folder that cannot be listed (permission denied), a link to nothing
-    and a link whose tree goes deeper are returned for the caller to say: rglob skipped the first two in
-    silence, and with them the runs inside."""
+    and a link whose tree goes deeper (not inside a run folder) are returned for the caller to say: rglob
+    skipped the first two in silence, and with them the runs inside."""
     files, unlisted, dangling, cut = [], [], [], []
+    # the folders holding a run log below a link: the folders inside one hold the run's own files (TensorBoard's
+    # runs/<date_host>/, a DeepSpeed checkpoint's global_stepN/), not other runs: cut there, no run log is left out
+    run_folders = set()
     # the folders above it count as listed: a link back up to one of them climbed out of the folder given,
     # and read the runs beside it (another sweep's, or a whole disk's through a link to /)
     seen_folders, seen_files = _folders_above(folder), set()
@@ -531,7 +534,7 @@ def list_folder(folder: Path) -> FolderListing:
             if identity in seen_folders:
                 continue
             if level > LINKED_TREE_DEPTH:
-                if link not in dict(cut):
+                if link not in dict(cut) and run_folders.isdisjoint(current.parents):
                     cut.append((link, _where_a_link_leads(link)))
                 continue
             with os.scandir(current) as listing:
@@ -555,6 +558,8 @@ def list_folder(folder: Path) -> FolderListing:
                     below, through = _level_below(level, link, path, entry.is_symlink())
                     heapq.heappush(pending, (below, next(order), path, through))
                 elif entry.is_file():
+                    if entry.name == RUN_LOG_NAME and level >= 0:  # a link put in a run folder is still said
+                        run_folders.add(current)
                     if (identity := _file_identity(entry)) not in seen_files:
                         seen_files.add(identity)
                         files.append(path)

@@ -1483,6 +1483,28 @@ def test_a_link_to_a_deep_tree_is_listed_three_folders_deep_and_the_rest_is_said
         assert len(run_logs_below(sweep, warn_unread=True)) == 3
 
 
+def test_a_run_folder_s_own_deep_folders_below_a_link_are_not_said_to_hide_run_logs(tmp_path):
+    # a link to a project (its sweeps, their runs) read every run, and still warned at every read, and on every
+    # report page, that 'a run log deeper in it is left out': a Hugging Face run folder holds TensorBoard's
+    # runs/<date_host>/ (a DeepSpeed checkpoint its checkpoint-N/global_stepN/), 4 levels below the link. A run
+    # folder's own folders hold its files, not other runs: cut there without a word
+    table = good_table()
+    sweep = _run_logs(tmp_path / "project" / "sweep", table)
+    (sweep / "a-s0" / "runs" / "Dec05_12-00-00_host").mkdir(parents=True)
+    (sweep / "a-s0" / "runs" / "Dec05_12-00-00_host" / "events.out.tfevents.1").write_text("")
+    gathered = tmp_path / "gathered"
+    gathered.mkdir()
+    (gathered / "project").symlink_to(tmp_path / "project")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        runs = load_runs(gathered)
+    assert runs["run_id"].nunique() == 3 and runs.attrs["data_warnings"] == []
+    (tmp_path / "project" / "group" / "sweep-2").mkdir(parents=True)  # a run deeper than that is still said
+    _run_logs(tmp_path / "project" / "group" / "sweep-2" / "seed-0", table[table["run_id"] == "a-s0"])
+    with pytest.warns(UserWarning, match="project: is a link to .*, whose folders are read 3 deep"):
+        load_runs(gathered)
+
+
 def test_a_deep_folder_reached_through_a_link_and_by_its_own_path_is_read_in_full(tmp_path):
     # the folder given is read to any depth, as before: a link to a folder within it does not cut it short
     table = good_table()
