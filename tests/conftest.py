@@ -210,3 +210,24 @@ def make_private(make_unenterable, monkeypatch):
     restore = []
     yield make
     _restore_modes(restore)
+
+
+@pytest.fixture
+def main_said(monkeypatch, tmp_path):
+    """main_said(argv, together=...): forecast's CLI run with stdout and stderr on files, as a user's
+    shell puts them. together=True: both on one file, as on a terminal or under `2>&1`; returns (exit
+    code, that file's text). together=False: stdout saved apart (`> out.txt`); returns (exit code,
+    stdout's text, stderr's text)."""
+    from forecast.cli import main
+
+    def run(argv, *, together):
+        names = ["terminal"] if together else ["out", "err"]
+        paths = [tmp_path / f"{name}{len(list(tmp_path.glob(name + '*.txt')))}.txt" for name in names]
+        with contextlib.ExitStack() as files, monkeypatch.context() as patched:
+            opened = [files.enter_context(open(path, "w")) for path in paths]
+            patched.setattr(sys, "stdout", opened[0])
+            patched.setattr(sys, "stderr", opened[-1])
+            code = main(argv)
+        return (code, *(path.read_text() for path in paths))
+
+    return run

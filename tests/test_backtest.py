@@ -472,12 +472,10 @@ def test_a_backtest_says_when_ours_stops_rest_on_fits_that_did_not_converge(tmp_
 
 
 @pytest.mark.parametrize("json_out", [False, True])
-def test_a_terminal_is_told_once_that_ours_refits_did_not_converge(tmp_path, monkeypatch, json_out):
+def test_a_terminal_is_told_once_that_ours_refits_did_not_converge(tmp_path, monkeypatch, json_out, main_said):
     """The text backtest printed the warning on stderr and in its table on stdout: a terminal, where both
     land, showed it twice, one line apart. Where they reach one place it is said once (the table's line);
     where stdout is saved apart (`> out.txt`) the file keeps it and stderr says it too; --json as before."""
-    import sys
-
     import forecast.backtest as backtest_module
 
     def unconverged_decide(self, view):  # a refit that did not converge, and no stop
@@ -488,17 +486,13 @@ def test_a_terminal_is_told_once_that_ours_refits_did_not_converge(tmp_path, mon
     curve_table({"a": 0.5, "b": 0.6}).to_csv(tmp_path / "runs.csv", index=False)
     said = "refits of the forecast policy did not converge"
     argv = ["backtest", str(tmp_path / "runs.csv"), "--policies", "forecast,median", *(["--json"] if json_out else [])]
-    with open(tmp_path / "terminal.txt", "w") as terminal:  # stdout and stderr on one file, as on a terminal
-        monkeypatch.setattr(sys, "stdout", terminal)
-        monkeypatch.setattr(sys, "stderr", terminal)
-        assert main(argv) == 0
-    assert (tmp_path / "terminal.txt").read_text().count(said) == 1
-    with open(tmp_path / "out.txt", "w") as out, open(tmp_path / "err.txt", "w") as err:  # `> out.txt`
-        monkeypatch.setattr(sys, "stdout", out)
-        monkeypatch.setattr(sys, "stderr", err)
-        assert main(argv) == 0
-    assert (tmp_path / "out.txt").read_text().count(said) == (0 if json_out else 1)
-    assert (tmp_path / "err.txt").read_text().count(said) == 1
+    code, shown = main_said(argv, together=True)  # stdout and stderr on one file, as on a terminal
+    assert code == 0
+    assert shown.count(said) == 1
+    code, out, err = main_said(argv, together=False)  # `> out.txt`
+    assert code == 0
+    assert out.count(said) == (0 if json_out else 1)
+    assert err.count(said) == 1
 
 
 def test_a_printed_backtest_says_when_ours_stops_rest_on_fits_that_did_not_converge(monkeypatch):

@@ -346,7 +346,8 @@ def test_decide_and_predict_on_an_unconverged_fit_say_so(fit_dir, unconverged_fi
     assert "did not converge" in capsys.readouterr().err
 
 
-def test_a_terminal_is_told_the_problems_of_an_unconverged_fit_once(fit_dir, unconverged_fit, tmp_path, monkeypatch):
+def test_a_terminal_is_told_the_problems_of_an_unconverged_fit_once(fit_dir, unconverged_fit, tmp_path, monkeypatch,
+                                                                   main_said):
     """fit's text printed the diagnostics, problems and all, and the warning after them listed the problems
     again: a terminal showed them twice. Where stdout and stderr reach one place the warning points at the
     diagnostics above; where stdout is saved apart (`> out.txt`) stderr lists them as before."""
@@ -358,19 +359,13 @@ def test_a_terminal_is_told_the_problems_of_an_unconverged_fit_once(fit_dir, unc
 
     monkeypatch.setattr(ScalingForecaster, "fit", flagged_fit)
     argv = ["fit", str(fit_dir / "runs.csv"), "--fast", "--no-progress"]
-    with open(tmp_path / "terminal.txt", "w") as terminal:
-        monkeypatch.setattr(sys, "stdout", terminal)
-        monkeypatch.setattr(sys, "stderr", terminal)
-        assert main([*argv, "--out", str(tmp_path / "fit_a")]) == 0
-    shown = (tmp_path / "terminal.txt").read_text()
+    code, shown = main_said([*argv, "--out", str(tmp_path / "fit_a")], together=True)
+    assert code == 0
     assert shown.count("7 divergent transitions") == 1 and "NOT CONVERGED" in shown
     assert "warning: the fit did not converge (its diagnostics above say how), so treat these intervals with suspicion" in shown
-    with open(tmp_path / "out.txt", "w") as out, open(tmp_path / "err.txt", "w") as err:
-        monkeypatch.setattr(sys, "stdout", out)
-        monkeypatch.setattr(sys, "stderr", err)
-        assert main([*argv, "--out", str(tmp_path / "fit_b")]) == 0
-    assert "7 divergent transitions" in (tmp_path / "out.txt").read_text()
-    err = (tmp_path / "err.txt").read_text()
+    code, out, err = main_said([*argv, "--out", str(tmp_path / "fit_b")], together=False)
+    assert code == 0
+    assert "7 divergent transitions" in out
     assert "so treat these intervals with suspicion: " in err and "7 divergent transitions" in err
 
 

@@ -391,12 +391,10 @@ def test_cli_table_writes_a_mean_error_that_rounds_to_zero_without_a_minus_sign(
     assert "mean_error" in table and "-0.000" not in table and "0.000" in table
 
 
-def test_a_terminal_is_told_once_that_a_cuts_fit_did_not_converge(tmp_path, monkeypatch):
+def test_a_terminal_is_told_once_that_a_cuts_fit_did_not_converge(tmp_path, monkeypatch, main_said):
     """The text cross-validation said a cut's unconverged fit first in its summary on stdout and again on
     stderr: a terminal showed its problems twice. Where stdout and stderr reach one place it is said once;
     where stdout is saved apart (`> out.txt`) the file keeps it and stderr says it too."""
-    import sys
-
     import forecast.cross_validation as cv_module
 
     runs = _runs({"a-s0": 8, "b-s0": 8})
@@ -416,17 +414,13 @@ def test_a_terminal_is_told_once_that_a_cuts_fit_did_not_converge(tmp_path, monk
 
     monkeypatch.setattr(cv_module, "cross_validate", fake_cross_validate)
     argv = ["cross-validate", str(tmp_path / "runs.csv"), "--cuts", "0.5"]
-    with open(tmp_path / "terminal.txt", "w") as terminal:
-        monkeypatch.setattr(sys, "stdout", terminal)
-        monkeypatch.setattr(sys, "stderr", terminal)
-        assert main(argv) == 0
-    assert (tmp_path / "terminal.txt").read_text().count("7 divergent transitions") == 1
-    with open(tmp_path / "out.txt", "w") as out, open(tmp_path / "err.txt", "w") as err:
-        monkeypatch.setattr(sys, "stdout", out)
-        monkeypatch.setattr(sys, "stderr", err)
-        assert main(argv) == 0
-    assert "cut 0.5: the fit did not converge (7 divergent transitions)" in (tmp_path / "out.txt").read_text()
-    assert "cut 0.5: the fit did not converge, so treat" in (tmp_path / "err.txt").read_text()
+    code, shown = main_said(argv, together=True)
+    assert code == 0
+    assert shown.count("7 divergent transitions") == 1
+    code, out, err = main_said(argv, together=False)
+    assert code == 0
+    assert "cut 0.5: the fit did not converge (7 divergent transitions)" in out
+    assert "cut 0.5: the fit did not converge, so treat" in err
 
 
 @pytest.mark.parametrize("on_callers_axes", [False, True])
