@@ -162,15 +162,26 @@ def _first_line(path: Path) -> str:
     return next((line.strip() for line in head.splitlines() if line.strip()), "")
 
 
+# A header's separator: what it reads as, the values it separates and the suffix that reads them. A
+# tab-separated table must be named .tsv (a .csv is read with tabs only where its header has the run
+# format's names); one separated by ';' (Excel's CSV where the decimal mark is a comma) is read as a .csv.
+_HEADER_SEPARATORS = {",": ("a CSV header", "comma", ".csv"), "\t": ("a tab-separated header", "tab", ".tsv"),
+                      ";": ("a semicolon-separated header", "semicolon", ".csv")}
+
+
 def _csv_header_hint(line: str, number: int, lines: list[str]) -> str:
-    """What to do about a first line that is not JSON but a CSV header: a CSV export named .jsonl
-    was refused as 'line 1 is not valid JSON' alone, which sent the user to look for a broken line."""
+    """What to do about a first line that is not JSON but a CSV (or tab- or semicolon-separated)
+    header: a CSV export named .jsonl was refused as 'line 1 is not valid JSON' alone, which sent
+    the user to look for a broken line. The separator is the one the line holds most of."""
     first = next(k for k, text in enumerate(lines, start=1) if text.strip())
     text = line.strip()
-    if number != first or text.startswith(("{", "[")) or "," not in text:
+    separator = max(_HEADER_SEPARATORS, key=text.count)
+    if number != first or text.startswith(("{", "[")) or separator not in text:
         return ""
-    return (f": it reads as a CSV header ({text if len(text) <= 60 else text[:57] + '...'}), so the file looks like "
-            "comma-separated values: give it the suffix .csv")
+    header, separated, suffix = _HEADER_SEPARATORS[separator]
+    shown = text.replace("\t", "\\t")  # a tab is said, not printed as blank space
+    return (f": it reads as {header} ({shown if len(shown) <= 60 else shown[:57] + '...'}), so the file looks like "
+            f"{separated}-separated values: give it the suffix {suffix}")
 
 
 def _warn_if_compute_falls_in_log_order(frame: pd.DataFrame, path: Path) -> None:

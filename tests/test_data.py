@@ -1068,6 +1068,13 @@ def test_a_binary_file_named_as_a_table_is_said_to_be_binary(tmp_path, content, 
     ("runs.jsonl", "run_id,recipe,compute,metric\na-s0,a,1,0.5\n",
      "line 1 is not valid JSON (Expecting value): it reads as a CSV header (run_id,recipe,compute,metric), "
      "so the file looks like comma-separated values: give it the suffix .csv"),
+    # a sheet saved as tab-separated text, or Excel's CSV where the decimal mark is a comma: no hint was given
+    ("runs.jsonl", "run_id\trecipe\tcompute\tmetric\na-s0\ta\t1\t0.5\n",
+     "line 1 is not valid JSON (Expecting value): it reads as a tab-separated header "
+     "(run_id\\trecipe\\tcompute\\tmetric), so the file looks like tab-separated values: give it the suffix .tsv"),
+    ("runs.jsonl", "run_id;recipe;compute;metric\na-s0;a;1;0,5\n",
+     "line 1 is not valid JSON (Expecting value): it reads as a semicolon-separated header "
+     "(run_id;recipe;compute;metric), so the file looks like semicolon-separated values: give it the suffix .csv"),
 ])
 def test_a_text_table_named_as_the_other_text_format_is_said_so(tmp_path, name, content, says):
     """A JSONL export named runs.csv was refused as "column 'run_id': is missing (columns present:
