@@ -13,6 +13,8 @@ import functools
 import heapq
 import itertools
 import json
+import math
+import numbers
 import os
 import re
 import stat
@@ -920,6 +922,24 @@ def _percent_hint(rates: pd.Series) -> str:
     return ""
 
 
+# n_eval's rule, one for a run table's column, ForecastPruner's and ForecastCallback's n_eval. Its most is
+# 2**53: the fit reads n_eval as a float (model.py's binomial term, mu (1 - mu) / n_eval), which counts
+# whole numbers exactly only that far (2**53 + 1 reads as 2**53, and no fraction shows past it). No
+# evaluation grades that many samples: 10**30, taken before, is a typo or not a count of samples.
+MAX_N_EVAL = 2**53
+N_EVAL_RULE = "a whole number of graded samples from 1 to 2**53 (the most a float, as the fit reads it, counts exactly)"
+
+
+def is_usable_n_eval(value) -> bool:
+    """Whether `value` keeps N_EVAL_RULE: a number (not a bool), whole, from 1 to MAX_N_EVAL."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        return False
+    if isinstance(value, numbers.Integral):
+        return 1 <= value <= MAX_N_EVAL  # as integers: 2**53 + 1 made a float is 2**53, and passed
+    value = float(value)
+    return math.isfinite(value) and value.is_integer() and 1 <= value <= MAX_N_EVAL
+
+
 def _shown(value: float, fine) -> str:
     """A refused value in the short form (:g), or in full where the short form is a value that
     `fine` accepts: 1 + 2e-16 (a rate's rounding error) read "must lie in [0, 1], got 1"."""
@@ -1207,11 +1227,11 @@ def _checked_runs(frame: pd.DataFrame, *, source, min_points: int) -> pd.DataFra
                 "is missing (here first) while other rows have it: the fit then ignores n_eval everywhere and "
                 "learns all evaluation noise from the scatter (give it on every row to use the binomial term)",
                 column="n_eval", **_where(frame, idx))), UserWarning, stacklevel=3)
-        bad = n.notna() & ((n <= 0) | (n != np.round(n)))
+        bad = n.notna() & ~n.map(is_usable_n_eval).astype(bool)
         if bad.any():
             idx = bad.idxmax()
-            shown = _shown(n[idx], lambda v: v > 0 and v == round(v))  # 16000.000001 read "got 16000"
-            raise RunDataError(f"must be a positive whole number, got {shown}", column="n_eval", **_where(frame, idx))
+            shown = _shown(n[idx], is_usable_n_eval)  # 16000.000001 read "got 16000"
+            raise RunDataError(f"must be {N_EVAL_RULE}, got {shown}", column="n_eval", **_where(frame, idx))
     if "compute_unit" in frame.columns:
         # a blank cell means the table's unit (a saved fit writes a missing unit as ""); one unit fills them
         unit = frame["compute_unit"].where(frame["compute_unit"].isna(), frame["compute_unit"].astype(str).str.strip())

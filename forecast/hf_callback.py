@@ -76,6 +76,7 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
+from .data import N_EVAL_RULE, is_usable_n_eval
 from .early_stop import EarlyStopConfig, Recommendation, trainer_advice
 from .io import atomic_write_json, atomic_write_text
 
@@ -250,8 +251,8 @@ class ForecastCallback(TrainerCallback):
         if budget is not None and (isinstance(budget, bool) or not isinstance(budget, numbers.Real)
                                    or not (math.isfinite(budget) and budget > 0)):
             raise ValueError(f"budget must be a finite compute > 0, or None, got {budget!r}")
-        if n_eval is not None and (isinstance(n_eval, bool) or not isinstance(n_eval, numbers.Integral) or n_eval < 1):
-            raise ValueError(f"n_eval must be a whole number of graded samples >= 1, or None, got {n_eval!r}")
+        if n_eval is not None and not is_usable_n_eval(n_eval):
+            raise ValueError(f"n_eval must be {N_EVAL_RULE}, or None, got {n_eval!r}")
         if compute_fn is not None and not callable(compute_fn):
             raise TypeError(f"compute_fn must be a function of the TrainerState, got {compute_fn!r}")
         if config is not None and not isinstance(config, EarlyStopConfig):

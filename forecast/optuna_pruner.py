@@ -60,6 +60,7 @@ from optuna.pruners import BasePruner
 from optuna.study import StudyDirection
 from optuna.trial import TrialState
 
+from .data import N_EVAL_RULE, is_usable_n_eval
 from .early_stop import CONTINUE, EarlyStopConfig, Recommendation, fit_for_advice, recommend_runs
 
 __all__ = ["ForecastPruner", "trial_table"]
@@ -159,8 +160,9 @@ class ForecastPruner(BasePruner):
         if not (_whole(interval_steps) and interval_steps >= 1):
             raise ValueError(f"interval_steps must be an integer >= 1, got {interval_steps!r}")
         # else the first check after a warm-up raised RunDataError blaming the reference trial's n_eval column
-        if n_eval is not None and not (_whole(n_eval) and n_eval >= 0):
-            raise ValueError(f"n_eval must be a whole number of graded samples >= 1, or None; got {n_eval!r}")
+        # 0 is taken as not known, as it always was (the trainer's settings say it so)
+        if n_eval is not None and not (is_usable_n_eval(n_eval) or (_whole(n_eval) and n_eval == 0)):
+            raise ValueError(f"n_eval must be {N_EVAL_RULE}, or None; got {n_eval!r}")
         self.n_startup_trials = int(n_startup_trials)
         self.max_step = max_step
         self.config = config or EarlyStopConfig(saturation_epsilon=None)
