@@ -46,13 +46,17 @@ tested in tests/test_optuna_benchmark_helpers.py):
   pruned        the number of pruned trials
 Printed: every study, then means over studies per pruner with wall time, then ratios of ours to
 each baseline (compute used, regret: < 1 is ours better), and ours minus each baseline study by
-study with its standard error (the same seeds, so each study's luck cancels).
+study with its standard error (the same seeds, so each study's luck cancels). ForecastPruner's advice
+at each check is kept out of the table: a study's line counts its stops on fits that did not converge,
+and --verbose shows every check's advice on stderr.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import logging
 import math
 import sys
 import time
@@ -137,6 +141,9 @@ def make_objective(recipes: dict, setup: Setup, seed: int):
         return float(value)
 
     return objective
+
+
+PRUNER_LOGGER = "forecast.optuna_pruner"  # forecast.optuna_pruner's logger, where it says its advice
 
 
 def make_pruner(name: str, setup: Setup, *, n_eval: bool = True):
@@ -305,6 +312,46 @@ def table_lines(means: dict[str, dict]) -> list[str]:
 # ----------------------------------------------------------------------------- running
 
 
+def unconverged_stops(pruner) -> int | None:
+    """How many of ForecastPruner's stops rest on a fit that did not converge (None for another
+    pruner): each is said on its logger at warning level; the table says how many."""
+    advice = getattr(pruner, "advice", None)
+    if advice is None:
+        return None
+    return sum(rec.stop and not rec.details.get("converged", True) for rec in advice.values())
+
+
+class PrunerAdviceLog(logging.Handler):
+    """ForecastPruner's advice at each check, said on its logger: a stop on a fit that did not converge
+    at warning level, which Python prints to stderr where nothing is set up, one long line per trial
+    in among the table. Printed here with --verbose alone (then every check's advice, continue too)."""
+
+    def __init__(self, verbose: bool):
+        super().__init__(logging.INFO if verbose else logging.CRITICAL + 1)
+        self.verbose = verbose
+
+    def emit(self, record):
+        if self.verbose:
+            print(f"    {self.format(record)}", file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def pruner_advice_log(verbose: bool):
+    """ForecastPruner's logger, its lines kept out of the table unless `verbose`; as it was after.
+    The library is untouched: a user's script that sets up no logging still sees its warnings."""
+    logger = logging.getLogger(PRUNER_LOGGER)
+    handler, level, propagate = PrunerAdviceLog(verbose), logger.level, logger.propagate
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO if verbose else logging.WARNING)
+    logger.propagate = False  # nor to a handler above it (Python's last resort prints when there is none)
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+        logger.propagate = propagate
+
+
 def run_study(pruner_name: str, seed: int, *, recipes: dict, setup: Setup, sampler: str, n_trials: int, n_eval: bool):
     pruner = make_pruner(pruner_name, setup, n_eval=n_eval)
     study = optuna.create_study(direction="maximize", pruner=pruner, sampler=make_sampler(sampler, seed))
@@ -315,7 +362,7 @@ def run_study(pruner_name: str, seed: int, *, recipes: dict, setup: Setup, sampl
         best = study.best_trial.number
     except ValueError:  # no completed trial
         best = None
-    return outcomes_from_study(study), best, wall, getattr(pruner, "n_fits", None)
+    return outcomes_from_study(study), best, wall, getattr(pruner, "n_fits", None), unconverged_stops(pruner)
 
 
 def main(argv=None) -> int:
@@ -327,6 +374,9 @@ def main(argv=None) -> int:
     parser.add_argument("--pruners", default=",".join(PRUNERS), help=f"comma-separated, from {','.join(PRUNERS)}")
     parser.add_argument("--no-n-eval", action="store_true", help="do not tell ForecastPruner n_eval")
     parser.add_argument("--json", help="write every study's figures and the means here")
+    parser.add_argument("--verbose", action="store_true",
+                        help="show ForecastPruner's advice at each check (its stops on fits that did not converge "
+                             "are counted in the table either way)")
     args = parser.parse_args(argv)
     pruners = [p for p in args.pruners.split(",") if p]
     unknown = [p for p in pruners if p not in PRUNERS]
@@ -356,8 +406,10 @@ def main(argv=None) -> int:
         print(f"\n== study seed {seed}")
         reference = None
         for name in pruners:
-            outcomes, best, wall, fits = run_study(name, seed, recipes=recipes, setup=setup, sampler=args.sampler,
-                                                   n_trials=args.trials, n_eval=not args.no_n_eval)
+            with pruner_advice_log(args.verbose):
+                outcomes, best, wall, fits, unconverged = run_study(
+                    name, seed, recipes=recipes, setup=setup, sampler=args.sampler, n_trials=args.trials,
+                    n_eval=not args.no_n_eval)
             if name == REFERENCE:
                 reference = outcomes
             row = study_row(name, seed, outcomes, best, reference, setup.step_to_compute, wall)
@@ -365,6 +417,9 @@ def main(argv=None) -> int:
             if fits is not None:
                 n_fits[name] = n_fits.get(name, 0) + fits
             fits_note = f"  fits {fits}" if fits is not None else ""
+            if unconverged:  # said, not hidden: the table's figures rest on them
+                fits_note += (f", {unconverged} stop{' on a fit' if unconverged == 1 else 's on fits'} that did not converge"
+                              + ("" if args.verbose else " (--verbose: each)"))
             print(f"  {name:<19} compute used {row['compute_used']:6.1%}  best trial #{best} true {row['best_true']:.4f}  "
                   f"regret {row['regret']:.4f}  pruned {row['pruned']:2d}/{row['trials']}  {wall:6.1f} s{fits_note}", flush=True)
 

@@ -200,7 +200,7 @@ def test_a_json_stopped_while_written_keeps_the_old_results(bench, tmp_path, mon
             handle.write(data[: len(data) // 2])
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(bench, "run_study", lambda *args, **kwargs: ([], None, 0.0, None))
+    monkeypatch.setattr(bench, "run_study", lambda *args, **kwargs: ([], None, 0.0, None, None))
     row = {"compute_used": 1.0, "best_true": 0.5, "regret": 0.0, "pruned": 0, "trials": 1}
     monkeypatch.setattr(bench, "study_row", lambda name, seed, *args: {"pruner": name, "seed": seed, **row})
     monkeypatch.setattr(bench, "means_by_pruner", lambda rows: {})
@@ -213,3 +213,57 @@ def test_a_json_stopped_while_written_keeps_the_old_results(bench, tmp_path, mon
         bench.main(["--studies", "1", "--trials", "1", "--pruners", "median", "--json", str(results)])
     with open(results, encoding="utf-8") as handle:
         assert handle.read() == '{"old": 1}\n'
+
+
+def fake_forecast_study(bench, monkeypatch):
+    """run_study as a ForecastPruner study says its advice: a stop on a fit that did not converge at
+    warning level (printed by Python where nothing is set up), each check's advice at info level."""
+    import logging
+
+    def run_study(name, *args, **kwargs):
+        logger = logging.getLogger("forecast.optuna_pruner")
+        logger.warning("trial 2: stop: P(beats best 'trial-1') = 0.04 < 0.1 (warning: the fit behind this advice "
+                       "did not converge: R-hat up to 1.032)")
+        logger.info("trial 3: continue: too early")
+        return [], None, 1.0, 4, 1
+
+    monkeypatch.setattr(bench, "run_study", run_study)
+    row = {"compute_used": 1.0, "best_true": 0.5, "regret": 0.0, "pruned": 1, "trials": 2, "wall_s": 1.0}
+    monkeypatch.setattr(bench, "study_row", lambda name, seed, *args: {"pruner": name, "seed": seed, **row})
+
+
+def test_the_pruners_advice_is_kept_out_of_the_table_and_its_unconverged_stops_counted(bench, monkeypatch, capsys,
+                                                                                      caplog):
+    """ForecastPruner's long 'trial N: stop: ...' lines (its logger's warnings, which Python prints to
+    stderr in a script that sets up no logging) came in among the results table. They are kept out,
+    the study's line counts them, and --verbose shows each check's advice; the logger is left as it was."""
+    import logging
+
+    logger = logging.getLogger("forecast.optuna_pruner")
+    before = (logger.level, logger.propagate, list(logger.handlers))
+    fake_forecast_study(bench, monkeypatch)
+    with caplog.at_level(logging.INFO):
+        bench.main(["--studies", "1", "--trials", "2", "--pruners", "forecast"])
+    out, err = capsys.readouterr()
+    assert not [r for r in caplog.records if r.name == "forecast.optuna_pruner"]  # nothing reaches a handler above
+    assert "trial 2: stop" not in out + err
+    study_lines = [line for line in out.splitlines() if line.startswith("  forecast ")]
+    assert study_lines[0].endswith("fits 4, 1 stop on a fit that did not converge (--verbose: each)")
+    assert (logger.level, logger.propagate, list(logger.handlers)) == before
+
+    bench.main(["--studies", "1", "--trials", "2", "--pruners", "forecast", "--verbose"])
+    out, err = capsys.readouterr()
+    assert "    trial 2: stop: P(beats best" in err and "    trial 3: continue: too early" in err
+    assert "trial 2: stop" not in out and "fits 4, 1 stop on a fit that did not converge\n" in out
+    assert (logger.level, logger.propagate, list(logger.handlers)) == before
+
+
+def test_unconverged_stops_counts_the_forecast_pruners_stops_on_fits_that_did_not_converge(bench):
+    from types import SimpleNamespace
+
+    def rec(stop, converged):
+        return SimpleNamespace(stop=stop, details={"converged": converged})
+
+    pruner = SimpleNamespace(advice={0: rec(True, False), 1: rec(True, True), 2: rec(False, False), 3: rec(True, False)})
+    assert bench.unconverged_stops(pruner) == 2
+    assert bench.unconverged_stops(SimpleNamespace()) is None  # Optuna's own pruners keep no advice
