@@ -93,6 +93,8 @@ def warn_if_unconverged(fc, *, problems_printed: bool = False) -> None:
     report = fc.diagnostics()
     if report is not None and not report.converged:
         if problems_printed and stdout_and_stderr_together():
+            # a file or pipe (`> out.txt 2>&1`, `2>&1 | tee`) buffers stdout apart: the diagnostics, out first, are above
+            sys.stdout.flush()
             warn("the fit did not converge (its diagnostics above say how), so treat these intervals with suspicion")
         else:
             warn("the fit did not converge, so treat these intervals with suspicion: " + "; ".join(report.problems()))

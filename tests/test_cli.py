@@ -369,6 +369,28 @@ def test_a_terminal_is_told_the_problems_of_an_unconverged_fit_once(fit_dir, unc
     assert "so treat these intervals with suspicion: " in err and "7 divergent transitions" in err
 
 
+def test_a_saved_output_of_an_unconverged_fit_has_its_diagnostics_above_the_warning(fit_dir, unconverged_fit,
+                                                                                      tmp_path, monkeypatch):
+    """`forecast fit ... > out.txt 2>&1` (or `2>&1 | tee`): stdout, a file or pipe, is buffered apart from stderr,
+    and the warning 'the fit did not converge (its diagnostics above say how)' was the file's first line, above
+    the diagnostics it points at. The printed text is out before it now."""
+    from forecast.forecaster import ScalingForecaster
+
+    def flagged_fit(self, runs, **kwargs):  # the saved fit, with 7 divergences, as this fit's outcome
+        self.__dict__.update(unconverged_fit.__dict__)
+        return self
+
+    monkeypatch.setattr(ScalingForecaster, "fit", flagged_fit)
+    shared = os.open(tmp_path / "out.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)  # as the shell's 2>&1 shares it
+    with open(os.dup(shared), "w") as out, open(shared, "w", buffering=1) as err:  # as Python buffers each
+        monkeypatch.setattr(sys, "stdout", out)
+        monkeypatch.setattr(sys, "stderr", err)
+        assert main(["fit", str(fit_dir / "runs.csv"), "--fast", "--no-progress", "--out", str(tmp_path / "fit")]) == 0
+    shown = (tmp_path / "out.txt").read_text()
+    warning = "warning: the fit did not converge (its diagnostics above say how)"
+    assert warning in shown and shown.index("NOT CONVERGED") < shown.index(warning), shown
+
+
 def test_decide_on_a_converged_fit_warns_only_about_what_it_should(fit_dir, capsys):
     from forecast.forecaster import ScalingForecaster
 
