@@ -1061,3 +1061,32 @@ def test_a_single_process_checks_its_machine_once(tmp_path, monkeypatch):
     flags = [f"--{k.replace('_', '-')}={v}" for k, v in TINY.items()]
     assert main(["train", "--out", str(tmp_path / "run"), *flags]) == 0
     assert len(checked) == 1
+
+
+SILENT_PORT_SCRIPT = """
+import os, socket, threading
+silent = socket.socket()  # another program's port: it takes connections and answers nothing (a web server's
+silent.bind(("127.0.0.1", 0))  # waits for a request line that torch's client never sends)
+silent.listen(8)
+held = []
+threading.Thread(target=lambda: [held.append(silent.accept()) for _ in iter(int, 1)], daemon=True).start()
+os.environ.update(RANK="1", WORLD_SIZE="2", LOCAL_RANK="1", MASTER_ADDR="127.0.0.1",
+                  MASTER_PORT=str(silent.getsockname()[1]))
+import trainer_minimal.train as T
+try:
+    T.rendezvous_store(wait_s=3)
+except T.RankLost as err:
+    print(err)
+"""
+
+
+def test_a_rank_whose_master_port_is_another_programs_says_so_within_its_wait(tmp_path):
+    """Launched by hand with a MASTER_PORT that another program listens on (and answers nothing), a rank other
+    than 0 found it open (store_opened_before) and torch's client then waited for the store's answer forever,
+    its timeout passed, deaf to it: no line, no end. The join is now bounded by its wait, and said in a line."""
+    pytest.importorskip("torch.distributed")
+    script = tmp_path / "silent_port.py"
+    script.write_text(SILENT_PORT_SCRIPT)
+    done = subprocess.run([sys.executable, str(script)], cwd=REPO, capture_output=True, text=True, timeout=90,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0 and "did not answer as the store" in done.stdout, done.stdout + done.stderr[-3000:]

@@ -500,7 +500,7 @@ def rendezvous_store(wait_s=None):
             # store_wait_logs_quieted's): only there does torch say why a connect fails (a MASTER_ADDR that does
             # not resolve, a network it cannot reach), where the error it raises says only 'timed out'
             wait = datetime.timedelta(seconds=max(deadline - time.monotonic(), STORE_CONNECT_S))
-            store, _, _ = next(dist.rendezvous("env://", timeout=wait))
+            store = store_joined_within(wait)
         except dist.DistError as err:
             if "timed out" not in str(err).lower():  # MASTER_PORT in use, a MASTER_ADDR that is not a host
                 raise
@@ -508,6 +508,39 @@ def rendezvous_store(wait_s=None):
         store.set_timeout(datetime.timedelta(minutes=COLLECTIVE_TIMEOUT_MINUTES))  # rank 0's checks (a large CRC)
         _rendezvous_store = store
     return _rendezvous_store
+
+
+# How long past its own timeout torch's client is given to answer (store_joined_within): it says a timeout itself.
+STORE_ANSWER_S = 5
+
+
+def store_joined_within(wait):
+    """The store dist.rendezvous joins within wait (a timedelta). On a rank other than 0 whose MASTER_PORT another
+    program listens on, one that takes the connection and answers nothing (a web server waits for a request line
+    torch's client never sends), the knock found it open (store_opened_before) and torch's client waited for its
+    answer forever, past its timeout, deaf to Ctrl-C: no line, no end. Joined in a thread, and given up
+    STORE_ANSWER_S after wait, naming the address; its errors are raised here. Rank 0 hosts the store: joined here."""
+    if process_rank() == 0:
+        return next(dist.rendezvous("env://", timeout=wait))[0]
+    outcome = {}
+
+    def join():
+        try:
+            outcome["store"] = next(dist.rendezvous("env://", timeout=wait))[0]
+        except BaseException as err:  # raised below, in the caller's thread
+            outcome["error"] = err
+
+    joining = threading.Thread(target=join, daemon=True)  # daemon: a client that never returns ends with the process
+    joining.start()
+    joining.join(wait.total_seconds() + STORE_ANSWER_S)
+    if "error" in outcome:
+        raise outcome["error"]
+    if "store" not in outcome:
+        raise RankLost(f"rank {process_rank()} of {os.environ['WORLD_SIZE']}: the program at {os.environ.get('MASTER_ADDR')}:"
+                       f"{os.environ.get('MASTER_PORT')} took the connection but did not answer as the store within "
+                       f"{wait.total_seconds() + STORE_ANSWER_S:.0f} s: the port may be another program's (MASTER_ADDR and "
+                       "MASTER_PORT must be rank 0's)")
+    return outcome["store"]
 
 
 # How often a rank other than 0 knocks at the store rank 0 has not opened yet (store_opened_before), and how long
