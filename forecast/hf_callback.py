@@ -76,9 +76,9 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
-from .data import N_EVAL_RULE, is_usable_n_eval
+from .data import N_EVAL_RULE, RunDataError, is_usable_n_eval
 from .early_stop import EarlyStopConfig, Recommendation, trainer_advice
-from .io import atomic_write_json, atomic_write_text
+from .io import atomic_write_json, atomic_write_text, read_complete_jsonl
 
 __all__ = ["ForecastCallback"]
 
@@ -140,23 +140,7 @@ def checked_rate(metrics: dict | None, metric: str, step: int) -> float:
 
 def read_log_rows(path: Path) -> list[dict]:
     """The complete rows of a run log; a torn last line (a write cut off by a kill) is left out."""
-    from .data import RunDataError
-
-    if not path.exists():
-        return []
-    *complete, _torn_tail = path.read_text(encoding="utf-8").split("\n")
-    rows = []
-    for number, line in enumerate(complete, start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise RunDataError(f"line {number} is not valid JSON ({err.msg})", source=path) from None
-        if not isinstance(row, dict):
-            raise RunDataError(f"line {number} is not a JSON object", source=path)
-        rows.append(row)
-    return rows
+    return read_complete_jsonl(path, lambda what: RunDataError(what, source=path))
 
 
 def checked_forecaster_kwargs(forecaster_kwargs) -> None:

@@ -198,6 +198,35 @@ def remove_stale_temps(path, max_age_s: float = STALE_TEMP_S) -> None:
             pass  # another writer removed or replaced it meanwhile
 
 
+def read_complete_jsonl(path, error) -> list[dict]:
+    """The complete rows of an append-only JSONL log (a run's evals.jsonl); a missing file holds none.
+
+    Each row is written with one write() ending in a newline, so a kill mid-write leaves a prefix
+    without its newline: that torn last line is left out. Any other line that is not UTF-8, not JSON or
+    not an object is real damage: `error(what)` makes the exception raised, from what is wrong
+    ("line 3 is not valid JSON"), so each reader names its file its own way (the trainer's ValueError,
+    forecast's RunDataError).
+    """
+    path = Path(path)
+    if not path.exists():
+        return []
+    *complete, _torn_tail = path.read_bytes().split(b"\n")
+    rows = []
+    for number, line in enumerate(complete, start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line.decode("utf-8"))
+        except UnicodeDecodeError:
+            raise error(f"line {number} is not UTF-8 text") from None
+        except json.JSONDecodeError:
+            raise error(f"line {number} is not valid JSON") from None
+        if not isinstance(row, dict):  # every row is an object: a bare [] or 1 failed later on row.get
+            raise error(f"line {number} is not a JSON object")
+        rows.append(row)
+    return rows
+
+
 def atomic_write_text(path, text: str) -> None:
     with atomic_path(path) as tmp:
         tmp.write_text(text, encoding="utf-8")

@@ -175,6 +175,17 @@ def test_a_row_cut_off_by_a_kill_is_dropped_when_the_run_resumes(tmp_path, args)
     ForecastCallback(folder).on_train_begin(args, TrainerState(global_step=30, max_steps=100), TrainerControl())
 
 
+def test_a_log_line_that_is_not_utf8_is_refused_naming_the_log_and_line(tmp_path, args):
+    """A resumed run whose evals.jsonl holds bytes that are not UTF-8 (a file edited by a tool saving Latin-1)
+    was refused by a bare UnicodeDecodeError naming neither the file nor the line."""
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "evals.jsonl").write_bytes(b'{"run_id": "run", "step": 10}\n{"recipe": "caf\xe9"}\n')
+    with pytest.raises(Exception, match=r"evals.jsonl.*line 2 is not UTF-8 text") as refused:
+        ForecastCallback(folder).on_train_begin(args, TrainerState(global_step=10), TrainerControl())
+    assert not isinstance(refused.value, UnicodeDecodeError)
+
+
 def test_an_evaluation_of_the_best_checkpoint_after_training_is_not_logged_as_the_last_step(tmp_path):
     """With load_best_model_at_end the Trainer loads the best checkpoint's weights when training ends, so
     a trainer.evaluate() after train() measures that checkpoint, not the run at its last step: a training

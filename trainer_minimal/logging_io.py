@@ -14,7 +14,7 @@ import torch
 
 # one atomic write for the project: symlinks, mode bits, fsync (the trainer writes ASCII JSON, so
 # forecast's UTF-8 text is the same bytes as the locale's); atomic_write_text is train.py's too
-from forecast.io import atomic_path, atomic_write_text
+from forecast.io import atomic_path, atomic_write_text, read_complete_jsonl
 
 try:
     import fcntl
@@ -110,29 +110,9 @@ def append_jsonl(path, row, fsync=True):
 
 
 def read_jsonl(path):
-    """All complete rows of a JSONL file; a torn last line (no final newline) is ignored.
-
-    Each row is written with one write() ending in a newline, so a kill mid-write leaves a
-    prefix without its newline; any other unparsable line is real corruption and raises.
-    """
-    if not os.path.exists(path):
-        return []
-    with open(path, "rb") as f:
-        *complete, _torn_tail = f.read().split(b"\n")
-    rows = []
-    for i, line in enumerate(complete):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line.decode("utf-8"))
-        except UnicodeDecodeError:
-            raise ValueError(f"{path}: line {i + 1} is not UTF-8 text") from None
-        except json.JSONDecodeError:
-            raise ValueError(f"{path}: line {i + 1} is not valid JSON") from None
-        if not isinstance(row, dict):  # every row is an object: a bare [] or 1 failed later on row.get
-            raise ValueError(f"{path}: line {i + 1} is not a JSON object")
-        rows.append(row)
-    return rows
+    """All complete rows of a JSONL file; a torn last line (no final newline) is ignored, any other
+    unparsable line raises ValueError naming the file and line (forecast.io.read_complete_jsonl)."""
+    return read_complete_jsonl(path, lambda what: ValueError(f"{path}: {what}"))
 
 
 def repair_jsonl(path, max_step):
