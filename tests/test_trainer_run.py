@@ -634,6 +634,30 @@ def test_resume_with_the_advisor_refuses_an_edited_eval_row_it_could_not_read(tm
     assert folder_snapshot(run) == before
 
 
+@pytest.mark.parametrize("advisor_every", [0, 2])
+def test_resume_s_checks_read_the_eval_log_once(tmp_path, warm_cache, monkeypatch, advisor_every):
+    # the checks before a resume read evals.jsonl with read_jsonl once for each of three checks (a sweep's
+    # log of thousands of rows, on a network disk, read again and again before the run went on); the rows
+    # read once are passed on. With the advisor on, forecast reads it once more: its rows carry their lines
+    from forecast import data as forecast_data
+    from trainer_minimal import train as train_module
+
+    run = tmp_path / "run"
+    train(tiny(run, warm_cache, max_steps=2, eval_every=2))
+    read = []
+
+    def counted(path):
+        read.append(os.path.basename(path))
+        return read_jsonl(path)
+
+    monkeypatch.setattr(train_module, "read_jsonl", counted)
+    monkeypatch.setattr("forecast.data.read_table", lambda path, real=forecast_data.read_table: read.append("forecast") or real(path))
+    train_module.preflight(dataclasses.replace(tiny(run, warm_cache, max_steps=4, eval_every=2, advisor_every=advisor_every),
+                                               resume=True))
+    assert read.count("evals.jsonl") == 1 and read.count("train_log.jsonl") == 1, read
+    assert read.count("forecast") == (1 if advisor_every else 0), read
+
+
 def test_resume_with_the_advisor_of_a_run_stopped_twice_before_its_first_evaluation(tmp_path, warm_cache, monkeypatch):
     # a run stopped after R0 (its checkpoint at step 0) and resumed left an empty evals.jsonl (the resume
     # rewrites the log with no row kept); stopped again before its first evaluation, every later --resume

@@ -182,9 +182,9 @@ def preflight(cfg, this_machine=True):
                                  "these cannot change mid-run: start a new run with another --out (if "
                                  f"{paths['config']} was edited or copied from another run, put back the run's own)")
         if cfg.resume:
-            check_logs_readable(paths)
-            check_eval_log_reaches(paths, checkpoint_step(paths["ckpt"]))
-            check_eval_rows_for_the_advisor(cfg, paths, checkpoint_step(paths["ckpt"]))
+            eval_rows = check_logs_readable(paths)  # read once here, for the checks of the log below
+            check_eval_log_reaches(paths, checkpoint_step(paths["ckpt"]), eval_rows)
+            check_eval_rows_for_the_advisor(cfg, paths, checkpoint_step(paths["ckpt"]), eval_rows)
         check_writable(cfg.out, "--out")
         if not cfg.resume and cfg.warmup_steps > 0 and not os.path.exists(warm_start_path(cfg)):
             check_writable(os.path.dirname(warm_start_path(cfg)), "--warmstart-cache")  # before the warm-up
@@ -204,7 +204,9 @@ def check_this_machine(cfg):
 def check_logs_readable(paths):
     """A resume rewrites evals.jsonl and train_log.jsonl (repair_jsonl), so a damaged line in either, not
     a torn last line, is refused here, naming the file and line. It raised under the lock, after the
-    model and checkpoint were loaded: a traceback, exit 1."""
+    model and checkpoint were loaded: a traceback, exit 1. Returns evals.jsonl's rows (read_jsonl's), which
+    the resume's other checks of the log take rather than read the log again."""
+    rows_of = {}
     for name in ("evals", "train_log"):
         try:
             rows = read_jsonl(paths[name])
@@ -218,20 +220,22 @@ def check_logs_readable(paths):
             if isinstance(step, bool) or not isinstance(step, (int, float)) or math.isnan(step):
                 raise ValueError(f"--resume: {paths[name]}: row {number} has step {step!r}, not a number (a resume "
                                  "keeps the rows up to the checkpoint's step): correct or delete that row, then resume again")
+        rows_of[name] = rows
+    return rows_of["evals"]
 
 
-def check_eval_log_reaches(paths, step):
+def check_eval_log_reaches(paths, step, eval_rows):
     """The eval row of the checkpoint's step is in evals.jsonl: it is written (and synced) before the
     checkpoint, so a kill leaves it there, and a log that lacks it was cut short (a copy or sync cut off),
     emptied, deleted or edited. Resumed, its torn rest was dropped and the run went on past a gap in its
     curve in silence, its summary's final_metric an earlier evaluation's. Refused naming the log and the
-    step, before anything is written, so what is left of the log stays for its owner to restore."""
+    step, before anything is written, so what is left of the log stays for its owner to restore.
+    eval_rows: the log's rows, as read_jsonl reads them (check_logs_readable's)."""
     if step == 0:  # checkpointed after R0 alone (baseline.json): no evaluation is owed yet
         return
-    rows = read_jsonl(paths["evals"])
-    if any(row.get("step") == step for row in rows):
+    if any(row.get("step") == step for row in eval_rows):
         return
-    steps = [row["step"] for row in rows if isinstance(row.get("step"), (int, float))]
+    steps = [row["step"] for row in eval_rows if isinstance(row.get("step"), (int, float))]
     if not os.path.exists(paths["evals"]):
         what = "it is not there"
     elif steps:
@@ -244,14 +248,16 @@ def check_eval_log_reaches(paths, step):
                      "run anew with another --out")
 
 
-def check_eval_rows_for_the_advisor(cfg, paths, step):
+def check_eval_rows_for_the_advisor(cfg, paths, step, eval_rows):
     """The eval rows a resume keeps (those up to the checkpoint's step, as repair_jsonl keeps them) are a run
     table the advisor can read, where it is on: one edited by hand (a pass rate of 1.5, a compute deleted)
     was resumed, trained, and at the advisor's next check raised RunDataError out of the run, a traceback
     naming no file, exit 1, after the compute was spent; and a resume after that asked again and failed at
-    once. Refused here, as forecast reads the log (its file, column, run and line), before anything runs."""
+    once. Refused here, as forecast reads the log (its file, column, run and line), before anything runs.
+    eval_rows: the log's rows, as read_jsonl reads them (check_logs_readable's). The log is read once more, by
+    forecast, where the advisor is on: forecast's reading numbers each row by its line, which the messages name."""
     # none kept (a log emptied by the resume of a run checkpointed at step 0 alone): nothing for the advisor to read
-    if not cfg.advisor_every or not any(row.get("step", 0) <= step for row in read_jsonl(paths["evals"])):
+    if not cfg.advisor_every or not any(row.get("step", 0) <= step for row in eval_rows):
         return
     import warnings
 
