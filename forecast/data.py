@@ -156,12 +156,17 @@ def _read_jsonl(path: Path) -> pd.DataFrame:
     return frame
 
 
-def _first_line(path: Path) -> str:
-    """The file's first line that is not blank, stripped ('' for none), from its first 8 KiB (a byte-order
-    mark, as some editors write, is not part of it)."""
+def _head(path: Path) -> bytes:
+    """A file's first 8 KiB: what _binary_message and _first_line judge it by (read once for both)."""
     with open(path, "rb") as handle:
-        head = handle.read(8192).decode("utf-8-sig", errors="replace")
-    return next((line.strip() for line in head.splitlines() if line.strip()), "")
+        return handle.read(8192)
+
+
+def _first_line(head: bytes) -> str:
+    """The first line that is not blank, stripped ('' for none), of a file's head (_head; a byte-order
+    mark, as some editors write, is not part of it)."""
+    text = head.decode("utf-8-sig", errors="replace")
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")
 
 
 # A header's separator: what it reads as, the values it separates and the suffix that reads them. A
@@ -228,11 +233,10 @@ def _looks_like_utf16_without_mark(head: bytes) -> bool:
     return any(half.count(0) >= 0.9 * len(half) for half in (head[0::2], head[1::2]))
 
 
-def _binary_message(path: Path) -> str | None:
-    """Why a file named as a text table is not one, or None: a parser reads binary bytes as a
-    ragged CSV ('line 3 has 2 fields') or a bad JSON line, which sends the user to the wrong fix."""
-    with open(path, "rb") as handle:
-        head = handle.read(8192)
+def _binary_message(head: bytes) -> str | None:
+    """Why a file named as a text table is not one, judged by its head (_head), or None: a parser reads
+    binary bytes as a ragged CSV ('line 3 has 2 fields') or a bad JSON line, which sends the user to the
+    wrong fix."""
     for signature, message in BINARY_SIGNATURES:
         if head.startswith(signature):
             return message
@@ -249,10 +253,11 @@ def _binary_message(path: Path) -> str | None:
 def _read_one_file(path: Path) -> pd.DataFrame:
     suffix = path.suffix.lower()
     try:
-        if suffix in (".csv", ".tsv", ".jsonl", ".json") and path.is_file() and (message := _binary_message(path)):
+        head = _head(path) if suffix in (".csv", ".tsv", ".jsonl", ".json") and path.is_file() else None
+        if head is not None and (message := _binary_message(head)):
             raise RunDataError(message, source=path)
         if suffix in (".csv", ".tsv"):
-            if path.is_file() and _first_line(path).startswith("{"):
+            if head is not None and _first_line(head).startswith("{"):
                 separated = "comma" if suffix == ".csv" else "tab"
                 raise RunDataError(f"holds JSON lines (a {{...}} object per line), not {separated}-separated values: "
                                    "give it the suffix .jsonl", source=path)

@@ -1073,6 +1073,27 @@ def test_a_binary_file_named_as_a_table_is_said_to_be_binary(tmp_path, content, 
     assert str(info.value) == f"file {path}: {says}"
 
 
+@pytest.mark.parametrize("name", ["runs.csv", "runs.tsv", "runs.jsonl"])
+def test_a_text_table_s_head_is_read_once_for_what_it_is(tmp_path, monkeypatch, name):
+    """A CSV's first 8 KiB were read twice, to tell a binary file (_binary_message) and then a JSONL
+    one (_first_line) named .csv: once serves both, and each message is as before (the tests above)."""
+    import builtins
+
+    separator = "\t" if name.endswith(".tsv") else ","
+    path = tmp_path / name
+    path.write_text('{"run_id": "a-s0", "recipe": "a", "compute": 1, "metric": 0.5}\n' if name.endswith(".jsonl")
+                    else separator.join(["run_id", "recipe", "compute", "metric"]) + "\n" + separator.join(["a-s0", "a", "1", "0.5"]) + "\n")
+    opened = []
+
+    def counted(file, *args, **kwargs):
+        opened.append(str(file))
+        return builtins.open(file, *args, **kwargs)
+
+    monkeypatch.setattr("forecast.data.open", counted, raising=False)  # the module's own opens (pandas' are its own)
+    assert len(load_runs(path, min_points=1)) == 1
+    assert opened.count(str(path)) == 1, opened
+
+
 @pytest.mark.parametrize("name, content, says", [
     ("runs.csv", '{"run_id": "a-s0", "recipe": "a", "compute": 1, "metric": 0.5}\n' * 2,
      "holds JSON lines (a {...} object per line), not comma-separated values: give it the suffix .jsonl"),
