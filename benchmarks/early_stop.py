@@ -487,12 +487,17 @@ def with_replicas(sweeps: dict, n: int, window: int = 5) -> tuple[dict, dict]:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="the trainer sweep (if present) and two synthetic sweeps only")
+    parser.add_argument("--quick", action="store_true",
+                        help="the trainer sweep (if present) and two synthetic sweeps only: no seed subsets unless "
+                             "--subsets or --singles asks for them, and no noise floor, forecast honesty or "
+                             "every-subset lines")
     parser.add_argument("--json", default=None, help="write all results to this JSON file")
     parser.add_argument("--policies", default=",".join(POLICIES))
     parser.add_argument("--runs", action="append", default=[], help="another finished sweep to replay (repeatable)")
-    parser.add_argument("--subsets", type=int, default=4, help="2-seed subsets of the trainer sweep to replay too (default 4)")
-    parser.add_argument("--singles", type=int, default=16, help="one-seed-per-recipe sweeps drawn from the trainer sweep (default 16)")
+    parser.add_argument("--subsets", type=int, default=None,
+                        help="2-seed subsets of the trainer sweep to replay too (default 4; with --quick 0)")
+    parser.add_argument("--singles", type=int, default=None,
+                        help="one-seed-per-recipe sweeps drawn from the trainer sweep (default 16; with --quick 0)")
     parser.add_argument("--trainer-sweep", default=str(TRAINER_SWEEP),
                         help="the trainer sweep whose subsets are replayed (default: the shipped one); e.g. one made "
                              "with other seeds, to check the trainer figures out of sample")
@@ -529,6 +534,11 @@ def main(argv=None) -> int:
                         help="ours' keep_runner_up: while the run the others are compared with is in flight, the "
                              "strongest other run goes on (default: EarlyStopConfig's, on)")
     args = parser.parse_args(argv)
+    # --quick leaves the subsets out by default, not when they are asked for: `--quick --subsets 4` replayed none
+    if args.subsets is None:
+        args.subsets = 0 if args.quick else 4
+    if args.singles is None:
+        args.singles = 0 if args.quick else 16
     if args.check_growth is not None and not args.check_growth >= MIN_CHECK_GROWTH:
         parser.error(f"--check-growth must be at least {MIN_CHECK_GROWTH:g}, got {args.check_growth:g}")
     unknown = [p.strip() for p in args.policies.split(",") if p.strip() not in POLICIES]
@@ -572,9 +582,8 @@ def main(argv=None) -> int:
     print_provenance("benchmarks/early_stop.py", vars(args))
     if trainer_sweep.exists():
         sweeps["trainer_sweep"] = load_runs(trainer_sweep)
-        if not args.quick:
-            sweeps.update(seed_subsets(sweeps["trainer_sweep"], args.subsets))
-            sweeps.update(seed_subsets(sweeps["trainer_sweep"], args.singles, keep=1, prefix="trainer_single"))
+        sweeps.update(seed_subsets(sweeps["trainer_sweep"], args.subsets))
+        sweeps.update(seed_subsets(sweeps["trainer_sweep"], args.singles, keep=1, prefix="trainer_single"))
     else:
         print(f"trainer sweep: {trainer_sweep} not found, skipped (trainer_minimal writes it)")
     truths = {}

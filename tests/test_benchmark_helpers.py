@@ -4,6 +4,7 @@ sweep by sweep. The figures in the README rest on these, so they are checked on 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -94,6 +95,24 @@ def test_settings_at_the_edges_of_their_ranges_are_taken(bench, capsys, tmp_path
             "--trainer-sweep", str(sweep), "--subsets", "0", "--singles", "0", "--policies", "no_stopping"]
     assert bench.main(argv) == 0
     assert "== trainer_sweep: 4 runs" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("asked, replayed", [
+    ([], []),  # --quick alone: the trainer sweep, no subsets, as before
+    (["--subsets", "2"], ["trainer_subset_1", "trainer_subset_2"]),
+    (["--singles", "1"], ["trainer_single_1"]),
+    (["--subsets", "1", "--singles", "2"], ["trainer_subset_1", "trainer_single_1", "trainer_single_2"]),
+])
+def test_quick_replays_the_seed_subsets_it_is_asked_for(bench, capsys, tmp_path, asked, replayed):
+    """`--quick --subsets 2` replayed no subset in silence, though --help offers --subsets for every run:
+    --quick leaves them out by default only, and the settings it prints say how many it drew."""
+    sweep = tmp_path / "sweep.csv"
+    seeds_table({"a": 3, "b": 3}).to_csv(sweep, index=False)
+    assert bench.main(["--quick", "--no-synthetic", "--trainer-sweep", str(sweep), "--policies", "no_stopping", *asked]) == 0
+    out = capsys.readouterr().out
+    assert re.findall(r"^== (trainer_s\w+):", out, flags=re.MULTILINE) == ["trainer_sweep", *replayed]
+    subsets, singles = (sum(name.startswith(prefix) for name in replayed) for prefix in ("trainer_subset", "trainer_single"))
+    assert f"subsets={subsets}, singles={singles}," in out
 
 
 @pytest.mark.parametrize("argv, said", [
