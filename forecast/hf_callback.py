@@ -27,14 +27,19 @@ is there, finished otherwise), so `forecast watch` stops advising it. It is not 
 
 Compute: by default `state.total_flos`, the FLOPs the Trainer counts for training (6 x parameters x
 tokens of each batch it trains on, summed over processes). It leaves out the FLOPs of generation,
-which in an RL trainer (TRL's GRPOTrainer, ...) are most of the run: give `compute_fn(state) ->
-float` (FLOPs of your own count, GPU-hours, ...; with `compute_unit` naming the unit) for those.
+which in an RL trainer are most of the run (TRL's GRPOTrainer counts none at all, see below): give
+`compute_fn(state) -> float` (FLOPs of your own count, GPU-hours, ...; with `compute_unit` naming
+the unit) for those.
 The Trainer adds its count into total_flos only when it logs or saves, so at an evaluation
 between two logging steps total_flos lags behind (at an evaluation before the first log, it is 0):
 this callback asks the Trainer to log at every step it evaluates (control.should_log, in on_step_end
 and on_epoch_end), which puts the count up to date first (one more line of training loss in the
-logs per evaluation). A compute that does not grow from one evaluation to the next (a model whose
-FLOPs the Trainer cannot count: total_flos stays 0) is refused, naming the step.
+logs per evaluation), and at the first step it trains, where a Trainer that counts no FLOPs is
+refused at once, not after the compute of the steps up to the first evaluation. The Trainer counts
+them only for a model with floating_point_ops (a PreTrainedModel) on batches holding its main input
+("input_ids"), which TRL's GRPOTrainer's and RLOOTrainer's do not (they are the dataset's prompts,
+tokenized as they generate), so their total_flos stays 0: give compute_fn there. A compute that
+does not grow from one evaluation to the next is refused, naming the step.
 
 Planned budget (what the run is forecast at): `budget` in compute units, or by default the compute
 per step so far times the Trainer's max_steps; each row carries it (column planned_compute), where
@@ -87,6 +92,10 @@ logger = logging.getLogger(__name__)
 RUN_LOG = "evals.jsonl"  # forecast.data.RUN_LOG_NAME, without importing pandas at import time
 STOPPED = "stopped.json"
 SUMMARY = "summary.json"
+NO_FLOPS_COUNTED = ("; the Trainer counts FLOPs only for a model with floating_point_ops (a PreTrainedModel) on "
+                    "batches holding its main input ('input_ids'), which TRL's GRPOTrainer's and RLOOTrainer's do not "
+                    "(their batches are the dataset's prompts, tokenized as they generate): give compute_fn(state), "
+                    "a count of your own (from state.num_input_tokens_seen, say), with compute_unit")
 
 
 def metric_key(metric: str, metrics: dict) -> str:
@@ -200,7 +209,8 @@ class ForecastCallback(TrainerCallback):
     budget : the planned compute the run is forecast at (default: compute per step so far x the
         Trainer's max_steps).
     config : EarlyStopConfig (default: its defaults, as trainer-minimal's advisor and forecast watch).
-    compute_fn : compute so far from the TrainerState (default: state.total_flos, training FLOPs only).
+    compute_fn : compute so far from the TrainerState (default: state.total_flos, training FLOPs only;
+        TRL's GRPOTrainer counts none: give one there).
     compute_unit : the unit of that compute (default "flops").
     n_eval : graded samples behind each metric, if known (enables the binomial noise term).
     random_seed : seed of the advisor's fits.
@@ -264,6 +274,8 @@ class ForecastCallback(TrainerCallback):
         self.stopped = False
         self._rows: list[dict] | None = None  # this run's rows, read from the log at the first need
         self._best_loaded = False  # training ended with the best checkpoint's weights loaded (load_best_model_at_end)
+        # (step, total_flos) as training began, until the log after its first step shows the Trainer counts FLOPs
+        self._flos_unchecked_since: tuple[int, float] | None = None
 
     # ------------------------------------------------------------------ the files
 
@@ -317,13 +329,26 @@ class ForecastCallback(TrainerCallback):
 
     def on_train_begin(self, args, state, control, **kwargs):
         self._best_loaded = False
+        if self.compute_fn is None:
+            self._flos_unchecked_since = (int(state.global_step), float(state.total_flos or 0))
         if state.is_world_process_zero:
             self._resumed_at(int(state.global_step))
         return control
 
     def on_step_end(self, args, state, control, **kwargs):
-        if self.compute_fn is None and control.should_evaluate:
+        if self.compute_fn is None and (control.should_evaluate or self._flos_unchecked_since is not None):
             control.should_log = True  # total_flos is brought up to date when the Trainer logs
+        return control
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        # the first log after a step trained: total_flos holds that step's count (the same on every process)
+        if self._flos_unchecked_since is None or int(state.global_step) <= self._flos_unchecked_since[0]:
+            return control
+        _, flos_at_begin = self._flos_unchecked_since
+        self._flos_unchecked_since = None
+        if not float(state.total_flos or 0) > flos_at_begin:
+            raise ValueError(f"ForecastCallback: the Trainer counted no FLOPs in training step {state.global_step} "
+                             f"(state.total_flos is {float(state.total_flos or 0):g}){NO_FLOPS_COUNTED}")
         return control
 
     def on_epoch_end(self, args, state, control, **kwargs):
@@ -372,8 +397,7 @@ class ForecastCallback(TrainerCallback):
         except (TypeError, ValueError):
             compute = math.nan
         if not (math.isfinite(compute) and compute > 0):
-            why = (" (the Trainer counts FLOPs only for a model with floating_point_ops, such as a PreTrainedModel: "
-                   "give compute_fn)") if self.compute_fn is None else ""
+            why = NO_FLOPS_COUNTED if self.compute_fn is None else ""
             raise ValueError(f"ForecastCallback: {source} at step {step} is {raw!r}; the run format needs a "
                              f"compute > 0{why}")
         return compute

@@ -298,6 +298,36 @@ def test_a_real_tiny_trainer_run_logs_its_evaluations(tmp_path):
     assert how_run_folder_ended(tmp_path / "runs" / "tiny") == "finished"
 
 
+def test_a_trainer_that_counts_no_flops_is_refused_after_its_first_step(tmp_path):
+    """A Trainer that counts no FLOPs (a model without floating_point_ops, as here; batches without
+    input_ids, as TRL's GRPOTrainer's) left state.total_flos at 0, refused only at the first evaluation:
+    after eval_steps steps of compute, which in an RL run is hours of generation."""
+    pytest.importorskip("accelerate")
+    import torch
+    from transformers import Trainer, TrainingArguments
+
+    class Regression(torch.nn.Module):  # no floating_point_ops: the Trainer's count of its FLOPs is 0
+        def __init__(self):
+            super().__init__()
+            self.linear = torch.nn.Linear(1, 1)
+
+        def forward(self, x, labels=None):
+            prediction = self.linear(x)
+            return {"loss": torch.nn.functional.mse_loss(prediction, labels), "logits": prediction}
+
+    points = [{"x": torch.tensor([float(i)]), "labels": torch.tensor([2.0 * i])} for i in range(16)]
+    args = TrainingArguments(output_dir=str(tmp_path / "hf"), max_steps=6, eval_strategy="steps", eval_steps=3,
+                             logging_steps=100, per_device_train_batch_size=4, save_strategy="no", report_to="none",
+                             use_cpu=True, disable_tqdm=True)
+    trainer = Trainer(model=Regression(), args=args, train_dataset=points, eval_dataset=points,
+                      compute_metrics=lambda prediction: {"pass_rate": 0.5},
+                      callbacks=[ForecastCallback(tmp_path / "run", metric="pass_rate")])
+    with pytest.raises(ValueError, match=r"counted no FLOPs in training step 1 \(state.total_flos is 0\).*give compute_fn"):
+        trainer.train()
+    assert trainer.state.global_step == 1  # not after the compute of eval_steps steps
+    assert not (tmp_path / "run" / "evals.jsonl").exists()
+
+
 def test_evaluations_of_other_datasets_are_not_this_metrics(tmp_path):
     """Several eval datasets (eval_dataset={"a": ..., "b": ...}) are evaluated one by one, each its own
     on_evaluate with keys eval_<name>_*, and a test set evaluated after training has keys test_*: neither
@@ -356,3 +386,4 @@ def test_forecast_watch_takes_the_planned_budget_from_the_callbacks_log(tmp_path
     for step in (10, 20):
         evaluate(fixed, args, fixed_state, step, {"eval_pass_rate": 0.2 + step / 100})
     assert planned_budget(tmp_path / "runs" / "b", load_runs(tmp_path / "runs" / "b")) == 3e12
+
