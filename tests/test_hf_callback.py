@@ -387,3 +387,68 @@ def test_forecast_watch_takes_the_planned_budget_from_the_callbacks_log(tmp_path
         evaluate(fixed, args, fixed_state, step, {"eval_pass_rate": 0.2 + step / 100})
     assert planned_budget(tmp_path / "runs" / "b", load_runs(tmp_path / "runs" / "b")) == 3e12
 
+
+# ----------------------------------------------------------------------------- TRL's GRPOTrainer
+
+
+def tiny_grpo_trainer(tmp_path, max_steps):
+    """A GRPOTrainer on a GPT-2 of 15k parameters with a character tokenizer (nothing downloaded),
+    rewarded 1 for a completion that starts with the sum its prompt asks for."""
+    pytest.importorskip("trl")
+    import torch
+    import transformers
+    from datasets import Dataset
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from trl import GRPOConfig, GRPOTrainer
+
+    from trainer_minimal.tokenizer import CharTokenizer
+
+    torch.manual_seed(0)
+    chars = CharTokenizer()
+    characters = Tokenizer(models.WordLevel(dict(zip(chars.itos, range(chars.vocab_size), strict=True)), unk_token="<pad>"))
+    characters.pre_tokenizer = pre_tokenizers.Split("", behavior="isolated")  # one token per character
+    characters.decoder = decoders.Fuse()
+    tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_object=characters, bos_token="<bos>", pad_token="<pad>",
+                                                     eos_token="<eos>")
+    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(
+        vocab_size=chars.vocab_size, n_embd=32, n_layer=1, n_head=2, n_positions=64, bos_token_id=1, eos_token_id=2,
+        pad_token_id=0))
+    sums = Dataset.from_dict({"prompt": [f"{a}+{b}=" for a in range(4) for b in range(4)],
+                              "answer": [str(a + b) for a in range(4) for b in range(4)]})
+
+    def pass_rate(completions, answer, **kwargs):
+        return [float(completion.startswith(right)) for completion, right in zip(completions, answer, strict=True)]
+
+    args = GRPOConfig(output_dir=str(tmp_path / "hf"), max_steps=max_steps, per_device_train_batch_size=4,
+                      num_generations=2, max_completion_length=4, eval_strategy="steps", eval_steps=2,
+                      per_device_eval_batch_size=4, logging_steps=100, save_strategy="no", report_to="none",
+                      use_cpu=True, disable_tqdm=True, seed=0, bf16=False)
+    return GRPOTrainer(model=model, reward_funcs=pass_rate, args=args, train_dataset=sums,
+                       eval_dataset=sums.select(range(4)), processing_class=tokenizer)
+
+
+def test_in_trls_grpo_trainer_the_generation_compute_comes_from_compute_fn(tmp_path):
+    """As the README says: GRPOTrainer's evaluation has each reward function's mean (a pass rate for a
+    0/1 reward) among its metrics, and its total_flos stays 0, so compute_fn gives the compute."""
+    trainer = tiny_grpo_trainer(tmp_path, max_steps=4)
+    n_params = trainer.model.num_parameters()
+
+    def generation_flops(state):  # the README's: about 2 FLOPs a parameter to generate each token, 6 to train on it
+        return 8 * n_params * state.num_input_tokens_seen
+
+    trainer.add_callback(ForecastCallback(tmp_path / "runs" / "grpo", metric="rewards/pass_rate/mean",
+                                          advise_every=0, compute_fn=generation_flops))
+    trainer.train()
+    assert trainer.state.total_flos == 0
+    history = [(h["step"], h["eval_rewards/pass_rate/mean"]) for h in trainer.state.log_history
+               if "eval_rewards/pass_rate/mean" in h]
+    runs = load_runs(tmp_path / "runs")
+    assert list(zip(runs["step"], runs["metric"], strict=True)) == history and list(runs["step"]) == [2, 4]
+    assert np.all(np.diff(runs["compute"]) > 0)
+    assert runs["compute"].iloc[-1] == 8 * n_params * trainer.state.num_input_tokens_seen
+    assert how_run_folder_ended(tmp_path / "runs" / "grpo") == "finished"
+
+    counting_nothing = tiny_grpo_trainer(tmp_path, max_steps=4)
+    counting_nothing.add_callback(ForecastCallback(tmp_path / "runs" / "grpo-flops", metric="rewards/pass_rate/mean"))
+    with pytest.raises(ValueError, match=r"counted no FLOPs in training step 1 .*GRPOTrainer.*give compute_fn"):
+        counting_nothing.train()  # at once, not after the steps up to the first evaluation
