@@ -928,11 +928,12 @@ def _percent_hint(rates: pd.Series) -> str:
 
 
 # n_eval's rule, one for a run table's column, ForecastPruner's and ForecastCallback's n_eval. Its most is
-# 2**53: the fit reads n_eval as a float (model.py's binomial term, mu (1 - mu) / n_eval), which counts
-# whole numbers exactly only that far (2**53 + 1 reads as 2**53, and no fraction shows past it). No
-# evaluation grades that many samples: 10**30, taken before, is a typo or not a count of samples.
-MAX_N_EVAL = 2**53
-N_EVAL_RULE = "a whole number of graded samples from 1 to 2**53 (the most a float, as the fit reads it, counts exactly)"
+# 10**12, a trillion graded samples, more than any evaluation grades (10**30, taken once, is a typo or not a
+# count of samples). The bound is far below 2**53 because a table's column is read as floats where a cell is
+# empty or written with a point, and a float counts whole numbers exactly only to 2**53: with 2**53 as the
+# most, 2**53 + 1 was read as 2**53 and taken. Below 10**12 a float still tells 10**12 + 1, and a fraction.
+MAX_N_EVAL = 10**12
+N_EVAL_RULE = "a whole number of graded samples from 1 to 10**12"
 
 
 def is_usable_n_eval(value) -> bool:
@@ -940,7 +941,7 @@ def is_usable_n_eval(value) -> bool:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         return False
     if isinstance(value, numbers.Integral):
-        return 1 <= value <= MAX_N_EVAL  # as integers: 2**53 + 1 made a float is 2**53, and passed
+        return 1 <= value <= MAX_N_EVAL  # as integers: a huge int made a float may round into the range
     value = float(value)
     return math.isfinite(value) and value.is_integer() and 1 <= value <= MAX_N_EVAL
 

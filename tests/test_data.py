@@ -160,7 +160,7 @@ CASES = {
     "run in two recipes": ("recipe", "a-s1", 7, "several recipes"),
     "run with two seeds": ("seed", "a-s1", 7, r"several seeds \[1, 7\]"),
     "empty run id": ("run_id", None, 7, "missing"),
-    "bad n_eval": ("n_eval", "a-s1", 7, r"whole number of graded samples from 1 to 2\*\*53 .*, got 2.5$"),
+    "bad n_eval": ("n_eval", "a-s1", 7, r"whole number of graded samples from 1 to 10\*\*12, got 2.5$"),
     "infinite compute": ("compute", "a-s1", 7, "infinite"),
     "compute falls as step rises": ("compute", "a-s1", 7, "falls from 10 to 5 while step rises from 0 to 10"),
 }
@@ -923,15 +923,14 @@ def test_a_rate_just_outside_0_1_is_shown_with_the_digits_that_put_it_there():
     assert refusal(1.5).endswith("must lie in [0, 1], got 1.5")
     table = pd.DataFrame({"run_id": ["a", "a"], "recipe": ["x", "x"], "compute": [1.0, 2.0], "metric": [0.5, 0.6],
                           "n_eval": [16000, 16000.000001]})  # the same for n_eval: "whole number, got 16000"
-    rule = re.escape("must be a whole number of graded samples from 1 to 2**53 (the most a float, as the fit reads it, "
-                     "counts exactly), got ")
+    rule = re.escape("must be a whole number of graded samples from 1 to 10**12, got ")
     with pytest.raises(RunDataError, match=rf"n_eval.*{rule}16000\.000001$"):
         validate_runs(table)
     with pytest.raises(RunDataError, match=rf"{rule}2\.5$"):
         validate_runs(table.assign(n_eval=[16000, 2.5]))
 
 
-@pytest.mark.parametrize("n_eval", [1e30, 2**63 - 1])
+@pytest.mark.parametrize("n_eval", [1e30, 2**63 - 1, 10**12 + 1])
 def test_an_n_eval_beyond_what_a_float_counts_exactly_is_refused(n_eval):
     """n_eval 1e30 (a typo, or not a count of samples) was taken, and fitted as a binomial noise of
     nothing; one past 2**53 is fitted as another number (the fit reads n_eval as a float). Such a
@@ -939,9 +938,19 @@ def test_an_n_eval_beyond_what_a_float_counts_exactly_is_refused(n_eval):
     table = pd.DataFrame({"run_id": ["a", "a"], "recipe": ["x", "x"], "compute": [1.0, 2.0], "metric": [0.5, 0.6],
                           "n_eval": [500, n_eval]})
     with pytest.raises(RunDataError, match=r"column 'n_eval', run 'a', row 2: must be a whole number of graded samples "
-                                           r"from 1 to 2\*\*53 .*, got (1e\+30|9\.22337e\+18)$"):
+                                           r"from 1 to 10\*\*12, got (1e\+30|9\.22337e\+18|1000000000001\.0)$"):
         validate_runs(table)
-    assert validate_runs(table.assign(n_eval=[500, 2**53]))["n_eval"].max() == 2**53
+    assert validate_runs(table.assign(n_eval=[500, 10**12]))["n_eval"].max() == 10**12
+
+
+@pytest.mark.parametrize("written", ["9007199254740993", "9007199254740993.0"])
+def test_an_n_eval_a_float_rounds_into_the_old_range_is_refused_from_a_csv(tmp_path, written):
+    """A CSV's n_eval column with an empty cell, or a number written with a point, is read as floats: with 2**53
+    the most, 2**53 + 1 was read as 2**53 and taken, a number the table does not hold."""
+    path = tmp_path / "runs.csv"
+    path.write_text(f"run_id,recipe,compute,metric,n_eval\na,x,1,0.5,\na,x,2,0.6,{written}\n")
+    with pytest.raises(RunDataError, match=r"runs.csv.*column 'n_eval', run 'a', row 3.* from 1 to 10\*\*12"):
+        load_runs(path)
 
 
 def test_a_compute_that_falls_a_little_is_shown_with_the_digits_that_tell_the_two_apart():
