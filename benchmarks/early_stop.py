@@ -539,6 +539,10 @@ def main(argv=None) -> int:
         args.subsets = 0 if args.quick else 4
     if args.singles is None:
         args.singles = 0 if args.quick else 16
+    for flag, count, least in (("--subsets", args.subsets, 0), ("--singles", args.singles, 0),
+                               ("--resample-noise", args.resample_noise, 0), ("--resample-window", args.resample_window, 1)):
+        if count < least:  # a negative count drew nothing, as 0 does, and said nothing
+            parser.error(f"{flag} must be at least {least}, got {count}")
     if args.check_growth is not None and not args.check_growth >= MIN_CHECK_GROWTH:
         parser.error(f"--check-growth must be at least {MIN_CHECK_GROWTH:g}, got {args.check_growth:g}")
     unknown = [p.strip() for p in args.policies.split(",") if p.strip() not in POLICIES]

@@ -119,6 +119,9 @@ def test_quick_replays_the_seed_subsets_it_is_asked_for(bench, capsys, tmp_path,
     (["--trainer-sweep", "no/such/sweep.csv"], "--trainer-sweep no/such/sweep.csv: no such file or folder"),
     (["--policies", "median,nope"], "--policies: unknown 'nope'"),
     (["--check-growth", "1.005"], "--check-growth must be at least 1.01, got 1.005"),
+    (["--subsets", "-4"], "--subsets must be at least 0, got -4"),
+    (["--quick", "--singles", "-1"], "--singles must be at least 0, got -1"),
+    (["--resample-window", "0"], "--resample-window must be at least 1, got 0"),
 ])
 def test_bad_benchmark_flags_exit_2_before_any_replay(bench, capsys, argv, said):
     """A named sweep that is not there ran nothing and exited 0; an unknown policy and a growth
