@@ -49,6 +49,7 @@ saw). Many replicas give regret an honest standard error: one real sweep is one 
 
 from __future__ import annotations
 
+import numbers
 import time
 from dataclasses import asdict, dataclass, field
 
@@ -116,9 +117,28 @@ class BacktestConfig:
     def __post_init__(self):
         # planned_horizon="no" is true in an if: every refit would be told a horizon nobody asked for
         self.planned_horizon = check_bool("BacktestConfig.planned_horizon", self.planned_horizon)
+        # `forecast backtest` checks its flags; in Python, halving_eta=1 kept the rungs at one compute and
+        # backtest() never returned, smooth_last=0 scored each run's mean over all of it as its final
+        # (values[-0:]), and check_growth="1.25" or min_evals=2.5 failed deep in numpy
+        for name, least in (("min_evals", 1), ("smooth_last", 1), ("median_n_startup", 0), ("halving_eta", 2)):
+            setattr(self, name, _whole_at_least(name, getattr(self, name), least))
+        growth = self.check_growth
+        if isinstance(growth, (bool, np.bool_)) or not isinstance(growth, numbers.Real) or not (
+                np.isfinite(growth) and growth >= MIN_CHECK_GROWTH):
+            raise ValueError(f"BacktestConfig.check_growth must be a number >= {MIN_CHECK_GROWTH:g}, got {growth!r}")
+        percentile = self.median_percentile
+        if isinstance(percentile, (bool, np.bool_)) or not isinstance(percentile, numbers.Real) or not 0 <= percentile <= 100:
+            raise ValueError(f"BacktestConfig.median_percentile must lie in [0, 100], got {percentile!r}")
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def _whole_at_least(name: str, value, least: int) -> int:
+    """A BacktestConfig count as an int; ValueError naming it for a fraction, a string or one below `least`."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or value < least:
+        raise ValueError(f"BacktestConfig.{name} must be a whole number >= {least}, got {value!r}")
+    return int(value)
 
 
 # ----------------------------------------------------------------------------- small pure pieces

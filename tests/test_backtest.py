@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import optuna
@@ -567,3 +568,27 @@ def test_backtest_of_a_folder_of_run_tables_says_what_their_ended_column_says(tm
     err = capsys.readouterr().err
     assert f"1 run(s) in {tmp_path} were stopped early by their own advisor (ended advisor_stopped: {names[0]})" in err
     assert f"1 run(s) in {tmp_path} have an empty 'ended' column and may still be training ({names[2]})" in err
+
+
+@pytest.mark.parametrize("setting, says", [
+    ({"halving_eta": 1}, "halving_eta must be a whole number >= 2, got 1"),  # the rungs never grew: backtest() never returned
+    ({"halving_eta": 0}, "halving_eta must be a whole number >= 2, got 0"),
+    ({"smooth_last": 0}, "smooth_last must be a whole number >= 1, got 0"),  # values[-0:]: each final the whole run's mean
+    ({"min_evals": 0}, "min_evals must be a whole number >= 1, got 0"),  # the first checkpoint at the last evaluation
+    ({"min_evals": 2.5}, "min_evals must be a whole number >= 1, got 2.5"),  # an IndexError from numpy
+    ({"check_growth": "1.25"}, "check_growth must be a number >= 1.01, got '1.25'"),  # a TypeError from numpy
+    ({"check_growth": 1.0}, "check_growth must be a number >= 1.01, got 1.0"),
+    ({"median_percentile": 150}, "median_percentile must lie in [0, 100], got 150"),
+    ({"median_n_startup": -1}, "median_n_startup must be a whole number >= 0, got -1"),
+])
+def test_backtest_config_refuses_a_setting_out_of_range_naming_it(setting, says):
+    """`forecast backtest --halving-eta 1` is refused; BacktestConfig(halving_eta=1) in Python made
+    backtest() loop for ever, smooth_last=0 scored each run's mean as its final, without a word."""
+    with pytest.raises(ValueError, match=re.escape(says)):
+        BacktestConfig(**setting)
+
+
+def test_backtest_config_keeps_whole_settings_given_as_numpy_integers():
+    config = BacktestConfig(halving_eta=np.int64(3), min_evals=np.int64(4), check_growth=np.float32(1.5))
+    assert (config.halving_eta, config.min_evals) == (3, 4)
+    assert checkpoint_schedule(curve_table({"a": 0.5}), min_evals=config.min_evals, growth=config.check_growth) == [40.0, 60.0, 90.0]
