@@ -581,13 +581,17 @@ def repeated_policies(policies) -> list[str]:
 
 
 def backtest(runs, policies=POLICIES, config: BacktestConfig | None = None, *, truth: str | None = None) -> BacktestResult:
-    """Replay `runs` (a run table, or a path load_runs reads) under each policy; with `truth`
-    (a column of true pass rates), regret is scored on it (replay)."""
+    """Replay `runs` (a run table, or a path load_runs reads) under each policy (names from POLICIES,
+    or one name); with `truth` (a column of true pass rates), regret is scored on it (replay)."""
     from .data import load_runs, require_rates, validate_runs
 
     config = config or BacktestConfig()
+    if isinstance(policies, str):  # one name: its letters were replayed, "unknown policy 'm'"
+        policies = (policies,)
     if repeated := repeated_policies(policies):
         raise ValueError(f"policies given more than once: {', '.join(repeated)}")
+    # every name checked before the first replay: a typo after "forecast" was said only after its fits
+    made = [make_policy(name, config) for name in policies]
     source = None
     if isinstance(runs, (str,)) or hasattr(runs, "__fspath__"):
         source = str(runs)
@@ -598,6 +602,6 @@ def backtest(runs, policies=POLICIES, config: BacktestConfig | None = None, *, t
         # as `forecast backtest --truth` checks it: a column in percent scored a regret 100x too large, and a
         # missing value left its run's true final out of the scoring, without a word
         require_rates(runs, truth)
-    results = [replay(runs, make_policy(name, config), config, truth=truth) for name in policies]
+    results = [replay(runs, policy, config, truth=truth) for policy in made]
     return BacktestResult(results=results, config=config, source=source,
                           hindsight_ceiling=hindsight_ceiling(runs, config, truth=truth), truth=truth)

@@ -592,3 +592,24 @@ def test_backtest_config_keeps_whole_settings_given_as_numpy_integers():
     config = BacktestConfig(halving_eta=np.int64(3), min_evals=np.int64(4), check_growth=np.float32(1.5))
     assert (config.halving_eta, config.min_evals) == (3, 4)
     assert checkpoint_schedule(curve_table({"a": 0.5}), min_evals=config.min_evals, growth=config.check_growth) == [40.0, 60.0, 90.0]
+
+
+def test_backtest_takes_one_policy_name_as_that_policy():
+    """backtest(runs, policies="median") replayed the letters: "unknown policy 'm'", and
+    "successive_halving" was "policies given more than once: e, i, s, v"."""
+    table = curve_table({"a": 0.5, "b": 0.6, "c": 0.55})
+    for name in ("median", "successive_halving", "no_stopping"):
+        result = backtest(table, policies=name, config=BacktestConfig(min_evals=3))
+        assert [r.policy for r in result.results] == [name]
+
+
+def test_backtest_refuses_a_misspelt_policy_before_replaying_any(monkeypatch):
+    """A typo after "forecast" was refused only once ours had been replayed: minutes of fits, then the error."""
+    import forecast.backtest as backtest_module
+
+    def replayed(*args, **kwargs):
+        raise AssertionError("a policy was replayed before the misspelt one was refused")
+
+    monkeypatch.setattr(backtest_module, "replay", replayed)
+    with pytest.raises(ValueError, match="unknown policy 'medain'; known: forecast, median"):
+        backtest(curve_table({"a": 0.5, "b": 0.6}), policies=("no_stopping", "medain"))
