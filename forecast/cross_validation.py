@@ -208,11 +208,25 @@ def _summary(group: pd.DataFrame) -> dict:
     }
 
 
+def as_cross_validation(cv, what: str) -> pd.DataFrame:
+    """cross_validate()'s table as given, or the CSV file `forecast cross-validate --out` wrote, read
+    (`forecast report --cross-validation` takes the file: a path here was "'str' object has no
+    attribute 'columns'"). TypeError naming `what` for anything else."""
+    if isinstance(cv, (str, os.PathLike)):
+        return read_cross_validation(cv)
+    if not isinstance(cv, pd.DataFrame):
+        raise TypeError(f"{what} takes cross_validate()'s table or the CSV file `forecast cross-validate --out` "
+                        f"wrote, got {type(cv).__name__}")
+    return cv
+
+
 def performance_metrics(cv: pd.DataFrame) -> pd.DataFrame:
     """Per cut and reach ("up to 2x", "2-4x", "beyond 4x", then "all" and "final evaluations"):
     runs, points, coverage (of the central interval), width, mae (ours, median), mae_least_squares,
     mae_last_value, mean_error (observed - forecast: above 0, forecasts run low) and z_rms (root mean square of
-    standardised errors: above 1, intervals narrower than the errors; below 1, wider)."""
+    standardised errors: above 1, intervals narrower than the errors; below 1, wider). cv: cross_validate()'s
+    table, or the path of the CSV file `forecast cross-validate --out` wrote."""
+    cv = as_cross_validation(cv, "performance_metrics()")
     missing = [c for c in ("cut", "ahead", "covered", "observed", "forecast", "final") if c not in cv.columns]
     if missing:
         raise ValueError(f"not a cross_validate() result: no column {missing[0]!r}")
@@ -295,7 +309,8 @@ def _left_out_of(at_cut: pd.DataFrame) -> list[str]:
 def describe_cross_validation(cv: pd.DataFrame, metrics: pd.DataFrame | None = None) -> list[str]:
     """Plain sentences per cut, each citing its numbers: coverage of the runs' final evaluations
     against the range chance gives for that many runs, the bias, and ours' error against least
-    squares'. Fits that did not converge are said first."""
+    squares'. Fits that did not converge are said first. cv: as performance_metrics() takes it."""
+    cv = as_cross_validation(cv, "describe_cross_validation()")
     metrics = performance_metrics(cv) if metrics is None else metrics
     level = level_of(cv)
     lines = []

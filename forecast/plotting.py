@@ -597,9 +597,11 @@ def plot_cross_validation(cv, *, ax=None):
     """Held-out evaluations of a cross-validation (forecast.cross_validation.cross_validate), one
     colour per cut: each one's error (observed - forecast) against how far ahead it was forecast,
     and the band the central interval spans there (the median of its edges over evaluations about
-    that far ahead). Points outside the band are misses; a cloud above 0 means forecasts ran low."""
-    from .cross_validation import level_of, level_text
+    that far ahead). Points outside the band are misses; a cloud above 0 means forecasts ran low.
+    cv: cross_validate()'s table, or the path of the CSV file `forecast cross-validate --out` wrote."""
+    from .cross_validation import as_cross_validation, level_of, level_text
 
+    cv = as_cross_validation(cv, "plot_cross_validation()")
     missing = [c for c in ("cut", "ahead", "observed", "forecast", "lower", "upper", "covered") if c not in cv.columns]
     if missing:
         raise ValueError(f"not a cross_validate() result: no column {missing[0]!r}")

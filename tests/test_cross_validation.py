@@ -459,3 +459,28 @@ def test_the_cross_validation_chart_of_a_cut_whose_fit_did_not_converge_says_so_
     assert "R-hat up to 1.121 (> 1.01)" in said and "8 divergent transitions" in said
     assert "chains disagree" not in said  # the short form, as on the fan chart's line
     assert marks_of(converged) == []
+
+
+def test_the_summaries_and_chart_read_the_file_cross_validate_out_wrote(tmp_path):
+    """`forecast report --cross-validation cv.csv` reads the file; performance_metrics("cv.csv"),
+    describe_cross_validation and plot_cross_validation failed on it with "'str' object has no
+    attribute 'columns'"."""
+    import matplotlib.pyplot as plt
+
+    from forecast.plotting import plot_cross_validation
+
+    cv = _hand_made(10, 5)
+    _saved(cv, tmp_path / "cv.csv")
+    for path in (tmp_path / "cv.csv", str(tmp_path / "cv.csv")):
+        pd.testing.assert_frame_equal(performance_metrics(path), performance_metrics(cv))
+        assert describe_cross_validation(path) == describe_cross_validation(cv)
+        plt.close(plot_cross_validation(path))
+
+
+@pytest.mark.parametrize("given", [{"cut": [0.5]}, [0.5], None])
+def test_the_summaries_refuse_what_is_not_a_cross_validation_table_in_words(given):
+    from forecast.plotting import plot_cross_validation
+
+    for summary in (performance_metrics, describe_cross_validation, plot_cross_validation):
+        with pytest.raises(TypeError, match="takes cross_validate\\(\\)'s table or the CSV file"):
+            summary(given)
