@@ -59,6 +59,7 @@ import pandas as pd
 from .data import compute_unit_of
 from .early_stop import (
     EarlyStopConfig,
+    checked_rules,
     count_comparison_stops,
     evaluate_in_turn,
     fit_for_advice,
@@ -117,6 +118,7 @@ class BacktestConfig:
     def __post_init__(self):
         # planned_horizon="no" is true in an if: every refit would be told a horizon nobody asked for
         self.planned_horizon = check_bool("BacktestConfig.planned_horizon", self.planned_horizon)
+        self.early_stop = checked_rules(self.early_stop)
         # `forecast backtest` checks its flags; in Python, halving_eta=1 kept the rungs at one compute and
         # backtest() never returned, smooth_last=0 scored each run's mean over all of it as its final
         # (values[-0:]), and check_growth="1.25" or min_evals=2.5 failed deep in numpy

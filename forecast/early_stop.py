@@ -236,6 +236,18 @@ class EarlyStopConfig:
         return asdict(self)
 
 
+def checked_rules(config, default: EarlyStopConfig | None = None) -> EarlyStopConfig:
+    """The stop rules given to a front door (None: `default`, else the defaults). A dict of settings,
+    config={"margin": 0.02}, was an AttributeError from deep inside ("'dict' object has no attribute
+    'protect_top_percent'"), or kept by watch() and BacktestConfig until the first fit read it."""
+    if config is None:
+        return default if default is not None else EarlyStopConfig()
+    if not isinstance(config, EarlyStopConfig):
+        raise TypeError("config must be a forecast.early_stop.EarlyStopConfig (e.g. EarlyStopConfig(margin=0.02)), "
+                        f"got {type(config).__name__}")
+    return config
+
+
 @dataclass
 class Recommendation:
     """continue or stop for one run, the rule behind it, and its numbers."""
@@ -454,7 +466,7 @@ def evaluate_rules(
     unit: what compute is counted in (the run table's compute_unit), written after each compute in
         the message; the numbers in `details` are unchanged.
     """
-    config = config or EarlyStopConfig()
+    config = checked_rules(config)
     base = {"budget": float(budget), "compute_now": float(compute_now), "n_evals": n_evals}
     if n_evals is not None and n_evals < config.min_evals:
         return Recommendation(
@@ -621,7 +633,7 @@ def recommend_runs(
     """
     from .forecaster import as_name
 
-    config = config or EarlyStopConfig()
+    config = checked_rules(config)
     if not isinstance(budgets, Mapping):
         raise TypeError(f"budgets must map run_id -> planned compute (a dict), got {type(budgets).__name__}")
     # a table's run names are text (validate_runs): its run 7 is "7", as predict(run_id=7) reads it. A key 7
@@ -787,7 +799,7 @@ def evaluate_in_turn(
     left a run that ended 0.06 below the best. With config.keep_runner_up, the last run that such a
     comparison would stop beside an unfinished bar goes on instead (runner_up_bar).
     """
-    config = config or EarlyStopConfig()
+    config = checked_rules(config)
     finals = dict(finals)
     leader = sweep_leader({run: r["now"] for run, r in in_flight.items()},
                           {run: d for run, d in finals.items() if run not in in_flight})
@@ -1052,7 +1064,7 @@ def trainer_advice(
     """
     from .data import validate_runs
 
-    config = config or EarlyStopConfig()
+    config = checked_rules(config)
     if target is not None:
         config = EarlyStopConfig(**{**config.to_dict(), "target": target})
     evals = pd.DataFrame(evals)

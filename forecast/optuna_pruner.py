@@ -61,7 +61,14 @@ from optuna.study import StudyDirection
 from optuna.trial import TrialState
 
 from .data import N_EVAL_RULE, is_usable_n_eval
-from .early_stop import CONTINUE, EarlyStopConfig, Recommendation, fit_for_advice, recommend_runs
+from .early_stop import (
+    CONTINUE,
+    EarlyStopConfig,
+    Recommendation,
+    checked_rules,
+    fit_for_advice,
+    recommend_runs,
+)
 
 __all__ = ["ForecastPruner", "trial_table"]
 
@@ -165,7 +172,7 @@ class ForecastPruner(BasePruner):
             raise ValueError(f"n_eval must be {N_EVAL_RULE}, or None; got {n_eval!r}")
         self.n_startup_trials = int(n_startup_trials)
         self.max_step = max_step
-        self.config = config or EarlyStopConfig(saturation_epsilon=None)
+        self.config = checked_rules(config, EarlyStopConfig(saturation_epsilon=None))
         floor = max(self.config.min_evals, 2)
         if n_warmup_steps is not None and n_warmup_steps < floor:
             warnings.warn(f"ForecastPruner: n_warmup_steps={n_warmup_steps} is raised to {floor}: the stop rules "

@@ -64,6 +64,7 @@ from .early_stop import (
     EarlyStopConfig,
     Recommendation,
     advice_pad,
+    checked_rules,
     fit_for_advice,
     noting_misshapen_runs,
     recent_comparison_stops,
@@ -653,6 +654,7 @@ def watch(
     forecaster_kwargs go to the forecaster of each fresh fit (e.g. {"priors": Priors(b_mu=0.5)}).
     """
     warn = warn or (lambda text: print(f"warning: {text}", file=sys.stderr, flush=True))
+    config = checked_rules(config)  # before the folder: a dict of settings failed only at the first fit
     runs_dir = Path(runs_dir)
     if not runs_dir.is_dir():
         raise RunDataError("is not a folder", source=runs_dir)
@@ -673,7 +675,6 @@ def watch(
 
     if reference is not None:
         reference = saying_warnings_once(load_reference, reference)  # a bad row in it stops us now, not at the first fit
-    config = config or EarlyStopConfig()
     out = Path(out) if out is not None else runs_dir / DEFAULT_OUT_NAME
     state = WatchState()
     emit = emit or (lambda rec: say(_line(rec, state.compute_unit)))

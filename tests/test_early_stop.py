@@ -960,3 +960,30 @@ def test_a_gain_checks_best_of_others_keeps_the_largest_shares_alone():
     largest = sorted((share for share in every.values() if share > 0), reverse=True)[:BEST_OF_OTHERS_KEPT]
     assert len(shares) == BEST_OF_OTHERS_KEPT < sum(share > 0 for share in every.values())
     assert list(shares.values()) == largest and all(every[name] == share for name, share in shares.items())
+
+
+def _entry_points_given(config):
+    """Each front door that takes the stop rules, called with `config`."""
+    from forecast.backtest import BacktestConfig
+    from forecast.early_stop import trainer_advice
+    from forecast.optuna_pruner import ForecastPruner
+    from forecast.watch import watch
+
+    evals = pd.DataFrame({"run_id": "a", "recipe": "a", "compute": [1.0, 2.0, 3.0, 4.0, 5.0], "metric": 0.3})
+    return {
+        "recommend_runs": lambda: recommend_runs(None, {"a": 10.0}, config),
+        "trainer_advice": lambda: trainer_advice(evals, None, 10.0, config=config),
+        "ForecastPruner": lambda: ForecastPruner(100, config=config),
+        "BacktestConfig": lambda: BacktestConfig(early_stop=config),
+        "watch": lambda: watch("no-such-folder", interval=0, config=config, max_polls=1, sleep=lambda _: None,
+                               say=lambda _: None),
+    }
+
+
+@pytest.mark.parametrize("entry", ["recommend_runs", "trainer_advice", "ForecastPruner", "BacktestConfig", "watch"])
+def test_stop_rules_given_as_a_dict_are_refused_naming_what_is_wanted(entry):
+    """config={"margin": 0.02} was an AttributeError from deep inside ("'dict' object has no attribute
+    'protect_top_percent'"), or taken by watch() and BacktestConfig until the first fit used it."""
+    with pytest.raises(TypeError, match=r"config must be a forecast.early_stop.EarlyStopConfig \(e.g. "
+                                        r"EarlyStopConfig\(margin=0.02\)\), got dict"):
+        _entry_points_given({"margin": 0.02})[entry]()
