@@ -937,11 +937,8 @@ def watch_start_line(args, polls) -> str:
             f"advice written to {out} (a line per run when it has new evaluations, after each fit)")
 
 
-MAX_WATCH_INTERVAL_S = 7 * 24 * 3600.0
-
-
 def run_watch(args) -> int:
-    from .watch import DEFAULT_OUT_NAME, WatchedFolderGone, watch
+    from .watch import DEFAULT_OUT_NAME, MAX_WATCH_INTERVAL_S, WatchedFolderGone, watch
 
     config = _rule_config(args)
     if args.budget is not None and not _positive_finite(args.budget):

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 import sys
 import time
 from collections.abc import Callable
@@ -72,6 +73,7 @@ from .early_stop import (
     reference_rows,
 )
 from .formatting import fmt_compute, name_of
+from .inference import as_real
 from .io import atomic_write_json, resource_error_message
 
 __all__ = ["WatchState", "scan_runs", "planned_budget", "advise_table", "poll", "watch", "DEFAULT_OUT_NAME",
@@ -628,6 +630,29 @@ def previous_comparison_stops(path, runs_dir) -> tuple[list, str | None]:
     return history, f"the stop cap keeps the {len(runs)} run(s) an earlier watch told to stop on comparisons ({', '.join(runs)}), read from {path}"
 
 
+# a wait sleeps to a deadline of now plus the interval: threading.TIMEOUT_MAX itself overflowed, and a
+# week is far beyond any sweep's poll (`forecast watch --interval` is held to it too)
+MAX_WATCH_INTERVAL_S = 7 * 24 * 3600.0
+
+
+def _checked_watch_settings(budget, interval, max_polls):
+    """watch()'s budget, interval and max_polls, refused in words as `forecast watch` refuses its flags. In
+    Python a budget of 0 was every run's "continue: no_budget" after a warning that it is below the data, a
+    negative interval failed in time.sleep after the first poll's fit, and max_polls=0 polled once."""
+    budget = as_real(budget)
+    if budget is not None and (isinstance(budget, bool) or not isinstance(budget, numbers.Real)
+                               or not (math.isfinite(budget) and budget > 0)):
+        raise ValueError(f"budget must be a finite compute > 0, or None, got {budget!r}")
+    interval = as_real(interval)
+    if isinstance(interval, bool) or not isinstance(interval, numbers.Real) or not 0 <= interval <= MAX_WATCH_INTERVAL_S:
+        raise ValueError(f"interval must be a number of seconds >= 0 (at most {MAX_WATCH_INTERVAL_S:.0f}, a week), "
+                         f"got {interval!r}")
+    if max_polls is not None and (isinstance(max_polls, bool) or not isinstance(max_polls, numbers.Real)
+                                  or not (math.isfinite(max_polls) and max_polls >= 1 and max_polls == int(max_polls))):
+        raise ValueError(f"max_polls must be a whole number >= 1, or None (for ever), got {max_polls!r}")
+    return (None if budget is None else float(budget)), float(interval), (None if max_polls is None else int(max_polls))
+
+
 def watch(
     runs_dir,
     *,
@@ -655,6 +680,7 @@ def watch(
     """
     warn = warn or (lambda text: print(f"warning: {text}", file=sys.stderr, flush=True))
     config = checked_rules(config)  # before the folder: a dict of settings failed only at the first fit
+    budget, interval, max_polls = _checked_watch_settings(budget, interval, max_polls)
     runs_dir = Path(runs_dir)
     if not runs_dir.is_dir():
         raise RunDataError("is not a folder", source=runs_dir)

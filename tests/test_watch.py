@@ -8,6 +8,7 @@ and that advice is written atomically. The rules themselves are tested in test_e
 from __future__ import annotations
 
 import json
+import re
 import shutil
 
 import numpy as np
@@ -1239,3 +1240,28 @@ def test_the_watch_does_not_doubt_a_continue_with_a_bar_that_falls_away(monkeypa
     assert (rec.action, rec.rule, rec.details["alternative"]) == ("continue", "beats_best", "top-s0")
     assert "shape" not in _line(rec) and "shape_note" not in rec.details
     assert json.loads(json.dumps(rec.to_dict()))["details"]["alternative_late_trend_z"] == -5.04
+
+
+@pytest.mark.parametrize("setting, says", [
+    # 0 was "--budget 0 is below the smallest compute" and then every run's "continue: no_budget"
+    ({"budget": 0}, "budget must be a finite compute > 0, or None, got 0"),
+    ({"budget": float("nan")}, "budget must be a finite compute > 0, or None, got nan"),
+    ({"budget": "4e12"}, "budget must be a finite compute > 0, or None, got '4e12'"),
+    # a negative wait failed in time.sleep ("sleep length must be non-negative") after the first poll's fit
+    ({"interval": -1}, "interval must be a number of seconds >= 0 (at most 604800, a week), got -1"),
+    ({"interval": float("inf")}, "interval must be a number of seconds >= 0 (at most 604800, a week), got inf"),
+    ({"max_polls": 0}, "max_polls must be a whole number >= 1, or None (for ever), got 0"),  # polled once
+    ({"max_polls": 1.5}, "max_polls must be a whole number >= 1, or None (for ever), got 1.5"),  # polled twice
+])
+def test_watch_in_python_refuses_what_its_command_refuses_before_the_first_poll(tmp_path, setting, says):
+    """`forecast watch` checks --budget, --interval and --max-polls; watch() took the same values."""
+    polled = []
+    with pytest.raises(ValueError, match=re.escape(says)):
+        watch(tmp_path, **{"max_polls": 1, **setting}, sleep=polled.append, say=polled.append)
+    assert polled == []
+
+
+def test_watch_in_python_takes_a_numpy_budget_and_a_whole_float_of_polls(tmp_path):
+    state = watch(tmp_path, budget=np.float64(4e12), interval=np.int64(0), max_polls=2.0, sleep=lambda _: None,
+                  say=lambda _: None)
+    assert state.polls == 2
