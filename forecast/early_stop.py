@@ -84,6 +84,8 @@ trainer_minimal calls every N evaluations.
 
 from __future__ import annotations
 
+import math
+import numbers
 import warnings
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
@@ -118,6 +120,13 @@ __all__ = [
 ]
 
 STOP, CONTINUE = "stop", "continue"
+
+
+# EarlyStopConfig's fields that hold a number, and those of them that None turns off
+NUMBER_RULES = ("p_beat_threshold", "margin", "target", "p_target_threshold", "saturation_epsilon",
+                "min_gain_per_compute", "max_extrapolation", "max_stop_share", "stop_cap_window", "protect_top_percent")
+RULES_THAT_MAY_BE_OFF = ("target", "saturation_epsilon", "min_gain_per_compute", "max_extrapolation", "max_stop_share",
+                         "stop_cap_window", "protect_top_percent")
 
 
 @dataclass
@@ -210,6 +219,19 @@ class EarlyStopConfig:
         def refuse(name, requirement):
             raise ValueError(f"{name} {requirement}, got {getattr(self, name)!r}")
 
+        # a string (a setting read from a config file as text) failed in the range checks below as "'<' not
+        # supported between instances of 'str' and 'int'"; `--rule` and advisor_rules type their text first
+        for name in NUMBER_RULES:
+            value = getattr(self, name)
+            if value is None and name in RULES_THAT_MAY_BE_OFF:
+                continue
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+                refuse(name, "must be a number" + (", or None (off)" if name in RULES_THAT_MAY_BE_OFF else ""))
+        # 2.5 was taken: a warm-up that ends between evaluations
+        if isinstance(self.min_evals, (bool, np.bool_)) or not isinstance(self.min_evals, numbers.Real) or not (
+                math.isfinite(self.min_evals) and self.min_evals == int(self.min_evals) and self.min_evals >= 2):
+            refuse("min_evals", "must be >= 2 (a whole number)")
+        self.min_evals = int(self.min_evals)
         for name in ("p_beat_threshold", "p_target_threshold"):
             if not 0 < getattr(self, name) < 1:
                 refuse(name, "must lie in (0, 1)")
@@ -219,8 +241,8 @@ class EarlyStopConfig:
             value = getattr(self, name)
             if value is not None and not value >= 0:
                 refuse(name, "must be >= 0")
-        if self.min_evals < 2:
-            refuse("min_evals", "must be >= 2")
+            if value is not None and math.isinf(value):  # a bar no run clears: every run stopped, but for the guards
+                refuse(name, "must be finite and >= 0")
         if self.max_extrapolation is not None and not self.max_extrapolation > 1:
             refuse("max_extrapolation", "must be > 1")
         if self.max_stop_share is not None and not 0 < self.max_stop_share <= 1:

@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 import pytest
 
 from forecast.early_stop import EarlyStopConfig
@@ -53,6 +54,31 @@ def test_early_stop_settings_out_of_range_are_refused(settings, message):
     with pytest.raises(ValueError) as err:
         EarlyStopConfig(**settings)
     assert message in str(err.value)
+
+
+@pytest.mark.parametrize("settings, message", [
+    # in Python (a notebook, a config file read as text) these were "'<' not supported between instances
+    # of 'str' and 'int'", and min_evals=2.5 was taken, its warm-up ending between evaluations
+    ({"margin": "0.01"}, "margin must be a number, got '0.01'"),
+    ({"p_beat_threshold": "0.1"}, "p_beat_threshold must be a number, got '0.1'"),
+    ({"target": "0.6"}, "target must be a number, or None (off), got '0.6'"),
+    ({"max_extrapolation": "8"}, "max_extrapolation must be a number, or None (off), got '8'"),
+    ({"min_evals": "4"}, "min_evals must be >= 2 (a whole number), got '4'"),
+    ({"min_evals": 2.5}, "min_evals must be >= 2 (a whole number), got 2.5"),
+    ({"margin": True}, "margin must be a number, got True"),
+    # an infinite margin or gain floor fired on every run, held back only by the stop cap and the guards
+    ({"margin": math.inf}, "margin must be finite and >= 0, got inf"),
+    ({"min_gain_per_compute": math.inf}, "min_gain_per_compute must be finite and >= 0, got inf"),
+])
+def test_early_stop_settings_of_the_wrong_type_are_refused_naming_them(settings, message):
+    with pytest.raises(ValueError) as err:
+        EarlyStopConfig(**settings)
+    assert message in str(err.value)
+
+
+def test_early_stop_settings_take_numpy_numbers_and_a_whole_float_count():
+    config = EarlyStopConfig(margin=np.float64(0.02), min_evals=4.0, target=np.float32(0.6))
+    assert config.min_evals == 4 and isinstance(config.min_evals, int)
 
 
 def test_rules_that_may_be_off_accept_none_and_the_defaults_are_valid():
