@@ -980,6 +980,20 @@ def advice_pad(n_rows: int) -> int:
     return size
 
 
+def checked_forecaster_kwargs(forecaster_kwargs) -> None:
+    """Refuse settings the advisor's fit would refuse (a misspelt name, a value of the wrong kind) by
+    making the forecaster as fit_for_advice makes it, without fitting: else the mistake surfaced at the
+    first ask, a traceback out of trainer.train() (or a failed Optuna trial) after that compute was spent."""
+    from .forecaster import ScalingForecaster
+
+    if not isinstance(forecaster_kwargs, dict):
+        raise TypeError(f"forecaster_kwargs must be a dict of ScalingForecaster's settings, got {forecaster_kwargs!r}")
+    try:
+        ScalingForecaster(**{"mode": "fast", "parametrization": "noncentered", **forecaster_kwargs})
+    except (TypeError, ValueError) as err:
+        raise type(err)(f"forecaster_kwargs {forecaster_kwargs!r}: {err}") from None
+
+
 def fit_for_advice(table: pd.DataFrame, *, random_seed=0, pad_to: int | None = None, previous=None,
                    horizon: float | None = None, threaded: bool = False, **forecaster_kwargs):
     """A fast refit for advice. Non-centred always, so that the compiled model does not switch

@@ -82,7 +82,7 @@ from pathlib import Path
 from transformers import TrainerCallback
 
 from .data import N_EVAL_RULE, RunDataError, is_usable_n_eval
-from .early_stop import EarlyStopConfig, Recommendation, trainer_advice
+from .early_stop import EarlyStopConfig, Recommendation, checked_forecaster_kwargs, trainer_advice
 from .io import atomic_write_json, atomic_write_text, read_complete_jsonl
 
 __all__ = ["ForecastCallback"]
@@ -150,20 +150,6 @@ def checked_rate(metrics: dict | None, metric: str, step: int) -> float:
 def read_log_rows(path: Path) -> list[dict]:
     """The complete rows of a run log; a torn last line (a write cut off by a kill) is left out."""
     return read_complete_jsonl(path, lambda what: RunDataError(what, source=path))
-
-
-def checked_forecaster_kwargs(forecaster_kwargs) -> None:
-    """Refuse settings the advisor's fit would refuse (a misspelt name, a value of the wrong kind) by
-    making the forecaster as forecast.early_stop.fit_for_advice makes it, without fitting: else the
-    mistake surfaced at the first ask, a traceback out of trainer.train() after that compute was spent."""
-    from .forecaster import ScalingForecaster
-
-    if not isinstance(forecaster_kwargs, dict):
-        raise TypeError(f"forecaster_kwargs must be a dict of ScalingForecaster's settings, got {forecaster_kwargs!r}")
-    try:
-        ScalingForecaster(**{"mode": "fast", "parametrization": "noncentered", **forecaster_kwargs})
-    except (TypeError, ValueError) as err:
-        raise type(err)(f"forecaster_kwargs {forecaster_kwargs!r}: {err}") from None
 
 
 def ends_in_a_torn_line(path: Path) -> bool:

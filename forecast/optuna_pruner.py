@@ -65,6 +65,7 @@ from .early_stop import (
     CONTINUE,
     EarlyStopConfig,
     Recommendation,
+    checked_forecaster_kwargs,
     checked_rules,
     fit_for_advice,
     recommend_runs,
@@ -159,8 +160,17 @@ class ForecastPruner(BasePruner):
         # nan or inf passed here and failed every check after the warm-up, fit and all (the trial failed)
         if isinstance(max_step, bool) or not isinstance(max_step, numbers.Real) or not (np.isfinite(max_step) and max_step > 0):
             raise ValueError(f"max_step must be a finite number > 0, got {max_step!r}")
-        if n_startup_trials < 0:
-            raise ValueError(f"n_startup_trials must be >= 0, got {n_startup_trials}")
+        if not (_whole(n_startup_trials) and n_startup_trials >= 0):  # 1.5 was read as 1
+            raise ValueError(f"n_startup_trials must be >= 0 (a whole number), got {n_startup_trials!r}")
+        # each was taken and failed the study's first check after a warm-up, its trial FAIL, a completed
+        # trial's compute spent first ('str' object is not callable; mode must be 'nuts' or 'fast')
+        if step_to_compute is not None and not callable(step_to_compute):
+            raise TypeError(f"step_to_compute must be a function of a trial's step, got {step_to_compute!r}")
+        if forecaster_kwargs is not None:
+            checked_forecaster_kwargs(forecaster_kwargs)
+        if random_seed is not None and not (isinstance(random_seed, numbers.Integral) and not isinstance(random_seed, bool)
+                                            and random_seed >= 0):
+            raise ValueError(f"random_seed must be an integer >= 0 or None, got {random_seed!r}")
         # refused as Optuna's MedianPruner refuses them, instead of read as something else in silence
         if n_warmup_steps is not None and not (_whole(n_warmup_steps) and n_warmup_steps >= 0):
             raise ValueError(f"n_warmup_steps must be an integer >= 0, got {n_warmup_steps!r}")

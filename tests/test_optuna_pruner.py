@@ -593,3 +593,23 @@ def test_a_check_under_warnings_as_errors_does_not_raise_its_tables_data_warning
         warnings.simplefilter("error")
         assert trial.should_prune() is False
     assert pruner.n_fits == 1 and pruner.advice[trial.number].rule == "too_early"  # judged, not failed
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    ({"step_to_compute": "x"}, TypeError, "step_to_compute must be a function of a trial's step, got 'x'"),
+    ({"forecaster_kwargs": {"mode": "fats"}}, ValueError, "forecaster_kwargs {'mode': 'fats'}: mode must be 'nuts' or 'fast'"),
+    ({"forecaster_kwargs": {"modes": "fast"}}, TypeError, "forecaster_kwargs {'modes': 'fast'}: "),
+    ({"forecaster_kwargs": "fast"}, TypeError, "forecaster_kwargs must be a dict of ScalingForecaster's settings, got 'fast'"),
+    ({"random_seed": -1}, ValueError, "random_seed must be an integer >= 0 or None, got -1"),
+    ({"n_startup_trials": 1.5}, ValueError, "n_startup_trials must be >= 0 (a whole number), got 1.5"),  # read as 1
+])
+def test_settings_the_first_check_would_fail_on_are_refused_when_the_pruner_is_made(kwargs, error, message):
+    """Each was taken, and failed the study's first check after a warm-up: its trial FAIL, a completed
+    trial's compute spent first ('str' object is not callable, mode must be 'nuts' or 'fast')."""
+    with pytest.raises(error, match=re.escape(message)):
+        ForecastPruner(max_step=10, **kwargs)
+
+
+def test_the_pruner_takes_numpy_settings_and_a_whole_float_of_startup_trials():
+    pruner = ForecastPruner(max_step=10, random_seed=np.int64(3), n_startup_trials=2.0, step_to_compute=lambda s: 2 * s)
+    assert pruner.n_startup_trials == 2 and pruner.step_to_compute(5) == 10
