@@ -65,6 +65,7 @@ from .early_stop import (
     EarlyStopConfig,
     Recommendation,
     advice_pad,
+    checked_forecaster_kwargs,
     checked_rules,
     fit_for_advice,
     noting_misshapen_runs,
@@ -681,6 +682,12 @@ def watch(
     warn = warn or (lambda text: print(f"warning: {text}", file=sys.stderr, flush=True))
     config = checked_rules(config)  # before the folder: a dict of settings failed only at the first fit
     budget, interval, max_polls = _checked_watch_settings(budget, interval, max_polls)
+    # taken on an empty folder, they failed at the first fit, once runs had come, in the forecaster's words
+    if forecaster_kwargs:  # none given is not checked: the check imports PyMC, before the first poll's line
+        checked_forecaster_kwargs(forecaster_kwargs)
+    if random_seed is not None and (isinstance(random_seed, bool) or not isinstance(random_seed, numbers.Integral)
+                                    or random_seed < 0):
+        raise ValueError(f"random_seed must be an integer >= 0 or None, got {random_seed!r}")
     runs_dir = Path(runs_dir)
     if not runs_dir.is_dir():
         raise RunDataError("is not a folder", source=runs_dir)

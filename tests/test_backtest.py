@@ -613,3 +613,14 @@ def test_backtest_refuses_a_misspelt_policy_before_replaying_any(monkeypatch):
     monkeypatch.setattr(backtest_module, "replay", replayed)
     with pytest.raises(ValueError, match="unknown policy 'medain'; known: forecast, median"):
         backtest(curve_table({"a": 0.5, "b": 0.6}), policies=("no_stopping", "medain"))
+
+
+@pytest.mark.parametrize("setting, error, says", [
+    ({"forecaster_kwargs": {"mode": "fats"}}, ValueError, "forecaster_kwargs {'mode': 'fats'}: mode must be 'nuts' or 'fast'"),
+    ({"forecaster_kwargs": {"modes": "fast"}}, TypeError, "forecaster_kwargs {'modes': 'fast'}: "),
+    ({"random_seed": -1}, ValueError, "BacktestConfig.random_seed must be an integer >= 0 or None, got -1"),
+])
+def test_backtest_config_refuses_fit_settings_ours_would_fail_on(setting, error, says):
+    """They failed at ours' first checkpoint, in the forecaster's words, naming neither setting."""
+    with pytest.raises(error, match=re.escape(says)):
+        BacktestConfig(**setting)

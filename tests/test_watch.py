@@ -1265,3 +1265,13 @@ def test_watch_in_python_takes_a_numpy_budget_and_a_whole_float_of_polls(tmp_pat
     state = watch(tmp_path, budget=np.float64(4e12), interval=np.int64(0), max_polls=2.0, sleep=lambda _: None,
                   say=lambda _: None)
     assert state.polls == 2
+
+
+@pytest.mark.parametrize("setting, error, says", [
+    ({"forecaster_kwargs": {"mode": "fats"}}, ValueError, "forecaster_kwargs {'mode': 'fats'}: mode must be 'nuts' or 'fast'"),
+    ({"random_seed": -1}, ValueError, "random_seed must be an integer >= 0 or None, got -1"),
+])
+def test_watch_refuses_fit_settings_before_it_waits_for_runs(tmp_path, setting, error, says):
+    """Taken on an empty folder, they failed at the first fit, once runs had come, with the forecaster's message."""
+    with pytest.raises(error, match=re.escape(says)):
+        watch(tmp_path, max_polls=1, sleep=lambda _: None, say=lambda _: None, **setting)
