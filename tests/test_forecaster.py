@@ -528,13 +528,15 @@ def test_a_refit_on_a_reused_compiled_model_draws_as_a_fresh_one(small_sweep, mo
     each generated function to a temporary file it never deletes (about 35 a model), and every
     `forecast fit` left them in /tmp. They go into one folder of the process's own, removed at exit."""
     import tempfile
+    import types
 
     from forecast import inference
     from tests.conftest import small_recipe_table
 
     at_exit = []
     monkeypatch.setattr(inference, "_GENERATED_SOURCE_DIR", None)
-    monkeypatch.setattr(inference.atexit, "register", lambda *call, **kwargs: at_exit.append((call, kwargs)))
+    # inference's own atexit alone: a library imported by the first compile of a process registers its own
+    monkeypatch.setattr(inference, "atexit", types.SimpleNamespace(register=lambda *call, **kwargs: at_exit.append((call, kwargs))))
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
 
     first = small_sweep
