@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import shutil
 import sys
+import tempfile
 import warnings
 from pathlib import Path
 
@@ -36,6 +38,30 @@ def small_recipe_table(n: int = 3) -> pd.DataFrame:
     t = load_table1().rename(columns={"run": "recipe"})
     picks = ["scalerl_8b", "scalerl_scout_moe", "scalerl_8gen"][:n]
     return t[t["recipe"].isin(picks)].reset_index(drop=True)
+
+
+def pytest_collection_finish(session):
+    """The notebooks (tests/test_notebooks.py) take minutes of CPU: started here, as soon as a test that
+    needs them is collected, they run beside the tests before theirs, on the core those leave idle."""
+    if session.config.option.collectonly:
+        return
+    needing = next((item for item in session.items if "executions" in getattr(item, "fixturenames", ())), None)
+    if needing is not None:
+        notebooks = needing.module
+        out = Path(tempfile.mkdtemp(prefix="notebooks-"))
+        session.config.stash[notebooks.STARTED_KEY] = notebooks.start_executions(out)
+        session.config.stash[_NOTEBOOKS_KEY] = (notebooks, out)
+
+
+_NOTEBOOKS_KEY = pytest.StashKey[tuple]()  # the notebooks' test module and the folder of their executed copies
+
+
+def pytest_sessionfinish(session):
+    """A session that ended before the notebooks' tests (-x, Ctrl-C) leaves no notebook running."""
+    notebooks, out = session.config.stash.get(_NOTEBOOKS_KEY, (None, None))
+    if notebooks is not None:
+        notebooks.stop_executions(session.config.stash[notebooks.STARTED_KEY])
+        shutil.rmtree(out, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -2,8 +2,10 @@
 on a 3-recipe slice), and are committed with their outputs cleared.
 
 Each notebook compiles the model at least once (~20 s of numba per new model structure), so the
-three run side by side in their own processes, started together the first time any of them is
-needed; each test then waits for its own notebook.
+three run side by side in their own processes; each test then waits for its own notebook. They are
+started as soon as the session has collected a test that needs them (conftest.py), at a lower CPU
+priority: the rest of the suite mostly keeps one of two cores busy (compiling is single-threaded),
+and the notebooks use the other meanwhile instead of adding 1.5 minutes of their own at the end.
 """
 
 from __future__ import annotations
@@ -21,12 +23,14 @@ NOTEBOOKS = sorted(p.name for p in NOTEBOOK_DIR.glob("*.ipynb"))
 TIMEOUT = 600  # seconds per notebook, generous for a loaded 2-core machine
 
 # Runs in a child process: execute one notebook with nbclient, write it executed, exit 1 with the
-# failing cell's error on failure.
+# failing cell's error on failure. Its niceness raised first (NICENESS), which the kernel inherits.
 RUNNER = """
-import sys, nbformat
+import os, sys, nbformat
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
-source, target, folder, timeout = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+source, target, folder, timeout, niceness = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+if hasattr(os, "nice"):
+    os.nice(niceness)
 nb = nbformat.read(source, as_version=4)
 client = NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": folder}})
 try:
@@ -39,20 +43,48 @@ finally:
 """
 
 
-@pytest.fixture(scope="module")
-def executions(tmp_path_factory):
-    """Start every notebook at once; {name: (process, executed copy path)}."""
-    out = tmp_path_factory.mktemp("notebooks")
+# Niceness of the notebooks' processes. Started early, they run beside the rest of the suite, which
+# mostly keeps one core busy: at 4 the three weigh about as much as the suite's one
+# process (CPU weight 3 x 423 against 1024), so the scheduler gives them the other core and the suite
+# keeps its own. Not lower: on a machine other work loads, they still get their share and are done
+# before their tests come (at 10 they would get about a tenth of it there, and their tests would wait on).
+NICENESS = 4
+STARTED_KEY = pytest.StashKey[dict]()  # config.stash: the executions started at the end of collection
+
+
+def start_executions(out: Path) -> dict:
+    """Start every notebook at once, executed copies into `out`; {name: (process, executed copy path)}."""
     env = {**os.environ, "FORECAST_NOTEBOOK_FAST": "1", "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
     started = {}
     for name in NOTEBOOKS:
         target = out / name
-        command = [sys.executable, "-c", RUNNER, str(NOTEBOOK_DIR / name), str(target), str(NOTEBOOK_DIR), str(TIMEOUT)]
-        started[name] = (subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True), target)
-    yield started
+        command = [sys.executable, "-c", RUNNER, str(NOTEBOOK_DIR / name), str(target), str(NOTEBOOK_DIR), str(TIMEOUT), str(NICENESS)]
+        # its output to a file: a pipe nobody reads until the notebook's test comes would fill and stall it
+        with open(said_path(target), "w") as said:
+            started[name] = (subprocess.Popen(command, env=env, stdout=said, stderr=subprocess.STDOUT), target)
+    return started
+
+
+def said_path(target: Path) -> Path:
+    """Where the process executing a notebook into `target` writes its output (the failing cell's error)."""
+    return target.with_name(target.name + ".out.txt")
+
+
+def stop_executions(started: dict) -> None:
     for process, _ in started.values():
         if process.poll() is None:
             process.kill()
+
+
+@pytest.fixture(scope="module")
+def executions(request, tmp_path_factory):
+    """{name: (process, executed copy path)}: the notebooks conftest.py started after collection, or
+    (where it did not, this module imported otherwise) all of them started now."""
+    started = request.config.stash.get(STARTED_KEY, None)
+    if started is None:
+        started = start_executions(tmp_path_factory.mktemp("notebooks"))
+    yield started
+    stop_executions(started)
 
 
 def test_the_three_notebooks_are_there():
@@ -72,11 +104,11 @@ def test_notebook_is_committed_without_outputs(name):
 def test_notebook_executes(name, executions):
     process, target = executions[name]
     try:
-        _, stderr = process.communicate(timeout=TIMEOUT + 60)
+        process.wait(timeout=TIMEOUT + 60)
     except subprocess.TimeoutExpired:
         process.kill()
         pytest.fail(f"{name} did not finish in {TIMEOUT + 60} s")
-    assert process.returncode == 0, f"{name} failed:\n{stderr[-4000:]}"
+    assert process.returncode == 0, f"{name} failed:\n{said_path(target).read_text()[-4000:]}"
     executed = nbformat.read(target, as_version=4)
     errors = [o for c in executed.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert not errors
@@ -103,7 +135,7 @@ def test_the_watch_advice_table_of_notebook_03_says_which_advice_rests_on_a_flag
     without the fit's convergence, while its text says those fast fits are often flagged: the
     table is what a reader takes away, so it says which advice came from a fit that did not converge."""
     process, target = executions["03_early_stopping.ipynb"]
-    process.communicate(timeout=TIMEOUT + 60)
+    process.wait(timeout=TIMEOUT + 60)
     executed = nbformat.read(target, as_version=4)
     cell = next(c for c in executed.cells if c.cell_type == "code" and "recommendations.json" in c.source
                 and "pd.DataFrame" in c.source)
