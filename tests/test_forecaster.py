@@ -575,6 +575,7 @@ def test_a_table_without_n_eval_is_fitted_twice_on_one_compiled_model(small_swee
     from forecast import inference
 
     table = small_sweep.drop(columns="n_eval")
+    session_models = inference._COMPILED_CACHE
     monkeypatch.setattr(inference, "_COMPILED_CACHE", {})
 
     def fit(seed):
@@ -583,6 +584,9 @@ def test_a_table_without_n_eval_is_fitted_twice_on_one_compiled_model(small_swee
             return ScalingForecaster(mode="fast").fit(table, random_seed=seed, progress=False)
 
     first, second = fit(1), fit(2)
+    # the model compiled here is handed to the session's cache: a later test's fit without n_eval (this
+    # structure) reuses it instead of compiling it again (seconds of numba), as a notebook's second fit would
+    session_models.update(inference._COMPILED_CACHE)
     assert not first.fit_info_["compiled_model_reused"] and second.fit_info_["compiled_model_reused"]
     assert not second.data_.has_n_eval and np.isfinite(second.predict([2e5])["q50"]).all()
 
