@@ -64,6 +64,20 @@ def pytest_sessionfinish(session):
         shutil.rmtree(out, ignore_errors=True)
 
 
+# Compiled models the test session keeps (forecast.inference keeps MAX_COMPILED_MODELS, 8, the ones
+# used last). The fits of the forecast tests make 12 model structures (13 with the slow
+# test_thirty_recipes_converge), so with 8 kept two were compiled again after they had been dropped
+# (the backtest's 2-run structure in test_optuna_pruner.py, the advisor's in test_watch.py), each
+# seconds of numba. 16 keep every one, at about 100 MB each.
+SESSION_COMPILED_MODELS = 16
+
+
+def pytest_configure(config):
+    from forecast import inference
+
+    inference.MAX_COMPILED_MODELS = max(inference.MAX_COMPILED_MODELS, SESSION_COMPILED_MODELS)
+
+
 @pytest.fixture(scope="session")
 def small_sweep() -> pd.DataFrame:
     """3 recipes x 2 seeds x 16 points, synthetic (ScaleRL Table 1 shapes)."""
