@@ -66,6 +66,7 @@ from .early_stop import (
     fit_for_advice,
     recent_comparison_stops,
     recommend_runs,
+    seed_of_fit,
     top_at_step,
 )
 from .formatting import fmt_compute, pretty_as_str
@@ -413,7 +414,7 @@ class ForecastRule:
     def decide(self, view: SweepView) -> dict:
         start = time.perf_counter()
         fc, converged = fit_for_advice(
-            view.revealed, random_seed=self.random_seed + view.index, pad_to=view.n_rows_total,
+            view.revealed, random_seed=seed_of_fit(self.random_seed, view.index), pad_to=view.n_rows_total,
             previous=self._previous, horizon=max(view.budgets.values()) if self.planned_horizon else None,
             **self.forecaster_kwargs
         )

@@ -994,6 +994,13 @@ def checked_forecaster_kwargs(forecaster_kwargs) -> None:
         raise type(err)(f"forecaster_kwargs {forecaster_kwargs!r}: {err}") from None
 
 
+def seed_of_fit(random_seed, n: int):
+    """The seed of a front door's n-th advice fit: random_seed + n, so that each fit draws afresh and a
+    rerun draws the same; None, which BacktestConfig, watch() and ForecastPruner take, leaves every fit
+    unseeded (their first fit was "unsupported operand type(s) for +: 'NoneType' and 'int'")."""
+    return None if random_seed is None else random_seed + n
+
+
 def fit_for_advice(table: pd.DataFrame, *, random_seed=0, pad_to: int | None = None, previous=None,
                    horizon: float | None = None, threaded: bool = False, **forecaster_kwargs):
     """A fast refit for advice. Non-centred always, so that the compiled model does not switch

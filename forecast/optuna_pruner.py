@@ -69,6 +69,7 @@ from .early_stop import (
     checked_rules,
     fit_for_advice,
     recommend_runs,
+    seed_of_fit,
 )
 
 __all__ = ["ForecastPruner", "trial_table"]
@@ -379,7 +380,7 @@ class ForecastPruner(BasePruner):
             alternatives = [f"trial-{best.number}"]
         pad = int(np.ceil(len(table) / 64) * 64)
         fc, converged = fit_for_advice(
-            table, random_seed=self.random_seed + self.n_fits, pad_to=pad, previous=self._previous.get(trial.number),
+            table, random_seed=seed_of_fit(self.random_seed, self.n_fits), pad_to=pad, previous=self._previous.get(trial.number),
             **self.forecaster_kwargs,  # the fit's warnings are dropped in this thread alone, not other trials'
         )
         # the next check of this trial refits this fit. Kept for every trial still running, not only the

@@ -72,6 +72,7 @@ from .early_stop import (
     recent_comparison_stops,
     recommend_runs,
     reference_rows,
+    seed_of_fit,
 )
 from .formatting import fmt_compute, name_of
 from .inference import as_real
@@ -312,7 +313,7 @@ def poll(
         reached = float(table.loc[table["run_id"].isin(list(budgets)), "compute"].max())
         ended = [(at, len(runs - set(budgets))) for at, runs in state.comparison_stops]
         recent = recent_comparison_stops(ended, reached, config.stop_cap_window)
-        recs, state.forecaster = advise_table(table, budgets, config, random_seed=random_seed + state.fits,
+        recs, state.forecaster = advise_table(table, budgets, config, random_seed=seed_of_fit(random_seed, state.fits),
                                               previous=state.forecaster, recent_stops=recent, **(forecaster_kwargs or {}))
         newly = {r for r, rec in recs.items() if rec.stop and rec.rule in COMPARISON_RULES} - state.told_to_stop
         state.comparison_stops.append((reached, newly))

@@ -624,3 +624,16 @@ def test_backtest_config_refuses_fit_settings_ours_would_fail_on(setting, error,
     """They failed at ours' first checkpoint, in the forecaster's words, naming neither setting."""
     with pytest.raises(error, match=re.escape(says)):
         BacktestConfig(**setting)
+
+
+def test_a_random_seed_of_none_leaves_ours_fits_unseeded(intercept_advice_fit):
+    """BacktestConfig takes random_seed=None ('an integer >= 0 or None'), and ours' first checkpoint
+    then failed: "unsupported operand type(s) for +: 'NoneType' and 'int'"."""
+    from conftest import FitIntercepted
+
+    import forecast.backtest as backtest_module
+
+    seen = intercept_advice_fit(backtest_module)
+    with pytest.raises(FitIntercepted):
+        replay(curve_table({"a": 0.5, "b": 0.6}), backtest_module.make_policy("forecast", BacktestConfig(random_seed=None)))
+    assert "random_seed" in seen and seen["random_seed"] is None

@@ -613,3 +613,22 @@ def test_settings_the_first_check_would_fail_on_are_refused_when_the_pruner_is_m
 def test_the_pruner_takes_numpy_settings_and_a_whole_float_of_startup_trials():
     pruner = ForecastPruner(max_step=10, random_seed=np.int64(3), n_startup_trials=2.0, step_to_compute=lambda s: 2 * s)
     assert pruner.n_startup_trials == 2 and pruner.step_to_compute(5) == 10
+
+
+def test_a_random_seed_of_none_leaves_the_pruners_fits_unseeded(intercept_advice_fit):
+    """The pruner takes random_seed=None ('an integer >= 0 or None'), and its first check after the
+    warm-up then failed, the trial with it: "unsupported operand type(s) for +: 'NoneType' and 'int'"."""
+    from conftest import FitIntercepted
+
+    import forecast.optuna_pruner as pruner_module
+
+    seen = intercept_advice_fit(pruner_module)
+    pruner = ForecastPruner(max_step=STEPS[-1], n_eval=N_EVAL, random_seed=None)
+    study = optuna.create_study(direction="maximize", pruner=pruner)
+    study.add_trial(optuna.trial.create_trial(value=0.6, intermediate_values={s: 0.6 * s / STEPS[-1] for s in STEPS}))
+    trial = study.ask()
+    for step in STEPS[:5]:
+        trial.report(0.3, step)
+    with pytest.raises(FitIntercepted):
+        trial.should_prune()
+    assert "random_seed" in seen and seen["random_seed"] is None

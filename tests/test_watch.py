@@ -1275,3 +1275,17 @@ def test_watch_refuses_fit_settings_before_it_waits_for_runs(tmp_path, setting, 
     """Taken on an empty folder, they failed at the first fit, once runs had come, with the forecaster's message."""
     with pytest.raises(error, match=re.escape(says)):
         watch(tmp_path, max_polls=1, sleep=lambda _: None, say=lambda _: None, **setting)
+
+
+def test_a_random_seed_of_none_leaves_the_watch_fits_unseeded(sweep, intercept_advice_fit):
+    """watch() takes random_seed=None ('an integer >= 0 or None'), and its first fit then failed:
+    "unsupported operand type(s) for +: 'NoneType' and 'int'"."""
+    from conftest import FitIntercepted
+
+    import forecast.watch as watch_module
+
+    seen = intercept_advice_fit(watch_module)
+    append(sweep / "good-s0" / "evals.jsonl", "".join(row("good-s0", i, 0.1 + 0.02 * i) for i in range(5)))
+    with pytest.raises(FitIntercepted):
+        watch(sweep, budget=1e4, max_polls=1, random_seed=None, sleep=lambda _: None, say=lambda _: None)
+    assert "random_seed" in seen and seen["random_seed"] is None
