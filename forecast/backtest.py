@@ -59,6 +59,7 @@ import pandas as pd
 from .data import compute_unit_of
 from .early_stop import (
     EarlyStopConfig,
+    check_random_seed,
     checked_forecaster_kwargs,
     checked_rules,
     count_comparison_stops,
@@ -125,9 +126,7 @@ class BacktestConfig:
         # is not checked: the check imports PyMC, which a replay of the baselines alone never needs)
         if self.forecaster_kwargs:
             checked_forecaster_kwargs(self.forecaster_kwargs)
-        seed = self.random_seed
-        if seed is not None and (isinstance(seed, (bool, np.bool_)) or not isinstance(seed, numbers.Integral) or seed < 0):
-            raise ValueError(f"BacktestConfig.random_seed must be an integer >= 0 or None, got {seed!r}")
+        check_random_seed(self.random_seed, "BacktestConfig.random_seed")
         # `forecast backtest` checks its flags; in Python, halving_eta=1 kept the rungs at one compute and
         # backtest() never returned, smooth_last=0 scored each run's mean over all of it as its final
         # (values[-0:]), and check_growth="1.25" or min_evals=2.5 failed deep in numpy

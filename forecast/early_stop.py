@@ -994,6 +994,15 @@ def checked_forecaster_kwargs(forecaster_kwargs) -> None:
         raise type(err)(f"forecaster_kwargs {forecaster_kwargs!r}: {err}") from None
 
 
+def check_random_seed(random_seed, name: str = "random_seed") -> None:
+    """The seed of a front door's advice fits (ForecastCallback, ForecastPruner, watch(), BacktestConfig):
+    an integer >= 0, or None (unseeded: seed_of_fit), refused where it is given, in the words of
+    ScalingForecaster.fit's own check, not at the first fit after compute was spent."""
+    if random_seed is not None and (isinstance(random_seed, (bool, np.bool_)) or not isinstance(random_seed, numbers.Integral)
+                                    or random_seed < 0):
+        raise ValueError(f"{name} must be an integer >= 0 or None, got {random_seed!r}")
+
+
 def seed_of_fit(random_seed, n: int):
     """The seed of a front door's n-th advice fit: random_seed + n, so that each fit draws afresh and a
     rerun draws the same; None, which BacktestConfig, watch() and ForecastPruner take, leaves every fit

@@ -82,7 +82,14 @@ from pathlib import Path
 from transformers import TrainerCallback
 
 from .data import N_EVAL_RULE, RunDataError, is_usable_n_eval
-from .early_stop import EarlyStopConfig, Recommendation, checked_forecaster_kwargs, trainer_advice
+from .early_stop import (
+    EarlyStopConfig,
+    Recommendation,
+    check_random_seed,
+    checked_forecaster_kwargs,
+    seed_of_fit,
+    trainer_advice,
+)
 from .io import atomic_write_json, atomic_write_text, read_complete_jsonl
 
 __all__ = ["ForecastCallback"]
@@ -199,7 +206,7 @@ class ForecastCallback(TrainerCallback):
         TRL's GRPOTrainer counts none: give one there).
     compute_unit : the unit of that compute (default "flops").
     n_eval : graded samples behind each metric, if known (enables the binomial noise term).
-    random_seed : seed of the advisor's fits.
+    random_seed : seed of the advisor's fits (None: unseeded).
     forecaster_kwargs : passed to the fit (e.g. {"priors": Priors(b_mu=0.5)}; --advisor-priors); what
         ScalingForecaster refuses is refused here.
 
@@ -239,6 +246,7 @@ class ForecastCallback(TrainerCallback):
             raise TypeError(f"config must be a forecast.early_stop.EarlyStopConfig, got {type(config).__name__}")
         if forecaster_kwargs is not None:
             checked_forecaster_kwargs(forecaster_kwargs)
+        check_random_seed(random_seed)  # -1 failed at the advisor's first ask, out of trainer.train()
         if reference is not None and not Path(reference).exists():
             raise FileNotFoundError(f"reference {str(reference)!r} does not exist (a run table or a folder of run logs)")
         self.run_dir = Path(run_dir)
@@ -424,7 +432,7 @@ class ForecastCallback(TrainerCallback):
             return False
         planned = self._planned(state, step, compute)
         rec = trainer_advice(evals=self._rows_so_far(), reference_path=self.reference, planned_compute=planned,
-                             config=self.config, random_seed=self.random_seed + len(self._rows_so_far()),
+                             config=self.config, random_seed=seed_of_fit(self.random_seed, len(self._rows_so_far())),
                              forecaster_kwargs=self.forecaster_kwargs)
         self.advice = rec
         line = f"{self.run_id} at step {step}: advisor: {rec.message}{_convergence_note(rec)}"

@@ -65,6 +65,7 @@ from .early_stop import (
     CONTINUE,
     EarlyStopConfig,
     Recommendation,
+    check_random_seed,
     checked_forecaster_kwargs,
     checked_rules,
     fit_for_advice,
@@ -169,9 +170,7 @@ class ForecastPruner(BasePruner):
             raise TypeError(f"step_to_compute must be a function of a trial's step, got {step_to_compute!r}")
         if forecaster_kwargs is not None:
             checked_forecaster_kwargs(forecaster_kwargs)
-        if random_seed is not None and not (isinstance(random_seed, numbers.Integral) and not isinstance(random_seed, bool)
-                                            and random_seed >= 0):
-            raise ValueError(f"random_seed must be an integer >= 0 or None, got {random_seed!r}")
+        check_random_seed(random_seed)
         # refused as Optuna's MedianPruner refuses them, instead of read as something else in silence
         if n_warmup_steps is not None and not (_whole(n_warmup_steps) and n_warmup_steps >= 0):
             raise ValueError(f"n_warmup_steps must be an integer >= 0, got {n_warmup_steps!r}")

@@ -65,6 +65,7 @@ from .early_stop import (
     EarlyStopConfig,
     Recommendation,
     advice_pad,
+    check_random_seed,
     checked_forecaster_kwargs,
     checked_rules,
     fit_for_advice,
@@ -686,9 +687,7 @@ def watch(
     # taken on an empty folder, they failed at the first fit, once runs had come, in the forecaster's words
     if forecaster_kwargs:  # none given is not checked: the check imports PyMC, before the first poll's line
         checked_forecaster_kwargs(forecaster_kwargs)
-    if random_seed is not None and (isinstance(random_seed, bool) or not isinstance(random_seed, numbers.Integral)
-                                    or random_seed < 0):
-        raise ValueError(f"random_seed must be an integer >= 0 or None, got {random_seed!r}")
+    check_random_seed(random_seed)
     runs_dir = Path(runs_dir)
     if not runs_dir.is_dir():
         raise RunDataError("is not a folder", source=runs_dir)

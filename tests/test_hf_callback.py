@@ -452,3 +452,30 @@ def test_in_trls_grpo_trainer_the_generation_compute_comes_from_compute_fn(tmp_p
     counting_nothing.add_callback(ForecastCallback(tmp_path / "runs" / "grpo-flops", metric="rewards/pass_rate/mean"))
     with pytest.raises(ValueError, match=r"counted no FLOPs in training step 1 .*GRPOTrainer.*give compute_fn"):
         counting_nothing.train()  # at once, not after the steps up to the first evaluation
+
+
+@pytest.mark.parametrize("seed", [-1, "0", True, 1.5])
+def test_a_random_seed_the_fit_would_refuse_is_refused_when_the_callback_is_made(tmp_path, seed):
+    # it failed at the advisor's first ask, out of trainer.train(), after that compute was spent
+    with pytest.raises(ValueError, match=re.escape(f"random_seed must be an integer >= 0 or None, got {seed!r}")):
+        ForecastCallback(tmp_path / "run", random_seed=seed)
+
+
+def test_a_random_seed_of_none_or_numpy_reaches_the_advisor(tmp_path, args, monkeypatch):
+    """None leaves the advisor's fits unseeded (it was "unsupported operand type(s) for +: 'NoneType' and
+    'int'" at the first ask); a numpy integer is a seed like any other."""
+    import forecast.hf_callback as hf_callback
+
+    asked = []
+
+    def advice(**kwargs):
+        asked.append(kwargs["random_seed"])
+        return hf_callback.Recommendation("continue", "too_early", "continue: too early")
+
+    monkeypatch.setattr(hf_callback, "trainer_advice", advice)
+    for folder, seed in (("unseeded", None), ("numpy", np.int64(3))):
+        callback = ForecastCallback(tmp_path / folder, random_seed=seed)
+        state = TrainerState(max_steps=100)
+        callback.on_train_begin(args, state, TrainerControl())
+        evaluate(callback, args, state, 10, {"eval_pass_rate": 0.2})
+    assert asked == [None, 4]
