@@ -87,6 +87,7 @@ from .early_stop import (
     Recommendation,
     check_random_seed,
     checked_forecaster_kwargs,
+    checked_rules,
     seed_of_fit,
     trainer_advice,
 )
@@ -242,8 +243,7 @@ class ForecastCallback(TrainerCallback):
             raise ValueError(f"n_eval must be {N_EVAL_RULE}, or None, got {n_eval!r}")
         if compute_fn is not None and not callable(compute_fn):
             raise TypeError(f"compute_fn must be a function of the TrainerState, got {compute_fn!r}")
-        if config is not None and not isinstance(config, EarlyStopConfig):
-            raise TypeError(f"config must be a forecast.early_stop.EarlyStopConfig, got {type(config).__name__}")
+        config = checked_rules(config)
         if forecaster_kwargs is not None:
             checked_forecaster_kwargs(forecaster_kwargs)
         check_random_seed(random_seed)  # -1 failed at the advisor's first ask, out of trainer.train()
@@ -258,7 +258,7 @@ class ForecastCallback(TrainerCallback):
         self.reference = reference
         self.advise_every = int(advise_every)
         self.budget = None if budget is None else float(budget)
-        self.config = config or EarlyStopConfig()
+        self.config = config
         self.compute_fn = compute_fn
         self.compute_unit = compute_unit
         self.n_eval = None if n_eval is None else int(n_eval)

@@ -479,3 +479,10 @@ def test_a_random_seed_of_none_or_numpy_reaches_the_advisor(tmp_path, args, monk
         callback.on_train_begin(args, state, TrainerControl())
         evaluate(callback, args, state, 10, {"eval_pass_rate": 0.2})
     assert asked == [None, 4]
+
+
+def test_stop_rules_given_as_a_dict_are_refused_in_the_words_of_every_other_front_door(tmp_path):
+    # ForecastCallback had a check of its own, without the example the others give
+    with pytest.raises(TypeError, match=re.escape("config must be a forecast.early_stop.EarlyStopConfig (e.g. "
+                                                  "EarlyStopConfig(margin=0.02)), got dict")):
+        ForecastCallback(tmp_path / "run", config={"margin": 0.02})
