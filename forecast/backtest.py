@@ -49,6 +49,7 @@ saw). Many replicas give regret an honest standard error: one real sweep is one 
 
 from __future__ import annotations
 
+import math
 import numbers
 import time
 from dataclasses import asdict, dataclass, field
@@ -145,8 +146,11 @@ class BacktestConfig:
 
 
 def _whole_at_least(name: str, value, least: int) -> int:
-    """A BacktestConfig count as an int; ValueError naming it for a fraction, a string or one below `least`."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or value < least:
+    """A BacktestConfig count as an int (4.0 as 4: halving_eta=4.0 replayed as 4 before it was checked);
+    ValueError naming it for a fraction, a string or one below `least`."""
+    whole = isinstance(value, numbers.Integral) or (isinstance(value, numbers.Real) and math.isfinite(value)
+                                                    and float(value).is_integer())
+    if isinstance(value, (bool, np.bool_)) or not whole or value < least:
         raise ValueError(f"BacktestConfig.{name} must be a whole number >= {least}, got {value!r}")
     return int(value)
 

@@ -637,3 +637,14 @@ def test_a_random_seed_of_none_leaves_ours_fits_unseeded(intercept_advice_fit):
     with pytest.raises(FitIntercepted):
         replay(curve_table({"a": 0.5, "b": 0.6}), backtest_module.make_policy("forecast", BacktestConfig(random_seed=None)))
     assert "random_seed" in seen and seen["random_seed"] is None
+
+
+def test_backtest_config_takes_a_whole_count_written_with_a_point():
+    """halving_eta=4.0 and median_n_startup=5.0 replayed as 4 and 5 before the range checks, which then
+    refused them as "must be a whole number >= 2, got 4.0"; min_evals=4.0 and smooth_last=3.0 failed in
+    numpy. Each is now the whole number it is, as EarlyStopConfig(min_evals=4.0) and watch(max_polls=2.0) are."""
+    config = BacktestConfig(halving_eta=4.0, median_n_startup=np.float64(5.0), min_evals=4.0, smooth_last=3.0)
+    counts = (config.halving_eta, config.median_n_startup, config.min_evals, config.smooth_last)
+    assert counts == (4, 5, 4, 3) and all(type(count) is int for count in counts)
+    result = backtest(curve_table({"a": 0.5, "b": 0.6, "c": 0.3}), policies=("median", "successive_halving"), config=config)
+    assert [r.policy for r in result.results] == ["median", "successive_halving"]
