@@ -124,7 +124,7 @@ class BacktestConfig:
         self.planned_horizon = check_bool("BacktestConfig.planned_horizon", self.planned_horizon)
         self.early_stop = checked_rules(self.early_stop)
         # ours' first checkpoint failed on them, in the forecaster's words, naming neither setting (none given
-        # is not checked: the check imports PyMC, which a replay of the baselines alone never needs)
+        # is not checked: the check imports forecast.forecaster, most of a second, which a replay of the baselines alone never needs)
         if self.forecaster_kwargs:
             checked_forecaster_kwargs(self.forecaster_kwargs)
         check_random_seed(self.random_seed, "BacktestConfig.random_seed")

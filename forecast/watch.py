@@ -685,7 +685,7 @@ def watch(
     config = checked_rules(config)  # before the folder: a dict of settings failed only at the first fit
     budget, interval, max_polls = _checked_watch_settings(budget, interval, max_polls)
     # taken on an empty folder, they failed at the first fit, once runs had come, in the forecaster's words
-    if forecaster_kwargs:  # none given is not checked: the check imports PyMC, before the first poll's line
+    if forecaster_kwargs:  # none given is not checked: the check imports forecast.forecaster (scipy: most of a second)
         checked_forecaster_kwargs(forecaster_kwargs)
     check_random_seed(random_seed)
     runs_dir = Path(runs_dir)
