@@ -771,10 +771,27 @@ def _whose_first_evaluation(fc, forecasts: pd.DataFrame) -> tuple[bool, list[str
     return by_run, names, smallest
 
 
+def _check_forecast_table(fc, forecasts) -> None:
+    """What forecasts_below_data reads of a table: a hand-made one without a recipe column failed as
+    KeyError: 'recipe', and one naming a recipe the fit lacks as KeyError: 'c'."""
+    if not isinstance(forecasts, pd.DataFrame):
+        raise TypeError(f"forecasts_below_data takes fc.predict()'s table (a DataFrame), got {type(forecasts).__name__}")
+    if "compute" not in forecasts.columns or not {"recipe", "run_id"} & set(forecasts.columns):
+        raise ValueError("forecasts_below_data reads a table as fc.predict() gives it: it needs the columns 'compute' "
+                         "and 'recipe' (or 'run_id', for kind='run' forecasts); this table has "
+                         f"{', '.join(map(str, forecasts.columns)) or 'no columns'}")
+    what = "run_id" if "run_id" in forecasts.columns else "recipe"
+    known = list(dict.fromkeys(fc.runs_[what].map(name_of)))
+    for name in dict.fromkeys(forecasts[what].map(name_of)):
+        if name not in known:
+            raise KeyError(unknown_name_message(what, name, known))
+
+
 def forecasts_below_data(fc, forecasts: pd.DataFrame) -> list[bool]:
     """For each row of `fc.predict()`'s table, whether its compute lies below the first evaluation of
     what it forecasts: of the run for kind="run", else of the recipe's runs. There its curve is
     extrapolated backwards, however early other recipes' data start."""
+    _check_forecast_table(fc, forecasts)
     _, names, smallest = _whose_first_evaluation(fc, forecasts)
     return [not within_data(compute, smallest[name]) for compute, name in zip(forecasts["compute"], names, strict=True)]
 

@@ -1194,3 +1194,25 @@ def test_a_recipe_named_twice_as_a_number_and_as_text_is_refused():
 
     with pytest.raises(ValueError, match=r"^recipes given more than once: '1'; name each recipe once$"):
         decide(Numbered(), 1e3, recipes=[1, "1"])
+
+
+def test_forecasts_below_data_says_what_a_table_needs():
+    """forecasts_below_data on a hand-made table of computes alone raised KeyError: 'recipe', and on one
+    naming a recipe the fit lacks, KeyError: 'c'. It now says what the table needs (predict()'s columns),
+    and names an unknown recipe or run with the fit's own names."""
+    from forecast.decisions import forecasts_below_data
+
+    fc = _LaterStart()
+    with pytest.raises(ValueError, match=r"^forecasts_below_data reads a table as fc\.predict\(\) gives it: it needs the "
+                                         r"columns 'compute' and 'recipe' \(or 'run_id', for kind='run' forecasts\); "
+                                         r"this table has compute$"):
+        forecasts_below_data(fc, pd.DataFrame({"compute": [1e3]}))
+    with pytest.raises(ValueError, match=r"this table has recipe$"):
+        forecasts_below_data(fc, pd.DataFrame({"recipe": ["a"]}))
+    with pytest.raises(KeyError, match=r"unknown recipe 'c'; known: a, b"):
+        forecasts_below_data(fc, pd.DataFrame({"recipe": ["a", "c"], "compute": [1e3, 1e3]}))
+    with pytest.raises(TypeError, match=r"takes fc\.predict\(\)'s table \(a DataFrame\), got list"):
+        forecasts_below_data(fc, [1e3])
+    # a table with its columns, hand-made or predict()'s: each row judged by its recipe's first evaluation
+    assert forecasts_below_data(fc, pd.DataFrame({"recipe": ["a", "b", "b"], "compute": [1e3, 1e3, 3e3]})) == [
+        False, True, False]
