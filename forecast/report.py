@@ -29,6 +29,7 @@ import math
 import re
 import sys
 from dataclasses import dataclass, field
+from os import PathLike
 
 import numpy as np
 import pandas as pd
@@ -131,11 +132,31 @@ def p_best_from_draws(draws: np.ndarray) -> np.ndarray:
     return np.bincount(winners, minlength=draws.shape[1]) / draws.shape[0]
 
 
+def _largest_compute_of(runs) -> float:
+    """The largest compute of a run table, for default_budget; TypeError or ValueError saying what it takes.
+    A path failed as "string indices must be integers", a table without the column as KeyError: 'compute'."""
+    if not isinstance(runs, pd.DataFrame):
+        given = f"{type(runs).__name__} {runs!r}" if isinstance(runs, (str, PathLike)) else type(runs).__name__
+        raise TypeError(f"default_budget takes a run table (a DataFrame: load_runs('runs.csv'), or a fit's fc.runs_), "
+                        f"got {given}")
+    if "compute" not in runs.columns:
+        raise ValueError(f"default_budget reads the run table's column 'compute', which this table lacks "
+                         f"(columns: {', '.join(map(str, runs.columns)) or 'none'})")
+    compute = runs["compute"]
+    numeric = pd.api.types.is_numeric_dtype(compute) and not pd.api.types.is_bool_dtype(compute)
+    largest = float(compute.max()) if numeric and len(compute) else float("nan")
+    if not (np.isfinite(largest) and largest > 0):  # text ("1e3") was taken: max() of strings
+        raise ValueError("default_budget: column 'compute' must hold at least one compute > 0 (numbers, as load_runs "
+                         f"reads them), got {compute.head(3).tolist()!r}{' ...' if len(compute) > 3 else ''}")
+    return largest
+
+
 def default_budget(runs: pd.DataFrame) -> float:
     """A planning horizon a bit beyond the data: 4x the largest compute observed so far, rounded to
     the digits the page prints (4.08e12, not 4.0792e12). Forecasts draw their noise per compute, so
     `forecast decide --budget 4.08e12` copied from the page gave other probabilities than the page."""
-    exact = BUDGET_MULTIPLE * float(runs["compute"].max())
+    largest = _largest_compute_of(runs)
+    exact = BUDGET_MULTIPLE * largest
     return float(fmt_compute(exact).replace(",", ""))
 
 

@@ -39,6 +39,22 @@ def test_default_budget_and_target():
     assert rp.default_target_from_asymptotes([0.58, 0.612, 0.70]) == 0.61
 
 
+def test_default_budget_refuses_what_is_not_a_run_table_saying_what_it_takes():
+    """default_budget("runs.csv") failed as "string indices must be integers", a table without its compute
+    column as KeyError: 'compute', an empty one deep in fmt_compute, and compute as text ("1e3") was taken.
+    Each is now refused saying what it takes: a run table, as load_runs gives it (load_runs takes the path)."""
+    with pytest.raises(TypeError, match=r"^default_budget takes a run table \(a DataFrame: load_runs\('runs\.csv'\), "
+                                        r"or a fit's fc\.runs_\), got str 'runs\.csv'$"):
+        rp.default_budget("runs.csv")
+    with pytest.raises(ValueError, match=r"^default_budget reads the run table's column 'compute', which this table "
+                                         r"lacks \(columns: metric\)$"):
+        rp.default_budget(pd.DataFrame({"metric": [0.5]}))
+    for compute in ([], ["1e3"], [float("nan")]):
+        with pytest.raises(ValueError, match=r"^default_budget: column 'compute' must hold at least one compute > 0 "
+                                             r"\(numbers, as load_runs reads them\)"):
+            rp.default_budget(pd.DataFrame({"compute": compute}))
+
+
 @pytest.mark.parametrize(
     "value, text",
     [(38400.0, "38,400"), (3.2e15, "3.2e15"), (1.25e7, "1.25e7"), (4e12, "4e12"), (float("inf"), "never"), (0.0, "0"), (2.5, "2.5"), (float("nan"), "–")],
