@@ -302,6 +302,8 @@ def how_run_folder_ended(folder: Path) -> str:
     return "finished" if os.path.exists(folder / "summary.json") else ""
 
 
+# attrs key of a checked table: the runs left out of it and why ({run_id: {"recipe", "reason"}}), for the fit
+LEFT_OUT_RUNS = "left_out_runs"
 # what read_csv takes for a missing value by default (pandas' documented list)
 CSV_MISSING = ("", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN", "<NA>", "N/A",
                "NA", "NULL", "NaN", "None", "n/a", "nan", "null")
@@ -992,6 +994,11 @@ def validate_runs(frame: pd.DataFrame, *, source=None, min_points: int = 2) -> p
     clean, said = _said_and_kept(_checked_runs, frame, source=source, min_points=min_points, say=not said_before)
     if said_before:  # as said the first time, with load_runs' own about reading the file
         said = list(frame.attrs.get("data_warnings", said))
+    # a run left out by an earlier check (load_runs, then fit) is no longer in the table to be left out again
+    earlier = frame.attrs.get(LEFT_OUT_RUNS, {}) if isinstance(frame, pd.DataFrame) else {}
+    fitted_runs = set(clean["run_id"])
+    clean.attrs[LEFT_OUT_RUNS] = {**{run: why for run, why in earlier.items() if run not in fitted_runs},
+                                  **clean.attrs.get(LEFT_OUT_RUNS, {})}
     clean.attrs["validated_digest"] = _digest(clean)
     clean.attrs["read_warnings"] = said_reading
     clean.attrs["data_warnings"] = list(dict.fromkeys([*said_reading, *said]))
@@ -1292,7 +1299,9 @@ def _checked_runs(frame: pd.DataFrame, *, source, min_points: int) -> pd.DataFra
     counts = frame.groupby("run_id").size()
     short = counts[counts < min_points]
     in_flight = _runs_in_flight(frame, short.index)
+    left_out = {}
     if in_flight and len(in_flight) < len(counts):
+        left_out = left_out_in_flight(frame, short[in_flight], min_points)
         frame = _without_runs(frame, in_flight, min_points)
         short = short.drop(in_flight)
     if len(short):
@@ -1311,6 +1320,7 @@ def _checked_runs(frame: pd.DataFrame, *, source, min_points: int) -> pd.DataFra
     frame = frame.sort_values(["recipe", "run_id", "compute"], kind="stable").reset_index(drop=True)
     _warn_if_the_metric_falls_with_compute(frame, src)
     frame.attrs["source"] = str(src) if src is not None else None
+    frame.attrs[LEFT_OUT_RUNS] = left_out
     return frame
 
 
@@ -1320,6 +1330,16 @@ def _runs_in_flight(frame: pd.DataFrame, runs) -> list:
         return []
     ended = frame.groupby("run_id")[ENDED_COLUMN].first()
     return [run for run in runs if ended[run] == ""]
+
+
+def left_out_in_flight(frame: pd.DataFrame, counts: pd.Series, min_points: int) -> dict:
+    """{run_id: {"recipe", "reason"}} for the runs in flight left out for too few evaluations (`counts`,
+    by run), kept with the table and the fit: predict(run_id=...) of such a run said only "unknown run_id"."""
+    recipes = frame.groupby("run_id")["recipe"].first()
+    return {str(run): {"recipe": str(recipes[run]),
+                       "reason": f"it was in flight with {n} evaluation{'' if n == 1 else 's'}, fewer than the {min_points} "
+                                 "a curve needs; fit again once it has more"}
+            for run, n in counts.items()}
 
 
 def _without_runs(frame: pd.DataFrame, runs, min_points: int) -> pd.DataFrame:

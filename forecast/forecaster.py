@@ -33,6 +33,7 @@ from . import __version__
 from .curves import compute_to_target as _compute_to_target
 from .curves import sigmoid_curve_log
 from .data import (
+    LEFT_OUT_RUNS,
     UNSPECIFIED_UNIT,
     FarFromDataWarning,
     compute_unit_of,
@@ -416,6 +417,9 @@ class ScalingForecaster:
         self.data_ = None
         self.fit_info_ = {}
         self.data_warnings_ = []  # the data's warnings said when the fitted table was read (validate_runs)
+        # runs the check of the fitted table left out ({run_id: {"recipe", "reason"}}: a run in flight with one
+        # evaluation), so that a question about one says why it has no answer, not "unknown run_id"
+        self.left_out_runs_ = {}
         self._draw_cache = {}
         self._report = None
         self._base = None  # the last sampled fit, which refit() reweights
@@ -668,6 +672,7 @@ class ScalingForecaster:
         self.runs_, self.data_, self._idata, self.fit_info_ = runs, data, idata, info
         # the table's own (validate_runs keeps them), also when it was read and said before fit() saw it
         self.data_warnings_ = list(runs.attrs.get("data_warnings", []))
+        self.left_out_runs_ = dict(runs.attrs.get(LEFT_OUT_RUNS, {}))
         self._draw_cache = {}
         attrs = {
             "forecast_version": __version__,
@@ -678,6 +683,7 @@ class ScalingForecaster:
             # those of them said reading the files (validate_runs keeps them apart): a filter of the loaded
             # fit's runs_, checked again before its refit, cannot say them again
             "read_warnings": json.dumps(list(runs.attrs.get("read_warnings", []))),
+            "left_out_runs": json.dumps(self.left_out_runs_),  # `forecast predict FIT --run-id` says why a run is not in it
         }
         self._idata.posterior.attrs.update(attrs)
 
@@ -777,6 +783,12 @@ class ScalingForecaster:
             return self.data_.recipes.index(recipe)
         except ValueError:
             hint = f"it is a run: give run_id='{recipe}'" if recipe in self.data_.runs else None
+            left_out = [run for run, why in self.left_out_runs_.items() if why.get("recipe") == recipe]
+            if hint is None and left_out:  # every run of it was left out of the fit: say why, not "unknown"
+                raise KeyError(f"recipe '{recipe}' is not in the fit: its run{'' if len(left_out) == 1 else 's'} "
+                               f"{', '.join(map(repr, left_out))} {'was' if len(left_out) == 1 else 'were'} left out "
+                               f"({self.left_out_runs_[left_out[0]]['reason']}); the fit's recipes: "
+                               f"{', '.join(self.data_.recipes)}") from None
             raise KeyError(unknown_name_message("recipe", recipe, self.data_.recipes, hint=hint)) from None
 
     def _run_index(self, run_id: str) -> int:
@@ -785,6 +797,9 @@ class ScalingForecaster:
             return self.data_.runs.index(run_id)
         except ValueError:
             hint = f"it is a recipe: give recipe='{run_id}'" if run_id in self.data_.recipes else None
+            if hint is None and run_id in self.left_out_runs_:  # said as a warning at the fit, long scrolled away
+                raise KeyError(f"run '{run_id}' was left out of the fit: {self.left_out_runs_[run_id]['reason']}; "
+                               f"the fit's runs: {', '.join(self.data_.runs)}") from None
             raise KeyError(unknown_name_message("run_id", run_id, self.data_.runs, hint=hint)) from None
 
     def _recipe_of(self, run_id: str) -> str:
@@ -1276,6 +1291,10 @@ class ScalingForecaster:
         runs.attrs["data_warnings"] = _saved_attr(attrs, "data_warnings", path, list, "[]")
         # kept apart, as load_runs keeps them, so a refit of a filter of runs_ keeps them too (none in a fit saved before)
         runs.attrs["read_warnings"] = _saved_attr(attrs, "read_warnings", path, list, "[]")
+        runs.attrs[LEFT_OUT_RUNS] = _saved_attr(attrs, "left_out_runs", path, dict, "{}")  # none in a fit saved before
+        if not all(isinstance(why, dict) and isinstance(why.get("reason"), str) for why in runs.attrs[LEFT_OUT_RUNS].values()):
+            raise NotASavedFitError(f"{path} cannot be read as a saved fit: its 'left_out_runs' attribute is damaged "
+                                    "(not what save() writes): copy it again, or refit")
         info = _saved_attr(attrs, "fit_info", path, dict, "{}")
         report = ConvergenceReport.from_dict(info["diagnostics"]) if "diagnostics" in info else None
         data = prepare_data(runs, frame=info.get("frame"))

@@ -1133,7 +1133,8 @@ def test_a_saved_fit_keeps_its_data_warnings_and_an_older_one_has_none(fitted, s
 
 
 @pytest.mark.parametrize("name, damaged", [("data_warnings", '"one warning"'), ("data_warnings", "[1, 2]"),
-                                           ("settings", "{cut"), ("fit_info", "[]")])
+                                           ("settings", "{cut"), ("fit_info", "[]"), ("left_out_runs", "[]"),
+                                           ("left_out_runs", '{"a-s0": "in flight"}')])
 def test_a_saved_fit_whose_attribute_is_damaged_is_refused_by_name(fitted, tmp_path, name, damaged):
     """A damaged JSON attribute was a bare JSONDecodeError out of load(), and a string where the list of
     data warnings belongs showed on the report as one bullet per character."""
@@ -1233,3 +1234,47 @@ def test_two_compiles_in_threads_at_once_give_the_process_its_temporary_folder_b
         thread.join(20)
     assert seen_inside == [str(tmp_path / "generated")]
     assert tempfile.tempdir == str(tmp_path)
+
+
+def test_a_run_left_out_of_the_fit_is_said_to_be_when_asked_for(fitted, tmp_path, capsys):
+    """A run in flight with one evaluation is left out of the fit with a warning, but fc.predict(run_id=it)
+    later said only "unknown run_id 'x'" (and `forecast predict FIT --run-id x` the same), as if misspelt;
+    a recipe whose runs were all left out likewise. The fit now keeps which runs it left out and why,
+    saved with it, and says so where such a run or recipe is asked for."""
+    import copy
+
+    from forecast.cli import main
+    from forecast.data import validate_runs
+
+    finished = fitted.runs_.assign(ended="finished")
+    recipe = fitted.recipes[0]
+    first_row = finished.iloc[[0]]
+    table = pd.concat([finished, first_row.assign(run_id="extra-s9", ended=""),
+                       first_row.assign(run_id="newrec-s0", recipe="newrec", ended="")], ignore_index=True)
+    fc = copy.deepcopy(fitted)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fc.refit(table)
+    assert any("2 runs in flight have fewer than 2 evaluations so far and are left out" in str(w.message) for w in caught)
+    why = "it was in flight with 1 evaluation, fewer than the 2 a curve needs; fit again once it has more"
+    assert fc.left_out_runs_ == {"extra-s9": {"recipe": recipe, "reason": why},
+                                 "newrec-s0": {"recipe": "newrec", "reason": why}}
+    compute = float(fitted.runs_["compute"].median())
+    with pytest.raises(KeyError, match=re.escape(f"run 'extra-s9' was left out of the fit: {why}; the fit's runs: ")):
+        fc.predict([compute], run_id="extra-s9")
+    with pytest.raises(KeyError, match=re.escape(f"recipe 'newrec' is not in the fit: its run 'newrec-s0' was left out "
+                                                 f"({why}); the fit's recipes: ")):
+        fc.predict([compute], recipe="newrec")
+    with pytest.raises(KeyError, match="unknown run_id 'nope'"):  # a name the table never had is unknown as before
+        fc.predict([compute], run_id="nope")
+    # kept by the saved fit, for the command line
+    again = ScalingForecaster.load(fc.save(tmp_path / "fit.nc"))
+    assert again.left_out_runs_ == fc.left_out_runs_
+    capsys.readouterr()
+    assert main(["predict", str(tmp_path), "--compute", f"{compute:g}", "--run-id", "extra-s9"]) == 2
+    assert f"run 'extra-s9' was left out of the fit: {why}; the fit's runs: " in capsys.readouterr().err
+    # the table keeps it through a second check (load_runs, then fit), and forgets it once the run has its evaluations
+    assert set(validate_runs(validate_runs(table)).attrs["left_out_runs"]) == {"extra-s9", "newrec-s0"}
+    grown = pd.concat([table, first_row.assign(run_id="extra-s9", ended="", compute=first_row["compute"] * 2)],
+                      ignore_index=True)
+    assert set(validate_runs(grown).attrs["left_out_runs"]) == {"newrec-s0"}
