@@ -987,3 +987,12 @@ def test_stop_rules_given_as_a_dict_are_refused_naming_what_is_wanted(entry):
     with pytest.raises(TypeError, match=r"config must be a forecast.early_stop.EarlyStopConfig \(e.g. "
                                         r"EarlyStopConfig\(margin=0.02\)\), got dict"):
         _entry_points_given({"margin": 0.02})[entry]()
+
+
+def test_a_forecast_exactly_at_the_target_reaches_it():
+    """reach_target is P(metric at the budget >= target): a draw on the target has reached it.
+    (Counted with >, draws exactly at the target were counted as missing it.)"""
+    assert check_reach_target(np.array([0.6, 0.6, 0.5, 0.7]), 0.6) == pytest.approx(0.75)
+    config = EarlyStopConfig(target=0.6, saturation_epsilon=None)
+    rec = evaluate_rules("a", np.full(1000, 0.6), spread(0.5), {}, config, budget=4.0, compute_now=2.0, n_evals=9)
+    assert (rec.action, rec.rule, rec.probability) == ("continue", "reach_target", 1.0)
