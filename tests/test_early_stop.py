@@ -996,3 +996,14 @@ def test_a_forecast_exactly_at_the_target_reaches_it():
     config = EarlyStopConfig(target=0.6, saturation_epsilon=None)
     rec = evaluate_rules("a", np.full(1000, 0.6), spread(0.5), {}, config, budget=4.0, compute_now=2.0, n_evals=9)
     assert (rec.action, rec.rule, rec.probability) == ("continue", "reach_target", 1.0)
+
+
+def test_the_rules_start_at_exactly_min_evals_evaluations():
+    """'rules start at 4': a run with 4 evaluations is judged; with 3 it is warming up."""
+    config = EarlyStopConfig(min_evals=4, margin=0.0)
+    judged = evaluate_rules("a", spread(0.30), spread(0.25), {"b": spread(0.60)}, config,
+                            budget=4.0, compute_now=2.0, n_evals=4)
+    assert (judged.action, judged.rule) == ("stop", "beats_best")
+    warming = evaluate_rules("a", spread(0.30), spread(0.25), {"b": spread(0.60)}, config,
+                             budget=4.0, compute_now=2.0, n_evals=3)
+    assert (warming.action, warming.rule) == ("continue", "warmup")
