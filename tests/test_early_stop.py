@@ -1007,3 +1007,11 @@ def test_the_rules_start_at_exactly_min_evals_evaluations():
     warming = evaluate_rules("a", spread(0.30), spread(0.25), {"b": spread(0.60)}, config,
                              budget=4.0, compute_now=2.0, n_evals=3)
     assert (warming.action, warming.rule) == ("continue", "warmup")
+
+
+def test_a_run_level_with_a_finished_run_still_leads():
+    """sweep_leader: the run in flight leads when it is at least as high as every ended run, a tie included."""
+    from forecast.early_stop import sweep_leader
+
+    assert sweep_leader({"a": spread(0.55), "b": spread(0.40)}, {"done": spread(0.55)}) == "a"
+    assert sweep_leader({"a": spread(0.55), "b": spread(0.40)}, {"done": spread(0.56)}) is None
