@@ -1015,3 +1015,20 @@ def test_a_run_level_with_a_finished_run_still_leads():
 
     assert sweep_leader({"a": spread(0.55), "b": spread(0.40)}, {"done": spread(0.55)}) == "a"
     assert sweep_leader({"a": spread(0.55), "b": spread(0.40)}, {"done": spread(0.56)}) is None
+
+
+def test_a_comparison_stop_that_fails_both_own_rules_is_named_for_the_first_of_them():
+    """A run stopped on a comparison that also cannot reach the target and has flattened is stopped on
+    its own rule, the first in the rules' order (reach_target before saturated), as evaluate_rules names
+    the first rule that fires."""
+    from forecast.early_stop import evaluate_in_turn
+
+    in_flight, finals = one_ahead_of_the_rest("lead", 4)
+    for run in ("w1", "w2", "w3", "w4"):
+        in_flight[run] = {**in_flight[run], "curve_gain": 0.0}  # flat: saturated fires too
+    recs = evaluate_in_turn(in_flight, finals, EarlyStopConfig(target=0.6))
+    for run in ("w1", "w2", "w3", "w4"):
+        fired = [c["rule"] for c in recs[run].details["checks"] if c["fired"]]
+        assert fired == ["beats_best", "gain_per_compute", "reach_target", "saturated"]
+        assert (recs[run].action, recs[run].rule) == ("stop", "reach_target")
+        assert recs[run].message.startswith("stop: P(reaches 0.6 by 4 compute units) = 0.00 < 0.05")
