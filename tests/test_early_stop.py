@@ -1032,3 +1032,17 @@ def test_a_comparison_stop_that_fails_both_own_rules_is_named_for_the_first_of_t
         assert fired == ["beats_best", "gain_per_compute", "reach_target", "saturated"]
         assert (recs[run].action, recs[run].rule) == ("stop", "reach_target")
         assert recs[run].message.startswith("stop: P(reaches 0.6 by 4 compute units) = 0.00 < 0.05")
+
+
+def test_a_bar_exactly_at_the_extrapolation_guard_is_not_called_too_early():
+    """The guard holds a run whose budget is MORE than max_extrapolation times its compute; at exactly
+    8x its own rules run, so a stop against it must not say it is too early for them."""
+    from forecast.early_stop import evaluate_in_turn
+
+    in_flight, finals = one_ahead_of_the_rest("lead", 4)
+    in_flight["lead"] = {**in_flight["lead"], "compute_now": 4.0 / 8}  # exactly 8x short
+    recs = evaluate_in_turn(in_flight, finals, EarlyStopConfig(keep_runner_up=False))
+    assert recs["lead"].rule != "too_early"
+    stopped = [rec for rec in recs.values() if rec.stop]
+    assert stopped and all(rec.rule == "beats_best" for rec in stopped)
+    assert not any("too early for its own" in rec.message or "alternative_too_early" in rec.details for rec in stopped)
