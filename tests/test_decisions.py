@@ -1216,3 +1216,11 @@ def test_forecasts_below_data_says_what_a_table_needs():
     # a table with its columns, hand-made or predict()'s: each row judged by its recipe's first evaluation
     assert forecasts_below_data(fc, pd.DataFrame({"recipe": ["a", "b", "b"], "compute": [1e3, 1e3, 3e3]})) == [
         False, True, False]
+
+
+def test_a_draw_exactly_at_the_target_counts_as_reaching_it():
+    """P(target) is P(metric at the budget >= target): a draw on the target has reached it."""
+    draws = {"a": np.array([0.6, 0.6, 0.5, 0.7]), "b": np.array([0.5, 0.5, 0.5, 0.5])}
+    assert probability_reach(draws, 0.6) == {"a": 0.75, "b": 0.0}
+    table = rank_recipes(draws, target=0.6, budget=1.0)
+    assert table.set_index("recipe").loc["a", "p_target"] == 0.75
