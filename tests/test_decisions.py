@@ -1224,3 +1224,16 @@ def test_a_draw_exactly_at_the_target_counts_as_reaching_it():
     assert probability_reach(draws, 0.6) == {"a": 0.75, "b": 0.0}
     table = rank_recipes(draws, target=0.6, budget=1.0)
     assert table.set_index("recipe").loc["a", "p_target"] == 0.75
+
+
+def test_recipes_are_ranked_by_expected_metric_not_by_p_best():
+    """'best expected metric first': a sure 0.60 comes before two wide recipes that each win half the
+    draws (P(best) 0.5) but are expected to reach only 0.575; the text leans to it and names the likeliest
+    other winner."""
+    first = np.random.default_rng(5).permutation(np.arange(4000) < 2000)  # wide1 wins these draws, wide2 the rest
+    draws = {"wide1": np.where(first, 0.85, 0.30), "sure": np.full(4000, 0.60), "wide2": np.where(first, 0.30, 0.85)}
+    table = rank_recipes(draws, budget=1.0)
+    assert table.loc[0, "recipe"] == "sure" and sorted(table.loc[1:, "recipe"]) == ["wide1", "wide2"]
+    assert list(table["p_best"]) == [0.0, 0.5, 0.5]
+    text = recommend_text(table, budget=1.0)
+    assert text.startswith("Too close to call, leaning 'sure'") and "Consider running 'sure' and 'wide" in text
