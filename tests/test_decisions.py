@@ -1237,3 +1237,12 @@ def test_recipes_are_ranked_by_expected_metric_not_by_p_best():
     assert list(table["p_best"]) == [0.0, 0.5, 0.5]
     text = recommend_text(table, budget=1.0)
     assert text.startswith("Too close to call, leaning 'sure'") and "Consider running 'sure' and 'wide" in text
+
+
+def test_recipes_with_equal_expected_metrics_are_ranked_by_p_best():
+    """A tie in the expected metric goes to the recipe likelier to be the best, whatever the order given."""
+    draws = {"steady": np.full(4, 0.5), "b": np.array([0.75, 0.25, 0.625, 0.375]),
+             "c": np.array([0.25, 0.75, 0.375, 0.625])}
+    table = rank_recipes(draws, budget=1.0)
+    assert list(table["expected"]) == [0.5, 0.5, 0.5]
+    assert list(table["recipe"]) == ["b", "c", "steady"] and list(table["p_best"]) == [0.5, 0.5, 0.0]
