@@ -1246,3 +1246,11 @@ def test_recipes_with_equal_expected_metrics_are_ranked_by_p_best():
     table = rank_recipes(draws, budget=1.0)
     assert list(table["expected"]) == [0.5, 0.5, 0.5]
     assert list(table["recipe"]) == ["b", "c", "steady"] and list(table["p_best"]) == [0.5, 0.5, 0.0]
+
+
+def test_a_p_best_exactly_at_the_bar_is_a_clear_winner():
+    """'Scale' from P(best) >= 0.80: a leader best in exactly 800 of 1,000 draws is scaled, not called too close."""
+    a = np.where(np.arange(1000) < 800, 0.7, 0.5)
+    table = rank_recipes({"a": a, "b": np.full(1000, 0.6)}, budget=1.0)
+    assert table.loc[0, "p_best"] == 0.8
+    assert recommend_text(table, budget=1.0).startswith("Scale 'a'")
