@@ -1254,3 +1254,11 @@ def test_a_p_best_exactly_at_the_bar_is_a_clear_winner():
     table = rank_recipes({"a": a, "b": np.full(1000, 0.6)}, budget=1.0)
     assert table.loc[0, "p_best"] == 0.8
     assert recommend_text(table, budget=1.0).startswith("Scale 'a'")
+
+
+def test_the_downside_sentence_cites_each_recipes_own_5_percent_quantile(rng):
+    draws = {"a": rng.normal(0.70, 0.01, 4000), "b": rng.normal(0.60, 0.05, 4000)}
+    table = rank_recipes(draws, budget=1.0)
+    a, b = table.set_index("recipe").loc["a"], table.set_index("recipe").loc["b"]
+    assert a.q05 == pytest.approx(np.quantile(draws["a"], 0.05)) and b.q05 == pytest.approx(np.quantile(draws["b"], 0.05))
+    assert f"Downside (5% quantile): {a.q05:.3f} for 'a' vs {b.q05:.3f} for 'b'." in recommend_text(table, budget=1.0)
