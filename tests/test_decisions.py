@@ -1262,3 +1262,14 @@ def test_the_downside_sentence_cites_each_recipes_own_5_percent_quantile(rng):
     a, b = table.set_index("recipe").loc["a"], table.set_index("recipe").loc["b"]
     assert a.q05 == pytest.approx(np.quantile(draws["a"], 0.05)) and b.q05 == pytest.approx(np.quantile(draws["b"], 0.05))
     assert f"Downside (5% quantile): {a.q05:.3f} for 'a' vs {b.q05:.3f} for 'b'." in recommend_text(table, budget=1.0)
+
+
+def test_a_best_chance_of_exactly_the_bar_is_not_said_to_be_below_it():
+    """'No recipe is likely to reach it ... (below 0.05)' is said when every P(target) is under 0.05;
+    a recipe with P = 0.05 exactly is not below it."""
+    a = np.where(np.arange(20) == 0, 0.7, 0.5)  # 1 of 20 draws at or above 0.65
+    table = rank_recipes({"a": a, "b": np.full(20, 0.4)}, target=0.65, budget=1e4)
+    assert table["p_target"].max() == 0.05
+    assert "No recipe is likely" not in recommend_text(table, budget=1e4, target=0.65)
+    below = rank_recipes({"a": np.full(20, 0.5), "b": np.full(20, 0.4)}, target=0.65, budget=1e4)
+    assert recommend_text(below, budget=1e4, target=0.65).startswith("No recipe is likely to reach 0.65")
