@@ -1273,3 +1273,12 @@ def test_a_best_chance_of_exactly_the_bar_is_not_said_to_be_below_it():
     assert "No recipe is likely" not in recommend_text(table, budget=1e4, target=0.65)
     below = rank_recipes({"a": np.full(20, 0.5), "b": np.full(20, 0.4)}, target=0.65, budget=1e4)
     assert recommend_text(below, budget=1e4, target=0.65).startswith("No recipe is likely to reach 0.65")
+
+
+def test_a_splits_interval_is_the_5_and_95_percent_quantiles_of_its_best_run():
+    x = np.linspace(0.5, 0.7, 1001)
+    table = split_budget(lambda r, c, n: x, ["a"], 100.0, max_ways=2)  # seeds alike: the best of two is one
+    for k in (0, 1):
+        assert table.loc[k, "q05"] == pytest.approx(np.quantile(x, 0.05))
+        assert table.loc[k, "q95"] == pytest.approx(np.quantile(x, 0.95))
+    assert "(90% interval 0.510-0.690)" in recommend_split_text(table, total=100.0)
