@@ -1282,3 +1282,10 @@ def test_a_splits_interval_is_the_5_and_95_percent_quantiles_of_its_best_run():
         assert table.loc[k, "q05"] == pytest.approx(np.quantile(x, 0.05))
         assert table.loc[k, "q95"] == pytest.approx(np.quantile(x, 0.95))
     assert "(90% interval 0.510-0.690)" in recommend_split_text(table, total=100.0)
+
+
+def test_the_compute_to_target_interval_is_its_5_and_95_percent_quantiles(rng):
+    c_star = {"a": np.arange(1, 2001) * 10.0}  # q05 1,000; q50 10,000; q95 19,000
+    table = rank_recipes({"a": rng.normal(0.7, 0.01, 2000)}, target=0.65, compute_to_target=c_star, budget=1e5)
+    text = recommend_text(table, budget=1e5, target=0.65)
+    assert "compute to reach 0.65: 10,000 compute units (90% interval 1,000-19,000;" in text
