@@ -108,7 +108,8 @@ def test_recommendation_explains_p_target_above_p_reach_ever(rng):
     assert table.loc[0, "p_target"] > table.loc[0, "p_reach_ever"]
     assert "so the two can disagree" in recommend_text(table, budget=1e4, target=0.65)
     agree = rank_recipes({"a": rng.normal(0.70, 0.01, 2000)}, target=0.65, compute_to_target={"a": np.full(2000, 5e3)}, budget=1e4)
-    assert "can exceed" not in recommend_text(agree, budget=1e4, target=0.65)
+    assert agree.loc[0, "p_target"] == agree.loc[0, "p_reach_ever"] == 1.0
+    assert "so the two can disagree" not in recommend_text(agree, budget=1e4, target=0.65)
 
 
 def test_recommendation_says_too_close_to_call(rng):
