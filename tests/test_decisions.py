@@ -1290,3 +1290,10 @@ def test_the_compute_to_target_interval_is_its_5_and_95_percent_quantiles(rng):
     table = rank_recipes({"a": rng.normal(0.7, 0.01, 2000)}, target=0.65, compute_to_target=c_star, budget=1e5)
     text = recommend_text(table, budget=1e5, target=0.65)
     assert "compute to reach 0.65: 10,000 compute units (90% interval 1,000-19,000;" in text
+
+
+def test_anticorrelated_draws_are_not_counted_as_more_than_there_are():
+    """The effective sample size is capped at the number of draws: alternating draws (an ESS estimate of
+    3n) keep the error sd / sqrt(n), never below it, so noise is not called a difference."""
+    x = np.tile([0.0, 1.0], 500)
+    assert mcse_of_mean(x) == pytest.approx(0.5 / np.sqrt(1000))
