@@ -72,3 +72,10 @@ def test_compute_to_target_refuses_a_target_that_is_no_number_and_keeps_a_nan_pa
     out = compute_to_target(0.5, np.array([0.6, 0.6, np.nan]), 2.0, 1000.0, np.array([0.3, np.nan, 0.3]))
     assert np.isfinite(out[0]) and np.isnan(out[1]) and np.isnan(out[2])
     assert compute_to_target(np.float32(0.5), 0.6, 2.0, 1000.0, 0.3) == compute_to_target(0.5, 0.6, 2.0, 1000.0, 0.3)
+
+
+def test_a_curve_that_starts_exactly_at_the_target_needs_no_compute():
+    """target <= R0 is reached at compute 0 (the documented rule), the boundary included: a falling curve
+    (A < R0) that starts exactly at the target reached it at the start, not 'never'."""
+    assert compute_to_target(0.5, 0.3, 1.0, 100.0, 0.5) == 0.0  # falling from the target
+    assert compute_to_target(0.3, 0.6, 2.0, 1000.0, 0.3) == 0.0  # rising from it
