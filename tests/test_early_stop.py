@@ -1046,3 +1046,26 @@ def test_a_bar_exactly_at_the_extrapolation_guard_is_not_called_too_early():
     stopped = [rec for rec in recs.values() if rec.stop]
     assert stopped and all(rec.rule == "beats_best" for rec in stopped)
     assert not any("too early for its own" in rec.message or "alternative_too_early" in rec.details for rec in stopped)
+
+
+def test_recommend_runs_judges_runs_in_flight_at_their_budgets_and_the_rest_where_they_ended(fitted):
+    """The bar of a run in flight is each other run's final: a run in flight at its planned budget, a
+    finished run at its last evaluation. Compute left is counted in typical budgets, the median of the
+    planned ones (2x, 3x and 7x the compute so far: median 3x, mean 4x)."""
+    from forecast.early_stop import run_draws
+
+    last = fitted.runs_.groupby("run_id")["compute"].max()
+    in_flight = [r for r in fitted.run_ids if r.startswith("scalerl_scout_moe")] + [fitted.run_ids[0]]
+    budgets = {r: k * float(last[r]) for r, k in zip(in_flight, (2, 3, 7), strict=True)}
+    finals = {r: run_draws(fitted, r, budgets.get(r, float(last[r])))[:, 0].mean() for r in fitted.run_ids}
+    # thresholds no rule reaches: nothing is stopped, so every run is compared with every other's final
+    config = EarlyStopConfig(p_beat_threshold=1e-9, min_gain_per_compute=0.0, saturation_epsilon=None)
+    recs = recommend_runs(fitted, budgets, config)
+    typical = float(np.median(list(budgets.values())))
+    for run, rec in recs.items():
+        checks = {c["rule"]: c for c in rec.details["checks"]}
+        others = {r: m for r, m in finals.items() if r != run}
+        bar = max(others, key=others.get)
+        assert checks["beats_best"]["alternative"] == bar
+        assert checks["beats_best"]["alternative_expected"] == pytest.approx(others[bar], rel=1e-12)
+        assert checks["gain_per_compute"]["compute_left"] == pytest.approx((budgets[run] - last[run]) / typical)
