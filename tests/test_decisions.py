@@ -1297,3 +1297,14 @@ def test_anticorrelated_draws_are_not_counted_as_more_than_there_are():
     3n) keep the error sd / sqrt(n), never below it, so noise is not called a difference."""
     x = np.tile([0.0, 1.0], 500)
     assert mcse_of_mean(x) == pytest.approx(0.5 / np.sqrt(1000))
+
+
+def test_decide_splits_recommended_ways_is_the_split_its_sentence_names_not_the_highest(fitted):
+    """extra['recommended_ways'] is the split the sentence recommends (recommended_split): where more runs
+    give a higher expected best only within Monte Carlo noise, that is fewer runs than the highest row."""
+    for total in (1.6e5, 3.2e5, 1e6):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # far beyond the data: the point here is the choice, not the warning
+            decision = decide_split(fitted, total, max_ways=8)
+        ways = decision.extra["recommended_ways"]
+        assert ways == _ways_said(decision.recommendation) == recommended_split(decision.table)["ways"]
