@@ -1069,3 +1069,17 @@ def test_recommend_runs_judges_runs_in_flight_at_their_budgets_and_the_rest_wher
         assert checks["beats_best"]["alternative"] == bar
         assert checks["beats_best"]["alternative_expected"] == pytest.approx(others[bar], rel=1e-12)
         assert checks["gain_per_compute"]["compute_left"] == pytest.approx((budgets[run] - last[run]) / typical)
+
+
+def test_trainer_advice_fits_from_exactly_min_evals_evaluations(intercept_advice_fit):
+    """'rules start at 4': the trainer's 4th evaluation reaches the fit; its 3rd is a warmup."""
+    from conftest import FitIntercepted
+
+    import forecast.early_stop as early_stop
+
+    intercept_advice_fit(early_stop)
+    rows = pd.DataFrame({"run_id": ["x"] * 4, "recipe": ["r"] * 4, "compute": [1.0, 2, 3, 4], "metric": [0.1, 0.2, 0.3, 0.35]})
+    with pytest.raises(FitIntercepted):
+        trainer_advice(evals=rows, planned_compute=10.0, config=EarlyStopConfig(min_evals=4))
+    rec = trainer_advice(evals=rows.iloc[:3], planned_compute=10.0, config=EarlyStopConfig(min_evals=4))
+    assert (rec.action, rec.rule, rec.value, rec.threshold) == ("continue", "warmup", 3.0, 4.0)
