@@ -1083,3 +1083,27 @@ def test_trainer_advice_fits_from_exactly_min_evals_evaluations(intercept_advice
         trainer_advice(evals=rows, planned_compute=10.0, config=EarlyStopConfig(min_evals=4))
     rec = trainer_advice(evals=rows.iloc[:3], planned_compute=10.0, config=EarlyStopConfig(min_evals=4))
     assert (rec.action, rec.rule, rec.value, rec.threshold) == ("continue", "warmup", 3.0, 4.0)
+
+
+def test_a_dear_run_expected_highest_is_held_as_the_runner_up_to_the_other_not_to_itself():
+    """A long run expected to end highest (0.50) but only by 0.001 over a cheap run in flight (0.499) is
+    stopped by gain_per_compute: 0.001 for 7.5 typical budgets of compute. Its bar is the cheap run, still
+    in flight, and nothing else goes on beside that, so it is kept as the runner-up (keep_runner_up) until
+    the cheap run has a final; its own forecast is never its bar."""
+    from forecast.early_stop import evaluate_in_turn
+
+    in_flight = {
+        "dear": {"at_budget": np.full(1000, 0.50), "now": np.full(1000, 0.40), "budget": 40.0, "compute_now": 10.0,
+                 "n_evals": 9},
+        "cheap": {"at_budget": np.full(1000, 0.499), "now": np.full(1000, 0.45), "budget": 4.0, "compute_now": 2.0,
+                  "n_evals": 9},
+    }
+    finals = {r: v["at_budget"] for r, v in in_flight.items()}
+    recs = evaluate_in_turn(in_flight, finals, EarlyStopConfig(), compute_scale=4.0)
+    assert (recs["cheap"].action, recs["cheap"].rule) == ("continue", "leader")
+    dear = recs["dear"]
+    assert (dear.action, dear.rule, dear.details["held_as_runner_up"], dear.details["bar"]) == (
+        "continue", "runner_up", "gain_per_compute", "cheap")
+    assert "'cheap' is still in flight" in dear.message
+    off = evaluate_in_turn(in_flight, finals, EarlyStopConfig(keep_runner_up=False), compute_scale=4.0)
+    assert (off["dear"].action, off["dear"].rule) == ("stop", "gain_per_compute")
