@@ -1308,3 +1308,14 @@ def test_decide_splits_recommended_ways_is_the_split_its_sentence_names_not_the_
             decision = decide_split(fitted, total, max_ways=8)
         ways = decision.extra["recommended_ways"]
         assert ways == _ways_said(decision.recommendation) == recommended_split(decision.table)["ways"]
+
+
+def test_the_risk_averse_choice_is_set_against_the_leaders_downside(rng):
+    """'Risk-averse choice: 'c' has the best downside (its q05 vs the leader's)': with three recipes the
+    number it is set against is the leader's, not the runner-up's."""
+    draws = {"a": rng.normal(0.70, 0.06, 4000), "b": rng.normal(0.65, 0.06, 4000), "c": rng.normal(0.62, 0.003, 4000)}
+    table = rank_recipes(draws, budget=1.0)
+    row = table.set_index("recipe")
+    assert list(table["recipe"]) == ["a", "b", "c"] and row["q05"].idxmax() == "c"
+    text = recommend_text(table, budget=1.0)
+    assert f"Risk-averse choice: 'c' has the best downside ({row.loc['c', 'q05']:.3f} vs {row.loc['a', 'q05']:.3f})." in text
