@@ -1319,3 +1319,17 @@ def test_the_risk_averse_choice_is_set_against_the_leaders_downside(rng):
     assert list(table["recipe"]) == ["a", "b", "c"] and row["q05"].idxmax() == "c"
     text = recommend_text(table, budget=1.0)
     assert f"Risk-averse choice: 'c' has the best downside ({row.loc['c', 'q05']:.3f} vs {row.loc['a', 'q05']:.3f})." in text
+
+
+def test_the_recipe_likeliest_to_reach_the_target_is_named_whatever_its_rank():
+    """'For the target alone, 'b' is likelier': the recipe with the highest P(target), here second by
+    expected metric, not the last row (c, whose P(target) is also above the leader's)."""
+    n = 2000
+    index = np.arange(n)
+    draws = {"a": np.where(index < 800, 0.9, 0.5),  # expected 0.66, P(>= 0.6) 0.40
+             "b": np.where(index < 1800, 0.62, 0.3),  # expected 0.588, P 0.90
+             "c": np.where(index < 1000, 0.61, 0.5)}  # expected 0.555, P 0.50
+    table = rank_recipes(draws, target=0.6, budget=1e4)
+    assert list(table["recipe"]) == ["a", "b", "c"]
+    text = recommend_text(table, budget=1e4, target=0.6)
+    assert "For the target alone, 'b' is likelier to get there (P = 0.90)." in text
