@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -640,10 +639,6 @@ def _checked_recipes(fc, recipes) -> list[str]:
         raise KeyError(unknown_name_message("recipe", unknown[0], fc.recipes))
     if unknown or not recipes:
         raise KeyError(f"unknown recipe {', '.join(map(repr, unknown)) or '(none given)'}; known: {', '.join(fc.recipes)}")
-    # a repeat was ranked against itself: recipes=["dapo", "dapo"] gave one row with P(best) = 1
-    repeated = [r for r, count in Counter(recipes).items() if count > 1]
-    if repeated:
-        raise ValueError(f"recipes given more than once: {', '.join(map(repr, repeated))}; name each recipe once")
     return recipes
 
 

@@ -1177,26 +1177,6 @@ def test_the_report_says_once_that_its_budget_lies_below_all_the_data(later_star
     assert alone.count("(381 gpu_hours)") == 1 and alone.endswith(split)
 
 
-def test_a_recipe_named_twice_is_refused_naming_it():
-    """decide(fc, budget, recipes=["b", "b"]) ranked 'b' against itself and gave one row with P(best) = 1,
-    and decide_split took the repeat too: a repeated name is a slip (another recipe meant), refused
-    naming it, as backtest refuses a policy given twice; recipe 1 and "1" are one name (a table's text)."""
-    for call in (lambda recipes: decide(_LaterStart(), 1e4, recipes=recipes),
-                 lambda recipes: decide_split(_LaterStart(), 1e4, max_ways=2, recipes=recipes)):
-        with pytest.raises(ValueError, match=r"^recipes given more than once: 'b'; name each recipe once$"):
-            call(["b", "a", "b"])
-    assert list(decide_split(_LaterStart(), 1e4, max_ways=2, recipes=["b", "a"]).table["ways"]) == [1, 2]  # each once
-
-
-def test_a_recipe_named_twice_as_a_number_and_as_text_is_refused():
-    class Numbered(_HandMadeFit):
-        recipes = ["1", "2"]
-        runs_ = pd.DataFrame({"recipe": ["1", "1", "2", "2"], "compute": [270.0, 1e3, 270.0, 1e3]})
-
-    with pytest.raises(ValueError, match=r"^recipes given more than once: '1'; name each recipe once$"):
-        decide(Numbered(), 1e3, recipes=[1, "1"])
-
-
 def test_forecasts_below_data_says_what_a_table_needs():
     """forecasts_below_data on a hand-made table of computes alone raised KeyError: 'recipe', and on one
     naming a recipe the fit lacks, KeyError: 'c'. It now says what the table needs (predict()'s columns),
