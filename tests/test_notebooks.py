@@ -10,6 +10,7 @@ and the notebooks use the other meanwhile instead of adding 1.5 minutes of their
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -24,11 +25,19 @@ TIMEOUT = 600  # seconds per notebook, generous for a loaded 2-core machine
 
 # Runs in a child process: execute one notebook with nbclient, write it executed, exit 1 with the
 # failing cell's error on failure. Its niceness raised first (NICENESS), which the kernel inherits.
+# It exits when the test session does: a session killed (SIGTERM from a CI's cancel or `timeout`,
+# SIGKILL) runs no cleanup, and the notebook went on for minutes; its kernel polls for it in turn.
 RUNNER = """
-import os, sys, nbformat
+import os, sys, threading, time, nbformat
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 source, target, folder, timeout, niceness = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+session = os.getppid()
+def exit_with_the_session():
+    while os.getppid() == session:
+        time.sleep(1)
+    os._exit(1)
+threading.Thread(target=exit_with_the_session, daemon=True).start()
 if hasattr(os, "nice"):
     os.nice(niceness)
 nb = nbformat.read(source, as_version=4)
@@ -58,11 +67,16 @@ def start_executions(out: Path) -> dict:
     started = {}
     for name in NOTEBOOKS:
         target = out / name
-        command = [sys.executable, "-c", RUNNER, str(NOTEBOOK_DIR / name), str(target), str(NOTEBOOK_DIR), str(TIMEOUT), str(NICENESS)]
+        command = runner_command(NOTEBOOK_DIR / name, target)
         # its output to a file: a pipe nobody reads until the notebook's test comes would fill and stall it
         with open(said_path(target), "w") as said:
             started[name] = (subprocess.Popen(command, env=env, stdout=said, stderr=subprocess.STDOUT), target)
     return started
+
+
+def runner_command(source: Path, target: Path) -> list:
+    """The command that executes the notebook `source` into `target` (RUNNER), from the notebooks' folder."""
+    return [sys.executable, "-c", RUNNER, str(source), str(target), str(NOTEBOOK_DIR), str(TIMEOUT), str(NICENESS)]
 
 
 def said_path(target: Path) -> Path:
@@ -114,6 +128,54 @@ def test_notebook_executes(name, executions):
     assert not errors
     figures = [o for c in executed.cells if c.cell_type == "code" for o in c.outputs if "image/png" in o.get("data", {})]
     assert figures, f"{name} drew no figure"
+
+
+def test_a_notebook_stops_when_the_test_session_running_it_is_killed(tmp_path):
+    """The notebooks start after collection and run beside the whole suite; a session killed outright
+    (SIGTERM from a CI's cancel or `timeout`, SIGKILL) runs no cleanup, and its notebooks and their
+    kernels went on for minutes, loading the machine. The runner leaves with its session, the
+    kernel with its runner. Here a stand-in session starts the runner on a notebook that sleeps."""
+    import signal
+    import time
+
+    source, pid_file = tmp_path / "sleeps.ipynb", tmp_path / "kernel.pid"
+    cell = (f"import os, time\nopen({str(pid_file)!r} + '.part', 'w').write(str(os.getpid()))\n"
+            f"os.replace({str(pid_file)!r} + '.part', {str(pid_file)!r})\ntime.sleep({TIMEOUT})")
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(cell)]), source)
+    stand_in = ("import subprocess, sys, time; print(subprocess.Popen(sys.argv[1:]).pid, flush=True); "
+                "time.sleep(600)")
+    session = subprocess.Popen([sys.executable, "-c", stand_in, *runner_command(source, tmp_path / "run.ipynb")],
+                               stdout=subprocess.PIPE, text=True)
+    left = [int(session.stdout.readline())]  # the runner's pid, then its kernel's
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while not pid_file.exists():  # until the kernel runs the cell
+            assert _still_running(left[0]) and time.monotonic() < deadline, "the notebook's kernel did not start"
+            time.sleep(0.2)
+        left.append(int(pid_file.read_text()))
+        session.kill()
+        session.wait()
+        deadline = time.monotonic() + 60
+        while left and time.monotonic() < deadline:
+            left = [p for p in left if _still_running(p)]
+            time.sleep(0.5)
+        assert not left, f"still running after their test session was killed: {left}"
+    finally:
+        session.kill()
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _still_running(pid: int) -> bool:
+    """Whether process `pid` runs (a zombie nobody has reaped yet has ended)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with contextlib.suppress(OSError):  # Linux: the state follows the command's closing parenthesis
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
+    return True
 
 
 @pytest.mark.parametrize("name", ["01_quickstart.ipynb", "02_budget_planning.ipynb"])
