@@ -994,10 +994,13 @@ def validate_runs(frame: pd.DataFrame, *, source=None, min_points: int = 2) -> p
     clean, said = _said_and_kept(_checked_runs, frame, source=source, min_points=min_points, say=not said_before)
     if said_before:  # as said the first time, with load_runs' own about reading the file
         said = list(frame.attrs.get("data_warnings", said))
-    # a run left out by an earlier check (load_runs, then fit) is no longer in the table to be left out again
+    # a run left out by an earlier check (load_runs, then fit) is no longer in the table to be left out again;
+    # of a table filtered since, only those of a recipe still in it: a recipe filtered away was said to be
+    # "not in the fit: its run 'x' was left out (...); fit again once it has more", its finished runs unnamed
     earlier = frame.attrs.get(LEFT_OUT_RUNS, {}) if isinstance(frame, pd.DataFrame) else {}
-    fitted_runs = set(clean["run_id"])
-    clean.attrs[LEFT_OUT_RUNS] = {**{run: why for run, why in earlier.items() if run not in fitted_runs},
+    fitted_runs, fitted_recipes = set(clean["run_id"]), set(clean["recipe"].map(str))
+    clean.attrs[LEFT_OUT_RUNS] = {**{run: why for run, why in earlier.items() if run not in fitted_runs
+                                     and (said_before or why.get("recipe") in fitted_recipes)},
                                   **clean.attrs.get(LEFT_OUT_RUNS, {})}
     clean.attrs["validated_digest"] = _digest(clean)
     clean.attrs["read_warnings"] = said_reading

@@ -316,6 +316,21 @@ def test_the_ended_column_says_which_runs_ended_and_a_run_folder_fills_it(tmp_pa
     assert "ended" not in load_runs(tmp_path / "old.csv")
 
 
+def test_a_table_filtered_to_other_recipes_forgets_the_runs_it_left_out_of_those_it_dropped():
+    """load_runs leaves out a run in flight with one evaluation and keeps why (attrs, for the fit). A table
+    filtered since to another recipe kept it too: its fit said of the recipe filtered away "recipe 'b' is
+    not in the fit: its run 'b-s1' was left out (it was in flight with 1 evaluation ...; fit again once it
+    has more)", as if that were its only run, its finished runs unnamed. A filter keeping the recipe, or
+    the table unchanged, keeps it."""
+    first = dict(run_id="b-s1", recipe="b", compute=10.0, metric=0.2, n_eval=100, ended="")
+    with pytest.warns(UserWarning, match="left out"):
+        runs = validate_runs(pd.concat([good_table().assign(ended="finished"), pd.DataFrame([first])], ignore_index=True))
+    assert set(runs.attrs["left_out_runs"]) == {"b-s1"}
+    assert set(validate_runs(runs).attrs["left_out_runs"]) == {"b-s1"}  # unchanged: load_runs, then fit
+    assert set(validate_runs(runs[runs["recipe"] == "b"]).attrs["left_out_runs"]) == {"b-s1"}
+    assert validate_runs(runs[runs["recipe"] == "a"]).attrs["left_out_runs"] == {}
+
+
 def test_a_sweep_read_while_a_run_has_its_first_evaluation_only_leaves_that_run_out(tmp_path):
     """`forecast fit SWEEP_DIR` / `report SWEEP_DIR` on a sweep in flight exited 2 ("has 1 point(s); at
     least 2 are needed") for as long as any run had just its first evaluation, which every run started
