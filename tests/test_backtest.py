@@ -648,3 +648,24 @@ def test_backtest_config_takes_a_whole_count_written_with_a_point():
     assert counts == (4, 5, 4, 3) and all(type(count) is int for count in counts)
     result = backtest(curve_table({"a": 0.5, "b": 0.6, "c": 0.3}), policies=("median", "successive_halving"), config=config)
     assert [r.policy for r in result.results] == ["median", "successive_halving"]
+
+
+# ----------------------------------------------------------------------------- mutation-test kills
+# Each test below kills a hand-made mutant of forecast/backtest.py that the tests above let through;
+# the tables are small enough to score by hand.
+
+
+def table_of(curves: dict[str, list[float]], step: float = 10.0) -> pd.DataFrame:
+    """A run table from hand-written metric lists, evaluations every `step` of compute."""
+    return pd.DataFrame([{"run_id": run, "recipe": run, "compute": step * (i + 1), "metric": m}
+                         for run, metrics in curves.items() for i, m in enumerate(metrics)])
+
+
+def test_checkpoints_start_when_every_run_has_min_evals_and_stop_short_of_the_end():
+    """Kills: the schedule starting when the *first* run has min_evals evaluations (min for max),
+    and a checkpoint at the largest final compute itself (c <= end)."""
+    table = pd.concat([table_of({"a": [0.3] * 10}), table_of({"b": [0.3] * 5}, step=20.0)], ignore_index=True)
+    # a's 4th evaluation is at 40, b's at 80: the first checkpoint waits for b
+    assert checkpoint_schedule(table, min_evals=4, growth=1.1) == pytest.approx([80.0, 88.0, 96.8])
+    assert checkpoint_schedule(table, min_evals=4, growth=1.25) == [80.0]  # 100 is the end: no check there
+
