@@ -669,3 +669,33 @@ def test_checkpoints_start_when_every_run_has_min_evals_and_stop_short_of_the_en
     assert checkpoint_schedule(table, min_evals=4, growth=1.1) == pytest.approx([80.0, 88.0, 96.8])
     assert checkpoint_schedule(table, min_evals=4, growth=1.25) == [80.0]  # 100 is the end: no check there
 
+
+def test_halving_rungs_grow_by_eta():
+    """Kills: rungs growing by a fixed factor other than eta (every rung one doubling apart)."""
+    assert SuccessiveHalving(eta=3).checkpoints([10.0, 12.5, 15.6], 100.0) == [10.0, 30.0, 90.0]
+    assert SuccessiveHalving(eta=4).checkpoints([10.0, 12.5], 100.0) == [10.0, 40.0]
+
+
+def test_halving_ranks_runs_by_their_value_at_the_rung():
+    """Kills: ranking by the best value so far, or by the first value, instead of the value
+    reported at the rung (Optuna's promotion rule)."""
+    table = table_of({
+        "peak": [0.2, 0.7, 0.4, 0.3] + [0.3] * 6,  # best so far 0.7, but 0.3 at the rung
+        "steady": [0.1, 0.3, 0.4, 0.5] + [0.55] * 6,  # lowest first value, best at the rung
+        "low1": [0.3, 0.32, 0.34, 0.36] + [0.4] * 6,
+        "low2": [0.25, 0.3, 0.33, 0.35] + [0.4] * 6,
+    })
+    result = replay(table, SuccessiveHalving(eta=4), BacktestConfig(min_evals=4))  # one rung, at 40
+    assert sorted(s["run_id"] for s in result.stops) == ["low1", "low2", "peak"]
+    assert result.chosen_run == "steady"
+
+
+def test_a_run_that_reached_its_budget_is_not_ranked_and_compute_is_over_the_runs_own_budgets():
+    """Kills: a run whose budget equals the checkpoint counted in flight (budgets > c as >=), which
+    let halving 'stop' a finished run; and compute_fraction over n_runs x the largest budget."""
+    table = table_of({"short": [0.1, 0.15, 0.2, 0.25]} | {f"long{i}": [0.3 + 0.05 * i] * 10 for i in range(4)})
+    result = replay(table, SuccessiveHalving(eta=4), BacktestConfig(min_evals=4))  # one rung, at 40
+    assert "short" not in {s["run_id"] for s in result.stops} and result.n_stopped == 3
+    # short ran its 40, long3 its 100, the three other long runs 40 each: 260 of 40 + 4 x 100
+    assert result.compute_fraction == pytest.approx(260 / 440)
+
