@@ -699,3 +699,26 @@ def test_a_run_that_reached_its_budget_is_not_ranked_and_compute_is_over_the_run
     # short ran its 40, long3 its 100, the three other long runs 40 each: 260 of 40 + 4 x 100
     assert result.compute_fraction == pytest.approx(260 / 440)
 
+
+def test_a_stopped_run_reveals_nothing_more_and_its_compute_ends_at_its_last_evaluation():
+    """Kills: a stopped run still revealing evaluations to the policy, and a stopped run's compute
+    counted to the checkpoint (45) rather than to its last evaluation (40)."""
+    table = curve_table({"a": 0.5, "b": 0.6})
+    seen_of_b = []
+
+    class StopBAtSecondCheck:
+        name = "stop_b"
+
+        def checkpoints(self, schedule, end):
+            return schedule
+
+        def decide(self, view):
+            seen_of_b.append(float(view.revealed.loc[view.revealed["run_id"] == "b", "compute"].max()))
+            return {"b": "test"} if view.index == 1 else {}
+
+    config = BacktestConfig(min_evals=3, check_growth=1.5)  # checkpoints 30, 45, 67.5
+    result = replay(table, StopBAtSecondCheck(), config)
+    assert seen_of_b == [30.0, 40.0, 40.0]
+    assert (result.stops[0]["compute"], result.stops[0]["fraction_of_run"]) == (40.0, 0.4)
+    assert result.compute_fraction == pytest.approx((100 + 40) / 200)
+
