@@ -722,3 +722,30 @@ def test_a_stopped_run_reveals_nothing_more_and_its_compute_ends_at_its_last_eva
     assert (result.stops[0]["compute"], result.stops[0]["fraction_of_run"]) == (40.0, 0.4)
     assert result.compute_fraction == pytest.approx((100 + 40) / 200)
 
+
+@pytest.mark.parametrize("truth", [None, TRUTH_COLUMN])
+def test_a_run_stopped_at_its_peak_is_judged_there_and_regret_falls_below_zero(truth):
+    """Kills: regret scored on the chosen run's final at its end instead of where it stopped (also
+    on the truth, and in measured_regret), and the evaluation at the stop left out of what it holds."""
+    table = table_of({
+        "a": [0.2 + 0.03 * (i + 1) for i in range(10)],  # final: mean of 0.44, 0.47, 0.50 = 0.47
+        "b": [0.2, 0.6, 0.7, 0.8, 0.7, 0.6, 0.5, 0.4, 0.35, 0.3],  # declines after its 4th evaluation
+    })
+    table[TRUTH_COLUMN] = table["metric"]
+
+    class StopBAtOnce:
+        name = "stop_b"
+
+        def checkpoints(self, schedule, end):
+            return schedule[:1]  # compute 40, b's 4th evaluation
+
+        def decide(self, view):
+            return {"b": "test"}
+
+    result = replay(table, StopBAtOnce(), BacktestConfig(min_evals=4), truth=truth)
+    assert (result.chosen_run, result.best_run) == ("b", "a")
+    assert result.chosen_value == pytest.approx(0.7)  # mean of 0.6, 0.7, 0.8: held when stopped
+    assert result.regret == pytest.approx(0.47 - 0.7)  # below 0, kept as it is
+    if truth is not None:
+        assert result.notes["measured_regret"] == pytest.approx(0.47 - 0.7)
+
