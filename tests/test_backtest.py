@@ -749,3 +749,17 @@ def test_a_run_stopped_at_its_peak_is_judged_there_and_regret_falls_below_zero(t
     if truth is not None:
         assert result.notes["measured_regret"] == pytest.approx(0.47 - 0.7)
 
+
+def test_smooth_last_sets_the_final_everywhere_it_is_scored():
+    """Kills: smooth_last ignored (the default 3 used) in the true final, in the final a policy
+    holds, or in the hindsight ceiling's choice of the best run."""
+    table = pd.concat([
+        table_of({"a": [0.2, 0.3, 0.4, 0.5, 0.55, 0.6, 0.6, 0.6, 0.6, 0.4]}),  # last 0.4, mean of 3: 0.533
+        table_of({"b": [0.2, 0.25, 0.3, 0.35, 0.4, 0.4, 0.42, 0.44, 0.45, 0.45, 0.45, 0.5]}),  # last 0.5, mean of 3: 0.467
+    ], ignore_index=True)
+    last_only = BacktestConfig(min_evals=4, smooth_last=1)
+    result = replay(table, NoStopping(), last_only)
+    assert (result.best_run, result.chosen_run, result.best_value, result.regret) == ("b", "b", 0.5, 0.0)
+    assert hindsight_ceiling(table, last_only) == pytest.approx(1 - (120 + 40) / 220)  # finishes b
+    assert hindsight_ceiling(table, BacktestConfig(min_evals=4)) == pytest.approx(1 - (100 + 40) / 220)  # finishes a
+
