@@ -763,3 +763,13 @@ def test_smooth_last_sets_the_final_everywhere_it_is_scored():
     assert hindsight_ceiling(table, last_only) == pytest.approx(1 - (120 + 40) / 220)  # finishes b
     assert hindsight_ceiling(table, BacktestConfig(min_evals=4)) == pytest.approx(1 - (100 + 40) / 220)  # finishes a
 
+
+def test_a_replica_draws_its_evaluations_around_the_truth_not_around_the_old_evaluations():
+    """Kills: the binomial draw centred on the measured metric instead of the smoothed truth (a
+    straight line hides it: there the two agree)."""
+    table = table_of({"zigzag": [0.2, 0.8] * 6})
+    table["n_eval"] = 1_000_000  # noise of a millionth: the draw sits on what it is centred on
+    replica = resample_evaluation_noise(table, rng=0, window=5)
+    assert float((replica["metric"] - replica[TRUTH_COLUMN]).abs().max()) < 0.005
+    assert float((replica["metric"] - table["metric"]).abs().min()) > 0.1
+
