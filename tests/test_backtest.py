@@ -17,6 +17,7 @@ from forecast.backtest import (
     MedianRule,
     NoStopping,
     SuccessiveHalving,
+    SweepView,
     backtest,
     checkpoint_schedule,
     halving_survivors,
@@ -772,4 +773,17 @@ def test_a_replica_draws_its_evaluations_around_the_truth_not_around_the_old_eva
     replica = resample_evaluation_noise(table, rng=0, window=5)
     assert float((replica["metric"] - replica[TRUTH_COLUMN]).abs().max()) < 0.005
     assert float((replica["metric"] - table["metric"]).abs().min()) > 0.1
+
+
+def test_the_median_rule_compares_with_the_others_at_the_same_step_without_the_run_itself():
+    """Kills: the run's own value counted among the others, and the others' latest values used
+    instead of their values at the run's step."""
+    others = {f"o{i}": [0.5, v, 0.1] for i, v in enumerate([0.3, 0.4, 0.6, 0.62, 0.7])}  # median 0.6 at step 1
+    table = table_of({"x": [0.55, 0.45]} | others)
+    budgets = {r: 30.0 for r in others} | {"x": 100.0}
+    view = SweepView(table, ["x"], list(others), {}, budgets, 30.0, len(table), 0)
+    decided = MedianRule(n_startup=5).decide(view)
+    # best so far 0.55 < 0.6: stopped (with x's own 0.45 counted, the median is 0.525 and x is kept;
+    # on the others' latest values, 0.1, x is kept too)
+    assert decided == {"x": "best so far 0.5500 < median 0.6000 of 5 others at step 1"}
 
