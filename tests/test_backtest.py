@@ -787,3 +787,14 @@ def test_the_median_rule_compares_with_the_others_at_the_same_step_without_the_r
     # on the others' latest values, 0.1, x is kept too)
     assert decided == {"x": "best so far 0.5500 < median 0.6000 of 5 others at step 1"}
 
+
+def test_a_replica_smooths_each_run_in_compute_order_whatever_the_row_order():
+    """Kills: the truth smoothed in the table's row order, which on a shuffled table averages
+    evaluations that are not neighbours in compute."""
+    table = curve_table({"a": 0.5, "b": 0.7}, n=12)
+    table["n_eval"] = 1200
+    shuffled = table.sample(frac=1.0, random_state=1)
+    replica = resample_evaluation_noise(shuffled, rng=0, window=5)
+    for run, g in replica.groupby("run_id"):
+        in_order = table[table["run_id"] == run].sort_values("compute")
+        np.testing.assert_allclose(g.sort_values("compute")[TRUTH_COLUMN], smoothed_trajectory(in_order["metric"], 5))
