@@ -79,3 +79,27 @@ def test_a_curve_that_starts_exactly_at_the_target_needs_no_compute():
     (A < R0) that starts exactly at the target reached it at the start, not 'never'."""
     assert compute_to_target(0.5, 0.3, 1.0, 100.0, 0.5) == 0.0  # falling from the target
     assert compute_to_target(0.3, 0.6, 2.0, 1000.0, 0.3) == 0.0  # rising from it
+
+
+def test_zero_compute_is_refused_like_negative_compute():
+    """C = 0 has no log: it is refused, not answered with R0 (kills the mutant checking compute < 0 only)."""
+    with pytest.raises(ValueError, match="compute must be > 0"):
+        sigmoid_curve(0.0, 0.6, 1.0, 100.0, 0.2)
+
+
+def test_target_reachable_excludes_both_ends():
+    """Strictly R0 < target < A, as documented: a target equal to R0 is reached at the start and one equal to A
+    only in the limit (kills the mutants with <= on either side)."""
+    np.testing.assert_array_equal(target_reachable(0.3, np.array([0.6, 0.3, 0.6]), np.array([0.3, 0.1, 0.1])),
+                                  [False, False, True])
+
+
+def test_compute_to_target_known_answers_and_a_nan_exponent_or_midpoint_is_unknown():
+    """By hand: half the gain is reached at C_mid whatever B; at target 0.5 with A 0.6, R0 0.2,
+    (A - R0) / (target - R0) - 1 = 1/3, so C* = 1000 * 3^(1/2). A NaN B or C_mid is unknown even where the
+    target is below R0 or above A (kills the mutant that dropped isnan(B) and returned 0 or inf)."""
+    assert compute_to_target(0.4, 0.6, 2.0, 1000.0, 0.2) == pytest.approx(1000.0)
+    assert compute_to_target(0.5, 0.6, 2.0, 1000.0, 0.2) == pytest.approx(1000.0 * 3 ** 0.5)
+    for target in (0.1, 0.7):
+        assert np.isnan(compute_to_target(target, 0.6, np.nan, 1000.0, 0.2))
+        assert np.isnan(compute_to_target(target, 0.6, 2.0, np.nan, 0.2))
