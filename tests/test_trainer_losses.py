@@ -11,6 +11,7 @@ from trainer_minimal.losses import (
     gspo_loss,
     ppo_clip_loss,
     reinforce_loss,
+    token_entropy,
     token_logprobs,
     zero_variance_groups,
 )
@@ -211,3 +212,52 @@ def test_batch_std_counts_only_the_prompts_kept():
         assert torch.all(adv[2:] == 0)
     everything_flat = torch.cat([torch.ones(2, 4), torch.zeros(2, 4)])
     assert torch.all(group_advantages(everything_flat, "batch", keep=~zero_variance_groups(everything_flat)) == 0)
+
+
+# ----------------------------------------------------------------------------- logged numbers, by hand
+
+
+def test_ppo_clip_flag_marks_only_tokens_where_the_clip_wins():
+    """clip_frac counts tokens whose clipped branch won. Ratios 1.1 (inside), 1.5 and 0.5 with both signs of A,
+    and A = 0: only 1.5 with A > 0 and 0.5 with A < 0 are clipped (kills the mutant flagging ties with >=,
+    which counted every token inside the trust region as clipped)."""
+    ratios = torch.tensor([1.1, 1.5, 0.5, 1.5, 0.5, 1.5])
+    adv = torch.tensor([1.0, 1.0, 1.0, -1.0, -1.0, 0.0])
+    logp = torch.zeros(6, 1)
+    loss, clipped = ppo_clip_loss(logp, -torch.log(ratios)[:, None], adv, 0.2, 0.28)
+    assert clipped[:, 0].tolist() == [False, True, False, False, True, False]
+    torch.testing.assert_close(loss[:, 0], torch.tensor([-1.1, -1.28, -0.5, 1.5, 0.8, 0.0]))
+
+
+def test_token_entropy_known_answers():
+    """Uniform over V tokens: log V; a near one-hot: about 0; two equal tokens: log 2 (kills a sign flip)."""
+    logits = torch.tensor([[[0.0] * V, [50.0] + [0.0] * (V - 1), [0.0, 0.0] + [-1e4] * (V - 2)]])
+    entropy = token_entropy(logits)
+    torch.testing.assert_close(entropy, torch.tensor([[float(torch.log(torch.tensor(float(V)))), 0.0, 0.6931472]]),
+                               atol=1e-5, rtol=1e-5)
+
+
+def test_token_logprobs_of_bfloat16_logits_are_float32():
+    """log_softmax runs in float32, as documented: bfloat16 logits give float32 log-probs equal to those of the
+    float32 logits (kills the mutant running log_softmax in bfloat16, off by ~1e-2)."""
+    g = torch.Generator().manual_seed(0)
+    logits = (3 * torch.randn(2, 3, 50, generator=g)).to(torch.bfloat16)
+    targets = torch.randint(0, 50, (2, 3), generator=g)
+    got = token_logprobs(logits, targets)
+    assert got.dtype == torch.float32
+    expected = torch.log_softmax(logits.double(), dim=-1).gather(-1, targets[..., None])[..., 0].float()
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+
+
+def test_sample_and_prompt_averages_leave_out_samples_and_prompts_with_no_tokens():
+    """Masks by hand: samples with 2, 1 and 0 tokens, prompts [0, 0, 1]. Sample average over the 2 samples with
+    tokens: weights 1/(2*2) and 1/(1*2); prompt average over the 1 prompt with tokens: 1/3 each (kills the
+    mutants counting the empty sample or the empty prompt in the denominator)."""
+    mask = torch.tensor([[1, 1], [1, 0], [0, 0]])
+    idx = torch.tensor([0, 0, 1])
+    torch.testing.assert_close(aggregation_weights(mask, idx, "sample"),
+                               torch.tensor([[0.25, 0.25], [0.5, 0.0], [0.0, 0.0]]))
+    torch.testing.assert_close(aggregation_weights(mask, idx, "prompt"),
+                               torch.tensor([[1 / 3, 1 / 3], [1 / 3, 0.0], [0.0, 0.0]]))
+    torch.testing.assert_close(aggregation_weights(mask, idx, "token"),
+                               torch.tensor([[1 / 3, 1 / 3], [1 / 3, 0.0], [0.0, 0.0]]))
