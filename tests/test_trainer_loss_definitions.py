@@ -420,3 +420,36 @@ def test_sample_round_hands_each_step_the_defined_advantages_and_normalisers(mon
         assert mb["n_samples"] == G * mb["n_prompts"]
         assert mb["n_tokens"] == float(sum(int(mb["completion_mask"][i].sum()) for i in range(4 * G) if mb["keep"][i]))
     assert int(state["retired"].sum()) == 2  # the two prompts at pass rate 1
+
+
+class CallRecorder:
+    """Stands in for FlopsModel: each count is the call's arguments, so the wiring can be read back."""
+
+    n_params = 1
+
+    def __init__(self, model):
+        pass
+
+    def rollout(self, n_seqs, prompt_width, decode_steps):
+        return (n_seqs, prompt_width, decode_steps)
+
+    def train(self, n_seqs, width):
+        return n_seqs * width
+
+
+def test_sample_round_charges_one_rollout_of_every_sample_at_the_round_s_widths(monkeypatch):
+    """The round's sampling (8 prompts x G samples, at the padded prompt width) is charged once, to its first
+    step, and each step trains at prompt width + completion width (kills the mutants charging len(prompts)
+    sequences instead of len(prompts) * G, and a train width without the prompt)."""
+    cfg = make_config("scalerl", batch_size=4, group_size=G, off_policy_k=2, train_size=16, gen_len=WIDTH, out="unused")
+    pool = make_problems(0, 16, ["add", "rev"], 2)
+    model = tiny_model()
+    state = dict(step=0, retired=np.zeros(len(pool), dtype=bool), flops_model=CallRecorder(model))
+    minibatches = train_module.sample_round(cfg, model, TOK, pool, state, 0, torch.device("cpu"), 0, 1)
+    prompt_width, completion_width = minibatches[0]["prompt_ids"].shape[1], minibatches[0]["completion"].shape[1]
+    n_seqs, width, decode_steps = minibatches[0]["gen_flops"]
+    assert (n_seqs, width) == (8 * G, prompt_width) and decode_steps in (completion_width - 1, completion_width)
+    assert [mb["gen_flops"] for mb in minibatches[1:]] == [0.0]
+    assert [mb["flops_width"] for mb in minibatches] == [prompt_width + completion_width] * 2
+    assert sum(mb["gen_tokens"] for mb in minibatches) == sum(
+        int(mb["completion_mask"].sum()) + int(mb["prompt_mask"].sum()) for mb in minibatches)
