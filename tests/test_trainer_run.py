@@ -2216,3 +2216,29 @@ def test_a_file_system_that_cannot_lock_is_said_not_taken_for_another_process(tm
     assert logging_io.open_log_alone(str(tmp_path / "stdout.log")) is None
     with pytest.raises(logging_io.RunFolderBusy, match="another process"):
         logging_io.lock_run_folder(str(tmp_path / "run"))
+
+
+def test_logged_compute_is_training_plus_the_round_s_sampling(tmp_path, warm_cache, monkeypatch):
+    """Counts stubbed to known numbers: training counts 1 per trained token and a round's sampling 10^6, so
+    every step adds its trained_tokens, and the first step of each round (k = 2) 10^6 more (kills the mutant
+    that left the sampling out of the logged compute)."""
+    import trainer_minimal.train as train_module
+
+    class KnownCounts:
+        n_params = 1
+
+        def __init__(self, model):
+            pass
+
+        def rollout(self, n_seqs, prompt_width, decode_steps):
+            return 1e6
+
+        def train(self, n_seqs, width):
+            return n_seqs * width
+
+    monkeypatch.setattr(train_module, "FlopsModel", KnownCounts)
+    train(tiny(tmp_path / "run", warm_cache, max_steps=4, eval_every=4, off_policy_k=2))
+    log = read_jsonl(tmp_path / "run" / "train_log.jsonl")
+    added = [b["compute"] - a["compute"] for a, b in zip([{"compute": 0.0}] + log, log, strict=False)]
+    assert [r["step"] for r in log] == [1, 2, 3, 4]
+    assert [x - r["trained_tokens"] for x, r in zip(added, log, strict=True)] == [1e6, 0.0, 1e6, 0.0]
