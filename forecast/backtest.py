@@ -49,7 +49,6 @@ saw). Many replicas give regret an honest standard error: one real sweep is one 
 
 from __future__ import annotations
 
-import math
 import numbers
 import time
 from dataclasses import asdict, dataclass, field
@@ -72,7 +71,7 @@ from .early_stop import (
     top_at_step,
 )
 from .formatting import fmt_compute, pretty_as_str
-from .inference import check_bool
+from .inference import check_bool, is_whole_number
 
 __all__ = [
     "BacktestConfig",
@@ -148,9 +147,7 @@ class BacktestConfig:
 def _whole_at_least(name: str, value, least: int) -> int:
     """A BacktestConfig count as an int (4.0 as 4: halving_eta=4.0 replayed as 4 before it was checked);
     ValueError naming it for a fraction, a string or one below `least`."""
-    whole = isinstance(value, numbers.Integral) or (isinstance(value, numbers.Real) and math.isfinite(value)
-                                                    and float(value).is_integer())
-    if isinstance(value, (bool, np.bool_)) or not whole or value < least:
+    if not is_whole_number(value) or value < least:
         raise ValueError(f"BacktestConfig.{name} must be a whole number >= {least}, got {value!r}")
     return int(value)
 

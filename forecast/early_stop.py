@@ -96,7 +96,7 @@ import pandas as pd
 
 from .data import UNSPECIFIED_UNIT
 from .formatting import fmt_compute, fmt_prob, name_of, shown_so_it_reads_true
-from .inference import check_bool
+from .inference import check_bool, is_whole_number
 from .thread_warnings import this_threads_warnings_dropped
 
 __all__ = [
@@ -228,8 +228,7 @@ class EarlyStopConfig:
             if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
                 refuse(name, "must be a number" + (", or None (off)" if name in RULES_THAT_MAY_BE_OFF else ""))
         # 2.5 was taken: a warm-up that ends between evaluations
-        if isinstance(self.min_evals, (bool, np.bool_)) or not isinstance(self.min_evals, numbers.Real) or not (
-                math.isfinite(self.min_evals) and self.min_evals == int(self.min_evals) and self.min_evals >= 2):
+        if not (is_whole_number(self.min_evals) and self.min_evals >= 2):
             refuse("min_evals", "must be >= 2 (a whole number)")
         self.min_evals = int(self.min_evals)
         for name in ("p_beat_threshold", "p_target_threshold"):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import decimal
+import math
 import numbers
 import os
 import shutil
@@ -54,6 +55,14 @@ def check_bool(name: str, value, *, none_ok: bool = False) -> bool | None:
         allowed = "True, False or None" if none_ok else "True or False"
         raise ValueError(f"{name} must be {allowed}, got {value!r}")
     return bool(value)
+
+
+def is_whole_number(value) -> bool:
+    """A count given in Python: an integer, or a float with an integer value (4.0, as a config file or a
+    division gives it); not a bool (True is 1 to Python, never meant as a count), a fraction, inf or text."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        return False
+    return isinstance(value, numbers.Integral) or (math.isfinite(value) and float(value).is_integer())
 
 
 def as_real(value):

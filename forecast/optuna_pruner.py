@@ -72,6 +72,7 @@ from .early_stop import (
     recommend_runs,
     seed_of_fit,
 )
+from .inference import is_whole_number
 
 __all__ = ["ForecastPruner", "trial_table"]
 
@@ -92,13 +93,6 @@ RISE_OF_A_MINIMISED_METRIC = 0.05
 # pruner, since two studies' pruners in two threads share that state too. The fit's own warnings
 # are dropped in its thread alone (fit_for_advice, forecast.thread_warnings), so other trials' code is heard.
 _CHECK_LOCK = threading.RLock()  # re-entrant: a pruner that wraps this one in the same thread does not deadlock
-
-
-def _whole(value) -> bool:
-    """An integer, or a float with an integer value (4.0); not a bool."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        return False
-    return isinstance(value, numbers.Integral) or float(value).is_integer()
 
 
 def trial_table(trial, *, minimize: bool, step_to_compute: Callable[[float], float], n_eval: int | None) -> pd.DataFrame:
@@ -162,7 +156,7 @@ class ForecastPruner(BasePruner):
         # nan or inf passed here and failed every check after the warm-up, fit and all (the trial failed)
         if isinstance(max_step, bool) or not isinstance(max_step, numbers.Real) or not (np.isfinite(max_step) and max_step > 0):
             raise ValueError(f"max_step must be a finite number > 0, got {max_step!r}")
-        if not (_whole(n_startup_trials) and n_startup_trials >= 0):  # 1.5 was read as 1
+        if not (is_whole_number(n_startup_trials) and n_startup_trials >= 0):  # 1.5 was read as 1
             raise ValueError(f"n_startup_trials must be >= 0 (a whole number), got {n_startup_trials!r}")
         # each was taken and failed the study's first check after a warm-up, its trial FAIL, a completed
         # trial's compute spent first ('str' object is not callable; mode must be 'nuts' or 'fast')
@@ -172,13 +166,13 @@ class ForecastPruner(BasePruner):
             checked_forecaster_kwargs(forecaster_kwargs)
         check_random_seed(random_seed)
         # refused as Optuna's MedianPruner refuses them, instead of read as something else in silence
-        if n_warmup_steps is not None and not (_whole(n_warmup_steps) and n_warmup_steps >= 0):
+        if n_warmup_steps is not None and not (is_whole_number(n_warmup_steps) and n_warmup_steps >= 0):
             raise ValueError(f"n_warmup_steps must be an integer >= 0, got {n_warmup_steps!r}")
-        if not (_whole(interval_steps) and interval_steps >= 1):
+        if not (is_whole_number(interval_steps) and interval_steps >= 1):
             raise ValueError(f"interval_steps must be an integer >= 1, got {interval_steps!r}")
         # else the first check after a warm-up raised RunDataError blaming the reference trial's n_eval column
         # 0 is taken as not known, as it always was (the trainer's settings say it so)
-        if n_eval is not None and not (is_usable_n_eval(n_eval) or (_whole(n_eval) and n_eval == 0)):
+        if n_eval is not None and not (is_usable_n_eval(n_eval) or (is_whole_number(n_eval) and n_eval == 0)):
             raise ValueError(f"n_eval must be {N_EVAL_RULE}, or None; got {n_eval!r}")
         self.n_startup_trials = int(n_startup_trials)
         self.max_step = max_step

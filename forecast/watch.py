@@ -76,7 +76,7 @@ from .early_stop import (
     seed_of_fit,
 )
 from .formatting import fmt_compute, name_of
-from .inference import as_real
+from .inference import as_real, is_whole_number
 from .io import atomic_write_json, resource_error_message
 
 __all__ = ["WatchState", "scan_runs", "planned_budget", "advise_table", "poll", "watch", "DEFAULT_OUT_NAME",
@@ -650,8 +650,7 @@ def _checked_watch_settings(budget, interval, max_polls):
     if isinstance(interval, bool) or not isinstance(interval, numbers.Real) or not 0 <= interval <= MAX_WATCH_INTERVAL_S:
         raise ValueError(f"interval must be a number of seconds >= 0 (at most {MAX_WATCH_INTERVAL_S:.0f}, a week), "
                          f"got {interval!r}")
-    if max_polls is not None and (isinstance(max_polls, bool) or not isinstance(max_polls, numbers.Real)
-                                  or not (math.isfinite(max_polls) and max_polls >= 1 and max_polls == int(max_polls))):
+    if max_polls is not None and not (is_whole_number(max_polls) and max_polls >= 1):
         raise ValueError(f"max_polls must be a whole number >= 1, or None (for ever), got {max_polls!r}")
     return (None if budget is None else float(budget)), float(interval), (None if max_polls is None else int(max_polls))
 
