@@ -484,3 +484,98 @@ def test_the_summaries_refuse_what_is_not_a_cross_validation_table_in_words(give
     for summary in (performance_metrics, describe_cross_validation, plot_cross_validation):
         with pytest.raises(TypeError, match="takes cross_validate\\(\\)'s table or the CSV file"):
             summary(given)
+
+
+class _KnownDraws:
+    """A fitted forecaster's stand-in whose posterior predictive draws are given: the intervals,
+    medians and z scores forecast_hidden makes of them are then known by hand."""
+
+    def __init__(self, draws: np.ndarray):
+        self.draws, self.asked = draws, []
+
+    def sample_curves(self, compute, **how):
+        self.asked.append(how)
+        assert len(compute) == self.draws.shape[1]
+        return self.draws
+
+
+def _hidden_with_known_draws(level: float = 0.9):
+    runs = _runs({"a-s0": 10})  # compute 10, 20, ..., 100
+    seen, hidden, _ = split_at(runs, 0.3)  # seen 10, 20, 30; hidden 40 ... 100
+    # observed: at the 5% and 95% quantiles exactly, just outside each, inside; the final one at a skewed column's median
+    hidden["metric"] = [0.05, 0.95, 0.04, 0.96, 0.5, 0.5, 0.5]
+    draws = np.tile((np.arange(101) / 100)[:, None], (1, 7))  # quantile q of each column is q itself
+    draws[:, 6] = np.where(np.arange(101) < 90, 0.5, 1.5)  # median 0.5, mean above it
+    fc = _KnownDraws(draws)
+    return fc, seen, forecast_hidden(fc, seen, hidden, cut=0.3, level=level), draws
+
+
+def test_forecast_hidden_reads_the_central_interval_median_and_z_of_known_draws():
+    """Kills the mutants: interval from (1 - level) instead of its half in each tail, `<` at the
+    interval's ends, z about the median, the mean as the forecast, shared_noise=False, ahead
+    over the first seen compute, the first evaluation as final, the first seen value as the last."""
+    fc, seen, table, draws = _hidden_with_known_draws()
+    assert fc.asked == [{"run_id": "a-s0", "kind": "run", "shared_noise": True}]
+    assert table["lower"].iloc[:6].tolist() == pytest.approx([0.05] * 6)
+    assert table["upper"].iloc[:6].tolist() == pytest.approx([0.95] * 6)
+    # an observation on either end of the interval is inside it
+    assert table["covered"].tolist() == [True, True, False, False, True, True, True]
+    assert table["forecast"].tolist() == pytest.approx([0.5] * 7)  # the median, not the skewed column's mean
+    expected_z = (table["observed"].to_numpy() - draws.mean(axis=0)) / draws.std(axis=0)
+    assert table["z"].to_numpy() == pytest.approx(expected_z)
+    assert table["z"].iloc[6] < 0  # the skewed column's mean lies above the observed median
+    assert table["ahead"].tolist() == pytest.approx([c / 30 for c in (40, 50, 60, 70, 80, 90, 100)])
+    assert table["final"].tolist() == [False] * 6 + [True]
+    assert (table["last_value"] == seen["metric"].iloc[-1]).all() and (table["compute_seen"] == 30).all()
+
+
+def test_forecast_hidden_at_level_80_reads_the_10_and_90_percent_quantiles():
+    _, _, table, _ = _hidden_with_known_draws(level=0.8)
+    assert table["lower"].iloc[0] == pytest.approx(0.1) and table["upper"].iloc[0] == pytest.approx(0.9)
+    assert table["covered"].tolist() == [False, False, False, False, True, True, True]
+
+
+def test_metrics_count_points_not_runs_and_absolute_errors_of_either_sign():
+    """Kills the mutants: coverage as the mean of each run's coverage, and the MAE as the absolute
+    mean error. r0 has three hidden points, all covered, forecasts 0.02 high and low; r1 has one, missed."""
+    rows = []
+    for run_id, error, covered in (("r0", 0.02, True), ("r0", -0.02, True), ("r0", 0.02, True), ("r1", -0.02, False)):
+        rows.append({"cut": 0.5, "run_id": run_id, "ahead": 1.5, "observed": 0.5, "forecast": 0.5 + error,
+                     "lower": 0.4, "upper": 0.6, "covered": covered, "z": 1.0, "least_squares": 0.5 - 2 * error,
+                     "last_value": 0.5 + 3 * error, "final": run_id == "r1"})
+    metrics = performance_metrics(pd.DataFrame(rows)).set_index("reach")
+    assert metrics.loc["all", "coverage"] == 0.75  # 3 of 4 points; the mean over runs would say 50%
+    assert metrics.loc["all", "mae"] == pytest.approx(0.02)
+    assert metrics.loc["all", "mae_least_squares"] == pytest.approx(0.04)
+    assert metrics.loc["all", "mae_last_value"] == pytest.approx(0.06)
+    assert metrics.loc["all", "mean_error"] == pytest.approx(0.0, abs=1e-12)  # the errors cancel; their sizes do not
+    assert metrics.loc["all", "width"] == pytest.approx(0.2)
+
+
+def test_an_evaluation_at_the_cut_is_seen_though_the_cut_times_the_final_compute_rounds_below_it():
+    """12 evaluations up to 100: the 4th is at 33.333333333333336, a third of 100 is 33.33333333333333.
+    Kills the mutant without the rounding tolerance, which hid the 4th evaluation."""
+    seen, hidden, _ = split_at(_runs({"a-s0": 12}), 1 / 3)
+    assert len(seen) == 4 and len(hidden) == 8
+
+
+@pytest.mark.parametrize("level", [1.0, 0.0, True])
+def test_a_level_of_one_or_zero_is_refused_before_any_fit(level):
+    """Kills the mutant taking level=1, whose 'interval' is the draws' whole range."""
+    from forecast.cross_validation import cross_validate
+
+    with pytest.raises(ValueError, match="level is the interval's probability, in \\(0, 1\\)"):
+        cross_validate(_runs({"a-s0": 10}), level=level)
+
+
+def test_a_hand_made_table_without_a_level_is_read_as_90_percent_intervals():
+    """Kills the mutant taking 95% where neither a level column nor attrs say the level."""
+    cv = _hand_made(10, 9)
+    cv.attrs.pop("level")
+    assert describe_cross_validation(cv)[-1].startswith("cut 0.5: 90% intervals held 90%")
+
+
+def test_forecasts_off_by_a_few_thousandths_are_said_to_run_low_not_off():
+    """Kills the mutant calling a bias under 0.005 'off': only what rounds to 0.000 is neither."""
+    assert "forecasts ran 0.003 low" in describe_cross_validation(_hand_made(10, 9, error=0.003))[-1]
+    assert "forecasts ran 0.000 off" in describe_cross_validation(_hand_made(10, 9, error=0.0001))[-1]
