@@ -3,6 +3,7 @@ sweep by sweep. The figures in the README rest on these, so they are checked on 
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import subprocess
@@ -495,3 +496,109 @@ def test_fit_speed_names_the_tries_a_timed_fit_took(monkeypatch):
         assert fit_speed.tries_note(Fit(None)) == ""
         note = fit_speed.tries_note(Fit("divergences by try: 4 at 0.9; 0 at 0.97. still flagged, so sampled again"))
     assert note.startswith("\n") and "tries: divergences by try: 4 at 0.9" in note
+
+
+def _curve_rows(**columns) -> pd.DataFrame:
+    """benchmarks/extrapolation.py's per-curve rows, one dataset and fraction, the given columns."""
+    return pd.DataFrame({"dataset": "hand-made", "fraction": 0.25, "oracle": np.nan, **columns})
+
+
+def test_extrapolation_summary_scores_hand_made_curves():
+    """Kills the mutants: `>` at the interval's lower end, ours/ls inverted, asymptote coverage
+    counting the runs whose true asymptote is not known as misses, `<` at its upper end. Three curves whose final is 0.5:
+    the first two on an end of ours' interval (inside), the third outside it; ours 0.01 off, least
+    squares 0.03 off, the last value 0.05 off; asymptotes known for two runs, one inside."""
+    results = _curve_rows(
+        y_final=[0.5, 0.5, 0.5], ours=[0.51, 0.49, 0.51], least_squares=[0.53, 0.47, 0.53], last_value=[0.45, 0.55, 0.45],
+        ours_lo=[0.5, 0.4, 0.55], ours_hi=[0.6, 0.5, 0.6],
+        A_true=[0.7, np.nan, 0.7], A_ours=[0.65, 0.7, 0.76], A_ours_lo=[0.6, 0.6, 0.75], A_ours_hi=[0.7, 0.8, 0.8],
+        A_least_squares=[0.74, 0.7, 0.78],
+    )
+    with benchmark_module("extrapolation.py") as extrapolation:
+        row = extrapolation.summarise(results).iloc[0]
+        assert math.isnan(extrapolation.ratio(0.01, 0.0))
+    assert row["curves"] == 3 and row["coverage90"] == pytest.approx(2 / 3)
+    assert row["mae_ours"] == pytest.approx(0.01) and row["mae_least_squares"] == pytest.approx(0.03)
+    assert row["ours/ls"] == pytest.approx(1 / 3) and row["ours/last"] == pytest.approx(0.2)
+    assert row["width90"] == pytest.approx((0.1 + 0.1 + 0.05) / 3)
+    assert row["A_coverage90"] == pytest.approx(0.5)  # of the two runs whose asymptote is known, the first on its upper end
+    assert row["A_mae_ours"] == pytest.approx(0.055) and row["A_mae_ls"] == pytest.approx(0.06)
+
+
+def test_extrapolation_keeps_runs_with_three_evaluations_up_to_the_cut():
+    """Kills the mutant keeping only runs with more than 3 evaluations before the cut."""
+    runs = pd.DataFrame({"run_id": ["a"] * 8 + ["b"] * 4, "compute": [*range(1, 9), 2.0, 4.0, 6.0, 8.0],
+                         "metric": np.linspace(0.1, 0.5, 12)})
+    with benchmark_module("extrapolation.py") as extrapolation:
+        kept, final = extrapolation.truncate(runs, 0.375)  # a keeps 1, 2, 3; b only 2: left out
+    assert kept["compute"].tolist() == [1.0, 2.0, 3.0] and set(kept["run_id"]) == {"a"}
+    assert final.loc["a", "compute"] == 8 and final.loc["b", "compute"] == 8
+
+
+class _KnownFit:
+    """ScalingForecaster's stand-in for benchmarks/extrapolation.py: each run's predictive draws at
+    its final compute are (0, 0.01, ..., 1) squared (5% quantile 0.0025, median 0.25, mean 0.335,
+    95% quantile 0.9025) and its asymptote's quantiles 0.6, 0.7, 0.8."""
+
+    horizon_sd = None
+
+    def __init__(self, **settings):
+        pass
+
+    def fit(self, kept, **how):
+        self.run_ids, self.fitted_with = sorted(kept["run_id"].unique()), how
+        return self
+
+    def asymptote(self):
+        return pd.DataFrame({"level": "run", "run_id": self.run_ids, "q05": 0.6, "q50": 0.7, "q95": 0.8})
+
+    def sample_curves(self, compute, **how):
+        return ((np.arange(101) / 100) ** 2)[:, None]
+
+    def diagnostics(self):
+        return type("Report", (), {"converged": True, "__str__": lambda self: "converged"})()
+
+    def sampling_tries(self):
+        return ""
+
+
+def test_extrapolation_reads_ours_90_percent_interval_median_and_asymptote_of_known_draws(monkeypatch):
+    """Kills the mutants: the 2.5-97.5% interval, the mean as ours' point forecast, the asymptote's
+    median as its lower end, the smallest final compute as the planned budget."""
+    runs = pd.DataFrame({"run_id": "a", "recipe": "a", "compute": [1.0, 2.0, 3.0, 4.0, 8.0],
+                         "metric": [0.1, 0.2, 0.25, 0.28, 0.3]})
+    fits = []
+    with benchmark_module("extrapolation.py") as extrapolation:
+        monkeypatch.setattr(extrapolation, "ScalingForecaster", lambda **settings: fits.append(_KnownFit()) or fits[-1])
+        row = extrapolation.evaluate(runs, 0.5).iloc[0]
+        longer = pd.concat([runs, runs.assign(run_id="b", compute=2 * runs["compute"])], ignore_index=True)
+        extrapolation.evaluate(longer, 0.5, planned=True)
+    assert fits[0].fitted_with["horizon"] is None and fits[1].fitted_with["horizon"] == 16.0  # the largest final compute
+    assert row["ours_lo"] == pytest.approx(0.0025) and row["ours_hi"] == pytest.approx(0.9025)
+    assert row["ours"] == pytest.approx(0.25) and row["y_final"] == 0.3 and row["last_value"] == 0.28
+    assert (row["A_ours_lo"], row["A_ours"], row["A_ours_hi"]) == pytest.approx((0.6, 0.7, 0.8))
+
+
+def _jitter_measured(label, p_best, p_best_mcse):
+    table = pd.DataFrame({"recipe": ["a"], "p_best": [p_best], "p_best_mcse": [p_best_mcse], "expected": [0.5],
+                          "expected_mcse": [0.01], "compute_q50": [1e6]}).set_index("recipe")
+    return {"label": label, "identical_twice": True, "leader": "a", "runner_up": None, "runner_up_group": (),
+            "headline": "a leads", "converged": True, "diagnostics": "converged", "table": table,
+            "A_q95": pd.Series({"a": 0.7})}
+
+
+def test_the_jitter_spread_is_the_sample_sd_across_fits_over_the_mean_standard_error_said(monkeypatch, capsys):
+    """Kills the mutants: the spread with ddof=0, sd / mcse inverted, the largest standard error said
+    instead of their mean. P(best) 0.2, 0.4, 0.6 with standard errors 0.05, 0.1, 0.15: sd 0.2, said 0.1."""
+    measured = iter([_jitter_measured("one", 0.2, 0.05), _jitter_measured("two", 0.4, 0.1),
+                     _jitter_measured("three", 0.6, 0.15)])
+    with benchmark_module("fit_jitter.py") as jitter:
+        saved = type("SavedFit", (), {"runs_": None})()
+        monkeypatch.setattr(jitter, "fits", lambda args: iter([(label, saved) for label in ("one", "two", "three")]))
+        monkeypatch.setattr(jitter, "default_budget", lambda runs: 1e6)
+        monkeypatch.setattr(jitter, "default_target", lambda fc: 0.5)
+        monkeypatch.setattr(jitter, "measure", lambda label, fc, budget, target: next(measured))
+        assert jitter.main(["--fits", "one.nc", "two.nc", "three.nc"]) == 0
+    rows = {tuple(line.split()[:2]): line.split()[2:] for line in capsys.readouterr().out.splitlines() if line.split()[:1] == ["a"]}
+    assert rows[("a", "p_best")] == ["0.2", "0.6", "0.2", "0.1", "2"]  # min, max, sd across fits, mcse said, sd / mcse
+    assert rows[("a", "expected")] == ["0.5", "0.5", "0", "0.01", "0"]
