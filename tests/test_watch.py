@@ -1289,3 +1289,98 @@ def test_a_random_seed_of_none_leaves_the_watch_fits_unseeded(sweep, intercept_a
     with pytest.raises(FitIntercepted):
         watch(sweep, budget=1e4, max_polls=1, random_seed=None, sleep=lambda _: None, say=lambda _: None)
     assert "random_seed" in seen and seen["random_seed"] is None
+
+
+# ----------------------------------------------------------- known answers that kill hand-made mutants
+# Each test below names the mutant of forecast/watch.py it was written against (session 41's mutation
+# testing): the change survived every test before it, yet changed what a user sees.
+
+
+def test_a_log_holding_only_a_torn_first_line_is_a_run_not_yet_evaluated(sweep):
+    """Mutant 'torn last line counted complete' (_has_complete_line reading the torn line too): a run
+    whose first evaluation was being written was refused, 'left out until its log changes'."""
+    append(sweep / "good-s0" / "evals.jsonl", row("good-s0", 0, 0.1)[:25])
+    table, folders, unreadable = scan_runs(sweep)
+    assert table.empty and folders == {} and unreadable == {}
+    state = WatchState()
+    assert poll(sweep, state, config=EarlyStopConfig(min_evals=4), advisor=FakeAdvisor()) == []
+    assert state.refused == {}
+
+
+def test_the_config_budget_uses_the_compute_per_step_of_the_latest_evaluation(sweep):
+    """Mutant 'max_steps from the first evaluation': compute per step that grows (longer sequences as
+    the policy learns) gave a planned budget from the first evaluation's rate, half the known one."""
+    folder = sweep / "good-s0"
+    (folder / "config.json").write_text(json.dumps({"max_steps": 120}))
+    rows = pd.DataFrame({"compute": [600.0, 100.0, 200.0], "step": [30, 10, 20]})  # not in compute order
+    assert planned_budget(folder, rows) == pytest.approx(600.0 / 30 * 120)
+
+
+def test_the_logged_planned_compute_is_the_latest_evaluations(sweep):
+    """Mutant 'first planned_compute, not the last': a run resumed with a longer plan kept being
+    judged at its first plan's budget."""
+    rows = pd.DataFrame({"compute": [300.0, 100.0, 200.0], "planned_compute": [5000.0, 1000.0, 1000.0]})
+    assert planned_budget(sweep / "good-s0", rows) == 5000.0  # no config.json: the log's column
+
+
+def test_a_logged_planned_compute_of_zero_is_no_budget(sweep):
+    """Mutant 'planned_compute 0 accepted': a budget of 0 (the callback's 'not known') was taken as
+    the planned budget, every run judged at compute 0."""
+    rows = pd.DataFrame({"compute": [100.0, 200.0], "planned_compute": [0.0, 0.0]})
+    assert planned_budget(sweep / "good-s0", rows) is None
+
+
+def test_a_bad_config_is_said_even_where_the_log_gives_a_planned_compute(sweep):
+    """Mutant 'logged planned_compute used despite a bad config.json': the hand-edited file's
+    mistake went unsaid, the run judged at a budget its config does not give."""
+    from forecast.watch import planned_budget_or_why_not
+
+    folder = sweep / "good-s0"
+    (folder / "config.json").write_text(json.dumps({"max_steps": "lots"}))
+    rows = pd.DataFrame({"compute": [100.0, 200.0], "step": [10, 20], "planned_compute": [5000.0, 5000.0]})
+    budget, problem = planned_budget_or_why_not(folder, rows)
+    assert budget is None and problem == f"{folder / 'config.json'}: max_steps 'lots' is not a number > 0"
+
+
+def test_the_json_says_so_when_the_only_runs_log_is_emptied(sweep):
+    """Mutant 'JSON written only while a run is seen': with the sweep's only log emptied, the file
+    kept telling a scheduler the run's last advice, its 'gone' list empty."""
+    log = sweep / "good-s0" / "evals.jsonl"
+    for i in range(4):
+        append(log, row("good-s0", i, 0.1 + 0.05 * i))
+    out = sweep / "recommendations.json"
+    state = watch(sweep, budget=1e4, config=EarlyStopConfig(min_evals=4), advisor=FakeAdvisor(), max_polls=2,
+                  say=lambda text: None, warn=lambda text: None, sleep=lambda _s: log.write_text(""))
+    written = json.loads(out.read_text())
+    assert state.polls == 2 and written["polls"] == 2
+    assert written["recommendations"] == {}
+    assert written["gone"] == {"good-s0": "its evals.jsonl was deleted or emptied"}
+
+
+def test_a_budget_between_the_logged_computes_is_not_said_to_be_below_them(sweep):
+    """Mutant 'budget checked against the largest compute': a --budget that the runs are still
+    on their way to was warned about as below the data (another unit?) at the first poll."""
+    for i in range(4):
+        append(sweep / "good-s0" / "evals.jsonl", row("good-s0", i, 0.1 + 0.05 * i))  # compute 100 to 400
+    between, below = WatchState(), WatchState()
+    poll(sweep, between, config=EarlyStopConfig(min_evals=4), budget=250.0, advisor=FakeAdvisor())
+    poll(sweep, below, config=EarlyStopConfig(min_evals=4), budget=50.0, advisor=FakeAdvisor())
+    assert between.notes == []
+    assert len(below.notes) == 1 and "--budget" in below.notes[0]
+
+
+def test_a_run_extended_after_its_summary_is_in_flight_again_not_ended(sweep):
+    """Mutant 'an ended run stays ended': a run whose summary.json was removed to train on (extended)
+    stayed under 'ended' in the JSON while it was advised again."""
+    log = sweep / "good-s0" / "evals.jsonl"
+    for i in range(4):
+        append(log, row("good-s0", i, 0.1 + 0.05 * i))
+    (sweep / "good-s0" / "summary.json").write_text("{}")
+    state, advisor = WatchState(), FakeAdvisor()
+    poll(sweep, state, config=EarlyStopConfig(min_evals=4), budget=1e4, advisor=advisor)
+    assert set(state.ended) == {"good-s0"} and state.latest == {}
+    (sweep / "good-s0" / "summary.json").unlink()
+    append(log, row("good-s0", 4, 0.35))
+    new = poll(sweep, state, config=EarlyStopConfig(min_evals=4), budget=1e4, advisor=advisor)
+    assert [rec.run_id for rec in new] == ["good-s0"]
+    assert state.ended == {} and state.finished == set()
