@@ -632,3 +632,35 @@ def test_a_random_seed_of_none_leaves_the_pruners_fits_unseeded(intercept_advice
     with pytest.raises(FitIntercepted):
         trial.should_prune()
     assert "random_seed" in seen and seen["random_seed"] is None
+
+
+# ----------------------------------------------------------- known answers that kill hand-made mutants
+# Each test below names the mutant of forecast/optuna_pruner.py it was written against (session 41's
+# mutation testing): the change survived every test before it, yet changed what a user sees.
+
+
+def test_n_warmup_steps_at_the_floor_is_taken_without_a_warning():
+    """Mutant 'warm-up warning at the floor' (< floor read as <= floor): n_warmup_steps=4, the least
+    value, was warned about as 'raised to 4'."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert ForecastPruner(max_step=10, n_warmup_steps=4).n_warmup_steps == 4
+    with pytest.warns(UserWarning, match="n_warmup_steps=3 is raised to 4"):
+        assert ForecastPruner(max_step=10, n_warmup_steps=3).n_warmup_steps == 4
+
+
+def test_n_startup_trials_counts_completed_trials_not_pruned_ones():
+    """Mutant 'startup counts pruned trials': as MedianPruner's, n_startup_trials counts trials that
+    completed; a pruned trial counted too, and pruning began a trial early."""
+    pruner = ForecastPruner(max_step=10_000, n_startup_trials=2)
+    study = optuna.create_study(direction="maximize", pruner=pruner)
+    pruned = study.ask()
+    pruned.report(0.1, 100)
+    study.tell(pruned, state=optuna.trial.TrialState.PRUNED)
+    study.tell(study.ask(), 0.5)
+    trial = study.ask()
+    for step, value in zip([100, 200, 400, 800], [0.2, 0.3, 0.35, 0.4], strict=True):
+        trial.report(value, step)
+    assert trial.should_prune() is False
+    assert pruner.advice[trial.number].rule == "startup"
+    assert pruner.advice[trial.number].message.startswith("continue: 1 completed trial(s) of the 2")
