@@ -664,3 +664,74 @@ def test_n_startup_trials_counts_completed_trials_not_pruned_ones():
     assert trial.should_prune() is False
     assert pruner.advice[trial.number].rule == "startup"
     assert pruner.advice[trial.number].message.startswith("continue: 1 completed trial(s) of the 2")
+
+
+class _FitReached(Exception):
+    """Raised by the stand-in fit of tables_reaching_the_fit."""
+
+
+def tables_reaching_the_fit(monkeypatch) -> list:
+    """Replace the pruner's fit by a stand-in that records the table it is handed and raises _FitReached."""
+    import forecast.optuna_pruner as pruner_module
+
+    tables = []
+
+    def fake_fit(table, **kwargs):
+        tables.append(table)
+        raise _FitReached
+
+    monkeypatch.setattr(pruner_module, "fit_for_advice", fake_fit)
+    return tables
+
+
+def report_all(trial, steps, values) -> None:
+    for step, value in zip(steps, values, strict=True):
+        trial.report(value, step)
+
+
+@pytest.mark.parametrize("direction, finals, best", [("maximize", (0.3, 0.6, 0.5), 1), ("minimize", (0.5, 0.3, 0.4), 1)])
+def test_the_reference_is_the_best_completed_trial_in_the_studys_direction(monkeypatch, direction, finals, best):
+    """Mutant 'best pick swapped' (min for max): the trial was compared with the worst completed trial,
+    and kept where the best one would prune it."""
+    tables = tables_reaching_the_fit(monkeypatch)
+    study = optuna.create_study(direction=direction, pruner=ForecastPruner(max_step=10_000))
+    for final in finals:
+        done = study.ask()
+        report_all(done, [100, 200], [final, final])
+        study.tell(done, final)
+    trial = study.ask()
+    report_all(trial, [100, 200, 400, 800], [0.4, 0.4, 0.4, 0.4])
+    with pytest.raises(_FitReached):
+        trial.should_prune()
+    assert set(tables[0]["run_id"]) == {f"trial-{best}", f"trial-{trial.number}"}
+
+
+def test_a_minimising_study_fits_its_reference_in_1_minus_value_as_the_trial(monkeypatch):
+    """Mutant 'reference not flipped when minimising': the best trial's errors went into the fit as
+    pass rates beside the trial's 1 - error, so a trial was compared with a curve upside down."""
+    tables = tables_reaching_the_fit(monkeypatch)
+    study = optuna.create_study(direction="minimize", pruner=ForecastPruner(max_step=10_000))
+    best = study.ask()
+    report_all(best, [100, 200, 400, 800], [0.8, 0.6, 0.5, 0.45])
+    study.tell(best, 0.45)
+    trial = study.ask()
+    report_all(trial, [100, 200, 400, 800], [0.9, 0.85, 0.8, 0.75])
+    with pytest.raises(_FitReached):
+        trial.should_prune()
+    table = tables[0]
+    assert list(table.loc[table["run_id"] == f"trial-{best.number}", "metric"]) == pytest.approx([0.2, 0.4, 0.5, 0.55])
+    assert list(table.loc[table["run_id"] == f"trial-{trial.number}", "metric"]) == pytest.approx([0.1, 0.15, 0.2, 0.25])
+
+
+def test_a_trial_that_reaches_max_step_keeps_its_last_advice():
+    """Mutant 'at_budget overwrites the last advice': the reason a trial ran on (here: no completed
+    trial to compare with) was replaced by 'nothing is left to save' at its last report."""
+    pruner = ForecastPruner(max_step=1000)
+    study = optuna.create_study(direction="maximize", pruner=pruner)
+    trial = study.ask()
+    report_all(trial, [100, 200, 400, 800], [0.2, 0.3, 0.35, 0.4])
+    assert trial.should_prune() is False and pruner.advice[trial.number].rule == "no_reference"
+    trial.report(0.42, 1000)
+    assert trial.should_prune() is False
+    assert pruner.advice[trial.number].rule == "no_reference"
+    assert study.trials[trial.number].user_attrs["forecast_pruner_rule"] == "no_reference"
