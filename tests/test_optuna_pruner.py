@@ -735,3 +735,24 @@ def test_a_trial_that_reaches_max_step_keeps_its_last_advice():
     assert trial.should_prune() is False
     assert pruner.advice[trial.number].rule == "no_reference"
     assert study.trials[trial.number].user_attrs["forecast_pruner_rule"] == "no_reference"
+
+
+def test_a_continue_from_a_fit_that_did_not_converge_is_kept_in_the_advice_not_warned(caplog):
+    """Mutant 'non-convergence warning on continue': a continue costs nothing, so only a prune
+    decided on an unconverged fit is worth a warning; every continue was warned about at every check
+    of a study whose fits fall short, burying the prunes' warnings. Its problems stay in the advice."""
+    from forecast import SamplerSettings
+    from forecast.early_stop import EarlyStopConfig
+
+    short = SamplerSettings(draws=20, tune=10, extend_if_flagged=False)  # far too few draws: flagged
+    pruner = ForecastPruner(max_step=STEPS[-1], n_eval=N_EVAL, forecaster_kwargs={"sampler": short},
+                            config=EarlyStopConfig(target=0.1, saturation_epsilon=None, p_target_threshold=0.05))
+    study = optuna.create_study(direction="maximize", pruner=pruner)
+    trial = study.ask()
+    values = sigmoid_curve(np.array(STEPS[:8], dtype=float), 0.42, 1.5, 400.0, 0.2)  # past 0.1 already
+    report_all(trial, STEPS[:8], [float(v) for v in values])
+    with caplog.at_level(logging.INFO, logger="forecast.optuna_pruner"):
+        assert trial.should_prune() is False
+    advice = pruner.advice[trial.number]
+    assert advice.details["converged"] is False and advice.details["convergence_problems"]
+    assert [r.levelno for r in caplog.records if r.name == "forecast.optuna_pruner"] == [logging.INFO]
