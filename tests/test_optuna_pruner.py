@@ -756,3 +756,24 @@ def test_a_continue_from_a_fit_that_did_not_converge_is_kept_in_the_advice_not_w
     advice = pruner.advice[trial.number]
     assert advice.details["converged"] is False and advice.details["convergence_problems"]
     assert [r.levelno for r in caplog.records if r.name == "forecast.optuna_pruner"] == [logging.INFO]
+
+
+def test_a_prune_answer_is_not_repeated_for_reports_it_did_not_judge(monkeypatch):
+    """Mutant 'stale answer repeated': between checks (interval_steps) a trial told 'prune' at its
+    4th report and asked at its 5th (a caller that did not prune at once: PatientPruner's wrapped
+    pruner, a caller's own condition) was told 'prune' again on advice that never saw the 5th."""
+    judged = []
+
+    def judge(self, study, trial, n_reports):
+        judged.append(n_reports)
+        return True
+
+    monkeypatch.setattr(ForecastPruner, "_judge", judge)
+    pruner = ForecastPruner(max_step=10_000, interval_steps=3)
+    study = optuna.create_study(direction="maximize", pruner=pruner)
+    trial = study.ask()
+    report_all(trial, [100, 200, 400, 800], [0.2, 0.3, 0.35, 0.4])
+    assert trial.should_prune() is True and trial.should_prune() is True  # the same reports: the same answer
+    trial.report(0.42, 1600)
+    assert trial.should_prune() is False  # not due until 3 reports have come since the check
+    assert judged == [4]
