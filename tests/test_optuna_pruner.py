@@ -777,3 +777,20 @@ def test_a_prune_answer_is_not_repeated_for_reports_it_did_not_judge(monkeypatch
     trial.report(0.42, 1600)
     assert trial.should_prune() is False  # not due until 3 reports have come since the check
     assert judged == [4]
+
+
+@pytest.mark.parametrize("n_eval, column", [(800, [800] * 8), (None, None), (0, None)])
+def test_n_eval_reaches_every_row_of_the_fit(monkeypatch, n_eval, column):
+    """Mutant 'n_eval not passed': the graded samples behind each value never reached the fit, which
+    then had no binomial noise term for them (n_eval=0 is 'not known', as the trainer's settings say)."""
+    tables = tables_reaching_the_fit(monkeypatch)
+    study = optuna.create_study(direction="maximize", pruner=ForecastPruner(max_step=10_000, n_eval=n_eval))
+    best = study.ask()
+    report_all(best, [100, 200, 400, 800], [0.3, 0.4, 0.5, 0.55])
+    study.tell(best, 0.55)
+    trial = study.ask()
+    report_all(trial, [100, 200, 400, 800], [0.2, 0.3, 0.35, 0.4])
+    with pytest.raises(_FitReached):
+        trial.should_prune()
+    table = tables[0]
+    assert (list(table["n_eval"]) if "n_eval" in table else None) == column
