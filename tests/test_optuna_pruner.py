@@ -794,3 +794,22 @@ def test_n_eval_reaches_every_row_of_the_fit(monkeypatch, n_eval, column):
         trial.should_prune()
     table = tables[0]
     assert (list(table["n_eval"]) if "n_eval" in table else None) == column
+
+
+@pytest.mark.parametrize("rise, warned", [(0.03, False), (0.1, True)])
+def test_a_minimised_error_that_rose_by_noise_is_not_taken_for_a_pass_rate(monkeypatch, rise, warned):
+    """Mutant 'rising-metric threshold' (any rise, not one beyond a rate's evaluation noise): a study
+    that really minimises an error, its best trial's last value a few hundredths above its first, was
+    told it minimises a pass rate by mistake."""
+    tables_reaching_the_fit(monkeypatch)
+    study = optuna.create_study(direction="minimize", pruner=ForecastPruner(max_step=10_000))
+    best = study.ask()
+    report_all(best, [100, 200, 400, 800], [0.3, 0.2, 0.25, 0.3 + rise])
+    study.tell(best, 0.3 + rise)
+    trial = study.ask()
+    report_all(trial, [100, 200, 400, 800], [0.5, 0.45, 0.42, 0.4])
+    with pytest.warns(UserWarning, match="the study minimises, yet") if warned else warnings.catch_warnings():
+        if not warned:
+            warnings.simplefilter("error")
+        with pytest.raises(_FitReached):
+            trial.should_prune()
