@@ -1384,3 +1384,27 @@ def test_a_run_extended_after_its_summary_is_in_flight_again_not_ended(sweep):
     new = poll(sweep, state, config=EarlyStopConfig(min_evals=4), budget=1e4, advisor=advisor)
     assert [rec.run_id for rec in new] == ["good-s0"]
     assert state.ended == {} and state.finished == set()
+
+
+def test_budget_overrides_each_runs_config(sweep):
+    """Mutant '--budget loses to config.json' (poll reading a run's config.json before the flag):
+    the budget the user gave was ignored for every trainer run, judged at its config's budget."""
+    for i in range(4):
+        append(sweep / "good-s0" / "evals.jsonl", row("good-s0", i, 0.1 + 0.05 * i))
+    (sweep / "good-s0" / "config.json").write_text(json.dumps({"max_steps": 120, "advisor_budget": 5e3}))
+    advisor = FakeAdvisor()
+    poll(sweep, WatchState(), config=EarlyStopConfig(min_evals=4), budget=1e4, advisor=advisor)
+    assert advisor.calls[-1]["_budgets"] == {"good-s0": 1e4}
+
+
+@pytest.mark.parametrize("advice, said", [({}, "no reason recorded"), ({"rule": "beats_best"}, "beats_best"),
+                                          ({"rule": "beats_best", "message": "stop: P = 0.01"}, "stop: P = 0.01")])
+def test_how_a_run_stopped_by_its_advisor_ended_says_the_reason_it_has(sweep, advice, said):
+    """Mutant 'stopped.json without message or rule': a stopped.json whose advice holds neither was
+    said as 'stopped by its own advisor at eval 2 (200 flops): ', the reason blank."""
+    from forecast.watch import how_it_ended
+
+    folder = sweep / "good-s0"
+    (folder / "stopped.json").write_text(json.dumps({"advice": advice}))
+    rows = pd.DataFrame({"compute": [100.0, 200.0], "compute_unit": ["flops", "flops"]})
+    assert how_it_ended(folder, rows) == f"stopped by its own advisor at eval 2 (200 flops): {said}"
