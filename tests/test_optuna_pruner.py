@@ -813,3 +813,16 @@ def test_a_minimised_error_that_rose_by_noise_is_not_taken_for_a_pass_rate(monke
             warnings.simplefilter("error")
         with pytest.raises(_FitReached):
             trial.should_prune()
+
+
+def test_prune_called_by_hand_on_a_finished_trial_answers_without_writing_to_it():
+    """Mutant 'finished-trial attrs written': prune() asked about a completed trial (by hand, to read
+    its advice) failed with Optuna's UpdateFinishedTrialError instead of answering."""
+    pruner = ForecastPruner(max_step=800)
+    study = optuna.create_study(direction="maximize", pruner=pruner)
+    done = study.ask()
+    report_all(done, [100, 200, 400, 800], [0.2, 0.3, 0.35, 0.4])
+    study.tell(done, 0.4)
+    assert pruner.prune(study, study.trials[0]) is False
+    assert pruner.advice[0].rule == "at_budget"
+    assert not any(key.startswith("forecast_pruner_") for key in study.trials[0].user_attrs)
