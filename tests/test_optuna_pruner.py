@@ -689,6 +689,24 @@ def report_all(trial, steps, values) -> None:
         trial.report(value, step)
 
 
+STEPS = [100, 200, 400, 800]
+
+
+def table_at_the_first_check(monkeypatch, direction, best_values, trial_values, **pruner_settings):
+    """One trial completed with `best_values` at STEPS, then another reporting `trial_values`: the table its
+    first check hands the fit (a stand-in: tables_reaching_the_fit), with the two trials."""
+    tables = tables_reaching_the_fit(monkeypatch)
+    study = optuna.create_study(direction=direction, pruner=ForecastPruner(max_step=10_000, **pruner_settings))
+    best = study.ask()
+    report_all(best, STEPS, best_values)
+    study.tell(best, best_values[-1])
+    trial = study.ask()
+    report_all(trial, STEPS, trial_values)
+    with pytest.raises(_FitReached):
+        trial.should_prune()
+    return tables[0], best, trial
+
+
 @pytest.mark.parametrize("direction, finals, best", [("maximize", (0.3, 0.6, 0.5), 1), ("minimize", (0.5, 0.3, 0.4), 1)])
 def test_the_reference_is_the_best_completed_trial_in_the_studys_direction(monkeypatch, direction, finals, best):
     """Mutant 'best pick swapped' (min for max): the trial was compared with the worst completed trial,
@@ -709,16 +727,7 @@ def test_the_reference_is_the_best_completed_trial_in_the_studys_direction(monke
 def test_a_minimising_study_fits_its_reference_in_1_minus_value_as_the_trial(monkeypatch):
     """Mutant 'reference not flipped when minimising': the best trial's errors went into the fit as
     pass rates beside the trial's 1 - error, so a trial was compared with a curve upside down."""
-    tables = tables_reaching_the_fit(monkeypatch)
-    study = optuna.create_study(direction="minimize", pruner=ForecastPruner(max_step=10_000))
-    best = study.ask()
-    report_all(best, [100, 200, 400, 800], [0.8, 0.6, 0.5, 0.45])
-    study.tell(best, 0.45)
-    trial = study.ask()
-    report_all(trial, [100, 200, 400, 800], [0.9, 0.85, 0.8, 0.75])
-    with pytest.raises(_FitReached):
-        trial.should_prune()
-    table = tables[0]
+    table, best, trial = table_at_the_first_check(monkeypatch, "minimize", [0.8, 0.6, 0.5, 0.45], [0.9, 0.85, 0.8, 0.75])
     assert list(table.loc[table["run_id"] == f"trial-{best.number}", "metric"]) == pytest.approx([0.2, 0.4, 0.5, 0.55])
     assert list(table.loc[table["run_id"] == f"trial-{trial.number}", "metric"]) == pytest.approx([0.1, 0.15, 0.2, 0.25])
 
@@ -783,16 +792,8 @@ def test_a_prune_answer_is_not_repeated_for_reports_it_did_not_judge(monkeypatch
 def test_n_eval_reaches_every_row_of_the_fit(monkeypatch, n_eval, column):
     """Mutant 'n_eval not passed': the graded samples behind each value never reached the fit, which
     then had no binomial noise term for them (n_eval=0 is 'not known', as the trainer's settings say)."""
-    tables = tables_reaching_the_fit(monkeypatch)
-    study = optuna.create_study(direction="maximize", pruner=ForecastPruner(max_step=10_000, n_eval=n_eval))
-    best = study.ask()
-    report_all(best, [100, 200, 400, 800], [0.3, 0.4, 0.5, 0.55])
-    study.tell(best, 0.55)
-    trial = study.ask()
-    report_all(trial, [100, 200, 400, 800], [0.2, 0.3, 0.35, 0.4])
-    with pytest.raises(_FitReached):
-        trial.should_prune()
-    table = tables[0]
+    table, _, _ = table_at_the_first_check(monkeypatch, "maximize", [0.3, 0.4, 0.5, 0.55], [0.2, 0.3, 0.35, 0.4],
+                                           n_eval=n_eval)
     assert (list(table["n_eval"]) if "n_eval" in table else None) == column
 
 
