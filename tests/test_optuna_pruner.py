@@ -689,19 +689,19 @@ def report_all(trial, steps, values) -> None:
         trial.report(value, step)
 
 
-STEPS = [100, 200, 400, 800]
+CHECK_STEPS = [100, 200, 400, 800]  # the steps both trials of table_at_the_first_check report at
 
 
 def table_at_the_first_check(monkeypatch, direction, best_values, trial_values, **pruner_settings):
-    """One trial completed with `best_values` at STEPS, then another reporting `trial_values`: the table its
+    """One trial completed with `best_values` at CHECK_STEPS, then another reporting `trial_values`: the table its
     first check hands the fit (a stand-in: tables_reaching_the_fit), with the two trials."""
     tables = tables_reaching_the_fit(monkeypatch)
     study = optuna.create_study(direction=direction, pruner=ForecastPruner(max_step=10_000, **pruner_settings))
     best = study.ask()
-    report_all(best, STEPS, best_values)
+    report_all(best, CHECK_STEPS, best_values)
     study.tell(best, best_values[-1])
     trial = study.ask()
-    report_all(trial, STEPS, trial_values)
+    report_all(trial, CHECK_STEPS, trial_values)
     with pytest.raises(_FitReached):
         trial.should_prune()
     return tables[0], best, trial
