@@ -204,8 +204,8 @@ def read_complete_jsonl(path, error) -> list[dict]:
     Each row is written with one write() ending in a newline, so a kill mid-write leaves a prefix
     without its newline: that torn last line is left out. Any other line that is not UTF-8, not JSON or
     not an object is real damage: `error(what)` makes the exception raised, from what is wrong
-    ("line 3 is not valid JSON"), so each reader names its file its own way (the trainer's ValueError,
-    forecast's RunDataError).
+    ("line 3 is not valid JSON (Expecting ',' delimiter: column 12)"), so each reader names its file
+    its own way (the trainer's ValueError, forecast's RunDataError).
     """
     path = Path(path)
     if not path.exists():
@@ -219,8 +219,8 @@ def read_complete_jsonl(path, error) -> list[dict]:
             row = json.loads(line.decode("utf-8"))
         except UnicodeDecodeError:
             raise error(f"line {number} is not UTF-8 text") from None
-        except json.JSONDecodeError:
-            raise error(f"line {number} is not valid JSON") from None
+        except json.JSONDecodeError as err:  # json's account and column: a long row is not searched by eye
+            raise error(f"line {number} is not valid JSON ({err.msg}: column {err.colno})") from None
         if not isinstance(row, dict):  # every row is an object: a bare [] or 1 failed later on row.get
             raise error(f"line {number} is not a JSON object")
         rows.append(row)

@@ -186,6 +186,18 @@ def test_a_log_line_that_is_not_utf8_is_refused_naming_the_log_and_line(tmp_path
     assert not isinstance(refused.value, UnicodeDecodeError)
 
 
+def test_a_log_line_that_is_not_json_is_refused_with_what_json_said(tmp_path, args):
+    """A resumed run whose evals.jsonl holds a broken line (a row edited by hand, a trailing comma) was
+    refused as "line 2 is not valid JSON" alone: json's own account of what is wrong, and where on the
+    line, was dropped, so a long row had to be searched by eye."""
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "evals.jsonl").write_text('{"run_id": "run", "step": 10}\n{"run_id": "run", "step": 20,}\n')
+    with pytest.raises(Exception, match=r"evals\.jsonl.*line 2 is not valid JSON "
+                                        r"\(Expecting property name enclosed in double quotes: column 30\)"):
+        ForecastCallback(folder).on_train_begin(args, TrainerState(global_step=20), TrainerControl())
+
+
 def test_an_evaluation_of_the_best_checkpoint_after_training_is_not_logged_as_the_last_step(tmp_path):
     """With load_best_model_at_end the Trainer loads the best checkpoint's weights when training ends, so
     a trainer.evaluate() after train() measures that checkpoint, not the run at its last step: a training

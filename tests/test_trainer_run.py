@@ -567,12 +567,14 @@ def test_resume_of_a_finished_run_says_so_and_trains_no_further(tmp_path, warm_c
 @pytest.mark.parametrize("log", ["evals.jsonl", "train_log.jsonl"])
 def test_resume_refuses_a_damaged_log_line_before_anything_runs(tmp_path, warm_cache, capsys, log):
     # found by fuzzing run folders: a bad line before a log's last (not a torn write) raised ValueError out of
-    # repair_jsonl under the lock, a traceback and exit 1; a bare [] line, AttributeError on row.get
+    # repair_jsonl under the lock, a traceback and exit 1; a bare [] line, AttributeError on row.get. A line
+    # that is not JSON was said without json's own account of it, which points at the place on the line
     run = tmp_path / "run"
     train(tiny(run, warm_cache, max_steps=2, eval_every=2))
     (run / "summary.json").unlink()  # killed before its summary: a resume goes on
     good = (run / log).read_bytes()
-    for bad, said in ((b"{not json", "line 1 is not valid JSON; only a torn last line"),
+    for bad, said in ((b"{not json", "line 1 is not valid JSON (Expecting property name enclosed in double quotes: "
+                                   "column 2); only a torn last line"),
                       (b"[]", "line 1 is not a JSON object; only a torn last line"),
                       (b"\xff\xfe", "line 1 is not UTF-8 text; only a torn last line"),
                       # a step that is not a number: TypeError comparing it, or a NaN step's row dropped unsaid
@@ -2161,7 +2163,8 @@ def test_a_damaged_log_line_at_the_sweep_s_end_keeps_runs_csv_and_says_where(tmp
                  argv=["--out", str(tmp_path / "fine")])]
     assert sweep_module.run_sweep(plan, str(tmp_path), workers=1) == 1
     err = capsys.readouterr().err
-    assert f"was not rewritten: {other / 'evals.jsonl'}: line 2 is not valid JSON; remove or repair that line" in err, err
+    assert (f"was not rewritten: {other / 'evals.jsonl'}: line 2 is not valid JSON (Unterminated string starting at: "
+            "column 12); remove or repair that line") in err, err
     assert (tmp_path / "runs.csv").read_text() == "kept\n"
 
 
