@@ -132,13 +132,23 @@ def p_best_from_draws(draws: np.ndarray) -> np.ndarray:
     return np.bincount(winners, minlength=draws.shape[1]) / draws.shape[0]
 
 
+def _type_name(value) -> str:
+    """A value's type as a refusal names it: with its module unless built in, since another library's
+    DataFrame said as "DataFrame" read as the very thing asked for."""
+    kind = type(value)
+    return kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+
+
 def _largest_compute_of(runs) -> float:
     """The largest compute of a run table, for default_budget; TypeError or ValueError saying what it takes.
     A path failed as "string indices must be integers", a table without the column as KeyError: 'compute'."""
+    to_pandas = getattr(runs, "to_pandas", None)  # a polars DataFrame or pyarrow Table, read as validate_runs reads them
+    if not isinstance(runs, (pd.DataFrame, pd.Series)) and callable(to_pandas):
+        runs = to_pandas()
     if not isinstance(runs, pd.DataFrame):
-        given = f"{type(runs).__name__} {runs!r}" if isinstance(runs, (str, PathLike)) else type(runs).__name__
-        raise TypeError(f"default_budget takes a run table (a DataFrame: load_runs('runs.csv'), or a fit's fc.runs_), "
-                        f"got {given}")
+        given = f"{type(runs).__name__} {runs!r}" if isinstance(runs, (str, PathLike)) else _type_name(runs)
+        raise TypeError(f"default_budget takes a run table (a pandas DataFrame: load_runs('runs.csv'), or a fit's "
+                        f"fc.runs_), got {given}")
     if "compute" not in runs.columns:
         raise ValueError(f"default_budget reads the run table's column 'compute', which this table lacks "
                          f"(columns: {', '.join(map(str, runs.columns)) or 'none'})")

@@ -43,7 +43,7 @@ def test_default_budget_refuses_what_is_not_a_run_table_saying_what_it_takes():
     """default_budget("runs.csv") failed as "string indices must be integers", a table without its compute
     column as KeyError: 'compute', an empty one deep in fmt_compute, and compute as text ("1e3") was taken.
     Each is now refused saying what it takes: a run table, as load_runs gives it (load_runs takes the path)."""
-    with pytest.raises(TypeError, match=r"^default_budget takes a run table \(a DataFrame: load_runs\('runs\.csv'\), "
+    with pytest.raises(TypeError, match=r"^default_budget takes a run table \(a pandas DataFrame: load_runs\('runs\.csv'\), "
                                         r"or a fit's fc\.runs_\), got str 'runs\.csv'$"):
         rp.default_budget("runs.csv")
     with pytest.raises(ValueError, match=r"^default_budget reads the run table's column 'compute', which this table "
@@ -53,6 +53,29 @@ def test_default_budget_refuses_what_is_not_a_run_table_saying_what_it_takes():
         with pytest.raises(ValueError, match=r"^default_budget: column 'compute' must hold at least one compute > 0 "
                                              r"\(numbers, as load_runs reads them\)"):
             rp.default_budget(pd.DataFrame({"compute": compute}))
+
+
+def test_default_budget_reads_a_table_load_runs_reads_and_names_the_type_of_one_it_refuses():
+    """A polars DataFrame (or a pyarrow Table), which fit() and load_runs' validate_runs read through its
+    to_pandas(), was refused by default_budget as "takes a run table (a DataFrame: ...), got DataFrame":
+    refused for being what the message asked for. polars is not installed here, so a stand-in of its
+    name that is not pandas plays it; the pyarrow Table is the real one."""
+    pa = pytest.importorskip("pyarrow")
+
+    class DataFrame:  # polars' own class name, in another module than pandas
+        def __init__(self, columns):
+            self.columns = columns
+
+        def to_pandas(self):
+            return pd.DataFrame(self.columns)
+
+    assert rp.default_budget(DataFrame({"compute": [1.0, 250.0]})) == 1000.0
+    assert rp.default_budget(pa.table({"compute": [1.0, 250.0]})) == 1000.0
+    DataFrame.__module__, DataFrame.__qualname__ = "polars.dataframe.frame", "DataFrame"
+    del DataFrame.to_pandas  # a table of a library without it: refused, naming which DataFrame it is
+    with pytest.raises(TypeError, match=r"^default_budget takes a run table \(a pandas DataFrame: load_runs\('runs\.csv'\), "
+                                        r"or a fit's fc\.runs_\), got polars\.dataframe\.frame\.DataFrame$"):
+        rp.default_budget(DataFrame({"compute": [1.0, 250.0]}))
 
 
 @pytest.mark.parametrize(
