@@ -253,6 +253,9 @@ def _fan_chart_recipes(fc, recipes, budget, kind) -> list:
         recipes = list(recipes)
     if recipes is not None:  # a table's names are text (validate_runs): its recipe 1 is "1"
         recipes = [recipe if isinstance(recipe, str) else str(recipe) for recipe in recipes]
+        # each once, in the order first named, as decide() ranks them: [a, a] drew two identical panels,
+        # and a run table's own column (runs["recipe"], a name per evaluation) a panel per row
+        recipes = list(dict.fromkeys(recipes))
     if recipes is not None and len(recipes) == 0:
         raise ValueError(f"recipes is empty: name at least one of {', '.join(fc.recipes)} (or leave it out for all)")
     for recipe in recipes or []:

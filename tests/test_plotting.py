@@ -294,6 +294,20 @@ def test_fan_chart_takes_recipes_as_an_array_or_series(fitted):
             plt.close(fig)
 
 
+def test_fan_chart_draws_a_recipe_named_twice_once(fitted, small_sweep):
+    """recipes=[a, a] drew two identical panels, and the run table's own column (`runs["recipe"]`, a
+    name per evaluation) a panel per row. Each recipe is drawn once, in the order first named, as
+    decide(recipes=...) ranks a repeated name once."""
+    first, second = fitted.recipes[:2]
+    for recipes, drawn in (([first, first], [first]), ([second, first, second], [second, first]),
+                           (small_sweep["recipe"], list(dict.fromkeys(small_sweep["recipe"])))):
+        fig = fitted.plot(recipes=recipes)
+        try:
+            assert [ax.get_title() for ax in _panels(fig)] == drawn
+        finally:
+            plt.close(fig)
+
+
 def test_fan_chart_refuses_a_column_count_below_one(fitted):
     for ncols in (0, -1, 2.5):  # 0 was a ZeroDivisionError, -1 matplotlib's "figure size must be positive"
         with pytest.raises(ValueError, match="ncols must be a whole number >= 1"):
