@@ -7,7 +7,6 @@ import contextlib
 import importlib.util
 import shutil
 import sys
-import tempfile
 import warnings
 from pathlib import Path
 
@@ -48,7 +47,9 @@ def pytest_collection_finish(session):
     needing = next((item for item in session.items if "executions" in getattr(item, "fixturenames", ())), None)
     if needing is not None:
         notebooks = needing.module
-        out = Path(tempfile.mkdtemp(prefix="notebooks-"))
+        # under pytest's base folder, as tmp_path_factory.mktemp makes it (the fixtures are not at hand in a
+        # hook): pytest keeps the last few sessions' folders, so a killed session's no longer piles up in /tmp
+        out = session.config._tmp_path_factory.mktemp("notebooks")
         session.config.stash[notebooks.STARTED_KEY] = notebooks.start_executions(out)
         session.config.stash[_NOTEBOOKS_KEY] = (notebooks, out)
 

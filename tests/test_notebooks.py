@@ -63,7 +63,7 @@ STARTED_KEY = pytest.StashKey[dict]()  # config.stash: the executions started at
 
 def start_executions(out: Path) -> dict:
     """Start every notebook at once, executed copies into `out`; {name: (process, executed copy path)}."""
-    env = {**os.environ, "FORECAST_NOTEBOOK_FAST": "1", "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
+    env = notebook_environment(out)
     started = {}
     for name in NOTEBOOKS:
         target = out / name
@@ -72,6 +72,15 @@ def start_executions(out: Path) -> dict:
         with open(said_path(target), "w") as said:
             started[name] = (subprocess.Popen(command, env=env, stdout=said, stderr=subprocess.STDOUT), target)
     return started
+
+
+def notebook_environment(out: Path) -> dict:
+    """The notebooks' environment: short chains, and a temporary folder of their own in `out` (made here), so
+    that what a notebook killed with the session leaves there (03's replayed sweep) is not left in /tmp."""
+    temporary = out / "tmp"
+    temporary.mkdir(exist_ok=True)
+    return {**os.environ, "FORECAST_NOTEBOOK_FAST": "1", "PYDEVD_DISABLE_FILE_VALIDATION": "1",
+            "TMPDIR": str(temporary)}
 
 
 def runner_command(source: Path, target: Path) -> list:
@@ -103,6 +112,19 @@ def executions(request, tmp_path_factory):
 
 def test_the_three_notebooks_are_there():
     assert NOTEBOOKS == ["01_quickstart.ipynb", "02_budget_planning.ipynb", "03_early_stopping.ipynb"]
+
+
+def test_the_notebooks_and_their_temporary_files_are_under_the_session_s_temporary_folder(executions,
+                                                                                          tmp_path_factory):
+    """The executed copies went into a tempfile.mkdtemp() folder of /tmp, removed when the session ended
+    but left behind by a killed one (and with them what a notebook wrote to the temporary folder meanwhile:
+    03's replayed sweep), so /tmp/notebooks-* piled up. Under pytest's base folder, which keeps only the
+    last few sessions', they go with it."""
+    base = tmp_path_factory.getbasetemp().resolve()
+    for _, target in executions.values():
+        assert base in target.resolve().parents
+        assert (target.parent / "tmp").is_dir()  # made as they were started, for their TMPDIR
+        assert notebook_environment(target.parent)["TMPDIR"] == str(target.parent / "tmp")
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
