@@ -110,6 +110,8 @@ def _mutate(table, name):
         t = t.drop(columns="metric")
     elif name == "nan metric":
         t.loc[5, "metric"] = np.nan
+    elif name == "nan compute":
+        t.loc[5, "compute"] = np.nan
     elif name == "text compute":
         t["compute"] = t["compute"].astype(object)
         t.loc[5, "compute"] = "lots"
@@ -149,6 +151,7 @@ def _mutate(table, name):
 CASES = {
     "missing column": ("metric", None, None, "is missing"),
     "nan metric": ("metric", "a-s1", 7, "missing"),
+    "nan compute": ("compute", "a-s1", 7, "missing"),
     "text compute": ("compute", "a-s1", 7, "not a number"),
     "zero compute": ("compute", "a-s1", 7, "> 0"),
     "negative compute": ("compute", "a-s1", 7, "> 0"),
