@@ -1765,3 +1765,14 @@ def test_a_tsv_file_separated_by_commas_is_read_as_its_header_shows(tmp_path):
     path.write_text("run_id,recipe,compute,metric\na,r,1000,0.3\na,r,2000,0.4\n")
     runs = load_runs(path)
     assert list(runs["compute"]) == [1000.0, 2000.0] and list(runs["metric"]) == [0.3, 0.4]
+
+
+def test_a_json_array_s_bad_row_is_named_by_its_place_in_the_array_counted_from_1(tmp_path):
+    """Mutant 'JSON array item 0-based': a .json file of row objects named the sixth row 'row 5'."""
+    rows = good_table().to_dict("records")
+    rows[5]["metric"] = 1.5
+    path = tmp_path / "runs.json"
+    path.write_text(json.dumps(rows))
+    with pytest.raises(RunDataError, match=r"must lie in \[0, 1\], got 1.5") as info:
+        load_runs(path)
+    assert (info.value.column, info.value.run_id, info.value.row) == ("metric", "a-s1", 6)
