@@ -1776,3 +1776,15 @@ def test_a_json_array_s_bad_row_is_named_by_its_place_in_the_array_counted_from_
     with pytest.raises(RunDataError, match=r"must lie in \[0, 1\], got 1.5") as info:
         load_runs(path)
     assert (info.value.column, info.value.run_id, info.value.row) == ("metric", "a-s1", 6)
+
+
+def test_a_run_its_advisor_stopped_after_one_evaluation_is_refused_not_left_out_as_in_flight():
+    """Mutant 'a run that ended as advisor_stopped taken for one in flight': a run stopped after one
+    evaluation was left out of the fit with a warning saying it would be read after its next
+    evaluation, which a stopped run never has. One that ended that short is refused, as a finished one is."""
+    table = pd.concat([good_table().assign(ended="finished"),
+                       pd.DataFrame([dict(run_id="b-s1", recipe="b", compute=10.0, metric=0.2, n_eval=100,
+                                          ended="advisor_stopped")])], ignore_index=True)
+    with pytest.raises(RunDataError, match=r"run 'b-s1', row 13: has 1 point\(s\); at least 2 are needed to fit "
+                                           r"a curve$"):
+        validate_runs(table)
