@@ -1788,3 +1788,17 @@ def test_a_run_its_advisor_stopped_after_one_evaluation_is_refused_not_left_out_
     with pytest.raises(RunDataError, match=r"run 'b-s1', row 13: has 1 point\(s\); at least 2 are needed to fit "
                                            r"a curve$"):
         validate_runs(table)
+
+
+@pytest.mark.parametrize("column", ["run_id", "recipe"])
+def test_a_name_of_blanks_alone_is_refused_as_missing_naming_the_row(tmp_path, column):
+    """Mutant 'blank names accepted': a run_id (or recipe) cell holding spaces alone made a run named
+    '   ', fitted beside the others, where an empty cell is refused as missing."""
+    table = good_table()
+    table[column] = table[column].astype(object)
+    table.loc[5, column] = "   "
+    path = tmp_path / "runs.csv"
+    table.to_csv(path, index=False)
+    with pytest.raises(RunDataError, match=rf"column '{column}', .*row 7: is missing \(NaN/empty\)") as info:
+        load_runs(path)
+    assert (info.value.source, info.value.column, info.value.row) == (str(path), column, 7)
