@@ -1802,3 +1802,16 @@ def test_a_name_of_blanks_alone_is_refused_as_missing_naming_the_row(tmp_path, c
     with pytest.raises(RunDataError, match=rf"column '{column}', .*row 7: is missing \(NaN/empty\)") as info:
         load_runs(path)
     assert (info.value.source, info.value.column, info.value.row) == (str(path), column, 7)
+
+
+def test_a_complete_last_line_of_a_jsonl_log_that_is_not_json_is_refused_not_taken_for_a_torn_one(tmp_path):
+    """Mutant 'any bad last line skipped': only a last line without its newline is a write in
+    progress; one that ends in a newline and is not JSON is damage, and skipping it lost an evaluation
+    without a word."""
+    rows = good_table().to_dict("records")
+    path = tmp_path / "runs.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"run_id": "b-s0", "recipe": "b", "comp\n')
+    with pytest.raises(RunDataError, match=r"line 13 is not valid JSON"):
+        load_runs(path)
+    path.write_text(path.read_text().rstrip("\n"))  # the same line without its newline: torn, left out
+    assert len(load_runs(path)) == 12
