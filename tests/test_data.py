@@ -1815,3 +1815,14 @@ def test_a_complete_last_line_of_a_jsonl_log_that_is_not_json_is_refused_not_tak
         load_runs(path)
     path.write_text(path.read_text().rstrip("\n"))  # the same line without its newline: torn, left out
     assert len(load_runs(path)) == 12
+
+
+@pytest.mark.parametrize("name", ["a-s1\n", "a-s1\x1b[0m", "a-s1\x7f", "a-s1\r"])
+def test_a_name_with_a_newline_escape_or_delete_is_refused_as_a_nul_is(name):
+    """Mutant 'only NUL refused': a newline, a terminal escape or DEL in a run name is a corrupted
+    name too, which would break every line the name is printed on."""
+    table = good_table()
+    table.loc[5, "run_id"] = name
+    with pytest.raises(RunDataError, match=rf"holds a control character \({re.escape(repr(name))}\)") as info:
+        validate_runs(table, source="runs.csv")
+    assert (info.value.column, info.value.run_id, info.value.row) == ("run_id", name, 6)
