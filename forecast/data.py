@@ -72,11 +72,17 @@ class RunDataError(ValueError):
         if column is not None:
             where.append(f"column '{column}'")
         if run_id is not None:
-            where.append(f"run '{run_id}'")
+            where.append(f"run '{_printable(run_id)}'")
         if row is not None:
             where.append(f"row {row}")
         prefix = ", ".join(where)
         super().__init__(f"{prefix}: {message}" if prefix else message)
+
+
+def _printable(name) -> str:
+    """A run's name as a message names it: a control character escaped as Python writes it (a name holding one
+    is refused, naming it), so the message stays one line that a terminal prints as it is; a tab is text."""
+    return "".join(c if c.isprintable() or c == "\t" else repr(c)[1:-1] for c in str(name))
 
 
 # ----------------------------------------------------------------------------- reading

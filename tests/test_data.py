@@ -1826,3 +1826,18 @@ def test_a_name_with_a_newline_escape_or_delete_is_refused_as_a_nul_is(name):
     with pytest.raises(RunDataError, match=rf"holds a control character \({re.escape(repr(name))}\)") as info:
         validate_runs(table, source="runs.csv")
     assert (info.value.column, info.value.run_id, info.value.row) == ("run_id", name, 6)
+
+
+@pytest.mark.parametrize("name", ["a-s1\n", "a-s1\x1b[0m", "a-s1\x7f", "a-s1\r", "a-s1\x00"])
+def test_the_message_refusing_a_name_s_control_character_is_one_printable_line(name):
+    """The refusal named the run with its control character as it is: a newline broke the message in
+    two, and a carriage return ('a-s1\\r', a name from a file saved on Windows) sent the terminal back
+    to the line's start, printing the rest of the message over the file and column it named."""
+    table = good_table()
+    table.loc[5, "run_id"] = name
+    with pytest.raises(RunDataError) as info:
+        validate_runs(table, source="runs.csv")
+    message = str(info.value)
+    assert message.isprintable(), message
+    assert message.startswith(f"file runs.csv, column 'run_id', run {repr(name)}, row 6: holds a control character")
+    assert info.value.run_id == name  # the name itself, for a caller to find the run by
