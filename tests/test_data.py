@@ -1841,3 +1841,14 @@ def test_the_message_refusing_a_name_s_control_character_is_one_printable_line(n
     assert message.isprintable(), message
     assert message.startswith(f"file runs.csv, column 'run_id', run {repr(name)}, row 6: holds a control character")
     assert info.value.run_id == name  # the name itself, for a caller to find the run by
+
+
+def test_a_run_whose_ended_cell_is_given_on_some_rows_only_takes_it_on_all():
+    """Mutant 'empty cells win': the run format says rows left empty take the run's value; a run that
+    says 'finished' on its last row only was read as in flight on its others."""
+    table = good_table().assign(ended="")
+    table.loc[3, "ended"] = "finished"  # a-s0's last evaluation
+    table.loc[8, "ended"] = "advisor_stopped"  # b-s0's first
+    runs = validate_runs(table)
+    assert runs.groupby("run_id")["ended"].agg(set).to_dict() == {
+        "a-s0": {"finished"}, "a-s1": {""}, "b-s0": {"advisor_stopped"}}
