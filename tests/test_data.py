@@ -1852,3 +1852,11 @@ def test_a_run_whose_ended_cell_is_given_on_some_rows_only_takes_it_on_all():
     runs = validate_runs(table)
     assert runs.groupby("run_id")["ended"].agg(set).to_dict() == {
         "a-s0": {"finished"}, "a-s1": {""}, "b-s0": {"advisor_stopped"}}
+
+
+def test_a_quarter_of_rows_lacking_the_metric_is_said_to_look_like_a_trackers_export():
+    """Mutant 'hint from half the rows': the docstring's line is a quarter of the rows or more."""
+    table = good_table()
+    table.loc[[1, 5, 9], "metric"] = np.nan  # 3 of 12
+    with pytest.raises(RunDataError, match=r"row 2: is missing \(NaN/empty\) on 3 of 12 rows, here first: a tracker's"):
+        validate_runs(table)
