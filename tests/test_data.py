@@ -1860,3 +1860,17 @@ def test_a_quarter_of_rows_lacking_the_metric_is_said_to_look_like_a_trackers_ex
     table.loc[[1, 5, 9], "metric"] = np.nan  # 3 of 12
     with pytest.raises(RunDataError, match=r"row 2: is missing \(NaN/empty\) on 3 of 12 rows, here first: a tracker's"):
         validate_runs(table)
+
+
+@pytest.mark.parametrize("n_eval", [0, -100])
+def test_an_n_eval_below_1_in_a_table_is_refused_naming_the_row(tmp_path, n_eval):
+    """Mutant 'n_eval 0 accepted' (the float branch a table's column takes: read as floats, the integer
+    branch the callback and pruner take never sees it): an evaluation of no samples has no binomial noise."""
+    table = good_table()
+    table.loc[5, "n_eval"] = n_eval
+    path = tmp_path / "runs.csv"
+    table.to_csv(path, index=False)
+    with pytest.raises(RunDataError, match=rf"must be a whole number of graded samples from 1 to 10\*\*12, got {n_eval}$") \
+            as info:
+        load_runs(path)
+    assert (info.value.column, info.value.run_id, info.value.row) == ("n_eval", "a-s1", 7)
