@@ -1874,3 +1874,12 @@ def test_an_n_eval_below_1_in_a_table_is_refused_naming_the_row(tmp_path, n_eval
             as info:
         load_runs(path)
     assert (info.value.column, info.value.run_id, info.value.row) == ("n_eval", "a-s1", 7)
+
+
+def test_a_recipe_name_with_a_control_character_is_refused_as_a_run_name_is():
+    """Mutant 'only run_id checked for control characters'."""
+    table = good_table()
+    table.loc[8:, "recipe"] = "b\n"  # the whole run, so it is not refused as a run in two recipes
+    with pytest.raises(RunDataError, match=r"holds a control character \('b\\n'\)") as info:
+        validate_runs(table)
+    assert (info.value.column, info.value.run_id, info.value.row) == ("recipe", "b-s0", 9)
