@@ -1883,3 +1883,14 @@ def test_a_recipe_name_with_a_control_character_is_refused_as_a_run_name_is():
     with pytest.raises(RunDataError, match=r"holds a control character \('b\\n'\)") as info:
         validate_runs(table)
     assert (info.value.column, info.value.run_id, info.value.row) == ("recipe", "b-s0", 9)
+
+
+def test_rows_given_out_of_order_come_back_sorted_by_recipe_run_and_compute(tmp_path):
+    """Mutant 'not sorted by compute': the table returned is sorted (validate_runs' docstring), so a
+    run's last row is its latest evaluation; a log or export written out of order came back as written."""
+    shuffled = good_table().sample(frac=1, random_state=3)
+    path = tmp_path / "runs.csv"
+    shuffled.to_csv(path, index=False)
+    runs = load_runs(path)
+    expected = good_table().sort_values(["recipe", "run_id", "compute"]).reset_index(drop=True)
+    pd.testing.assert_frame_equal(runs[expected.columns], expected, check_dtype=False)
