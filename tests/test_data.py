@@ -1894,3 +1894,15 @@ def test_rows_given_out_of_order_come_back_sorted_by_recipe_run_and_compute(tmp_
     runs = load_runs(path)
     expected = good_table().sort_values(["recipe", "run_id", "compute"]).reset_index(drop=True)
     pd.testing.assert_frame_equal(runs[expected.columns], expected, check_dtype=False)
+
+
+def test_a_bad_line_before_a_torn_last_line_is_refused_not_skipped_with_it(tmp_path):
+    """Mutant 'the line before the last taken for the last': only the torn last line of a log is a
+    write in progress; a damaged line before it is refused, naming it."""
+    rows = good_table().to_dict("records")
+    lines = [json.dumps(r) for r in rows]
+    lines[10] = lines[10][:30]  # damaged, with its newline
+    path = tmp_path / "runs.jsonl"
+    path.write_text("\n".join(lines[:11]) + "\n" + lines[11][:20])  # then a torn last line
+    with pytest.raises(RunDataError, match=r"line 11 is not valid JSON"):
+        load_runs(path)
