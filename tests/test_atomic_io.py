@@ -200,3 +200,15 @@ def test_a_file_on_the_way_to_a_result_is_named(tmp_path):
                                      "written under it: name another folder)")
         assert raised.value.path_refuses
     assert sorted(p.name for p in tmp_path.iterdir()) == ["runs.csv"]
+
+
+@posix_only
+def test_a_new_file_gets_the_umask_s_permission_bits_not_the_temporary_file_s(tmp_path):
+    """Mutant 'new files owner-only': mkstemp makes its file 0o600; a new result is meant to be shared
+    as the user's umask says (0o640 under umask 027), not readable by its writer alone."""
+    old = os.umask(0o027)
+    try:
+        atomic_write_text(tmp_path / "summary.json", "{}")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(tmp_path / "summary.json").st_mode) == 0o640
