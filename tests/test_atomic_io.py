@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from forecast.io import atomic_path, atomic_write_json, atomic_write_text
+from forecast.io import atomic_path, atomic_write_json, atomic_write_text, read_complete_jsonl
 
 posix_only = pytest.mark.skipif(sys.platform == "win32", reason="symlinks and mode bits are POSIX here")
 
@@ -212,3 +212,14 @@ def test_a_new_file_gets_the_umask_s_permission_bits_not_the_temporary_file_s(tm
     finally:
         os.umask(old)
     assert stat.S_IMODE(os.stat(tmp_path / "summary.json").st_mode) == 0o640
+
+
+def test_a_run_log_s_blank_lines_are_skipped_and_counted_in_the_line_a_damaged_row_is_named_by(tmp_path):
+    """Mutant 'a blank line is damage' in read_complete_jsonl: a blank line (a log edited by hand) holds
+    no row and is not refused; the lines are counted as the file has them, blank ones too."""
+    path = tmp_path / "evals.jsonl"
+    path.write_bytes(b'{"step": 1}\n\n{"step": 2}\n  \n{"step": 3, "tor')
+    assert read_complete_jsonl(path, ValueError) == [{"step": 1}, {"step": 2}]
+    path.write_bytes(b'{"step": 1}\n\n[1, 2]\n')
+    with pytest.raises(ValueError, match=r"^line 3 is not a JSON object$"):
+        read_complete_jsonl(path, ValueError)
