@@ -1278,3 +1278,69 @@ def test_a_run_left_out_of_the_fit_is_said_to_be_when_asked_for(fitted, tmp_path
     grown = pd.concat([table, first_row.assign(run_id="extra-s9", ended="", compute=first_row["compute"] * 2)],
                       ignore_index=True)
     assert set(validate_runs(grown).attrs["left_out_runs"]) == {"newrec-s0"}
+
+
+def test_a_divergence_alone_makes_a_fit_not_converged():
+    """Kills the mutant that drops `divergences == 0` from ConvergenceReport.converged: a fit with
+    perfect R-hat and ESS but one divergent transition was called converged (no red banner, no
+    ConvergenceWarning) while its problems said the geometry was not explored reliably."""
+    one = ConvergenceReport(max_rhat=1.001, min_ess_bulk=900, min_ess_tail=900, divergences=1, n_draws=2000)
+    assert not one.converged and str(one).startswith("NOT CONVERGED")
+    assert ConvergenceReport(max_rhat=1.001, min_ess_bulk=900, min_ess_tail=900, divergences=0, n_draws=2000).converged
+
+
+@pytest.mark.parametrize("field, at_limit, past_limit", [
+    ("max_rhat", 1.01, 1.0100001),
+    ("min_ess_bulk", 400.0, 399.9999),
+    ("min_ess_tail", 400.0, 399.9999),
+    ("pareto_k", 0.7, 0.7000001),
+])
+def test_a_diagnostic_exactly_at_its_limit_passes_and_converged_agrees_with_the_problems(field, at_limit, past_limit):
+    """Kills the mutants that move a limit's boundary in converged (<= for <, >= for >) or in
+    problems() (> for >=, < for <=): a value exactly at its limit passes both, one just past it fails
+    both. Disagreeing, a fit read NOT CONVERGED with no problem listed, or converged beside a problem."""
+    fine = dict(max_rhat=1.001, min_ess_bulk=900.0, min_ess_tail=900.0, divergences=0, n_draws=2000, pareto_k=0.1,
+                reweight_efficiency=0.9)
+    at = ConvergenceReport(**{**fine, field: at_limit})
+    assert at.converged and at.problems() == []
+    past = ConvergenceReport(**{**fine, field: past_limit})
+    assert not past.converged and len(past.problems()) == 1
+
+
+def test_the_report_counts_every_divergent_transition_and_a_constant_variable_leaves_r_hat_known():
+    """Kills two mutants of convergence_report: counting whether any transition diverged (the user
+    read "1 divergent transition" for 3), and taking the max R-hat over NaN values too. A variable
+    that is the same in every draw has no R-hat (0 / 0); it says nothing about the chains, and the
+    fit's R-hat is that of the others, not "could not be computed"."""
+    import arviz as az
+
+    from forecast.inference import convergence_report
+
+    rng = np.random.default_rng(0)
+    draws = np.concatenate([rng.normal(size=(2, 200, 2)), np.full((2, 200, 1), 0.5)], axis=2)
+    diverging = np.zeros((2, 200), dtype=bool)
+    diverging[0, [3, 50]] = diverging[1, 7] = True
+    report = convergence_report(az.from_dict(posterior={"A": draws}, sample_stats={"diverging": diverging}), ("A",))
+    assert report.divergences == 3 and "3 divergent transitions" in str(report)
+    assert np.isfinite(report.max_rhat) and report.max_rhat < 1.05
+    assert not any("could not be computed" in problem for problem in report.problems())
+
+
+def test_the_ess_of_anticorrelated_draws_is_capped_as_arviz_caps_it():
+    """Kills the mutant that caps ESS at total * ln(total) for ArviZ's total * log10(total): draws that
+    alternate in sign have an autocorrelation time below 1, and their bulk ESS (at the cap, 1041 of
+    400 draws) read 2396. The shared fit's test (test_vectorised_diagnostics_match_arviz) has no such
+    draws. Without a fit, this also kills the mutants of the rank offset, the split R-hat's ddof, the
+    tail quantiles and the folded R-hat that only that test caught."""
+    import arviz as az
+
+    from forecast.inference import diagnostics_arrays
+
+    rng = np.random.default_rng(1)
+    alternating = np.where(np.arange(200) % 2 == 0, 1.0, -1.0)
+    draws = np.stack([alternating + 0.3 * rng.normal(size=200) for _ in range(2)])[..., None]
+    rhat, ess_bulk, ess_tail = diagnostics_arrays(draws)
+    assert ess_bulk[0] == pytest.approx(400 * np.log10(400), rel=1e-9)
+    np.testing.assert_allclose(ess_bulk, [az.ess(draws[..., 0], method="bulk")], rtol=1e-9)
+    np.testing.assert_allclose(ess_tail, [az.ess(draws[..., 0], method="tail")], rtol=1e-9)
+    np.testing.assert_allclose(rhat, [az.rhat(draws[..., 0])], rtol=1e-9)
