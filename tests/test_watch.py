@@ -1252,6 +1252,8 @@ def test_the_watch_does_not_doubt_a_continue_with_a_bar_that_falls_away(monkeypa
     ({"interval": float("inf")}, "interval must be a number of seconds >= 0 (at most 604800, a week), got inf"),
     ({"max_polls": 0}, "max_polls must be a whole number >= 1, or None (for ever), got 0"),  # polled once
     ({"max_polls": 1.5}, "max_polls must be a whole number >= 1, or None (for ever), got 1.5"),  # polled twice
+    # True is 1 to Python: taken as one poll by a mutant of inference.is_whole_number that let bools through
+    ({"max_polls": True}, "max_polls must be a whole number >= 1, or None (for ever), got True"),
 ])
 def test_watch_in_python_refuses_what_its_command_refuses_before_the_first_poll(tmp_path, setting, says):
     """`forecast watch` checks --budget, --interval and --max-polls; watch() took the same values."""
