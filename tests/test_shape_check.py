@@ -70,3 +70,42 @@ def test_a_fitted_run_made_to_decline_is_flagged_and_no_other(late_decline_fit, 
     # asked about some runs (forecast watch asks about the runs it advises), only those are tested
     others = [run for run in fc.run_ids if run != victim]
     assert misshapen_runs(fc, runs=others) == [] and misshapen_runs(fc, runs=[victim]) == fc.misshapen_runs()
+
+
+def test_a_share_of_draws_near_none_or_all_is_never_said_as_0_or_100_percent():
+    """Kills the mutants that narrow _share_of_draws' bounds (0.01 to 0.001, 0.99 to 0.999): a flagged
+    run that is the best of the others in 0.5% of draws read "in 0% of draws", a run named for a
+    share it does not have; one best in 99.5% read "in 100%", as if in every draw."""
+    from forecast.shape_check import _share_of_draws
+
+    assert [_share_of_draws(s) for s in (0.005, 0.0099, 0.01, 0.75, 0.99, 0.995, 1.0)] == [
+        "< 1%", "< 1%", "1%", "75%", "99%", "> 99%", "100%"]
+
+
+def test_the_last_third_includes_the_evaluation_exactly_at_its_start():
+    """Kills the mutant that tests x > start for x >= start in late_points: with evaluations at 0, 1,
+    2 and 3 the last third of the span (2 to 3) holds two of them, both ends included."""
+    from forecast.shape_check import late_points
+
+    np.testing.assert_array_equal(late_points([0.0, 1.0, 2.0, 3.0]), [2, 3])
+    assert late_points([1.0, 1.0]).size == 0  # no span, no stretch to judge
+
+
+def test_a_last_third_of_three_evaluations_is_not_judged_and_one_of_four_is():
+    """Kills the mutant MIN_LATE_POINTS = 3: a slope through three evaluations, one of them free to
+    wander, flagged a run on a stretch too short to tell a decline from wander."""
+    early = [0.0, 0.1, 0.2, 0.3, 0.4, 0.5]
+    three, four = np.array(early + [0.8, 0.9, 1.0]), np.array(early + [0.7, 0.8, 0.9, 1.0])
+    assert np.isnan(late_trend_z(three, -three, WHITE_VAR, WANDER_SD, WANDER_SCALE))
+    assert late_trend_z(four, -four, WHITE_VAR, WANDER_SD, WANDER_SCALE) < LATE_TREND_Z_LIMIT
+
+
+def test_flagged_runs_are_listed_worst_first_and_a_run_not_judged_is_not_flagged(monkeypatch):
+    """Kills the mutant that sorts misshapen_runs best first: the sentence and the report name the
+    runs in this order, the run that falls away furthest first."""
+    import forecast.shape_check as shape_check
+
+    rows = [{"run_id": run, "recipe": run[0], "late_trend_z": z}
+            for run, z in (("a-s0", -3.5), ("b-s0", -6.0), ("c-s0", -1.0), ("d-s0", float("nan")))]
+    monkeypatch.setattr(shape_check, "_run_late_trends", lambda fc, runs=None: rows)
+    assert [row["run_id"] for row in misshapen_runs(object())] == ["b-s0", "a-s0"]
