@@ -270,3 +270,28 @@ def test_the_kernel_is_the_plain_filter_to_the_bit():
     assert d_q == expected[4]
     for got, want in zip((d_resid, d_white, d_phi, d_weight), expected[1:4] + expected[5:], strict=True):
         assert np.asarray(got).tobytes() == np.asarray(want).tobytes()
+
+
+def test_the_wander_correlation_decays_with_the_step_in_compute_and_is_0_at_a_runs_first_row():
+    """Kills the mutant exp(+dx / wander_scale) in wander_correlation, which the model and reweighting
+    both use (so their agreement could not catch it) and this file's tests, which make their own phi,
+    did not: a correlation above 1, a predicted variance below the wander's. Known answers: a step of
+    0.3 at wander_scale 0.15 is e^-2; a run's first row is 0 however far it lies from the row before."""
+    from forecast.wander_filter import wander_correlation
+
+    x, x_prev, has_prev = np.array([-1.0, -0.7, 0.0, 5.0]), np.array([0.9, -1.0, -0.7, -1000.0]), np.array([0.0, 1, 1, 0])
+    np.testing.assert_allclose(wander_correlation(x, x_prev, has_prev, 0.15), [0.0, np.exp(-2.0), np.exp(-0.7 / 0.15), 0.0])
+
+
+def test_the_one_lag_likelihood_conditions_on_the_previous_residual_as_a_gaussian_does():
+    """Kills the mutant var_here + cov^2 / var_prev in model.residual_process (the one-lag likelihood
+    benchmarks/exact_likelihood.py compares the filter with): conditioning on the previous residual
+    must narrow the variance, not widen it. Wander sd 0.1, correlation 0.5 (a step of ln 2 at
+    wander_scale 1), white variance 0.01 at both rows: the 2x2 Gaussian gives mean 0.25 r_prev and
+    variance 0.02 - 0.005^2 / 0.02 = 0.01875; a run's first row, mean 0 and variance 0.02."""
+    from forecast.model import residual_process
+
+    mean, var = residual_process(np.array([0.04, 0.04]), np.array([np.log(2), 0.3]), np.array([0.0, 0.0]),
+                                 0.01, 0.01, 0.1, 1.0, np.array([1.0, 0.0]))
+    np.testing.assert_allclose(mean, [0.01, 0.0], atol=1e-15)
+    np.testing.assert_allclose(var, [0.01875, 0.02], rtol=1e-12)
