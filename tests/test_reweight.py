@@ -141,3 +141,35 @@ def test_a_loaded_fit_reweights_on_refit_as_before_saving(small_sweep, tmp_path)
     assert loaded.fit_info_["reweighted"] is True
     np.testing.assert_allclose(loaded.predict([2e5])["q50"], fc.predict([2e5])["q50"])
     assert ScalingForecaster.load(loaded.save(tmp_path / "reweighted.nc"))._base is None
+
+
+def test_draws_the_new_data_favour_are_kept_more_often_in_the_share_the_weights_give(monkeypatch):
+    """Kills two mutants of importance_update that every refit test let through: the weights taken as
+    old likelihood over new (refit() then moved the posterior away from the new evaluations) and the
+    efficiency not divided by the number of draws (94% read 37736%, so MIN_REWEIGHT_EFFICIENCY never
+    sent a refit to sampling). Half of 400 draws are e^0.5 times as likely under the new data as the
+    other half: they make e^0.5 / (1 + e^0.5) = 62% of the resample, and the weights' efficiency is
+    (1 + e^-0.5)^2 / (2 (1 + e^-1)) = 0.943."""
+    import forecast.reweight as reweight
+
+    favoured = np.arange(400) < 200
+    noise = 0.01 * np.random.default_rng(0).standard_normal(400)  # PSIS needs a tail to fit: k is inf for two values
+    base = np.full(400, -50.0)
+    monkeypatch.setattr(reweight, "log_likelihood", lambda *args, **kwargs: base + np.where(favoured, 0.0, -0.5) + noise)
+    update = importance_update({}, base, None, rng=0)
+    assert update.pareto_k <= 0.7
+    assert update.efficiency == pytest.approx((1 + np.exp(-0.5)) ** 2 / (2 * (1 + np.exp(-1))), abs=0.005)
+    assert favoured[update.indices].sum() == pytest.approx(400 * np.exp(0.5) / (1 + np.exp(0.5)), abs=3)
+
+
+def test_a_resample_whose_weights_sum_short_of_1_by_rounding_keeps_to_the_draws():
+    """Kills the mutant that drops `cumulative[-1] = 1.0` from systematic_resample: ten weights of 0.1
+    sum to 0.9999999999999999, and the last position, at the largest uniform draw, lay past it: index
+    10 of 10 draws, an IndexError in refit()."""
+
+    class LargestUniform:
+        def uniform(self):
+            return np.nextafter(1.0, 0.0)
+
+    indices = systematic_resample(np.full(10, 0.1), LargestUniform())
+    assert len(indices) == 10 and indices.min() == 0 and indices.max() == 9
