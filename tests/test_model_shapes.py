@@ -3,6 +3,7 @@
 import warnings
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from forecast import ConvergenceWarning, ScalingForecaster
@@ -166,3 +167,53 @@ def test_a_planned_horizon_stretches_the_compute_axis_to_the_budget(small_sweep)
     for bad in (0.0, -budget, float("nan")):
         with pytest.raises(ValueError, match="horizon must be a compute > 0"):
             prepare_data(runs, horizon=bad)
+
+
+def _three_runs(**metrics) -> pd.DataFrame:
+    """Runs a-s0, a-s1 (recipe a) and b-s0 (recipe b) at compute e^0 .. e^4, each with its metrics."""
+    rows = [{"run_id": run, "recipe": run[0], "compute": float(np.exp(i)), "metric": m, "n_eval": 200}
+            for run, values in metrics.items() for i, m in enumerate(values)]
+    return pd.DataFrame(rows)
+
+
+def test_the_compute_axis_and_prior_centres_are_the_data_s_as_documented():
+    """Kills mutants of _frame_from and data_values: loc at the start of the range instead of its
+    middle, the best metric's mean over runs for its median, the start's centre from the last
+    evaluations, the asymptote's offset subtracted. Each moves a prior every fit rests on."""
+    from forecast.data import validate_runs
+    from forecast.model import data_values
+
+    runs = _three_runs(**{"a-s0": [0.10, 0.30, 0.40, 0.50, 0.45], "a-s1": [0.20, 0.40, 0.50, 0.60, 0.55],
+                          "b-s0": [0.30, 0.50, 0.70, 0.90, 0.85]})
+    data = prepare_data(validate_runs(runs))
+    assert (data.loc, data.scale) == (pytest.approx(2.0), pytest.approx(2.0))  # log-compute 0..4 onto -1..1
+    assert data.best_metric == pytest.approx(0.6) and data.start_metric == pytest.approx(0.2)  # medians over runs
+    values = data_values(data, Priors(a_mu_offset=0.5))
+    assert float(values["a_centre"]) == pytest.approx(np.log(0.6 / 0.4) + 0.5)
+    assert float(values["r0_centre"]) == pytest.approx(np.log(0.2 / 0.8))
+
+
+def test_a_sweep_at_a_perfect_score_or_of_little_compute_still_gets_finite_priors():
+    """Kills the mutants that drop the clip of _clipped_logit (every run at pass rate 1.0: logit A
+    centred at inf, a model that cannot be sampled) and the floor under the axis' scale (runs 1.5x
+    apart in compute: a scale of 0.2, priors on midpoint and steepness made for a 30x range)."""
+    from forecast.data import validate_runs
+    from forecast.model import data_values
+
+    perfect = _three_runs(**{"a-s0": [0.5, 0.9, 1.0, 1.0, 1.0], "b-s0": [0.0, 0.8, 1.0, 1.0, 1.0]})
+    values = data_values(prepare_data(validate_runs(perfect)), Priors(a_mu_offset=0.5))
+    assert float(values["a_centre"]) == pytest.approx(np.log(0.98 / 0.02) + 0.5)
+    assert float(values["r0_centre"]) == pytest.approx(np.log(0.25 / 0.75))
+    narrow = perfect.assign(compute=1.0 + perfect["compute"] / 100)  # 1.01 to 1.55
+    assert prepare_data(validate_runs(narrow)).scale == 0.5
+
+
+def test_white_variance_keeps_a_binomial_floor_at_a_pass_rate_of_0_or_1_and_none_where_n_eval_is_unknown():
+    """Kills the mutant that drops white_variance's clip of mu: a curve at 1.0 (or 0.0) gave its
+    evaluations no binomial noise at all, white variance sigma_extra^2 alone (0 when that is 0)."""
+    from forecast.model import white_variance
+
+    floor = 1e-4 * (1 - 1e-4) / 100
+    np.testing.assert_allclose(white_variance(np.array([0.0, 1.0, 0.5]), np.array([100, 100, 100]), 0.0),
+                               [floor, floor, 0.25 / 100])
+    np.testing.assert_allclose(white_variance(np.array([0.5, 0.5]), np.array([0.0, 50.0]), 0.1), [0.01, 0.01 + 0.005])
