@@ -1,0 +1,75 @@
+"""trainer_minimal's tasks and reward against their definitions (tasks.py's docstring), worked from the
+prompt text alone: every answer is recomputed here from what the prompt says, not by the generator's code.
+A wrong answer key, or a reward that passes a wrong completion, moves every pass rate the forecaster fits."""
+
+import re
+from collections import Counter
+
+import pytest
+
+from trainer_minimal import make_config
+from trainer_minimal.config import TASK_NAMES
+from trainer_minimal.tasks import build_datasets, make_problems, reward
+
+MAX_SIZE = 3
+N = 600  # problems per family: every size, and one-digit operands of every value, come up many times
+
+
+def answer_from_the_prompt(task, prompt):
+    """(answer, size) of a prompt by tasks.py's definitions, read from its text."""
+    body = prompt.removesuffix("=")
+    if task == "add":
+        a, b = body.split("+")
+        assert len(a) == len(b)
+        return str(int(a) + int(b)), len(a)
+    if task == "mul":
+        a, b = body.split("*")
+        assert len(b) == 1 and 2 <= int(b) <= 9
+        return str(int(a) * int(b)), len(a)
+    digits = body[1:]
+    if task == "sort":
+        return "".join(sorted(digits)), len(digits) - 2
+    if task == "rev":
+        return digits[::-1], len(digits) - 2
+    if task == "max":
+        return str(max(int(d) for d in digits)), (len(digits) - 1) // 2
+    if task == "count":
+        target, digits = digits.split(":")
+        assert set(digits) <= set("0123") and target in "0123"
+        return str(digits.count(target)), (len(digits) - 2) // 2
+    raise AssertionError(task)
+
+
+@pytest.mark.parametrize("task", TASK_NAMES)
+def test_every_family_s_answer_and_size_are_its_definition(task):
+    """Kills the mutants answering a reversal with the digits as given, a sort descending, a sum off by
+    one, a count off by one for one digit, sizes that never reach max_size, and one-digit operands without 0."""
+    problems = make_problems(7, N, [task], MAX_SIZE)
+    prefix = {"sort": "s", "rev": "r", "max": "m", "count": "c"}.get(task, "")
+    for p in problems:
+        assert p["prompt"].startswith(prefix) and p["prompt"].endswith("=")
+        answer, size = answer_from_the_prompt(task, p["prompt"])
+        assert (p["answer"], p["size"]) == (answer, size), p
+    assert set(Counter(p["size"] for p in problems)) == set(range(1, MAX_SIZE + 1))  # 1 to max_size, the hardest too
+    if task in ("add", "mul"):  # a one-digit number is 0 to 9, as a size-digit number is 10^(size-1) to 10^size - 1
+        operands = {int(n) for p in problems if p["size"] == 1 for n in re.findall(r"\d+", p["prompt"])[:1]}
+        assert operands == set(range(10))
+
+
+def test_a_completion_passes_only_when_it_is_the_answer_exactly():
+    """Exact match: a completion that starts or ends with the answer, or is a part of it, is wrong (kills the
+    mutant passing a completion that merely begins with the answer)."""
+    assert reward("432", "432") == 1.0
+    assert [reward(text, "432") for text in ("4321", "43", "0432", "", " 432")] == [0.0] * 5
+
+
+def test_validation_prompts_are_unique_and_never_in_the_training_pool():
+    """The metric measures generalisation to unseen prompts (build_datasets): a validation set with repeats
+    weighs those prompts twice, and one that overlaps the pool measures memorised prompts (kills the
+    mutants dropping uniqueness and the pool's exclusion). Small problem sizes, where prompts collide often."""
+    cfg = make_config("scalerl", tasks="rev,max", max_size=1, train_size=2000, val_size=300, out="unused")
+    pool, val = build_datasets(cfg)
+    val_prompts = [p["prompt"] for p in val]
+    assert len(val) == 300 and len(set(val_prompts)) == 300
+    assert not set(val_prompts) & {p["prompt"] for p in pool}
+    assert len(pool) == 2000 and len({p["prompt"] for p in pool}) < 2000  # the pool may repeat easy prompts
