@@ -2245,3 +2245,26 @@ def test_logged_compute_is_training_plus_the_round_s_sampling(tmp_path, warm_cac
     added = [b["compute"] - a["compute"] for a, b in zip([{"compute": 0.0}] + log, log, strict=False)]
     assert [r["step"] for r in log] == [1, 2, 3, 4]
     assert [x - r["trained_tokens"] for x, r in zip(added, log, strict=True)] == [1e6, 0.0, 1e6, 0.0]
+
+
+def test_a_run_is_evaluated_every_eval_every_steps_and_at_max_steps(tmp_path, warm_cache):
+    """max_steps 6 with eval_every 4: evaluations at steps 4 and 6, the last one where the run ends, and the
+    summary's final metric and compute are that last evaluation's (kills the mutants that skipped the
+    evaluation at max_steps, whose compute the forecaster then never saw, and took the first evaluation's
+    metric as the final one)."""
+    summary = train(tiny(tmp_path / "run", warm_cache, max_steps=6, eval_every=4))
+    evals = read_jsonl(tmp_path / "run" / "evals.jsonl")
+    log = read_jsonl(tmp_path / "run" / "train_log.jsonl")
+    assert [r["step"] for r in evals] == [4, 6]
+    assert [r["compute"] for r in evals] == [log[3]["compute"], log[5]["compute"]]
+    assert (summary["steps"], summary["final_metric"], summary["compute"]) == (6, evals[-1]["metric"], evals[-1]["compute"])
+
+
+def test_the_learning_rate_warms_up_linearly_from_its_first_step(tmp_path, warm_cache):
+    """lr_warmup 4: steps 1 to 4 train at 1/4, 2/4, 3/4 and 4/4 of lr, then lr (kills the mutant whose
+    warm-up started at 0, a first step that trained nothing). GRPO's preset filters no prompt, so every
+    step trains and sets its learning rate."""
+    train(tiny(tmp_path / "run", warm_cache, preset="grpo", max_steps=6, eval_every=6, lr_warmup=4))
+    lr = TINY["lr"]
+    assert [r["lr"] for r in read_jsonl(tmp_path / "run" / "train_log.jsonl")] == pytest.approx(
+        [lr / 4, lr / 2, 3 * lr / 4, lr, lr, lr], rel=1e-12)
