@@ -304,11 +304,14 @@ class NoStep(torch.optim.SGD):
         return None
 
 
-@pytest.mark.parametrize("preset", ["grpo", "dapo", "cispo", "gspo", "scalerl"])
-def test_update_matches_the_hand_written_objective(preset):
+@pytest.mark.parametrize("preset, knobs", [("grpo", {}), ("dapo", {}), ("cispo", {}), ("gspo", {}), ("scalerl", {}),
+                                           ("cispo", {"cispo_max": 1.3})])
+def test_update_matches_the_hand_written_objective(preset, knobs):
     """train.update (kept rows, batch-wide weights, micro-batches of 2, padded batch) gives the gradient
-    of the preset's objective written per sequence from its definition, on unpadded forwards."""
-    cfg = make_config(preset, micro_batch=2, grad_clip=0.0, temperature=0.8, out="unused")
+    of the preset's objective written per sequence from its definition, on unpadded forwards. CISPO at a
+    truncation of 1.3 too, below three of the batch's ratios (kills the mutant that left cispo_max unwired,
+    at its default 4 whatever the run set)."""
+    cfg = make_config(preset, micro_batch=2, grad_clip=0.0, temperature=0.8, out="unused", **knobs)
     scale = 2e-3 if cfg.loss_type == "gspo" else 1.0
     model = tiny_model()
     prompt_ids, prompt_mask, completion, completion_mask = hand_batch()
@@ -453,3 +456,72 @@ def test_sample_round_charges_one_rollout_of_every_sample_at_the_round_s_widths(
     assert [mb["flops_width"] for mb in minibatches] == [prompt_width + completion_width] * 2
     assert sum(mb["gen_tokens"] for mb in minibatches) == sum(
         int(mb["completion_mask"].sum()) + int(mb["prompt_mask"].sum()) for mb in minibatches)
+
+
+@pytest.mark.parametrize("preset, knobs, kept, retired", [
+    ("grpo", {}, range(8), 0),  # no filter, no No-Positive-Resampling: every prompt trained on, none retired
+    ("scalerl", {"npr_threshold": 1.0}, [0, 2, 4, 7], 2),  # a pass rate of exactly 1 reaches a threshold of 1
+    ("scalerl", {"npr_threshold": 0.5}, [0, 2, 4, 7], 4),  # 2/3 (twice) and 1 (twice); not 1/3 nor 0
+])
+def test_sample_round_filters_and_retires_as_the_recipe_says(monkeypatch, preset, knobs, kept, retired):
+    """The recipe's zero_var_filter and npr_threshold, wired into sample_round, with the fixed rewards of the
+    test above (prompts 1 and 6 all pass, 3 and 5 all fail, 0 and 7 pass 1 of 3, 2 and 4 pass 2 of 3): a recipe
+    without the filter trains on every prompt, with group-normalised advantages; No-Positive-Resampling
+    retires a prompt whose pass rate is at or above the threshold (kills the mutants filtering whatever the
+    recipe says, and retiring only above the threshold)."""
+    fixed = [[1, 0, 0], [1, 1, 1], [0, 1, 1], [0, 0, 0], [1, 1, 0], [0, 0, 0], [1, 1, 1], [0, 1, 0]]
+    monkeypatch.setattr(train_module, "rewards_of",
+                        lambda tok, out, answers: torch.tensor(fixed, dtype=torch.float).reshape(-1)[: len(answers)])
+    cfg = make_config(preset, batch_size=4, group_size=G, off_policy_k=2, train_size=16, gen_len=WIDTH, out="unused",
+                      **knobs)
+    pool = make_problems(0, 16, ["add", "rev"], 2)
+    model = tiny_model()
+    state = dict(step=0, retired=np.zeros(len(pool), dtype=bool), flops_model=FlopsModel(model))
+    minibatches = train_module.sample_round(cfg, model, TOK, pool, state, 0, torch.device("cpu"), 0, 1)
+    assert [p for j, mb in enumerate(minibatches) for p in range(4) if mb["keep"][p * G]] == [
+        p - 4 * j for j in range(2) for p in kept if 4 * j <= p < 4 * j + 4]
+    assert sum(mb["n_prompts"] for mb in minibatches) == len(kept)
+    if preset == "grpo":
+        for j, mb in enumerate(minibatches):
+            expected = []
+            for p in range(4 * j, 4 * j + 4):
+                sd = statistics.stdev(fixed[p])
+                expected += [(r - sum(fixed[p]) / G) / (sd + EPS) for r in fixed[p]]
+            assert mb["adv"].tolist() == pytest.approx(expected, rel=1e-6, abs=1e-9)
+    assert int(state["retired"].sum()) == retired
+
+
+def test_a_mini_batch_with_nothing_kept_takes_no_optimizer_step():
+    """Every prompt of the mini-batch filtered out (all its samples got one reward): no loss, no gradient, and
+    no optimizer step, so the weights, AdamW's state and the logged gradient norm (None) say nothing was
+    trained (kills the mutant stepping the optimizer anyway: one process logged a gradient norm of 0 for it,
+    and under torchrun, where sync_gradients fills missing gradients with zeros, AdamW's momentum moved the
+    weights)."""
+    cfg = make_config("scalerl", micro_batch=2, out="unused")
+    model = tiny_model()
+    prompt_ids, prompt_mask, completion, completion_mask = hand_batch()
+    n = len(LENGTHS)
+    mb = dict(prompt_ids=prompt_ids, prompt_mask=prompt_mask, completion=completion, completion_mask=completion_mask,
+              logp_old=torch.zeros(n, WIDTH), adv=torch.zeros(n), keep=torch.zeros(n, dtype=torch.bool),
+              prompt_index=torch.arange(n) // G, n_samples=0, n_prompts=0, n_tokens=0.0, reward=1.0, zero_var_frac=1.0,
+              flops_width=prompt_ids.shape[1] + WIDTH)
+    before = [p.detach().clone() for p in model.parameters()]
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    metrics = train_module.update(cfg, model, optimizer, mb, dict(step=0, flops_model=FlopsModel(model)), world=1)
+    assert metrics["grad_norm"] is None and metrics["train_flops"] == 0 and metrics["trained_tokens"] == 0
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+    assert not optimizer.state
+
+
+def test_a_retired_prompt_stays_retired_when_nearly_all_are_and_the_whole_pool_is_drawn_again(monkeypatch):
+    """No-Positive-Resampling retires a prompt for good (ScaleRL). With fewer prompts left than a round needs
+    (4 of 16, for 2 x 4) the round draws from the whole pool, retired prompts included; those that now fail
+    stay retired (kills the mutant that set a drawn prompt's retirement to this round's verdict, un-retiring them)."""
+    monkeypatch.setattr(train_module, "rewards_of", lambda tok, out, answers: torch.zeros(len(answers)))
+    cfg = make_config("scalerl", batch_size=4, group_size=G, off_policy_k=2, train_size=16, gen_len=WIDTH, out="unused")
+    pool = make_problems(0, 16, ["add", "rev"], 2)
+    model = tiny_model()
+    retired = np.arange(16) >= 4
+    state = dict(step=0, retired=retired.copy(), flops_model=FlopsModel(model))
+    train_module.sample_round(cfg, model, TOK, pool, state, 0, torch.device("cpu"), 0, 1)
+    assert state["retired"].tolist() == retired.tolist()
