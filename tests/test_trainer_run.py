@@ -2268,3 +2268,36 @@ def test_the_learning_rate_warms_up_linearly_from_its_first_step(tmp_path, warm_
     lr = TINY["lr"]
     assert [r["lr"] for r in read_jsonl(tmp_path / "run" / "train_log.jsonl")] == pytest.approx(
         [lr / 4, lr / 2, 3 * lr / 4, lr, lr, lr], rel=1e-12)
+
+
+def test_a_log_repair_replaces_the_log_whole_so_a_reader_sees_the_old_rows_or_the_new(tmp_path):
+    """--resume's repair of evals.jsonl (logging_io.repair_jsonl) drops a torn line and the rows after the
+    checkpoint by writing a new file and renaming it over the log: a reader that opened the log before it
+    (forecast watch following the run) reads the old rows whole, never a log emptied under it (kills the
+    mutant rewriting the log in place, which truncated it for every reader first)."""
+    from trainer_minimal.logging_io import repair_jsonl
+
+    log = tmp_path / "evals.jsonl"
+    old = "".join(json.dumps(dict(step=step, metric=step / 10)) + "\n" for step in (2, 4, 6)) + '{"step": 8, "met'
+    log.write_text(old)
+    with open(log) as reader:
+        kept = repair_jsonl(log, 4)
+        assert reader.read() == old
+    assert [r["step"] for r in kept] == [2, 4] == [r["step"] for r in read_jsonl(log)]
+    assert log.read_text().endswith("}\n")
+
+
+def test_an_evaluation_row_is_synced_to_disk_before_append_returns(tmp_path, monkeypatch):
+    """evals.jsonl's row is fsynced before the checkpoint that follows it ('Crash safety' in train.py): a
+    power loss cannot leave a checkpoint whose evaluation was never on disk. train_log.jsonl's rows are
+    not (fsync=False: one per step). Kills the mutant that dropped the sync."""
+    from trainer_minimal.logging_io import append_jsonl
+
+    synced = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd) or real_fsync(fd))
+    append_jsonl(tmp_path / "evals.jsonl", dict(step=2))
+    assert len(synced) == 1
+    append_jsonl(tmp_path / "train_log.jsonl", dict(step=2), fsync=False)
+    assert len(synced) == 1
+    assert [r["step"] for r in read_jsonl(tmp_path / "evals.jsonl")] == [2]
