@@ -525,3 +525,17 @@ def test_a_retired_prompt_stays_retired_when_nearly_all_are_and_the_whole_pool_i
     state = dict(step=0, retired=retired.copy(), flops_model=FlopsModel(model))
     train_module.sample_round(cfg, model, TOK, pool, state, 0, torch.device("cpu"), 0, 1)
     assert state["retired"].tolist() == retired.tolist()
+
+
+def test_the_paper_presets_take_their_papers_defining_knobs():
+    """What names each paper's recipe (config.PRESETS): GRPO's symmetric PPO clip and sample average with group
+    std; DAPO's clip-higher (a ceiling above the floor) and token average with zero-variance filtering; CISPO's
+    truncated weights; GSPO's sequence-level clip of a few 1e-4 (kills the mutant giving DAPO GRPO's symmetric
+    clip, which a sweep then compared as two recipes)."""
+    grpo, dapo, cispo, gspo = (make_config(name, out="unused") for name in ("grpo", "dapo", "cispo", "gspo"))
+    assert (grpo.loss_type, grpo.aggregation, grpo.adv_norm, grpo.zero_var_filter) == ("ppo", "sample", "group", False)
+    assert grpo.clip_low == grpo.clip_high == 0.2
+    assert (dapo.loss_type, dapo.aggregation, dapo.zero_var_filter) == ("ppo", "token", True)
+    assert dapo.clip_high > dapo.clip_low == 0.2
+    assert (cispo.loss_type, cispo.aggregation) == ("cispo", "token")
+    assert gspo.loss_type == "gspo" and gspo.clip_low < gspo.clip_high < 1e-3
