@@ -1300,12 +1300,16 @@ def test_sweep_runs_recipes_in_parallel_and_writes_runs_csv(tmp_path, warm_cache
     assert capsys.readouterr().out.count("finished, skipped") == 2
     pd.testing.assert_frame_equal(pd.read_csv(out / "runs.csv"), table)
     # a re-run with another recipe knob, or without the --max-steps the runs were started with, would
-    # skip or resume them under their old settings, so the table would mix two: it is refused
+    # skip or resume them under their old settings, so the table would mix two: it is refused; so is a
+    # smaller --max-steps (runs grow, never shrink: it skipped these runs, ended at 4, as if done at 2)
     at = argv.index("--max-steps")
     without_max_steps = argv[:at] + argv[at + 2:]  # the default, 640, is not what the runs were started with
     other_lr = [*argv]
     other_lr[argv.index("--lr") + 1] = "1e-3"  # replaced, not repeated: a flag given twice is refused on its own
-    for rerun, message in [(other_lr, "lr 0.002 -> 0.001"), (without_max_steps, "max_steps 4 -> 640")]:
+    shorter = [*argv]
+    shorter[at + 1] = "2"
+    for rerun, message in [(other_lr, "lr 0.002 -> 0.001"), (without_max_steps, "max_steps 4 -> 640"),
+                           (shorter, "max_steps 4 -> 2")]:
         assert main(rerun) == 2
         err = capsys.readouterr().err
         assert f"{out / 'grpo-s0'}: {message}" in err and f"{out / 'cispo-s0'}: {message}" in err, err
