@@ -2305,3 +2305,20 @@ def test_an_evaluation_row_is_synced_to_disk_before_append_returns(tmp_path, mon
     append_jsonl(tmp_path / "train_log.jsonl", dict(step=2), fsync=False)
     assert len(synced) == 1
     assert [r["step"] for r in read_jsonl(tmp_path / "evals.jsonl")] == [2]
+
+
+def test_each_planned_run_s_command_trains_the_config_the_sweep_planned(tmp_path):
+    """A sweep plans each run's config (checked against the runs already there, keyed for its warm start)
+    and starts the run with a command line: the command, parsed as `train` parses it, is that config, an
+    off switch included (kills the mutants giving every recipe the first preset's knobs under its own
+    name, and passing a switch set off as --zero-var-filter, which turned it on)."""
+    from trainer_minimal.cli import build_parser, resolve_train_config
+    from trainer_minimal.sweep import plan_sweep
+
+    overrides = dict(TINY, zero_var_filter=False, fp32_logits=False, max_steps=4, eval_every=2)
+    plan = plan_sweep("grpo,dapo,scalerl", "0,1", str(tmp_path / "sweep"), overrides)
+    assert [(p["cfg"].recipe, p["cfg"].seed) for p in plan] == [(r, s) for r in ("grpo", "dapo", "scalerl") for s in (0, 1)]
+    for p in plan:
+        assert resolve_train_config(build_parser().parse_args(["train", *p["argv"]])) == p["cfg"], p["argv"]
+    loss_types = {p["cfg"].recipe: (p["cfg"].loss_type, p["cfg"].aggregation, p["cfg"].zero_var_filter) for p in plan}
+    assert loss_types == {"grpo": ("ppo", "sample", False), "dapo": ("ppo", "token", False), "scalerl": ("cispo", "prompt", False)}
