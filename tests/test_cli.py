@@ -928,3 +928,72 @@ def test_fit_whose_folder_is_deleted_or_made_read_only_meanwhile_says_so_in_a_li
         assert err == (f"error: {out / 'summary.json'}: Permission denied (this process may not write in {out} "
                        "(read-only, or not yours): write elsewhere)\n")
         assert sorted(p.name for p in out.iterdir()) == ["fit.nc"] and (out / "fit.nc").read_bytes() == before
+
+
+
+def _code_defaults() -> dict[str, object]:
+    """The setting each value flag falls back on when it is left out, as the code applies it: argparse's
+    own default where it has one, else the default of the setting the flag is None for."""
+    import dataclasses
+    import inspect
+
+    from forecast.backtest import BacktestConfig
+    from forecast.cli import RULE_FLAGS
+    from forecast.decisions import decide_split
+    from forecast.early_stop import EarlyStopConfig
+    from forecast.watch import DEFAULT_OUT_NAME
+
+    rules = {field.name: field.default for field in dataclasses.fields(EarlyStopConfig)}
+    backtest = BacktestConfig()
+    return {**{flag: rules[field] for field, flag in RULE_FLAGS.items()},
+            "--growth": backtest.check_growth, "--halving-eta": backtest.halving_eta,
+            "--median-percentile": backtest.median_percentile,
+            "--max-ways": inspect.signature(decide_split).parameters["max_ways"].default,
+            "--out": f"RUNS_DIR/{DEFAULT_OUT_NAME}"}  # watch's advice, beside the runs it follows
+
+
+def _same_default(said: str, value) -> bool:
+    if said in ("on", "off"):
+        return value is (said == "on") or (said == "off" and value is None)
+    try:
+        return float(said) == float(value)
+    except (TypeError, ValueError):
+        return said == str(value)
+
+
+def test_every_default_the_help_names_is_the_one_the_code_uses():
+    """`--help` is where a user reads what a flag left out means: '(default 30)' beside an interval of 60, or
+    '(default report.html)' beside a page written to out.html, would mislead every reader without a test
+    failing. Each '(default X)' is checked against argparse's default or, for a flag whose argparse default
+    is None, the setting the code falls back on (the stop rules, the backtest's baselines, decide's split)."""
+    import re
+
+    from forecast.cli import build_parser
+    from forecast.report import BUDGET_MULTIPLE
+
+    code_defaults = _code_defaults()
+    checked = 0
+    for command, parser in build_parser().commands.items():
+        for action in parser._actions:
+            said = re.search(r"\(default ([^;)\s]+)", action.help or "")
+            if not action.option_strings or said is None:
+                continue
+            flag = next(option for option in action.option_strings if option.startswith("--"))
+            value = action.default if action.default is not None else code_defaults.get(flag)
+            assert _same_default(said[1], value), f"{command} {flag}: help says default {said[1]}, the code uses {value!r}"
+            checked += 1
+    # the report's budget is said as a multiple of the data, not a number argparse holds
+    budget_help = build_parser().commands["report"]._option_string_actions["--budget"].help
+    assert f"(default: {BUDGET_MULTIPLE:g}x the largest observed)" in budget_help
+    assert checked >= 30  # every command's seed, the rule flags, the baselines', watch's interval, ...
+
+
+def test_decide_total_without_max_ways_splits_into_as_many_ways_as_its_help_says(fit_dir, capsys):
+    """--max-ways says '(default 4)': a total left to the default is split into up to 4 runs."""
+    import re
+
+    from forecast.cli import build_parser
+
+    said = re.search(r"\(default (\d+)\)", build_parser().commands["decide"]._option_string_actions["--max-ways"].help)
+    assert main(["decide", str(fit_dir / "fit"), "--budget", "1e5", "--total", "--json"]) == 0
+    assert [row["ways"] for row in json.loads(capsys.readouterr().out)["table"]] == list(range(1, int(said[1]) + 1))
