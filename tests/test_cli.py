@@ -997,3 +997,55 @@ def test_decide_total_without_max_ways_splits_into_as_many_ways_as_its_help_says
     said = re.search(r"\(default (\d+)\)", build_parser().commands["decide"]._option_string_actions["--max-ways"].help)
     assert main(["decide", str(fit_dir / "fit"), "--budget", "1e5", "--total", "--json"]) == 0
     assert [row["ways"] for row in json.loads(capsys.readouterr().out)["table"]] == list(range(1, int(said[1]) + 1))
+
+
+@pytest.mark.parametrize("argv, settings", [
+    (["fit", "RUNS", "--out", "OUT", "--no-progress"], {"mode": "nuts", "robust": False, "random_seed": 0}),
+    (["fit", "RUNS", "--out", "OUT", "--fast", "--seed", "7"], {"mode": "fast", "robust": False, "random_seed": 7}),
+    (["fit", "RUNS", "--out", "OUT", "--robust"], {"mode": "nuts", "robust": True, "random_seed": 0}),
+    (["report", "RUNS", "-o", "OUT.html", "--no-progress"], {"mode": "nuts", "robust": False, "random_seed": 0}),
+    (["report", "RUNS", "-o", "OUT.html", "--fast", "--seed", "7"], {"mode": "fast", "robust": False, "random_seed": 7}),
+    (["report", "RUNS", "-o", "OUT.html", "--robust"], {"mode": "nuts", "robust": True, "random_seed": 0}),
+    (["decide", "RUNS", "--budget", "1e5"], {"mode": "nuts", "robust": False, "random_seed": 0}),
+    (["decide", "RUNS", "--budget", "1e5", "--fast", "--seed", "7"], {"mode": "fast", "robust": False, "random_seed": 7}),
+])
+def test_the_fit_settings_given_on_the_command_line_reach_the_fit(small_sweep, tmp_path, monkeypatch, argv, settings):
+    """--fast, --robust and --seed of each command that fits a run table are what its fit is made with (a
+    --seed dropped on the way, or --fast given to robust=, is a fit other than the one asked for, without
+    a word). The fit is stopped as it starts, as a Ctrl-C would (exit 130)."""
+    from forecast.forecaster import ScalingForecaster
+
+    seen = {}
+
+    def record_and_stop(self, runs, **kwargs):
+        seen.update(mode=self.mode, robust=self.robust, random_seed=kwargs.get("random_seed"))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ScalingForecaster, "fit", record_and_stop)
+    small_sweep.to_csv(tmp_path / "runs.csv", index=False)
+    paths = {"RUNS": str(tmp_path / "runs.csv"), "OUT": str(tmp_path / "out"), "OUT.html": str(tmp_path / "out.html")}
+    assert main([paths.get(arg, arg) for arg in argv]) == 130
+    assert seen == settings
+
+
+@pytest.mark.parametrize("flags, settings", [
+    ([], {"cuts": (0.25, 0.5), "level": 0.9, "random_seed": 0, "planned_budget": True, "mode": "nuts", "robust": False}),
+    (["--cuts", "0.5", "--level", "0.8", "--seed", "3", "--unknown-budget", "--fast", "--robust"],
+     {"cuts": (0.5,), "level": 0.8, "random_seed": 3, "planned_budget": False, "mode": "fast", "robust": True}),
+])
+def test_cross_validate_hands_its_flags_to_the_cross_validation(small_sweep, tmp_path, monkeypatch, flags, settings):
+    """--unknown-budget fits as if the runs' final compute were unknown: the flag inverted, or --cuts'
+    default other than the help's 0.25,0.5, would cross-validate something else under the same words."""
+    import forecast.cross_validation
+
+    seen = {}
+
+    def record_and_stop(runs, *, cuts, level, forecaster, random_seed, planned_budget, **kwargs):
+        seen.update(cuts=cuts, level=level, random_seed=random_seed, planned_budget=planned_budget,
+                    mode=forecaster.mode, robust=forecaster.robust)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(forecast.cross_validation, "cross_validate", record_and_stop)
+    small_sweep.to_csv(tmp_path / "runs.csv", index=False)
+    assert main(["cross-validate", str(tmp_path / "runs.csv"), *flags]) == 130
+    assert seen == settings
