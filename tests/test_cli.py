@@ -1049,3 +1049,24 @@ def test_cross_validate_hands_its_flags_to_the_cross_validation(small_sweep, tmp
     small_sweep.to_csv(tmp_path / "runs.csv", index=False)
     assert main(["cross-validate", str(tmp_path / "runs.csv"), *flags]) == 130
     assert seen == settings
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["fit", "RUNS", "--out", "OUT", "--target", "1.5"], "--target must lie in (0, 1), got 1.5"),
+    (["fit", "RUNS", "--out", "OUT", "--target", "-0.5"], "--target must lie in (0, 1), got -0.5"),
+    (["decide", "RUNS", "--budget", "1e5", "--target", "1.5"], "--target must lie in (0, 1), got 1.5"),
+    (["decide", "RUNS", "--budget", "1e5", "--target", "nan"], "--target must lie in (0, 1), got nan"),
+    (["report", "RUNS", "-o", "OUT.html", "--target", "-0.2"], "--target must lie in (0, 1), got -0.2"),
+    (["report", "RUNS", "-o", "OUT.html", "--budget", "0"], "--budget must be finite and > 0, got 0"),
+])
+def test_a_target_or_budget_out_of_range_is_refused_before_the_fit(small_sweep, tmp_path, monkeypatch, capsys, argv, said):
+    """A pass rate of 1.5 (a percentage typed as 150/100?) is no target: refused in words, exit 2, before
+    minutes of sampling, by every command that fits, not after the fit by a traceback or an answer for it."""
+    from forecast.forecaster import ScalingForecaster
+
+    monkeypatch.setattr(ScalingForecaster, "fit", lambda *a, **k: pytest.fail("fitted before refusing the flag"))
+    small_sweep.to_csv(tmp_path / "runs.csv", index=False)
+    paths = {"RUNS": str(tmp_path / "runs.csv"), "OUT": str(tmp_path / "out"), "OUT.html": str(tmp_path / "out.html")}
+    assert main([paths.get(arg, arg) for arg in argv]) == 2
+    assert f"error: {said}\n" in capsys.readouterr().err
+    assert [path.name for path in tmp_path.iterdir()] == ["runs.csv"]  # nothing written
