@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import shutil
+import subprocess
 import sys
 import warnings
 from pathlib import Path
@@ -272,3 +273,18 @@ def main_said(monkeypatch, tmp_path):
         return (code, *(path.read_text() for path in paths))
 
     return run
+
+
+def main_on_a_full_disk(argv: list[str], room: int, *, before: str = "") -> subprocess.CompletedProcess:
+    """forecast's CLI in a fresh interpreter that may write files of at most `room` bytes (RLIMIT_FSIZE: a
+    write beyond it fails, as on a disk that fills up while the result is written), after running the
+    Python lines `before` (stand-ins for slow work). Linux and macOS; the limit holds for that process alone."""
+    import resource
+
+    code = (f"{before}\nimport sys\nfrom forecast.cli import main\nsys.exit(main({argv!r}))")
+
+    def limit_file_size():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (room, room))
+
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          preexec_fn=limit_file_size)

@@ -798,3 +798,18 @@ def test_a_replica_smooths_each_run_in_compute_order_whatever_the_row_order():
     for run, g in replica.groupby("run_id"):
         in_order = table[table["run_id"] == run].sort_values("compute")
         np.testing.assert_allclose(g.sort_values("compute")[TRUTH_COLUMN], smoothed_trajectory(in_order["metric"], 5))
+
+
+def test_backtest_out_on_a_disk_that_fills_up_keeps_the_file_already_there(tmp_path):
+    """--out is written atomically: a write that fails part way (a full disk) leaves the earlier result as it
+    was, where a file written in place would be cut short, the old result lost and the new one half there."""
+    from conftest import main_on_a_full_disk
+
+    curve_table({f"r{i}": 0.3 + 0.03 * i for i in range(6)}).to_csv(tmp_path / "runs.csv", index=False)
+    old = json.dumps({"forecast_version": "0.0", "policies": {}}) + "\n"  # an earlier backtest's, rerun over
+    (tmp_path / "bt.json").write_text(old)
+    argv = ["backtest", str(tmp_path / "runs.csv"), "--policies", "median,no_stopping", "--out", str(tmp_path / "bt.json")]
+    done = main_on_a_full_disk(argv, room=512)  # the result is a few kB
+    assert done.returncode != 0
+    assert (tmp_path / "bt.json").read_text() == old
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["bt.json", "runs.csv"]  # no temporary file left

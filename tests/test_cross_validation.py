@@ -579,3 +579,22 @@ def test_forecasts_off_by_a_few_thousandths_are_said_to_run_low_not_off():
     """Kills the mutant calling a bias under 0.005 'off': only what rounds to 0.000 is neither."""
     assert "forecasts ran 0.003 low" in describe_cross_validation(_hand_made(10, 9, error=0.003))[-1]
     assert "forecasts ran 0.000 off" in describe_cross_validation(_hand_made(10, 9, error=0.0001))[-1]
+
+
+def test_cli_out_on_a_disk_that_fills_up_keeps_the_table_already_there(tmp_path, small_sweep):
+    """--out is written atomically: a table cut short by a full disk leaves the earlier one as it was (the
+    cross-validation itself stands in for minutes of fits: a hand-made table of hidden evaluations)."""
+    from conftest import main_on_a_full_disk
+
+    small_sweep.to_csv(tmp_path / "runs.csv", index=False)
+    _saved(_hand_made(10, 5), tmp_path / "made.csv")
+    old = (tmp_path / "made.csv").read_text()
+    (tmp_path / "cv.csv").write_text(old)  # the table an earlier cross-validation wrote
+    before = ("import forecast.cross_validation as cv_module\n"
+              f"made = cv_module.read_cross_validation({str(tmp_path / 'made.csv')!r})\n"
+              "cv_module.cross_validate = lambda runs, **kwargs: made")
+    argv = ["cross-validate", str(tmp_path / "runs.csv"), "--cuts", "0.5", "--fast", "--out", str(tmp_path / "cv.csv")]
+    done = main_on_a_full_disk(argv, room=len(old) // 2, before=before)
+    assert done.returncode != 0, done.stdout
+    assert (tmp_path / "cv.csv").read_text() == old
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["cv.csv", "made.csv", "runs.csv"]
