@@ -1070,3 +1070,15 @@ def test_a_target_or_budget_out_of_range_is_refused_before_the_fit(small_sweep, 
     assert main([paths.get(arg, arg) for arg in argv]) == 2
     assert f"error: {said}\n" in capsys.readouterr().err
     assert [path.name for path in tmp_path.iterdir()] == ["runs.csv"]  # nothing written
+
+
+def test_predict_names_a_saved_fit_in_a_folder_that_cannot_be_entered(fit_dir, tmp_path, make_unenterable, capsys):
+    """As every other command's path: one line naming it and what to do, exit 2."""
+    import shutil
+
+    locked = tmp_path / "locked"
+    shutil.copytree(fit_dir / "fit", locked / "fit")
+    make_unenterable(locked)
+    assert main(["predict", str(locked / "fit"), "--compute", "2e4"]) == 2
+    err = capsys.readouterr().err
+    assert f"error: {locked / 'fit'}: permission denied" in err and "Traceback" not in err
