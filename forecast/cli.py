@@ -1345,7 +1345,8 @@ def _flag_meant(command_parser: argparse.ArgumentParser, name: str) -> str:
 # the arguments that name a file or folder. "~/runs.csv" quoted, or after "=" (--out=~/fit), reaches
 # the command unexpanded; load_runs, save() and load() expand it (2a9c501), so the checks around them
 # and the provenance written (summary.json's input) must see the same path: they took "~" for a folder
-PATH_ARGUMENTS = ("runs", "runs_dir", "out", "cross_validation", "reference")
+PATH_ARGUMENTS = ("runs", "runs_dir", "fit_dir", "out", "cross_validation", "reference")
+POSITIONAL_PATHS = ("runs", "runs_dir", "fit_dir")  # said without a flag
 
 
 def _expand_home(args) -> None:
@@ -1367,7 +1368,7 @@ def _refuse_unusable_paths(args) -> None:
         except (FileNotFoundError, NotADirectoryError):
             continue
         except OSError as err:
-            flag = "" if name in ("runs", "runs_dir") else f"--{name.replace('_', '-')} "
+            flag = "" if name in POSITIONAL_PATHS else f"--{name.replace('_', '-')} "
             hint = ": ask its owner, or use a path you can read and write" if isinstance(err, PermissionError) else ""
             raise BadInput(f"{flag}{value}: {err.strerror.lower()}{hint}") from None
 

@@ -1082,3 +1082,17 @@ def test_predict_names_a_saved_fit_in_a_folder_that_cannot_be_entered(fit_dir, t
     assert main(["predict", str(locked / "fit"), "--compute", "2e4"]) == 2
     err = capsys.readouterr().err
     assert f"error: {locked / 'fit'}: permission denied" in err and "Traceback" not in err
+
+
+def test_predict_reads_a_saved_fit_under_the_home_folder_as_the_other_commands_do(fit_dir, tmp_path, monkeypatch, capsys):
+    """`forecast predict "~/fit" --compute ...` (quoted, or from a script, the shell leaves "~") answered 'no
+    saved fit at ~/fit' while `decide "~/fit"` and `report "~/fit"` read that very fit: predict's FIT
+    argument was not among the paths whose "~" is expanded."""
+    import shutil
+
+    home = tmp_path / "home"
+    shutil.copytree(fit_dir / "fit", home / "fit")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(tmp_path)
+    assert main(["predict", "~/fit", "--compute", "2e4", "--recipe", "scalerl_8b", "--json"]) == 0
+    assert [record["compute"] for record in json.loads(capsys.readouterr().out)] == [2e4]
