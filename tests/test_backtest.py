@@ -813,3 +813,12 @@ def test_backtest_out_on_a_disk_that_fills_up_keeps_the_file_already_there(tmp_p
     assert done.returncode != 0
     assert (tmp_path / "bt.json").read_text() == old
     assert sorted(path.name for path in tmp_path.iterdir()) == ["bt.json", "runs.csv"]  # no temporary file left
+
+
+@pytest.mark.parametrize("percentile", ["0", "100"])
+def test_backtest_cli_takes_either_end_of_the_median_percentiles_range(tmp_path, capsys, percentile):
+    """--median-percentile is refused outside [0, 100] ('must lie in [0, 100]'): both ends are taken, as said."""
+    curve_table({"a": 0.5, "b": 0.6}).to_csv(tmp_path / "runs.csv", index=False)
+    argv = ["backtest", str(tmp_path / "runs.csv"), "--policies", "median", "--median-percentile", percentile, "--json"]
+    assert main(argv) == 0
+    assert json.loads(capsys.readouterr().out)["config"]["median_percentile"] == float(percentile)

@@ -598,3 +598,14 @@ def test_cli_out_on_a_disk_that_fills_up_keeps_the_table_already_there(tmp_path,
     assert done.returncode != 0, done.stdout
     assert (tmp_path / "cv.csv").read_text() == old
     assert sorted(path.name for path in tmp_path.iterdir()) == ["cv.csv", "made.csv", "runs.csv"]
+
+
+def test_cli_refuses_a_saved_fit_in_words(tmp_path, capsys):
+    """cross-validate fits run tables: a saved fit given to it is named as one, as fit and backtest name it,
+    not left to the reader of its folder ('holds no run files')."""
+    (tmp_path / "fit").mkdir()
+    (tmp_path / "fit" / "fit.nc").write_bytes(b"")
+    for given in (tmp_path / "fit", tmp_path / "fit" / "fit.nc"):
+        assert main(["cross-validate", str(given)]) == 2
+        assert (f"{given}: is a saved fit; `forecast cross-validate` reads a run table or a folder of run logs"
+                in capsys.readouterr().err)
