@@ -1410,3 +1410,29 @@ def test_how_a_run_stopped_by_its_advisor_ended_says_the_reason_it_has(sweep, ad
     (folder / "stopped.json").write_text(json.dumps({"advice": advice}))
     rows = pd.DataFrame({"compute": [100.0, 200.0], "compute_unit": ["flops", "flops"]})
     assert how_it_ended(folder, rows) == f"stopped by its own advisor at eval 2 (200 flops): {said}"
+
+
+@pytest.mark.parametrize("flags, said", [
+    (["--max-polls", "0"], "--max-polls must be >= 1, got 0"),
+    (["--once", "--reference", "{d}/missing.csv"], "--reference {d}/missing.csv: does not exist"),
+])
+def test_watch_cli_refuses_a_bad_flag_before_the_first_poll(tmp_path, capsys, monkeypatch, flags, said):
+    """In the command's words, exit 2, before a poll (and so before a fit or a wait), nothing written."""
+    import forecast.watch
+
+    monkeypatch.setattr(forecast.watch, "poll", lambda *a, **k: pytest.fail("polled before refusing the flag"))
+    assert main(["watch", str(tmp_path), *(flag.format(d=tmp_path) for flag in flags)]) == 2
+    assert f"error: {said.format(d=tmp_path)}\n" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_watch_once_on_a_missing_folder_says_so_at_once_without_waiting(tmp_path, capsys, monkeypatch):
+    """Only a live watch waits for a sweep to make its folder; --once is one look, so a missing folder is an
+    error straight away (a script's `forecast watch DIR --once` stalled a minute on a typo)."""
+    import time
+
+    naps = []
+    monkeypatch.setattr(time, "sleep", naps.append)
+    assert main(["watch", str(tmp_path / "typo"), "--once"]) == 2
+    err = capsys.readouterr().err
+    assert naps == [] and "waiting" not in err and f"error: {tmp_path / 'typo'}: is not a folder\n" in err
