@@ -1096,3 +1096,12 @@ def test_predict_reads_a_saved_fit_under_the_home_folder_as_the_other_commands_d
     monkeypatch.chdir(tmp_path)
     assert main(["predict", "~/fit", "--compute", "2e4", "--recipe", "scalerl_8b", "--json"]) == 0
     assert [record["compute"] for record in json.loads(capsys.readouterr().out)] == [2e4]
+
+
+def test_decide_total_says_a_target_has_no_effect(fit_dir, capsys):
+    """decide_split ranks splits by their expected best metric and takes no target: a --target given
+    with --total is said to do nothing, on stderr, and the JSON on stdout stays parseable."""
+    assert main(["decide", str(fit_dir / "fit"), "--budget", "1e5", "--total", "--target", "0.6", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert "warning: --target has no effect: --total compares splits of the budget by their expected best metric" in err
+    assert json.loads(out)["table"]
