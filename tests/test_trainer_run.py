@@ -1887,15 +1887,23 @@ def folder_is_unlocked(folder):
         return True
 
 
+def ignore_sigint():
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
-def test_sigterm_to_a_sweep_stops_its_runs_and_the_rerun_goes_on(tmp_path, warm_cache):
+@pytest.mark.parametrize("sigint", ["as it is", "ignored"])
+def test_sigterm_to_a_sweep_stops_its_runs_and_the_rerun_goes_on(tmp_path, warm_cache, sigint):
     """SIGTERM to the sweep (a scheduler's time limit, `kill PID`) ended it at once while its runs
     trained on as orphans holding their folders' locks, so the rerun its docs advise was refused. It now
-    stops as on Ctrl-C: its runs stop at their last checkpoint, it says how to go on, exit 143."""
+    stops as on Ctrl-C: its runs stop at their last checkpoint, it says how to go on, exit 143.
+    "ignored": a script's background job (`nohup trainer-minimal sweep ... &`) starts with SIGINT
+    ignored, its runs too; the sweep stopped them with a SIGINT they never took, and waited for good."""
     out = tmp_path / "sweep"
     cmd = [sys.executable, "-m", "trainer_minimal", "sweep", "--presets", "scalerl", "--seeds", "0", "--out", str(out),
            "--warmstart-cache", warm_cache, "--max-steps", "4000", "--eval-every", "2", *tiny_flags()]
-    sweep = subprocess.Popen(cmd, env=child_env(), cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    sweep = subprocess.Popen(cmd, env=child_env(), cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             preexec_fn=ignore_sigint if sigint == "ignored" else None)
     run = out / "scalerl-s0"
     try:
         wait_for_evaluations(sweep, run / "evals.jsonl", 2, timeout=240)

@@ -383,9 +383,11 @@ def stop_runs(running, grace=None):
     alone (`kill PID`, a scheduler's time limit, `timeout`) left them training on as orphans, which
     then held their folders' locks against the rerun the sweep's message advises (every run refused,
     exit 2). A run still
-    going after the grace period gets SIGINT (it stops where it is; its last checkpoint stands).
+    going after the grace period gets SIGINT (it stops where it is; its last checkpoint stands), or SIGTERM
+    where the sweep ignores SIGINT (see run_stop_signal).
     running: (run_id, process, log, start time) of each run in flight."""
     deadline = time.time() + (STOP_GRACE_S if grace is None else grace)
+    stop_signal = run_stop_signal()
     for _, proc, _, _ in running:
         try:
             proc.wait(timeout=max(0.0, deadline - time.time()))
@@ -393,10 +395,18 @@ def stop_runs(running, grace=None):
             if os.name == "nt":  # Windows cannot send a process SIGINT: ended as by kill -9, which a run survives
                 proc.terminate()
             else:
-                proc.send_signal(signal.SIGINT)
+                proc.send_signal(stop_signal)
     for _, proc, log, _ in running:
         proc.wait()
         log.close()
+
+
+def run_stop_signal():
+    """The signal that stops a run in flight: SIGINT, as Ctrl-C does, unless this sweep ignores it. A
+    script's background job (`nohup trainer-minimal sweep ... &`) starts with SIGINT ignored, and its
+    runs inherit that, so a SIGTERM to such a sweep sent its runs a SIGINT they never took, and the sweep
+    waited on them for good. SIGTERM stops a run at the same place (cli.Stopped)."""
+    return signal.SIGTERM if signal.getsignal(signal.SIGINT) == signal.SIG_IGN else signal.SIGINT
 
 
 def prepare_warm_starts(configs):
