@@ -1392,3 +1392,16 @@ def test_the_fan_charts_caption_says_extrapolated_to_the_budget_only_beyond_the_
     assert "drawn to the largest compute observed (1.02e12 flops), the budget 1e10 flops dashed, target 0.6" in within
     beyond = rp.figures_html(figures, 4.08e12, "flops", 0.6, 1.02e12)
     assert "extrapolated to the budget 4.08e12 flops (dashed), target 0.6 as the red dash-dot line" in beyond
+
+
+def test_budget_table_gives_the_quantiles_it_names_and_counts_a_draw_at_the_target_as_reaching_it():
+    """The table's numbers from draws whose answers are known: 21 evenly spaced draws of 'a' (0.40 to
+    0.60) give q05 0.41, q50 0.50, q95 0.59 and mean 0.50; 'b' lies 0.01 under 'a' in every draw, so
+    P(best) is 1 and 0. P(>= target) counts a draw exactly at the target, as its name says."""
+    a = np.linspace(0.40, 0.60, 21)
+    table = rp.budget_table(["a", "b"], np.column_stack([a, a - 0.01]), target=None).set_index("recipe")
+    assert list(table["p_best"]) == [1.0, 0.0]
+    np.testing.assert_allclose(table.loc["a", ["at_budget_q05", "at_budget_q50", "at_budget_q95", "at_budget_mean"]],
+                               [0.41, 0.50, 0.59, 0.50], atol=1e-12)
+    exact = np.array([[0.25], [0.5], [0.5], [0.75]])  # binary fractions: no rounding at the target
+    assert rp.budget_table(["a"], exact, target=0.5)["p_target"].tolist() == [0.75]
