@@ -1405,3 +1405,26 @@ def test_budget_table_gives_the_quantiles_it_names_and_counts_a_draw_at_the_targ
                                [0.41, 0.50, 0.59, 0.50], atol=1e-12)
     exact = np.array([[0.25], [0.5], [0.5], [0.75]])  # binary fractions: no rounding at the target
     assert rp.budget_table(["a"], exact, target=0.5)["p_target"].tolist() == [0.75]
+
+
+def built_in_table(p_best) -> pd.DataFrame:
+    """A recipe table as builtin_recipe_table makes it, recipes 'a', 'b', ... with the given P(best)."""
+    n = len(p_best)
+    return pd.DataFrame({
+        "recipe": [chr(ord("a") + k) for k in range(n)], "p_best": p_best,
+        "at_budget_mean": [0.6] * n, "at_budget_q05": [0.5] * n, "at_budget_q50": [0.6] * n, "at_budget_q95": [0.7] * n,
+        "A_q05": [0.55] * n, "A_q50": [0.62] * n, "A_q95": [0.7] * n, "p_target": [0.9] * n,
+    })  # fmt: skip
+
+
+def test_the_built_in_rule_argues_from_the_likeliest_best_recipe_down_and_calls_p_best_0_8_clear():
+    """The fallback recommendation (no forecast.decisions): the recipe likeliest to be best first, a
+    P(best) of 0.80 a clear winner (CLEAR_WINNER: 'at or above'), the three likeliest recipes as reasons."""
+    rec = rp.builtin_recommendation(built_in_table([0.04, 0.10, 0.80, 0.06]), 400.0, "gpu_hours", 0.6)
+    assert rec.headline == "Scale c: P(best at 400 gpu_hours) = 0.80"
+    assert [reason.split(":")[0] for reason in rec.reasons] == ["c", "b", "d"]
+    assert rec.reasons[0] == ("c: metric at budget 0.600 [0.500, 0.700], asymptote 0.620 [0.550, 0.700], "
+                              "P(>= 0.6 at budget) = 0.90")
+    rec = rp.builtin_recommendation(built_in_table([0.04, 0.17, 0.79]), 400.0, "gpu_hours", None)
+    assert rec.headline == ("No clear winner at 400 gpu_hours: c (P(best) 0.79) vs b (0.17); more seeds or compute "
+                            "before committing")
