@@ -1428,3 +1428,12 @@ def test_the_built_in_rule_argues_from_the_likeliest_best_recipe_down_and_calls_
     rec = rp.builtin_recommendation(built_in_table([0.04, 0.17, 0.79]), 400.0, "gpu_hours", None)
     assert rec.headline == ("No clear winner at 400 gpu_hours: c (P(best) 0.79) vs b (0.17); more seeds or compute "
                             "before committing")
+
+
+def test_the_fallback_table_lists_the_likeliest_best_recipe_first(fitted, monkeypatch):
+    """Without forecast.decisions the page's recipe table is builtin_recipe_table's: best first, as its
+    recommendation argues (worst first, the table's first row contradicted the headline above it)."""
+    monkeypatch.setitem(sys.modules, "forecast.decisions", None)
+    table, rec, _ = rp.scale_decision(fitted, 1e5, 0.6)
+    assert table["p_best"].is_monotonic_decreasing
+    assert rec.reasons[0].startswith(f"{table['recipe'].iloc[0]}:")
