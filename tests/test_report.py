@@ -1437,3 +1437,13 @@ def test_the_fallback_table_lists_the_likeliest_best_recipe_first(fitted, monkey
     table, rec, _ = rp.scale_decision(fitted, 1e5, 0.6)
     assert table["p_best"].is_monotonic_decreasing
     assert rec.reasons[0].startswith(f"{table['recipe'].iloc[0]}:")
+
+
+def test_the_asymptote_columns_are_the_fits_quantiles_in_their_order(fitted, report_file):
+    """A_q05, A_q50 and A_q95 are the recipe asymptote's own 5%, 50% and 95% quantiles (fc.asymptote()),
+    so the page's interval reads low to high."""
+    _, data = report_file
+    ours = data.recipe_table.set_index("recipe")[["A_q05", "A_q50", "A_q95"]].sort_index()
+    theirs = fitted.asymptote().query("level == 'recipe'").set_index("recipe")[["q05", "q50", "q95"]].sort_index()
+    np.testing.assert_allclose(ours.to_numpy(), theirs.to_numpy())
+    assert (ours["A_q05"] < ours["A_q50"]).all() and (ours["A_q50"] < ours["A_q95"]).all()
