@@ -285,8 +285,9 @@ def builtin_recommendation(table: pd.DataFrame, budget: float, unit: str, target
         headline = f"Only one recipe ({top['recipe']}): nothing to compare"
     reasons = []
     for _, row in ranked.head(3).iterrows():
+        # the expected value, as the recipe table under it and forecast.decisions' recommendation cite it
         reason = (
-            f"{row['recipe']}: metric at budget {fmt_interval(row['at_budget_q50'], row['at_budget_q05'], row['at_budget_q95'])}, "
+            f"{row['recipe']}: metric at budget {fmt_interval(row['at_budget_mean'], row['at_budget_q05'], row['at_budget_q95'])}, "
             f"asymptote {fmt_interval(row['A_q50'], row['A_q05'], row['A_q95'])}"
         )
         if target is not None and "p_target" in row:

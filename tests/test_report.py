@@ -1447,3 +1447,16 @@ def test_the_asymptote_columns_are_the_fits_quantiles_in_their_order(fitted, rep
     theirs = fitted.asymptote().query("level == 'recipe'").set_index("recipe")[["q05", "q50", "q95"]].sort_index()
     np.testing.assert_allclose(ours.to_numpy(), theirs.to_numpy())
     assert (ours["A_q05"] < ours["A_q50"]).all() and (ours["A_q50"] < ours["A_q95"]).all()
+
+
+def test_the_built_in_rules_reasons_cite_the_expected_metric_the_table_beside_them_cites():
+    """Without forecast.decisions the recommendation's reasons said "metric at budget 0.600 [0.500,
+    0.700]", the median, right above the recipe table's "0.610 [0.500, 0.700]" for the same recipe,
+    its expected value: one quantity, two numbers. They cite the table's expected value, as
+    forecast.decisions' recommendation does."""
+    data = hand_made_report()
+    data.recommendation = rp.builtin_recommendation(data.recipe_table, data.budget, data.compute_unit, data.target)
+    assert data.recommendation.reasons[0].startswith("a<script>: metric at budget 0.610 [0.500, 0.700], ")
+    assert data.recommendation.reasons[1].startswith("b: metric at budget 0.490 [0.400, 0.600], ")
+    page = rp.render_report(data)
+    assert "a<script>\t0.90\t0.610 [0.500, 0.700]\t" in tables_text(page)["recipe-table"]  # the same number in the table
