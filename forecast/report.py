@@ -113,6 +113,7 @@ class ReportData:
     # of whoever fitted, and kept with the fit (fc.data_warnings_) for the page: a banner of its own
     data_warnings: list[str] = field(default_factory=list)
     target_chosen: bool = False  # the target was picked for the page (default_target), not asked for
+    budget_chosen: bool = False  # the budget was the default (default_budget), not asked for
     honesty: dict | None = None  # a cross-validation's metrics and sentences (cross_validation_section_data)
 
 
@@ -626,6 +627,7 @@ def collect_report(fc, *, budget=None, target=None, target_chosen: bool = False,
     from tqdm.auto import tqdm
 
     fc._require_fit("collect_report()")
+    budget_chosen = budget is None
     budget = float(budget) if budget is not None else default_budget(fc.runs_)
     if not budget > 0:
         raise ValueError(f"budget must be > 0, got {budget}")
@@ -675,6 +677,7 @@ def collect_report(fc, *, budget=None, target=None, target_chosen: bool = False,
         notes=notes + stop_notes,
         warnings=question_warnings,
         target_chosen=bool(target_chosen and target is not None),
+        budget_chosen=budget_chosen,
         honesty=honesty,
         # said once on the page: one the question's banner holds (the budget's, its consequence appended) is left out
         data_warnings=[w for w in fc.data_warnings_ if not any(w in said for said in question_warnings)],
@@ -841,9 +844,11 @@ def header_html(data: ReportData) -> str:
     target = f" · target {data.target:g}" if data.target is not None else ""
     if data.target_chosen:
         target += f" ({TARGET_CHOSEN_NOTE}; --target sets one)"
+    # a budget nobody gave is named as chosen, as the terminal names it: the meeting reads the page
+    chosen = f" ({BUDGET_MULTIPLE:g}x the largest compute observed; --budget sets one)" if data.budget_chosen else ""
     p = data.provenance
     meta = (
-        f"budget {fmt_compute(data.budget)} {data.compute_unit}{target} · "
+        f"budget {fmt_compute(data.budget)} {data.compute_unit}{chosen}{target} · "
         f"{p['n_runs']} runs of {p['n_recipes']} recipes · generated {p['generated']} · "
         f"scaling-forecast {p['forecast_version']}"
     )

@@ -1460,3 +1460,16 @@ def test_the_built_in_rules_reasons_cite_the_expected_metric_the_table_beside_th
     assert data.recommendation.reasons[1].startswith("b: metric at budget 0.490 [0.400, 0.600], ")
     page = rp.render_report(data)
     assert "a<script>\t0.90\t0.610 [0.500, 0.700]\t" in tables_text(page)["recipe-table"]  # the same number in the table
+
+
+def test_a_budget_nobody_gave_is_named_as_chosen_in_the_pages_header(fitted):
+    """`forecast report RUNS -o r.html` without --budget plans at 4x the largest compute observed: the
+    terminal says so ('(4x the largest compute observed; --budget sets one)'), while the page's header,
+    which the meeting reads, said 'budget 64,320 gpu_hours' as if someone had asked for that budget (a
+    target nobody gave is named as chosen there). The header now names a chosen budget as chosen too."""
+    data = hand_made_report()
+    assert "--budget sets one" not in rp.header_html(data)
+    data.budget_chosen = True
+    assert ("budget 400 gpu_hours (4x the largest compute observed; --budget sets one) · target 0.6 ·"
+            in rp.html.unescape(rp.header_html(data)))
+    assert rp.collect_report(fitted, target=0.6).budget_chosen is True
