@@ -1473,3 +1473,11 @@ def test_a_budget_nobody_gave_is_named_as_chosen_in_the_pages_header(fitted):
     assert ("budget 400 gpu_hours (4x the largest compute observed; --budget sets one) · target 0.6 ·"
             in rp.html.unescape(rp.header_html(data)))
     assert rp.collect_report(fitted, target=0.6).budget_chosen is True
+
+
+def test_the_p_best_bar_writes_its_probability_as_the_rest_of_the_page_and_is_as_long_as_it():
+    """A recipe best in 1 draw of 1000 is '<0.01', not '0.00' (which reads as never), and the bar's
+    length is proportional to P(best): 80 px for 1."""
+    assert rp.prob_bar_html(0.001) == '<span class="bar" style="width:0px"></span>&lt;0.01'
+    assert rp.prob_bar_html(0.5) == '<span class="bar" style="width:40px"></span>0.50'
+    assert rp.prob_bar_html(0.999) == '<span class="bar" style="width:80px"></span>&gt;0.99'
