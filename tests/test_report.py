@@ -1481,3 +1481,13 @@ def test_the_p_best_bar_writes_its_probability_as_the_rest_of_the_page_and_is_as
     assert rp.prob_bar_html(0.001) == '<span class="bar" style="width:0px"></span>&lt;0.01'
     assert rp.prob_bar_html(0.5) == '<span class="bar" style="width:40px"></span>0.50'
     assert rp.prob_bar_html(0.999) == '<span class="bar" style="width:80px"></span>&gt;0.99'
+
+
+def test_stops_are_listed_first_then_the_runs_that_continue():
+    """The stop table puts the news first: every stop (by recipe, then run), then the continues."""
+    finished = {f"done{i}": 0.70 for i in range(1, 5)}
+    short = {f"short{i}": 0.30 + 0.01 * i for i in range(1, 5)}
+    fc = LevelsFit({**finished, **short}, {**dict.fromkeys(finished, 2.0), **dict.fromkeys(short, 0.5)})
+    table = rp.stop_advice(fc, 1.0, None)[0].table
+    assert list(table["run_id"]) == ["done1", "done2", "done3", "done4", "short1", "short2", "short3", "short4"]
+    assert list(table["decision"]) == ["stop"] * 6 + ["continue"] * 2
