@@ -1491,3 +1491,18 @@ def test_stops_are_listed_first_then_the_runs_that_continue():
     table = rp.stop_advice(fc, 1.0, None)[0].table
     assert list(table["run_id"]) == ["done1", "done2", "done3", "done4", "short1", "short2", "short3", "short4"]
     assert list(table["decision"]) == ["stop"] * 6 + ["continue"] * 2
+
+
+def test_every_cell_of_the_recipe_and_compute_to_target_tables_says_its_own_number():
+    """The two tables of the hand-made page, cell by cell: P(>= target) is p_target, not P(ever reaches),
+    the intervals read low to high, and the compute-to-target table's 5% and 95% columns hold those quantiles."""
+    tables = tables_text(rp.render_report(hand_made_report()))
+    rows = [line.strip("\t").split("\t") for line in tables["recipe-table"].splitlines() if line.strip()]
+    assert rows[1:] == [["a<script>", "0.90", "0.610 [0.500, 0.700]", "0.620 [0.550, 0.700]", "20 [10, 40]", "1.00"],
+                        ["b", "0.10", "0.490 [0.400, 0.600]", "0.520 [0.450, 0.600]", "never [100, never]", "0.10"]]
+    rows = [line.strip("\t").split("\t") for line in tables["compute-to-target-table"].splitlines() if line.strip()]
+    assert rows[0] == ["recipe", "median (gpu_hours)", "5%", "95%", "P(ever reaches)", "P(≥ 0.6 at 400)"]
+    assert rows[1:] == [["a<script>", "20", "10", "40", "1.00", "1.00"], ["b", "never", "100", "never", "0.20", "0.10"]]
+    text = [line.split() for line in rp.recipe_table_text(hand_made_report()).splitlines()[1:]]
+    assert text[1] == ["b", "0.10", "0.490", "[0.400,", "0.600]", "0.520", "[0.450,", "0.600]", "never", "[100,", "never]",
+                       "0.10"]
