@@ -1506,3 +1506,14 @@ def test_every_cell_of_the_recipe_and_compute_to_target_tables_says_its_own_numb
     text = [line.split() for line in rp.recipe_table_text(hand_made_report()).splitlines()[1:]]
     assert text[1] == ["b", "0.10", "0.490", "[0.400,", "0.600]", "0.520", "[0.450,", "0.600]", "never", "[100,", "never]",
                        "0.10"]
+
+
+def test_the_diagnostics_section_shows_the_divergences_and_every_problem():
+    """Convergence problems are shown, never hidden: 7 divergent transitions are written as 7 in the
+    diagnostics table and each problem is listed under it, not only in the banner at the top."""
+    d = {"converged": False, "max_rhat": 1.005, "rhat_limit": 1.01, "min_ess_bulk": 742.0, "ess_limit": 200.0,
+         "min_ess_tail": 580.0, "divergences": 7, "n_draws": 4000,
+         "problems": ["7 divergent transitions (need 0): the sampler could not explore <some> of the posterior"]}
+    html = rp.diagnostics_html(d)
+    assert "<dt>divergent transitions</dt><dd>7</dd>" in html and "NOT CONVERGED" in html
+    assert "<li>7 divergent transitions (need 0): the sampler could not explore &lt;some&gt; of the posterior</li>" in html
