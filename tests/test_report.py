@@ -1517,3 +1517,13 @@ def test_the_diagnostics_section_shows_the_divergences_and_every_problem():
     html = rp.diagnostics_html(d)
     assert "<dt>divergent transitions</dt><dd>7</dd>" in html and "NOT CONVERGED" in html
     assert "<li>7 divergent transitions (need 0): the sampler could not explore &lt;some&gt; of the posterior</li>" in html
+
+
+def test_the_stop_summary_names_up_to_six_stopped_runs_and_counts_more_by_rule():
+    def summary(n):
+        table = pd.DataFrame({"run_id": [f"r{k}" for k in range(n)], "recipe": "r", "decision": "stop",
+                              "rule": "beats_best", "reason": "stop: a reason"})
+        return re.sub(r'<span class="name">([^<]*)</span>', r"\1", rp.stop_summary_html(table))
+
+    assert "6 runs: r0, r1, r2, r3, r4, r5</p>" in summary(6)
+    assert "7 runs: 7 by rule beats_best (e.g. stop: a reason)</p>" in summary(7)
