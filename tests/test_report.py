@@ -1527,3 +1527,21 @@ def test_the_stop_summary_names_up_to_six_stopped_runs_and_counts_more_by_rule()
 
     assert "6 runs: r0, r1, r2, r3, r4, r5</p>" in summary(6)
     assert "7 runs: 7 by rule beats_best (e.g. stop: a reason)</p>" in summary(7)
+
+
+class AsymptotesFit:
+    """A stand-in for a fit whose recipes' asymptote quantiles are given."""
+
+    def __init__(self, q05, q50):
+        self.table = pd.DataFrame({"level": "recipe", "recipe": [f"r{k}" for k in range(len(q50))], "q05": q05,
+                                   "q50": q50, "q95": [0.99] * len(q50)})
+
+    def asymptote(self):
+        return self.table
+
+
+def test_the_chosen_target_is_the_median_asymptote_rounded_down():
+    """The page's chosen target: the median of the recipes' median asymptotes (not another quantile),
+    rounded down to 0.01 (0.618 is 0.61, not 0.62: a target rounded up is reached by fewer than half)."""
+    assert rp.default_target_from_asymptotes([0.5, 0.618, 0.7]) == 0.61
+    assert rp.default_target(AsymptotesFit(q05=[0.3, 0.4, 0.5], q50=[0.55, 0.618, 0.7])) == 0.61
