@@ -1545,3 +1545,7 @@ def test_the_chosen_target_is_the_median_asymptote_rounded_down():
     rounded down to 0.01 (0.618 is 0.61, not 0.62: a target rounded up is reached by fewer than half)."""
     assert rp.default_target_from_asymptotes([0.5, 0.618, 0.7]) == 0.61
     assert rp.default_target(AsymptotesFit(q05=[0.3, 0.4, 0.5], q50=[0.55, 0.618, 0.7])) == 0.61
+
+
+def test_the_header_names_the_budget_with_its_unit_and_the_target():
+    assert "budget 400 gpu_hours · target 0.6 · 4 runs of 2 recipes ·" in rp.header_html(hand_made_report())
