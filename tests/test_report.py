@@ -1549,3 +1549,9 @@ def test_the_chosen_target_is_the_median_asymptote_rounded_down():
 
 def test_the_header_names_the_budget_with_its_unit_and_the_target():
     assert "budget 400 gpu_hours · target 0.6 · 4 runs of 2 recipes ·" in rp.header_html(hand_made_report())
+
+
+def test_the_provenance_gives_the_compute_range_low_to_high(fitted):
+    runs = fitted.runs_["compute"]
+    assert rp.provenance(fitted)["compute_range"] == [float(runs.min()), float(runs.max())]
+    assert "<dt>compute observed</dt><dd>1 – 100 gpu_hours</dd>" in rp.provenance_html(hand_made_report().provenance)
