@@ -1555,3 +1555,8 @@ def test_the_provenance_gives_the_compute_range_low_to_high(fitted):
     runs = fitted.runs_["compute"]
     assert rp.provenance(fitted)["compute_range"] == [float(runs.min()), float(runs.max())]
     assert "<dt>compute observed</dt><dd>1 – 100 gpu_hours</dd>" in rp.provenance_html(hand_made_report().provenance)
+
+
+def test_fmt_prob_writes_only_all_of_the_draws_as_1():
+    assert rp.fmt_prob(0.995) == ">0.99" and rp.fmt_prob(0.9949) == "0.99"
+    assert rp.fmt_prob(0.005) == "0.01" and rp.fmt_prob(0.0049) == "<0.01" and rp.fmt_prob(0.0) == "0.00"
