@@ -839,3 +839,31 @@ def test_the_cross_validation_key_covers_none_of_its_dots(on_callers_axes):
         assert [t.get_text() for t in ax.get_legend().get_texts()][0].startswith("cut 0.25: ")
     finally:
         plt.close("all")
+
+
+def test_the_forests_bars_are_the_asymptotes_quantiles_they_are_named_for(fitted):
+    """The thin bar (the key's 90% interval) runs from A's 5% to its 95% quantile, the thick one (50%)
+    from 25% to 75%, the dot at the median: the fit's own asymptote() for the 90% bar and the median."""
+    import numpy as np
+
+    from forecast.plotting import FOREST_STYLE, plot_asymptote_forest
+
+    fig = plot_asymptote_forest(fitted)
+    try:
+        ax = fig.axes[0]
+        names = [tick.get_text() for tick in ax.get_yticklabels()]
+        bars = {}
+        for line in ax.get_lines():
+            y = int(round(float(np.atleast_1d(line.get_ydata())[0])))
+            kind = {FOREST_STYLE["90% interval"]["lw"]: "90%", FOREST_STYLE["50% interval"]["lw"]: "50%"}.get(
+                line.get_linewidth(), "median")
+            bars.setdefault(names[y], {})[kind] = np.asarray(line.get_xdata(), dtype=float)
+    finally:
+        plt.close(fig)
+    table = fitted.asymptote().query("level == 'recipe'").set_index("recipe")
+    assert set(bars) == set(fitted.recipes)
+    for k, recipe in enumerate(fitted.recipes):
+        draws = fitted.draws("A")[:, k]
+        np.testing.assert_allclose(bars[recipe]["90%"], table.loc[recipe, ["q05", "q95"]].to_numpy(dtype=float))
+        np.testing.assert_allclose(bars[recipe]["50%"], np.quantile(draws, [0.25, 0.75]))
+        np.testing.assert_allclose(bars[recipe]["median"], [table.loc[recipe, "q50"]])
