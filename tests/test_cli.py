@@ -1105,3 +1105,25 @@ def test_decide_total_says_a_target_has_no_effect(fit_dir, capsys):
     out, err = capsys.readouterr()
     assert "warning: --target has no effect: --total compares splits of the budget by their expected best metric" in err
     assert json.loads(out)["table"]
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_report_on_an_unconverged_fit_says_so_on_stderr(fit_dir, unconverged_fit, tmp_path, capsys, as_json):
+    """`forecast report` shows numbers from a fit, so it says on stderr when that fit did not converge,
+    with --json too, whose stdout stays the JSON alone; its diagnostics carry the 7 divergences."""
+    out = tmp_path / "r.html"
+    args = ["report", str(fit_dir / "fit"), "--budget", "1e5", "--target", "0.6", "-o", str(out), "--no-progress"]
+    assert main(args + (["--json"] if as_json else [])) == 0
+    captured = capsys.readouterr()
+    assert "did not converge" in captured.err and "7 divergent transitions" in captured.err
+    if as_json:
+        assert _strict_json(captured.out)["diagnostics"]["divergences"] == 7
+    assert "NOT CONVERGED" in out.read_text(encoding="utf-8")
+
+
+def test_report_says_a_budget_far_from_the_data_on_stderr_too(fit_dir, capsys, tmp_path):
+    """The page's banner is for whoever reads it; whoever ran the command reads the terminal."""
+    out = tmp_path / "r.html"
+    assert main(["report", str(fit_dir / "fit"), "--budget", "1e12", "--target", "0.6", "-o", str(out), "--no-progress"]) == 0
+    err = capsys.readouterr().err
+    assert "The budget 1e12 is" in err and "Is the unit right?" in err
