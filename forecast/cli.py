@@ -625,8 +625,7 @@ def _is_saved_fit(path: Path) -> bool:
 def run_report(args) -> int:
     from .formatting import fmt_compute
     from .report import (
-        BUDGET_MULTIPLE,
-        TARGET_CHOSEN_NOTE,
+        chosen_notes,
         default_target,
         recipe_table_text,
         report_summary,
@@ -673,8 +672,7 @@ def run_report(args) -> int:
     print(data.recommendation.headline)
     print()
     # what the table was made at, and which of the two nobody gave (the page's header says the same)
-    chosen_budget = f" ({BUDGET_MULTIPLE:g}x the largest compute observed; --budget sets one)" if args.budget is None else ""
-    chosen_target = f" ({TARGET_CHOSEN_NOTE}; --target sets one)" if data.target_chosen else ""
+    chosen_budget, chosen_target = chosen_notes(data)
     print(f"budget {fmt_compute(data.budget)} {data.compute_unit}{chosen_budget}, target {data.target:g}{chosen_target}")
     print(recipe_table_text(data))
     if data.honesty:

@@ -840,15 +840,20 @@ def figure_html(png: bytes, alt: str, caption: str = "", *, width: int | None = 
     return f'<figure><div class="scroll"><img alt="{esc(alt)}" src="data:image/png;base64,{data}"{style}></div>{cap}</figure>'
 
 
+def chosen_notes(data: ReportData) -> tuple[str, str]:
+    """What follows the budget and the target where nobody gave them (the default), "" where someone did:
+    the page's header and the terminal (`forecast report`) say the same, since the meeting reads the page."""
+    budget = f" ({BUDGET_MULTIPLE:g}x the largest compute observed; --budget sets one)" if data.budget_chosen else ""
+    target = f" ({TARGET_CHOSEN_NOTE}; --target sets one)" if data.target_chosen else ""
+    return budget, target
+
+
 def header_html(data: ReportData) -> str:
-    target = f" · target {data.target:g}" if data.target is not None else ""
-    if data.target_chosen:
-        target += f" ({TARGET_CHOSEN_NOTE}; --target sets one)"
-    # a budget nobody gave is named as chosen, as the terminal names it: the meeting reads the page
-    chosen = f" ({BUDGET_MULTIPLE:g}x the largest compute observed; --budget sets one)" if data.budget_chosen else ""
+    chosen_budget, chosen_target = chosen_notes(data)
+    target = f" · target {data.target:g}{chosen_target}" if data.target is not None else ""
     p = data.provenance
     meta = (
-        f"budget {fmt_compute(data.budget)} {data.compute_unit}{chosen}{target} · "
+        f"budget {fmt_compute(data.budget)} {data.compute_unit}{chosen_budget}{target} · "
         f"{p['n_runs']} runs of {p['n_recipes']} recipes · generated {p['generated']} · "
         f"scaling-forecast {p['forecast_version']}"
     )
