@@ -843,12 +843,14 @@ class ScalingForecaster:
         (compute_to_target, decide, the report, and predict and the fan chart, which add one
         evaluation's noise to the same draws), so they answer one question with one number, and two
         recipes' new seeds get independent seed luck."""
+        self._require_fit("recipe_stream()")
         return 1000 + self._recipe_index(recipe)
 
     def run_stream(self, run_id: str) -> int:
         """The random stream of one run's own forecast as the stop advice draws it (early_stop.run_draws)
         and predict()'s mean reads it; each run its own, so comparisons between runs keep their
         independent noise."""
+        self._require_fit("run_stream()")
         return 5000 + self._run_index(run_id)
 
     def _expected_metric(self, compute, *, recipe, run_id, kind) -> np.ndarray:
@@ -927,6 +929,8 @@ class ScalingForecaster:
         (recipe_stream), the draws decide() ranks recipes on, so predict() is that forecast with one
         evaluation's noise added.
         """
+        # before fit() it failed as AttributeError: 'NoneType' object has no attribute 'recipes'
+        self._require_fit("sample_curves()")
         compute = _compute_values(compute)
         recipe, run_id = as_name(recipe, "recipe"), as_name(run_id, "run_id")
         kind = resolve_kind(kind, run_id)

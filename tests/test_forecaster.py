@@ -21,6 +21,17 @@ def test_accessors_before_fit_say_which_call_is_missing():
             call()
 
 
+def test_the_forecasts_draws_and_streams_before_fit_say_fit_is_missing():
+    """sample_curves() (the notebooks' simulated runs), recipe_stream() and run_stream() before fit() failed as
+    AttributeError: 'NoneType' object has no attribute 'recipes', naming nothing the user had done."""
+    fc = ScalingForecaster()
+    for call, what in ((lambda: fc.sample_curves([1e3], recipe="a"), "sample_curves"),
+                       (lambda: fc.sample_curves([1e3], run_id="a-s0", paths=True), "sample_curves"),
+                       (lambda: fc.recipe_stream("a"), "recipe_stream"), (lambda: fc.run_stream("a-s0"), "run_stream")):
+        with pytest.raises(NotFittedError, match=rf"fit\(\) has not been called: call fit\(runs\) before {what}\(\)"):
+            call()
+
+
 def test_predict_is_tidy_and_ordered(fitted):
     table = fitted.predict([1e3, 1e4, 1e5], recipe="scalerl_8b", kind="new_run")
     assert list(table.columns) == ["recipe", "kind", "compute", "mean", "q05", "q25", "q50", "q75", "q95", "ahead"]
