@@ -952,6 +952,28 @@ def test_predict_says_how_far_beyond_the_data_each_forecast_reaches(fitted, smal
     assert own["ahead"].iloc[0] == pytest.approx(2.0)
 
 
+def test_a_runs_ahead_is_counted_from_its_own_last_evaluation_not_its_recipes(fitted):
+    """Mutant 'ahead of a run from its recipe's largest compute' passed every test: the shared sweep's
+    runs of a recipe all end at one compute. Here one run has ended earlier than its sibling."""
+    import copy
+
+    short, sibling = "scalerl_8b-s0", "scalerl_8b-s1"
+    runs = fitted.runs_
+    last_three = runs[runs["run_id"] == short].nlargest(3, "compute").index
+    fc = copy.deepcopy(fitted)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the fast fit's convergence
+        fc.refit(runs.drop(index=last_three), random_seed=3)
+    short_end = float(fc.runs_.loc[fc.runs_["run_id"] == short, "compute"].max())
+    sibling_end = float(fc.runs_.loc[fc.runs_["run_id"] == sibling, "compute"].max())
+    assert short_end < sibling_end
+    table = fc.predict([2 * short_end], recipe="scalerl_8b", kind="run").set_index("run_id")
+    assert table.loc[short, "ahead"] == pytest.approx(2.0)
+    assert table.loc[sibling, "ahead"] == pytest.approx(2 * short_end / sibling_end)
+    # a new seed of the recipe is counted from the furthest any of its runs went
+    assert fc.predict([2 * short_end], recipe="scalerl_8b")["ahead"].iloc[0] == pytest.approx(2 * short_end / sibling_end)
+
+
 @pytest.mark.parametrize("draws_per_chain", [(10, 3), (3, 3)])
 def test_a_sample_cut_short_by_ctrl_c_is_an_interrupt_not_a_fit(monkeypatch, draws_per_chain):
     """nutpie catches KeyboardInterrupt and returns the draws so far. Chains cut at different
