@@ -771,6 +771,10 @@ def _check_forecast_table(fc, forecasts) -> None:
     KeyError: 'recipe', and one naming a recipe the fit lacks as KeyError: 'c'."""
     if not isinstance(forecasts, pd.DataFrame):
         raise TypeError(f"forecasts_below_data takes fc.predict()'s table (a DataFrame), got {type(forecasts).__name__}")
+    if getattr(fc, "runs_", None) is None:  # before fit() it failed as TypeError: 'NoneType' object is not subscriptable
+        from .forecaster import NotFittedError  # imported here: forecaster imports this module
+
+        raise NotFittedError("fit() has not been called: call fit(runs) before forecasts_below_data()")
     if "compute" not in forecasts.columns or not {"recipe", "run_id"} & set(forecasts.columns):
         raise ValueError("forecasts_below_data reads a table as fc.predict() gives it: it needs the columns 'compute' "
                          "and 'recipe' (or 'run_id', for kind='run' forecasts); this table has "

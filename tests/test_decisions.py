@@ -865,6 +865,17 @@ def test_a_runs_predicted_mean_is_the_expected_metric_its_stop_advice_reads(fitt
     assert predicted["mean"] == advice.details["expected_at_budget"]
 
 
+def test_forecasts_below_data_before_fit_says_fit_is_missing():
+    """forecasts_below_data(fc, table) on a forecaster not yet fitted failed as TypeError: 'NoneType' object
+    is not subscriptable."""
+    from forecast import NotFittedError, ScalingForecaster
+    from forecast.decisions import forecasts_below_data
+
+    table = pd.DataFrame({"recipe": ["a"], "compute": [1e3]})
+    with pytest.raises(NotFittedError, match=r"fit\(\) has not been called: call fit\(runs\) before forecasts_below_data\(\)"):
+        forecasts_below_data(ScalingForecaster(), table)
+
+
 def test_a_split_table_keeps_the_quotes_in_a_recipes_name():
     """The split table wrote each recipe's name without its quotes by stripping every ' from the
     sentence's text, so a recipe called "it's" was listed as "its", a name the fit does not know."""
