@@ -41,6 +41,22 @@ def test_predict_is_tidy_and_ordered(fitted):
     assert table["q50"].is_monotonic_increasing  # a rising curve
 
 
+def test_the_mean_kind_is_the_recipes_typical_curve_without_noise(fitted):
+    """kind="mean" is the recipe's typical curve R0 + (A - R0) / (1 + (C_mid / C)^B) over the posterior, each
+    quantile column that compute's own. Mutants that gave it an evaluation's noise, a new seed's spread, or
+    every compute the first compute's quantiles passed every test."""
+    computes = np.array([1e3, 1e4, 1e5])
+    table = fitted.predict(computes, recipe="scalerl_8b", kind="mean")
+    k = fitted.recipes.index("scalerl_8b")
+    a, b, r0 = fitted.draws("A")[:, k, None], fitted.draws("B")[:, k, None], fitted.draws("R0")[:, None]
+    c_mid = np.exp(fitted.draws("log_C_mid")[:, k, None])
+    curves = r0 + (a - r0) / (1 + (c_mid / computes[None, :]) ** b)
+    np.testing.assert_allclose(table["mean"], curves.mean(axis=0), rtol=1e-9)
+    for column, q in (("q05", 0.05), ("q25", 0.25), ("q50", 0.5), ("q75", 0.75), ("q95", 0.95)):
+        np.testing.assert_allclose(table[column], np.quantile(curves, q, axis=0), rtol=1e-9, err_msg=column)
+    assert set(table["kind"]) == {"mean"} and list(table["compute"]) == list(computes)
+
+
 def test_predict_all_recipes_and_runs(fitted):
     assert set(fitted.predict([1e4])["recipe"]) == set(fitted.recipes)
     runs = fitted.predict([1e4], kind="run")
