@@ -21,6 +21,21 @@ def test_accessors_before_fit_say_which_call_is_missing():
             call()
 
 
+def test_every_accessor_before_fit_names_itself_as_the_call_made_too_early():
+    """Mutants dropping compute_to_target()'s or diagnostics()'s own check survived: the first said
+    "before recipes" (a call the user never made), the second returned None for the report."""
+    fc = ScalingForecaster()
+    calls = {"predict()": lambda: fc.predict([1.0]), "asymptote()": fc.asymptote, "parameters()": fc.parameters,
+             "compute_to_target()": lambda: fc.compute_to_target(0.5), "plot()": fc.plot, "save()": lambda: fc.save("x.nc"),
+             "diagnostics()": fc.diagnostics, "sampling_tries()": fc.sampling_tries, "misshapen_runs()": fc.misshapen_runs,
+             "draws()": lambda: fc.draws("A"), "posterior": lambda: fc.posterior, "recipes": lambda: fc.recipes,
+             "run_ids": lambda: fc.run_ids, "curve_parameters()": lambda: fc.curve_parameters(recipe="a"),
+             "sample_new_seeds()": lambda: fc.sample_new_seeds(1.0, recipe="a", n_seeds=2)}
+    for what, call in calls.items():
+        with pytest.raises(NotFittedError, match=rf"fit\(\) has not been called: call fit\(runs\) before {re.escape(what)}$"):
+            call()
+
+
 def test_the_forecasts_draws_and_streams_before_fit_say_fit_is_missing():
     """sample_curves() (the notebooks' simulated runs), recipe_stream() and run_stream() before fit() failed as
     AttributeError: 'NoneType' object has no attribute 'recipes', naming nothing the user had done."""
