@@ -876,6 +876,18 @@ def test_forecasts_below_data_before_fit_says_fit_is_missing():
         forecasts_below_data(ScalingForecaster(), table)
 
 
+def test_new_seeds_of_two_recipes_get_independent_seed_luck(fitted):
+    """P(best) compares fresh seeds of each recipe: one shared random stream gave every recipe the same
+    seed luck, so seed-to-seed spread never changed a ranking. Mutant: every recipe on one stream survived."""
+    compute = float(fitted.runs_["compute"].max())
+    luck = {}
+    for recipe in fitted.recipes[:2]:
+        curve = fitted.sample_curves([compute], recipe=recipe, kind="mean")[:, 0]  # the recipe's typical curve
+        luck[recipe] = recipe_draws_at(fitted, recipe, compute) - curve  # a new seed's own deviation, draw by draw
+    first, second = luck.values()
+    assert first.std() > 0 and abs(np.corrcoef(first, second)[0, 1]) < 0.2
+
+
 def test_a_split_table_keeps_the_quotes_in_a_recipes_name():
     """The split table wrote each recipe's name without its quotes by stripping every ' from the
     sentence's text, so a recipe called "it's" was listed as "its", a name the fit does not know."""
