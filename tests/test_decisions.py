@@ -888,6 +888,19 @@ def test_new_seeds_of_two_recipes_get_independent_seed_luck(fitted):
     assert first.std() > 0 and abs(np.corrcoef(first, second)[0, 1]) < 0.2
 
 
+def test_a_split_is_valued_at_the_best_of_its_seeds(fitted):
+    """decide_split values k runs of total/k at the best of k fresh seeds, draw by draw (sample_new_seeds).
+    Mutant: every seed of a split given the first seed's draws (no gain from splitting, ever) survived."""
+    recipe = fitted.recipes[0]
+    per_run = float(fitted.runs_.loc[fitted.runs_["recipe"] == recipe, "compute"].max())
+    split = decide_split(fitted, 2 * per_run, max_ways=2, recipes=[recipe]).table.set_index("ways")
+    seeds = fitted.sample_new_seeds(per_run, recipe=recipe, n_seeds=2)
+    assert split.loc[2, "compute_per_run"] == per_run and split.loc[2, "recipes"] == [recipe, recipe]
+    assert split.loc[2, "expected_best"] == pytest.approx(seeds.max(axis=1).mean(), rel=1e-12)
+    assert split.loc[2, "expected_best"] > seeds[:, 0].mean()
+    assert split.loc[1, "expected_best"] == pytest.approx(recipe_draws_at(fitted, recipe, 2 * per_run).mean(), rel=1e-12)
+
+
 def test_a_split_table_keeps_the_quotes_in_a_recipes_name():
     """The split table wrote each recipe's name without its quotes by stripping every ' from the
     sentence's text, so a recipe called "it's" was listed as "its", a name the fit does not know."""
