@@ -1012,6 +1012,21 @@ def test_a_runs_ahead_is_counted_from_its_own_last_evaluation_not_its_recipes(fi
     assert fc.predict([2 * short_end], recipe="scalerl_8b")["ahead"].iloc[0] == pytest.approx(2 * short_end / sibling_end)
 
 
+def test_a_reweighted_refit_of_a_flagged_fit_warns_as_the_fit_did(fitted):
+    """A refit that reweights keeps the sampled fit's R-hat and divergences, and says them. Mutant: the
+    reweighted path without its ConvergenceWarning survived."""
+    import copy
+    import dataclasses
+
+    from forecast import ConvergenceWarning
+
+    fc = copy.deepcopy(fitted)
+    fc._base["report"] = dataclasses.replace(fc._base["report"], divergences=7)
+    with pytest.warns(ConvergenceWarning, match="7 divergent transitions"):
+        fc.refit(fc.runs_, random_seed=3)
+    assert fc.fit_info_["reweighted"] and fc.diagnostics().divergences == 7
+
+
 @pytest.mark.parametrize("draws_per_chain", [(10, 3), (3, 3)])
 def test_a_sample_cut_short_by_ctrl_c_is_an_interrupt_not_a_fit(monkeypatch, draws_per_chain):
     """nutpie catches KeyboardInterrupt and returns the draws so far. Chains cut at different
