@@ -72,6 +72,18 @@ def test_the_mean_kind_is_the_recipes_typical_curve_without_noise(fitted):
     assert set(table["kind"]) == {"mean"} and list(table["compute"]) == list(computes)
 
 
+def test_predict_without_noise_gives_the_curves_own_spread(fitted):
+    """predict(noise=False) summarises the fitted curves alone, without an evaluation's noise or wander.
+    Mutant: predict() drawing with noise whatever noise= said survived."""
+    computes = [1e4, 1e6]
+    for kind, where in (("run", {"run_id": "scalerl_8b-s0"}), ("new_run", {"recipe": "scalerl_8b"})):
+        table = fitted.predict(computes, kind=kind, noise=False, **where)
+        curves = fitted.sample_curves(computes, kind=kind, noise=False, **where)
+        np.testing.assert_allclose(table["mean"], curves.mean(axis=0), rtol=1e-12, err_msg=kind)
+        np.testing.assert_allclose(table["q05"], np.quantile(curves, 0.05, axis=0), rtol=1e-12, err_msg=kind)
+        np.testing.assert_allclose(table["q95"], np.quantile(curves, 0.95, axis=0), rtol=1e-12, err_msg=kind)
+
+
 def test_predict_all_recipes_and_runs(fitted):
     assert set(fitted.predict([1e4])["recipe"]) == set(fitted.recipes)
     runs = fitted.predict([1e4], kind="run")
