@@ -1039,6 +1039,20 @@ def test_a_reweighted_refit_of_a_flagged_fit_warns_as_the_fit_did(fitted):
     assert fc.fit_info_["reweighted"] and fc.diagnostics().divergences == 7
 
 
+def test_two_runs_forecasts_draw_independent_noise(fitted):
+    """The stop advice compares runs on their own forecasts (early_stop.run_draws, each run on its own stream):
+    one stream for every run gave all of them the same wander and extrapolation luck, draw by draw. Mutant:
+    every run on one random stream survived."""
+    from forecast.early_stop import run_draws
+
+    end = float(fitted.runs_["compute"].max())
+    first, second = fitted.run_ids[:2]
+    for compute in (end, 8 * end):
+        luck = [run_draws(fitted, run, [compute])[:, 0]
+                - fitted.sample_curves([compute], run_id=run, kind="run", noise=False)[:, 0] for run in (first, second)]
+        assert luck[0].std() > 0 and abs(np.corrcoef(*luck)[0, 1]) < 0.2, compute
+
+
 @pytest.mark.parametrize("draws_per_chain", [(10, 3), (3, 3)])
 def test_a_sample_cut_short_by_ctrl_c_is_an_interrupt_not_a_fit(monkeypatch, draws_per_chain):
     """nutpie catches KeyboardInterrupt and returns the draws so far. Chains cut at different
