@@ -78,7 +78,8 @@ def test_each_evaluation_is_appended_as_a_row_of_the_run_format(tmp_path, args):
     assert json.loads((folder / "summary.json").read_text())["stopped"] is False
 
 
-@pytest.mark.parametrize("value, said", [(1.5, "is 1.5"), (37.0, "divide it by 100"), (float("nan"), "not a finite")])
+@pytest.mark.parametrize("value, said", [(1.5, "is 1.5"), (37.0, "divide it by 100"), (100.0, "divide it by 100"),
+                                         (float("nan"), "not a finite")])
 def test_a_metric_that_is_not_a_rate_is_refused_naming_key_and_step(tmp_path, args, value, said):
     callback = ForecastCallback(tmp_path / "run", metric="eval_pass_rate")
     state = TrainerState(max_steps=100)
@@ -252,6 +253,7 @@ def test_a_run_clearly_worse_than_the_reference_is_stopped_with_the_rule_and_num
     assert any(r.levelno == logging.WARNING and "worse-s0 at step 80: advisor: stop: " in r.getMessage() for r in caplog.records)
     callback.on_train_end(args, state, control)
     assert how_run_folder_ended(folder) == "advisor_stopped"  # forecast watch and report say it ended so
+    assert json.loads((folder / "summary.json").read_text())["stopped"] is True
     with pytest.raises(RuntimeError, match="advisor stopped this run; delete it to train on"):
         ForecastCallback(folder).on_train_begin(args, TrainerState(global_step=80), TrainerControl())
 
@@ -498,3 +500,78 @@ def test_stop_rules_given_as_a_dict_are_refused_in_the_words_of_every_other_fron
     with pytest.raises(TypeError, match=re.escape("config must be a forecast.early_stop.EarlyStopConfig (e.g. "
                                                   "EarlyStopConfig(margin=0.02)), got dict")):
         ForecastCallback(tmp_path / "run", config={"margin": 0.02})
+
+
+# ----------------------------------------------------------------------------- edges of the rows and the asks
+
+
+def test_a_pass_rate_of_zero_at_the_first_step_is_logged_and_a_bool_is_refused(tmp_path, args):
+    """An RL run's first evaluations often solve nothing (a pass rate of 0.0), and a run may evaluate
+    after its first step: both are points of the curve. True is not a rate, though Python counts it 1."""
+    callback = ForecastCallback(tmp_path / "run")
+    state = TrainerState(max_steps=100)
+    callback.on_train_begin(args, state, TrainerControl())
+    evaluate(callback, args, state, 1, {"eval_pass_rate": 0.0})
+    assert [(row["step"], row["metric"]) for row in map(json.loads, log_lines(tmp_path / "run"))] == [(1, 0.0)]
+    with pytest.raises(ValueError, match=r"'eval_pass_rate' at step 2 is True, not a finite number"):
+        evaluate(callback, args, state, 2, {"eval_pass_rate": True})
+    assert len(log_lines(tmp_path / "run")) == 1
+
+
+def test_a_metric_under_its_own_name_is_read_as_given(tmp_path, args):
+    # metrics a caller hands on_evaluate without the Trainer's "eval_" prefix are read under the name given
+    callback = ForecastCallback(tmp_path / "run", metric="pass_rate")
+    evaluate(callback, args, TrainerState(max_steps=100), 10, {"pass_rate": 0.3})
+    assert json.loads(log_lines(tmp_path / "run")[0])["metric"] == 0.3
+
+
+def test_a_row_of_a_run_without_max_steps_or_budget_carries_no_planned_compute(tmp_path, args):
+    # a planned_compute of 0 is no budget: forecast watch would read it as one
+    callback = ForecastCallback(tmp_path / "run", advise_every=0)
+    evaluate(callback, args, TrainerState(), 10, {"eval_pass_rate": 0.3})
+    assert "planned_compute" not in json.loads(log_lines(tmp_path / "run")[0])
+
+
+def test_the_advisor_is_not_asked_at_max_steps(tmp_path, args, monkeypatch):
+    """The run ends at max_steps anyway: a fit there costs time and a stop would mark a finished run
+    as stopped by its advisor."""
+    import forecast.hf_callback as hf_callback
+
+    asked = []
+
+    def advice(**kwargs):
+        asked.append(len(kwargs["evals"]))
+        return hf_callback.Recommendation("continue", "too_early", "continue: too early")
+
+    monkeypatch.setattr(hf_callback, "trainer_advice", advice)
+    callback = ForecastCallback(tmp_path / "run")
+    state = TrainerState(max_steps=30)
+    callback.on_train_begin(args, state, TrainerControl())
+    for step in (10, 20, 30):
+        evaluate(callback, args, state, step, {"eval_pass_rate": step / 100})
+    assert asked == [1, 2] and len(log_lines(tmp_path / "run")) == 3
+
+
+def test_a_log_before_the_first_step_is_not_taken_for_a_trainer_that_counts_no_flops(tmp_path, args):
+    """eval_on_start evaluates, and logs its metrics, at step 0, before any step trained: total_flos is
+    still 0 there, which says nothing of whether the Trainer counts FLOPs."""
+    callback = ForecastCallback(tmp_path / "run")
+    state = TrainerState(max_steps=10)
+    callback.on_train_begin(args, state, TrainerControl())
+    callback.on_log(args, state, TrainerControl(), logs={"eval_pass_rate": 0.0})  # step 0: not refused
+    state.global_step, state.total_flos = 1, FLOPS_PER_STEP
+    callback.on_log(args, state, TrainerControl(), logs={"loss": 2.0})
+    state.global_step = 2  # a second step the Trainer counted nothing for is not asked about again
+    callback.on_log(args, state, TrainerControl(), logs={"loss": 1.9})
+
+
+def test_a_misnamed_metric_of_the_trainers_one_eval_dataset_is_refused_not_passed_over(tmp_path, args):
+    # the Trainer adds eval_runtime to each evaluation's metrics: a typo must not read as another dataset's
+    callback = ForecastCallback(tmp_path / "run", metric="eval_pass_rat")
+    metrics = {"eval_loss": 0.3, "eval_pass_rate": 0.2, "eval_runtime": 0.1}
+    with pytest.raises(ValueError, match=r"'eval_pass_rat' is not among the evaluation's metrics at step 4"):
+        evaluate(callback, args, TrainerState(max_steps=10), 4, metrics)
+    # a metric of compute_metrics' own ending in _runtime makes the evaluation's prefix unknown: refused all the same
+    metrics = {"eval_generation_runtime": 3.0, "eval_loss": 0.3, "eval_runtime": 0.1}
+    with pytest.raises(ValueError, match=r"'eval_pass_rat' is not among the evaluation's metrics at step 4"):
+        evaluate(callback, args, TrainerState(max_steps=10), 4, metrics)
