@@ -867,3 +867,67 @@ def test_the_forests_bars_are_the_asymptotes_quantiles_they_are_named_for(fitted
         np.testing.assert_allclose(bars[recipe]["90%"], table.loc[recipe, ["q05", "q95"]].to_numpy(dtype=float))
         np.testing.assert_allclose(bars[recipe]["50%"], np.quantile(draws, [0.25, 0.75]))
         np.testing.assert_allclose(bars[recipe]["median"], [table.loc[recipe, "q50"]])
+
+
+class _KnownQuantiles:
+    """A stand-in forecaster of two recipes whose forecast quantiles are levels of their own at every
+    compute (q05 0.1, q25 0.3, q50 0.5, q75 0.7, q95 0.9), each recipe evaluated up to a compute of
+    its own, and each run's evaluations a known climb; it records the grids and kinds it is asked for."""
+
+    compute_unit = "flops"
+    recipes = ["short", "long"]
+    ENDS = {"short": 1e4, "long": 1e5}
+
+    def __init__(self):
+        self.asked = []
+        self.runs_ = pd.DataFrame([{"recipe": r, "run_id": f"{r}-s{s}", "compute": c, "metric": 0.2 + 0.05 * k + 0.01 * s}
+                                   for r, end in self.ENDS.items() for s in range(2)
+                                   for k, c in enumerate([1e3, 3e3, end])])
+
+    def predict(self, grid, recipe, kind):
+        self.asked.append((recipe, kind, list(grid)))
+        return pd.DataFrame({"compute": grid, "q05": 0.1, "q25": 0.3, "q50": 0.5, "q75": 0.7, "q95": 0.9})
+
+
+def _band_y_range(band) -> tuple[float, float]:
+    import numpy as np
+
+    ys = np.vstack([path.vertices for path in band.get_paths()])[:, 1]
+    return float(ys.min()), float(ys.max())
+
+
+@pytest.mark.parametrize("kind", ["new_run", "mean"])
+def test_the_fan_chart_draws_each_quantile_line_and_point_where_its_name_says(kind):
+    """Known answers for what a reader takes off the chart: the band named 90% spans q05-q95 and the
+    one named 50% q25-q75, the median line is q50, the compute axis is logarithmic from the first
+    evaluation to the budget and says its unit, each seed's dots are its evaluations, the data-end
+    line is the recipe's own last compute, the budget and target lines sit at the values the key
+    names. Mutants that survived the other fast tests: a 50% band from q05/q95, the median at q75, a
+    linear compute axis, dots shifted by one evaluation, the sweep's data end on every panel, a budget
+    line at half the budget, a target of 0.65 named 'target 0.7', a grid stopping at the data short
+    of the budget, and predict() asked for 'new_run' whatever kind the chart was drawn for."""
+    import numpy as np
+
+    fc = _KnownQuantiles()
+    fig = plot_fan_chart(fc, budget=1e6, target=0.65, kind=kind)
+    try:
+        panels = _panels(fig)
+        assert [p.get_title() for p in panels] == ["short", "long"]
+        for panel, recipe in zip(panels, fc.recipes, strict=True):
+            assert panel.get_xscale() == "log" and panel.get_xlabel() == "compute (flops)"
+            bands = {band.get_label(): band for band in panel.collections}
+            assert _band_y_range(bands["90%"]) == pytest.approx((0.1, 0.9))
+            assert _band_y_range(bands["50%"]) == pytest.approx((0.3, 0.7))
+            lines = {line.get_label(): line for line in panel.get_lines()}
+            np.testing.assert_allclose(lines["median"].get_ydata(), 0.5)
+            assert float(lines["last observed"].get_xdata()[0]) == fc.ENDS[recipe]
+            assert float(lines["budget"].get_xdata()[0]) == 1e6
+            np.testing.assert_allclose(lines["target 0.65"].get_ydata(), 0.65)
+            for run_id, run in fc.runs_[fc.runs_["recipe"] == recipe].groupby("run_id"):
+                np.testing.assert_allclose(lines[run_id].get_xdata(), run["compute"])
+                np.testing.assert_allclose(lines[run_id].get_ydata(), run["metric"])
+        assert [(recipe, k) for recipe, k, _ in fc.asked] == [("short", kind), ("long", kind)]
+        for _, _, grid in fc.asked:  # from the sweep's first evaluation out to the budget
+            assert grid[0] == pytest.approx(1e3) and grid[-1] == pytest.approx(1e6)
+    finally:
+        plt.close(fig)
