@@ -931,3 +931,14 @@ def test_the_fan_chart_draws_each_quantile_line_and_point_where_its_name_says(ki
             assert grid[0] == pytest.approx(1e3) and grid[-1] == pytest.approx(1e6)
     finally:
         plt.close(fig)
+
+
+def test_a_target_on_the_edge_of_a_given_y_range_is_drawn_inside_the_frame():
+    """Mutant that survived: the y range widened only to the target itself, not 0.03 past it, so the
+    report's shared range of (0.1, 0.9) put a target of 0.9 on the panel's frame, where it vanishes."""
+    fig = plot_fan_chart(_TwoLevels(), budget=1e6, target=0.9, ylim=(0.1, 0.9))
+    try:
+        for ax in _panels(fig):
+            assert ax.get_ylim() == pytest.approx((0.1, 0.93))
+    finally:
+        plt.close(fig)
