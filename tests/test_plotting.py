@@ -942,3 +942,18 @@ def test_a_target_on_the_edge_of_a_given_y_range_is_drawn_inside_the_frame():
             assert ax.get_ylim() == pytest.approx((0.1, 0.93))
     finally:
         plt.close(fig)
+
+
+def test_the_cross_validation_key_says_how_many_evaluations_fell_inside():
+    """Mutant that survived: the key's share inverted (the misses' share named as the evaluations
+    inside), so a cut with 3 of 4 evaluations inside its band read '25% of 4 inside'."""
+    from forecast.plotting import plot_cross_validation
+
+    cv = pd.DataFrame({"cut": 0.5, "run_id": "a-s0", "ahead": [1.2, 1.5, 2.0, 3.0], "observed": [0.50, 0.51, 0.49, 0.60],
+                       "forecast": 0.5, "lower": 0.45, "upper": 0.55, "covered": [True, True, True, False], "level": 0.9})
+    cv.attrs = {"level": 0.9}
+    fig = plot_cross_validation(cv)
+    try:
+        assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["cut 0.5: 75% of 4 inside"]
+    finally:
+        plt.close(fig)
