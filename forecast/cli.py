@@ -271,6 +271,12 @@ def _positive_finite(value: float) -> bool:
     return math.isfinite(value) and value > 0
 
 
+def _refuse_target_out_of_range(target) -> None:
+    """--target is a pass rate strictly between 0 and 1 (fit, report and decide alike: fit said 0 as "0.0")."""
+    if target is not None and not 0 < target < 1:
+        raise BadInput(f"--target must lie in (0, 1), got {target:g}")
+
+
 def _parse_floats(values):
     out = []
     for v in values:
@@ -376,8 +382,7 @@ def run_fit(args) -> int:
     forecaster_kwargs = _forecaster_kwargs(args)  # a bad --prior fails before a large table is read
     if args.horizon is not None and not _positive_finite(args.horizon):
         raise BadInput(f"--horizon must be a compute > 0, got {args.horizon:g}")
-    if args.target is not None and not 0 < args.target < 1:
-        raise BadInput(f"--target must lie in (0, 1), got {args.target}")
+    _refuse_target_out_of_range(args.target)
     _refuse_standard_output(args.out, "--out", "fits/sweep")
     out = Path(args.out)
     if out.exists() and not out.is_dir():
@@ -634,8 +639,7 @@ def run_report(args) -> int:
 
     if args.budget is not None and not _positive_finite(args.budget):
         raise BadInput(f"--budget must be finite and > 0, got {args.budget:g}")
-    if args.target is not None and not 0 < args.target < 1:
-        raise BadInput(f"--target must lie in (0, 1), got {args.target:g}")
+    _refuse_target_out_of_range(args.target)
     # the page written over the cross-validation table it reads would destroy it: an input, said as one
     inputs = (args.runs,) if args.cross_validation is None else (args.runs, args.cross_validation)
     _check_output_file(args.out, "-o", "report.html", source=inputs)
@@ -762,8 +766,7 @@ def run_decide(args) -> int:
 
     if not _positive_finite(args.budget):
         raise BadInput(f"--budget must be finite and > 0, got {args.budget:g}")
-    if args.target is not None and not 0 < args.target < 1:
-        raise BadInput(f"--target must lie in (0, 1), got {args.target:g}")
+    _refuse_target_out_of_range(args.target)
     if args.max_ways is not None and not 1 <= args.max_ways <= MAX_SPLIT_WAYS:
         raise BadInput(f"--max-ways must be between 1 and {MAX_SPLIT_WAYS}, got {args.max_ways}")
     if not args.total and args.max_ways is not None:  # given, even as the default 4

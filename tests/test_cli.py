@@ -1054,6 +1054,7 @@ def test_cross_validate_hands_its_flags_to_the_cross_validation(small_sweep, tmp
 @pytest.mark.parametrize("argv, said", [
     (["fit", "RUNS", "--out", "OUT", "--target", "1.5"], "--target must lie in (0, 1), got 1.5"),
     (["fit", "RUNS", "--out", "OUT", "--target", "-0.5"], "--target must lie in (0, 1), got -0.5"),
+    (["fit", "RUNS", "--out", "OUT", "--target", "0"], "--target must lie in (0, 1), got 0"),
     (["decide", "RUNS", "--budget", "1e5", "--target", "1.5"], "--target must lie in (0, 1), got 1.5"),
     (["decide", "RUNS", "--budget", "1e5", "--target", "nan"], "--target must lie in (0, 1), got nan"),
     (["report", "RUNS", "-o", "OUT.html", "--target", "-0.2"], "--target must lie in (0, 1), got -0.2"),
