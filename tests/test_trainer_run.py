@@ -1,6 +1,7 @@
 """End-to-end tests of trainer_minimal on a tiny config: learning, crash-resume, the early-stop hook,
 refusal of bad input, the Hugging Face path, bfloat16, and the sweep."""
 
+import contextlib
 import dataclasses
 import errno
 import json
@@ -9,6 +10,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import threading
 import time
 import types
 
@@ -1920,6 +1922,141 @@ def test_sigterm_to_a_sweep_stops_its_runs_and_the_rerun_goes_on(tmp_path, warm_
     assert (run / "evals.jsonl").read_text().endswith("\n")
     end = checkpoint_step(run / "ckpt.pt") + 2
     assert main(["train", "--out", str(run), "--resume", "--max-steps", str(end)]) == 0
+
+
+def ignore_stop_signals():
+    """A run that takes no stop: SIGINT and SIGTERM ignored from before it starts, so none lands first."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+@contextlib.contextmanager
+def killed_if_still_running_after(processes, seconds):
+    """Yields an Event set when the processes (a list, filled as they start) were still running `seconds`
+    later and were killed here: a sweep that waits on its runs for good fails its test instead of hanging it."""
+    bitten = threading.Event()
+    watchdog = threading.Timer(seconds, lambda: bitten.set() or _kill_still_running(list(processes)))
+    watchdog.start()
+    try:
+        yield bitten
+    finally:
+        watchdog.cancel()
+        _kill_still_running(processes)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+@pytest.mark.parametrize("sigint", ["as it is", "ignored"])
+def test_a_stopped_sweep_kills_a_run_that_takes_no_stop_and_says_so_in_its_log(tmp_path, monkeypatch, capsys, sigint):
+    """A stopped sweep (SIGTERM, Ctrl-C) gave its runs a grace period, sent those still going a stop signal,
+    then waited for them without limit: a run that took neither SIGINT nor SIGTERM (a hung data loader, a run
+    stuck in C code, a wrapper that traps signals) kept the sweep alive for good under `kill PID` or `timeout`,
+    and nothing said why. After a second bounded wait such a run is killed (SIGKILL), and the sweep says so on
+    stderr and in the run's stdout.log, after what earlier attempts wrote there. The runs are stand-ins that
+    ignore both signals; "ignored": a sweep started with SIGINT ignored stops its runs with SIGTERM."""
+    import trainer_minimal.sweep as sweep_module
+
+    started, real_popen = [], subprocess.Popen
+
+    def run_that_takes_no_stop(cmd, **kwargs):
+        proc = real_popen([sys.executable, "-c", "import time; time.sleep(120)"], preexec_fn=ignore_stop_signals,
+                          **kwargs)
+        started.append(proc)
+        return proc
+
+    def interrupted(seconds):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(subprocess, "Popen", run_that_takes_no_stop)
+    monkeypatch.setattr(sweep_module, "time", types.SimpleNamespace(time=time.time, sleep=interrupted))
+    plan = _resumed_runs_plan(tmp_path, 2)
+    (tmp_path / "r0").mkdir()
+    (tmp_path / "r0" / "ckpt.pt").write_bytes(b"")  # r0 has a checkpoint to resume from, r1 none yet
+    (tmp_path / "r0" / "stdout.log").write_text("[r0] step 2  an earlier attempt's line\n")
+    previous_sigint = signal.signal(signal.SIGINT, signal.SIG_IGN) if sigint == "ignored" else None
+    try:
+        with killed_if_still_running_after(started, 60) as bitten:
+            with pytest.raises(KeyboardInterrupt):
+                sweep_module.run_sweep(plan, str(tmp_path), workers=2, stop_grace=0.2, kill_grace=0.2)
+            assert not bitten.is_set(), "the sweep waited for its runs until the test killed them"
+    finally:
+        if previous_sigint is not None:
+            signal.signal(signal.SIGINT, previous_sigint)
+    assert len(started) == 2 and [proc.returncode for proc in started] == [-signal.SIGKILL] * 2
+    stop = "SIGTERM" if sigint == "ignored" else "SIGINT"
+    said = {"r0": f"[sweep] r0: killed (SIGKILL): still running 0.2 s after its {stop}; it has not finished: the "
+                  "same command again resumes it from its last checkpoint",
+            "r1": f"[sweep] r1: killed (SIGKILL): still running 0.2 s after its {stop}; it has not finished: the "
+                  "same command again starts it anew (it had no checkpoint)"}
+    err = capsys.readouterr().err
+    for line in said.values():
+        assert line in err.splitlines(), err
+    assert (tmp_path / "r0" / "stdout.log").read_text() == f"[r0] step 2  an earlier attempt's line\n{said['r0']}\n"
+    assert (tmp_path / "r1" / "stdout.log").read_text() == said["r1"] + "\n"
+
+
+HUNG_RUN_SCRIPT = """
+import sys, time
+import trainer_minimal.train as train_module
+from trainer_minimal.cli import main
+
+real_evaluate = train_module.evaluate
+
+def evaluate_or_hang(cfg, model, tok, val, step, *args):
+    if step > 2:  # stuck after its checkpoint at step 2, as in a hung data loader
+        time.sleep(600)
+    return real_evaluate(cfg, model, tok, val, step, *args)
+
+train_module.evaluate = evaluate_or_hang
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_the_rerun_of_a_sweep_that_killed_a_hung_run_resumes_it(tmp_path, warm_cache, monkeypatch, capsys):
+    """A run the stopped sweep had to kill (it hung after its checkpoint at step 2 and took no stop signal)
+    is not finished: the same sweep command again resumes it from that checkpoint and ends it, its logs
+    exact; its stdout.log keeps the sweep's line saying it was killed."""
+    import trainer_minimal.sweep as sweep_module
+
+    monkeypatch.setenv("PYTHONPATH", REPO)  # the runs are child processes of this one
+    script = tmp_path / "hung_run.py"
+    script.write_text(HUNG_RUN_SCRIPT)
+    out = tmp_path / "sweep"
+    run = out / "scalerl-s0"
+    argv = ["sweep", "--presets", "scalerl", "--seeds", "0", "--out", str(out), "--warmstart-cache", warm_cache,
+            "--max-steps", "4", "--eval-every", "2", *tiny_flags()]
+    started, real_popen, real_sleep = [], subprocess.Popen, time.sleep
+
+    def hung_run(cmd, **kwargs):  # cmd: python -m trainer_minimal train ARGS
+        proc = real_popen([cmd[0], str(script), *cmd[3:]], preexec_fn=ignore_stop_signals, **kwargs)
+        started.append(proc)
+        return proc
+
+    def interrupted_once_checkpointed_at_step_2(seconds):
+        real_sleep(seconds)
+        if (run / "ckpt.pt").exists() and checkpoint_step(run / "ckpt.pt") == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(subprocess, "Popen", hung_run)
+    monkeypatch.setattr(sweep_module, "time", types.SimpleNamespace(time=time.time,
+                                                                    sleep=interrupted_once_checkpointed_at_step_2))
+    monkeypatch.setattr(sweep_module, "STOP_GRACE_S", 0.2)
+    monkeypatch.setattr(sweep_module, "KILL_GRACE_S", 0.2, raising=False)
+    with killed_if_still_running_after(started, 240) as bitten:
+        assert main(argv) == 130
+        assert not bitten.is_set(), "the sweep waited for its hung run until the test killed it"
+    killed = ("[sweep] scalerl-s0: killed (SIGKILL): still running 0.2 s after its SIGINT; it has not finished: the "
+              "same command again resumes it from its last checkpoint")
+    err = capsys.readouterr().err
+    assert killed in err.splitlines() and "interrupted; the same command again resumes the sweep" in err, err
+    assert folder_is_unlocked(run) and not (run / "summary.json").exists()
+    monkeypatch.setattr(subprocess, "Popen", real_popen)
+    monkeypatch.setattr(sweep_module, "time", time)
+    assert main(argv) == 0
+    assert [r["step"] for r in read_jsonl(run / "evals.jsonl")] == [2, 4] and (run / "summary.json").exists()
+    lines = (run / "stdout.log").read_text().splitlines()  # what the killed attempt said, then the resume
+    assert lines[lines.index(killed) - 1].startswith("[scalerl-s0] step 2 "), lines
+    assert lines[lines.index(killed) + 1].startswith("[scalerl-s0] step 4 "), lines
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")

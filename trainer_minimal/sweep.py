@@ -229,8 +229,9 @@ def override_flags(overrides):
     return flags
 
 
-def run_sweep(plan, out, workers, slim=False):
-    """Run the plan with at most `workers` processes at a time; write out/runs.csv. Returns exit code."""
+def run_sweep(plan, out, workers, slim=False, stop_grace=None, kill_grace=None):
+    """Run the plan with at most `workers` processes at a time; write out/runs.csv. Returns exit code.
+    stop_grace, kill_grace: how the runs in flight are stopped when the sweep is (stop_runs)."""
     if workers < 1:
         print("trainer-minimal: error: --workers must be >= 1", file=sys.stderr)
         return 2
@@ -292,7 +293,7 @@ def run_sweep(plan, out, workers, slim=False):
     except BaseException:
         # Ctrl-C, or the sweep's own failure (too many open files to start another run): the runs in flight
         # are stopped too, else they trained on as orphans holding their folders' locks against the rerun
-        stop_runs(running)
+        stop_runs(running, stop_grace, kill_grace)
         raise
     try:
         table = combine(out, [p["cfg"].out for p in plan])
@@ -375,16 +376,23 @@ def crash_in_log(path, start, returncode):
 
 
 STOP_GRACE_S = 2.0  # on Ctrl-C, how long the runs in flight get to stop on their own
+# then how long a run has to stop on the signal the sweep sends it before it is killed: Python takes a
+# signal only once the C call it is in returns (a large model's forward pass, a GPU sync), so seconds
+# are not enough, and a kill costs the run no more than the stop would (its last checkpoint stands)
+KILL_GRACE_S = 30.0
 
 
-def stop_runs(running, grace=None):
+def stop_runs(running, grace=None, kill_grace=None):
     """On Ctrl-C (or SIGTERM, SIGHUP: cli.Stopped), stop the runs in flight before the sweep exits. A
     terminal's Ctrl-C reaches them too, and they stop within the grace period; a signal to the sweep
     alone (`kill PID`, a scheduler's time limit, `timeout`) left them training on as orphans, which
     then held their folders' locks against the rerun the sweep's message advises (every run refused,
     exit 2). A run still
     going after the grace period gets SIGINT (it stops where it is; its last checkpoint stands), or SIGTERM
-    where the sweep ignores SIGINT (see run_stop_signal).
+    where the sweep ignores SIGINT (see run_stop_signal). One still going kill_grace seconds after that
+    takes neither (a hung data loader, a run stuck in C code, a wrapper that traps signals): the sweep
+    waited on it for good, so `kill PID` or `timeout` never ended it, and nothing said why. It is killed
+    (SIGKILL), which a run survives as a crash (its last checkpoint stands), and killed_run_line says so.
     running: (run_id, process, log, start time) of each run in flight."""
     deadline = time.time() + (STOP_GRACE_S if grace is None else grace)
     stop_signal = run_stop_signal()
@@ -396,9 +404,35 @@ def stop_runs(running, grace=None):
                 proc.terminate()
             else:
                 proc.send_signal(stop_signal)
-    for _, proc, log, _ in running:
-        proc.wait()
+    kill_grace = KILL_GRACE_S if kill_grace is None else kill_grace
+    deadline = time.time() + kill_grace
+    for run_id, proc, log, _ in running:
+        try:
+            proc.wait(timeout=max(0.0, deadline - time.time()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            said_killed(log, killed_run_line(run_id, os.path.dirname(log.name), stop_signal, kill_grace))
         log.close()
+
+
+def killed_run_line(run_id, run_dir, stop_signal, kill_grace):
+    """What the sweep says of a run it killed after it took no stop: it has not finished, and the rerun goes on with it."""
+    goes_on = ("resumes it from its last checkpoint" if os.path.exists(os.path.join(run_dir, "ckpt.pt"))
+               else "starts it anew (it had no checkpoint)")
+    return (f"[sweep] {run_id}: killed (SIGKILL): still running {kill_grace:g} s after its "
+            f"{signal.Signals(stop_signal).name}; it has not finished: the same command again {goes_on}")
+
+
+def said_killed(log, line):
+    """line on the sweep's stderr and at the end of the run's stdout.log (appended to, as its own stop line
+    is), where whoever reads the run finds why it ended without a word of its own."""
+    print(line, file=sys.stderr, flush=True)
+    try:  # a handle of its own: a write that fails leaves nothing in the run's handle for its close to raise
+        with open(log.name, "a") as own:
+            own.write(line + "\n")
+    except OSError:  # a full disk, the folder deleted: said on stderr, and the other runs are still to be stopped
+        pass
 
 
 def run_stop_signal():
