@@ -470,6 +470,39 @@ def test_a_single_process_with_a_stray_rank_says_how_it_was_stopped(tmp_path, mo
     assert f"stopped by SIGTERM; `trainer-minimal train --out {run} --resume` goes on" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("env, said", [
+    (dict(WORLD_SIZE="2"), "WORLD_SIZE=2 in the environment but no RANK"),
+    (dict(WORLD_SIZE="2", RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT="29500"), None),  # rank 0: fine so far
+    (dict(WORLD_SIZE="2", RANK="2"), "RANK='2' in the environment is not one of 0 to 1 (WORLD_SIZE=2)"),
+    (dict(WORLD_SIZE="2", RANK="x"), "RANK='x' in the environment is not one of 0 to 1 (WORLD_SIZE=2)"),
+    (dict(WORLD_SIZE="two"), "WORLD_SIZE='two' in the environment is no number of processes"),
+    (dict(WORLD_SIZE="0"), "WORLD_SIZE='0' in the environment is no number of processes")])
+def test_a_launch_environment_no_launch_sets_is_refused_naming_the_variable(tmp_path, monkeypatch, capsys, env, said):
+    """WORLD_SIZE above 1 without a RANK (left in a shell from a launch by hand that gave RANK on each command
+    line, or a scheduler's own) crashed every run, a sweep's too, in a KeyError traceback, exit 1; a WORLD_SIZE
+    or RANK that is no number said only "invalid literal for int() with base 10: 'x'". Each is refused in a
+    line naming the variable and the fix, exit 2, before anything is written or any rank is waited for."""
+    import trainer_minimal.train as train_module
+
+    decided = []
+    monkeypatch.setattr(train_module, "decided_by_rank_0",  # no store to wait at: what matters is what comes first
+                        lambda name, decide, check_here=None: decided.append(name) or decide())
+    monkeypatch.setattr(train_module, "train", lambda cfg, **_: None)
+    for name in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    run = tmp_path / "run"
+    code = main(["train", "--out", str(run), "--warmstart-cache", str(tmp_path / "ws"), *tiny_flags()])
+    err = capsys.readouterr().err
+    if said is None:
+        assert code == 0 and decided == ["config"], err
+        return
+    assert code == 2 and err.startswith(f"trainer-minimal: error: {said}"), err
+    assert "single process, unset WORLD_SIZE" in err and err.count("\n") == 1, err
+    assert decided == [] and not run.exists()
+
+
 def test_a_run_without_the_advisor_loads_neither_pandas_nor_the_sampling_libraries(tmp_path, warm_cache):
     """Every run imports forecast.io (atomic writes) and forecast.cli (a flag given twice) at its
     start, and importing any part of forecast loaded pandas through the package's front door:

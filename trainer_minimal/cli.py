@@ -29,6 +29,7 @@ from .config import (
     PRESETS,
     Config,
     advisor_idle_note,
+    check_launch_environment,
     field_names,
     make_config,
     process_rank,
@@ -198,6 +199,7 @@ def agreed_train_config(args):
         told_the_other_ranks,
     )
 
+    check_launch_environment()  # what the rest reads to know this rank and whom to tell or wait for
     own = None
     if not explicit_overrides(args).get("resume"):  # on every rank before it joins: a refusal is told to the others
         try:  # a value its flags refuse (validate) as much as what its machine lacks: either ends it before it joins

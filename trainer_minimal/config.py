@@ -332,6 +332,29 @@ def check_writable(folder, flag):
         raise ValueError(f"{flag} {folder}: cannot write in {existing} (read-only or not yours)")
 
 
+def check_launch_environment():
+    """Refuse a WORLD_SIZE or RANK that no launch sets, naming the variable: torchrun sets both, a launch by
+    hand sets them on each process, and a single process needs neither. A WORLD_SIZE above 1 without a RANK
+    (left in a shell from a launch by hand that gave RANK on each command line, or a scheduler's own) crashed
+    in a KeyError traceback once the checks had passed, in every run of a sweep too; a WORLD_SIZE or RANK that
+    is no number said only "invalid literal for int() with base 10: 'x'", and WORLD_SIZE=0 crashed in a
+    ZeroDivisionError. Checked before any rank is told or waited for (cli.agreed_train_config)."""
+    single = "for a single process, unset WORLD_SIZE"
+    world = os.environ.get("WORLD_SIZE", "1")
+    if not (world.isdigit() and int(world) >= 1):
+        raise ValueError(f"WORLD_SIZE={world!r} in the environment is no number of processes (torchrun sets it); "
+                         f"{single}")
+    if int(world) == 1:
+        return
+    rank = os.environ.get("RANK")
+    if rank is None:
+        raise ValueError(f"WORLD_SIZE={world} in the environment but no RANK: a run of {world} processes is started "
+                         f"by torchrun, which sets both (a launch by hand sets RANK on each process); {single}")
+    if not (rank.isdigit() and int(rank) < int(world)):
+        raise ValueError(f"RANK={rank!r} in the environment is not one of 0 to {int(world) - 1} (WORLD_SIZE={world}): "
+                         f"torchrun sets both; {single}")
+
+
 def process_rank():
     """This process's rank as setup_distributed will see it, known before the process group (and without
     torch, for a stop while it is imported: cli.said_stop): torchrun's RANK, or 0 for a single process (WORLD_SIZE unset or 1) whatever RANK its environment holds. A RANK
