@@ -503,6 +503,30 @@ def test_a_launch_environment_no_launch_sets_is_refused_naming_the_variable(tmp_
     assert decided == [] and not run.exists()
 
 
+@pytest.mark.parametrize("world", ["2", "two"])
+def test_a_sweep_in_a_launch_environment_of_several_processes_is_refused_before_it_starts(tmp_path, monkeypatch,
+                                                                                         capsys, world):
+    """A sweep started where WORLD_SIZE=2, RANK and MASTER_ADDR/MASTER_PORT were set (torchrun's, a job script's
+    exports, a shell kept from a launch by hand) gave them to every run it started: each took itself for rank 0
+    of a two-process run and hosted the store, one waiting 5 minutes for a rank 1 that never came, the next
+    crashing in a traceback ('address already in use'). A sweep starts each run as one process: it is refused,
+    exit 2, naming the variable, before any folder or warm start."""
+    import trainer_minimal.sweep as sweep_module
+
+    started = []
+    monkeypatch.setattr(sweep_module, "run_sweep", lambda plan, *args, **kwargs: started.append(plan) or 0)
+    for name, value in (("WORLD_SIZE", world), ("RANK", "0"), ("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", "29500")):
+        monkeypatch.setenv(name, value)
+    out = tmp_path / "sweep"
+    assert main(["sweep", "--presets", "grpo", "--seeds", "0", "--out", str(out), *tiny_flags()]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"trainer-minimal: error: WORLD_SIZE={world!r} in the environment") and "unset WORLD_SIZE" in err
+    assert err.count("\n") == 1 and not started and not out.exists()
+    monkeypatch.setenv("WORLD_SIZE", "1")  # one process: a sweep as any other
+    assert main(["sweep", "--presets", "grpo", "--seeds", "0", "--out", str(out), *tiny_flags()]) == 0
+    assert len(started) == 1
+
+
 def test_a_run_without_the_advisor_loads_neither_pandas_nor_the_sampling_libraries(tmp_path, warm_cache):
     """Every run imports forecast.io (atomic writes) and forecast.cli (a flag given twice) at its
     start, and importing any part of forecast loaded pandas through the package's front door:

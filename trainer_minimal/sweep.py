@@ -51,6 +51,7 @@ RUN_FORMAT_FIRST = ("run_id", "recipe", "seed", "compute", "compute_unit", "metr
 
 def plan_sweep(presets, seeds, out, overrides):
     """Validated configs for every (preset, seed); raises ValueError before anything runs."""
+    check_single_process_environment()
     names = [p for p in presets.split(",") if p]
     try:
         seed_values = [int(s) for s in seeds.split(",") if s]
@@ -99,6 +100,19 @@ def plan_sweep(presets, seeds, out, overrides):
            for p in plan):  # a warm start to train and save: refused now, not after its warm-up
         check_writable(cache, "--warmstart-cache")
     return plan
+
+
+def check_single_process_environment():
+    """Refuse a sweep whose environment says it is one process of several (WORLD_SIZE other than 1: torchrun's,
+    a job script's exports, a shell kept from a launch by hand). Its runs inherit it: each took itself for a
+    rank of a multi-process run, rank 0 hosting the store at MASTER_PORT, and waited minutes for ranks that
+    never came, or crashed in a traceback where another run held the port ('address already in use')."""
+    world = os.environ.get("WORLD_SIZE")
+    if world is not None and world != "1":
+        raise ValueError(f"WORLD_SIZE={world!r} in the environment (torchrun's, or left in the shell), and a sweep "
+                         "starts each run as one process, which would take itself for a rank of a launch of several "
+                         "and wait for the others: unset WORLD_SIZE (a run of several processes is "
+                         "`torchrun ... -m trainer_minimal train`)")
 
 
 def existing_run_state(cfg, max_steps_given):
