@@ -353,3 +353,91 @@ def test_where_a_resource_warnings_object_was_allocated_is_shown_while_a_fit_run
     assert said.returncode == 0, said.stderr
     assert "ResourceWarning: unclosed" in said.stderr
     assert "Object allocated at (most recent call last):" in said.stderr and "thing = Unclosed()" in said.stderr
+
+
+def test_a_window_goes_by_its_innermost_rule_for_a_warnings_kind_and_shows_every_other_kind():
+    """Mutants that survived: rules matched with issubclass reversed (cross_validate drops its fits'
+    ConvergenceWarning and FarFromDataWarning, said per cut in its table, and then dropped every other
+    UserWarning of its thread too: a data warning its fits say was never shown), the outer window's
+    rule asked before the inner one's, and a window of no named kind dropping UserWarnings alone. A
+    warning meets the rules where a filter set inside the windows comes first (a library's own
+    catch_warnings and simplefilter("always"))."""
+    from forecast.forecaster import ConvergenceWarning, FarFromDataWarning
+    from forecast.thread_warnings import (
+        this_threads_warnings_dropped,
+        this_threads_warnings_recorded,
+    )
+
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("always")
+        with this_threads_warnings_dropped(ConvergenceWarning, FarFromDataWarning):
+            warnings.warn("said of the data", UserWarning, stacklevel=1)
+            warnings.warn("said of the fit", ConvergenceWarning, stacklevel=1)
+        with this_threads_warnings_recorded(UserWarning) as recorded, this_threads_warnings_dropped(FarFromDataWarning):
+            with warnings.catch_warnings():
+                warnings.simplefilter("always")
+                warnings.warn("far from the data", FarFromDataWarning, stacklevel=1)  # the inner window's: dropped
+                warnings.warn("the fit did not converge", ConvergenceWarning, stacklevel=1)  # a UserWarning: recorded
+        with this_threads_warnings_dropped():
+            warnings.warn("deprecated", DeprecationWarning, stacklevel=1)
+            warnings.warn("overflow", RuntimeWarning, stacklevel=1)
+    assert [str(w.message) for w in shown] == ["said of the data"]
+    assert [str(w.message) for w in recorded] == ["the fit did not converge"]
+
+
+def _helper_warns():
+    warnings.warn("said by a helper a table's check calls", UserWarning, stacklevel=1)
+
+
+def test_a_recorded_window_neither_skips_a_warning_said_before_nor_hides_it_when_said_after(monkeypatch):
+    """Under Python's 'default' action a warning is shown once per place, noted in a registry.
+    Mutants that survived: the registries left as they were when a recording window opened (a warning
+    said once before in the user's thread was skipped, never recorded as the table's), and 'default'
+    in place of 'always' for a recording window (the warning it recorded was noted as shown, and the
+    same warning said later in the user's thread vanished)."""
+    from forecast.thread_warnings import this_threads_warnings_recorded
+
+    shown = []
+    monkeypatch.setattr(warnings, "showwarning", lambda message, *args: shown.append(str(message)))
+    said = "said by a helper a table's check calls"
+    warnings.resetwarnings()  # the 'default' registries start empty
+    warnings.simplefilter("default")
+    _helper_warns()
+    with this_threads_warnings_recorded(UserWarning) as recorded:
+        _helper_warns()
+    assert shown == [said] and [str(w.message) for w in recorded] == [said]
+
+    warnings.resetwarnings()
+    warnings.simplefilter("default")
+    shown.clear()
+    with this_threads_warnings_recorded(UserWarning) as recorded:
+        _helper_warns()
+    _helper_warns()
+    assert [str(w.message) for w in recorded] == [said] and shown == [said]
+
+
+def test_a_windows_filters_put_back_by_another_threads_catch_warnings_silence_nothing(recwarn):
+    """Another thread's catch_warnings (ArviZ's, nutpie's, in a fit beside) saved the filters while a
+    window was open and put them back after it ended, the window's filter among them. Mutant that
+    survived: that filter still matching in the window's thread, where every warning said after it
+    was dropped, the ConvergenceWarning of the user's next fit included."""
+    from forecast.forecaster import ConvergenceWarning
+    from forecast.thread_warnings import this_threads_warnings_dropped
+
+    opened, saved, closed = threading.Event(), threading.Event(), threading.Event()
+
+    def catch_warnings_across_the_windows_end():
+        assert opened.wait(WAIT_S)
+        with warnings.catch_warnings():
+            saved.set()
+            assert closed.wait(WAIT_S)
+
+    beside = Beside(catch_warnings_across_the_windows_end)
+    with this_threads_warnings_dropped():
+        opened.set()
+        assert saved.wait(WAIT_S)
+        warnings.warn("dropped in the window", UserWarning, stacklevel=1)
+    closed.set()
+    beside.join()
+    warnings.warn("the fit did not converge", ConvergenceWarning, stacklevel=1)
+    assert [(str(w.message), w.category) for w in recwarn] == [("the fit did not converge", ConvergenceWarning)]
