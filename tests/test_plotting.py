@@ -957,3 +957,71 @@ def test_the_cross_validation_key_says_how_many_evaluations_fell_inside():
         assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["cut 0.5: 75% of 4 inside"]
     finally:
         plt.close(fig)
+
+
+def _known_bands_cross_validation():
+    """Two cuts whose bands are known by hand: cut 0.25's evaluations at reaches 1.2x and 4x, three
+    at each, with intervals running (0.01, 0.02, 0.09) and (0.05, 0.10, 0.40) below their forecasts
+    and (0.03, 0.03, 0.30) and (0.12, 0.12, 0.12) above (medians 0.02, 0.10 below and 0.03, 0.12
+    above; means differ); cut 0.5's three at 1.5x and 2x, 0.05 either side. Forecasts differ, so a
+    band drawn at the intervals' edges rather than relative to their forecasts lies elsewhere."""
+    import numpy as np
+
+    forecast = np.array([0.40, 0.50, 0.60, 0.45, 0.55, 0.65, 0.50, 0.50, 0.50])
+    below = np.array([0.01, 0.02, 0.09, 0.05, 0.10, 0.40, 0.05, 0.05, 0.05])
+    above = np.array([0.03, 0.03, 0.30, 0.12, 0.12, 0.12, 0.05, 0.05, 0.05])
+    error = np.array([0.00, 0.05, -0.05, 0.00, 0.20, -0.20, 0.01, -0.06, 0.02])
+    cv = pd.DataFrame({"cut": [0.25] * 6 + [0.5] * 3, "run_id": "a-s0",
+                       "ahead": [1.2, 1.2, 1.2, 4.0, 4.0, 4.0, 1.5, 1.5, 2.0], "observed": forecast + error,
+                       "forecast": forecast, "lower": forecast - below, "upper": forecast + above,
+                       "covered": (error >= -below) & (error <= above), "level": 0.9})
+    cv.attrs = {"level": 0.9}
+    return cv
+
+
+def test_the_cross_validation_chart_draws_each_cuts_band_and_errors_where_its_key_says():
+    """Known answers for what a reader takes off the cross-validation chart: each cut's band, in its
+    dots' colour, spans the median of its intervals' edges relative to their forecasts over the
+    evaluations about that far ahead; the dots are observed - forecast around a line at 0; the axes
+    and the key say so. Mutants that survived the other fast tests: a band from the intervals' lower
+    edges themselves, one band over all reaches, bands shifted a bin to the right (off the evaluations
+    they stand for), the mean of the edges for their median, each cut's band in the next cut's
+    colour, the y axis named 'forecast - observed', the x axis 'compute', the line at 0 left out."""
+    import numpy as np
+    from matplotlib.collections import PathCollection, PolyCollection
+    from matplotlib.colors import to_hex
+
+    from forecast.plotting import plot_cross_validation
+
+    cv = _known_bands_cross_validation()
+    fig = plot_cross_validation(cv)
+    try:
+        (ax,) = fig.axes
+        dots = {c.get_label().split(":")[0]: c for c in ax.collections if isinstance(c, PathCollection)}
+        colour_of = {cut: to_hex(c.get_facecolor()[0], keep_alpha=False) for cut, c in dots.items()}
+        assert sorted(colour_of) == ["cut 0.25", "cut 0.5"] and len(set(colour_of.values())) == 2
+        for cut, value in (("cut 0.25", 0.25), ("cut 0.5", 0.5)):
+            rows = cv[cv["cut"] == value]
+            np.testing.assert_allclose(dots[cut].get_offsets(), np.column_stack([rows["ahead"], rows["observed"] - rows["forecast"]]))
+        bands = []
+        for band in (c for c in ax.collections if isinstance(c, PolyCollection)):
+            xy = np.vstack([path.vertices for path in band.get_paths()])
+            bands.append((xy[:, 0].min(), xy[:, 0].max(), xy[:, 1].min(), xy[:, 1].max(),
+                          to_hex(band.get_facecolor()[0], keep_alpha=False)))
+        assert len(bands) == 4
+        expected = {("cut 0.25", 1.2): (-0.02, 0.03), ("cut 0.25", 4.0): (-0.10, 0.12),
+                    ("cut 0.5", 1.5): (-0.05, 0.05), ("cut 0.5", 2.0): (-0.05, 0.05)}
+        for (cut, reach), (low, high) in expected.items():
+            over = [(y0, y1) for x0, x1, y0, y1, colour in bands
+                    if x0 <= reach * (1 + 1e-9) and reach <= x1 * (1 + 1e-9) and colour == colour_of[cut]]
+            assert len(over) == 1, (cut, reach, bands)
+            assert over[0] == pytest.approx((low, high)), (cut, reach)
+        zero = [line for line in ax.get_lines() if np.allclose(line.get_ydata(), 0)]
+        assert len(zero) == 1 and zero[0].get_transform() == ax.get_yaxis_transform()  # across the whole panel
+        assert ax.get_ylabel() == "observed - forecast (metric)"
+        assert ax.get_xlabel() == "reach: compute / the run's last compute before the cut"
+        key = ax.get_legend()
+        assert key.get_title().get_text() == "bands: the 90% interval"
+        assert [t.get_text() for t in key.get_texts()] == ["cut 0.25: 67% of 6 inside", "cut 0.5: 67% of 3 inside"]
+    finally:
+        plt.close(fig)
