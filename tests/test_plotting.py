@@ -591,7 +591,8 @@ def test_a_flagged_fits_charts_say_so_on_the_image(fitted, monkeypatch, chart):
         marks = _convergence_marks(fig)
         assert len(marks) == 1 and to_hex(marks[0].get_color()) == "#c53030"
         said = marks[0].get_text().replace("\n", " ")
-        assert "R-hat up to 1.030 (> 1.01)" in said and "3 divergent transitions" in said and "diagnostics" in said
+        # each problem in short (the diagnostics say the rest): mutant that survived, the problems in full
+        assert said == "fit did not converge: R-hat up to 1.030 (> 1.01); 3 divergent transitions \u2014 see its diagnostics"
         r = _renderer(fig)
         box = marks[0].get_window_extent(r)
         # whole inside the figure, and over nothing else that is drawn: the key, a panel, a title
@@ -1025,3 +1026,39 @@ def test_the_cross_validation_chart_draws_each_cuts_band_and_errors_where_its_ke
         assert [t.get_text() for t in key.get_texts()] == ["cut 0.25: 67% of 6 inside", "cut 0.5: 67% of 3 inside"]
     finally:
         plt.close(fig)
+
+
+def _flagged_cuts(*cuts_problems):
+    """_known_bands_cross_validation with the fits of its cuts as given: (cut, problems), flagged where
+    problems are given."""
+    cv = _known_bands_cross_validation()
+    cv.attrs["fits"] = [{"cut": cut, "runs": 1, "left_out": [], "converged": not problems, "problems": problems}
+                        for cut, problems in cuts_problems]
+    return cv
+
+
+@pytest.mark.parametrize("on_callers_axes", [False, True])
+def test_the_cross_validation_charts_mark_names_the_cut_its_problems_and_what_they_mean(on_callers_axes):
+    """Known answer for the words on a cross-validation chart whose cut's fit did not converge: the cut,
+    each problem in short and the caveat that the chart's coverage and errors are approximate, above
+    the panel on a figure of our own (over none of it) and at its top on a caller's. Mutant that
+    survived: the caveat left out, so a pasted chart named the problems without saying what they
+    mean for the numbers it shows."""
+    from forecast.plotting import plot_cross_validation
+
+    cv = _flagged_cuts((0.25, []), (0.5, ["R-hat up to 1.121 (> 1.01): chains disagree",
+                                          "8 divergent transitions: the posterior geometry was not explored reliably"]))
+    fig = plot_cross_validation(cv, ax=plt.subplots(figsize=(7, 4.2))[1] if on_callers_axes else None)
+    try:
+        (mark,) = _convergence_marks(fig)
+        assert mark.get_text().replace("\n", " ") == ("fit did not converge at cut 0.5: R-hat up to 1.121 (> 1.01); "
+                                                      "8 divergent transitions \u2014 its coverage and errors are approximate")
+        r = _renderer(fig)
+        (ax,) = _panels(fig)
+        box, panel = mark.get_window_extent(r), ax.bbox
+        if on_callers_axes:  # inside the panel, at its top
+            assert panel.x0 <= box.x0 and box.x1 <= panel.x1 and panel.y1 - 0.1 * panel.height <= box.y1 <= panel.y1
+        else:  # above the panel, inside the figure
+            assert box.y0 >= panel.y1 and box.y1 <= fig.bbox.y1 + 1 and fig.bbox.x0 - 1 <= box.x0 and box.x1 <= fig.bbox.x1 + 1
+    finally:
+        plt.close("all")
