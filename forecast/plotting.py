@@ -297,11 +297,13 @@ CONVERGENCE_MARK_IN_PANEL_FONTSIZE = 8
 
 
 def _wrapped_mark(mark: str, width_in: float, fontsize: float = CONVERGENCE_MARK_FONTSIZE) -> str:
-    """The mark in lines that fit width_in inches at `fontsize` (estimated, before drawing)."""
+    """The mark in lines that fit width_in inches at `fontsize` (estimated, before drawing), each of
+    its own lines (a cross-validation's flagged cuts, one a line) wrapped on its own: wrapped whole,
+    its breaks became spaces and one cut's problems ran on into the next cut's words."""
     import textwrap
 
     chars = max(20, int(width_in * 72 / (fontsize * _CHAR_WIDTH_EM)))
-    return "\n".join(textwrap.wrap(mark, chars))
+    return "\n".join(wrapped for line in mark.split("\n") for wrapped in textwrap.wrap(line, chars))
 
 
 def _mark_in_panel(panel, mark: str) -> None:

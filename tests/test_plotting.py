@@ -1062,3 +1062,28 @@ def test_the_cross_validation_charts_mark_names_the_cut_its_problems_and_what_th
             assert box.y0 >= panel.y1 and box.y1 <= fig.bbox.y1 + 1 and fig.bbox.x0 - 1 <= box.x0 and box.x1 <= fig.bbox.x1 + 1
     finally:
         plt.close("all")
+
+
+def test_on_a_callers_panel_each_flagged_cut_starts_its_own_line_of_the_mark():
+    """On a caller's axes the cross-validation chart's mark, one line per flagged cut, was wrapped as
+    one paragraph: its line breaks became spaces, and the first cut's problems ran on into the next
+    cut's words ('tail ESS as low as 60 (< 400) fit did not / converge at cut 0.5: ...'), where a
+    figure of our own starts each cut on a line of its own."""
+    from forecast.plotting import plot_cross_validation
+
+    cv = _flagged_cuts((0.25, ["R-hat up to 1.121 (> 1.01): chains disagree",
+                               "8 divergent transitions: the posterior geometry was not explored reliably",
+                               "tail ESS as low as 60 (< 400): the 5% and 95% quantiles are noisy"]),
+                       (0.5, ["3 divergent transitions: the posterior geometry was not explored reliably"]))
+    for ax in (None, plt.subplots(figsize=(5, 3.5))[1]):
+        fig = plot_cross_validation(cv, ax=ax)
+        try:
+            (mark,) = _convergence_marks(fig)
+            lines = mark.get_text().split("\n")
+            assert lines[0].startswith("fit did not converge at cut 0.25: R-hat")
+            assert sum(line.startswith("fit did not converge at cut 0.5: 3 divergent") for line in lines) == 1, lines
+            assert " ".join(lines) == ("fit did not converge at cut 0.25: R-hat up to 1.121 (> 1.01); 8 divergent transitions; "
+                                       "tail ESS as low as 60 (< 400) fit did not converge at cut 0.5: 3 divergent transitions "
+                                       "\u2014 its coverage and errors are approximate")
+        finally:
+            plt.close("all")
