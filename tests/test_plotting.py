@@ -1087,3 +1087,22 @@ def test_on_a_callers_panel_each_flagged_cut_starts_its_own_line_of_the_mark():
                                        "\u2014 its coverage and errors are approximate")
         finally:
             plt.close("all")
+
+
+def test_a_one_panel_charts_mark_adds_to_the_figure_rather_than_taking_the_panels_room():
+    """Mutant that survived: the figure left its height under the mark, so tight_layout made room for
+    the mark's lines out of the panel: a cross-validation chart of two flagged cuts lost a third of
+    its panel's height to them. The figure grows by the mark; the panel keeps its height."""
+    from forecast.plotting import plot_cross_validation
+
+    problems = ["R-hat up to 1.121 (> 1.01): chains disagree", "8 divergent transitions: the posterior geometry was not explored reliably",
+                "tail ESS as low as 60 (< 400): the 5% and 95% quantiles are noisy"]
+    heights = []
+    for cuts in (((0.25, []), (0.5, [])), ((0.25, problems), (0.5, problems))):
+        fig = plot_cross_validation(_flagged_cuts(*cuts))
+        try:
+            heights.append(fig.axes[0].get_position().height * fig.get_figheight())
+        finally:
+            plt.close(fig)
+    converged, flagged = heights
+    assert flagged >= 0.95 * converged, heights
