@@ -41,24 +41,27 @@ def saturation_step(rows, r0, fraction=0.9):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_config_flags(parser, exclude=("out", "warmstart_cache", "resume"))
-    parser.add_argument("--out", default="", help="run folder (default: a temporary folder)")
+    parser.add_argument("--out", default="", help="run folder to keep (default: a temporary folder, removed at the end)")
     args = parser.parse_args()
     print_provenance("benchmarks/trainer_default_run.py", vars(args))
-    out = args.out or os.path.join(tempfile.mkdtemp(prefix="trainer-bench-"), "run")
-    overrides = explicit_overrides(args, exclude=("out",))
-    cfg = make_config(overrides.pop("preset", "scalerl"), out=out, **overrides)
-    torch.set_num_threads(cfg.threads)
-    t0 = time.perf_counter()
-    summary = train(cfg)
-    wall = time.perf_counter() - t0
-    rows = read_jsonl(os.path.join(out, "evals.jsonl"))
+    # without --out the run (checkpoint, logs, warm-start cache) goes to a folder removed at the end,
+    # so that every `make bench` does not leave one more behind in the temp directory
+    with tempfile.TemporaryDirectory(prefix="trainer-bench-") as scratch:
+        out = args.out or os.path.join(scratch, "run")
+        overrides = explicit_overrides(args, exclude=("out",))
+        cfg = make_config(overrides.pop("preset", "scalerl"), out=out, **overrides)
+        torch.set_num_threads(cfg.threads)
+        t0 = time.perf_counter()
+        summary = train(cfg)
+        wall = time.perf_counter() - t0
+        rows = read_jsonl(os.path.join(out, "evals.jsonl"))
     result = dict(
         preset=cfg.preset, seed=cfg.seed, steps=summary["steps"], evaluations=len(rows),
         wall_seconds=round(wall, 1), device_seconds=round(summary["device_seconds"], 1),
         r0=round(summary["r0"], 3), final=round(rows[-1]["metric"], 3),
         best=round(max(r["metric"] for r in rows), 3),
         saturation_step=saturation_step(rows, summary["r0"]), compute_flops=summary["compute"],
-        load_average_1min=round(os.getloadavg()[0], 2), cpu_count=os.cpu_count(), out=out,
+        load_average_1min=round(os.getloadavg()[0], 2), cpu_count=os.cpu_count(), out=args.out or None,
     )
     print(json.dumps(result, indent=2))
 
