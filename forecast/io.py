@@ -24,6 +24,9 @@ RESOURCE_ERRORS = {
         (errno.ENOSPC, "the disk is full: free some space, or write elsewhere"),
         (getattr(errno, "EDQUOT", None), "the disk quota is used up: free some space, or write elsewhere"),
         (errno.EROFS, "the file system is read-only: write elsewhere"),
+        # `ulimit -f` (Python ignores SIGXFSZ, so the write fails) or the file system's largest file (FAT32's 4 GiB)
+        (errno.EFBIG, "larger than this process may write (ulimit -f) or the file system holds: raise the limit, "
+                      "or write elsewhere"),
         (errno.EMFILE, "this process has as many files open as it may: raise the limit (ulimit -n)"),
         (errno.ENFILE, "the system has as many files open as it may: end other work, or raise its limit"),
         (errno.EIO, "the disk or network file system failed to read or write"),

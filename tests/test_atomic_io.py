@@ -117,6 +117,33 @@ def test_a_full_disk_is_said_of_the_file_being_written_and_the_old_one_stays(tmp
     assert raised.value.filename == str(path) and "Unable" not in resource_error_message(raised.value)
 
 
+def test_a_file_larger_than_the_process_may_write_is_said_in_a_line_and_the_old_one_stays(tmp_path, monkeypatch):
+    """A write beyond the largest file the process may write (`ulimit -f`, or a file system's own largest
+    file) fails with EFBIG, 'File too large': it was not among the failures said in one line, so every
+    command writing a result ended in a traceback naming the temporary file. It is said of the user's
+    path now, with what to do, as a machine's failure (exit 1, not the path's); the old file stays."""
+    import errno
+    import pathlib
+
+    from forecast.io import WriteFailed, resource_error_message
+
+    path = tmp_path / "report.html"
+    path.write_text("old")
+
+    def too_large(self, *args, **kwargs):
+        raise OSError(errno.EFBIG, "File too large", str(self))
+
+    monkeypatch.setattr(pathlib.Path, "write_text", too_large)
+    with pytest.raises(WriteFailed) as raised:
+        atomic_write_text(path, "new")
+    monkeypatch.undo()
+    assert resource_error_message(raised.value) == (
+        f"{path}: File too large (larger than this process may write (ulimit -f) or the file system holds: "
+        "raise the limit, or write elsewhere)")
+    assert not raised.value.path_refuses
+    assert path.read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == ["report.html"]
+
+
 def test_an_error_about_another_file_is_not_said_of_the_file_being_written(tmp_path):
     """The writer may read other files on the way (a run table, a template): their errors are theirs."""
     import errno

@@ -764,6 +764,35 @@ def test_fit_on_a_full_disk_says_so_in_a_line_and_keeps_the_fit_already_there(fi
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # nor a temporary file left
 
 
+@pytest.mark.parametrize("command", ["report"])
+def test_a_result_larger_than_the_process_may_write_is_one_line_and_the_old_one_stays(fit_dir, tmp_path, command):
+    """Under `ulimit -f` (a real file-size limit here, RLIMIT_FSIZE), a report or fit larger than the limit
+    ended in a traceback ('OSError: [Errno 27] File too large', and for fit.nc h5py's several lines naming a
+    temporary file). It is one line now naming the user's file, exit 1, and the file already there stays."""
+    from conftest import main_on_a_full_disk
+
+    saved = fit_dir / "fit"
+    if command == "report":
+        target = tmp_path / "report.html"
+        argv = ["report", str(saved), "-o", str(target)]
+        before = ""
+    else:  # the saved fit stands in for the sampling: what fails is writing fit.nc through h5py
+        target = tmp_path / "fit" / "fit.nc"
+        argv = ["fit", str(fit_dir / "runs.csv"), "--out", str(target.parent), "--fast", "--no-progress"]
+        before = ("from forecast.forecaster import ScalingForecaster\n"
+                  f"saved = ScalingForecaster.load({str(saved)!r})\n"
+                  "ScalingForecaster.fit = lambda self, runs, **kwargs: self.__dict__.update(saved.__dict__) or self")
+    target.parent.mkdir(exist_ok=True)
+    target.write_text("the old one\n")
+    done = main_on_a_full_disk(argv, room=100_000, before=before)
+    assert done.returncode == 1, done.stderr
+    said = [line for line in done.stderr.splitlines() if not line.startswith("warning: ")]
+    assert said == [f"error: {target}: File too large (larger than this process may write (ulimit -f) or the file "
+                    "system holds: raise the limit, or write elsewhere)"]
+    assert target.read_text() == "the old one\n"
+    assert [p.name for p in target.parent.iterdir() if p.name.endswith(".tmp")] == []
+
+
 def test_a_disk_too_full_for_the_summary_leaves_the_old_fit_not_a_new_fit_beside_old_numbers(
         fitted, small_sweep, tmp_path, monkeypatch, capsys):
     """fit.nc was replaced first and summary.json after it: a disk that filled up in between (a sweep's
