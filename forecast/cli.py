@@ -328,20 +328,30 @@ def fit_summary(fc, target=None) -> dict:
 
 
 def _check_savable(runs, source) -> None:
-    """Write the run table as the saved fit will hold it, to a scratch file: a column netCDF cannot
-    hold fails here, in words, rather than in save() after the fit."""
-    import tempfile
-
+    """Render the run table as the saved fit will hold it: a column netCDF cannot hold fails here, in words,
+    rather than in save() after the fit."""
     from .forecaster import run_table_dataset
 
-    with tempfile.TemporaryDirectory() as scratch:
-        try:
-            run_table_dataset(runs).to_netcdf(Path(scratch) / "run_table.nc")
-        except (TypeError, ValueError) as err:
-            _refuse_nul_characters(runs)
-            column = _unsavable_column(runs, Path(scratch))
-            which = f"column '{column}'" if column is not None else "column it names"
-            raise BadInput(f"{source}: the run table cannot be saved with the fit ({err}); drop or rename the {which}") from None
+    try:
+        _render_as_saved(run_table_dataset(runs))
+    except (TypeError, ValueError) as err:
+        _refuse_nul_characters(runs)
+        column = _unsavable_column(runs)
+        which = f"column '{column}'" if column is not None else "column it names"
+        raise BadInput(f"{source}: the run table cannot be saved with the fit ({err}); drop or rename the {which}") from None
+
+
+def _render_as_saved(table) -> None:
+    """The run table's Dataset rendered as save() renders it, in memory (forecaster.netcdf_image: a scratch
+    file on a full disk crashed HDF5, exit 139), or where this xarray cannot, to a scratch file: TypeError
+    or ValueError for a column netCDF cannot hold."""
+    import tempfile
+
+    from .forecaster import netcdf_image
+
+    if netcdf_image({"run_table": table}) is None:
+        with tempfile.TemporaryDirectory() as scratch:
+            table.to_netcdf(Path(scratch) / "run_table.nc")
 
 
 def _refuse_nul_characters(runs) -> None:
@@ -359,15 +369,15 @@ def _refuse_nul_characters(runs) -> None:
                                column=column, **_where(runs, holds.idxmax()))
 
 
-def _unsavable_column(runs, scratch: Path):
+def _unsavable_column(runs):
     """The one column netCDF refuses when written alone, for a message that names it (its own error,
     "VLEN strings do not support embedded NULLs", does not); None where none or several do."""
     from .forecaster import run_table_dataset
 
     refused = []
-    for number, column in enumerate(c for c in runs.columns if not str(c).startswith("_")):
+    for column in (c for c in runs.columns if not str(c).startswith("_")):
         try:
-            run_table_dataset(runs[[column]]).to_netcdf(scratch / f"column{number}.nc")
+            _render_as_saved(run_table_dataset(runs[[column]]))
         except (TypeError, ValueError):
             refused.append(column)
     return refused[0] if len(refused) == 1 else None

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
+import functools
+import io
 import json
 import numbers
 import warnings
@@ -187,6 +189,35 @@ def _normals_keyed_by_compute(rng: np.random.Generator, compute: np.ndarray, n_d
     base = int(rng.integers(2**63))
     keys = np.ascontiguousarray(compute, dtype=np.float64).view(np.uint64)
     return np.column_stack([np.random.default_rng([base, int(key)]).standard_normal(n_draws) for key in keys])
+
+
+@functools.cache
+def _netcdf_to_memory_works() -> bool:
+    """Whether this xarray writes netCDF-4 groups (h5netcdf) to a file object: from 2025.07 on. Before,
+    only netCDF-3 (scipy, no groups) went to a file object, and a fit is written to a file as it always was."""
+    try:
+        xr.Dataset().to_netcdf(io.BytesIO(), engine="h5netcdf", group="probe")
+    except (ValueError, TypeError):
+        return False
+    return True
+
+
+def netcdf_image(groups: dict, attrs: dict | None = None) -> bytes | None:
+    """The netCDF file that InferenceData.to_netcdf writes of `groups` ({name: Dataset}) and root `attrs`
+    (numbers zlib-compressed, each group a netCDF group), rendered in memory; None where this xarray cannot
+    (_netcdf_to_memory_works), for the caller to write the file directly.
+
+    Why in memory: HDF5 failing a write part way (a full disk, `ulimit -f`) left its library broken, and
+    Python crashed (segmentation fault, exit 139, after pages of HDF5 tracebacks), so the one line naming
+    the file never came. A file written from these bytes fails as any Python write does (forecast.io)."""
+    if not _netcdf_to_memory_works():
+        return None
+    buffer = io.BytesIO()
+    xr.Dataset(attrs=dict(attrs or {})).to_netcdf(buffer, mode="w", engine="h5netcdf")
+    for name, dataset in groups.items():
+        compressed = {var: {"zlib": True} for var, values in dataset.variables.items() if values.dtype.kind in "biufcS"}
+        dataset.to_netcdf(buffer, mode="a", engine="h5netcdf", group=name, encoding=compressed)
+    return buffer.getvalue()
 
 
 def run_table_dataset(runs: pd.DataFrame) -> xr.Dataset:
@@ -1240,8 +1271,12 @@ class ScalingForecaster:
         if "run_table" in idata.groups():
             del idata.run_table
         idata.add_groups({"run_table": run_table})
+        image = netcdf_image({name: getattr(idata, name) for name in idata.groups()}, idata.attrs)
         with atomic_path(path) as tmp:
-            idata.to_netcdf(str(tmp))
+            if image is None:
+                idata.to_netcdf(str(tmp))
+            else:
+                tmp.write_bytes(image)
         return path
 
     @classmethod

@@ -175,20 +175,25 @@ def test_the_demo_whose_output_cannot_be_written_says_so_in_a_line(fitted, small
     traceback naming '.fit.nc.x1y2.tmp', and on a full disk in h5py's; the demo caught bad input alone. Each
     is one line now, naming demo_out/fit.nc and what happened, exit 1, as the forecast commands say it."""
     import errno
+    import pathlib
     import shutil
 
     runs = tmp_path / "runs.csv"
     small_sweep.to_csv(runs, index=False)
     out = tmp_path / "demo_out"
 
-    def saved_as_it_fails(self, path, *args, **kwargs):  # what h5py raises: an errno, its internals, no file name
+    real_write_bytes = pathlib.Path.write_bytes
+
+    def saved_as_it_fails(self, *args, **kwargs):  # fit.nc, rendered in memory (netcdf_image), written out
+        if not self.name.startswith(".fit.nc."):
+            return real_write_bytes(self, *args, **kwargs)
         if happening == "its folder deleted":
             shutil.rmtree(out)
-            raise OSError(errno.ENOENT, "Unable to synchronously create file (unable to open file: name = ...)")
-        raise OSError(errno.ENOSPC, "Unable to synchronously create file (file write failed: ...)")
+            raise FileNotFoundError(errno.ENOENT, "No such file or directory", str(self))
+        raise OSError(errno.ENOSPC, "No space left on device", str(self))
 
     monkeypatch.setattr(demo, "fit", lambda runs, **kwargs: fitted)  # the session's fit stands in for the demo's
-    monkeypatch.setattr(type(fitted.idata), "to_netcdf", saved_as_it_fails)
+    monkeypatch.setattr(pathlib.Path, "write_bytes", saved_as_it_fails)
     assert demo.main(["--runs", str(runs), "--out", str(out), "--fast"]) == 1
     said = [line for line in capsys.readouterr().err.splitlines() if line]
     why = ("No such file or directory (its folder {out} was deleted or moved while it was written: make the folder "
