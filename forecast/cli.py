@@ -1366,6 +1366,30 @@ def _expand_home(args) -> None:
             setattr(args, name, os.path.expanduser(value))
 
 
+# What to give each flag that takes a list, when its value is empty: an unset shell variable (`--compute "$C"`)
+# was said as 'compute is empty', naming no flag, and `--prior ""` or `--rule ""` was no setting at all (the
+# command ran on the defaults without a word)
+EMPTY_LIST_HINTS = {
+    "compute": "give at least one compute value, e.g. --compute 4e12",
+    "prior": "give NAME=VALUE, e.g. --prior b_mu=0.5",
+    "rule": "give NAME=VALUE, e.g. --rule p_beat_threshold=0.05",
+    "policies": "give a comma list of policies, e.g. --policies forecast,median (or leave it out for the default)",
+    "cuts": "give at least one fraction of each run's compute, e.g. --cuts 0.5 (or leave it out for the default)",
+}
+
+
+def _refuse_empty_values(command_parser, args) -> None:
+    """BadInput naming the first flag of EMPTY_LIST_HINTS given a value with nothing in it (only blanks and
+    commas; a blank item inside a list, 'a=1,,b=2', is a typo the parsers pass over)."""
+    for action in command_parser._actions:
+        if action.dest not in EMPTY_LIST_HINTS:
+            continue
+        value = getattr(args, action.dest, None)
+        items = value if isinstance(value, list) else [value]
+        if any(isinstance(item, str) and not item.replace(",", " ").strip() for item in items):
+            raise BadInput(f"{max(action.option_strings, key=len)} is empty: {EMPTY_LIST_HINTS[action.dest]}")
+
+
 def _refuse_unusable_paths(args) -> None:
     """BadInput naming a path argument that cannot be looked at: a link that loops, a name too long for
     the file system, a folder on the way that may not be entered. Each was a traceback out of the first
@@ -1406,6 +1430,7 @@ def main(argv=None) -> int:
         return EXIT_BAD_INPUT
     _expand_home(args)
     try:
+        _refuse_empty_values(command_parser, args)
         _refuse_unusable_paths(args)
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*BLAS.*")

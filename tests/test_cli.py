@@ -1176,3 +1176,29 @@ def test_report_says_a_budget_far_from_the_data_on_stderr_too(fit_dir, capsys, t
     assert main(["report", str(fit_dir / "fit"), "--budget", "1e12", "--target", "0.6", "-o", str(out), "--no-progress"]) == 0
     err = capsys.readouterr().err
     assert "The budget 1e12 is" in err and "Is the unit right?" in err
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["predict", "{fit}", "--compute", ""], "--compute is empty: give at least one compute value, e.g. --compute 4e12"),
+    (["predict", "{fit}", "--compute", " , "], "--compute is empty: give at least one compute value, e.g. --compute 4e12"),
+    (["predict", "{fit}", "--compute", "4e3", ""], "--compute is empty: give at least one compute value, e.g. --compute 4e12"),
+    (["fit", "{runs}", "--out", "{tmp}/fit", "--prior", ""], "--prior is empty: give NAME=VALUE, e.g. --prior b_mu=0.5"),
+    (["backtest", "{runs}", "--rule", ","], "--rule is empty: give NAME=VALUE, e.g. --rule p_beat_threshold=0.05"),
+    (["backtest", "{runs}", "--policies", ""], "--policies is empty: give a comma list of policies, e.g. --policies "
+                                               "forecast,median (or leave it out for the default)"),
+    (["cross-validate", "{runs}", "--cuts", ""], "--cuts is empty: give at least one fraction of each run's compute, "
+                                                 "e.g. --cuts 0.5 (or leave it out for the default)"),
+])
+def test_an_empty_list_value_is_refused_naming_its_flag(fit_dir, tmp_path, capsys, monkeypatch, argv, said):
+    """`forecast predict FIT --compute ""` (an unset shell variable) said 'compute is empty', naming no flag;
+    `--prior ""` and `--rule ""` were no setting at all, and the fit ran on the defaults without a word. Each
+    empty value of a flag that takes a list is refused before any work now, naming the flag, exit 2."""
+    from forecast.forecaster import ScalingForecaster
+
+    def no_fit(*args, **kwargs):
+        raise AssertionError("the command ran with an empty value")
+
+    monkeypatch.setattr(ScalingForecaster, "fit", no_fit)
+    values = {"fit": str(fit_dir / "fit"), "runs": str(fit_dir / "runs.csv"), "tmp": str(tmp_path)}
+    assert main([arg.format(**values) for arg in argv]) == 2
+    assert capsys.readouterr().err == f"error: {said}\n"
