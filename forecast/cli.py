@@ -1378,16 +1378,24 @@ EMPTY_LIST_HINTS = {
 }
 
 
+# an empty path is the current folder to the file system: `fit --out "$OUT"` with OUT unset wrote fit.nc there,
+# and `decide "$FIT"` read whatever fit or run table was there
+EMPTY_PATH_HINT = "give a path (an empty one is read as the current folder)"
+
+
 def _refuse_empty_values(command_parser, args) -> None:
-    """BadInput naming the first flag of EMPTY_LIST_HINTS given a value with nothing in it (only blanks and
-    commas; a blank item inside a list, 'a=1,,b=2', is a typo the parsers pass over)."""
+    """BadInput naming the first argument given a value with nothing in it: a list of EMPTY_LIST_HINTS (only
+    blanks and commas; a blank item inside a list, 'a=1,,b=2', is a typo the parsers pass over) or a path
+    (PATH_ARGUMENTS: only blanks)."""
     for action in command_parser._actions:
-        if action.dest not in EMPTY_LIST_HINTS:
+        if action.dest not in EMPTY_LIST_HINTS and action.dest not in PATH_ARGUMENTS:
             continue
         value = getattr(args, action.dest, None)
         items = value if isinstance(value, list) else [value]
-        if any(isinstance(item, str) and not item.replace(",", " ").strip() for item in items):
-            raise BadInput(f"{max(action.option_strings, key=len)} is empty: {EMPTY_LIST_HINTS[action.dest]}")
+        separators = "," if action.dest in EMPTY_LIST_HINTS else ""
+        if any(isinstance(item, str) and not item.strip(separators + " \t\n") for item in items):
+            name = max(action.option_strings, key=len) if action.option_strings else action.metavar or action.dest.upper()
+            raise BadInput(f"{name} is empty: {EMPTY_LIST_HINTS.get(action.dest, EMPTY_PATH_HINT)}")
 
 
 def _refuse_unusable_paths(args) -> None:

@@ -1202,3 +1202,27 @@ def test_an_empty_list_value_is_refused_naming_its_flag(fit_dir, tmp_path, capsy
     values = {"fit": str(fit_dir / "fit"), "runs": str(fit_dir / "runs.csv"), "tmp": str(tmp_path)}
     assert main([arg.format(**values) for arg in argv]) == 2
     assert capsys.readouterr().err == f"error: {said}\n"
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["fit", "{runs}", "--out", ""], "--out is empty: give a path (an empty one is read as the current folder)"),
+    (["decide", "", "--budget", "1e3"], "RUNS_OR_FIT is empty: give a path (an empty one is read as the current folder)"),
+    (["report", "{fit}", "-o", ""], "--out is empty: give a path (an empty one is read as the current folder)"),
+    (["watch", "{tmp}", "--once", "--reference", " "],
+     "--reference is empty: give a path (an empty one is read as the current folder)"),
+])
+def test_an_empty_path_is_refused_not_read_as_the_current_folder(fit_dir, tmp_path, capsys, monkeypatch, argv, said):
+    """`forecast fit RUNS --out "$OUT"` with OUT unset wrote fit.nc and summary.json into the current folder,
+    and `forecast decide "" ...` read whatever fit or run table was there: an empty path is the current folder
+    to the file system. `watch --reference ""` said 'file .: folder holds no run files'. Refused now, exit 2."""
+    from forecast.forecaster import ScalingForecaster
+
+    def no_fit(*args, **kwargs):
+        raise AssertionError("the command ran with an empty path")
+
+    monkeypatch.setattr(ScalingForecaster, "fit", no_fit)
+    monkeypatch.chdir(tmp_path)
+    values = {"fit": str(fit_dir / "fit"), "runs": str(fit_dir / "runs.csv"), "tmp": str(tmp_path)}
+    assert main([arg.format(**values) for arg in argv]) == 2
+    assert capsys.readouterr().err == f"error: {said}\n"
+    assert list(tmp_path.iterdir()) == []
