@@ -21,7 +21,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
@@ -327,12 +327,15 @@ class ConvergenceReport:
     pareto_k: float | None = None
     reweight_efficiency: float | None = None
     pareto_k_limit: float = 0.7
+    # the variables with a NaN or infinite draw: a sampler that failed there (their R-hat and ESS are NaN)
+    nonfinite_draws: list[str] = field(default_factory=list)
 
     @property
     def converged(self) -> bool:
         reweight_ok = self.pareto_k is None or self.pareto_k <= self.pareto_k_limit
         ess_ok = self.min_ess_bulk >= self.ess_limit and self.min_ess_tail >= self.ess_limit
-        return self.max_rhat <= self.rhat_limit and self.divergences == 0 and ess_ok and reweight_ok
+        return (self.max_rhat <= self.rhat_limit and self.divergences == 0 and ess_ok and reweight_ok
+                and not self.nonfinite_draws)
 
     def rhat_shown(self) -> str:
         """max R-hat as every line shows it: '1.0104' against 1.01, not '1.010' (shown_against_limit)."""
@@ -344,6 +347,9 @@ class ConvergenceReport:
 
     def problems(self) -> list[str]:
         out = []
+        if self.nonfinite_draws:
+            out.append(f"NaN or infinite draws in {', '.join(self.nonfinite_draws)}: the sampler failed there, so this "
+                       "fit's numbers cannot be trusted")
         # too few draws a chain (fewer than 4) for R-hat or ESS: NaN, which no limit below catches
         missing = [name for name, value in (("R-hat", self.max_rhat), ("bulk ESS", self.min_ess_bulk),
                                             ("tail ESS", self.min_ess_tail)) if not np.isfinite(value)]
@@ -492,11 +498,18 @@ def convergence_report(idata, var_names=SUMMARY_VARS, *, ess_limit: float | None
     names = [v for v in var_names if v in post]
     n_chain, n_draw = post.sizes["chain"], post.sizes["draw"]
     columns = np.concatenate([post[v].values.reshape(n_chain, n_draw, -1) for v in names], axis=2)
+    variable_of = [v for v in names for _ in range(post[v].values[0, 0].size)]  # the variable of each column
+    finite = np.isfinite(columns).all(axis=(0, 1))
     with np.errstate(divide="ignore", invalid="ignore"):
         rhat, ess_bulk, ess_tail = diagnostics_arrays(columns)
+        # a variable the same in every draw has no R-hat (0 / 0) and says nothing about the chains: left out.
+        # Every other column counts, NaN or infinite diagnostic and all: one with a NaN or infinite draw (named in
+        # nonfinite_draws, else the fit read as converged on the others' numbers), chains stuck apart (R-hat inf)
+        constant = finite & (np.ptp(columns, axis=(0, 1)) < np.finfo(float).resolution)
+    judged = finite & ~constant
 
     def _extreme(values, fn):
-        values = values[np.isfinite(values)]
+        values = values[judged]
         return float(fn(values)) if len(values) else float("nan")
 
     n_draws = int(n_chain * n_draw)
@@ -508,4 +521,5 @@ def convergence_report(idata, var_names=SUMMARY_VARS, *, ess_limit: float | None
         divergences=divergences,
         n_draws=n_draws,
         ess_limit=ess_limit if ess_limit is not None else default_ess_limit(n_chain, n_draws),
+        nonfinite_draws=list(dict.fromkeys(v for v, ok in zip(variable_of, finite, strict=True) if not ok)),
     )

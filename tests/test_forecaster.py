@@ -1438,6 +1438,34 @@ def test_the_report_counts_every_divergent_transition_and_a_constant_variable_le
     assert not any("could not be computed" in problem for problem in report.problems())
 
 
+@pytest.mark.parametrize("broken", ["one NaN draw", "a NaN variable", "an infinite draw"])
+def test_nan_or_infinite_draws_are_a_convergence_problem_not_skipped(broken):
+    """convergence_report left NaN R-hat and ESS values out, as a constant variable's (0 / 0) are: so a
+    variable with a NaN or infinite draw (a broken fit: its R-hat and ESS are NaN) was left out too, and a
+    fit with one was called converged on the others' numbers. Such draws are a problem named now, with the
+    variable; a constant variable still leaves R-hat known (the test above)."""
+    import arviz as az
+
+    from forecast.inference import convergence_report
+
+    draws = np.random.default_rng(0).normal(size=(2, 200, 3))
+    stats = {"diverging": np.zeros((2, 200), dtype=bool)}
+    assert convergence_report(az.from_dict(posterior={"A": draws.copy()}, sample_stats=stats), ("A",)).converged
+    if broken == "one NaN draw":
+        draws[0, 10, 2] = np.nan
+    elif broken == "a NaN variable":
+        draws[..., 1] = np.nan
+    else:
+        draws[1, 5, 0] = np.inf
+    report = convergence_report(az.from_dict(posterior={"A": draws, "B": np.ones((2, 200))}, sample_stats=stats),
+                                ("A", "B"))
+    assert not report.converged
+    assert report.nonfinite_draws == ["A"]
+    assert "NaN or infinite draws in A: the sampler failed there, so this fit's numbers cannot be trusted" in report.problems()
+    assert np.isfinite(report.max_rhat) and report.max_rhat < 1.05  # the other columns' R-hat, still shown
+    assert type(report).from_dict(report.to_dict()) == report  # kept in a saved fit
+
+
 def test_the_ess_of_anticorrelated_draws_is_capped_as_arviz_caps_it():
     """Kills the mutant that caps ESS at total * ln(total) for ArviZ's total * log10(total): draws that
     alternate in sign have an autocorrelation time below 1, and their bulk ESS (at the cap, 1041 of
