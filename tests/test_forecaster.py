@@ -447,6 +447,27 @@ def test_save_load_round_trip(fitted, tmp_path):
     assert again.idata.posterior.attrs["forecast_version"]
 
 
+def test_a_saved_fit_reads_back_as_the_file_arviz_itself_writes(fitted, tmp_path):
+    """save() renders fit.nc in memory (netcdf_image, so a full disk is a line, not an HDF5 crash): the file
+    must hold what InferenceData.to_netcdf would have written, every group, variable, value and attribute."""
+    import arviz as az
+    import xarray as xr
+
+    from forecast.forecaster import run_table_dataset
+
+    ours = az.from_netcdf(fitted.save(tmp_path / "ours.nc"))
+    as_arviz_writes = fitted.idata.copy()
+    if "run_table" in as_arviz_writes.groups():
+        del as_arviz_writes.run_table
+    as_arviz_writes.add_groups({"run_table": run_table_dataset(fitted.runs_)})
+    as_arviz_writes.to_netcdf(str(tmp_path / "theirs.nc"))
+    theirs = az.from_netcdf(tmp_path / "theirs.nc")
+    assert ours.groups() == theirs.groups() and "run_table" in ours.groups()
+    for group in ours.groups():
+        xr.testing.assert_identical(getattr(ours, group), getattr(theirs, group))
+    assert ours.attrs == theirs.attrs
+
+
 def test_a_run_table_with_knob_columns_netcdf_cannot_hold_as_they_are_saves_and_loads(fitted, tmp_path):
     """`forecast fit` fitted for minutes, then failed in save() on a categorical column (parquet
     gives them back), pandas' nullable columns and a "/" in a column name (eval/pass@1)."""
