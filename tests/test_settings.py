@@ -19,6 +19,18 @@ def test_values_are_typed_from_the_dataclass():
     assert EarlyStopConfig(**parsed).max_stop_share is None  # a rule that may be off is switched off with none
 
 
+
+def test_every_word_for_true_false_and_off_is_taken_in_any_case_and_spaces_around_names_are_ignored():
+    """The words the docs promise (true/yes/on/1, false/no/off/0, none/null) in any case, and a
+    NAME = VALUE written with spaces, as a config file or a shell line may have them."""
+    for word in ("true", "yes", "on", "1", "TRUE", "Yes", "On"):
+        assert parse_settings(f"keep_leader={word}", EarlyStopConfig, "rules") == {"keep_leader": True}, word
+    for word in ("false", "no", "off", "0", "False", "NO", "Off"):
+        assert parse_settings(f"keep_leader={word}", EarlyStopConfig, "rules") == {"keep_leader": False}, word
+    for word in ("none", "null", "None", "NULL"):
+        assert parse_settings(f"target={word}", EarlyStopConfig, "rules") == {"target": None}, word
+    assert parse_settings("target = 0.5, min_evals =3", EarlyStopConfig, "rules") == {"target": 0.5, "min_evals": 3}
+
 @pytest.mark.parametrize("text, message", [
     ("nope=1", "rules 'nope=1': unknown name 'nope'; expected NAME=VALUE with NAME one of keep_leader"),
     # a typo is pointed at its likely name, as a recipe's is (formatting.close_names), not left to the list
