@@ -48,8 +48,9 @@ def simulate_sweep(
     """Simulate a sweep: one row per evaluation, in the run format.
 
     recipes: rows with columns recipe (or run), A, B, C_mid; defaults to Table 1.
-    compute_span: first and last evaluation as multiples of each recipe's C_mid... scaled from
-        the smallest C_mid, so every recipe shares one compute grid as a real sweep does.
+    compute_span: (first, last) evaluation as multiples of the smallest C_mid, the last stretched
+        4x further (0.1, 2.5 with C_mid 1000: 100 to 10,000), so every recipe shares one compute
+        grid as a real sweep does.
     messy_fraction: share of runs that flatten early or decline late (half each).
     Truth is kept in columns true_A, true_B, true_C_mid, true_R0, true_metric.
     """
