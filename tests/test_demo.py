@@ -4,6 +4,7 @@ sweep so the compiled model is reused), and the live sweep's command line."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -201,3 +202,88 @@ def test_the_demo_whose_output_cannot_be_written_says_so_in_a_line(fitted, small
            "No space left on device (the disk is full: free some space, or write elsewhere)").format(out=out)
     assert said == [f"error: {out / 'fit.nc'}: {why}"]
     assert not out.exists() or not [p.name for p in out.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_the_demo_says_what_it_read_and_why_its_budget_and_target_are_what_they_are(fitted, small_sweep, tmp_path,
+                                                                                   monkeypatch, capsys):
+    """The printed lines with known answers: the data line (its path as given when outside the working
+    folder, the synthetic label, runs, recipes and evaluations counted), the budget (4x the largest
+    compute unless --budget) and the target (the recipes' median asymptote, rounded down, unless
+    --target), each with its reason only when the demo chose it; summary.json says whether it chose it."""
+    from forecast.formatting import fmt_compute
+    from forecast.report import default_target
+
+    runs = tmp_path / "runs.csv"
+    small_sweep.to_csv(runs, index=False)
+    monkeypatch.chdir(tmp_path.parent)  # the table inside the working folder: shown relative to it
+    monkeypatch.setattr(demo, "fit", lambda runs, **kwargs: fitted)  # the session's fit stands in for the demo's
+    assert demo.main(["--runs", str(runs), "--out", str(tmp_path / "chosen")]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0] == (f"data: {tmp_path.name}/runs.csv (SYNTHETIC: simulated from ScaleRL Table 1 curves): "
+                          "6 runs of 3 recipes, 96 evaluations")
+    target = default_target(fitted)
+    assert (f"budget {fmt_compute(4 * small_sweep['compute'].max())} gpu_hours (4x the largest observed compute), "
+            f"target {target:g} (median of the recipes' forecast asymptotes, rounded down to 0.01)") in printed
+    assert json.loads((tmp_path / "chosen" / "summary.json").read_text())["target_chosen"] is True
+
+    assert not any(line.startswith("     divergences") for line in printed)  # one try was enough: nothing said
+
+    # a fit that took more than one try says so under its diagnostics (the convergence story is not hidden)
+    tries = "divergences by try: 3 at target acceptance 0.9; 0 at 0.97"
+    monkeypatch.setattr(type(fitted), "sampling_tries", lambda self: tries)
+    assert demo.main(["--runs", str(runs), "--out", str(tmp_path / "asked"), "--budget", "2e5", "--target", "0.5"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert "budget 200,000 gpu_hours, target 0.5" in printed
+    fit_line = next(i for i, line in enumerate(printed) if line.startswith("fit: "))
+    assert fit_line < printed.index(f"     {tries}") < printed.index("budget 200,000 gpu_hours, target 0.5")
+    assert json.loads((tmp_path / "asked" / "summary.json").read_text())["target_chosen"] is False
+
+
+def test_a_path_is_shown_relative_to_the_working_folder_when_inside_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert demo.shown_path(tmp_path / "sweep" / "runs.csv") == Path("sweep/runs.csv")
+    assert demo.shown_path("sweep/runs.csv") == Path("sweep/runs.csv")
+    elsewhere = tmp_path.parent / "other" / "runs.csv"
+    assert demo.shown_path(elsewhere) == elsewhere
+
+
+def test_the_demo_fits_with_its_documented_chains_and_the_seed_it_is_given(monkeypatch):
+    """DEMO_DRAWS and DEMO_TUNE (2000 each, for the reasons given beside them) reach the sampler of
+    the full fit, the fast mode's short chains reach the fast one, and --seed reaches both."""
+    from forecast import forecaster
+    from forecast.inference import SamplerSettings
+
+    made = []
+
+    class Recorded:
+        def __init__(self, *, mode, sampler):
+            made.append({"mode": mode, "sampler": sampler})
+
+        def fit(self, runs, *, random_seed, progress):
+            made[-1]["seed"] = random_seed
+            return self
+
+    monkeypatch.setattr(forecaster, "ScalingForecaster", Recorded)
+    demo.fit("runs", fast=False, seed=11)
+    demo.fit("runs", fast=True, seed=12)
+    full, fast = made
+    assert full["mode"] == "nuts" and (full["sampler"].draws, full["sampler"].tune) == (2000, 2000)
+    assert fast["mode"] == "fast" and fast["sampler"] == SamplerSettings.fast()
+    assert (full["seed"], fast["seed"]) == (11, 12)
+
+
+def test_the_quick_slice_keeps_the_best_middle_and_worst_recipe_by_final_metric_and_their_first_runs():
+    """subset_runs (the notebooks' test mode): recipes ranked by the mean of their last 3 evaluations
+    in order of compute (rows shuffled; the first evaluations rank them otherwise), n_runs runs each."""
+    rows = []
+    early = {"r0": 0.3, "r1": 0.5, "r2": 0.1, "r3": 0.4, "r4": 0.2}  # would pick r1, r0 and r2
+    for rank, recipe in enumerate(["r0", "r1", "r2", "r3", "r4"]):  # r0 ends best, r4 worst
+        for seed in range(3):
+            for step, compute in enumerate([1.0, 2.0, 3.0, 4.0, 5.0, 6.0]):
+                metric = early[recipe] if step < 3 else 0.9 - 0.1 * rank
+                rows.append({"run_id": f"{recipe}-s{seed}", "recipe": recipe, "compute": compute, "metric": metric})
+    runs = pd.DataFrame(rows).sample(frac=1.0, random_state=0)
+    kept = demo.subset_runs(runs, n_recipes=3, n_runs=2)
+    assert sorted(kept["run_id"].unique()) == ["r0-s0", "r0-s1", "r2-s0", "r2-s1", "r4-s0", "r4-s1"]
+    assert len(kept) == 6 * 6
+    assert sorted(demo.subset_runs(runs, n_recipes=2, n_runs=1)["run_id"].unique()) == ["r0-s0", "r4-s0"]
