@@ -2002,7 +2002,7 @@ def killed_if_still_running_after(processes, seconds):
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
-@pytest.mark.parametrize("sigint", ["as it is", "ignored"])
+@pytest.mark.parametrize("sigint", ["taken", "ignored"])
 def test_a_stopped_sweep_kills_a_run_that_takes_no_stop_and_says_so_in_its_log(tmp_path, monkeypatch, capsys, sigint):
     """A stopped sweep (SIGTERM, Ctrl-C) gave its runs a grace period, sent those still going a stop signal,
     then waited for them without limit: a run that took neither SIGINT nor SIGTERM (a hung data loader, a run
@@ -2029,15 +2029,15 @@ def test_a_stopped_sweep_kills_a_run_that_takes_no_stop_and_says_so_in_its_log(t
     (tmp_path / "r0").mkdir()
     (tmp_path / "r0" / "ckpt.pt").write_bytes(b"")  # r0 has a checkpoint to resume from, r1 none yet
     (tmp_path / "r0" / "stdout.log").write_text("[r0] step 2  an earlier attempt's line\n")
-    previous_sigint = signal.signal(signal.SIGINT, signal.SIG_IGN) if sigint == "ignored" else None
+    # set either way: pytest started as a script's background job (`nohup ... &`) inherits SIGINT ignored
+    previous_sigint = signal.signal(signal.SIGINT, signal.SIG_IGN if sigint == "ignored" else signal.default_int_handler)
     try:
         with killed_if_still_running_after(started, 60) as bitten:
             with pytest.raises(KeyboardInterrupt):
                 sweep_module.run_sweep(plan, str(tmp_path), workers=2, stop_grace=0.2, kill_grace=0.2)
             assert not bitten.is_set(), "the sweep waited for its runs until the test killed them"
     finally:
-        if previous_sigint is not None:
-            signal.signal(signal.SIGINT, previous_sigint)
+        signal.signal(signal.SIGINT, previous_sigint)
     assert len(started) == 2 and [proc.returncode for proc in started] == [-signal.SIGKILL] * 2
     stop = "SIGTERM" if sigint == "ignored" else "SIGINT"
     said = {"r0": f"[sweep] r0: killed (SIGKILL): still running 0.2 s after its {stop}; it has not finished: the "
@@ -2099,9 +2099,14 @@ def test_the_rerun_of_a_sweep_that_killed_a_hung_run_resumes_it(tmp_path, warm_c
                                                                     sleep=interrupted_once_checkpointed_at_step_2))
     monkeypatch.setattr(sweep_module, "STOP_GRACE_S", 0.2)
     monkeypatch.setattr(sweep_module, "KILL_GRACE_S", 0.2, raising=False)
-    with killed_if_still_running_after(started, 240) as bitten:
-        assert main(argv) == 130
-        assert not bitten.is_set(), "the sweep waited for its hung run until the test killed it"
+    # SIGINT taken, as from a terminal, whatever this pytest inherited (a background job's is ignored: SIGTERM is sent)
+    previous_sigint = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with killed_if_still_running_after(started, 240) as bitten:
+            assert main(argv) == 130
+            assert not bitten.is_set(), "the sweep waited for its hung run until the test killed it"
+    finally:
+        signal.signal(signal.SIGINT, previous_sigint)
     killed = ("[sweep] scalerl-s0: killed (SIGKILL): still running 0.2 s after its SIGINT; it has not finished: the "
               "same command again resumes it from its last checkpoint")
     err = capsys.readouterr().err
