@@ -1474,29 +1474,37 @@ def _kill_still_running(processes) -> None:
             proc.wait()
 
 
+def start_sleeping_run(popen, started, preexec_fn, **kwargs):
+    """A stand-in run: a Python child that sleeps 2 minutes, its signals set by preexec_fn, kept in started."""
+    proc = popen([sys.executable, "-c", "import time; time.sleep(120)"], preexec_fn=preexec_fn, **kwargs)
+    started.append(proc)
+    return proc
+
+
+def interrupt_the_sweep_at_its_first_wait(monkeypatch, sweep_module):
+    """The sweep's poll sleep raises KeyboardInterrupt, where a Ctrl-C to the sweep lands."""
+    def interrupted(seconds):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sweep_module, "time", types.SimpleNamespace(time=time.time, sleep=interrupted))
+
+
 def test_a_sweep_interrupted_alone_stops_its_runs_instead_of_leaving_them_training(tmp_path, monkeypatch):
     """SIGINT to the sweep process alone (`kill -INT`, a scheduler; a terminal's Ctrl-C reaches every
     process) made it exit 130 saying the same command resumes it, while its runs trained on as orphans
     and held their folders' locks: that rerun then failed every run (exit 2). The sweep now waits a
     moment for its runs, interrupts those still going, and exits once they have. The runs are faked by
     sleeping processes; the sweep's poll sleep is where the interrupt lands."""
-    import types
 
     import trainer_minimal.sweep as sweep_module
 
     started, real_popen = [], subprocess.Popen
 
     def sleeper(cmd, **kwargs):  # SIGINT at its default, as a run started by the sweep has it
-        proc = real_popen([sys.executable, "-c", "import time; time.sleep(120)"],
-                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL), **kwargs)
-        started.append(proc)
-        return proc
-
-    def interrupted(seconds):
-        raise KeyboardInterrupt
+        return start_sleeping_run(real_popen, started, lambda: signal.signal(signal.SIGINT, signal.SIG_DFL), **kwargs)
 
     monkeypatch.setattr(subprocess, "Popen", sleeper)
-    monkeypatch.setattr(sweep_module, "time", types.SimpleNamespace(time=time.time, sleep=interrupted))
+    interrupt_the_sweep_at_its_first_wait(monkeypatch, sweep_module)
     monkeypatch.setattr(sweep_module, "STOP_GRACE_S", 0.2, raising=False)
     plan = _resumed_runs_plan(tmp_path, 2)
     try:
@@ -1520,10 +1528,7 @@ def test_a_sweep_that_cannot_start_a_run_stops_the_others_and_says_why_in_a_line
     def sleeper_then_no_more_files(cmd, **kwargs):
         if started:
             raise OSError(errno.EMFILE, os.strerror(errno.EMFILE))
-        proc = real_popen([sys.executable, "-c", "import time; time.sleep(120)"],
-                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL), **kwargs)
-        started.append(proc)
-        return proc
+        return start_sleeping_run(real_popen, started, lambda: signal.signal(signal.SIGINT, signal.SIG_DFL), **kwargs)
 
     monkeypatch.setattr(subprocess, "Popen", sleeper_then_no_more_files)
     monkeypatch.setattr(sweep_module, "STOP_GRACE_S", 0.2, raising=False)
@@ -2015,16 +2020,10 @@ def test_a_stopped_sweep_kills_a_run_that_takes_no_stop_and_says_so_in_its_log(t
     started, real_popen = [], subprocess.Popen
 
     def run_that_takes_no_stop(cmd, **kwargs):
-        proc = real_popen([sys.executable, "-c", "import time; time.sleep(120)"], preexec_fn=ignore_stop_signals,
-                          **kwargs)
-        started.append(proc)
-        return proc
-
-    def interrupted(seconds):
-        raise KeyboardInterrupt
+        return start_sleeping_run(real_popen, started, ignore_stop_signals, **kwargs)
 
     monkeypatch.setattr(subprocess, "Popen", run_that_takes_no_stop)
-    monkeypatch.setattr(sweep_module, "time", types.SimpleNamespace(time=time.time, sleep=interrupted))
+    interrupt_the_sweep_at_its_first_wait(monkeypatch, sweep_module)
     plan = _resumed_runs_plan(tmp_path, 2)
     (tmp_path / "r0").mkdir()
     (tmp_path / "r0" / "ckpt.pt").write_bytes(b"")  # r0 has a checkpoint to resume from, r1 none yet
