@@ -1,0 +1,40 @@
+"""trainer-minimal's command line with known answers, without training: the defaults its help states are the
+ones it uses, and what it says about a bad command line. tests/test_trainer_run.py runs the commands."""
+
+from trainer_minimal.cli import build_parser, main
+from trainer_minimal.config import PRESETS
+
+
+def test_a_sweep_s_defaults_are_the_ones_its_help_states():
+    """`sweep --help` says seeds 0,1,2 and one run at a time: the parser's defaults are those, not only the
+    help text (kills the mutants with another --seeds or --workers default under the same help)."""
+    args = build_parser().parse_args(["sweep", "--presets", "grpo", "--out", "sweep"])
+    assert (args.seeds, args.workers, args.slim) == ("0,1,2", 1, False)
+
+
+def test_resume_without_a_checkpoint_names_the_folder_and_says_how_to_start_it(tmp_path, capsys):
+    """Exit 2 naming the folder it looked in; the hint to start it again only where the run stopped before its
+    first checkpoint (config.json alone), not where an evaluation was logged (a --slim sweep's finished run)
+    (kills the mutant that left the folder out of the message)."""
+    run = tmp_path / "run"
+    assert main(["train", "--out", str(run), "--resume"]) == 2
+    assert f"trainer-minimal: error: --resume: no checkpoint in {run} (no ckpt.pt)\n" == capsys.readouterr().err
+    run.mkdir()
+    (run / "config.json").write_text("{}")
+    assert main(["train", "--out", str(run), "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert f"no checkpoint in {run} (no ckpt.pt); it was stopped before its first checkpoint" in err
+    assert f"(its flags are in {run / 'config.json'}) starts it again" in err
+    (run / "evals.jsonl").write_text("")
+    assert main(["train", "--out", str(run), "--resume"]) == 2
+    assert f"no checkpoint in {run} (no ckpt.pt)\n" in capsys.readouterr().err
+
+
+def test_presets_lists_each_recipe_with_its_overrides_and_exits_0(capsys):
+    """`trainer-minimal presets` is a listing, not an error: exit 0, a line per preset, the ScaleRL one saying
+    it is the defaults (kills the mutant that exited 1 after listing)."""
+    assert main(["presets"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == len(PRESETS)
+    assert lines[list(PRESETS).index("scalerl")].split() == ["scalerl", "(the", "defaults:", "ScaleRL)"]
+    assert lines[list(PRESETS).index("scalerl-g4")].split() == ["scalerl-g4", "{'group_size':", "4}"]
