@@ -1129,6 +1129,20 @@ def test_an_advisor_that_can_never_stop_the_run_is_said_when_it_starts(tmp_path,
         assert said in err and err.count("warning") == 1  # once for a sweep, not once per run
 
 
+def test_an_advisor_that_can_never_stop_the_run_is_said_when_it_starts_not_on_each_resume(tmp_path, warm_cache,
+                                                                                          capsys):
+    """The warning is for the command that starts the run; a resume of it, here of the run it ended, says only
+    that the run is finished (kills the mutant that warned again on every --resume)."""
+    run = tmp_path / "run"
+    flags = ["--out", str(run), *tiny_flags(max_steps=2, eval_every=2), "--advisor-every", "4"]
+    assert main(["train", *flags]) == 0
+    assert "warning: advisor_every=4 with eval_every=2 and max_steps=2" in capsys.readouterr().err
+    assert main(["train", "--out", str(run), "--resume"]) == 0
+    said = capsys.readouterr()
+    assert said.err == ""
+    assert said.out == "[scalerl-s0] already finished at step 2 of 2 (pass a larger --max-steps to train on)\n"
+
+
 @pytest.mark.parametrize("text, said", [
     ('{"lr": ', "not a readable run config (JSONDecodeError"),  # cut short
     ('{"lr": "2e-3"}', "lr='2e-3' is not a number"),  # hand-edited: quoted
