@@ -364,6 +364,11 @@ def test_an_extended_run_is_in_flight_again_until_it_ends(tmp_path, warm_cache, 
      "advisor_rules 'min_evals=x': 'x' is not a whole number"),
     (["sweep", "--presets", "grpo,nope", "--seeds", "0"], "unknown preset 'nope'"),
     (["sweep", "--presets", "grpo", "--seeds", "0,x"], "comma list of integers"),
+    # the tiny GPT's 64 learned positions: past them the run crashed at the position lookup, after its warm start
+    # had begun (IndexError: index out of range in self, exit 1, a run folder left behind)
+    (["train", "--tasks", "sort", "--max-size", "61"], "the tiny GPT has 64 positions, and the longest sequence"),
+    (["sweep", "--presets", "grpo", "--seeds", "0", "--gen-len", "60"],
+     "the longest sequence would be 69 tokens (a prompt of 9, then gen_len=60 generated)"),
     (["train", "--lr", "inf"], "lr must be a finite number, got inf"),
     (["train", "--device", "cudax"], "device='cudax': use cpu, cuda or cuda:N"),
     (["sweep", "--presets", "grpo", "--seeds", "0", "--device", "cuda:-1"], "device='cuda:-1': use cpu, cuda or cuda:N"),
@@ -381,6 +386,26 @@ def test_bad_input_is_refused_with_exit_2_before_any_compute(tmp_path, capsys, a
     assert code == 2
     assert message in capsys.readouterr().err
     assert not out.exists()  # nothing created, nothing computed
+
+
+def test_the_longest_sequence_of_the_tiny_gpt_may_fill_its_positions_not_pass_them():
+    """Sorting at size s: a prompt of s + 5 tokens (<bos>, 's', s + 2 digits, '='), an answer of s + 3 (with
+    <eos>): 64 tokens at size 28, within the 64 positions; 66 at size 29, refused. gen_len counts from the
+    longest prompt (kills the mutant that halved the positions, and a check off by one either way)."""
+    from trainer_minimal.tasks import build_datasets
+    from trainer_minimal.train import check_sequences_fit
+
+    def check(**settings):
+        cfg = make_config("scalerl", tasks="sort", train_size=40, val_size=10, **settings)
+        check_sequences_fit(cfg, *build_datasets(cfg))
+
+    check(max_size=28)
+    with pytest.raises(ValueError, match="the tiny GPT has 64 positions, and the longest sequence would be 66 tokens .a prompt and its answer"):
+        check(max_size=29)
+    check(max_size=3, gen_len=56)  # size 3: a prompt of 8 tokens
+    with pytest.raises(ValueError, match=r"would be 65 tokens \(a prompt of 8, then gen_len=57 generated\)"):
+        check(max_size=3, gen_len=57)
+    check(max_size=29, model_path="a model folder")  # a Hugging Face model's positions are its own
 
 
 @pytest.mark.parametrize("command", [["train"], ["sweep", "--presets", "grpo", "--seeds", "0"]])

@@ -115,9 +115,10 @@ from .logging_io import (
     run_folder_guarded,
 )
 from .losses import aggregation_weights, group_advantages, policy_loss, zero_variance_groups
-from .model import ARCHITECTURE, build_policy, model_folder_fingerprint
+from .model import ARCHITECTURE, MAX_POSITIONS, build_policy, model_folder_fingerprint
 from .rollout import derive_seed, generate, left_pad, sampling_noise, score
 from .tasks import build_datasets, reward
+from .tokenizer import CharTokenizer
 
 KNOB_COLUMNS = (
     "loss_type", "aggregation", "adv_norm", "zero_var_filter", "npr_threshold", "off_policy_k",
@@ -198,7 +199,27 @@ def check_this_machine(cfg):
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if cfg.batch_size % world:
         raise ValueError(f"batch_size={cfg.batch_size} must be divisible by the {world} processes")
-    build_datasets(cfg)  # a val_size or train_size the tasks cannot supply fails here, not after the lock
+    check_sequences_fit(cfg, *build_datasets(cfg))  # a val_size or train_size the tasks cannot supply fails here
+
+
+def check_sequences_fit(cfg, pool, val):
+    """The tiny GPT has MAX_POSITIONS learned positions, one per real token of a sequence: a prompt and what
+    follows it (gen_len generated tokens; in the warm start a pool answer and its <eos>) longer than that
+    crashed at the position lookup, after the warm start had begun (IndexError: index out of range in self).
+    Refused here, with the sizes that make the longest sequence. A Hugging Face model has its own positions."""
+    if cfg.model_path:
+        return
+    tok = CharTokenizer()
+    prompt = max(len(tok.encode(p["prompt"])) for p in pool + val)
+    sampled = prompt + cfg.gen_len
+    taught = max(len(tok.encode(p["prompt"])) + len(tok.encode_answer(p["answer"])) for p in pool) \
+        if cfg.warmup_steps > 0 else 0
+    if max(sampled, taught) <= MAX_POSITIONS:
+        return
+    longest = (f"{sampled} tokens (a prompt of {prompt}, then gen_len={cfg.gen_len} generated)" if sampled >= taught
+               else f"{taught} tokens (a prompt and its answer with <eos>, in the warm start)")
+    raise ValueError(f"the tiny GPT has {MAX_POSITIONS} positions, and the longest sequence would be {longest} "
+                     f"with tasks={cfg.tasks!r} up to max_size={cfg.max_size}: lower max_size or gen_len")
 
 
 def check_logs_readable(paths):
