@@ -1,8 +1,14 @@
 """trainer-minimal's command line with known answers, without training: the defaults its help states are the
 ones it uses, and what it says about a bad command line. tests/test_trainer_run.py runs the commands."""
 
+import os
+import subprocess
+import sys
+
 from trainer_minimal.cli import build_parser, main
 from trainer_minimal.config import PRESETS
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_a_sweep_s_defaults_are_the_ones_its_help_states():
@@ -38,3 +44,17 @@ def test_presets_lists_each_recipe_with_its_overrides_and_exits_0(capsys):
     assert len(lines) == len(PRESETS)
     assert lines[list(PRESETS).index("scalerl")].split() == ["scalerl", "(the", "defaults:", "ScaleRL)"]
     assert lines[list(PRESETS).index("scalerl-g4")].split() == ["scalerl-g4", "{'group_size':", "4}"]
+
+
+def test_a_bad_flag_of_a_process_that_cannot_reach_a_store_is_said_without_importing_torch(tmp_path):
+    """WORLD_SIZE set (a shell left from a launch, a scheduler's environment) but no MASTER_ADDR: there is no
+    store to tell the other ranks through, so argparse's error is said at once, before torch is imported
+    (seconds; kills the mutant that imported the trainer to tell the others whenever WORLD_SIZE > 1)."""
+    code = ("import sys; from trainer_minimal.cli import main; code = main(['train', '--lr', 'x']); "
+            "print(code, 'torch' in sys.modules, 'trainer_minimal.train' in sys.modules)")
+    env = {k: v for k, v in os.environ.items() if k not in ("MASTER_ADDR", "MASTER_PORT")}
+    env.update(WORLD_SIZE="2", RANK="1", PYTHONPATH=REPO)
+    done = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120)
+    assert done.stdout.split() == ["2", "False", "False"], done.stderr
+    assert "argument --lr: invalid float value: 'x'" in done.stderr

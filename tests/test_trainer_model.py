@@ -120,7 +120,7 @@ def test_a_model_folder_s_fingerprint_reads_its_tokenizer_and_the_windows_of_a_l
     byte of a large weights file inside one of its windows however far into the file (the last window ends
     at the file's end), and with a file's name (the same bytes as another file the loader reads otherwise);
     not with files it does not read (kills the mutants that skipped tokenizer files, read every window from
-    the file's start, or left the names out)."""
+    the file's start, or left the names out or the .bin weights)."""
     folder = tmp_path / "model"
     folder.mkdir()
     (folder / "config.json").write_text('{"model_type": "llama"}')
@@ -144,6 +144,8 @@ def test_a_model_folder_s_fingerprint_reads_its_tokenizer_and_the_windows_of_a_l
 
     assert changed("tokenizer.json", 11, b"x")
     assert changed("model.safetensors", 999) and changed("model.safetensors", 665)
+    (folder / "pytorch_model.bin").write_bytes(bytes(50))  # weights saved without safetensors: read whole
+    assert changed("pytorch_model.bin", 25)
     assert not changed("model.safetensors", 500)  # between windows: the price of reading 1 MiB of a 5 GB shard
     before = fingerprint()
     (folder / "README.md").write_text("not read")
