@@ -50,6 +50,10 @@ DEMO_DRAWS = 2000
 # was still flagged in 3 of 6 (two with 1 and 6 divergences): the step size and mass matrix were
 # not yet adapted. With 2000, all 6 converged without a divergence (2026-12-02).
 DEMO_TUNE = 2000
+# How the demo chooses what it is not told, said both by --help and beside the chosen numbers, so the two
+# cannot drift apart (the help once left out the rounding the printed reason gave).
+BUDGET_RULE = "4x the largest observed compute"
+TARGET_RULE = "median of the recipes' forecast asymptotes, rounded down to 0.01"  # report.default_target
 
 
 # ----------------------------------------------------------------------------- data
@@ -162,8 +166,8 @@ def parse_args(argv=None):
     data.add_argument("--live", action="store_true", help="first run a short trainer_minimal sweep and forecast it")
     data.add_argument("--runs", type=Path, default=None, help="run table to use instead of the shipped sweep")
     parser.add_argument("--out", type=Path, default=Path("demo_out"), help="output folder (default demo_out)")
-    parser.add_argument("--budget", type=float, default=None, help="default: 4x the largest observed compute")
-    parser.add_argument("--target", type=float, default=None, help="default: median of the recipes' asymptotes")
+    parser.add_argument("--budget", type=float, default=None, help=f"default: {BUDGET_RULE}")
+    parser.add_argument("--target", type=float, default=None, help=f"default: the {TARGET_RULE}")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--fast", action="store_true", help="short chains (a quick look; used by the tests)")
     parser.add_argument("--write-synthetic", type=Path, default=None, metavar="PATH",
@@ -253,8 +257,8 @@ def run_demo(args) -> int:
     print(f"fit: {fit_seconds:.0f} s; {fc.diagnostics()}")
     if tries := fc.sampling_tries():  # a fit that needed more than one try says so
         print(f"     {tries}")
-    why_budget = "" if args.budget is not None else " (4x the largest observed compute)"
-    why_target = "" if args.target is not None else " (median of the recipes' forecast asymptotes, rounded down to 0.01)"
+    why_budget = "" if args.budget is not None else f" ({BUDGET_RULE})"
+    why_target = "" if args.target is not None else f" ({TARGET_RULE})"
     print(f"\nbudget {fmt_compute(data.budget)} {data.compute_unit}{why_budget}, target {target:g}{why_target}\n")
     print(recipe_table_text(data))
     print(f"\n=> {data.recommendation.headline}")

@@ -287,3 +287,14 @@ def test_the_quick_slice_keeps_the_best_middle_and_worst_recipe_by_final_metric_
     assert sorted(kept["run_id"].unique()) == ["r0-s0", "r0-s1", "r2-s0", "r2-s1", "r4-s0", "r4-s1"]
     assert len(kept) == 6 * 6
     assert sorted(demo.subset_runs(runs, n_recipes=2, n_runs=1)["run_id"].unique()) == ["r0-s0", "r4-s0"]
+
+
+def test_the_help_says_how_the_demo_chooses_its_budget_and_target(capsys):
+    """`--help` gives the defaults the demo uses and prints as its reasons: the target is the recipes' median
+    forecast asymptote rounded down to 0.01 (the help said only "median of the recipes' asymptotes")."""
+    with pytest.raises(SystemExit) as exit_:
+        demo.parse_args(["--help"])
+    assert exit_.value.code == 0
+    help_text = " ".join(capsys.readouterr().out.split())  # argparse wraps the lines
+    assert "--budget BUDGET default: 4x the largest observed compute" in help_text
+    assert "--target TARGET default: the median of the recipes' forecast asymptotes, rounded down to 0.01" in help_text
