@@ -9,12 +9,15 @@ do that a sigmoid cannot: an early plateau or a late decline.
 
 from __future__ import annotations
 
+import math
+import numbers
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from .curves import sigmoid_curve
+from .inference import is_whole_number
 
 TABLE1_PATHS = (
     Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "scalerl_table1.csv",
@@ -53,10 +56,15 @@ def simulate_sweep(
         grid as a real sweep does.
     messy_fraction: share of runs that flatten early or decline late (half each).
     Truth is kept in columns true_A, true_B, true_C_mid, true_R0, true_metric.
+    An argument out of range, or a recipes table without a name and A, B, C_mid per row, is a
+    ValueError naming it (and the row), before anything is drawn.
     """
-    rng = np.random.default_rng(rng)
     if recipes is None:
         recipes = load_table1().rename(columns={"run": "recipe"})
+    check_recipes(recipes)
+    check_arguments(n_seeds=n_seeds, n_points=n_points, r0=r0, compute_span=compute_span, seed_sd_A=seed_sd_A,
+                    n_eval=n_eval, wander_sd=wander_sd, wander_corr=wander_corr, messy_fraction=messy_fraction)
+    rng = np.random.default_rng(rng)
     recipes = recipes.rename(columns={"run": "recipe"})
     c_ref = float(recipes["C_mid"].min())
     compute = np.geomspace(compute_span[0] * c_ref, compute_span[1] * c_ref * 4, n_points)
@@ -104,3 +112,71 @@ def simulate_sweep(
                     }
                 )
     return pd.DataFrame(rows)
+
+
+# ----------------------------------------------------------------------------- checking the arguments
+# Without these, a bad argument failed deep inside numpy ("scale < 0", "p < 0, p > 1 or p is NaN",
+# KeyError: 'C_mid') or quietly made another sweep than the one asked for (a compute grid run
+# backwards, messy_fraction 1.5 taken as 1, no runs at all for n_seeds=0).
+
+CURVE_COLUMNS = ("A", "B", "C_mid")
+
+
+def refused(message: str) -> ValueError:
+    return ValueError(f"simulate_sweep: {message}")
+
+
+def is_finite_number(value) -> bool:
+    """A real number that is not a bool, NaN or infinite (numpy's scalars included)."""
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_)) and math.isfinite(value)
+
+
+def shown(value) -> str:
+    return f"{value:g}" if is_finite_number(value) else repr(value)
+
+
+def check_recipes(recipes) -> None:
+    """A table naming each recipe (a recipe or, as Table 1 has it, a run column) with a finite A, B and
+    C_mid > 0 on every row (C_mid sets the compute grid and is taken in logs)."""
+    if not isinstance(recipes, pd.DataFrame):
+        raise refused(f"recipes must be a DataFrame with columns recipe (or run), A, B, C_mid, got {type(recipes).__name__}")
+    missing = [column for column in CURVE_COLUMNS if column not in recipes.columns]
+    if missing:
+        raise refused(f"recipes has no column{'s' if len(missing) > 1 else ''} {', '.join(missing)} (it needs A, B, "
+                      f"C_mid per recipe; its columns: {', '.join(map(str, recipes.columns))})")
+    names = [column for column in ("recipe", "run") if column in recipes.columns]
+    if not names:
+        raise refused("recipes has no column recipe (or run) to name the recipes")
+    if len(names) > 1:
+        raise refused("recipes has both a recipe and a run column: which names the recipes is not known")
+    if recipes.empty:
+        raise refused("recipes has no rows")
+    for row, recipe in recipes.iterrows():
+        for column in CURVE_COLUMNS:
+            value = recipe[column]
+            where = f"recipes row {row} ({names[0]} {recipe[names[0]]})"
+            if not is_finite_number(value):
+                raise refused(f"{where}: {column} must be a finite number, got {shown(value)}")
+            if column == "C_mid" and value <= 0:
+                raise refused(f"{where}: C_mid must be > 0, got {shown(value)}")
+
+
+def check_arguments(*, n_seeds, n_points, r0, compute_span, seed_sd_A, n_eval, wander_sd, wander_corr,
+                    messy_fraction) -> None:
+    """Each of simulate_sweep's numbers in its range; ValueError naming the first that is not."""
+    for name, count in (("n_seeds", n_seeds), ("n_points", n_points), ("n_eval", n_eval)):
+        if not is_whole_number(count) or count < 1:
+            raise refused(f"{name} must be a whole number >= 1, got {count!r}")
+    if not is_finite_number(r0):
+        raise refused(f"r0 must be a finite number, got {r0!r}")
+    span_ok = (isinstance(compute_span, (tuple, list)) and len(compute_span) == 2
+               and all(map(is_finite_number, compute_span)) and 0 < compute_span[0] < compute_span[1])
+    if not span_ok:
+        raise refused(f"compute_span must be (first, last) with 0 < first < last, got {compute_span!r}")
+    for name, spread in (("seed_sd_A", seed_sd_A), ("wander_sd", wander_sd)):
+        if not is_finite_number(spread) or spread < 0:
+            raise refused(f"{name} must be a finite number >= 0, got {spread!r}")
+    if not is_finite_number(wander_corr) or not -1 <= wander_corr <= 1:
+        raise refused(f"wander_corr must lie in [-1, 1], got {wander_corr!r}")
+    if not is_finite_number(messy_fraction) or not 0 <= messy_fraction <= 1:
+        raise refused(f"messy_fraction must lie in [0, 1], got {messy_fraction!r}")

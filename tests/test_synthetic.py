@@ -100,3 +100,72 @@ def test_messy_runs_flatten_early_or_decline_late_as_documented():
             log_span = np.log(run["compute"] / run["compute"].iloc[0]) / np.log(100.0)  # 100 to 10,000
             np.testing.assert_allclose(truth[log_span <= 0.55], clean[log_span <= 0.55], rtol=1e-12)
     assert (simulate_sweep(recipes(a=(0.6, 2.0, 1000.0)), n_seeds=20, n_points=3, rng=8)["shape"] == "clean").all()
+
+
+@pytest.mark.parametrize(
+    ("arguments", "said"),
+    [
+        ({"compute_span": (2.5, 0.1)}, "compute_span must be (first, last) with 0 < first < last, got (2.5, 0.1)"),
+        ({"compute_span": (0.1, 0.1)}, "compute_span must be (first, last) with 0 < first < last"),
+        ({"compute_span": (0.0, 2.5)}, "compute_span must be (first, last) with 0 < first < last"),
+        ({"compute_span": (-1.0, 2.5)}, "compute_span must be (first, last) with 0 < first < last"),
+        ({"compute_span": (0.1, float("inf"))}, "compute_span must be (first, last) with 0 < first < last"),
+        ({"compute_span": (0.1,)}, "compute_span must be (first, last) with 0 < first < last, got (0.1,)"),
+        ({"compute_span": 2.5}, "compute_span must be (first, last)"),
+        ({"compute_span": ("0.1", "2.5")}, "compute_span must be (first, last)"),
+        ({"messy_fraction": -0.1}, "messy_fraction must lie in [0, 1], got -0.1"),
+        ({"messy_fraction": 1.5}, "messy_fraction must lie in [0, 1], got 1.5"),
+        ({"messy_fraction": float("nan")}, "messy_fraction must lie in [0, 1], got nan"),
+        ({"n_seeds": 0}, "n_seeds must be a whole number >= 1, got 0"),
+        ({"n_seeds": 1.5}, "n_seeds must be a whole number >= 1, got 1.5"),
+        ({"n_points": 0}, "n_points must be a whole number >= 1, got 0"),
+        ({"n_eval": 0}, "n_eval must be a whole number >= 1, got 0"),
+        ({"n_eval": 100.5}, "n_eval must be a whole number >= 1, got 100.5"),
+        ({"seed_sd_A": -0.01}, "seed_sd_A must be a finite number >= 0, got -0.01"),
+        ({"wander_sd": -0.01}, "wander_sd must be a finite number >= 0, got -0.01"),
+        ({"wander_sd": float("nan")}, "wander_sd must be a finite number >= 0, got nan"),
+        ({"wander_corr": 1.2}, "wander_corr must lie in [-1, 1], got 1.2"),
+        ({"r0": float("nan")}, "r0 must be a finite number, got nan"),
+    ],
+)
+def test_an_argument_out_of_range_is_refused_by_name(arguments, said):
+    """Each argument that would have crashed deep inside numpy ("scale < 0", "p is NaN", "Geometric sequence
+    cannot include zero"), or quietly made a sweep that is not the one asked for (a reversed compute grid,
+    messy_fraction 1.5 as 1, no runs at all), is a ValueError that names it and what it got."""
+    with pytest.raises(ValueError, match="^simulate_sweep: ") as err:
+        simulate_sweep(recipes(a=(0.6, 2.0, 1000.0)), **{"n_points": 3, **arguments})
+    assert said in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("table", "said"),
+    [
+        (pd.DataFrame({"recipe": ["a"], "A": [0.6], "B": [2.0]}), "recipes has no column C_mid (it needs A, B, C_mid"),
+        (pd.DataFrame({"recipe": ["a"], "B": [2.0], "c_mid": [1000.0]}), "recipes has no columns A, C_mid"),
+        (pd.DataFrame({"name": ["a"], "A": [0.6], "B": [2.0], "C_mid": [1000.0]}),
+         "recipes has no column recipe (or run) to name the recipes"),
+        (pd.DataFrame({"recipe": ["a"], "run": ["b"], "A": [0.6], "B": [2.0], "C_mid": [1000.0]}),
+         "recipes has both a recipe and a run column"),
+        (pd.DataFrame(columns=["recipe", "A", "B", "C_mid"]), "recipes has no rows"),
+        ({"recipe": "a", "A": 0.6, "B": 2.0, "C_mid": 1000.0}, "recipes must be a DataFrame with columns recipe (or "
+                                                               "run), A, B, C_mid, got dict"),
+        (recipes(a=(0.6, 2.0, 1000.0), b=(0.6, 2.0, 0.0)), "recipes row 1 (recipe b): C_mid must be > 0, got 0"),
+        (recipes(a=(0.6, 2.0, 1000.0), b=(0.6, float("nan"), 10.0)), "recipes row 1 (recipe b): B must be a finite "
+                                                                      "number, got nan"),
+        (pd.DataFrame({"recipe": ["a"], "A": ["high"], "B": [2.0], "C_mid": [1000.0]}),
+         "recipes row 0 (recipe a): A must be a finite number, got 'high'"),
+    ],
+)
+def test_a_recipes_table_without_the_curve_parameters_is_refused_by_column_and_row(table, said):
+    with pytest.raises(ValueError, match="^simulate_sweep: ") as err:
+        simulate_sweep(table, n_points=3)
+    assert said in str(err.value)
+
+
+def test_the_edges_of_each_range_are_accepted():
+    """messy_fraction 0 and 1, no noise at all, a wander that never decays, one seed and one point, and counts given
+    as whole floats (16000.0, as a config file gives them) all still make a sweep."""
+    for arguments in ({"messy_fraction": 0.0}, {"messy_fraction": 1}, {"seed_sd_A": 0, "wander_sd": 0.0},
+                      {"wander_corr": 1.0}, {"wander_corr": -1.0}, {"n_seeds": 1, "n_points": 1},
+                      {"n_eval": 16000.0, "n_seeds": np.int64(2)}, {"compute_span": [0.1, 2.5]}):
+        assert len(simulate_sweep(recipes(a=(0.6, 2.0, 1000.0)), **{"n_points": 3, **arguments})) > 0
