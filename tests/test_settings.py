@@ -1,6 +1,7 @@
 """NAME=VALUE settings (forecast.settings) and the range checks of EarlyStopConfig and Priors."""
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -113,3 +114,41 @@ def test_priors_scales_must_be_positive_and_centres_may_be_negative_but_neither_
             Priors(**{name: value})
     with pytest.raises(ValueError, match="a_sd must be > 0 and at most 20, got inf"):
         Priors(a_sd=math.inf)
+
+
+def early_stop_number_fields() -> dict[str, bool]:
+    """{field: None allowed} for every EarlyStopConfig field annotated as a float (or float | None), read from the
+    dataclass itself rather than from a list kept beside it."""
+    import dataclasses
+    import typing
+
+    hints = typing.get_type_hints(EarlyStopConfig)
+    out = {}
+    for field in dataclasses.fields(EarlyStopConfig):
+        kinds = set(typing.get_args(hints[field.name])) or {hints[field.name]}
+        if float in kinds:
+            out[field.name] = type(None) in kinds
+    return out
+
+
+def test_every_number_rule_is_type_checked_and_only_those_annotated_optional_may_be_off():
+    """NUMBER_RULES and RULES_THAT_MAY_BE_OFF are kept by hand beside the fields: a new float field left out of
+    NUMBER_RULES took text ("'<' not supported between 'str' and 'int'", or kept silently where no range check
+    compares it), and one left out of RULES_THAT_MAY_BE_OFF could not be switched off with None though its
+    annotation says it may. Each field annotated float is refused as text, naming it, and takes None exactly when
+    it is annotated float | None."""
+    from forecast.early_stop import NUMBER_RULES, RULES_THAT_MAY_BE_OFF
+
+    numbers_ = early_stop_number_fields()
+    assert len(numbers_) >= 10  # the reading of the annotations found the rules (10 in 2026-12)
+    assert sorted(NUMBER_RULES) == sorted(numbers_)
+    assert sorted(RULES_THAT_MAY_BE_OFF) == sorted(name for name, optional in numbers_.items() if optional)
+    for name, optional in numbers_.items():
+        off = ", or None (off)" if optional else ""
+        with pytest.raises(ValueError, match=rf"^{name} must be a number{re.escape(off)}, got '0\.5'$"):
+            EarlyStopConfig(**{name: "0.5"})
+        if optional:
+            assert getattr(EarlyStopConfig(**{name: None}), name) is None
+        else:
+            with pytest.raises(ValueError, match=rf"^{name} must be a number, got None$"):
+                EarlyStopConfig(**{name: None})
