@@ -1,6 +1,7 @@
 """Atomic rewrites of result files (forecast/io.py), which trainer_minimal's writes go through too:
 a rewrite keeps what the user set up around the file and survives a crash."""
 
+import errno
 import os
 import stat
 import sys
@@ -87,61 +88,42 @@ def test_a_link_to_a_file_in_a_folder_not_made_yet_is_written_through(tmp_path):
     assert link.is_symlink() and (tmp_path / "reports" / "today" / "report.html").read_text() == "new"
 
 
-def test_a_full_disk_is_said_of_the_file_being_written_and_the_old_one_stays(tmp_path, monkeypatch):
-    """A full disk met while writing the temporary file (pathlib's error names the temporary file,
-    h5py's and a file object's no file at all) was said of '.fit.nc.1rs05yk7.tmp' or of nothing: the
-    error names the user's path now, and the file already there is untouched, with no temporary left."""
-    import errno
-    import pathlib
-
-    from forecast.io import resource_error_message
-
-    path = tmp_path / "summary.json"
-    path.write_text("old")
-
-    def full_disk(self, *args, **kwargs):
-        raise OSError(errno.ENOSPC, "No space left on device", str(self))
-
-    monkeypatch.setattr(pathlib.Path, "write_text", full_disk)
-    with pytest.raises(OSError) as raised:
-        atomic_write_text(path, "new")
-    assert raised.value.errno == errno.ENOSPC and raised.value.filename == str(path)
-    assert resource_error_message(raised.value) == (
-        f"{path}: No space left on device (the disk is full: free some space, or write elsewhere)")
-    monkeypatch.undo()
-    assert path.read_text() == "old"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["summary.json"]
-    with pytest.raises(OSError) as raised:  # h5py's error: several lines of its internals, no file name
-        with atomic_path(path):
-            raise OSError(errno.ENOSPC, "Unable to synchronously create file (file write failed: ...)")
-    assert raised.value.filename == str(path) and "Unable" not in resource_error_message(raised.value)
-
-
-def test_a_file_larger_than_the_process_may_write_is_said_in_a_line_and_the_old_one_stays(tmp_path, monkeypatch):
-    """A write beyond the largest file the process may write (`ulimit -f`, or a file system's own largest
-    file) fails with EFBIG, 'File too large': it was not among the failures said in one line, so every
-    command writing a result ended in a traceback naming the temporary file. It is said of the user's
-    path now, with what to do, as a machine's failure (exit 1, not the path's); the old file stays."""
-    import errno
+@pytest.mark.parametrize(("code", "said"), [
+    (errno.ENOSPC, "No space left on device (the disk is full: free some space, or write elsewhere)"),
+    (errno.EFBIG, "File too large (larger than this process may write (ulimit -f) or the file system holds: raise "
+                  "the limit, or write elsewhere)"),
+], ids=["full disk", "file too large"])
+def test_a_write_the_machine_fails_is_said_of_the_users_file_in_a_line_and_the_old_one_stays(tmp_path, monkeypatch,
+                                                                                            code, said):
+    """A full disk (ENOSPC) met while writing the temporary file (pathlib's error names the temporary file,
+    h5py's and a file object's no file at all) was said of '.fit.nc.1rs05yk7.tmp' or of nothing. A write beyond
+    the largest file the process may write (`ulimit -f`, or a file system's own largest file: EFBIG, 'File too
+    large') was not among the failures said in one line, so every command writing a result ended in a traceback
+    naming the temporary file. Each is said of the user's path now, with what to do, as a machine's failure
+    (exit 1, not the path's); the file already there is untouched, with no temporary left."""
     import pathlib
 
     from forecast.io import WriteFailed, resource_error_message
 
-    path = tmp_path / "report.html"
+    path = tmp_path / "summary.json"
     path.write_text("old")
 
-    def too_large(self, *args, **kwargs):
-        raise OSError(errno.EFBIG, "File too large", str(self))
+    def failing(self, *args, **kwargs):
+        raise OSError(code, os.strerror(code), str(self))
 
-    monkeypatch.setattr(pathlib.Path, "write_text", too_large)
+    monkeypatch.setattr(pathlib.Path, "write_text", failing)
     with pytest.raises(WriteFailed) as raised:
         atomic_write_text(path, "new")
     monkeypatch.undo()
-    assert resource_error_message(raised.value) == (
-        f"{path}: File too large (larger than this process may write (ulimit -f) or the file system holds: "
-        "raise the limit, or write elsewhere)")
+    assert raised.value.errno == code and raised.value.filename == str(path)
+    assert resource_error_message(raised.value) == f"{path}: {said}"
     assert not raised.value.path_refuses
-    assert path.read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == ["report.html"]
+    assert path.read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["summary.json"]
+    with pytest.raises(OSError) as raised:  # h5py's error: several lines of its internals, no file name
+        with atomic_path(path):
+            raise OSError(code, "Unable to synchronously create file (file write failed: ...)")
+    assert raised.value.filename == str(path) and "Unable" not in resource_error_message(raised.value)
 
 
 def test_an_error_about_another_file_is_not_said_of_the_file_being_written(tmp_path):
