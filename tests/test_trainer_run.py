@@ -6,6 +6,7 @@ import dataclasses
 import errno
 import json
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -405,7 +406,6 @@ def test_the_longest_sequence_of_the_tiny_gpt_may_fill_its_positions_not_pass_th
     check(max_size=3, gen_len=56)  # size 3: a prompt of 8 tokens
     with pytest.raises(ValueError, match=r"would be 65 tokens \(a prompt of 8, then gen_len=57 generated\)"):
         check(max_size=3, gen_len=57)
-    check(max_size=29, model_path="a model folder")  # a Hugging Face model's positions are its own
 
 
 @pytest.mark.parametrize("command", [["train"], ["sweep", "--presets", "grpo", "--seeds", "0"]])
@@ -1240,12 +1240,13 @@ def test_train_help_shows_the_default_of_every_on_off_flag(capsys):
     assert "run table or folder of runs (a sweep) the advisor compares with" in text
 
 
-def save_tiny_hf_model(folder, arch, eos_token="<eos>", model_vocab_size=None):
+def save_tiny_hf_model(folder, arch, eos_token="<eos>", model_vocab_size=None, n_positions=64):
     """A tiny causal LM built from a transformers config (nothing downloaded), saved to a folder.
 
     llama: no tokenizer files, so the trainer uses its character tokenizer;
     gpt2: saved with a character-level Hugging Face tokenizer, so the trainer uses the HF adapter
-    (eos_token None: one without; model_vocab_size: the model's, when not the tokenizer's).
+    (eos_token None: one without; model_vocab_size: the model's, when not the tokenizer's;
+    n_positions: its learned positions).
     """
     transformers = pytest.importorskip("transformers")
     vocab_size = CharTokenizer().vocab_size
@@ -1262,8 +1263,8 @@ def save_tiny_hf_model(folder, arch, eos_token="<eos>", model_vocab_size=None):
     tokenizer.pre_tokenizer = pre_tokenizers.Split("", behavior="isolated")  # one token per character
     tokenizer.decoder = decoders.Fuse()
     transformers.PreTrainedTokenizerFast(tokenizer_object=tokenizer, **specials).save_pretrained(folder)
-    config = transformers.GPT2Config(vocab_size=model_vocab_size or vocab_size, n_embd=32, n_layer=1, n_head=2, n_positions=64,
-                                     bos_token_id=1, eos_token_id=2)
+    config = transformers.GPT2Config(vocab_size=model_vocab_size or vocab_size, n_embd=32, n_layer=1, n_head=2,
+                                     n_positions=n_positions, bos_token_id=1, eos_token_id=2)
     transformers.GPT2LMHeadModel(config).save_pretrained(folder)
 
 
@@ -1297,6 +1298,55 @@ def test_a_tokenizer_the_loop_cannot_use_is_refused_with_exit_2(tmp_path, capsys
                      *tiny_flags(warmup_steps=0, max_steps=2, eval_every=2)]) == 2
         assert message in capsys.readouterr().err
         assert not out.exists()
+
+
+def test_a_hugging_face_model_s_learned_positions_are_its_limit_checked_before_any_compute(tmp_path, capsys,
+                                                                                          warm_cache):
+    """A GPT-2 style model has n_positions learned positions: past them the run crashed at its position
+    lookup (IndexError: index out of range in self, exit 1, a run folder left behind). Sorting at size 3: a
+    prompt of 8 tokens, so gen_len=24 fills a model of 32 positions and 25 passes them; at size 12 a prompt
+    and its answer with <eos> are 32 tokens, at 13 they are 34 (each one past crashed, found by hand). A rotary model (Llama) has no learned
+    positions: its max_position_embeddings is no limit, and sequences past it are not refused."""
+    from trainer_minimal.tasks import build_datasets
+    from trainer_minimal.train import check_sequences_fit
+
+    transformers = pytest.importorskip("transformers")
+    save_tiny_hf_model(tmp_path / "gpt2", "gpt2", n_positions=32)
+    save_untrained_llama(tmp_path / "llama", hidden_size=32, n_layer=1, n_head=2)
+    with open(tmp_path / "llama" / "config.json") as f:
+        assert json.load(f)["max_position_embeddings"] == 64
+
+    def check(model, **settings):
+        cfg = make_config("scalerl", tasks="sort", train_size=40, val_size=10, model_path=str(tmp_path / model),
+                          **settings)
+        check_sequences_fit(cfg, *build_datasets(cfg))
+
+    limit = f"the model in model_path={str(tmp_path / 'gpt2')!r} has 32 learned positions (its n_positions=32)"
+    check("gpt2", max_size=3, gen_len=24, warmup_steps=0)
+    with pytest.raises(ValueError, match=re.escape(f"{limit}, and the longest sequence would be 33 tokens (a "
+                                                   "prompt of 8, then gen_len=25 generated)")):
+        check("gpt2", max_size=3, gen_len=25, warmup_steps=0)
+    check("gpt2", max_size=12, gen_len=1)
+    with pytest.raises(ValueError, match=r"would be 34 tokens \(a prompt and its answer with <eos>, in the warm start"):
+        check("gpt2", max_size=13, gen_len=1)
+    check("llama", max_size=29, gen_len=60)
+    # OPT's table has two rows before position 0: 34 rows, 32 positions (it crashed at gen_len=25 too)
+    transformers.OPTForCausalLM(transformers.OPTConfig(
+        vocab_size=CharTokenizer().vocab_size, hidden_size=16, ffn_dim=32, num_hidden_layers=1, num_attention_heads=2,
+        max_position_embeddings=32, word_embed_proj_dim=16)).save_pretrained(tmp_path / "opt")
+    check("opt", max_size=3, gen_len=24, warmup_steps=0)
+    with pytest.raises(ValueError, match=r"has 32 learned positions \(its max_position_embeddings=32\), and the longest "
+                                         r"sequence would be 33 tokens"):
+        check("opt", max_size=3, gen_len=25, warmup_steps=0)
+    # from the command line: exit 2, nothing made; a run that fills the positions runs
+    out = tmp_path / "out"
+    assert main(["train", "--model-path", str(tmp_path / "gpt2"), "--out", str(out),
+                 *tiny_flags(tasks="sort", max_size=3, gen_len=25, warmup_steps=0, max_steps=2, eval_every=2)]) == 2
+    assert f"{limit}, and the longest sequence would be 33 tokens" in capsys.readouterr().err
+    assert not out.exists()
+    summary = train(tiny(out, warm_cache, model_path=str(tmp_path / "gpt2"), tasks="sort", max_size=3, gen_len=24,
+                         warmup_steps=0, max_steps=2, eval_every=2, zero_var_filter=False))
+    assert summary["steps"] == 2
 
 
 @pytest.mark.parametrize("arch", ["llama", "gpt2"])

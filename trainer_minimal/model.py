@@ -147,6 +147,35 @@ def load_hf_policy(path):
     return model, folder_tokenizer(path, model.get_input_embeddings().num_embeddings)
 
 
+# config fields that hold a model's position count, in the order they are named when one matches its table
+POSITION_FIELDS = ("n_positions", "max_position_embeddings", "n_ctx")
+
+
+@functools.cache  # a sweep checks every run's config, all with one model folder
+def learned_positions(path):
+    """(n, said) for the model in folder `path`: the n positions of its learned position table (GPT-2's
+    wpe, OPT's embed_positions), past which its position lookup fails (IndexError: index out of range in
+    self), and how to name them; None for a model without one (rotary, ALiBi: its max_position_embeddings
+    is no hard limit). Read from the model built on the meta device, so no weights are loaded."""
+    import transformers
+
+    try:
+        config = transformers.AutoConfig.from_pretrained(path, local_files_only=True)
+        with torch.device("meta"):
+            model = transformers.AutoModelForCausalLM.from_config(config)
+    except Exception:  # a model the probe cannot build: the loader says why in its own words, or runs it
+        return None
+    words = model.get_input_embeddings()
+    for name, module in model.named_modules():
+        leaf = name.rsplit(".", 1)[-1]
+        if isinstance(module, nn.Embedding) and module is not words and ("pos" in leaf or leaf == "wpe"):
+            n = module.num_embeddings - getattr(module, "offset", 0)  # OPT's table has 2 rows before position 0
+            text_config = config.get_text_config()
+            field = next((f for f in POSITION_FIELDS if getattr(text_config, f, None) == n), None)
+            return n, f"its {field}={n}" if field else f"its {name}"
+    return None
+
+
 def model_folder_fingerprint(path, whole_up_to=16 << 20, windows=256, window=4096):
     """A digest of what in a model folder decides its warm start, for the warm-start cache key: keyed
     by the path alone, a folder replaced by another model of the same shape loaded the old model's warm

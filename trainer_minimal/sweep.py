@@ -220,13 +220,13 @@ def check_runs_table(out, configs):
 def check_task_data(configs):
     """Generate each distinct training pool and validation set once: a val_size or train_size the
     tasks cannot supply is refused here, before the warm starts, not as a traceback in every run; so are
-    sequences longer than the tiny GPT's positions (train.check_sequences_fit)."""
+    sequences longer than the model's positions (train.check_sequences_fit)."""
     from .train import check_sequences_fit
 
     keys = set()
     for cfg in configs:
         key = (cfg.tasks, cfg.max_size, cfg.train_size, cfg.val_size, cfg.data_seed, cfg.gen_len,
-               cfg.warmup_steps > 0, bool(cfg.model_path))
+               cfg.warmup_steps > 0, cfg.model_path)
         if key not in keys:
             keys.add(key)
             check_sequences_fit(cfg, *build_datasets(cfg))

@@ -115,10 +115,16 @@ from .logging_io import (
     run_folder_guarded,
 )
 from .losses import aggregation_weights, group_advantages, policy_loss, zero_variance_groups
-from .model import ARCHITECTURE, MAX_POSITIONS, build_policy, model_folder_fingerprint
+from .model import (
+    ARCHITECTURE,
+    MAX_POSITIONS,
+    build_policy,
+    learned_positions,
+    model_folder_fingerprint,
+)
 from .rollout import derive_seed, generate, left_pad, sampling_noise, score
 from .tasks import build_datasets, reward
-from .tokenizer import CharTokenizer
+from .tokenizer import CharTokenizer, folder_tokenizer
 
 KNOB_COLUMNS = (
     "loss_type", "aggregation", "adv_norm", "zero_var_filter", "npr_threshold", "off_policy_k",
@@ -206,19 +212,27 @@ def check_sequences_fit(cfg, pool, val):
     """The tiny GPT has MAX_POSITIONS learned positions, one per real token of a sequence: a prompt and what
     follows it (gen_len generated tokens; in the warm start a pool answer and its <eos>) longer than that
     crashed at the position lookup, after the warm start had begun (IndexError: index out of range in self).
-    Refused here, with the sizes that make the longest sequence. A Hugging Face model has its own positions."""
+    Refused here, with the sizes that make the longest sequence. A Hugging Face model with learned positions
+    (GPT-2's n_positions) crashed the same way past its own, counted in its own tokenizer's tokens; one
+    without (rotary) has no hard limit and is not checked."""
     if cfg.model_path:
-        return
-    tok = CharTokenizer()
+        positions = learned_positions(cfg.model_path)
+        if positions is None:
+            return
+        limit, said = positions
+        tok = folder_tokenizer(cfg.model_path, None)  # its vocabulary was checked by check_model_path
+        has_positions = f"the model in model_path={cfg.model_path!r} has {limit} learned positions ({said})"
+    else:
+        limit, tok, has_positions = MAX_POSITIONS, CharTokenizer(), f"the tiny GPT has {MAX_POSITIONS} positions"
     prompt = max(len(tok.encode(p["prompt"])) for p in pool + val)
     sampled = prompt + cfg.gen_len
     taught = max(len(tok.encode(p["prompt"])) + len(tok.encode_answer(p["answer"])) for p in pool) \
         if cfg.warmup_steps > 0 else 0
-    if max(sampled, taught) <= MAX_POSITIONS:
+    if max(sampled, taught) <= limit:
         return
     longest = (f"{sampled} tokens (a prompt of {prompt}, then gen_len={cfg.gen_len} generated)" if sampled >= taught
                else f"{taught} tokens (a prompt and its answer with <eos>, in the warm start)")
-    raise ValueError(f"the tiny GPT has {MAX_POSITIONS} positions, and the longest sequence would be {longest} "
+    raise ValueError(f"{has_positions}, and the longest sequence would be {longest} "
                      f"with tasks={cfg.tasks!r} up to max_size={cfg.max_size}: lower max_size or gen_len")
 
 
