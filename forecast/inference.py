@@ -329,13 +329,17 @@ class ConvergenceReport:
     pareto_k_limit: float = 0.7
     # the variables with a NaN or infinite draw: a sampler that failed there (their R-hat and ESS are NaN)
     nonfinite_draws: list[str] = field(default_factory=list)
+    # {"R-hat" / "bulk ESS" / "tail ESS": the variables with finite draws that vary whose value of it came out
+    # NaN}: 0 / 0 for another reason than too few draws (draws at two values, one each side of the median, have
+    # no folded R-hat). Their convergence is unknown, said so by name rather than as "too few draws"
+    uncomputed: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def converged(self) -> bool:
         reweight_ok = self.pareto_k is None or self.pareto_k <= self.pareto_k_limit
         ess_ok = self.min_ess_bulk >= self.ess_limit and self.min_ess_tail >= self.ess_limit
         return (self.max_rhat <= self.rhat_limit and self.divergences == 0 and ess_ok and reweight_ok
-                and not self.nonfinite_draws)
+                and not self.nonfinite_draws and not self.uncomputed)
 
     def rhat_shown(self) -> str:
         """max R-hat as every line shows it: '1.0104' against 1.01, not '1.010' (shown_against_limit)."""
@@ -350,10 +354,13 @@ class ConvergenceReport:
         if self.nonfinite_draws:
             out.append(f"NaN or infinite draws in {', '.join(self.nonfinite_draws)}: the sampler failed there, so this "
                        "fit's numbers cannot be trusted")
-        # too few draws a chain (fewer than 4) for R-hat or ESS: NaN, which no limit below catches
+        for names, stats in _stats_by_variables(self.uncomputed).items():
+            out.append(f"{' and '.join(stats)} could not be computed for {', '.join(names)}: whether it converged is unknown")
+        # too few draws a chain (fewer than 4) for R-hat or ESS: NaN, which no limit below catches. NaN for
+        # another reason is said above: every variable with NaN or infinite draws, or each one left uncomputed
         missing = [name for name, value in (("R-hat", self.max_rhat), ("bulk ESS", self.min_ess_bulk),
-                                            ("tail ESS", self.min_ess_tail)) if not np.isfinite(value)]
-        if missing:
+                                            ("tail ESS", self.min_ess_tail)) if np.isnan(value)]
+        if missing and not self.nonfinite_draws and not self.uncomputed:
             out.append(f"{' and '.join(missing)} could not be computed from {self.n_draws} draws: too few to judge convergence")
         if self.max_rhat > self.rhat_limit:
             out.append(f"R-hat up to {self.rhat_shown()} (> {self.rhat_limit}): chains disagree")
@@ -390,6 +397,15 @@ class ConvergenceReport:
         return "\n  ".join([head, *self.problems()])
 
     _repr_pretty_ = pretty_as_str
+
+
+def _stats_by_variables(uncomputed: dict[str, list[str]]) -> dict[tuple[str, ...], list[str]]:
+    """{("A", "B"): ["R-hat", "tail ESS"]} from {"R-hat": ["A", "B"], "tail ESS": ["A", "B"]}: one line per set of
+    variables, naming every diagnostic it lacks."""
+    grouped: dict[tuple[str, ...], list[str]] = {}
+    for stat, names in uncomputed.items():
+        grouped.setdefault(tuple(names), []).append(stat)
+    return grouped
 
 
 # every sampled quantity a forecast reads: R0 (the pooled start) and r0_sd feed each new-run
@@ -507,9 +523,17 @@ def convergence_report(idata, var_names=SUMMARY_VARS, *, ess_limit: float | None
         # nonfinite_draws, else the fit read as converged on the others' numbers), chains stuck apart (R-hat inf)
         constant = finite & (np.ptp(columns, axis=(0, 1)) < np.finfo(float).resolution)
     judged = finite & ~constant
+    # below ARVIZ_MIN_DRAWS draws a chain every value is NaN: ConvergenceReport says "too few draws" for that
+    few_draws = n_draw < ARVIZ_MIN_DRAWS
+    uncomputed = {} if few_draws else {
+        stat: list(dict.fromkeys(v for v, bad in zip(variable_of, judged & np.isnan(values), strict=True) if bad))
+        for stat, values in (("R-hat", rhat), ("bulk ESS", ess_bulk), ("tail ESS", ess_tail))}
+    if not few_draws and not judged.any() and finite.all():  # every draw of every variable the same: a stuck sampler
+        uncomputed["R-hat"] = list(names)
 
     def _extreme(values, fn):
-        values = values[judged]
+        # NaN of a variable in `uncomputed` is named there; the others' values still judge the fit (inf counts)
+        values = values[judged & ~np.isnan(values)]
         return float(fn(values)) if len(values) else float("nan")
 
     n_draws = int(n_chain * n_draw)
@@ -522,4 +546,5 @@ def convergence_report(idata, var_names=SUMMARY_VARS, *, ess_limit: float | None
         n_draws=n_draws,
         ess_limit=ess_limit if ess_limit is not None else default_ess_limit(n_chain, n_draws),
         nonfinite_draws=list(dict.fromkeys(v for v, ok in zip(variable_of, finite, strict=True) if not ok)),
+        uncomputed={stat: names for stat, names in uncomputed.items() if names},
     )

@@ -1487,6 +1487,36 @@ def test_nan_or_infinite_draws_are_a_convergence_problem_not_skipped(broken):
     assert type(report).from_dict(report.to_dict()) == report  # kept in a saved fit
 
 
+@pytest.mark.parametrize("case", ["every variable NaN", "two values about the median", "every variable constant"])
+def test_r_hat_not_computed_for_another_reason_than_few_draws_says_why(case):
+    """A report whose R-hat was NaN said "R-hat ... could not be computed from 400 draws: too few to judge
+    convergence" whatever the cause: also where every variable had NaN draws, or a finite variable's draws took two
+    values, one each side of the median (no folded R-hat: 0 / 0), or no variable moved. Each says its cause now; a
+    variable left uncomputed is named and keeps the fit from reading as converged on the others' numbers."""
+    import arviz as az
+
+    from forecast.inference import convergence_report
+
+    rng = np.random.default_rng(1)
+    stats = {"diverging": np.zeros((2, 200), dtype=bool)}
+    if case == "every variable NaN":
+        posterior = {"A": np.full((2, 200, 3), np.nan)}
+        expected = ["NaN or infinite draws in A: the sampler failed there, so this fit's numbers cannot be trusted"]
+    elif case == "two values about the median":
+        two_values = rng.permutation(np.repeat([0.0, 1.0], 200)).reshape(2, 200)
+        posterior = {"A": rng.normal(size=(2, 200)), "B": two_values}
+        expected = ["R-hat could not be computed for B: whether it converged is unknown"]
+    else:
+        posterior = {"A": np.full((2, 200), 0.5), "B": np.ones((2, 200, 2))}
+        expected = ["R-hat could not be computed for A, B: whether it converged is unknown"]
+    report = convergence_report(az.from_dict(posterior=posterior, sample_stats=stats), tuple(posterior))
+    assert not report.converged
+    assert report.problems() == expected
+    if case == "two values about the median":  # the R-hat of the variable that has one is still shown
+        assert report.uncomputed == {"R-hat": ["B"]} and np.isfinite(report.max_rhat) and report.max_rhat < 1.05
+    assert type(report).from_dict(report.to_dict()) == report  # kept in a saved fit
+
+
 def test_the_ess_of_anticorrelated_draws_is_capped_as_arviz_caps_it():
     """Kills the mutant that caps ESS at total * ln(total) for ArviZ's total * log10(total): draws that
     alternate in sign have an autocorrelation time below 1, and their bulk ESS (at the cap, 1041 of
