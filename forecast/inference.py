@@ -318,7 +318,7 @@ class ConvergenceReport:
     max_rhat: float
     min_ess_bulk: float
     min_ess_tail: float
-    divergences: int
+    divergences: int | None  # None: unknown, the draws came without the sampler's statistics (no converged fit)
     n_draws: int
     rhat_limit: float = 1.01
     ess_limit: float = 400.0
@@ -349,6 +349,9 @@ class ConvergenceReport:
         """An ESS as every line shows it: '149.6' against 150, not '150' (shown_against_limit)."""
         return shown_against_limit(ess, self.ess_limit, 0, bad_above=False)
 
+    def divergences_shown(self) -> str:
+        return "unknown" if self.divergences is None else str(self.divergences)
+
     def problems(self) -> list[str]:
         out = []
         if self.nonfinite_draws:
@@ -364,7 +367,10 @@ class ConvergenceReport:
             out.append(f"{' and '.join(missing)} could not be computed from {self.n_draws} draws: too few to judge convergence")
         if self.max_rhat > self.rhat_limit:
             out.append(f"R-hat up to {self.rhat_shown()} (> {self.rhat_limit}): chains disagree")
-        if self.divergences:
+        if self.divergences is None:
+            out.append("divergences unknown: the draws came without the sampler's statistics (sample_stats' diverging), "
+                       "so whether it explored the posterior reliably cannot be told")
+        elif self.divergences:
             transitions = "transition" if self.divergences == 1 else "transitions"
             out.append(f"{self.divergences} divergent {transitions}: the posterior geometry was not explored reliably")
         if self.min_ess_bulk < self.ess_limit:
@@ -390,7 +396,7 @@ class ConvergenceReport:
         status = "converged" if self.converged else "NOT CONVERGED"
         head = (
             f"{status}: max R-hat {self.rhat_shown()}, min bulk ESS {self.ess_shown(self.min_ess_bulk)}, "
-            f"min tail ESS {self.ess_shown(self.min_ess_tail)}, divergences {self.divergences} ({self.n_draws} draws)"
+            f"min tail ESS {self.ess_shown(self.min_ess_tail)}, divergences {self.divergences_shown()} ({self.n_draws} draws)"
         )
         if self.pareto_k is not None:
             head += f"; reweighted: Pareto k {self.pareto_k:.2f}, efficiency {self.reweight_efficiency:.0%}"
@@ -537,7 +543,10 @@ def convergence_report(idata, var_names=SUMMARY_VARS, *, ess_limit: float | None
         return float(fn(values)) if len(values) else float("nan")
 
     n_draws = int(n_chain * n_draw)
-    divergences = int(idata.sample_stats["diverging"].sum()) if "diverging" in idata.sample_stats else 0
+    # draws without the sampler's statistics (a hand-made or foreign posterior) crashed here (AttributeError),
+    # and statistics without `diverging` counted 0 divergences: unknown either way, said as a problem
+    stats = getattr(idata, "sample_stats", None)
+    divergences = int(stats["diverging"].sum()) if stats is not None and "diverging" in stats else None
     return ConvergenceReport(
         max_rhat=_extreme(rhat, np.max),
         min_ess_bulk=_extreme(ess_bulk, np.min),

@@ -1189,7 +1189,7 @@ def diagnostics_html(d: dict) -> str:
         ("min bulk ESS", f"{shown_against_limit(d['min_ess_bulk'], d['ess_limit'], 0, bad_above=False)} "
                          f"(limit {d['ess_limit']:.0f}: 100 per chain, for short chains a quarter of the draws but at least 100)"),
         ("min tail ESS", f"{shown_against_limit(d['min_ess_tail'], d['ess_limit'], 0, bad_above=False)} (the same limit)"),
-        ("divergent transitions", f"{d['divergences']}"),
+        ("divergent transitions", "unknown" if d["divergences"] is None else f"{d['divergences']}"),
         ("posterior draws", f"{d['n_draws']}"),
     ]
     if "fit_seconds" in d:

@@ -1517,6 +1517,29 @@ def test_r_hat_not_computed_for_another_reason_than_few_draws_says_why(case):
     assert type(report).from_dict(report.to_dict()) == report  # kept in a saved fit
 
 
+@pytest.mark.parametrize("stats", ["no sample_stats", "no diverging"])
+def test_draws_without_the_samplers_statistics_leave_divergences_unknown_not_a_crash_or_zero(stats):
+    """convergence_report on draws without a sample_stats group (a hand-made or foreign posterior) failed with
+    AttributeError: 'InferenceData' object has no attribute 'sample_stats', and statistics without `diverging`
+    counted 0 divergences, so such a fit read as converged. Its divergences are unknown now: said as a problem,
+    in the status line and on the report page, and the fit is not called converged."""
+    import arviz as az
+
+    from forecast.inference import convergence_report
+    from forecast.report import diagnostics_html
+
+    posterior = {"A": np.random.default_rng(0).normal(size=(2, 200, 3))}
+    idata = az.from_dict(posterior=posterior) if stats == "no sample_stats" else \
+        az.from_dict(posterior=posterior, sample_stats={"step_size": np.ones((2, 200))})
+    report = convergence_report(idata, ("A",))
+    assert report.divergences is None and not report.converged
+    assert report.problems() == ["divergences unknown: the draws came without the sampler's statistics (sample_stats' "
+                                 "diverging), so whether it explored the posterior reliably cannot be told"]
+    assert "divergences unknown (400 draws)" in str(report)
+    assert "<dt>divergent transitions</dt><dd>unknown</dd>" in diagnostics_html(report.to_dict())
+    assert type(report).from_dict(report.to_dict()) == report
+
+
 def test_the_ess_of_anticorrelated_draws_is_capped_as_arviz_caps_it():
     """Kills the mutant that caps ESS at total * ln(total) for ArviZ's total * log10(total): draws that
     alternate in sign have an autocorrelation time below 1, and their bulk ESS (at the cap, 1041 of
