@@ -380,6 +380,8 @@ class ConvergenceReport:
         if self.pareto_k is not None and self.pareto_k > self.pareto_k_limit:
             k = shown_so_it_reads_true(self.pareto_k, lambda shown: shown > self.pareto_k_limit, 2)
             out.append(f"Pareto k {k} (> {self.pareto_k_limit}): the new data moved the posterior too far to reweight")
+        elif self.pareto_k is not None and np.isnan(self.pareto_k):  # not converged (NaN <= limit is False), so said
+            out.append("Pareto k could not be computed: whether the reweighted draws stand for the new data is unknown")
         return out
 
     def to_dict(self) -> dict:

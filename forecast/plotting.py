@@ -288,8 +288,9 @@ def convergence_mark(fc) -> str | None:
     report = diagnostics() if callable(diagnostics) else None
     if report is None or report.converged:
         return None
-    problems = "; ".join(problem.split(":")[0] for problem in report.problems()) or "see its diagnostics"
-    return f"fit did not converge: {problems} \u2014 see its diagnostics"
+    problems = "; ".join(problem.split(":")[0] for problem in report.problems())
+    # no problem to name (a report of another kind): "see its diagnostics" once, not "... — see its diagnostics" again
+    return f"fit did not converge: {problems} \u2014 see its diagnostics" if problems else "fit did not converge \u2014 see its diagnostics"
 
 
 # inside a caller's panel the mark sits over the data: smaller, and on a box the curves show through

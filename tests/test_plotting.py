@@ -612,6 +612,24 @@ def test_a_flagged_fits_charts_say_so_on_the_image(fitted, monkeypatch, chart):
         plt.close("all")
 
 
+def test_the_mark_of_a_fit_flagged_without_a_problem_named_reads_once_see_its_diagnostics():
+    """A fit flagged unconverged whose report listed no problem (a reweighted fit's Pareto k NaN: not <= 0.7, yet not
+    > 0.7 either) marked its charts "fit did not converge: see its diagnostics \u2014 see its diagnostics". Pareto k
+    NaN is a problem named now, and a report of another kind that names none reads "see its diagnostics" once."""
+    from types import SimpleNamespace
+
+    from forecast.inference import ConvergenceReport
+    from forecast.plotting import convergence_mark
+
+    nan_k = ConvergenceReport(max_rhat=1.002, min_ess_bulk=900.0, min_ess_tail=800.0, divergences=0, n_draws=2000,
+                              pareto_k=float("nan"), reweight_efficiency=0.5)
+    assert not nan_k.converged
+    assert convergence_mark(SimpleNamespace(diagnostics=lambda: nan_k)) == (
+        "fit did not converge: Pareto k could not be computed \u2014 see its diagnostics")
+    unnamed = SimpleNamespace(converged=False, problems=lambda: [])
+    assert convergence_mark(SimpleNamespace(diagnostics=lambda: unnamed)) == "fit did not converge \u2014 see its diagnostics"
+
+
 def test_the_key_beside_a_callers_panel_is_kept_by_a_tight_save(fitted):
     """On the caller's axes the key sits right of the last panel, outside it. add_artist clipped it
     to the panel, so matplotlib's tight bounding box (savefig(bbox_inches='tight'), and Jupyter's
