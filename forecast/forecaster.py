@@ -668,7 +668,8 @@ class ScalingForecaster:
             pareto_k=update.pareto_k,
             reweight_efficiency=update.efficiency,
         )
-        if update.pareto_k > report.pareto_k_limit or update.efficiency < MIN_REWEIGHT_EFFICIENCY:
+        # written so that NaN fails: PSIS may not fit the weights' tail, and `k > limit` is False for NaN
+        if not (update.pareto_k <= report.pareto_k_limit and update.efficiency >= MIN_REWEIGHT_EFFICIENCY):
             return False
         idata = _resampled(base_idata, update.indices)
         info = {

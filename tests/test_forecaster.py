@@ -1167,6 +1167,23 @@ def test_refit_given_another_horizon_samples_rather_than_dropping_it(small_sweep
         fc.refit(small_sweep, horizon="4e12")
 
 
+@pytest.mark.parametrize("pareto_k, kept", [(0.5, True), (float("nan"), False), (0.9, False)])
+def test_a_reweighted_fit_is_kept_only_on_a_pareto_k_known_to_be_reliable(fitted, monkeypatch, pareto_k, kept):
+    """refit() keeps the reweighted draws only where Pareto k <= 0.7. A NaN k (PSIS could not fit the weights'
+    tail) passed the check `k > 0.7`, false for NaN: the reweighted fit was kept, then flagged, where it should
+    have been sampled again. The weights are stood in for; what matters is which k is kept."""
+    import copy
+
+    import forecast.reweight as reweight
+
+    draws = fitted.idata.posterior.sizes["chain"] * fitted.idata.posterior.sizes["draw"]
+    monkeypatch.setattr(reweight, "importance_update", lambda *args, **kwargs: reweight.ImportanceUpdate(
+        indices=np.arange(draws), pareto_k=pareto_k, efficiency=1.0))
+    fc = copy.copy(fitted)  # a reweight that is kept sets the fit on this copy, not on the session's fit
+    assert fc._try_reweight(fitted.runs_, fitted._base, pad_to=None, random_seed=0) is kept
+    assert fc.fit_info_.get("reweighted", False) is kept
+
+
 def test_loading_a_fit_that_did_not_converge_warns_as_fitting_it_did(fitted, tmp_path):
     """fit() warned (ConvergenceWarning) on a flagged fit, load() said nothing: a notebook that
     loaded a saved flagged fit and predicted or decided from it never heard of the flags."""
