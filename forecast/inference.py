@@ -333,13 +333,16 @@ class ConvergenceReport:
     # NaN}: 0 / 0 for another reason than too few draws (draws at two values, one each side of the median, have
     # no folded R-hat). Their convergence is unknown, said so by name rather than as "too few draws"
     uncomputed: dict[str, list[str]] = field(default_factory=dict)
+    # the variables whose draws never moved within any chain, each chain at a value of its own (their R-hat is
+    # 0 / 0, NaN: without them named, the report said "too few draws" of a sampler that did not move)
+    stuck_chains: list[str] = field(default_factory=list)
 
     @property
     def converged(self) -> bool:
         reweight_ok = self.pareto_k is None or self.pareto_k <= self.pareto_k_limit
         ess_ok = self.min_ess_bulk >= self.ess_limit and self.min_ess_tail >= self.ess_limit
         return (self.max_rhat <= self.rhat_limit and self.divergences == 0 and ess_ok and reweight_ok
-                and not self.nonfinite_draws and not self.uncomputed)
+                and not self.nonfinite_draws and not self.uncomputed and not self.stuck_chains)
 
     def rhat_shown(self) -> str:
         """max R-hat as every line shows it: '1.0104' against 1.01, not '1.010' (shown_against_limit)."""
@@ -357,13 +360,16 @@ class ConvergenceReport:
         if self.nonfinite_draws:
             out.append(f"NaN or infinite draws in {', '.join(self.nonfinite_draws)}: the sampler failed there, so this "
                        "fit's numbers cannot be trusted")
+        if self.stuck_chains:
+            out.append(f"{', '.join(self.stuck_chains)} did not move within any chain, each chain at a value of its own: "
+                       "the sampler failed there, so this fit's numbers cannot be trusted")
         for names, stats in _stats_by_variables(self.uncomputed).items():
             out.append(f"{' and '.join(stats)} could not be computed for {', '.join(names)}: whether it converged is unknown")
         # too few draws a chain (fewer than 4) for R-hat or ESS: NaN, which no limit below catches. NaN for
-        # another reason is said above: every variable with NaN or infinite draws, or each one left uncomputed
+        # another reason is said above: every variable with NaN or infinite draws, stuck, or left uncomputed
         missing = [name for name, value in (("R-hat", self.max_rhat), ("bulk ESS", self.min_ess_bulk),
                                             ("tail ESS", self.min_ess_tail)) if np.isnan(value)]
-        if missing and not self.nonfinite_draws and not self.uncomputed:
+        if missing and not self.nonfinite_draws and not self.uncomputed and not self.stuck_chains:
             out.append(f"{' and '.join(missing)} could not be computed from {self.n_draws} draws: too few to judge convergence")
         if self.max_rhat > self.rhat_limit:
             out.append(f"R-hat up to {self.rhat_shown()} (> {self.rhat_limit}): chains disagree")
@@ -530,13 +536,17 @@ def convergence_report(idata, var_names=SUMMARY_VARS, *, ess_limit: float | None
         # Every other column counts, NaN or infinite diagnostic and all: one with a NaN or infinite draw (named in
         # nonfinite_draws, else the fit read as converged on the others' numbers), chains stuck apart (R-hat inf)
         constant = finite & (np.ptp(columns, axis=(0, 1)) < np.finfo(float).resolution)
-    judged = finite & ~constant
+        # every chain at a value of its own, never moving: R-hat 0 / 0, named in stuck_chains (not "too few draws",
+        # which is what chains shorter than ARVIZ_MIN_DRAWS are, moving or not)
+        stuck = (finite & ~constant & (np.ptp(columns, axis=1) < np.finfo(float).resolution).all(axis=0)
+                 & (n_draw >= ARVIZ_MIN_DRAWS))
+    judged = finite & ~constant & ~stuck
     # below ARVIZ_MIN_DRAWS draws a chain every value is NaN: ConvergenceReport says "too few draws" for that
     few_draws = n_draw < ARVIZ_MIN_DRAWS
     uncomputed = {} if few_draws else {
         stat: list(dict.fromkeys(v for v, bad in zip(variable_of, judged & np.isnan(values), strict=True) if bad))
         for stat, values in (("R-hat", rhat), ("bulk ESS", ess_bulk), ("tail ESS", ess_tail))}
-    if not few_draws and not judged.any() and finite.all():  # every draw of every variable the same: a stuck sampler
+    if not few_draws and not judged.any() and finite.all() and not stuck.any():  # no variable moved at all
         uncomputed["R-hat"] = list(names)
 
     def _extreme(values, fn):
@@ -558,4 +568,5 @@ def convergence_report(idata, var_names=SUMMARY_VARS, *, ess_limit: float | None
         ess_limit=ess_limit if ess_limit is not None else default_ess_limit(n_chain, n_draws),
         nonfinite_draws=list(dict.fromkeys(v for v, ok in zip(variable_of, finite, strict=True) if not ok)),
         uncomputed={stat: names for stat, names in uncomputed.items() if names},
+        stuck_chains=list(dict.fromkeys(v for v, is_stuck in zip(variable_of, stuck, strict=True) if is_stuck)),
     )

@@ -1557,6 +1557,34 @@ def test_draws_without_the_samplers_statistics_leave_divergences_unknown_not_a_c
     assert type(report).from_dict(report.to_dict()) == report
 
 
+def test_chains_each_stuck_at_their_own_value_are_named_not_called_too_few_draws():
+    """A variable whose draws never move within any chain, each chain at a value of its own (every chain
+    stuck where it started), has R-hat 0 / 0: NaN. Once NaN draws were told apart from a constant
+    variable's, its NaN counted, and the report said "R-hat could not be computed from 400 draws: too few to
+    judge convergence", sending the user to draw more from a sampler that had not moved. It is named as
+    stuck now, and R-hat is the other variables'."""
+    import arviz as az
+
+    from forecast.inference import convergence_report
+
+    draws = np.random.default_rng(0).normal(size=(2, 200, 2))
+    stuck = np.stack([np.full(200, 0.2), np.full(200, 0.7)])  # chain 0 at 0.2 throughout, chain 1 at 0.7
+    stats = {"diverging": np.zeros((2, 200), dtype=bool)}
+    report = convergence_report(az.from_dict(posterior={"A": draws, "B": stuck}, sample_stats=stats), ("A", "B"))
+    assert not report.converged
+    assert report.stuck_chains == ["B"]
+    assert ("B did not move within any chain, each chain at a value of its own: the sampler failed there, so this "
+            "fit's numbers cannot be trusted") in report.problems()
+    assert not any("could not be computed" in problem for problem in report.problems()), report.problems()
+    assert np.isfinite(report.max_rhat) and report.max_rhat < 1.05  # A's R-hat, still shown
+    assert type(report).from_dict(report.to_dict()) == report  # kept in a saved fit
+    saved_before = {k: v for k, v in report.to_dict().items() if k != "stuck_chains"}  # a fit saved before
+    assert type(report).from_dict(saved_before).stuck_chains == []
+    short = convergence_report(az.from_dict(posterior={"A": draws[:, :3]}, sample_stats={"diverging": stats["diverging"][:, :3]}),
+                               ("A",))  # 3 draws a chain: too few, whether they moved or not
+    assert short.stuck_chains == [] and any("too few to judge convergence" in problem for problem in short.problems())
+
+
 def test_the_ess_of_anticorrelated_draws_is_capped_as_arviz_caps_it():
     """Kills the mutant that caps ESS at total * ln(total) for ArviZ's total * log10(total): draws that
     alternate in sign have an autocorrelation time below 1, and their bulk ESS (at the cap, 1041 of
