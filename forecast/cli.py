@@ -1394,7 +1394,8 @@ def _refuse_empty_values(command_parser, args) -> None:
         items = value if isinstance(value, list) else [value]
         separators = "," if action.dest in EMPTY_LIST_HINTS else ""
         if any(isinstance(item, str) and not item.strip(separators + " \t\n") for item in items):
-            name = max(action.option_strings, key=len) if action.option_strings else action.metavar or action.dest.upper()
+            # a positional as its usage line shows it: its metavar, or argparse's own name for it (its dest, as is)
+            name = max(action.option_strings, key=len) if action.option_strings else action.metavar or action.dest
             raise BadInput(f"{name} is empty: {EMPTY_LIST_HINTS.get(action.dest, EMPTY_PATH_HINT)}")
 
 

@@ -1207,6 +1207,10 @@ def test_an_empty_list_value_is_refused_naming_its_flag(fit_dir, tmp_path, capsy
 @pytest.mark.parametrize("argv, said", [
     (["fit", "{runs}", "--out", ""], "--out is empty: give a path (an empty one is read as the current folder)"),
     (["decide", "", "--budget", "1e3"], "RUNS_OR_FIT is empty: give a path (an empty one is read as the current folder)"),
+    # named as the usage line names it (argparse shows a positional without a metavar by its own name, lower case)
+    (["fit", "", "--out", "{tmp}/fit"], "runs is empty: give a path (an empty one is read as the current folder)"),
+    (["predict", "", "--compute", "1e3"], "fit_dir is empty: give a path (an empty one is read as the current folder)"),
+    (["watch", "", "--once"], "RUNS_DIR is empty: give a path (an empty one is read as the current folder)"),
     (["report", "{fit}", "-o", ""], "--out is empty: give a path (an empty one is read as the current folder)"),
     (["watch", "{tmp}", "--once", "--reference", " "],
      "--reference is empty: give a path (an empty one is read as the current folder)"),
