@@ -220,6 +220,18 @@ def netcdf_image(groups: dict, attrs: dict | None = None) -> bytes | None:
     return buffer.getvalue()
 
 
+def _broken(report: ConvergenceReport) -> bool:
+    """A try whose draws the sampler failed on (NaN or infinite draws, chains that never moved, an R-hat that
+    could not be computed): its divergences and R-hat are the other variables', so they cannot rank it."""
+    return bool(report.nonfinite_draws or report.stuck_chains or report.uncomputed)
+
+
+def _fewer_problems(new: ConvergenceReport, old: ConvergenceReport) -> bool:
+    """Whether try `new` is kept over `old`: not broken where `old` is, then fewer divergences, then a lower max
+    R-hat. Ranked on divergences and R-hat alone, a broken try with no divergence beat a clean one with some."""
+    return (_broken(new), new.divergences, new.max_rhat) < (_broken(old), old.divergences, old.max_rhat)
+
+
 def run_table_dataset(runs: pd.DataFrame) -> xr.Dataset:
     """The run table as the Dataset save() writes into a fit's netCDF file. netCDF holds neither
     pandas' categorical and nullable columns nor a "/" in a variable name, all ordinary in a run
@@ -531,7 +543,7 @@ class ScalingForecaster:
             retry_report = convergence_report(retry)
             info["retry"] = {"target_accept": RETRY_TARGET_ACCEPT, "divergences_before": report.divergences, "divergences_after": retry_report.divergences}
             info["sample_seconds"] += retry_info["sample_seconds"]
-            if (retry_report.divergences, retry_report.max_rhat) < (report.divergences, report.max_rhat):
+            if _fewer_problems(retry_report, report):
                 idata, report, kept_settings = retry, retry_report, retry_settings
             if report.divergences and centered and len(data.recipes) > 1:
                 # Still divergent with the recipe level centred: recipes so alike that their
@@ -543,7 +555,7 @@ class ScalingForecaster:
                 info["retry"]["recipe_noncentred_divergences"] = other_report.divergences
                 info["sample_seconds"] += other_info["sample_seconds"]
                 info["compile_seconds"] = info.get("compile_seconds", 0.0) + other_info.get("compile_seconds", 0.0)
-                if (other_report.divergences, other_report.max_rhat) < (report.divergences, report.max_rhat):
+                if _fewer_problems(other_report, report):
                     idata, report, recipes_centred = other, other_report, False
                     kept_settings = retry_settings
         if not report.converged and self.mode == "nuts" and settings.extend_if_flagged:
@@ -567,8 +579,8 @@ class ScalingForecaster:
                               "problems_before": report.problems(), "problems_after": longer_report.problems()}
             info["sample_seconds"] += longer_info["sample_seconds"]
             info["compile_seconds"] = info.get("compile_seconds", 0.0) + longer_info.get("compile_seconds", 0.0)
-            # more draws estimate R-hat and ESS better, so they are kept unless they diverge more
-            info["longer"]["kept"] = longer_report.divergences <= report.divergences
+            # more draws estimate R-hat and ESS better, so they are kept unless they diverge more (or broke)
+            info["longer"]["kept"] = (_broken(longer_report), longer_report.divergences) <= (_broken(report), report.divergences)
             if info["longer"]["kept"]:
                 idata, report, recipes_centred = longer, longer_report, info["longer"]["recipe_centered"]
         if not report.converged and self.mode == "nuts" and settings.extend_if_flagged and centered:
@@ -586,7 +598,7 @@ class ScalingForecaster:
                                   "compile_seconds": other_info.get("compile_seconds", 0.0)}
             info["sample_seconds"] += other_info["sample_seconds"]
             info["compile_seconds"] = info.get("compile_seconds", 0.0) + other_info.get("compile_seconds", 0.0)
-            info["noncentred"]["kept"] = (other_report.divergences, other_report.max_rhat) < (report.divergences, report.max_rhat)
+            info["noncentred"]["kept"] = _fewer_problems(other_report, report)
             if info["noncentred"]["kept"]:
                 idata, report, centered, recipes_centred = other, other_report, False, False
         info["centered"] = centered

@@ -870,6 +870,21 @@ def test_a_fit_that_still_diverges_tries_the_recipe_level_non_centred(
     assert tries.endswith("(kept)") is (kept_recipe_centred is False)
 
 
+def test_a_retry_whose_draws_broke_is_not_kept_over_a_try_that_only_diverged(fitted, small_sweep, monkeypatch):
+    """Tries were ranked on divergences, then max R-hat, alone: a retry with NaN draws and no divergence
+    (its R-hat the other variables') beat the first try's 5 divergences and was kept, and with no divergence
+    left the recipe level was never tried non-centred. A broken try now ranks behind any that is not, so the
+    non-centred try runs and is kept (3 divergences). Sampling is faked as in the tests above."""
+    reports = [{"divergences": 5}, {"divergences": 0, "nonfinite_draws": ["A"]}, {"divergences": 3}]
+    tries = fake_sampling(monkeypatch, fitted, reports)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fc = ScalingForecaster(sampler=SamplerSettings(extend_if_flagged=False)).fit(small_sweep, random_seed=0, progress=False)
+    assert [(accept, non_centred) for accept, _, _, non_centred in tries] == [(0.9, False), (0.97, False), (0.97, True)]
+    assert fc.diagnostics().nonfinite_draws == [] and fc.diagnostics().divergences == 3
+    assert fc.fit_info_["recipe_centered"] is False
+
+
 @pytest.mark.parametrize(
     "reports, extend, expected_tries, longer_kept",
     [
