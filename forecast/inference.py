@@ -530,22 +530,25 @@ def convergence_report(idata, var_names=SUMMARY_VARS, *, ess_limit: float | None
     columns = np.concatenate([post[v].values.reshape(n_chain, n_draw, -1) for v in names], axis=2)
     variable_of = [v for v in names for _ in range(post[v].values[0, 0].size)]  # the variable of each column
     finite = np.isfinite(columns).all(axis=(0, 1))
+    # below ARVIZ_MIN_DRAWS draws a chain every value is NaN: ConvergenceReport says "too few draws" for that
+    few_draws = n_draw < ARVIZ_MIN_DRAWS
+
+    def variables_where(mask) -> list[str]:
+        return list(dict.fromkeys(v for v, flagged in zip(variable_of, mask, strict=True) if flagged))
+
     with np.errstate(divide="ignore", invalid="ignore"):
         rhat, ess_bulk, ess_tail = diagnostics_arrays(columns)
         # a variable the same in every draw has no R-hat (0 / 0) and says nothing about the chains: left out.
-        # Every other column counts, NaN or infinite diagnostic and all: one with a NaN or infinite draw (named in
-        # nonfinite_draws, else the fit read as converged on the others' numbers), chains stuck apart (R-hat inf)
+        # Every other column counts: one with a NaN or infinite draw is named in nonfinite_draws (else the fit
+        # read as converged on the others' numbers), one stuck in stuck_chains, one whose diagnostic is NaN in uncomputed
         constant = finite & (np.ptp(columns, axis=(0, 1)) < np.finfo(float).resolution)
         # every chain at a value of its own, never moving: R-hat 0 / 0, named in stuck_chains (not "too few draws",
         # which is what chains shorter than ARVIZ_MIN_DRAWS are, moving or not)
         stuck = (finite & ~constant & (np.ptp(columns, axis=1) < np.finfo(float).resolution).all(axis=0)
-                 & (n_draw >= ARVIZ_MIN_DRAWS))
+                 & (not few_draws))
     judged = finite & ~constant & ~stuck
-    # below ARVIZ_MIN_DRAWS draws a chain every value is NaN: ConvergenceReport says "too few draws" for that
-    few_draws = n_draw < ARVIZ_MIN_DRAWS
-    uncomputed = {} if few_draws else {
-        stat: list(dict.fromkeys(v for v, bad in zip(variable_of, judged & np.isnan(values), strict=True) if bad))
-        for stat, values in (("R-hat", rhat), ("bulk ESS", ess_bulk), ("tail ESS", ess_tail))}
+    uncomputed = {} if few_draws else {stat: variables_where(judged & np.isnan(values))
+                                       for stat, values in (("R-hat", rhat), ("bulk ESS", ess_bulk), ("tail ESS", ess_tail))}
     if not few_draws and not judged.any() and finite.all() and not stuck.any():  # no variable moved at all
         uncomputed["R-hat"] = list(names)
 
@@ -566,7 +569,7 @@ def convergence_report(idata, var_names=SUMMARY_VARS, *, ess_limit: float | None
         divergences=divergences,
         n_draws=n_draws,
         ess_limit=ess_limit if ess_limit is not None else default_ess_limit(n_chain, n_draws),
-        nonfinite_draws=list(dict.fromkeys(v for v, ok in zip(variable_of, finite, strict=True) if not ok)),
-        uncomputed={stat: names for stat, names in uncomputed.items() if names},
-        stuck_chains=list(dict.fromkeys(v for v, is_stuck in zip(variable_of, stuck, strict=True) if is_stuck)),
+        nonfinite_draws=variables_where(~finite),
+        uncomputed={stat: variables for stat, variables in uncomputed.items() if variables},
+        stuck_chains=variables_where(stuck),
     )
