@@ -102,6 +102,32 @@ def test_trainer_advice_names_what_did_not_converge(monkeypatch):
     assert any("R-hat up to 1.080" in p for p in rec.details["convergence_problems"])
 
 
+def test_advice_on_a_fit_of_unknown_divergences_says_unknown(monkeypatch):
+    """A fit whose draws came without the sampler's statistics (a hand-made or reweighted one) has
+    divergences None: the advice's problems and the trainer's printed line say "unknown", never "None",
+    and nothing compares None with a number (TypeError)."""
+    from forecast import early_stop
+    from forecast.inference import ConvergenceReport
+
+    def unknown_report():
+        return ConvergenceReport(max_rhat=1.001, min_ess_bulk=900.0, min_ess_tail=900.0, divergences=None, n_draws=400)
+
+    fit = types.SimpleNamespace(run_ids=["live-s0"], diagnostics=unknown_report)
+    monkeypatch.setattr(early_stop, "fit_for_advice", lambda table, **kwargs: (fit, unknown_report().converged))
+    monkeypatch.setattr(early_stop, "recommend_runs", lambda fc, budgets, config, **kwargs: {
+        "live-s0": early_stop.Recommendation("stop", "saturated", "stop: flat", run_id="live-s0")})
+    evals = pd.DataFrame({"run_id": "live-s0", "recipe": "live", "compute": [1e5, 2e5, 4e5, 8e5],
+                          "metric": [0.3, 0.35, 0.37, 0.38], "n_eval": 32})
+    rec = early_stop.trainer_advice(evals, planned_compute=1e7, config=early_stop.EarlyStopConfig(min_evals=2))
+    assert rec.details["converged"] is False
+    # the trainer's line, forecast watch's and the Hugging Face callback's say the advice's problems as they are
+    from forecast.hf_callback import _convergence_note
+    from forecast.watch import _line
+
+    for line in (train_module.advice_line("stop", rec.rule, rec.message, rec.details), _line(rec), _convergence_note(rec)):
+        assert "divergences unknown" in line and "None" not in line
+
+
 def test_trainer_advice_names_a_float_run_id_as_the_fit_does(monkeypatch):
     """Evaluations whose run_id is a whole-number float (another tool's log writing "run_id": 3.0; a
     column read as floats) are fitted as run '3' (formatting.name_of), while trainer_advice named the run
