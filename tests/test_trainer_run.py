@@ -2139,6 +2139,74 @@ def test_a_stopped_sweep_kills_a_run_that_takes_no_stop_and_says_so_in_its_log(t
     assert (tmp_path / "r1" / "stdout.log").read_text() == said["r1"] + "\n"
 
 
+class RunStuckInTheKernel:
+    """A stand-in Popen for a run in uninterruptible sleep (D state): no signal ends it, SIGKILL included, so
+    a wait with a timeout times out and a wait without one never returns (raised here instead of hanging)."""
+
+    pid = 4242
+    returncode = None
+
+    def __init__(self, cmd, **kwargs):
+        self.signals = []
+
+    def poll(self):
+        return None
+
+    def wait(self, timeout=None):
+        if timeout is None:
+            raise AssertionError("the sweep waited without a limit on a run that never ends")
+        raise subprocess.TimeoutExpired("train", timeout)
+
+    def send_signal(self, signum):
+        self.signals.append(signum)
+
+    def terminate(self):
+        self.signals.append(signal.SIGTERM)
+
+    def kill(self):
+        self.signals.append(signal.SIGKILL)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_a_stopped_sweep_leaves_a_run_sigkill_did_not_end_and_says_so(tmp_path, monkeypatch, capsys):
+    """After SIGKILL (kill_grace) the sweep waited on the run without a limit: one stuck in the kernel (D state:
+    a hung NFS mount or device), which SIGKILL does not end until it wakes, held the stopped sweep for good.
+    It now waits REAP_GRACE_S, then says on stderr and in the run's stdout.log that the run could not be
+    reaped and how the rerun goes on with it, and stops the sweep's other runs as before."""
+    import trainer_minimal.sweep as sweep_module
+
+    started = []
+
+    def stuck_run(cmd, **kwargs):
+        started.append(RunStuckInTheKernel(cmd, **kwargs))
+        return started[-1]
+
+    monkeypatch.setattr(subprocess, "Popen", stuck_run)
+    monkeypatch.setattr(sweep_module, "REAP_GRACE_S", 0.1, raising=False)
+    interrupt_the_sweep_at_its_first_wait(monkeypatch, sweep_module)
+    plan = _resumed_runs_plan(tmp_path, 2)
+    (tmp_path / "r0").mkdir()
+    (tmp_path / "r0" / "ckpt.pt").write_bytes(b"")  # r0 has a checkpoint to resume from, r1 none yet
+    previous_sigint = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):  # the sweep's own stop, not a wait that never returned
+            sweep_module.run_sweep(plan, str(tmp_path), workers=2, stop_grace=0.1, kill_grace=0.1)
+    finally:
+        signal.signal(signal.SIGINT, previous_sigint)
+    assert [proc.signals for proc in started] == [[signal.SIGINT, signal.SIGKILL]] * 2  # each stopped, then killed
+    said = {"r0": "[sweep] r0: could not be reaped: still running 0.1 s after its SIGINT, and not ended 0.1 s after "
+                  "SIGKILL (process 4242, stuck in the kernel); left behind, it has not finished: once that process has "
+                  "ended, the same command again resumes it from its last checkpoint",
+            "r1": "[sweep] r1: could not be reaped: still running 0.1 s after its SIGINT, and not ended 0.1 s after "
+                  "SIGKILL (process 4242, stuck in the kernel); left behind, it has not finished: once that process has "
+                  "ended, the same command again starts it anew (it had no checkpoint)"}
+    err = capsys.readouterr().err
+    for run, line in said.items():
+        assert line in err.splitlines(), err
+        assert (tmp_path / run / "stdout.log").read_text() == line + "\n"
+    assert "killed (SIGKILL)" not in err  # said of a run SIGKILL ended, which these did not
+
+
 HUNG_RUN_SCRIPT = """
 import sys, time
 import trainer_minimal.train as train_module

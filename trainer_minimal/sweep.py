@@ -398,6 +398,9 @@ STOP_GRACE_S = 2.0  # on Ctrl-C, how long the runs in flight get to stop on thei
 # signal only once the C call it is in returns (a large model's forward pass, a GPU sync), so seconds
 # are not enough, and a kill costs the run no more than the stop would (its last checkpoint stands)
 KILL_GRACE_S = 30.0
+# after SIGKILL, how long the sweep waits for a run to end: one that outlives it is stuck in the kernel
+# (uninterruptible sleep, D state: a hung NFS mount or device), which no signal ends
+REAP_GRACE_S = 5.0
 
 
 def stop_runs(running, grace=None, kill_grace=None):
@@ -411,6 +414,8 @@ def stop_runs(running, grace=None, kill_grace=None):
     takes neither (a hung data loader, a run stuck in C code, a wrapper that traps signals): the sweep
     waited on it for good, so `kill PID` or `timeout` never ended it, and nothing said why. It is killed
     (SIGKILL), which a run survives as a crash (its last checkpoint stands), and killed_run_line says so.
+    One that has not ended REAP_GRACE_S after SIGKILL is stuck in the kernel, where the sweep would wait on
+    it for good as before: it is left behind, and unreaped_run_line says so.
     running: (run_id, process, log, start time) of each run in flight."""
     deadline = time.time() + (STOP_GRACE_S if grace is None else grace)
     stop_signal = run_stop_signal()
@@ -429,17 +434,40 @@ def stop_runs(running, grace=None, kill_grace=None):
             proc.wait(timeout=max(0.0, deadline - time.time()))
         except subprocess.TimeoutExpired:
             proc.kill()
-            proc.wait()
-            said_killed(log, killed_run_line(run_id, os.path.dirname(log.name), stop_signal, kill_grace))
+            run_dir = os.path.dirname(log.name)
+            said_killed(log, killed_run_line(run_id, run_dir, stop_signal, kill_grace) if ended_within(proc, REAP_GRACE_S)
+                        else unreaped_run_line(run_id, run_dir, proc.pid, stop_signal, kill_grace))
         log.close()
+
+
+def ended_within(proc, seconds):
+    """Whether proc ended within `seconds` (reaped if so)."""
+    try:
+        proc.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        return False
+    return True
 
 
 def killed_run_line(run_id, run_dir, stop_signal, kill_grace):
     """What the sweep says of a run it killed after it took no stop: it has not finished, and the rerun goes on with it."""
-    goes_on = ("resumes it from its last checkpoint" if os.path.exists(os.path.join(run_dir, "ckpt.pt"))
-               else "starts it anew (it had no checkpoint)")
     return (f"[sweep] {run_id}: killed (SIGKILL): still running {kill_grace:g} s after its "
-            f"{signal.Signals(stop_signal).name}; it has not finished: the same command again {goes_on}")
+            f"{signal.Signals(stop_signal).name}; it has not finished: the same command again {rerun_goes_on(run_dir)}")
+
+
+def rerun_goes_on(run_dir):
+    """How the same sweep command again goes on with a run it stopped: from its checkpoint, or anew."""
+    return ("resumes it from its last checkpoint" if os.path.exists(os.path.join(run_dir, "ckpt.pt"))
+            else "starts it anew (it had no checkpoint)")
+
+
+def unreaped_run_line(run_id, run_dir, pid, stop_signal, kill_grace):
+    """What the sweep says of a run SIGKILL did not end: it goes on without it, and the rerun goes on with it
+    once the process has ended (until then its folder's lock refuses the rerun that run)."""
+    return (f"[sweep] {run_id}: could not be reaped: still running {kill_grace:g} s after its "
+            f"{signal.Signals(stop_signal).name}, and not ended {REAP_GRACE_S:g} s after SIGKILL (process {pid}, stuck "
+            f"in the kernel); left behind, it has not finished: once that process has ended, the same command again "
+            f"{rerun_goes_on(run_dir)}")
 
 
 def said_killed(log, line):
