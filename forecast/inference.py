@@ -330,8 +330,9 @@ class ConvergenceReport:
     # the variables with a NaN or infinite draw: a sampler that failed there (their R-hat and ESS are NaN)
     nonfinite_draws: list[str] = field(default_factory=list)
     # {"R-hat" / "bulk ESS" / "tail ESS": the variables with finite draws that vary whose value of it came out
-    # NaN}: 0 / 0 for another reason than too few draws (draws at two values, one each side of the median, have
-    # no folded R-hat). Their convergence is unknown, said so by name rather than as "too few draws"
+    # NaN}: 0 / 0 for another reason than too few draws (and R-hat of every variable where none moved at all).
+    # Their convergence is unknown, said so by name rather than as "too few draws". Draws at two values, one each
+    # side of the median, are not among them: their folded R-hat is 0 / 0, and R-hat is the bulk one, as ArviZ's
     uncomputed: dict[str, list[str]] = field(default_factory=dict)
     # the variables whose draws never moved within any chain, each chain at a value of its own (their R-hat is
     # 0 / 0, NaN: without them named, the report said "too few draws" of a sampler that did not move)
@@ -501,6 +502,15 @@ def _few_draws_diagnostics(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.nd
             np.array([float(az.ess(c, method="tail")) for c in columns]))
 
 
+def _rank_rhat(bulk: np.ndarray, folded: np.ndarray) -> np.ndarray:
+    """The larger of the bulk and folded R-hat, as ArviZ's rank R-hat takes it: Python's max(bulk, folded), which
+    keeps the bulk value where the folded one is NaN (NaN > bulk is False). The folded R-hat is 0 / 0 only where
+    every draw lies as far from the median as every other (two values, one each side of it): no chain can differ
+    from another in scale there, and the bulk R-hat says all there is (np.maximum made it NaN: 'not computed').
+    The bulk R-hat is NaN only where every draw is the same, and NaN stays."""
+    return np.where(np.isnan(folded), bulk, np.maximum(bulk, folded))
+
+
 def diagnostics_arrays(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Rank-normalised split R-hat, bulk ESS and tail ESS of each column of x (chain, draw, p)
     (Vehtari et al. 2021, the definitions ArviZ uses), vectorised over the columns."""
@@ -509,7 +519,7 @@ def diagnostics_arrays(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarra
     split = _split_chains(x)
     folded = np.abs(split - np.median(split.reshape(-1, split.shape[-1]), axis=0))
     z_split = _z_scale(split)  # ranked once: R-hat and bulk ESS read the same values
-    rhat = np.maximum(_split_rhat(z_split), _split_rhat(_z_scale(folded)))
+    rhat = _rank_rhat(_split_rhat(z_split), _split_rhat(_z_scale(folded)))
     ess_bulk = _ess(z_split)
     flat = x.reshape(-1, x.shape[-1])
     tails = [_ess(_split_chains((x <= np.quantile(flat, q, axis=0)).astype(float))) for q in (0.05, 0.95)]

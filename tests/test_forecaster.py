@@ -1519,34 +1519,59 @@ def test_nan_or_infinite_draws_are_a_convergence_problem_not_skipped(broken):
     assert type(report).from_dict(report.to_dict()) == report  # kept in a saved fit
 
 
-@pytest.mark.parametrize("case", ["every variable NaN", "two values about the median", "every variable constant"])
+@pytest.mark.parametrize("case", ["every variable NaN", "every variable constant"])
 def test_r_hat_not_computed_for_another_reason_than_few_draws_says_why(case):
     """A report whose R-hat was NaN said "R-hat ... could not be computed from 400 draws: too few to judge
-    convergence" whatever the cause: also where every variable had NaN draws, or a finite variable's draws took two
-    values, one each side of the median (no folded R-hat: 0 / 0), or no variable moved. Each says its cause now; a
-    variable left uncomputed is named and keeps the fit from reading as converged on the others' numbers."""
+    convergence" whatever the cause: also where every variable had NaN draws, or no variable moved. Each says its
+    cause now; a variable left uncomputed is named and keeps the fit from reading as converged on the others'
+    numbers. (Draws at two values about the median were one such case: R-hat is ArviZ's bulk one there now,
+    test_draws_at_two_values_about_the_median_have_arvizs_r_hat.)"""
     import arviz as az
 
     from forecast.inference import convergence_report
 
-    rng = np.random.default_rng(1)
     stats = {"diverging": np.zeros((2, 200), dtype=bool)}
     if case == "every variable NaN":
         posterior = {"A": np.full((2, 200, 3), np.nan)}
         expected = ["NaN or infinite draws in A: the sampler failed there, so this fit's numbers cannot be trusted"]
-    elif case == "two values about the median":
-        two_values = rng.permutation(np.repeat([0.0, 1.0], 200)).reshape(2, 200)
-        posterior = {"A": rng.normal(size=(2, 200)), "B": two_values}
-        expected = ["R-hat could not be computed for B: whether it converged is unknown"]
     else:
         posterior = {"A": np.full((2, 200), 0.5), "B": np.ones((2, 200, 2))}
         expected = ["R-hat could not be computed for A, B: whether it converged is unknown"]
     report = convergence_report(az.from_dict(posterior=posterior, sample_stats=stats), tuple(posterior))
     assert not report.converged
     assert report.problems() == expected
-    if case == "two values about the median":  # the R-hat of the variable that has one is still shown
-        assert report.uncomputed == {"R-hat": ["B"]} and np.isfinite(report.max_rhat) and report.max_rhat < 1.05
     assert type(report).from_dict(report.to_dict()) == report  # kept in a saved fit
+
+
+def test_draws_at_two_values_about_the_median_have_arvizs_r_hat():
+    """Draws at two values, one each side of the median, have no folded R-hat (every draw as far from the median
+    as every other: 0 / 0), and np.maximum of the bulk and folded R-hat made theirs NaN: "R-hat could not be computed
+    for B". ArviZ's rank R-hat (Python's max(bulk, folded), NaN > bulk being False) keeps the bulk one, which says all
+    there is: no chain can differ from another in scale there. Ours is ArviZ's now: draws mixed between the values
+    are judged on it, and split chains each at one of them read as chains that disagree (within-chain variance 0:
+    "infinite", a rounding error's size in both), not as unknown. A variable ArviZ has no R-hat for (one value
+    throughout) is still left uncomputed (test_r_hat_not_computed_for_another_reason_than_few_draws_says_why)."""
+    import arviz as az
+
+    from forecast.inference import convergence_report, diagnostics_arrays
+
+    rng = np.random.default_rng(1)
+    mixed = rng.permutation(np.repeat([0.0, 1.0], 200)).reshape(2, 200)
+    halves_apart = np.stack([np.repeat([0.0, 1.0], 100), np.repeat([1.0, 0.0], 100)])  # each half-chain at one value
+    ordinary = rng.normal(size=(2, 200))
+    with np.errstate(divide="ignore", invalid="ignore"):  # the folded R-hat's 0 / 0, ours and ArviZ's
+        rhat, _, _ = diagnostics_arrays(np.stack([ordinary, mixed, halves_apart], axis=-1))
+        arviz = [float(az.rhat(draws, method="rank")) for draws in (ordinary, mixed, halves_apart)]
+    np.testing.assert_allclose(rhat[:2], arviz[:2], rtol=1e-9)
+    assert rhat[2] > 1e6 and arviz[2] > 1e6
+    stats = {"diverging": np.zeros((2, 200), dtype=bool)}
+    for draws, says in ((mixed, None), (halves_apart, "chains disagree")):
+        report = convergence_report(az.from_dict(posterior={"A": ordinary, "B": draws}, sample_stats=stats), ("A", "B"))
+        assert report.uncomputed == {} and not any("could not be computed" in p for p in report.problems())
+        if says is None:  # judged on both variables' R-hat, as ArviZ's summary is
+            assert report.max_rhat == pytest.approx(max(arviz[:2]), rel=1e-9)
+        else:
+            assert not report.converged and any(says in p for p in report.problems()), report.problems()
 
 
 @pytest.mark.parametrize("stats", ["no sample_stats", "no diverging"])
