@@ -444,11 +444,18 @@ def _z_scale(x: np.ndarray) -> np.ndarray:
     return stats.norm.ppf((ranks - 3 / 8) / (len(flat) + 1 / 4)).reshape(x.shape)
 
 
+# a variance of rank-normalised draws (order 1 where they vary) this small is rounding of a variance of 0: the
+# draws of every (half-)chain at one value each, whose R-hat is infinite, not 1e15 or 1e7 as the rounding has it
+ROUNDING_VARIANCE = 1e-20
+
+
 def _split_rhat(x: np.ndarray) -> np.ndarray:
     n = x.shape[1]
     between = n * np.var(x.mean(axis=1), axis=0, ddof=1)
     within = np.var(x, axis=1, ddof=1).mean(axis=0)
-    return np.sqrt((between / within + n - 1) / n)
+    between, within = (np.where(v < ROUNDING_VARIANCE, 0.0, v) for v in (between, within))
+    with np.errstate(divide="ignore", invalid="ignore"):  # 0 within: infinite; 0 / 0 (no draw moved): NaN
+        return np.sqrt((between / within + n - 1) / n)
 
 
 def _ess(x: np.ndarray) -> np.ndarray:
