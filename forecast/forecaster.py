@@ -805,7 +805,12 @@ class ScalingForecaster:
             kept = "kept" if noncentred["kept"] else "not kept: no better"
             parts.append(f"still flagged ({'; '.join(noncentred['problems_before'])}), so sampled again with every "
                          f"level non-centred: {after} ({kept})")
-        return ". ".join(parts) if parts else None
+        if not parts:
+            return None
+        # a sentence after the first starts with a capital: joined as they were, the report's diagnostics and
+        # `forecast fit` read "... with the recipe level non-centred. still flagged (...)"; the first stays as
+        # it is, since callers print it after a label ("tries: divergences by try: ...")
+        return ". ".join([parts[0], *(part[0].upper() + part[1:] for part in parts[1:])])
 
     # ------------------------------------------------------------------ posterior draws
 

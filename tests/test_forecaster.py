@@ -966,6 +966,8 @@ def test_a_centred_fit_flagged_after_longer_chains_tries_every_level_non_centred
     said = fc.sampling_tries()
     assert "so sampled again with every level non-centred: " in said
     assert said.endswith("converged (kept)" if kept else "(not kept: no better)")
+    # each try after the first is a sentence of its own, read on the report's page: "... (kept). Still flagged ..."
+    assert ". still flagged" not in said and ". Still flagged (" in said
     assert ("not kept: the next try did better" in said) is kept  # the longer try, replaced
     # a refit that reweights these draws sampled nothing: it tells of no tries (it told of the last
     # resort alone, without the tries before it)
