@@ -321,7 +321,7 @@ def scale_decision(fc, budget: float, target: float | None, *, target_chosen: bo
     table's target columns but stays out of the recommendation: nobody asked that question. A budget
     below all the data is the page's banner's to say (collect_report), with what it does to every forecast."""
     try:
-        from .decisions import decide, decide_split
+        from .decisions import CLEAR_WINNER_P, decide, decide_split
     except ImportError:
         table = builtin_recipe_table(fc, budget, target)
         note = "forecast.decisions is not installed: the recommendation uses the built-in P(best) rule."
@@ -347,12 +347,27 @@ def scale_decision(fc, budget: float, target: float | None, *, target_chosen: bo
         # the recipes forecast below their data are the recommendation's sentence above (the same one
         # run at the same budget): said again in this line, a planner read the same fact twice
         split = decide_split(fc, budget, say_below_data=False)
-        extra.append("Budget split: " + split.recommendation)
+        note = side_by_side_note(float(decision.table["p_best"].iloc[0]), len(decision.table),
+                                 split.extra["recommended_ways"], len(split.table), clear_winner=CLEAR_WINNER_P)
+        extra.append("Budget split: " + split.recommendation + note)
     recommendation = recommendation_from_text(decision.recommendation, "forecast.decisions", extra)
     # the split's choice and the recipes left out were only in its sentence: numbers for a script too
     recommendation.numbers = {"recipes_below_data": decision.extra["recipes_below_data"],
                               "budget_split": None if split is None else split.to_dict()}
     return table, recommendation, []
+
+
+def side_by_side_note(top_p_best: float, n_recipes: int, recommended_ways: int, n_splits: int,
+                      clear_winner: float = CLEAR_WINNER) -> str:
+    """What reconciles a headline too close to call, which suggests running the leaders side by side, with a
+    budget split line that puts the whole budget into one run ('' where the two do not meet). The two answer
+    different questions (which recipe leads; what this one budget scores best with), and a planner read them,
+    one under the other, as advice that contradicts itself."""
+    too_close = n_recipes > 1 and top_p_best < clear_winner  # the headline's "Too close to call"
+    if not (too_close and recommended_ways == 1 and n_splits > 1):
+        return ""
+    return (" The side-by-side runs suggested above are for learning which recipe leads, before a later budget; "
+            "for the best score at this budget, no split compared here is expected to beat one run.")
 
 
 def stop_advice(fc, budget: float, target: float | None, misshapen=()) -> tuple[StopAdvice | None, list[str]]:

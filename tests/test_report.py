@@ -435,6 +435,41 @@ def test_report_speaks_with_the_decision_and_stop_modules(fitted, report_file):
     assert data.notes == []
 
 
+@pytest.mark.parametrize("top_p_best, split_ways, reconciled", [
+    (0.5, 1, True),  # too close to call (run the leaders side by side) beside a split line keeping one run
+    (0.95, 1, False),  # a clear winner: the headline suggests no side-by-side runs
+    (0.5, 2, False),  # the split keeps two runs itself: nothing to reconcile
+])
+def test_a_split_line_keeping_one_run_says_why_beside_a_headline_too_close_to_call(
+    fitted, monkeypatch, top_p_best, split_ways, reconciled
+):
+    """The page's headline said "Consider running 'a' and 'b' side by side" and the budget split line below it
+    "Put the whole budget into one run of 'a'", with nothing to say the two answer different questions (which
+    recipe leads; what this budget scores best with): a planner read it as advice that contradicts itself.
+    The decisions' P(best) and split choice are set here, the rest is the fit's."""
+    from forecast import decisions
+
+    real_decide, real_split = decisions.decide, decisions.decide_split
+
+    def decide(*args, **kwargs):
+        decision = real_decide(*args, **kwargs)
+        decision.table.loc[decision.table.index[0], "p_best"] = top_p_best
+        return decision
+
+    def decide_split(*args, **kwargs):
+        split = real_split(*args, **kwargs)
+        split.extra["recommended_ways"] = split_ways
+        return split
+
+    monkeypatch.setattr(decisions, "decide", decide)
+    monkeypatch.setattr(decisions, "decide_split", decide_split)
+    _, recommendation, _ = rp.scale_decision(fitted, 1e5, 0.6)
+    split_line = next(r for r in recommendation.reasons if r.startswith("Budget split:"))
+    assert ("side-by-side runs suggested above are for learning which recipe leads" in split_line) is reconciled
+    assert rp.side_by_side_note(0.5, 1, 1, 4) == ""  # one recipe: nothing is run side by side
+    assert rp.side_by_side_note(0.5, 3, 1, 1) == ""  # no split compared (every split left out)
+
+
 def test_report_falls_back_without_the_decision_modules(fitted, monkeypatch):
     """A trimmed install without forecast.decisions/early_stop still gets a report, and says so."""
     full, _, _ = rp.scale_decision(fitted, 1e5, 0.6)
