@@ -1158,6 +1158,9 @@ def stop_summary_html(table: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+GAIN_PER_COMPUTE_WORDS = "typical budgets of compute left"  # how forecast.early_stop's reasons cite that rule
+
+
 def stop_advice_html(advice: StopAdvice | None, *, open_rows: int = 12) -> str:
     if advice is None:
         body = '<p class="explain">No per-run stop advice in this report.</p>'
@@ -1182,6 +1185,15 @@ def stop_advice_html(advice: StopAdvice | None, *, open_rows: int = 12) -> str:
         "other run: one in flight at the budget, one at or past the budget or that ended at what it reached. "
         f"Advice by: {esc(advice.source)}.</p>"
     )
+    if advice.table["reason"].astype(str).str.contains(GAIN_PER_COMPUTE_WORDS, regex=False).any():
+        # the reasons cite it as "= 0.0014 for 0.78 typical budgets of compute left = 0.0018 per budget < 0.002":
+        # a planner was left to guess what a typical budget is and what the gain is over
+        body += ('<p class="explain">Expected gain over the best of the other runs (rule gain_per_compute): how much '
+                 "finishing the run is expected to raise the best result of the sweep at the budget (draw by draw; 0 "
+                 "where it ends below the best of the others), per typical budget of compute it still needs (a "
+                 "typical budget: the median of the compute the runs are judged at, the budget for a run in flight "
+                 "and what it reached for one that ended), so a run that costs more has to promise "
+                 "more. Below the threshold its reason names, the run is stopped.</p>")
     if ((advice.table["decision"] == "stop") & (advice.table["rule"] == "saturated")).any():
         body += ('<p class="explain">Stop by rule saturated: the run\'s curve has flattened, so it has nothing left to '
                  "gain between its compute now and the budget. It stops that run, not that its recipe should be dropped: "

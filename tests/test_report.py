@@ -1362,6 +1362,26 @@ def test_no_saturation_note_without_a_saturated_stop_of_a_recipe_the_recommendat
     assert "nothing left to gain" in rp.stop_advice_html(rp.StopAdvice(table, source="test"))
 
 
+def test_the_stop_section_says_what_a_gain_per_compute_reason_counts_when_a_reason_cites_it():
+    """Every advised run's reason cited "expected gain over the best of 4 other run(s) = 0.0014 for 0.78 typical
+    budgets of compute left = 0.0018 per budget < 0.002", and nothing on the page said what a typical budget
+    is or what the gain is over. The reason here is worded by forecast.early_stop itself."""
+    from forecast.early_stop import _describe
+
+    check = {"rule": "gain_per_compute", "value": 0.0018, "threshold": 0.002, "fired": True, "compute_left": 0.78,
+             "gain": 0.0014, "n_alternatives": 4}
+    reason = "stop: " + _describe(check, "gpu_hours")
+    assert rp.GAIN_PER_COMPUTE_WORDS in reason
+    table = pd.DataFrame([
+        {"run_id": "weak-s0", "recipe": "weak", "decision": "stop", "rule": "gain_per_compute", "reason": reason},
+        {"run_id": "good-s0", "recipe": "good", "decision": "continue", "rule": "too_early",
+         "reason": "continue: planned budget is 14.1x the compute so far > 8x; rules start below"},
+    ])
+    said = "per typical budget of compute it still needs (a typical budget: the median of the compute the runs are judged at"
+    assert said in rp.stop_advice_html(rp.StopAdvice(table, source="test"))
+    assert said not in rp.stop_advice_html(rp.StopAdvice(table.iloc[1:], source="test"))  # no reason cites it
+
+
 def test_the_stop_section_does_not_say_ended_runs_are_compared_at_the_budget():
     """The stop section said 'Each is compared with every other run at the budget' while its note
     on ended runs, a few lines below, said the runs in flight are compared with them at what they
