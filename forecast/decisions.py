@@ -685,8 +685,13 @@ class ScaleDecision:
 def _checked_budget(fc, budget, name: str = "budget") -> float:
     """A budget as a float; ValueError in words, as plot() says it, for anything but a finite compute
     > 0. inf was refused as "compute must be finite and > 0" (not naming the budget), and None or
-    "1e5" failed as a TypeError comparing them with 0."""
+    "1e5" failed as a TypeError comparing them with 0. Several budgets at once (a list, an array) are
+    named as such: "must be finite and > 0, got [3000]" sent the user looking for a bad number."""
     budget = as_real(budget)
+    if not isinstance(budget, str) and np.ndim(budget) > 0:
+        raise ValueError(f"{name} is one compute (in {fc.compute_unit}), got {np.size(budget)} values: "
+                         f"{np.asarray(budget).ravel().tolist()}; "
+                         f"ask for one {name} at a time")
     if isinstance(budget, bool) or not isinstance(budget, numbers.Real) or not (np.isfinite(budget) and budget > 0):
         raise ValueError(f"{name} must be finite and > 0 (compute in {fc.compute_unit}), got {budget!r}")
     return float(budget)

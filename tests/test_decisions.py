@@ -686,9 +686,20 @@ def test_a_decimal_or_a_0d_array_is_taken_as_the_number_it_holds(fitted):
         assert decide_split(fitted, given_budget, max_ways=2).budget == budget
         plt.close(fitted.plot(budget=given_budget, target=given_target))
         assert _optional_horizon(given_budget) == budget
-    for bad in (Decimal("NaN"), Decimal("sNaN"), Decimal("-1"), np.array([budget])):
+    for bad in (Decimal("NaN"), Decimal("sNaN"), Decimal("-1")):
         with pytest.raises(ValueError, match="budget must be finite and > 0"):
             decide(fitted, bad)
+
+
+@pytest.mark.parametrize("several", [[3000.0], (3000.0, 6000.0), np.array([3000.0]), pd.Series([3000.0, 6000.0])])
+def test_several_budgets_at_once_are_named_as_such_not_as_a_bad_number(fitted, several):
+    """decide(fc, [3000]) said "budget must be finite and > 0, got [3000]", and the user looked for a bad
+    number in a list that had none. It answers for one budget: the error says so, and how many it was given."""
+    n = len(several)
+    with pytest.raises(ValueError, match=rf"^budget is one compute \(in .*\), got {n} values: .*; ask for one budget at a time$"):
+        decide(fitted, several)
+    with pytest.raises(ValueError, match=rf"^total is one compute \(in .*\), got {n} values"):
+        decide_split(fitted, several)
 
 
 def test_a_curve_that_starts_above_the_target_and_falls_below_it_is_not_said_to_reach_it(rng):
