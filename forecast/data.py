@@ -1394,7 +1394,18 @@ def _same_cell(a, b) -> bool:
     a_missing, b_missing = (pd.api.types.is_scalar(v) and pd.isna(v) for v in (a, b))
     if a_missing or b_missing:  # a nullable column's <NA> compares as <NA>, which no bool() can read
         return a_missing and b_missing
-    return bool(np.all(a == b))
+    # as _without_repeated_rows compares them: two lists of two lengths (a JSONL field) raised out of np.all(a == b)
+    return bool(_hashable(a) == _hashable(b))
+
+
+def _hashable(value):
+    """A cell as rows are compared: itself, or where no hash takes it (a list or an object in a JSONL field, an
+    array read from Parquet) the text of its values, so that two rows holding the same list are one row."""
+    try:
+        hash(value)
+    except TypeError:
+        return repr(value.tolist() if isinstance(value, np.ndarray) else value)
+    return value
 
 
 def _shown_pair(a, b) -> tuple[str, str]:
@@ -1420,8 +1431,10 @@ def _without_repeated_rows(frame: pd.DataFrame) -> pd.DataFrame:
     values = [c for c in frame.columns if c not in ("_line", "_source")]
     try:
         repeated = frame.duplicated(values, keep="first")
-    except (TypeError, NotImplementedError):  # an unhashable cell (a list in a JSONL field, pyarrow list): rows are compared by run and compute only
-        return frame
+    except (TypeError, NotImplementedError):
+        # an unhashable cell (a list in a JSONL field, a pyarrow list), compared by its values' text: a repeated row
+        # with one was kept, then refused as two rows at one compute that differ in no column (a traceback)
+        repeated = frame[values].astype(object).map(_hashable).duplicated(keep="first")
     if not repeated.any():
         return frame
     idx = repeated.idxmax()

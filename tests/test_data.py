@@ -1258,6 +1258,23 @@ def test_integer_beyond_float_range_in_a_recipe_setting_column_is_carried(tmp_pa
     assert len(runs) == 6
 
 
+def test_a_repeated_row_holding_a_list_is_read_once_and_a_clash_in_a_list_is_named(tmp_path):
+    # found by fuzzing: a JSONL field holding a list made the rows unhashable, so a line logged twice was kept,
+    # then refused as two rows at one compute that differ in no column (StopIteration, a traceback out of every
+    # command and of forecast watch); lists of two lengths raised numpy's "operands could not be broadcast"
+    rows = [{"run_id": run, "recipe": "a", "compute": c, "metric": 0.3, "hist": [1, 2]}
+            for run in ("a-s0", "a-s1") for c in (10.0, 20.0, 40.0)]
+    path = tmp_path / "runs.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in [*rows, rows[1]]))
+    with pytest.warns(UserWarning, match=r"run 'a-s0', row 7: repeats row 2 in every column, at compute 20: read once"):
+        runs = load_runs(path)
+    assert len(runs) == 6
+    path.write_text("".join(json.dumps(row) + "\n" for row in [*rows, {**rows[1], "hist": [1, 2, 3]}]))
+    with pytest.raises(RunDataError, match=r"differ in 'hist' \(\[1, 2\] at row 2, \[1, 2, 3\] here\)") as err:
+        load_runs(path)
+    assert (err.value.column, err.value.run_id, err.value.row) == ("compute", "a-s0", 7)
+
+
 def test_a_file_that_cannot_be_read_is_named_not_a_traceback(tmp_path, make_unreadable):
     # found by fuzzing: another user's run table (permission denied) raised PermissionError out of
     # load_runs, a traceback from every command that reads runs
