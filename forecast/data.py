@@ -1411,9 +1411,17 @@ def _hashable(value):
 def _shown_pair(a, b) -> tuple[str, str]:
     """Two cells as a message shows them: numbers with the digits that tell them apart, text quoted."""
     numbers = [v for v in (a, b) if isinstance(v, (int, float, np.number)) and not isinstance(v, (bool, np.bool_))]
-    if len(numbers) == 2 and not (pd.isna(a) or pd.isna(b)):
+    if len(numbers) == 2 and not (pd.isna(a) or pd.isna(b)) and not any(map(_beyond_float_range, numbers)):
         return _told_apart(float(a), float(b))
-    return repr(a.item() if isinstance(a, np.generic) else a), repr(b.item() if isinstance(b, np.generic) else b)
+    return _shown_cell(a), _shown_cell(b)
+
+
+def _shown_cell(value) -> str:
+    """A cell as _shown_pair shows a value that is not a float: quoted, or an integer of a JSON field beyond a
+    float's range (whose float() raised OverflowError out of the read) by its length, not its 400 digits."""
+    if _beyond_float_range(value):
+        return f"a number of {len(str(abs(value)))} digits"
+    return repr(value.item() if isinstance(value, np.generic) else value)
 
 
 def _row_name(frame: pd.DataFrame, first, later) -> str:

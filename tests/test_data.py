@@ -1258,6 +1258,18 @@ def test_integer_beyond_float_range_in_a_recipe_setting_column_is_carried(tmp_pa
     assert len(runs) == 6
 
 
+def test_two_rows_at_one_compute_that_differ_in_an_integer_beyond_float_range_are_named(tmp_path):
+    # found by fuzzing: the message showing the two values took float() of the 400-digit one, which raised
+    # OverflowError, a traceback out of load_runs and every command, where the clash is the user's to fix
+    path = tmp_path / "runs.jsonl"
+    _jsonl_with_a_huge_integer(path, "lr", steps_changed=())
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join([*lines, lines[4].replace('"lr": 0.001', f'"lr": 1{"0" * 400}')]) + "\n")
+    with pytest.raises(RunDataError, match=r"differ in 'lr' \(0.001 at row 5, a number of 401 digits here\)") as err:
+        load_runs(path)
+    assert (str(err.value.source), err.value.column, err.value.run_id, err.value.row) == (str(path), "compute", "b-s0", 7)
+
+
 def test_a_repeated_row_holding_a_list_is_read_once_and_a_clash_in_a_list_is_named(tmp_path):
     # found by fuzzing: a JSONL field holding a list made the rows unhashable, so a line logged twice was kept,
     # then refused as two rows at one compute that differ in no column (StopIteration, a traceback out of every
