@@ -48,6 +48,7 @@ from .data import (
     RUN_LOG_NAME,
     UNSPECIFIED_UNIT,
     RunDataError,
+    _beyond_float_range,
     compute_unit_of,
     data_warning_topic,
     data_warnings_of,
@@ -235,6 +236,9 @@ def _config_number(config: dict, name: str, path: Path):
             return None, f"{path}: {name} {value!r} is not a number > 0"
     if value is None or (not isinstance(value, bool) and value == 0):
         return None, None
+    if _beyond_float_range(value):
+        # JSON keeps a 1 followed by 400 zeros as an int, which math.isfinite raised OverflowError on, out of the poll
+        return None, f"{path}: {name} of {len(str(abs(value)))} digits is beyond a float's range, not a usable number > 0"
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value > 0):
         return None, f"{path}: {name} {value!r} is not a number > 0"
     return float(value), None

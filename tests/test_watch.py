@@ -145,6 +145,9 @@ def test_budget_from_the_run_config(sweep):
     # found by fuzzing: a file cut short or mistyped read as "no planned budget known", its cause unsaid
     ('{"max_steps": 12', "config.json cannot be read as JSON (JSONDecodeError: Expecting ',' delimiter"),
     ("", "config.json cannot be read as JSON (JSONDecodeError: Expecting value"),
+    # found by fuzzing: JSON keeps a 1 followed by 400 zeros as an int, and math.isfinite raised OverflowError
+    ('{"max_steps": 1' + "0" * 400 + "}", "max_steps of 401 digits is beyond a float's range, not a usable number > 0"),
+    ('{"advisor_budget": 1' + "0" * 400 + "}", "advisor_budget of 401 digits is beyond a float's range"),
 ])
 def test_a_hand_edited_config_costs_its_own_run_the_budget_not_the_poll(sweep, config, said):
     """It raised out of poll() with a traceback (a ValueError, TypeError or AttributeError), so
