@@ -375,10 +375,14 @@ def read_cross_validation(path) -> pd.DataFrame:
         values = pd.to_numeric(cv[column], errors="coerce")
         bad = (values.isna() & cv[column].notna()) if column == "z" else values.isna()  # z is blank where sd was 0
         bad |= values <= 0 if column == "ahead" else False
+        # 'inf' (or 1e400) reads as a number, which cross_validate never writes: an infinite reach failed the
+        # report's chart after its fit, a traceback
+        bad |= np.isinf(values)
         if bad.any():
             row = int(bad.idxmax())
+            number = "a finite number" if np.isinf(values[row]) else "a number"
             raise ValueError(f"{path}: column {column!r} holds '{cv.at[row, column]}' on line {row + 2}, "
-                             f"not {'a compute ratio > 0' if column == 'ahead' else 'a number'}")
+                             f"not {'a compute ratio > 0' if column == 'ahead' else number}")
         cv[column] = values
     for column in ("covered", "final", "fit_converged"):
         cv[column] = cv[column].map(_as_bool(path, column))

@@ -266,6 +266,10 @@ def test_a_saved_table_names_the_runs_its_fit_left_out(tmp_path):
         (lambda f: f.assign(ahead=[*f["ahead"][:-1], "x"]), "column 'ahead' holds 'x' on line 9"),
         (lambda f: f.assign(ahead=[0.0, *f["ahead"][1:]]), "column 'ahead' holds '0.0' on line 2, not a compute ratio"),
         (lambda f: f.assign(z=["big", *f["z"][1:]]), "column 'z' holds 'big'"),
+        # found by fuzzing: 'inf' read as a number, and an infinite reach failed the report's chart after its fit
+        (lambda f: f.assign(ahead=[*f["ahead"][:-1], "inf"]), "column 'ahead' holds 'inf' on line 9, not a compute ratio"),
+        (lambda f: f.assign(observed=["1e400", *f["observed"][1:]]), "column 'observed' holds 'inf' on line 2, not a finite number"),
+        (lambda f: f.assign(z=["-inf", *f["z"][1:]]), "column 'z' holds '-inf' on line 2, not a finite number"),
     ],
 )
 def test_a_table_that_is_not_a_saved_cross_validation_is_refused_naming_the_file(tmp_path, edit, message):
