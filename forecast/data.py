@@ -829,7 +829,7 @@ def _where(frame: pd.DataFrame, index) -> dict:
 def _not_a_plain_number(value) -> bool:
     """True/False and dates are read as numbers by pandas (1, nanoseconds since 1970): refused here,
     because a compute of True or of a timestamp is a column mix-up, never a measurement."""
-    return isinstance(value, (bool, np.bool_, pd.Timestamp, pd.Timedelta, np.datetime64, np.timedelta64))
+    return isinstance(value, (bool, np.bool_, pd.Timestamp, pd.Timedelta, pd.Period, np.datetime64, np.timedelta64))
 
 
 def _beyond_float_range(value) -> bool:
@@ -846,8 +846,9 @@ def _beyond_float_range(value) -> bool:
 def _require_numeric(frame: pd.DataFrame, column: str, *, required: bool) -> None:
     kind = frame[column].dtype
     types = pd.api.types
+    # a period (a day, a month: a Parquet file keeps pandas' periods) read as its count of days or months since 1970
     if types.is_bool_dtype(kind) or types.is_datetime64_any_dtype(kind) or types.is_timedelta64_dtype(kind) \
-            or types.is_object_dtype(kind):
+            or types.is_object_dtype(kind) or isinstance(kind, pd.PeriodDtype):
         odd = frame[column].map(_not_a_plain_number)
         if odd.any():
             idx = odd.idxmax()

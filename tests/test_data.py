@@ -216,6 +216,13 @@ def test_true_false_or_a_date_as_compute_is_refused_not_read_as_a_number(tmp_pat
         load_runs(tmp_path / "dated.parquet")
     assert info.value.column == "compute" and info.value.row == 1
 
+    # found by fuzzing: a column of pandas' periods (a day each), which Parquet keeps, was read as days since 1970
+    table["compute"] = pd.period_range("2026-01-01", periods=len(table), freq="D")
+    table.to_parquet(tmp_path / "periods.parquet")
+    with pytest.raises(RunDataError, match="Period\\('2026-01-01', 'D'\\) is a date or a duration, not a number") as info:
+        load_runs(tmp_path / "periods.parquet")
+    assert info.value.column == "compute" and info.value.row == 1
+
 
 def test_a_parquet_file_with_run_id_as_its_index_reads_it_as_a_column(tmp_path):
     table = good_table().set_index("run_id")
