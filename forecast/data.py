@@ -8,6 +8,7 @@ model to find a typo in a CSV.
 from __future__ import annotations
 
 import contextlib
+import csv
 import errno
 import functools
 import heapq
@@ -396,6 +397,7 @@ def _read_csv(path: Path) -> pd.DataFrame:
                 frame[column] = frame[column].str.replace(",", ".", regex=False) if decimal == "," else frame[column]
         else:
             frame = pd.read_csv(path, dtype=names, keep_default_na=False, na_values=missing)
+        _refuse_a_last_row_cut_short(path, separator, len(columns))
     except pd.errors.EmptyDataError:
         # a file with nothing in it holds no rows, as a header-only one or an empty JSONL log does
         # (in a folder it is skipped, where it failed the whole read; named, it "holds no rows")
@@ -414,6 +416,34 @@ def _refuse_repeated_header_names(path: Path, separator: str) -> None:
         if name and len(places) > 1:
             raise RunDataError(f"appears more than once in the header (columns {', '.join(map(str, places))}): "
                                "keep one column of each name", source=path, column=name)
+
+
+def _refuse_a_last_row_cut_short(path: Path, separator: str, n_columns: int) -> None:
+    """RunDataError when the file ends inside its last row, without a newline, and that row has fewer fields
+    than the header (and than the row before it: a writer may leave out a row's empty last fields): a write or a
+    copy cut off. read_csv fills the missing fields with NaN and reads the cut one as written, so a metric cut
+    from 0.3917 to 0.39 was fitted in silence (a JSONL log's torn last line is left out, as a log in flight is
+    one; a CSV row is not told from a complete one, so it is refused)."""
+    text = path.read_bytes()
+    if text.endswith((b"\n", b"\r")):  # a whole last line
+        return
+    rows = [line for line in text.split(b"\n") if line.strip()]
+    if len(rows) < 2:  # a header alone
+        return
+    fields = _field_count(rows[-1], separator)
+    before = _field_count(rows[-2], separator) if len(rows) > 2 else n_columns
+    if fields is not None and fields < min(n_columns, before or n_columns):
+        line = text.count(b"\n") + 1
+        raise RunDataError(f"line {line} has {fields} fields where the header has {n_columns}, and the file ends inside "
+                           "it, without a newline: a write or a copy cut short? Complete the line or delete it", source=path)
+
+
+def _field_count(line: bytes, separator: str) -> int | None:
+    """How many fields a CSV line holds, or None for a line that opens or closes a quoted field holding a newline."""
+    text = line.decode("utf-8", errors="replace")
+    if text.count('"') % 2:
+        return None
+    return len(next(csv.reader([text], delimiter=separator), []))
 
 
 class _RepeatedKey(ValueError):

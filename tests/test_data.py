@@ -1311,6 +1311,25 @@ def test_a_file_that_cannot_be_read_is_named_not_a_traceback(tmp_path, make_unre
         load_runs(tmp_path / "logs")
 
 
+def test_a_csv_that_ends_inside_a_row_cut_short_is_refused_naming_the_line(tmp_path):
+    # found by fuzzing: read_csv filled the fields of a last row cut off (a write or a copy that stopped) with NaN
+    # and read its cut cell as written: a metric of 0.35 cut to 0.3 was fitted in silence
+    text = good_table().to_csv(index=False)
+    path = tmp_path / "runs.csv"
+    path.write_text(text.rstrip("\n"))  # a whole last row without its newline is read as it is
+    assert len(load_runs(path)) == 12
+    path.write_text(text.rstrip("\n")[: text.rstrip("\n").rindex(",0.35") + 4])
+    with pytest.raises(RunDataError, match="line 13 has 4 fields where the header has 5, and the file ends inside it") as err:
+        load_runs(path)
+    assert str(err.value.source) == str(path)
+    path.write_text(path.read_text() + "\n")  # ended by a newline: a row of its own, its n_eval missing (said)
+    with pytest.warns(UserWarning, match="column 'n_eval', run 'b-s0', row 13: is missing"):
+        assert load_runs(path)["metric"].iloc[-1] == 0.3
+    # a writer that leaves out every row's empty last field, the file not ended by a newline: no row was cut
+    path.write_text("run_id,recipe,compute,metric,note\na,r,1,0.1,x\na,r,2,0.2\na,r,4,0.3")
+    assert list(load_runs(path)["metric"]) == [0.1, 0.2, 0.3]
+
+
 def test_a_never_closed_quote_and_a_second_byte_order_mark_are_named_by_line_and_name(tmp_path):
     # found by fuzzing: pandas' "EOF inside string starting at row 3" counts neither the header nor blank
     # lines (the quote opens on line 5 here), and a name behind a second byte-order mark printed as 'run_id'
