@@ -663,7 +663,9 @@ def test_resume_refuses_a_damaged_log_line_before_anything_runs(tmp_path, warm_c
                       (b"\xff\xfe", "line 1 is not UTF-8 text; only a torn last line"),
                       # a step that is not a number: TypeError comparing it, or a NaN step's row dropped unsaid
                       (b'{"step": "4"}', "row 1 has step '4', not a number"),
-                      (b'{"step": NaN}', "row 1 has step nan, not a number")):
+                      (b'{"step": NaN}', "row 1 has step nan, not a number"),
+                      # found by fuzzing: math.isnan raised OverflowError on an integer of 400 digits, a traceback
+                      (b'{"step": 1' + b"0" * 400 + b"}", "row 1 has step of 401 digits, not a number")):
         (run / log).write_bytes(bad + b"\n" + good)
         before = folder_snapshot(run)
         capsys.readouterr()

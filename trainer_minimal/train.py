@@ -236,6 +236,17 @@ def check_sequences_fit(cfg, pool, val):
                      f"with tasks={cfg.tasks!r} up to max_size={cfg.max_size}: lower max_size or gen_len")
 
 
+def _is_a_step_number(step) -> bool:
+    """Whether a log row's step is a number a resume can compare: not true/false, text, NaN, or an integer beyond a
+    float's range."""
+    if isinstance(step, bool) or not isinstance(step, (int, float)):
+        return False
+    try:
+        return not math.isnan(step)
+    except OverflowError:
+        return False
+
+
 def check_logs_readable(paths):
     """A resume rewrites evals.jsonl and train_log.jsonl (repair_jsonl), so a damaged line in either, not
     a torn last line, is refused here, naming the file and line. It raised under the lock, after the
@@ -252,8 +263,10 @@ def check_logs_readable(paths):
                              "correct or delete that line, then resume again") from None
         for number, row in enumerate(rows, start=1):  # repair_jsonl keeps the rows up to the checkpoint's step
             step = row.get("step", 0)
-            if isinstance(step, bool) or not isinstance(step, (int, float)) or math.isnan(step):
-                raise ValueError(f"--resume: {paths[name]}: row {number} has step {step!r}, not a number (a resume "
+            if not _is_a_step_number(step):
+                # an integer of 400 digits (JSON keeps it whole) said by its length: math.isnan raised OverflowError on it
+                shown = f"of {len(str(abs(step)))} digits" if isinstance(step, int) and not isinstance(step, bool) else repr(step)
+                raise ValueError(f"--resume: {paths[name]}: row {number} has step {shown}, not a number (a resume "
                                  "keeps the rows up to the checkpoint's step): correct or delete that row, then resume again")
         rows_of[name] = rows
     return rows_of["evals"]
