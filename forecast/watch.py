@@ -1,8 +1,8 @@
 """`forecast watch RUNS_DIR`: follow run logs while they are written and recommend continue/stop.
 
 Every `interval` seconds the folder's run logs (`*/evals.jsonl`, as trainer_minimal writes) are
-read again. When any run has new evaluations, the model is refitted on all of them (fast mode;
-a few new evaluations of the same runs are absorbed by reweighting the last posterior, see
+read again. When any run has new evaluations (or rows rewritten: _row_versions), the model is
+refitted on all of them (fast mode; a few new evaluations of the same runs are absorbed by reweighting the last posterior, see
 ScalingForecaster.refit) and every run still in flight gets a Recommendation (forecast.early_stop), printed and written
 atomically to a JSON file, so a scheduler or a person can act on it. A run whose last third falls away from
 its fitted curve (forecast.shape_check) has that said on its line and in its details (noting_misshapen_runs).
@@ -31,6 +31,7 @@ evaluation's: forecast.hf_callback writes it), else the run gets a "no_budget" c
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import numbers
@@ -41,10 +42,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from . import __version__
 from .data import (
+    ENDED_COLUMN,
     RUN_LOG_NAME,
     UNSPECIFIED_UNIT,
     RunDataError,
@@ -90,7 +93,9 @@ DEFAULT_OUT_NAME = "recommendations.json"
 class WatchState:
     """What the watcher remembers between polls."""
 
-    seen: dict = field(default_factory=dict)  # run_id -> evaluations seen at the last advice
+    # run_id -> (evaluations, digest of their values) at the last advice (_row_versions): a log rewritten
+    # to as many rows (a resumed run's, a bad row fixed in place) is news, as a new row is
+    seen: dict = field(default_factory=dict)
     latest: dict = field(default_factory=dict)  # run_id -> latest Recommendation
     polls: int = 0
     fits: int = 0
@@ -105,7 +110,7 @@ class WatchState:
     # by the trainer's advisor was never said
     ended: dict = field(default_factory=dict)
     ended_lines: list = field(default_factory=list)  # runs that ended since the last poll, for watch() to say
-    # run_id -> (evaluations seen, why its rows were refused): a run with a bad row is left out of
+    # run_id -> (its rows' version, why they were refused): a run with a bad row is left out of
     # the fits, and advised again once its log changes, instead of stopping advice for every run
     refused: dict = field(default_factory=dict)
     # refused runs whose log could not be read at all (run -> log): read again at every poll, and
@@ -329,6 +334,7 @@ def poll(
     table, folders, unreadable = scan_runs(runs_dir)
     _refuse_unreadable(runs_dir, unreadable, state)
     counts = table.groupby("run_id").size().to_dict() if len(table) else {}
+    versions = _row_versions(table)
     went = _drop_gone_runs(counts, state)
     state.folders.update(folders)
     _check_budget_unit(budget, table, state)
@@ -346,10 +352,10 @@ def poll(
     state.finished = finished
     for run in finished:
         state.latest.pop(run, None)
-    changed = [r for r, n in counts.items() if n != state.seen.get(r)]
+    changed = [r for r, version in versions.items() if version != state.seen.get(r)]
     if not changed and not went:  # a run gone is news too: the others' advice was fitted beside it
         return []
-    usable = _usable_runs(table, counts, state)
+    usable = _usable_runs(table, versions, state)
     in_flight = [r for r in counts if r not in finished and r in usable]
     recs = {}
     budgets = {}
@@ -372,14 +378,14 @@ def poll(
         _require_the_runs_unit(loaded, table, runs_dir)
         fit_rows = pd.concat([reference_rows(loaded, table), fit_rows], ignore_index=True)
     if budgets:
-        fit_rows = _validated_together(fit_rows, counts, state)
+        fit_rows = _validated_together(fit_rows, versions, state)
         for run in set(budgets) - set(fit_rows["run_id"]):  # refused only beside the others
             budgets.pop(run)
         if budgets:
             recs.update(advisor(fit_rows, budgets, config))
             state.fits += 1
     for run in changed:
-        state.seen[run] = counts[run]
+        state.seen[run] = versions[run]
     # a refit on the other runs' new rows can turn a run without new rows from continue to stop (or
     # back): said too, or the JSON would tell a scheduler to stop a run the printed lines never did
     flipped = [r for r, rec in recs.items() if r not in changed and r in state.latest and state.latest[r].action != rec.action]
@@ -423,6 +429,53 @@ def _require_the_runs_unit(reference: pd.DataFrame, table: pd.DataFrame, runs_di
         source = reference.attrs.get("source") or (reference["_source"].iloc[0] if "_source" in reference else None)
         raise RunDataError(f"counts compute in {', '.join(sorted(theirs))}, the runs under {runs_dir} in "
                            f"{', '.join(sorted(ours))}; give a reference in their unit", source=source, column="compute_unit")
+
+
+# columns the reader adds to each row: where it was read (a folder renamed moves them) and how its folder
+# says the run ended (checked by itself every poll), neither of which is news of the run's evaluations
+_READER_COLUMNS = ("_source", "_line", ENDED_COLUMN)
+
+
+def _row_versions(table: pd.DataFrame) -> dict:
+    """run -> (evaluations, a digest of their values): what says a run's rows changed since the last poll.
+    The count alone missed a log rewritten to as many rows (a run killed and resumed between two polls:
+    its log repaired, the rows after its checkpoint logged again with other values; a bad row fixed in
+    place), so its advice stood on rows no longer there, and a refused run stayed refused. Only the
+    cells a run fills count, each number read as a float: a run joining with a column the others lack
+    (or blanks that turn their integers to floats, or to objects) changes nothing of theirs."""
+    if table.empty:
+        return {}
+    row_hashes = np.zeros(len(table), dtype=np.uint64)
+    for column in table.columns.drop(["run_id", *_READER_COLUMNS], errors="ignore"):
+        name = int.from_bytes(hashlib.blake2b(repr(column).encode(), digest_size=8).digest(), "little")
+        cells, filled = _cell_hashes(table[column])
+        row_hashes[filled] += cells[filled] ^ np.uint64(name)  # a sum, so the columns' order is no change
+    return {run: (len(where), hashlib.blake2b(row_hashes[where].tobytes(), digest_size=16).hexdigest())
+            for run, where in table.groupby("run_id", sort=False).indices.items()}
+
+
+def _cell_hashes(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """(a hash of each cell of a column, which cells are filled). A number hashes as the float it is,
+    whatever the column's type: 800 in an integer column, or among another run's blanks in a column of
+    objects, is 800.0; anything else as its text."""
+    filled = values.notna().to_numpy()
+    hashes = np.zeros(len(values), dtype=np.uint64)
+    if pd.api.types.is_numeric_dtype(values) and not pd.api.types.is_bool_dtype(values):
+        hashes[filled] = pd.util.hash_array(values.to_numpy(dtype=float)[filled])
+        return hashes, filled
+    cells = values.to_numpy(dtype=object)
+    number = filled & np.fromiter(map(_is_number, cells), dtype=bool, count=len(cells))
+    try:
+        hashes[number] = pd.util.hash_array(cells[number].astype(float))
+    except OverflowError:  # an integer beyond a float's range, which validation names: hashed as text
+        number[:] = False
+    text = filled & ~number
+    hashes[text] = pd.util.hash_array(np.array([str(cell) for cell in cells[text]], dtype=object))
+    return hashes, filled
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def _refuse_unreadable(runs_dir: Path, unreadable: dict, state: WatchState) -> None:
@@ -496,7 +549,7 @@ def _check_budget_unit(budget, table: pd.DataFrame, state: WatchState) -> None:
         state.notes.append(far_from_data(float(budget), compute, unit=compute_unit_of(table), name="--budget"))
 
 
-def _validated_together(fit_rows: pd.DataFrame, counts: dict, state: WatchState) -> pd.DataFrame:
+def _validated_together(fit_rows: pd.DataFrame, versions: dict, state: WatchState) -> pd.DataFrame:
     """The fit's rows validated as one table. A problem only visible across runs (one run logs
     flops, another gpu_hours) refuses the run it is found in, as _usable_runs does, and the rest
     are checked again; a problem in the reference table is the user's to fix (RunDataError)."""
@@ -504,28 +557,28 @@ def _validated_together(fit_rows: pd.DataFrame, counts: dict, state: WatchState)
         try:
             return validate_runs(fit_rows)
         except RunDataError as err:
-            if err.run_id not in counts:
+            if err.run_id not in versions:
                 raise
-            state.refused[err.run_id] = (counts[err.run_id], str(err))
+            state.refused[err.run_id] = (versions[err.run_id], str(err))
             fit_rows = fit_rows[fit_rows["run_id"].astype(str) != err.run_id]
 
 
-def _usable_runs(table: pd.DataFrame, counts: dict, state: WatchState) -> set:
+def _usable_runs(table: pd.DataFrame, versions: dict, state: WatchState) -> set:
     """Runs whose rows pass validation. A refused run is recorded in state.refused with the
     reason (file, column, row), so the watcher can say so once, and is looked at again only when
-    its log has changed."""
+    its rows have changed (_row_versions)."""
     usable = set()
     for run, rows in table.groupby("run_id", sort=False):
         known = state.refused.get(run)
-        if known is not None and known[0] == counts[run]:
+        if known is not None and known[0] == versions[run]:
             continue
         if len(logs := _logs_of(rows)) > 1:
-            state.refused[run] = (counts[run], _logged_twice(run, logs))
+            state.refused[run] = (versions[run], _logged_twice(run, logs))
             continue
         try:
             validate_runs(rows, min_points=1)  # a run with one evaluation is in warm-up, not wrong
         except RunDataError as err:
-            state.refused[run] = (counts[run], str(err))
+            state.refused[run] = (versions[run], str(err))
             continue
         state.refused.pop(run, None)
         usable.add(run)

@@ -1439,3 +1439,56 @@ def test_watch_once_on_a_missing_folder_says_so_at_once_without_waiting(tmp_path
     assert main(["watch", str(tmp_path / "typo"), "--once"]) == 2
     err = capsys.readouterr().err
     assert naps == [] and "waiting" not in err and f"error: {tmp_path / 'typo'}: is not a folder\n" in err
+
+
+def test_a_log_rewritten_to_as_many_rows_is_advised_on_its_new_rows(sweep):
+    """A run killed and resumed between two polls has its log repaired (the rows after its checkpoint
+    dropped, the file replaced) and those evaluations logged again, with other values: as many rows as
+    before. Counted by rows alone, nothing had changed, and its advice stood on rows no longer there."""
+    good, bad = sweep / "good-s0" / "evals.jsonl", sweep / "bad-s0" / "evals.jsonl"
+    append(bad, "".join(row("bad-s0", i, 0.1) for i in range(4)))
+    append(good, "".join(row("good-s0", i, 0.1 + 0.05 * i) for i in range(4)))
+    fitted = []
+
+    def advisor(table, budgets, config):
+        fitted.append(table.loc[table["run_id"] == "good-s0", "metric"].round(2).tolist())
+        return FakeAdvisor()(table, budgets, config)
+
+    state, config = WatchState(), EarlyStopConfig(min_evals=3)
+    poll(sweep, state, config=config, budget=1e4, advisor=advisor)
+    repaired = sweep / "good-s0" / "evals.jsonl.tmp"
+    repaired.write_text("".join(row("good-s0", i, 0.1 + 0.05 * i) for i in range(2))
+                        + "".join(row("good-s0", i, 0.6) for i in (2, 3)))
+    repaired.replace(good)  # an atomic rewrite, then the resumed run's rows
+    new = poll(sweep, state, config=config, budget=1e4, advisor=advisor)
+    assert fitted[-1] == [0.1, 0.15, 0.6, 0.6] and [rec.run_id for rec in new] == ["good-s0"]
+    assert poll(sweep, state, config=config, budget=1e4, advisor=advisor) == [] and len(fitted) == 2  # once
+
+
+def test_a_bad_row_fixed_in_place_is_advised_again(sweep):
+    """README: a refused run is looked at again when its log changes. A pass rate of 1.5 corrected to 0.15
+    changes no row count, and the run stayed refused (a finished run's for good: no row would come)."""
+    good, bad = sweep / "good-s0" / "evals.jsonl", sweep / "bad-s0" / "evals.jsonl"
+    append(good, "".join(row("good-s0", i, 0.1 + 0.05 * i) for i in range(4)))
+    bad.write_text("".join(row("bad-s0", i, 1.5 if i == 2 else 0.1) for i in range(4)))
+    state, config = WatchState(), EarlyStopConfig(min_evals=3)
+    poll(sweep, state, config=config, budget=1e4, advisor=FakeAdvisor())
+    assert set(state.refused) == {"bad-s0"}
+    bad.write_text("".join(row("bad-s0", i, 0.15 if i == 2 else 0.1) for i in range(4)))
+    new = poll(sweep, state, config=config, budget=1e4, advisor=FakeAdvisor())
+    assert state.refused == {} and [rec.run_id for rec in new] == ["bad-s0"] and set(state.latest) == {"good-s0", "bad-s0"}
+
+
+def test_a_column_another_run_brings_does_not_read_as_news_of_every_run(sweep):
+    """What says a run changed is its own rows' values: a run joining with a column the others lack (its
+    planned_compute, a seed left out: the others' integers read as floats beside its blanks) changes
+    nothing in theirs, and they are not said again."""
+    for run in ("good-s0", "bad-s0"):
+        append(sweep / run / "evals.jsonl", "".join(row(run, i, 0.2) for i in range(4)))
+    state, config = WatchState(), EarlyStopConfig(min_evals=3)
+    poll(sweep, state, config=config, budget=1e4, advisor=FakeAdvisor())
+    (sweep / "new-s0").mkdir()
+    append(sweep / "new-s0" / "evals.jsonl", "".join(json.dumps({**json.loads(row("new-s0", i, 0.2)), "n_eval": None,
+                                                                 "planned_compute": 1e4}) + "\n" for i in range(4)))
+    new = poll(sweep, state, config=config, budget=1e4, advisor=FakeAdvisor())
+    assert [rec.run_id for rec in new] == ["new-s0"]
