@@ -517,7 +517,7 @@ def _log_signature(log: Path):
 
 
 def _drop_gone_runs(counts: dict, state: WatchState) -> list[str]:
-    """Runs seen before whose log was deleted or emptied: their advice would read as current and
+    """Runs seen before whose log was deleted or emptied (or put out of reach): their advice would read as current and
     they would never count as finished, so they are forgotten, said once, and listed as gone.
     Returns the runs gone at this poll, so that the others are advised again without them (their
     advice compared them with a gone run: 'P(beats best ...)' of a run no longer in the sweep)."""
@@ -526,11 +526,25 @@ def _drop_gone_runs(counts: dict, state: WatchState) -> list[str]:
     went = sorted(set(state.seen) - set(counts) - set(state.unreadable))
     for run in went:
         had_advice = run in state.latest  # a run that had ended (or was never advised) has none to drop
+        state.gone[run] = _why_gone(state.folders.get(run))
         for memory in (state.seen, state.latest, state.refused, state.folders):
             memory.pop(run, None)
-        state.gone[run] = f"its {RUN_LOG_NAME} was deleted or emptied"
         state.notes.append(f"[{run}] {state.gone[run]}" + (": its advice is dropped" if had_advice else ""))
     return went
+
+
+def _why_gone(folder: Path | None) -> str:
+    """Why a run's log, read before, is read no more: deleted or emptied, or out of reach (its folder, or
+    one above it, made unreadable: chmod 000, another user's), which was said as deleted too."""
+    if folder is not None:
+        try:
+            (folder / RUN_LOG_NAME).stat()
+        except PermissionError:
+            return (f"its {RUN_LOG_NAME} cannot be reached: {folder} (or a folder above it) may not be read "
+                    "(permission denied)")
+        except OSError:
+            pass
+    return f"its {RUN_LOG_NAME} was deleted or emptied"
 
 
 def _check_budget_unit(budget, table: pd.DataFrame, state: WatchState) -> None:

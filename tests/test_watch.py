@@ -1492,3 +1492,18 @@ def test_a_column_another_run_brings_does_not_read_as_news_of_every_run(sweep):
                                                                  "planned_compute": 1e4}) + "\n" for i in range(4)))
     new = poll(sweep, state, config=config, budget=1e4, advisor=FakeAdvisor())
     assert [rec.run_id for rec in new] == ["new-s0"]
+
+
+def test_a_run_folder_made_private_mid_watch_is_not_said_deleted(sweep, make_private):
+    """A run folder made unreadable while watched (chmod 000, another user's) loses its run's advice, as a
+    log that is gone does, but it was said and listed as 'deleted or emptied', which it is not."""
+    for run in ("good-s0", "bad-s0"):
+        append(sweep / run / "evals.jsonl", "".join(row(run, i, 0.2) for i in range(4)))
+    state, config = WatchState(), EarlyStopConfig(min_evals=3)
+    poll(sweep, state, config=config, budget=1e4, advisor=FakeAdvisor())
+    make_private(sweep / "bad-s0")
+    with pytest.warns(UserWarning, match="bad-s0: cannot be listed"):
+        poll(sweep, state, config=config, budget=1e4, advisor=FakeAdvisor())
+    assert set(state.latest) == {"good-s0"}
+    assert "deleted" not in state.gone["bad-s0"] and "permission denied" in state.gone["bad-s0"]
+    assert state.notes == [f"[bad-s0] {state.gone['bad-s0']}: its advice is dropped"]
