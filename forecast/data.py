@@ -113,9 +113,18 @@ def _log_text(path: Path) -> str:
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError:
-        if raw.endswith(b"\n"):
+        end = _line_end(raw.decode("latin-1")).encode()  # where the torn line begins (ASCII either way)
+        if raw.endswith(end):
             raise
-        return raw[: raw.rfind(b"\n") + 1].decode("utf-8-sig")
+        return raw[: raw.rfind(end) + 1].decode("utf-8-sig")
+
+
+def _line_end(text: str) -> str:
+    """What ends a JSONL file's lines: a newline, or a carriage return in a file that holds no newline (old
+    Mac line ends, as some editors still save), as its CSV is read. Split at newlines alone, such a log was
+    one line and, not JSON, dropped as a torn last line: it "holds no rows". A carriage return in a file
+    with newlines is left to JSON (whitespace, or a CRLF line end)."""
+    return "\r" if "\n" not in text and "\r" in text else "\n"
 
 
 def _is_one_json_document(text: str) -> bool:
@@ -133,7 +142,7 @@ def _read_jsonl(path: Path) -> pd.DataFrame:
     text = _log_text(path)
     if path.suffix.lower() == ".json" and text.lstrip().startswith("["):
         return _read_json_records(path, text)
-    lines = text.split("\n")
+    lines = text.split(_line_end(text))
     records = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
@@ -145,7 +154,7 @@ def _read_jsonl(path: Path) -> pd.DataFrame:
                                column=str(err), row=number) from None
         except json.JSONDecodeError as err:
             is_last = all(not rest.strip() for rest in lines[number:])
-            if is_last and not text.endswith("\n"):
+            if is_last and not text.endswith(_line_end(text)):
                 continue  # torn final line of a log still being written
             if _is_one_json_document(text):
                 array = text.lstrip().startswith("[")

@@ -873,6 +873,24 @@ def test_a_log_torn_inside_a_multibyte_character_keeps_its_complete_rows(tmp_pat
         load_runs(log)
 
 
+def test_a_jsonl_log_with_old_mac_line_ends_is_read_as_its_csv_is(tmp_path):
+    """Found by fuzzing: a log whose lines end in a carriage return alone (as an old Mac editor saves it)
+    was one line, not JSON, dropped as a torn last line: the log "holds no rows". A CSV so saved is read."""
+    table = good_table()
+    log = tmp_path / "runs.jsonl"
+    lines = [json.dumps(r) for r in table.to_dict("records")]
+    log.write_bytes("\r".join(lines).encode() + b"\r")
+    runs = load_runs(log)
+    assert len(runs) == 12 and sorted(runs["compute"]) == sorted(table["compute"])
+    log.write_bytes("\r".join(lines[:5] + ["{oops"] + lines[5:]).encode() + b"\r")  # its lines numbered as an editor's
+    with pytest.raises(RunDataError, match="line 6 is not valid JSON"):
+        load_runs(log)
+    log.write_bytes("\r".join(lines).encode() + b"\r" + lines[0][:20].encode())  # a torn last line: left out
+    assert len(load_runs(log)) == 12
+    log.write_bytes("\r".join(lines).encode() + b"\r" + '{"run_id": "caf\u00e9'.encode()[:-1])  # torn in a character
+    assert len(load_runs(log)) == 12
+
+
 def _two_runs_of_dapo(lr_a, lr_b, recipe_b="dapo") -> pd.DataFrame:
     rows = []
     for run_id, recipe, lr in (("dapo-s0", "dapo", lr_a), ("dapo-lr-s0", recipe_b, lr_b)):
