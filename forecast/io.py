@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import errno
 import json
 import math
@@ -208,12 +209,14 @@ def read_complete_jsonl(path, error) -> list[dict]:
     without its newline: that torn last line is left out. Any other line that is not UTF-8, not JSON or
     not an object is real damage: `error(what)` makes the exception raised, from what is wrong
     ("line 3 is not valid JSON (Expecting ',' delimiter: column 12)"), so each reader names its file
-    its own way (the trainer's ValueError, forecast's RunDataError).
+    its own way (the trainer's ValueError, forecast's RunDataError). A byte-order mark (a log edited in a
+    Windows editor) is not data, as forecast.data reads the log: it was line 1 "not valid JSON", and
+    --resume refused a log forecast read.
     """
     path = Path(path)
     if not path.exists():
         return []
-    *complete, _torn_tail = path.read_bytes().split(b"\n")
+    *complete, _torn_tail = path.read_bytes().removeprefix(codecs.BOM_UTF8).split(b"\n")
     rows = []
     for number, line in enumerate(complete, start=1):
         if not line.strip():

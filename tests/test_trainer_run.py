@@ -677,6 +677,22 @@ def test_resume_refuses_a_damaged_log_line_before_anything_runs(tmp_path, warm_c
     assert (run / log).read_bytes() == good
 
 
+def test_resume_reads_a_log_with_a_byte_order_mark_as_forecast_does(tmp_path, warm_cache, capsys):
+    # found by fuzzing: a log saved by a Windows editor begins with a byte-order mark, which forecast reads
+    # past and --resume refused as "line 1 is not valid JSON". Resumed, the log is rewritten without it
+    run = tmp_path / "run"
+    train(tiny(run, warm_cache, max_steps=2, eval_every=2))
+    (run / "summary.json").unlink()  # killed before its summary: a resume goes on
+    good = {log: (run / log).read_bytes() for log in ("evals.jsonl", "train_log.jsonl")}
+    for log in good:
+        (run / log).write_bytes(b"\xef\xbb\xbf" + good[log])
+    from forecast.data import read_table
+
+    assert len(read_table(run / "evals.jsonl")) == good["evals.jsonl"].count(b"\n")  # forecast reads it
+    assert main(["train", "--out", str(run), "--resume"]) == 0, capsys.readouterr().err
+    assert {log: (run / log).read_bytes() for log in good} == good
+
+
 def test_resume_refuses_an_eval_log_that_lost_the_checkpoint_s_evaluation(tmp_path, warm_cache, capsys):
     # an eval row is written before its checkpoint, so the log holds the checkpoint's step. One cut short
     # (a copy or sync cut off), emptied or deleted was resumed in silence: its torn rest dropped, and the run
