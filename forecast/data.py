@@ -37,6 +37,7 @@ from .formatting import (
     said_together,
     told_apart,
 )
+from .io import TOO_DEEP
 from .thread_warnings import this_threads_warnings_dropped, this_threads_warnings_recorded
 
 REQUIRED_COLUMNS = ("run_id", "recipe", "compute", "metric")
@@ -98,9 +99,13 @@ def _read_json_records(path: Path, text: str) -> pd.DataFrame:
                            column=str(err)) from None
     except json.JSONDecodeError as err:
         raise RunDataError(f"line {err.lineno} is not valid JSON ({err.msg})", source=path) from None
+    except RecursionError:
+        raise RunDataError(TOO_DEEP, source=path) from None
     for number, record in enumerate(records, start=1):
         if not isinstance(record, dict):
             raise RunDataError(f"item {number} of the array is not a JSON object", source=path)
+        if (surrogate := _lone_surrogate(record)) is not None:
+            raise RunDataError(f"item {number} of the array {_holds_a_lone(surrogate)}", source=path)
         record["_line"] = number
     return pd.DataFrame.from_records(records)
 
@@ -125,6 +130,22 @@ def _line_end(text: str) -> str:
     one line and, not JSON, dropped as a torn last line: it "holds no rows". A carriage return in a file
     with newlines is left to JSON (whitespace, or a CRLF line end)."""
     return "\r" if "\n" not in text and "\r" in text else "\n"
+
+
+def _lone_surrogate(record: dict) -> str | None:
+    """A half of a surrogate pair in a JSON row's keys or text (the escape "\\ud83d" without its "\\ude00"), or
+    None. JSON reads it as a str that no UTF-8 holds, and the table's text column failed to build: "could not be
+    read (UnicodeEncodeError: ...)", naming no line."""
+    try:
+        json.dumps(record, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as err:
+        return err.object[err.start:err.end]
+    return None
+
+
+def _holds_a_lone(surrogate: str) -> str:
+    return (f"holds {ascii(surrogate)[1:-1]}, half of a surrogate pair (an escaped character cut in two?), "
+            "which is not text: correct or delete it")
 
 
 def _is_one_json_document(text: str) -> bool:
@@ -152,6 +173,8 @@ def _read_jsonl(path: Path) -> pd.DataFrame:
         except _RepeatedKey as err:
             raise RunDataError("is given twice on this line (JSON keeps the last in silence): keep one", source=path,
                                column=str(err), row=number) from None
+        except RecursionError:  # a line of 100,000 nested brackets: "could not be read (RecursionError: ...)", no line
+            raise RunDataError(f"line {number} {TOO_DEEP}", source=path) from None
         except json.JSONDecodeError as err:
             is_last = all(not rest.strip() for rest in lines[number:])
             if is_last and not text.endswith(_line_end(text)):
@@ -165,6 +188,8 @@ def _read_jsonl(path: Path) -> pd.DataFrame:
                                source=path) from None
         if not isinstance(record, dict):
             raise RunDataError(f"line {number} is not a JSON object", source=path)
+        if "\\u" in line and (surrogate := _lone_surrogate(record)) is not None:  # only an escape writes one
+            raise RunDataError(f"line {number} {_holds_a_lone(surrogate)}", source=path)
         record["_line"] = number
         records.append(record)
     frame = pd.DataFrame.from_records(records)

@@ -202,6 +202,10 @@ def remove_stale_temps(path, max_age_s: float = STALE_TEMP_S) -> None:
             pass  # another writer removed or replaced it meanwhile
 
 
+# what a JSON line nested deeper than Python's recursion limit (json.loads raises RecursionError) is said to do
+TOO_DEEP = "nests arrays or objects too deep to read (past Python's recursion limit): a row is one object of plain values"
+
+
 def read_complete_jsonl(path, error) -> list[dict]:
     """The complete rows of an append-only JSONL log (a run's evals.jsonl); a missing file holds none.
 
@@ -227,6 +231,8 @@ def read_complete_jsonl(path, error) -> list[dict]:
             raise error(f"line {number} is not UTF-8 text") from None
         except json.JSONDecodeError as err:  # json's account and column: a long row is not searched by eye
             raise error(f"line {number} is not valid JSON ({err.msg}: column {err.colno})") from None
+        except RecursionError:  # a line of 100,000 nested brackets: json's RecursionError was a traceback
+            raise error(f"line {number} {TOO_DEEP}") from None
         if not isinstance(row, dict):  # every row is an object: a bare [] or 1 failed later on row.get
             raise error(f"line {number} is not a JSON object")
         rows.append(row)

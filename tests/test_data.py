@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from forecast.data import RunDataError, load_runs, validate_runs
+from forecast.data import RunDataError, load_runs, read_table, validate_runs
 from forecast.forecaster import as_name
 
 
@@ -102,6 +102,26 @@ def test_bad_json_line_in_the_middle_is_an_error(tmp_path):
     path.write_text('{"run_id": "a"}\n{oops\n{"run_id": "a"}\n')
     with pytest.raises(RunDataError, match=r"line 2 is not valid JSON"):
         load_runs(path)
+
+
+def test_a_json_row_too_deep_or_holding_half_a_surrogate_pair_is_refused_naming_its_line(tmp_path):
+    """Found by fuzzing: a line of 100,000 nested brackets, or a string escape "\\ud800" without the second
+    half of its pair, was "could not be read (RecursionError: ...)" or "(UnicodeEncodeError: ...)", naming
+    the file but not the line."""
+    lines = [json.dumps(r) for r in good_table().to_dict("records")]
+    path = tmp_path / "runs.jsonl"
+    deep = '{"run_id": "a-s0", "x": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    for bad, said in ((deep, "nests arrays or objects too deep to read"),
+                      ('{"run_id": "a-s0\\ud83d", "recipe": "a"}', r"holds \\ud83d, half of a surrogate pair")):
+        path.write_text("\n".join(lines[:3] + [bad] + lines[3:]) + "\n")
+        with pytest.raises(RunDataError, match=f"^file {re.escape(str(path))}: line 4 {said}"):
+            load_runs(path)
+        records = tmp_path / "runs.json"  # one array of rows: its item named, where no line is
+        records.write_text("[" + ",\n".join(lines[:3] + [bad] + lines[3:]) + "]")
+        with pytest.raises(RunDataError, match="item 4 of the array holds" if "surrogate" in said else said):
+            load_runs(records)
+    path.write_text("\n".join(lines[:3] + ['{"run_id": "a-s0\\ud83d\\ude00", "recipe": "a"}']) + "\n")  # a whole pair
+    assert "a-s0\U0001f600" in set(read_table(path)["run_id"])
 
 
 def _mutate(table, name):

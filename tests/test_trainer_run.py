@@ -665,7 +665,9 @@ def test_resume_refuses_a_damaged_log_line_before_anything_runs(tmp_path, warm_c
                       (b'{"step": "4"}', "row 1 has step '4', not a number"),
                       (b'{"step": NaN}', "row 1 has step nan, not a number"),
                       # found by fuzzing: math.isnan raised OverflowError on an integer of 400 digits, a traceback
-                      (b'{"step": 1' + b"0" * 400 + b"}", "row 1 has step of 401 digits, not a number")):
+                      (b'{"step": 1' + b"0" * 400 + b"}", "row 1 has step of 401 digits, not a number"),
+                      # found by fuzzing: 100,000 nested brackets raised RecursionError out of the read, a traceback
+                      (b'{"x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "line 1 nests arrays or objects too deep")):
         (run / log).write_bytes(bad + b"\n" + good)
         before = folder_snapshot(run)
         capsys.readouterr()
