@@ -1306,6 +1306,7 @@ def _checked_runs(frame: pd.DataFrame, *, source, min_points: int) -> pd.DataFra
         raise RunDataError(
             f"must be > 0, got {frame.loc[idx, 'compute']:g}{before_training}", column="compute", **_where(frame, idx)
         )
+    _refuse_negative_counts(frame)
     if "n_eval" in frame.columns:
         n = frame["n_eval"]
         if n.isna().any() and n.notna().any():
@@ -1396,6 +1397,23 @@ def _checked_runs(frame: pd.DataFrame, *, source, min_points: int) -> pd.DataFra
     frame.attrs["source"] = str(src) if src is not None else None
     frame.attrs[LEFT_OUT_RUNS] = left_out
     return frame
+
+
+# optional columns that count up from a run's start (docs/run_format.md): none is ever below 0
+COUNTS_FROM_THE_START = {"step": "an optimizer step", "device_seconds": "a count of device seconds"}
+
+
+def _refuse_negative_counts(frame: pd.DataFrame) -> None:
+    """A step or device time below 0 is bad input, as a compute of 0 or less is: it was read, and a negative step
+    was said as a compute that 'falls while step rises' (the row sorted first by its step), or not at all."""
+    for column, what in COUNTS_FROM_THE_START.items():
+        if column not in frame.columns:
+            continue
+        negative = frame[column] < 0
+        if negative.any():
+            idx = negative.idxmax()
+            raise RunDataError(f"must be >= 0, got {frame.loc[idx, column]:g}: {what} counts from the run's start",
+                               column=column, **_where(frame, idx))
 
 
 def _runs_in_flight(frame: pd.DataFrame, runs) -> list:

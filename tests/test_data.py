@@ -165,6 +165,12 @@ def _mutate(table, name):
     elif name == "compute falls as step rises":
         t["step"] = t.groupby("run_id").cumcount() * 10
         t.loc[5, "compute"] = 5.0  # the run's second evaluation, below its first: a restarted counter
+    elif name == "negative step":  # was said as a compute that falls while step rises (the row sorted first)
+        t["step"] = t.groupby("run_id").cumcount() * 10
+        t.loc[5, "step"] = -10
+    elif name == "negative device_seconds":  # was read in silence
+        t["device_seconds"] = t.groupby("run_id").cumcount() * 60.0
+        t.loc[5, "device_seconds"] = -1.5
     return t
 
 
@@ -186,6 +192,8 @@ CASES = {
     "bad n_eval": ("n_eval", "a-s1", 7, r"whole number of graded samples from 1 to 10\*\*12, got 2.5$"),
     "infinite compute": ("compute", "a-s1", 7, "infinite"),
     "compute falls as step rises": ("compute", "a-s1", 7, "falls from 10 to 5 while step rises from 0 to 10"),
+    "negative step": ("step", "a-s1", 7, "must be >= 0, got -10: an optimizer step counts from the run's start"),
+    "negative device_seconds": ("device_seconds", "a-s1", 7, "must be >= 0, got -1.5: a count of device seconds"),
 }
 
 
