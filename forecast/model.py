@@ -40,7 +40,7 @@ import pandas as pd
 from scipy.special import logit
 
 from .curves import sigmoid_curve_pt
-from .wander_filter import array_module_of, residual_loglik, wander_correlation
+from .wander_filter import residual_loglik, wander_correlation
 
 if TYPE_CHECKING:
     import pymc as pm
@@ -247,9 +247,9 @@ def residual_process(resid_prev, x, x_prev, white_var, white_var_prev, wander_sd
     kept for comparison (the model's own is exact: forecast/wander_filter.py). Works on numpy
     arrays and PyTensor tensors alike.
     """
-    lib = array_module_of(resid_prev)
-    corr = lib.exp(-(x - x_prev) / wander_scale)
-    cov = wander_sd**2 * corr * has_prev
+    # wander_correlation zeroes the step at a run's first row before exp(): exp(-(x - x_prev) / scale) of
+    # the row it is clamped to could overflow to inf there (a small wander_scale), and inf * 0 is NaN
+    cov = wander_sd**2 * wander_correlation(x, x_prev, has_prev, wander_scale)
     var_here = white_var + wander_sd**2
     var_prev = white_var_prev + wander_sd**2
     mean = cov / var_prev * resid_prev

@@ -21,10 +21,14 @@ def test_numpy_likelihood_is_the_models_potential(small_sweep, centered, robust)
     model = build_model(data, robust=robust, centered=centered)
     rng = np.random.default_rng(1)
     point = {k: v + 0.2 * rng.standard_normal(np.shape(v)) for k, v in model.initial_point().items()}
-    # one call: compiled functions may reuse their input buffers
-    values = model.compile_fn(
-        [model.potentials[0], *[model[v] for v in PARAMETERS]], inputs=model.value_vars, on_unused_input="ignore"
-    )(point)
+    # one call: compiled functions may reuse their input buffers. The variables are replaced by their values:
+    # a graph of the variables themselves draws them at random, so `point` was never used and the two agreed
+    # at random draws instead
+    outputs = model.replace_rvs_by_values([model.potentials[0], *[model[v] for v in PARAMETERS]])
+    values = model.compile_fn(outputs, inputs=model.value_vars, on_unused_input="ignore")(point)
+    assert values[PARAMETERS.index("sigma_extra") + 1] == pytest.approx(
+        model.compile_fn(model.replace_rvs_by_values([model["sigma_extra"]])[0], inputs=model.value_vars,
+                         on_unused_input="ignore")(point))  # the same point twice: not random draws
     params = {v: np.asarray(x)[None] for v, x in zip(PARAMETERS, values[1:], strict=True)}
     assert log_likelihood(params, data, robust=robust)[0] == pytest.approx(float(values[0]), rel=1e-6)
 

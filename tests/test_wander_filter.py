@@ -295,3 +295,17 @@ def test_the_one_lag_likelihood_conditions_on_the_previous_residual_as_a_gaussia
                                  0.01, 0.01, 0.1, 1.0, np.array([1.0, 0.0]))
     np.testing.assert_allclose(mean, [0.01, 0.0], atol=1e-15)
     np.testing.assert_allclose(var, [0.01875, 0.02], rtol=1e-12)
+
+
+def test_the_one_lag_likelihood_at_a_runs_first_row_is_finite_whatever_row_it_is_clamped_to():
+    """A run's first row is conditioned on nothing (has_prev 0), but its `prev` is clamped to row 0, another
+    run's, which can lie far later in compute: exp(-(x - x_prev) / wander_scale) overflowed to inf before
+    has_prev zeroed it, and inf * 0 made the row's mean and variance NaN at a small wander_scale (the exact
+    likelihood's wander_correlation already zeroed the step first)."""
+    from forecast.model import residual_process
+
+    with np.errstate(over="raise", invalid="raise"):
+        mean, var = residual_process(np.array([0.04]), np.array([-3.0]), np.array([5.0]), 0.01, 0.01, 0.1, 0.001,
+                                     np.array([0.0]))
+    np.testing.assert_allclose(mean, [0.0], atol=0)
+    np.testing.assert_allclose(var, [0.02], rtol=1e-12)
