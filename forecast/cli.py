@@ -640,8 +640,8 @@ def _is_saved_fit(path: Path) -> bool:
 def run_report(args) -> int:
     from .formatting import fmt_compute
     from .report import (
+        COMMAND_SETTINGS,
         chosen_notes,
-        default_target,
         recipe_table_text,
         report_summary,
         write_report,
@@ -673,10 +673,10 @@ def run_report(args) -> int:
             # said once, after the report is written (warn_if_unconverged), and on the page itself
             warnings.simplefilter("ignore")
             fc.fit(runs, random_seed=args.seed, progress=progress)
-    target = args.target if args.target is not None else default_target(fc)
-    data = write_report(fc, args.out, budget=args.budget, target=target, target_chosen=args.target is None, inputs=inputs,
-                        title=args.title, progress=progress, cross_validation=cross_validation,
-                        cross_validation_source=args.cross_validation)
+    # no --target: write_report picks the page's target (default_target) and names it as chosen
+    data = write_report(fc, args.out, budget=args.budget, target=args.target, inputs=inputs, title=args.title,
+                        progress=progress, cross_validation=cross_validation,
+                        cross_validation_source=args.cross_validation, settings=COMMAND_SETTINGS)
     if args.json:
         print(dumps_json(report_summary(data, args.out)))
         for message in data.warnings:

@@ -232,7 +232,14 @@ def check_out(out: Path, runs) -> None:
 
 def run_demo(args) -> int:
     from .data import load_runs
-    from .report import default_target, fmt_compute, is_synthetic, recipe_table_text, write_report
+    from .report import (
+        COMMAND_SETTINGS,
+        default_target,
+        fmt_compute,
+        is_synthetic,
+        recipe_table_text,
+        write_report,
+    )
 
     start = time.perf_counter()
     check_out(args.out, None if args.live else (args.runs or default_runs_path()))
@@ -252,7 +259,7 @@ def run_demo(args) -> int:
     fit_seconds = time.perf_counter() - fit_start
     target = args.target if args.target is not None else default_target(fc)
     data = write_report(fc, args.out / "report.html", budget=args.budget, target=target, target_chosen=args.target is None,
-                        inputs=[str(runs_path)])
+                        inputs=[str(runs_path)], settings=COMMAND_SETTINGS)
     paths = write_outputs(fc, data, args.out)
     print(f"fit: {fit_seconds:.0f} s; {fc.diagnostics()}")
     if tries := fc.sampling_tries():  # a fit that needed more than one try says so

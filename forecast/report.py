@@ -92,6 +92,23 @@ class StopAdvice:
     source: str
 
 
+@dataclass(frozen=True)
+class SettingNames:
+    """How the page names the settings its reader may change: `forecast report`'s flags on a page the
+    command wrote, write_report()'s keyword arguments on one written from Python (a caller who read
+    "--budget sets one" looked for a flag a function has not)."""
+
+    budget: str
+    target: str
+    full_fit: str  # how to ask for a full fit after a fast one
+    robust: str
+
+
+COMMAND_SETTINGS = SettingNames(budget="--budget", target="--target", full_fit="without --fast", robust="--robust")
+PYTHON_SETTINGS = SettingNames(budget="budget=", target="target=", full_fit="ScalingForecaster(mode='nuts')",
+                               robust="ScalingForecaster(robust=True)")
+
+
 @dataclass
 class ReportData:
     """Everything on the page, as plain data. Built by collect_report, rendered by render_report."""
@@ -115,6 +132,7 @@ class ReportData:
     target_chosen: bool = False  # the target was picked for the page (default_target), not asked for
     budget_chosen: bool = False  # the budget was the default (default_budget), not asked for
     honesty: dict | None = None  # a cross-validation's metrics and sentences (cross_validation_section_data)
+    settings: SettingNames = PYTHON_SETTINGS  # how the page names budget, target, ... (COMMAND_SETTINGS: the CLI's flags)
 
 
 # ============================================================================ numbers (pure)
@@ -630,7 +648,7 @@ def cross_validation_section_data(cv: pd.DataFrame, fc=None, source=None) -> dic
 
 def collect_report(fc, *, budget=None, target=None, target_chosen: bool = False, inputs=None, title=None,
                    progress: bool = False, cross_validation: pd.DataFrame | None = None,
-                   cross_validation_source=None) -> ReportData:
+                   cross_validation_source=None, settings: SettingNames = PYTHON_SETTINGS) -> ReportData:
     """Everything the page shows, computed once from a fitted forecaster.
 
     target_chosen: the target was picked for the page (default_target) rather than asked for. It
@@ -638,6 +656,8 @@ def collect_report(fc, *, budget=None, target=None, target_chosen: bool = False,
     target nobody set would be advice nobody asked for (and `forecast watch` has no such default).
     cross_validation: a forecast.cross_validation.cross_validate() result (or one read back with
     read_cross_validation) for a section on how honest the intervals were on held-out curve ends.
+    settings: how the page names the settings to change (PYTHON_SETTINGS: these keyword arguments;
+    COMMAND_SETTINGS: `forecast report`'s flags).
     """
     from tqdm.auto import tqdm
 
@@ -694,6 +714,7 @@ def collect_report(fc, *, budget=None, target=None, target_chosen: bool = False,
         target_chosen=bool(target_chosen and target is not None),
         budget_chosen=budget_chosen,
         honesty=honesty,
+        settings=settings,
         # said once on the page: one the question's banner holds (the budget's, its consequence appended) is left out
         data_warnings=[w for w in fc.data_warnings_ if not any(w in said for said in question_warnings)],
     )
@@ -858,8 +879,9 @@ def figure_html(png: bytes, alt: str, caption: str = "", *, width: int | None = 
 def chosen_notes(data: ReportData) -> tuple[str, str]:
     """What follows the budget and the target where nobody gave them (the default), "" where someone did:
     the page's header and the terminal (`forecast report`) say the same, since the meeting reads the page."""
-    budget = f" ({BUDGET_MULTIPLE:g}x the largest compute observed; --budget sets one)" if data.budget_chosen else ""
-    target = f" ({TARGET_CHOSEN_NOTE}; --target sets one)" if data.target_chosen else ""
+    names = data.settings
+    budget = f" ({BUDGET_MULTIPLE:g}x the largest compute observed; {names.budget} sets one)" if data.budget_chosen else ""
+    target = f" ({TARGET_CHOSEN_NOTE}; {names.target} sets one)" if data.target_chosen else ""
     return budget, target
 
 
@@ -873,11 +895,11 @@ def header_html(data: ReportData) -> str:
         f"scaling-forecast {p['forecast_version']}"
     )
     if p.get("mode") == "fast":  # named at the top: the provenance at the bottom is not where a planner reads
-        meta += " · fast fit (short chains): a quick look, not a decision; plan on a full fit (without --fast)"
+        meta += f" · fast fit (short chains): a quick look, not a decision; plan on a full fit ({data.settings.full_fit})"
     return f'<header><h1>{esc(data.title)}</h1><div class="meta">{esc(meta)}</div></header>'
 
 
-def convergence_banner_html(diagnostics: dict) -> str:
+def convergence_banner_html(diagnostics: dict, settings: SettingNames = PYTHON_SETTINGS) -> str:
     """Shown at the top when the sampler did not converge: every number below is then suspect."""
     if diagnostics.get("converged", True):
         return ""
@@ -885,7 +907,7 @@ def convergence_banner_html(diagnostics: dict) -> str:
     return (
         '<div class="banner bad" id="convergence-warning">The fit did not converge: treat every '
         "interval and probability in this report with suspicion (more draws help low ESS and R-hat; "
-        f"divergences call for --robust or more data; see Fit diagnostics).<ul>{items}</ul></div>"
+        f"divergences call for {esc(settings.robust)} or more data; see Fit diagnostics).<ul>{items}</ul></div>"
     )
 
 
@@ -1014,9 +1036,10 @@ def figures_html(figures: dict[str, bytes], budget: float, unit: str, target: fl
 
 
 def compute_to_target_html(table: pd.DataFrame, budget: float, unit: str, target: float | None,
-                           largest_observed: float | None = None) -> str:
+                           largest_observed: float | None = None, settings: SettingNames = PYTHON_SETTINGS) -> str:
     if target is None:
-        return section_html("Compute to target", '<p class="explain">No target given (use --target).</p>', anchor="compute-to-target")
+        return section_html("Compute to target", f'<p class="explain">No target given (use {esc(settings.target)}).</p>',
+                            anchor="compute-to-target")
     # medians of 'never' tie: the likelier to reach the target at all first (unsorted, they kept the
     # table's order, and a recipe with P(ever reaches) 0.32 was listed above one with 0.38)
     ranked = table.assign(_median=table["c_target_q50"].fillna(np.inf)).sort_values(
@@ -1294,14 +1317,15 @@ def render_report(data: ReportData) -> str:
     unit = data.compute_unit
     parts = [
         header_html(data),
-        convergence_banner_html(data.diagnostics),
+        convergence_banner_html(data.diagnostics, data.settings),
         warnings_banner_html(data.warnings),
         data_warnings_banner_html(data.data_warnings),
         synthetic_banner_html(data.synthetic),
         recommendation_html(data.recommendation),
         recipe_table_html(data.recipe_table, data.budget, unit, data.target),
         figures_html(data.figures, data.budget, unit, data.target, data.provenance["compute_range"][1]),
-        compute_to_target_html(data.recipe_table, data.budget, unit, data.target, data.provenance["compute_range"][1]),
+        compute_to_target_html(data.recipe_table, data.budget, unit, data.target, data.provenance["compute_range"][1],
+                               data.settings),
         stop_advice_html(data.stop_advice),
         honesty_html(data.honesty),
         diagnostics_html(data.diagnostics),
@@ -1349,11 +1373,21 @@ def report_summary(data: ReportData, path=None) -> dict:
 
 
 def write_report(fc, path, *, budget=None, target=None, target_chosen: bool = False, inputs=None, title=None,
-                 progress: bool = False, cross_validation=None, cross_validation_source=None) -> ReportData:
-    """Collect, render and write the report atomically (a reader never sees half a page)."""
+                 progress: bool = False, cross_validation=None, cross_validation_source=None,
+                 settings: SettingNames = PYTHON_SETTINGS) -> ReportData:
+    """Collect, render and write the report atomically (a reader never sees half a page).
+
+    budget: compute for one run; None plans at default_budget (4x the largest compute observed).
+    target: the metric to reach; None picks one as `forecast report` does without --target
+    (default_target: the median of the recipes' forecast asymptotes), named on the page as chosen, with
+    no stop rule on it. A page with no target at all: render_report(collect_report(fc)).
+    """
+    if target is None:
+        fc._require_fit("write_report()")  # before default_target reads the fit
+        target, target_chosen = default_target(fc), True
     data = collect_report(fc, budget=budget, target=target, target_chosen=target_chosen, inputs=inputs, title=title,
                           progress=progress, cross_validation=cross_validation,
-                          cross_validation_source=cross_validation_source)
+                          cross_validation_source=cross_validation_source, settings=settings)
     atomic_write_text(path, render_report(data))
     return data
 

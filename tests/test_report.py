@@ -305,6 +305,7 @@ def test_a_page_from_a_fast_fit_says_so_in_its_header(fitted, tmp_path):
     data = hand_made_report()
     assert "quick look" not in rp.render_report(data)  # a full fit's page (and one from before the mode was kept)
     data.provenance["mode"] = "fast"
+    data.settings = rp.COMMAND_SETTINGS  # as `forecast report` collects it
     header = rp.header_html(data)
     assert "fast fit (short chains): a quick look, not a decision; plan on a full fit (without --fast)" in header
     assert rp.collect_report(fitted, target=0.6).provenance["mode"] == fitted.mode == "fast"  # and in --json's provenance
@@ -942,6 +943,28 @@ def test_the_cross_validation_prose_names_the_errors_unit_as_its_chart_does():
     assert "Errors are absolute, in the metric's units" in html.replace("&#x27;", "'") and "pass rate" not in html
 
 
+def test_write_report_from_python_chooses_the_commands_target_and_names_keywords_not_flags(fitted, tmp_path):
+    """write_report(fc, path) from Python wrote a page with no target (`forecast report` picks one) and
+    pointed its reader at flags a function has not ("--budget sets one", "use --target"). It now picks
+    the command's target, and the page names write_report's keyword arguments; the command's page
+    still names its flags."""
+    data = rp.write_report(fitted, tmp_path / "r.html")
+    assert data.target == rp.default_target(fitted) and data.target_chosen
+    page = rp.html.unescape((tmp_path / "r.html").read_text())
+    assert f"({rp.TARGET_CHOSEN_NOTE}; target= sets one)" in page and "observed; budget= sets one)" in page
+    assert "--budget" not in page and "--target" not in page
+    assert "plan on a full fit (ScalingForecaster(mode='nuts'))" in page  # the fixture's fit is a fast one
+    assert rp.write_report(fitted, tmp_path / "r.html", target=0.6).target_chosen is False
+    unconverged = hand_made_report(converged=False)
+    unconverged.target = None
+    page = rp.html.unescape(rp.render_report(unconverged))
+    assert "divergences call for ScalingForecaster(robust=True) or more data" in page
+    assert "No target given (use target=)" in page and not re.search(r"--(budget|target|fast|robust)\b", page)
+    unconverged.settings = rp.COMMAND_SETTINGS
+    page = rp.render_report(unconverged)
+    assert "divergences call for --robust or more data" in page and "No target given (use --target)" in page
+
+
 def test_cli_report_says_on_the_terminal_which_budget_and_target_it_chose(fitted, tmp_path, capsys):
     """`forecast report RUNS -o r.html` printed a table with 'compute to 0.56' and 'P(>=0.56 at
     budget)' columns for a target nobody gave, without a word that the page chose it (the page's
@@ -1523,6 +1546,7 @@ def test_a_budget_nobody_gave_is_named_as_chosen_in_the_pages_header(fitted):
     which the meeting reads, said 'budget 64,320 gpu_hours' as if someone had asked for that budget (a
     target nobody gave is named as chosen there). The header now names a chosen budget as chosen too."""
     data = hand_made_report()
+    data.settings = rp.COMMAND_SETTINGS  # as `forecast report` collects it
     assert "--budget sets one" not in rp.header_html(data)
     data.budget_chosen = True
     assert ("budget 400 gpu_hours (4x the largest compute observed; --budget sets one) · target 0.6 ·"
