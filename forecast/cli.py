@@ -642,6 +642,7 @@ def run_report(args) -> int:
     from .report import (
         COMMAND_SETTINGS,
         chosen_notes,
+        fast_fit_note,
         recipe_table_text,
         report_summary,
         write_report,
@@ -684,6 +685,8 @@ def run_report(args) -> int:
         warn_if_unconverged(fc)
         return EXIT_OK
     print(data.recommendation.headline)
+    if quick_look := fast_fit_note(data):  # under the headline it qualifies, as the page's header says it
+        print(quick_look)
     print()
     # what the table was made at, and which of the two nobody gave (the page's header says the same)
     chosen_budget, chosen_target = chosen_notes(data)

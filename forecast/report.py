@@ -885,6 +885,14 @@ def chosen_notes(data: ReportData) -> tuple[str, str]:
     return budget, target
 
 
+def fast_fit_note(data: ReportData) -> str:
+    """What a page from a fast fit says of itself, "" for a full fit: the page's header and the terminal
+    (`forecast report --fast`) say the same, since a planner may read either."""
+    if data.provenance.get("mode") != "fast":
+        return ""
+    return f"fast fit (short chains): a quick look, not a decision; plan on a full fit ({data.settings.full_fit})"
+
+
 def header_html(data: ReportData) -> str:
     chosen_budget, chosen_target = chosen_notes(data)
     target = f" · target {data.target:g}{chosen_target}" if data.target is not None else ""
@@ -894,8 +902,8 @@ def header_html(data: ReportData) -> str:
         f"{p['n_runs']} runs of {p['n_recipes']} recipes · generated {p['generated']} · "
         f"scaling-forecast {p['forecast_version']}"
     )
-    if p.get("mode") == "fast":  # named at the top: the provenance at the bottom is not where a planner reads
-        meta += f" · fast fit (short chains): a quick look, not a decision; plan on a full fit ({data.settings.full_fit})"
+    if note := fast_fit_note(data):  # named at the top: the provenance at the bottom is not where a planner reads
+        meta += f" · {note}"
     return f'<header><h1>{esc(data.title)}</h1><div class="meta">{esc(meta)}</div></header>'
 
 

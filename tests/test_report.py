@@ -943,6 +943,20 @@ def test_the_cross_validation_prose_names_the_errors_unit_as_its_chart_does():
     assert "Errors are absolute, in the metric's units" in html.replace("&#x27;", "'") and "pass rate" not in html
 
 
+def test_cli_report_of_a_fast_fit_says_quick_look_on_the_terminal_as_its_page_does(fitted, tmp_path, capsys):
+    """`forecast report RUNS --fast` said "a quick look, not a decision" in the page's header only: its
+    terminal summary (stdout) printed the headline and table as a full fit's. It now prints the header's
+    sentence under the headline; a full fit's page and summary say nothing of it."""
+    from forecast.cli import main
+
+    fitted.save(tmp_path / "fit.nc")  # the fixture's fit is a fast one, as --fast makes it
+    assert main(["report", str(tmp_path), "-o", str(tmp_path / "r.html"), "--no-progress"]) == 0
+    headline, quick_look = capsys.readouterr().out.splitlines()[:2]
+    note = "fast fit (short chains): a quick look, not a decision; plan on a full fit (without --fast)"
+    assert quick_look == note and note in rp.html.unescape((tmp_path / "r.html").read_text())
+    assert rp.fast_fit_note(hand_made_report()) == ""  # a full fit's
+
+
 def test_write_report_from_python_chooses_the_commands_target_and_names_keywords_not_flags(fitted, tmp_path):
     """write_report(fc, path) from Python wrote a page with no target (`forecast report` picks one) and
     pointed its reader at flags a function has not ("--budget sets one", "use --target"). It now picks
