@@ -351,3 +351,56 @@ def test_notebook_03_says_so_when_our_policy_stopped_no_run(capsys):
     ours = dataclasses.replace(replay(runs, NoStopping()), policy="forecast")  # a replay that stopped no run
     exec(compile(cell.source, "notebook 03", "exec"), {"pd": pd, "result": types.SimpleNamespace(results=[ours])})
     assert "stopped none of the 2 runs" in capsys.readouterr().out
+
+
+def test_notebook_03_explains_the_backtest_tables_seconds_column():
+    """03 printed the backtest's table with a `seconds` column no sentence explained: a reader took it
+    for compute, or wondered why ours was a hundred times the others'. The text above it now says."""
+    nb = nbformat.read(NOTEBOOK_DIR / "03_early_stopping.ipynb", as_version=4)
+    cell = next(c for c in nb.cells if c.cell_type == "markdown" and "`compute_fraction`" in c.source)
+    words = " ".join(cell.source.split())
+    assert "`seconds`" in words and "wall clock" in words and "refits" in words
+
+
+def test_notebook_03s_backtest_chart_draws_the_baselines_knob_lines_over_the_policies_points():
+    """In the quick test mode the median rule's replayed percentiles land on its own point and
+    no_stopping's (compute saved 0 and 0.03 at regret 0): its dotted line and small dots, drawn under
+    the points' markers, could not be seen. Drawn here from the notebook's own cell, on the quick mode's
+    slice of the sweep: each knob line lies above every point and marks its settings with hollow
+    markers, which show over a point of the same colour."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import types
+
+    import matplotlib.pyplot as plt
+    import pandas as pd
+    from matplotlib.collections import PathCollection
+    from matplotlib.colors import to_rgba
+
+    from forecast import load_runs
+    from forecast.backtest import BacktestConfig
+    from forecast.demo import subset_runs
+
+    nb = nbformat.read(NOTEBOOK_DIR / "03_early_stopping.ipynb", as_version=4)
+    cell = next(c for c in nb.cells if c.cell_type == "code" and "ax.scatter(row.compute_saved" in c.source)
+    runs = subset_runs(load_runs(NOTEBOOK_DIR.parent / "examples" / "trainer_sweep" / "runs.csv"), n_recipes=3, n_runs=2)
+    # the policies' points as the quick mode's backtest places them (no model fit here: ours is set by hand)
+    points = [("forecast", 0.5, 0.002), ("successive_halving", 0.72, 0.0006), ("median", 0.0294, 0.0),
+              ("least_squares", 0.68, 0.0006), ("no_stopping", 0.0, 0.0)]
+    result = types.SimpleNamespace(table=pd.DataFrame(points, columns=["policy", "compute_saved", "regret"]),
+                                   results=[], hindsight_ceiling=0.8)
+    space = {"result": result, "runs": runs, "config": BacktestConfig(check_growth=3.0)}
+    exec(compile(cell.source, "notebook 03", "exec"), space)
+    fig = space["fig"]
+    try:
+        (ax,) = fig.axes
+        policy_points = [c for c in ax.collections if isinstance(c, PathCollection)]
+        knob_lines = [line for line in ax.lines if line.get_linestyle() == ":"]
+        assert len(policy_points) == len(points) and len(knob_lines) == 2
+        for line in knob_lines:
+            assert line.get_zorder() > max(c.get_zorder() for c in policy_points), line.get_label()
+            assert line.get_marker() not in ("", "None", None, ",", ".")  # a mark of its own, not a pixel dot
+            assert to_rgba(line.get_markerfacecolor()) != to_rgba(line.get_markeredgecolor()), line.get_label()
+    finally:
+        plt.close(fig)
