@@ -385,7 +385,7 @@ def _unsavable_column(runs):
 
 def run_fit(args) -> int:
     from .data import compute_unit_of, far_from_data, load_runs
-    from .formatting import fmt_compute
+    from .formatting import FAST_FIT_QUICK_LOOK, fmt_compute
     from .io import atomic_path
     from .shape_check import misshapen_runs_sentence
 
@@ -450,6 +450,8 @@ def run_fit(args) -> int:
 
         with pd.option_context("display.width", 140, "display.max_columns", 20):
             print(f"fitted {len(fc.run_ids)} runs of {len(fc.recipes)} recipes ({fc.compute_unit})")
+            if fc.mode == "fast":  # as `forecast report --fast` says it, on its page and terminal
+                print(f"{FAST_FIT_QUICK_LOOK} (without --fast)")
             print(fc.diagnostics())
             if tries := fc.sampling_tries():
                 print(tries)

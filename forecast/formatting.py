@@ -13,6 +13,11 @@ __all__ = ["fmt_compute", "fmt_prob", "fmt_p_reach", "fixed", "prob_is", "shown_
            "names_shown", "unknown_name_message", "did_you_mean", "name_of"]
 
 
+# what a fast fit's output says of itself: `forecast fit --fast` and `forecast report --fast` (page and
+# terminal) in the same words, followed by how to ask for a full fit
+FAST_FIT_QUICK_LOOK = "fast fit (short chains): a quick look, not a decision; plan on a full fit"
+
+
 def fmt_compute(x) -> str:
     """Compute for people: 38,400 or 3.2e15; inf is 'never' (the target is not reached)."""
     if x is None or (isinstance(x, float) and math.isnan(x)):

@@ -37,6 +37,7 @@ import pandas as pd
 from . import __version__
 from .data import FarFromDataWarning
 from .formatting import (
+    FAST_FIT_QUICK_LOOK,
     fmt_compute,
     fmt_p_reach,
     fmt_prob,
@@ -890,7 +891,7 @@ def fast_fit_note(data: ReportData) -> str:
     (`forecast report --fast`) say the same, since a planner may read either."""
     if data.provenance.get("mode") != "fast":
         return ""
-    return f"fast fit (short chains): a quick look, not a decision; plan on a full fit ({data.settings.full_fit})"
+    return f"{FAST_FIT_QUICK_LOOK} ({data.settings.full_fit})"
 
 
 def header_html(data: ReportData) -> str:

@@ -369,6 +369,27 @@ def test_a_terminal_is_told_the_problems_of_an_unconverged_fit_once(fit_dir, unc
     assert "so treat these intervals with suspicion: " in err and "7 divergent transitions" in err
 
 
+def test_fit_fast_says_quick_look_on_the_terminal_as_report_fast_does(fit_dir, tmp_path, monkeypatch, capsys):
+    """`forecast fit --fast` printed its diagnostics and table as a full fit's, while `forecast report
+    --fast` says "a quick look, not a decision" (page and terminal). The fit says it too, in the same
+    words, under its first line; --json keeps its mode in the summary instead."""
+    from forecast.forecaster import ScalingForecaster
+    from forecast.formatting import FAST_FIT_QUICK_LOOK
+
+    saved = ScalingForecaster.load(fit_dir / "fit" / "fit.nc")  # a fast fit, as --fast makes it
+
+    def fast_fit(self, runs, **kwargs):
+        self.__dict__.update(saved.__dict__)
+        return self
+
+    monkeypatch.setattr(ScalingForecaster, "fit", fast_fit)
+    assert main(["fit", str(fit_dir / "runs.csv"), "--fast", "--no-progress", "--out", str(tmp_path / "fit")]) == 0
+    assert capsys.readouterr().out.splitlines()[1] == f"{FAST_FIT_QUICK_LOOK} (without --fast)"
+    saved.mode = "nuts"  # a full fit's output says nothing of it
+    assert main(["fit", str(fit_dir / "runs.csv"), "--no-progress", "--out", str(tmp_path / "full")]) == 0
+    assert "quick look" not in capsys.readouterr().out
+
+
 def test_a_saved_output_of_an_unconverged_fit_has_its_diagnostics_above_the_warning(fit_dir, unconverged_fit,
                                                                                       tmp_path, monkeypatch):
     """`forecast fit ... > out.txt 2>&1` (or `2>&1 | tee`): stdout, a file or pipe, is buffered apart from stderr,
