@@ -84,19 +84,25 @@ def unconverged_report():
     return ConvergenceReport(max_rhat=1.08, min_ess_bulk=90.0, min_ess_tail=120.0, divergences=3, n_draws=400)
 
 
-def test_trainer_advice_names_what_did_not_converge(monkeypatch):
-    """An unconverged fit leaves its problems (R-hat, ESS, divergences) in the recommendation's
-    details, where the trainer's printed line and stopped.json read them. Stand-ins for the fit
-    and the rules: only what trainer_advice adds is under test."""
+def saturated_advice_on_a_fit_judged(monkeypatch, diagnostics):
+    """trainer_advice on four evaluations of one run, with stand-ins for the fit (whose diagnostics() is
+    `diagnostics`) and for the rules (a 'saturated' stop): only what trainer_advice adds is under test."""
     from forecast import early_stop
 
-    fit = types.SimpleNamespace(run_ids=["live-s0"], diagnostics=unconverged_report)
-    monkeypatch.setattr(early_stop, "fit_for_advice", lambda table, **kwargs: (fit, False))
+    fit = types.SimpleNamespace(run_ids=["live-s0"], diagnostics=diagnostics)
+    monkeypatch.setattr(early_stop, "fit_for_advice", lambda table, **kwargs: (fit, diagnostics().converged))
     monkeypatch.setattr(early_stop, "recommend_runs", lambda fc, budgets, config, **kwargs: {
         "live-s0": early_stop.Recommendation("stop", "saturated", "stop: flat", run_id="live-s0")})
     evals = pd.DataFrame({"run_id": "live-s0", "recipe": "live", "compute": [1e5, 2e5, 4e5, 8e5],
                           "metric": [0.3, 0.35, 0.37, 0.38], "n_eval": 32})
-    rec = early_stop.trainer_advice(evals, planned_compute=1e7, config=early_stop.EarlyStopConfig(min_evals=2))
+    return early_stop.trainer_advice(evals, planned_compute=1e7, config=early_stop.EarlyStopConfig(min_evals=2))
+
+
+def test_trainer_advice_names_what_did_not_converge(monkeypatch):
+    """An unconverged fit leaves its problems (R-hat, ESS, divergences) in the recommendation's
+    details, where the trainer's printed line and stopped.json read them. Stand-ins for the fit
+    and the rules: only what trainer_advice adds is under test."""
+    rec = saturated_advice_on_a_fit_judged(monkeypatch, unconverged_report)
     assert rec.details["converged"] is False
     assert rec.details["convergence_problems"] == unconverged_report().problems()
     assert any("R-hat up to 1.080" in p for p in rec.details["convergence_problems"])
@@ -106,19 +112,12 @@ def test_advice_on_a_fit_of_unknown_divergences_says_unknown(monkeypatch):
     """A fit whose draws came without the sampler's statistics (a hand-made or reweighted one) has
     divergences None: the advice's problems and the trainer's printed line say "unknown", never "None",
     and nothing compares None with a number (TypeError)."""
-    from forecast import early_stop
     from forecast.inference import ConvergenceReport
 
     def unknown_report():
         return ConvergenceReport(max_rhat=1.001, min_ess_bulk=900.0, min_ess_tail=900.0, divergences=None, n_draws=400)
 
-    fit = types.SimpleNamespace(run_ids=["live-s0"], diagnostics=unknown_report)
-    monkeypatch.setattr(early_stop, "fit_for_advice", lambda table, **kwargs: (fit, unknown_report().converged))
-    monkeypatch.setattr(early_stop, "recommend_runs", lambda fc, budgets, config, **kwargs: {
-        "live-s0": early_stop.Recommendation("stop", "saturated", "stop: flat", run_id="live-s0")})
-    evals = pd.DataFrame({"run_id": "live-s0", "recipe": "live", "compute": [1e5, 2e5, 4e5, 8e5],
-                          "metric": [0.3, 0.35, 0.37, 0.38], "n_eval": 32})
-    rec = early_stop.trainer_advice(evals, planned_compute=1e7, config=early_stop.EarlyStopConfig(min_evals=2))
+    rec = saturated_advice_on_a_fit_judged(monkeypatch, unknown_report)
     assert rec.details["converged"] is False
     # the trainer's line, forecast watch's and the Hugging Face callback's say the advice's problems as they are
     from forecast.hf_callback import _convergence_note
