@@ -95,7 +95,13 @@ import numpy as np
 import pandas as pd
 
 from .data import UNSPECIFIED_UNIT
-from .formatting import fmt_compute, fmt_prob, name_of, shown_so_it_reads_true
+from .formatting import (
+    GAIN_PER_COMPUTE_WORDS,
+    fmt_compute,
+    fmt_prob,
+    name_of,
+    shown_so_it_reads_true,
+)
 from .inference import check_bool, is_whole_number
 from .thread_warnings import this_threads_warnings_dropped
 
@@ -446,7 +452,7 @@ def _describe(check: dict, unit: str) -> str:
         left = shown_so_it_reads_true(check["compute_left"], lambda shown: shown > 0, 2)
         gain = shown_so_it_reads_true(check["gain"], lambda shown: (shown / float(left) < threshold) == fired, 4)
         text = (f"expected gain over the best of {check['n_alternatives']} other run(s) = {gain} "
-                f"for {left} typical budgets of compute left = {value} per budget")
+                f"for {left} {GAIN_PER_COMPUTE_WORDS} = {value} per budget")
     else:
         value = _shown_against(check["value"], check["threshold"], check["fired"], 4)
         text = (f"expected gain per doubling to {fmt_compute(check['budget'])} {unit} "

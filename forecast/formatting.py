@@ -13,6 +13,11 @@ __all__ = ["fmt_compute", "fmt_prob", "fmt_p_reach", "fixed", "prob_is", "shown_
            "names_shown", "unknown_name_message", "did_you_mean", "name_of"]
 
 
+# how forecast.early_stop's reasons cite the gain-per-compute rule's unit, and what the report looks for in a
+# reason to explain that unit beside it: one string, so the two cannot drift apart
+GAIN_PER_COMPUTE_WORDS = "typical budgets of compute left"
+
+
 # what a fast fit's output says of itself: `forecast fit --fast` and `forecast report --fast` (page and
 # terminal) in the same words, followed by how to ask for a full fit
 FAST_FIT_QUICK_LOOK = "fast fit (short chains): a quick look, not a decision; plan on a full fit"

@@ -38,6 +38,7 @@ from . import __version__
 from .data import FarFromDataWarning
 from .formatting import (
     FAST_FIT_QUICK_LOOK,
+    GAIN_PER_COMPUTE_WORDS,
     fmt_compute,
     fmt_p_reach,
     fmt_prob,
@@ -1188,9 +1189,6 @@ def stop_summary_html(table: pd.DataFrame) -> str:
             where = "the note beside its advice" if len(flagged) == 1 else "the notes beside their advice"
             lines.append(f'<p class="shape-note">shape: {esc(shape)} ({where} below)</p>')
     return "\n".join(lines)
-
-
-GAIN_PER_COMPUTE_WORDS = "typical budgets of compute left"  # how forecast.early_stop's reasons cite that rule
 
 
 def stop_advice_html(advice: StopAdvice | None, *, open_rows: int = 12) -> str:
