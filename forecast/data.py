@@ -37,7 +37,7 @@ from .formatting import (
     said_together,
     told_apart,
 )
-from .io import TOO_DEEP
+from .io import TOO_DEEP, jsonl_line_end
 from .thread_warnings import this_threads_warnings_dropped, this_threads_warnings_recorded
 
 REQUIRED_COLUMNS = ("run_id", "recipe", "compute", "metric")
@@ -118,18 +118,10 @@ def _log_text(path: Path) -> str:
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError:
-        end = _line_end(raw.decode("latin-1")).encode()  # where the torn line begins (ASCII either way)
+        end = jsonl_line_end(raw)  # where the torn line begins
         if raw.endswith(end):
             raise
         return raw[: raw.rfind(end) + 1].decode("utf-8-sig")
-
-
-def _line_end(text: str) -> str:
-    """What ends a JSONL file's lines: a newline, or a carriage return in a file that holds no newline (old
-    Mac line ends, as some editors still save), as its CSV is read. Split at newlines alone, such a log was
-    one line and, not JSON, dropped as a torn last line: it "holds no rows". A carriage return in a file
-    with newlines is left to JSON (whitespace, or a CRLF line end)."""
-    return "\r" if "\n" not in text and "\r" in text else "\n"
 
 
 def _lone_surrogate(record: dict) -> str | None:
@@ -163,7 +155,7 @@ def _read_jsonl(path: Path) -> pd.DataFrame:
     text = _log_text(path)
     if path.suffix.lower() == ".json" and text.lstrip().startswith("["):
         return _read_json_records(path, text)
-    lines = text.split(_line_end(text))
+    lines = text.split(jsonl_line_end(text))
     records = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
@@ -177,7 +169,7 @@ def _read_jsonl(path: Path) -> pd.DataFrame:
             raise RunDataError(f"line {number} {TOO_DEEP}", source=path) from None
         except json.JSONDecodeError as err:
             is_last = all(not rest.strip() for rest in lines[number:])
-            if is_last and not text.endswith(_line_end(text)):
+            if is_last and not text.endswith(jsonl_line_end(text)):
                 continue  # torn final line of a log still being written
             if _is_one_json_document(text):
                 array = text.lstrip().startswith("[")

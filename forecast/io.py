@@ -206,6 +206,16 @@ def remove_stale_temps(path, max_age_s: float = STALE_TEMP_S) -> None:
 TOO_DEEP = "nests arrays or objects too deep to read (past Python's recursion limit): a row is one object of plain values"
 
 
+def jsonl_line_end(text: str | bytes) -> str | bytes:
+    """What ends a JSONL file's lines (of its text or its bytes, said in kind): a newline, or a carriage
+    return in a file that holds no newline (old Mac line ends, as some editors still save), as its CSV is
+    read. Split at newlines alone, such a log was one line and, not JSON, dropped as a torn last line: it
+    "holds no rows" to forecast, and --resume found no evaluation in it. A carriage return in a file with
+    newlines is left to JSON (whitespace, or a CRLF line end)."""
+    newline, carriage_return = ("\n", "\r") if isinstance(text, str) else (b"\n", b"\r")
+    return carriage_return if newline not in text and carriage_return in text else newline
+
+
 def read_complete_jsonl(path, error) -> list[dict]:
     """The complete rows of an append-only JSONL log (a run's evals.jsonl); a missing file holds none.
 
@@ -215,12 +225,14 @@ def read_complete_jsonl(path, error) -> list[dict]:
     ("line 3 is not valid JSON (Expecting ',' delimiter: column 12)"), so each reader names its file
     its own way (the trainer's ValueError, forecast's RunDataError). A byte-order mark (a log edited in a
     Windows editor) is not data, as forecast.data reads the log: it was line 1 "not valid JSON", and
-    --resume refused a log forecast read.
+    --resume refused a log forecast read. Lines may end in a carriage return alone (jsonl_line_end), as
+    forecast.data reads them.
     """
     path = Path(path)
     if not path.exists():
         return []
-    *complete, _torn_tail = path.read_bytes().removeprefix(codecs.BOM_UTF8).split(b"\n")
+    raw = path.read_bytes().removeprefix(codecs.BOM_UTF8)
+    *complete, _torn_tail = raw.split(jsonl_line_end(raw))
     rows = []
     for number, line in enumerate(complete, start=1):
         if not line.strip():

@@ -695,6 +695,24 @@ def test_resume_reads_a_log_with_a_byte_order_mark_as_forecast_does(tmp_path, wa
     assert {log: (run / log).read_bytes() for log in good} == good
 
 
+def test_resume_reads_a_log_with_old_mac_line_ends_as_forecast_does(tmp_path, warm_cache, capsys):
+    # a log saved with carriage returns alone (old Mac line ends), which forecast reads, was one torn line to
+    # --resume, refused as "holds no evaluation at step 2". Resumed, the log is rewritten in the trainer's own
+    # newlines, as a resume rewrites any log (a torn last line, ended by a carriage return alone, still dropped)
+    run = tmp_path / "run"
+    train(tiny(run, warm_cache, max_steps=2, eval_every=2))
+    (run / "summary.json").unlink()  # killed before its summary: a resume goes on
+    good = {log: (run / log).read_bytes() for log in ("evals.jsonl", "train_log.jsonl")}
+    for log in good:
+        (run / log).write_bytes(good[log].replace(b"\n", b"\r"))
+    (run / "train_log.jsonl").write_bytes(good["train_log.jsonl"].replace(b"\n", b"\r") + b'{"step": 3, "torn')
+    from forecast.data import read_table
+
+    assert len(read_table(run / "evals.jsonl")) == good["evals.jsonl"].count(b"\n")  # forecast reads it
+    assert main(["train", "--out", str(run), "--resume"]) == 0, capsys.readouterr().err
+    assert {log: (run / log).read_bytes() for log in good} == good
+
+
 def test_resume_refuses_an_eval_log_that_lost_the_checkpoint_s_evaluation(tmp_path, warm_cache, capsys):
     # an eval row is written before its checkpoint, so the log holds the checkpoint's step. One cut short
     # (a copy or sync cut off), emptied or deleted was resumed in silence: its torn rest dropped, and the run
