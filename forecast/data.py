@@ -1298,7 +1298,7 @@ def _checked_runs(frame: pd.DataFrame, *, source, min_points: int) -> pd.DataFra
         raise RunDataError(
             f"must be > 0, got {frame.loc[idx, 'compute']:g}{before_training}", column="compute", **_where(frame, idx)
         )
-    _refuse_negative_counts(frame)
+    refuse_negative_counts(frame)
     if "n_eval" in frame.columns:
         n = frame["n_eval"]
         if n.isna().any() and n.notna().any():
@@ -1395,13 +1395,15 @@ def _checked_runs(frame: pd.DataFrame, *, source, min_points: int) -> pd.DataFra
 COUNTS_FROM_THE_START = {"step": "an optimizer step", "device_seconds": "a count of device seconds"}
 
 
-def _refuse_negative_counts(frame: pd.DataFrame) -> None:
+def refuse_negative_counts(frame: pd.DataFrame) -> None:
     """A step or device time below 0 is bad input, as a compute of 0 or less is: it was read, and a negative step
-    was said as a compute that 'falls while step rises' (the row sorted first by its step), or not at all."""
+    was said as a compute that 'falls while step rises' (the row sorted first by its step), or not at all. The
+    trainer's --resume refuses its log's rows with this check too (a table not validated: a value that is not
+    a number is not negative here, and left to the checks that read it as a number)."""
     for column, what in COUNTS_FROM_THE_START.items():
         if column not in frame.columns:
             continue
-        negative = frame[column] < 0
+        negative = pd.to_numeric(frame[column], errors="coerce") < 0
         if negative.any():
             idx = negative.idxmax()
             raise RunDataError(f"must be >= 0, got {frame.loc[idx, column]:g}: {what} counts from the run's start",

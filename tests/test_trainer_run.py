@@ -758,6 +758,31 @@ def test_resume_with_the_advisor_refuses_an_edited_eval_row_it_could_not_read(tm
     assert folder_snapshot(run) == before
 
 
+@pytest.mark.parametrize("column, value, said", [("step", -2, "got -2: an optimizer step counts from the run's start"),
+                                                 ("device_seconds", -1.5, "got -1.5: a count of device seconds counts from "
+                                                                          "the run's start")])
+def test_resume_refuses_a_negative_count_in_the_eval_log_as_forecast_does(tmp_path, warm_cache, capsys, column, value, said):
+    # forecast refuses a negative step or device_seconds in a log; without the advisor (which reads the log with
+    # forecast's checks) --resume took it, and the run went on with a log forecast would not read
+    run = tmp_path / "run"
+    train(tiny(run, warm_cache, max_steps=4, eval_every=2))
+    (run / "summary.json").unlink()  # killed before its summary: a resume goes on
+    log = run / "evals.jsonl"
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    rows[0][column] = value
+    log.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    from forecast.data import RunDataError, load_runs
+
+    with pytest.raises(RunDataError, match=f"column '{column}', run 'scalerl-s0', row 1: must be >= 0, {said}"):
+        load_runs(log)  # forecast refuses it
+    before = folder_snapshot(run)
+    capsys.readouterr()
+    assert main(["train", "--out", str(run), "--resume", "--max-steps", "6"]) == 2
+    err = capsys.readouterr().err
+    assert f"--resume: file {log}, column '{column}', run 'scalerl-s0', row 1: must be >= 0, {said}; forecast refuses" in err, err
+    assert folder_snapshot(run) == before
+
+
 @pytest.mark.parametrize("advisor_every", [0, 2])
 def test_resume_s_checks_read_the_eval_log_once(tmp_path, warm_cache, monkeypatch, advisor_every):
     # the checks before a resume read evals.jsonl with read_jsonl once for each of three checks (a sweep's

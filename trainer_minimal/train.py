@@ -191,6 +191,7 @@ def preflight(cfg, this_machine=True):
         if cfg.resume:
             eval_rows = check_logs_readable(paths)  # read once here, for the checks of the log below
             check_eval_log_reaches(paths, checkpoint_step(paths["ckpt"]), eval_rows)
+            check_eval_counts(paths, checkpoint_step(paths["ckpt"]), eval_rows)
             check_eval_rows_for_the_advisor(cfg, paths, checkpoint_step(paths["ckpt"]), eval_rows)
         check_writable(cfg.out, "--out")
         if not cfg.resume and cfg.warmup_steps > 0 and not os.path.exists(warm_start_path(cfg)):
@@ -294,6 +295,28 @@ def check_eval_log_reaches(paths, step, eval_rows):
                      f"{paths['ckpt']} ({what}): the log was cut short, emptied or edited, and the run would go on past "
                      "the gap; put back its lost rows (from a copy of the run folder), then resume again, or start the "
                      "run anew with another --out")
+
+
+def check_eval_counts(paths, step, eval_rows):
+    """A step or device_seconds below 0 in the eval rows a resume keeps (those up to the checkpoint's step, as
+    repair_jsonl keeps them) is refused with forecast's own check of them (forecast.data.refuse_negative_counts,
+    which the advisor's reading of the log makes too): without the advisor such a log was resumed, and forecast
+    refused it at every reading after. Named by the log, column, run and row, the rows numbered as
+    check_logs_readable numbers them. eval_rows: the log's rows, as read_jsonl reads them (check_logs_readable's):
+    the log is not read again (a sweep's log of thousands of rows, on a network disk)."""
+    kept = [(number, row) for number, row in enumerate(eval_rows, start=1) if row.get("step", 0) <= step]
+    if not kept:
+        return
+    import pandas as pd
+
+    from forecast.data import RunDataError, refuse_negative_counts
+
+    table = pd.DataFrame([row for _, row in kept]).assign(_source=str(paths["evals"]), _line=[n for n, _ in kept])
+    try:
+        refuse_negative_counts(table)
+    except RunDataError as err:
+        raise ValueError(f"--resume: {err}; forecast refuses such a log: correct or delete that row, then resume "
+                         "again") from None
 
 
 def check_eval_rows_for_the_advisor(cfg, paths, step, eval_rows):
