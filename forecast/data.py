@@ -7,6 +7,7 @@ model to find a typo in a CSV.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import csv
 import errno
@@ -266,6 +267,28 @@ def _looks_like_utf16_without_mark(head: bytes) -> bool:
     return any(half.count(0) >= 0.9 * len(half) for half in (head[0::2], head[1::2]))
 
 
+# NUL bytes in a row: two NUL characters in UTF-16 (which text never holds), so a block of them in text that
+# is UTF-8 around them is not UTF-16 but zeros left where writes were lost (a crash, on some file systems)
+NUL_BLOCK = b"\x00" * 4
+
+
+def _nul_block_message(head: bytes) -> str | None:
+    """Where a text file holds a block of NUL bytes (the rest of its head UTF-8), or None. Such a log, zeros
+    first, was refused as 'UTF-16 text without a byte-order mark' (save as UTF-8), and a shorter block as a
+    CSV header: the wrong cause and the wrong fix."""
+    offset = head.find(NUL_BLOCK)
+    if offset < 0:
+        return None
+    try:  # incremental: a character cut at the head's end is not a bad byte
+        codecs.getincrementaldecoder("utf-8")().decode(head.replace(b"\x00", b""), final=False)
+    except UnicodeDecodeError:
+        return None  # binary data with zeros in it, said as such below
+    line = head.count(b"\n", 0, offset) + 1
+    return (f"holds NUL bytes (zeros) from byte offset {offset}, on line {line}: not text but what a crash leaves on "
+            "some file systems where writes were lost; remove them (tr -d '\\000' < log > fixed) to read the rows "
+            "around them")
+
+
 def _binary_message(head: bytes) -> str | None:
     """Why a file named as a text table is not one, judged by its head (_head), or None: a parser reads
     binary bytes as a ragged CSV ('line 3 has 2 fields') or a bad JSON line, which sends the user to the
@@ -273,6 +296,8 @@ def _binary_message(head: bytes) -> str | None:
     for signature, message in BINARY_SIGNATURES:
         if head.startswith(signature):
             return message
+    if nul_block := _nul_block_message(head):
+        return nul_block
     if _looks_like_utf16_without_mark(head):  # NULs are UTF-8 too: it read as columns 'r\x00u\x00n\x00...'
         return "is UTF-16 text without a byte-order mark; save the file as UTF-8"
     if b"\x00" in head and not head.startswith((b"\xff\xfe", b"\xfe\xff")):  # UTF-16 text has NULs: said as not UTF-8

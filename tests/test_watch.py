@@ -986,6 +986,19 @@ def test_a_run_whose_log_cannot_be_read_is_left_out_and_said(sweep, make_unreada
     assert "bad-s0" in json.loads((sweep / "recommendations.json").read_text())["refused"]
 
 
+def test_a_log_that_begins_with_nul_bytes_is_said_as_such_not_as_utf16(sweep):
+    # a crash on some file systems leaves a block of zeros where writes were lost: the log was refused as
+    # "UTF-16 text without a byte-order mark; save the file as UTF-8", the wrong cause and the wrong fix
+    append(sweep / "good-s0" / "evals.jsonl", "".join(row("good-s0", i, 0.2) for i in range(3)))
+    log = sweep / "bad-s0" / "evals.jsonl"
+    log.write_bytes(b"\x00" * 4096 + "".join(row("bad-s0", i, 0.1) for i in range(3)).encode())
+    lines = []
+    watch(sweep, interval=0, budget=1e4, max_polls=1, advisor=FakeAdvisor(), say=lines.append, sleep=lambda _s: None)
+    refused = [line for line in lines if line.startswith("[bad-s0] left out")]
+    assert len(refused) == 1 and "UTF-16" not in refused[0]
+    assert "bad-s0/evals.jsonl: holds NUL bytes (zeros) from byte offset 0, on line 1" in refused[0]
+
+
 def full_disk_while(monkeypatch, is_full) -> None:
     """Writes of temporary files (every atomic write's first step) fail with ENOSPC while is_full()."""
     import errno
