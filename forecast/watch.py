@@ -18,7 +18,8 @@ conflicts with the others, e.g. another compute unit, or one logged in two folde
 folder) is left out, said once, listed under "refused" in the JSON, and looked at again when its log changes; the other runs are still advised.
 A log that cannot be read as rows (a bad line before the last, a line that is not a JSON object,
 rows without run_id) refuses its run the same way. A run whose log is deleted or emptied loses its
-advice, said once and listed under "gone" (the others are advised again without it). The JSON
+advice, said once and listed under "gone" (the others are advised again without it); while the folder
+itself cannot be listed no run is taken as gone: each keeps its last advice, unknown ("unlisted"). The JSON
 keeps the runs told to stop on comparisons, so a restarted watch of the same folder counts them
 against the stop cap as the first one did. A reference table (--reference) is read and checked
 once, at the start, so a bad row in it stops the watcher before the first poll, not hours later;
@@ -35,6 +36,7 @@ import hashlib
 import json
 import math
 import numbers
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -52,6 +54,7 @@ from .data import (
     UNSPECIFIED_UNIT,
     RunDataError,
     _beyond_float_range,
+    _reason,
     compute_unit_of,
     data_warning_topic,
     data_warnings_of,
@@ -109,7 +112,8 @@ class WatchState:
     # without it a run told 'continue' vanished from the lines and the JSON when it ended, and a stop
     # by the trainer's advisor was never said
     ended: dict = field(default_factory=dict)
-    ended_lines: list = field(default_factory=list)  # runs that ended since the last poll, for watch() to say
+    # lines for watch() to say once: runs that ended since the last poll, the folder listed again
+    ended_lines: list = field(default_factory=list)
     # run_id -> (its rows' version, why they were refused): a run with a bad row is left out of
     # the fits, and advised again once its log changes, instead of stopping advice for every run
     refused: dict = field(default_factory=dict)
@@ -118,6 +122,9 @@ class WatchState:
     unreadable: dict = field(default_factory=dict)
     folders: dict = field(default_factory=dict)  # run_id -> its folder, as last seen: names an unreadable log's run
     gone: dict = field(default_factory=dict)  # run_id -> why: its log was deleted or emptied after it was seen
+    # why the watched folder itself cannot be listed (None while it can): no log is read then, so no run is
+    # known gone, and each keeps its last advice, said as unknown (_folder_unlisted)
+    unlisted: str | None = None
     budget_checked: bool = False  # the --budget unit check is made once, when the first rows are read
     notes: list = field(default_factory=list)  # warnings for watch() to say once (then cleared)
     compute_unit: str = UNSPECIFIED_UNIT  # the runs' compute_unit, which each printed line writes after its compute
@@ -331,6 +338,8 @@ def poll(
 
     advisor = advisor or default_advisor
     state.polls += 1
+    if _folder_unlisted(Path(runs_dir), state):
+        return []
     table, folders, unreadable = scan_runs(runs_dir)
     _refuse_unreadable(runs_dir, unreadable, state)
     counts = table.groupby("run_id").size().to_dict() if len(table) else {}
@@ -516,6 +525,31 @@ def _log_signature(log: Path):
     return (stat.st_size, stat.st_mtime_ns)
 
 
+def _folder_unlisted(runs_dir: Path, state: WatchState) -> bool:
+    """Whether the watched folder itself cannot be listed (permission denied, an I/O error of a network disk),
+    noting when that starts and ends. Its listing then holds no log, and every run was said and listed as
+    'deleted or emptied' beside the warning that the folder cannot be listed: their logs are not known gone,
+    only not read, so the poll reads nothing and each run keeps its last advice, marked unknown in the JSON
+    (`unlisted`) until the folder can be listed again. A folder deleted is not this (require_the_folder)."""
+    try:
+        with os.scandir(runs_dir):
+            pass
+    except FileNotFoundError:
+        return False  # gone: its runs are gone with it
+    except OSError as err:
+        if state.unlisted is None:
+            state.unlisted = f"{runs_dir} cannot be listed ({_reason(err)}) since poll {state.polls}"
+            known = len(state.latest)
+            kept = (f", and its {known} advised run(s) are not taken as gone: each one's last advice stands in the "
+                    "file, unknown now (under 'unlisted')" if known else "")
+            state.notes.append(f"{state.unlisted}: no run log can be read until it can{kept}")
+        return True
+    if state.unlisted is not None:
+        state.ended_lines.append(f"{runs_dir} can be listed again: its runs are read and advised again")
+        state.unlisted = None
+    return False
+
+
 def _drop_gone_runs(counts: dict, state: WatchState) -> list[str]:
     """Runs seen before whose log was deleted or emptied (or put out of reach): their advice would read as current and
     they would never count as finished, so they are forgotten, said once, and listed as gone.
@@ -640,6 +674,8 @@ def write_recommendations(path, runs_dir, state: WatchState) -> None:
             "recommendations": {r: rec.to_dict() for r, rec in sorted(state.latest.items())},
             "refused": {r: why for r, (_, why) in sorted(state.refused.items())},  # left out until their logs change
             "gone": dict(sorted(state.gone.items())),  # logs deleted or emptied: no advice
+            # the folder cannot be listed: the recommendations are each run's last, unknown now (None: it can)
+            "unlisted": state.unlisted,
             "ended": dict(sorted(state.ended.items())),  # finished (summary.json, stopped.json): no advice, and how each ended
             # the stop cap's memory, read back by a restarted watch (previous_comparison_stops)
             "comparison_stops": [{"compute": at, "runs": sorted(runs)} for at, runs in state.comparison_stops if runs],

@@ -1168,6 +1168,44 @@ def test_a_run_folder_that_can_be_neither_listed_nor_entered_is_said_and_the_wat
     assert set(table["run_id"]) == {"good-s0"} and not unreadable
 
 
+def test_a_watched_folder_that_cannot_be_listed_keeps_its_runs_advice_as_unknown(sweep, monkeypatch):
+    """The watched folder itself made unlistable (mode a-r, an I/O error of a network disk): every run was said
+    and listed as 'deleted or emptied', its advice dropped, beside the warning that the folder cannot be listed.
+    Nothing is known gone then: each run keeps its last advice, marked unknown, until the folder lists again."""
+    import os
+
+    for run in ("good-s0", "bad-s0"):
+        append(sweep / run / "evals.jsonl", "".join(row(run, i, 0.2) for i in range(4)))
+    listable = [True]
+    next_polls = iter([False, False, True])  # whether the folder can be listed at polls 2, 3 and 4
+    real_scandir = os.scandir
+
+    def scandir(path="."):
+        if os.path.abspath(path) == str(sweep) and not listable[0]:
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    lines, warned, writes = [], [], []
+    out = sweep / "good-s0" / "advice.json"
+
+    def sleep(_s):
+        writes.append(json.loads(out.read_text()))
+        listable[0] = next(next_polls)
+
+    watch(sweep, interval=0, budget=1e4, config=EarlyStopConfig(min_evals=3), max_polls=4, advisor=FakeAdvisor(),
+          out=out, say=lines.append, warn=warned.append, sleep=sleep)
+    writes.append(json.loads(out.read_text()))
+    assert [set(w["recommendations"]) for w in writes] == [{"good-s0", "bad-s0"}] * 4
+    assert all(w["gone"] == {} for w in writes) and not any("deleted" in text for text in warned + lines)
+    assert [w["unlisted"] for w in writes] == [None, f"{sweep} cannot be listed (permission denied) since poll 2",
+                                               f"{sweep} cannot be listed (permission denied) since poll 2", None]
+    assert [text for text in warned if "cannot be listed" in text] == [
+        f"{sweep} cannot be listed (permission denied) since poll 2: no run log can be read until it can, and its 2 "
+        "advised run(s) are not taken as gone: each one's last advice stands in the file, unknown now (under 'unlisted')"]
+    assert f"{sweep} can be listed again: its runs are read and advised again" in lines
+
+
 class LevelsFit:
     """A stand-in for the watch's fit: run r's true pass rate is levels[r] at any compute, 1000 draws
     spread evenly 0.05 either side of it."""
