@@ -954,6 +954,7 @@ def watch_start_line(args, polls) -> str:
 
 
 def run_watch(args) -> int:
+    from .formatting import COMMAND_SETTINGS
     from .watch import DEFAULT_OUT_NAME, MAX_WATCH_INTERVAL_S, WatchedFolderGone, watch
 
     config = _rule_config(args)
@@ -996,7 +997,7 @@ def run_watch(args) -> int:
     try:
         watch(args.runs_dir, interval=args.interval, budget=args.budget, config=config, reference=args.reference,
               out=args.out, max_polls=polls, emit=emit, say=say, warn=warn, random_seed=args.seed,
-              forecaster_kwargs=_forecaster_kwargs(args))
+              forecaster_kwargs=_forecaster_kwargs(args), settings=COMMAND_SETTINGS)
     except WatchedFolderGone as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_ERROR

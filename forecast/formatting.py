@@ -7,6 +7,7 @@ import difflib
 import math
 import numbers
 import re
+from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Context, Decimal, InvalidOperation
 
 __all__ = ["fmt_compute", "fmt_prob", "fmt_p_reach", "fixed", "prob_is", "shown_so_it_reads_true", "shown_against_limit", "pretty_as_str",
@@ -21,6 +22,23 @@ GAIN_PER_COMPUTE_WORDS = "typical budgets of compute left"
 # what a fast fit's output says of itself: `forecast fit --fast` and `forecast report --fast` (page and
 # terminal) in the same words, followed by how to ask for a full fit
 FAST_FIT_QUICK_LOOK = "fast fit (short chains): a quick look, not a decision; plan on a full fit"
+
+
+@dataclass(frozen=True)
+class SettingNames:
+    """How output names the settings its reader may change: a command's flags (`forecast report`'s page,
+    `forecast watch`'s advice) where the command wrote it, the keyword arguments (write_report(), watch())
+    where Python did (a caller who read "--budget sets one" looked for a flag a function has not)."""
+
+    budget: str
+    target: str
+    full_fit: str  # how to ask for a full fit after a fast one
+    robust: str
+
+
+COMMAND_SETTINGS = SettingNames(budget="--budget", target="--target", full_fit="without --fast", robust="--robust")
+PYTHON_SETTINGS = SettingNames(budget="budget=", target="target=", full_fit="ScalingForecaster(mode='nuts')",
+                               robust="ScalingForecaster(robust=True)")
 
 
 def fmt_compute(x) -> str:

@@ -37,8 +37,11 @@ import pandas as pd
 from . import __version__
 from .data import FarFromDataWarning
 from .formatting import (
+    COMMAND_SETTINGS,  # noqa: F401 (moved to formatting, for forecast watch: forecast.cli and the tests import it from here)
     FAST_FIT_QUICK_LOOK,
     GAIN_PER_COMPUTE_WORDS,
+    PYTHON_SETTINGS,
+    SettingNames,
     fmt_compute,
     fmt_p_reach,
     fmt_prob,
@@ -92,23 +95,6 @@ class StopAdvice:
     # a stop past the budget, which reads no forecast, has the number and no note)
     table: pd.DataFrame
     source: str
-
-
-@dataclass(frozen=True)
-class SettingNames:
-    """How the page names the settings its reader may change: `forecast report`'s flags on a page the
-    command wrote, write_report()'s keyword arguments on one written from Python (a caller who read
-    "--budget sets one" looked for a flag a function has not)."""
-
-    budget: str
-    target: str
-    full_fit: str  # how to ask for a full fit after a fast one
-    robust: str
-
-
-COMMAND_SETTINGS = SettingNames(budget="--budget", target="--target", full_fit="without --fast", robust="--robust")
-PYTHON_SETTINGS = SettingNames(budget="budget=", target="target=", full_fit="ScalingForecaster(mode='nuts')",
-                               robust="ScalingForecaster(robust=True)")
 
 
 @dataclass

@@ -82,7 +82,7 @@ from .early_stop import (
     reference_rows,
     seed_of_fit,
 )
-from .formatting import fmt_compute, name_of
+from .formatting import PYTHON_SETTINGS, SettingNames, fmt_compute, name_of
 from .inference import as_real, is_whole_number
 from .io import atomic_write_json, resource_error_message
 
@@ -319,10 +319,13 @@ def poll(
     advisor: Callable | None = None,
     random_seed: int = 0,
     forecaster_kwargs: dict | None = None,
+    settings: SettingNames = PYTHON_SETTINGS,
 ) -> list[Recommendation]:
     """One look at the folder. Returns the recommendations made for runs with new evaluations,
     and for runs whose advice turned (continue to stop, or back) on the others' new evaluations
-    (empty when nothing changed). Updates `state`. forecaster_kwargs: for the default advisor's fits."""
+    (empty when nothing changed). Updates `state`. forecaster_kwargs: for the default advisor's fits.
+    settings: how the advice names the budget to pass (PYTHON_SETTINGS: the keyword argument;
+    COMMAND_SETTINGS: `forecast watch`'s flag)."""
     def default_advisor(table, budgets, config):
         # Advice comes at every new evaluation, far more often than the backtest's checks, so the stop
         # cap counts the runs told to stop over the last stop_cap_window of compute, not per poll. A
@@ -346,7 +349,7 @@ def poll(
     versions = _row_versions(table)
     went = _drop_gone_runs(counts, state)
     state.folders.update(folders)
-    _check_budget_unit(budget, table, state)
+    _check_budget_unit(budget, table, state, settings)
     if table.empty:
         return []
     state.compute_unit = _unit_as_logged(table)
@@ -377,7 +380,7 @@ def poll(
         b, problem = planned_budget_or_why_not(folders.get(run), rows, budget)
         if b is None:
             why = f"; {problem}" if problem else ""
-            recs[run] = Recommendation(CONTINUE, "no_budget", f"continue: no planned budget known (pass --budget{why})", run_id=run)
+            recs[run] = Recommendation(CONTINUE, "no_budget", f"continue: no planned budget known (pass {settings.budget}{why})", run_id=run)
             continue
         budgets[run] = b
     fit_rows = table[(table["run_id"].map(counts) >= 2) & table["run_id"].isin(usable)]
@@ -581,7 +584,7 @@ def _why_gone(folder: Path | None) -> str:
     return f"its {RUN_LOG_NAME} was deleted or emptied"
 
 
-def _check_budget_unit(budget, table: pd.DataFrame, state: WatchState) -> None:
+def _check_budget_unit(budget, table: pd.DataFrame, state: WatchState, settings: SettingNames = PYTHON_SETTINGS) -> None:
     """Warn once, when the first rows are read (the data are unknown at the start), about a
     budget below every compute logged: likely another unit (1e3 against FLOPs at 2e11), which
     would tell every run to stop. Only the low side: a planned budget far beyond a sweep's first
@@ -594,7 +597,8 @@ def _check_budget_unit(budget, table: pd.DataFrame, state: WatchState) -> None:
         return
     state.budget_checked = True
     if float(budget) < compute.min():
-        state.notes.append(far_from_data(float(budget), compute, unit=compute_unit_of(table), name="--budget"))
+        state.notes.append(far_from_data(float(budget), compute, unit=compute_unit_of(table),
+                                          name=settings.budget.rstrip("=")))  # '--budget', or 'budget' as Python's warnings name it
 
 
 def _validated_together(fit_rows: pd.DataFrame, versions: dict, state: WatchState) -> pd.DataFrame:
@@ -778,6 +782,7 @@ def watch(
     sleep: Callable[[float], None] = time.sleep,
     random_seed: int = 0,
     forecaster_kwargs: dict | None = None,
+    settings: SettingNames = PYTHON_SETTINGS,
 ) -> WatchState:
     """Poll `runs_dir` until `max_polls` polls (None: forever), emitting and writing advice.
 
@@ -786,6 +791,8 @@ def watch(
     'warning: ...' on stderr, so JSON output stays parseable); sleep(seconds) waits between polls (tests pass their own).
     A reference table is read and validated here, before the first poll (RunDataError).
     forecaster_kwargs go to the forecaster of each fresh fit (e.g. {"priors": Priors(b_mu=0.5)}).
+    settings: how the advice and warnings name the budget (PYTHON_SETTINGS: budget=, this keyword argument;
+    `forecast watch` passes COMMAND_SETTINGS: --budget).
     """
     warn = warn or (lambda text: print(f"warning: {text}", file=sys.stderr, flush=True))
     config = checked_rules(config)  # before the folder: a dict of settings failed only at the first fit
@@ -826,7 +833,7 @@ def watch(
     while True:
         require_the_folder(runs_dir, out, state)
         new = saying_warnings_once(poll, runs_dir, state, config=config, budget=budget, reference=reference, advisor=advisor,
-                                   random_seed=random_seed, forecaster_kwargs=forecaster_kwargs)
+                                   random_seed=random_seed, forecaster_kwargs=forecaster_kwargs, settings=settings)
         for run, (n, why) in state.refused.items():
             if told_refused.get(run) != n:
                 say(f"[{run}] left out until its log changes: {why}")

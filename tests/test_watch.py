@@ -628,11 +628,27 @@ def test_a_budget_below_every_compute_logged_is_flagged_once(sweep):
     warnings_said = []
     watch(sweep, interval=0, budget=1.0, config=EarlyStopConfig(min_evals=3), max_polls=3, advisor=FakeAdvisor(),
           say=lambda _t: None, warn=warnings_said.append, sleep=lambda _s: None)
-    assert warnings_said == ["--budget 1 is below the smallest compute in the data (100 flops). Is the unit right?"]
+    assert warnings_said == ["budget 1 is below the smallest compute in the data (100 flops). Is the unit right?"]
     quiet = []
     watch(sweep, interval=0, budget=1e5, config=EarlyStopConfig(min_evals=3), max_polls=1, advisor=FakeAdvisor(),
           say=lambda _t: None, warn=quiet.append, sleep=lambda _s: None)
     assert quiet == []  # far beyond the first evaluations is what a planned budget is
+
+
+def test_watch_from_python_names_its_budget_keyword_and_the_command_its_flag(sweep, capsys):
+    """watch() called from Python told its caller to "pass --budget", and named "--budget" in the warning
+    about a budget below the data: a flag a function has not. The command's words stay its flag's."""
+    append(sweep / "good-s0" / "evals.jsonl", "".join(row("good-s0", i, 0.2) for i in range(4)))
+    lines, warned = [], []
+    watch(sweep, interval=0, config=EarlyStopConfig(min_evals=3), max_polls=1, advisor=FakeAdvisor(),
+          say=lines.append, sleep=lambda _s: None)
+    assert any(line.endswith("continue: no planned budget known (pass budget=)") for line in lines)
+    watch(sweep, interval=0, budget=1.0, config=EarlyStopConfig(min_evals=3), max_polls=1, advisor=FakeAdvisor(),
+          say=lambda _t: None, warn=warned.append, sleep=lambda _s: None)
+    assert warned and all("--budget" not in text for text in warned) and warned[0].startswith("budget 1 is below")
+    (sweep / "recommendations.json").unlink()
+    assert main(["watch", str(sweep), "--once", "--min-evals", "3"]) == 0
+    assert "continue: no planned budget known (pass --budget)" in capsys.readouterr().out
 
 
 def test_the_budget_warning_goes_to_stderr_so_json_lines_stay_parseable(sweep, capsys):
@@ -1422,7 +1438,7 @@ def test_a_budget_between_the_logged_computes_is_not_said_to_be_below_them(sweep
     poll(sweep, between, config=EarlyStopConfig(min_evals=4), budget=250.0, advisor=FakeAdvisor())
     poll(sweep, below, config=EarlyStopConfig(min_evals=4), budget=50.0, advisor=FakeAdvisor())
     assert between.notes == []
-    assert len(below.notes) == 1 and "--budget" in below.notes[0]
+    assert len(below.notes) == 1 and "budget 50 is below" in below.notes[0]
 
 
 def test_a_run_extended_after_its_summary_is_in_flight_again_not_ended(sweep):
