@@ -9,6 +9,7 @@ a half-written file behind.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -953,7 +954,49 @@ def watch_start_line(args, polls) -> str:
             f"advice written to {out} (a line per run when it has new evaluations, after each fit)")
 
 
+EXIT_TERMINATED = 128 + 15  # as a shell reports a command ended by SIGTERM
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt():
+    """While in the block, SIGTERM (kill, timeout, a scheduler's time limit) raises KeyboardInterrupt, as Ctrl-C
+    does, so the command stops where Ctrl-C stops it (a write of recommendations.json is atomic: it keeps its last
+    complete version), and yields a list that holds the signal once it came. SIGTERM's default ended `forecast
+    watch` with 143 and no word, where Ctrl-C said 'interrupted'. Outside the main thread (a test, a notebook's
+    worker) signals cannot be caught, and the block runs as it is."""
+    import signal
+    import threading
+
+    received = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+
+    def interrupt(signum, _frame):
+        received.append(signum)
+        raise KeyboardInterrupt("SIGTERM")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield received
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def run_watch(args) -> int:
+    # a sampler catches the KeyboardInterrupt and the fit raises its own (inference._require_every_draw): the list,
+    # not the exception, says that SIGTERM ended the watch
+    with sigterm_as_interrupt() as terminated:
+        try:
+            return _run_watch(args)
+        except KeyboardInterrupt:
+            if not terminated:
+                raise  # Ctrl-C: main() says 'interrupted' (130)
+    print("terminated (SIGTERM)", file=sys.stderr)
+    return EXIT_TERMINATED
+
+
+def _run_watch(args) -> int:
     from .formatting import COMMAND_SETTINGS
     from .watch import DEFAULT_OUT_NAME, MAX_WATCH_INTERVAL_S, WatchedFolderGone, watch
 

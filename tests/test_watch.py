@@ -1015,6 +1015,41 @@ def test_a_log_that_begins_with_nul_bytes_is_said_as_such_not_as_utf16(sweep):
     assert "bad-s0/evals.jsonl: holds NUL bytes (zeros) from byte offset 0, on line 1" in refused[0]
 
 
+@pytest.mark.parametrize("signal_name, code, said", [("SIGTERM", 143, "terminated (SIGTERM)"), ("SIGINT", 130, "interrupted")])
+def test_forecast_watch_says_why_it_ended_on_sigterm_as_on_ctrl_c(sweep, capsys, monkeypatch, signal_name, code, said):
+    """SIGTERM (kill, timeout, a scheduler's time limit) ended forecast watch with 143 and no word, where Ctrl-C
+    said 'interrupted' (130). Either one leaves recommendations.json as its last complete write."""
+    import os
+    import signal
+
+    import forecast.watch as watch_module
+
+    for run in ("good-s0", "bad-s0"):
+        append(sweep / run / "evals.jsonl", row(run, 0, 0.2))  # warm-up only: no fit
+    real_poll = watch_module.poll
+
+    def signalled_at_the_second_poll(runs_dir, state, **kwargs):
+        if state.polls == 1:
+            os.kill(os.getpid(), getattr(signal, signal_name))
+        return real_poll(runs_dir, state, **kwargs)
+
+    monkeypatch.setattr(watch_module, "poll", signalled_at_the_second_poll)
+    got = []  # without forecast watch's own handler, SIGTERM would end the test run: this one only notes it
+
+    def noted(signum, _frame):
+        got.append(signum)
+
+    previous = signal.signal(signal.SIGTERM, noted)
+    try:
+        exit_code = main(["watch", str(sweep), "--interval", "0", "--max-polls", "3", "--budget", "1e4"])
+        after = signal.getsignal(signal.SIGTERM)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert exit_code == code and after is noted and got == []  # the handler before the watch is back
+    assert capsys.readouterr().err.splitlines()[-1] == said
+    assert json.loads((sweep / "recommendations.json").read_text())["polls"] == 1
+
+
 def full_disk_while(monkeypatch, is_full) -> None:
     """Writes of temporary files (every atomic write's first step) fail with ENOSPC while is_full()."""
     import errno
