@@ -1040,11 +1040,15 @@ def test_forecast_watch_says_why_it_ended_on_sigterm_as_on_ctrl_c(sweep, capsys,
         got.append(signum)
 
     previous = signal.signal(signal.SIGTERM, noted)
+    # Ctrl-C's own handler, set here: a test run started in the background (nohup ... &, as CI may start it)
+    # ignores SIGINT, and the SIGINT case then watched on to its last poll
+    previous_sigint = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         exit_code = main(["watch", str(sweep), "--interval", "0", "--max-polls", "3", "--budget", "1e4"])
         after = signal.getsignal(signal.SIGTERM)
     finally:
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_sigint)
     assert exit_code == code and after is noted and got == []  # the handler before the watch is back
     assert capsys.readouterr().err.splitlines()[-1] == said
     assert json.loads((sweep / "recommendations.json").read_text())["polls"] == 1
