@@ -14,7 +14,7 @@ TORCH_INDEX ?=
 
 help:
 	@echo "make demo        set up, fit the shipped sweep, print the plan, write demo_out/report.html"
-	@echo "make test        set up, run the test suite (CPU only)"
+	@echo "make test        set up, run the test suite (CPU only; TEST_WORKERS=2 processes)"
 	@echo "make setup       the venv (.venv), CPU torch and the package; TORCH_INDEX=URL for a torch index"
 	@echo "make demo-live   train a short sweep with trainer_minimal, then forecast it"
 	@echo "make test-fast   the tests without the slow marker"
@@ -46,11 +46,18 @@ demo: setup
 demo-live: setup
 	$(PY) -m forecast.demo --live
 
+# The suite in 2 processes (pytest-xdist): most tests keep one core busy, so on 2 cores one process
+# took 20 minutes and two take 15. Whole files to each (loadfile): a file's tests share what its
+# fixtures fit and compile, and test_notebooks.py's must share one start of the notebooks.
+# TEST_WORKERS=0 runs the suite in one process, as plain `pytest` does.
+TEST_WORKERS ?= 2
+TEST_PROCESSES := -n $(TEST_WORKERS) --dist loadfile
+
 test: setup
-	$(PY) -m pytest
+	$(PY) -m pytest $(TEST_PROCESSES)
 
 test-fast: setup
-	$(PY) -m pytest -m "not slow"
+	$(PY) -m pytest $(TEST_PROCESSES) -m "not slow"
 
 # JupyterLab is an extra (about 40 packages), installed on first use rather than by every setup
 lab: setup $(VENV)/.notebooks

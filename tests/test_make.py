@@ -1,0 +1,63 @@
+"""`make test` runs the suite in two processes (pytest-xdist), whole files to each; the notebooks'
+tests go first there, and only their own fixture starts the notebooks (conftest.py)."""
+
+import shutil
+import subprocess
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from tests import conftest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def pytest_command_of(*make_arguments: str) -> str:
+    """The pytest line `make -n` prints for `make_arguments` (a dry run: nothing is set up or run)."""
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    printed = subprocess.run(["make", "-n", *make_arguments], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    (line,) = [line for line in printed.splitlines() if "-m pytest" in line]
+    return line
+
+
+def test_make_test_runs_the_suite_in_two_processes_handing_out_whole_files():
+    assert pytest_command_of("test").endswith("-m pytest -n 2 --dist loadfile")
+    assert pytest_command_of("test-fast").endswith('-m pytest -n 2 --dist loadfile -m "not slow"')
+    assert pytest_command_of("test", "TEST_WORKERS=3").endswith("-m pytest -n 3 --dist loadfile")
+    assert pytest_command_of("test", "TEST_WORKERS=0").endswith("-m pytest -n 0 --dist loadfile")  # one process
+
+
+def item_in(file_name: str, name: str):
+    return SimpleNamespace(path=REPO / "tests" / file_name, name=name)
+
+
+def test_under_xdist_the_notebooks_tests_go_first_keeping_every_files_order():
+    items = [item_in("test_backtest.py", "b1"), item_in("test_notebooks.py", "n1"), item_in("test_backtest.py", "b2"),
+             item_in("test_notebooks.py", "n2"), item_in("test_watch.py", "w1")]
+    in_one_process = list(items)
+    conftest.pytest_collection_modifyitems(SimpleNamespace(), in_one_process)
+    assert in_one_process == items  # pytest alone keeps the files' order: the notebooks start at collection
+    on_a_worker = list(items)
+    conftest.pytest_collection_modifyitems(SimpleNamespace(workerinput={"workerid": "gw0"}), on_a_worker)
+    assert [item.name for item in on_a_worker] == ["n1", "n2", "b1", "b2", "w1"]
+
+
+def test_an_xdist_worker_leaves_the_notebooks_to_their_fixture(monkeypatch):
+    """Every worker collects every test: each starting the notebooks at collection would run them twice."""
+    started = []
+    notebooks = SimpleNamespace(STARTED_KEY=pytest.StashKey[dict](), start_executions=lambda out: started.append(out) or {})
+    needing = SimpleNamespace(fixturenames=("executions",), module=notebooks)
+
+    def session(**worker):
+        config = SimpleNamespace(option=SimpleNamespace(collectonly=False), stash=pytest.Stash(),
+                                 _tmp_path_factory=SimpleNamespace(mktemp=lambda name: Path("/nowhere") / name), **worker)
+        return SimpleNamespace(config=config, items=[needing])
+
+    on_a_worker = session(workerinput={"workerid": "gw1"})
+    conftest.pytest_collection_finish(on_a_worker)
+    assert started == [] and notebooks.STARTED_KEY not in on_a_worker.config.stash
+    alone = session()
+    conftest.pytest_collection_finish(alone)  # the check above can fail: without a worker, they start here
+    assert started == [Path("/nowhere/notebooks")] and alone.config.stash[notebooks.STARTED_KEY] == {}
