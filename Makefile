@@ -47,7 +47,7 @@ demo-live: setup
 	$(PY) -m forecast.demo --live
 
 # The suite in 2 processes (pytest-xdist): most tests keep one core busy, so on 2 cores one process
-# took 20 minutes and two take 15. Whole files to each (loadfile): a file's tests share what its
+# took 20 minutes and two take about 14. Whole files to each (loadfile): a file's tests share what its
 # fixtures fit and compile, and test_notebooks.py's must share one start of the notebooks.
 # TEST_WORKERS=0 runs the suite in one process, as plain `pytest` does.
 TEST_WORKERS ?= 2

@@ -47,8 +47,8 @@ def pytest_collection_finish(session):
         return
     if hasattr(session.config, "workerinput"):
         # a pytest-xdist worker collects every test, though it runs only its share: each worker starting
-        # the notebooks would run them twice. There the notebooks' tests come first (below), on one worker
-        # (`make test` hands out whole files), whose fixture starts them while the other runs the rest
+        # the notebooks would run them twice. There the notebooks' fixture starts them when their file's
+        # first test comes, on one worker (`make test` hands out whole files), while the other runs on
         return
     needing = next((item for item in session.items if "executions" in getattr(item, "fixturenames", ())), None)
     if needing is not None:
@@ -61,17 +61,6 @@ def pytest_collection_finish(session):
 
 
 _NOTEBOOKS_KEY = pytest.StashKey[tuple]()  # the notebooks' test module and the folder of their executed copies
-
-
-def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist (`make test`), the notebooks' tests go first: their worker waits minutes for
-    the notebooks to run, while the other runs the rest. Last, they would leave one worker waiting at
-    the end. Every worker sorts alike, as xdist requires of their collections."""
-    if hasattr(config, "workerinput"):
-        items.sort(key=lambda item: item.path.name != NOTEBOOK_TESTS)
-
-
-NOTEBOOK_TESTS = "test_notebooks.py"
 
 
 def pytest_sessionfinish(session):

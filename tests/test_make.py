@@ -1,5 +1,5 @@
-"""`make test` runs the suite in two processes (pytest-xdist), whole files to each; the notebooks'
-tests go first there, and only their own fixture starts the notebooks (conftest.py)."""
+"""`make test` runs the suite in two processes (pytest-xdist), whole files to each; there only the
+notebooks' own fixture starts the notebooks (conftest.py)."""
 
 import shutil
 import subprocess
@@ -27,21 +27,6 @@ def test_make_test_runs_the_suite_in_two_processes_handing_out_whole_files():
     assert pytest_command_of("test-fast").endswith('-m pytest -n 2 --dist loadfile -m "not slow"')
     assert pytest_command_of("test", "TEST_WORKERS=3").endswith("-m pytest -n 3 --dist loadfile")
     assert pytest_command_of("test", "TEST_WORKERS=0").endswith("-m pytest -n 0 --dist loadfile")  # one process
-
-
-def item_in(file_name: str, name: str):
-    return SimpleNamespace(path=REPO / "tests" / file_name, name=name)
-
-
-def test_under_xdist_the_notebooks_tests_go_first_keeping_every_files_order():
-    items = [item_in("test_backtest.py", "b1"), item_in("test_notebooks.py", "n1"), item_in("test_backtest.py", "b2"),
-             item_in("test_notebooks.py", "n2"), item_in("test_watch.py", "w1")]
-    in_one_process = list(items)
-    conftest.pytest_collection_modifyitems(SimpleNamespace(), in_one_process)
-    assert in_one_process == items  # pytest alone keeps the files' order: the notebooks start at collection
-    on_a_worker = list(items)
-    conftest.pytest_collection_modifyitems(SimpleNamespace(workerinput={"workerid": "gw0"}), on_a_worker)
-    assert [item.name for item in on_a_worker] == ["n1", "n2", "b1", "b2", "w1"]
 
 
 def test_an_xdist_worker_leaves_the_notebooks_to_their_fixture(monkeypatch):

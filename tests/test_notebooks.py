@@ -6,8 +6,8 @@ three run side by side in their own processes; each test then waits for its own 
 started as soon as the session has collected a test that needs them (conftest.py), at a lower CPU
 priority: the rest of the suite mostly keeps one of two cores busy (compiling is single-threaded),
 and the notebooks use the other meanwhile instead of adding 1.5 minutes of their own at the end.
-Under `make test` (two pytest-xdist processes, whole files to each) this file's tests come first on one
-of them, whose fixture starts the notebooks there and waits for them while the other runs the rest.
+Under `make test` (two pytest-xdist processes, whole files to each) the fixture starts them when this
+file's first test comes, on one of them, while the other runs on.
 """
 
 from __future__ import annotations
