@@ -29,7 +29,7 @@ def test_make_test_runs_the_suite_in_two_processes_handing_out_whole_files():
     assert pytest_command_of("test", "TEST_WORKERS=0").endswith("-m pytest -n 0 --dist loadfile")  # one process
 
 
-def test_an_xdist_worker_leaves_the_notebooks_to_their_fixture(monkeypatch):
+def test_an_xdist_worker_leaves_the_notebooks_to_their_fixture():
     """Every worker collects every test: each starting the notebooks at collection would run them twice."""
     started = []
     notebooks = SimpleNamespace(STARTED_KEY=pytest.StashKey[dict](), start_executions=lambda out: started.append(out) or {})
