@@ -406,7 +406,9 @@ class ScalingForecaster:
         (fit_info_["noncentred"]).
         sampling_tries() says in words what each try found.
     mode : "nuts" (default: 1000 draws x 2 chains) or "fast" (short chains, for frequent refits).
-    sampler : SamplerSettings, optional, overrides `mode`.
+    sampler : SamplerSettings, optional: the chains to sample, in place of those `mode` gives. `mode`
+        still decides the rest: whether a flagged fit is sampled again ("nuts": the tries above)
+        and whether outputs call it a quick look ("fast": `forecast report`'s header, `forecast fit`).
     horizon_sd : extra predictive sd per doubling of compute beyond a run's last evaluation.
         Curves bend, plateau or decline in ways the sigmoid cannot see coming; this widens
         extrapolation bands with the horizon. Default chosen by benchmarks/extrapolation.py.
