@@ -1,7 +1,9 @@
 """The README's Python snippets are what a new user pastes first: each name a line starts with must
 be imported or assigned in one of them (or be a builtin), so a snippet run as written does not stop
 at a NameError. And the flags and NAME=VALUE settings the README shows still exist, so a renamed
-flag fails here rather than as exit 2 at a reader's terminal."""
+flag fails here rather than as exit 2 at a reader's terminal. The numbers it states in prose (defaults,
+limits, waits), the make targets it names and the shipped sweep it describes are read back from the
+code, the Makefile and the table."""
 
 import builtins
 import re
@@ -255,3 +257,147 @@ def test_the_run_formats_conversions_of_tracker_exports_give_run_tables(tmp_path
         assert set(runs["recipe"]) == {"dapo", "grpo"} and runs["compute"].min() > 0, export
         converted.add(export)
     assert converted == set(expected)
+
+
+def makefile_targets() -> tuple[set[str], set[str], set[str]]:
+    """(every target the Makefile defines, those `make help` lists, those only other targets depend on)."""
+    text = (REPO / "Makefile").read_text()
+    rules = re.findall(r"^([a-z][\w-]*):(?!=)([^\n]*)", text, flags=re.M)  # `PY := ...` is a variable, not a rule
+    listed = set(re.findall(r'^\t@echo "make ([a-z][\w-]*)', text, flags=re.M))
+    prerequisites = {name for _, after in rules for name in after.split()}
+    return {target for target, _ in rules}, listed, prerequisites
+
+
+def test_every_make_target_the_readme_names_exists_and_make_help_lists_it():
+    """The README names `make demo`, `make lab`, `make bench`, ... and says `make help` lists the other
+    targets: a target renamed in the Makefile would leave the README sending readers to 'No rule to
+    make target', and one added without a help line would be one the README's pointer misses."""
+    text = (REPO / "README.md").read_text()
+    named = set(re.findall(r"(?<![\w-])make ([a-z][\w-]*)", " ".join(command_snippets(text))))
+    defined, listed, prerequisites = makefile_targets()
+    assert {"demo", "test", "help", "setup", "lab", "bench"} <= named, "the README's make targets were not found"
+    assert not named - defined, f"the README names make targets the Makefile does not have: {sorted(named - defined)}"
+    # every target a reader runs is listed; `help` itself and a step of another (chromium, under setup) need not be
+    unlisted = defined - listed - prerequisites - {"help"}
+    assert not unlisted, f"`make help` does not list {sorted(unlisted)}"
+    assert not listed - defined, f"`make help` lists targets the Makefile lacks: {sorted(listed - defined)}"
+
+
+def test_make_bench_runs_every_benchmark_the_readme_lists_but_the_gpu_ones():
+    """"`make bench` runs all of them that need no GPU": the scripts of the README's benchmark block
+    whose comment does not say they need a GPU are the ones `make bench` runs."""
+    text = (REPO / "README.md").read_text()
+    block = text[text.index("## Benchmarks"):]
+    block = re.search(r"```bash\n(.*?)```", block, flags=re.S).group(1)
+    listed = {script for script, comment in re.findall(r"^(?:python|bash) benchmarks/(\S+)\s+#(.*)$", block, flags=re.M)
+              if not re.search(r"\bGPU\b|needs one", comment)}
+    makefile = (REPO / "Makefile").read_text()
+    recipe = re.search(r"^bench:[^\n]*\n((?:\t[^\n]*\n)+)", makefile, flags=re.M).group(1)
+    run = set(re.findall(r"benchmarks/(\S+\.py)", recipe))
+    assert len(listed) >= 8, "the README's benchmark block was not found"
+    assert listed == run, f"README lists but make bench skips {sorted(listed - run)}; runs unlisted {sorted(run - listed)}"
+
+
+def source_constant(path: str, name: str):
+    """A module-level constant as its source assigns it, whatever a test session has set it to since."""
+    import ast
+
+    tree = ast.parse((REPO / path).read_text())
+    (value,) = [node.value for node in tree.body if isinstance(node, ast.Assign)
+                and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)]
+    return ast.literal_eval(value)
+
+
+def readme_numbers() -> list[tuple[str, str, object]]:
+    """(what, the README's words with the number as a group, the code's value): numbers the README
+    states in prose, away from any --help, each read from where the code keeps it."""
+    from forecast import SamplerSettings, ScalingForecaster
+    from forecast.backtest import BacktestConfig
+    from forecast.cli import FOLDER_WAIT_SECONDS
+    from forecast.cross_validation import DEFAULT_CUTS, MIN_POINTS_BEFORE_CUT, chance_range
+    from forecast.data import FAR_BEYOND_DATA
+    from forecast.decisions import CLEAR_WINNER_P
+    from forecast.demo import DEMO_DRAWS, DEMO_TUNE, LIVE_PRESETS, LIVE_SEEDS
+    from forecast.early_stop import EarlyStopConfig
+    from forecast.forecaster import MIN_REWEIGHT_EFFICIENCY
+    from forecast.inference import ConvergenceReport, default_ess_limit
+    from forecast.report import BUDGET_MULTIPLE
+    from forecast.shape_check import LATE_TREND_Z_LIMIT
+    from trainer_minimal.sweep import KILL_GRACE_S, REAP_GRACE_S, STOP_GRACE_S
+
+    backtest, full, fast = BacktestConfig(), SamplerSettings(), SamplerSettings.fast()
+    torch_pin = re.search(r"^TORCH_SPEC \?= torch==(\S+)", (REPO / "Makefile").read_text(), flags=re.M).group(1)
+    low, high = chance_range(0.9, 21)
+    return [
+        ("torch pin", r"Set-up installs torch (\S+)'s CPU build", torch_pin),
+        ("report's budget", r"without `--budget`: (\d+)x the largest compute observed", BUDGET_MULTIPLE),
+        ("cross-validate's cuts", r"forecast cross-validate RUNS \[--cuts ([\d.,]+)\] \[--level", ",".join(map(str, DEFAULT_CUTS))),
+        ("runs left out of a cut", r"A run with fewer than (\d+) evaluations before a cut is left out", MIN_POINTS_BEFORE_CUT),
+        ("chance range", r"\((\d+)% to (\d+)% of 21 runs at 90%\)", (round(100 * low), round(100 * high))),
+        ("halving eta", r"keeps the best 1/N at each rung; default (\d+)\)", backtest.halving_eta),
+        ("median percentile", r"at each step; default (\d+), which is `MedianPruner`", backtest.median_percentile),
+        ("backtest checkpoints", r"checkpoints G times of compute apart, default ([\d.]+)\)", backtest.check_growth),
+        ("watch's wait for its folder", r"is waited for, up to (a minute)", {60: "a minute"}.get(FOLDER_WAIT_SECONDS)),
+        ("pruner warm-up", r"which counts reports \((\d+) at least, the rules' `min_evals`\)", EarlyStopConfig().min_evals),
+        ("far from the data", r"more than (\d+)x the data's largest compute", FAR_BEYOND_DATA),
+        ("clear winner", r"within 2 of them of the ([\d.]+) bar for a clear winner", CLEAR_WINNER_P),
+        ("misshapen runs", r"in standard errors; flagged below (-[\d.]+)\)", LATE_TREND_Z_LIMIT),
+        ("level wander ratio", r"`level_wander_ratio` \(default (\d+)\)", ScalingForecaster().level_wander_ratio),
+        ("default chains", r"with\s+the defaults \((\d+) \+ (\d+) draws per chain\)", (full.tune, full.draws)),
+        ("demo's chains", r"the demo's (\d+) chains x (\d+) draws", (full.chains, DEMO_DRAWS)),
+        ("demo's warm-up", r"non-centred and (\d+)\s+warm-up draws per chain \(the demo's\)", DEMO_TUNE),
+        ("fast fits' limits", r"Fast\s+fits are often flagged \(R-hat above ([\d.]+), bulk or tail ESS below (\d+)",
+         (ConvergenceReport.rhat_limit, default_ess_limit(fast.chains, fast.chains * fast.draws))),
+        ("full fits' limits", r"converge \(R-hat <= ([\d.]+), bulk and tail ESS >= (\d+), no divergences\)",
+         (ConvergenceReport.rhat_limit, default_ess_limit(full.chains, full.chains * full.draws))),
+        # as the source sets it: the test session keeps more (conftest.py)
+        ("compiled models kept", r"\(the (\d+) used last in a process",
+         source_constant("forecast/inference.py", "MAX_COMPILED_MODELS")),
+        ("reweighting", r"\(Pareto k <= ([\d.]+)\) and keep at least (half) of the draws' information",
+         (ConvergenceReport.pareto_k_limit, {0.5: "half"}.get(MIN_REWEIGHT_EFFICIENCY))),
+        ("live demo", r"trains a short sweep with trainer_minimal \((\d+) runs",
+         len(LIVE_PRESETS.split(",")) * len(LIVE_SEEDS.split(","))),
+        ("sweep's stop", r"its runs: (\d+) s to end on their own, .*? a run\s+still going (\d+) s later, .*? "
+                         r"a run that SIGKILL has not ended (\d+) s later", (STOP_GRACE_S, KILL_GRACE_S, REAP_GRACE_S)),
+    ]
+
+
+def as_number(text: str):
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def test_the_numbers_the_readme_states_are_the_codes():
+    """A default retuned, a limit moved or a pin raised in the code leaves the README describing
+    another program: each number it states in prose (a default, a limit, a wait) is compared with
+    the constant the code keeps it in. The flags' own defaults are checked against --help in
+    test_cli.py, and the stop rules' thresholds above."""
+    text = " ".join((REPO / "README.md").read_text().split())
+    for what, words, value in readme_numbers():
+        stated = re.search(words, text)
+        assert stated, f"{what}: the README's words {words!r} were not found"
+        expected = value if isinstance(value, tuple) else (value,)
+        assert [as_number(g) for g in stated.groups()] == [as_number(str(v)) for v in expected], (
+            f"{what}: the README says {stated.group(0)!r}, the code has {value!r}")
+
+
+def test_the_readmes_shipped_sweep_is_the_table_it_describes():
+    """"7 recipes x 3 seeds, 40 evaluations each", "its 21 runs all ran their 640 steps", `ended`
+    `finished`, "whose recipes start between 6.05e9 and 2.49e10 flops": the shipped table, re-made
+    (or a run added) without the prose, would make the README's worked numbers wrong."""
+    import pandas as pd
+
+    from forecast.formatting import fmt_compute
+
+    text = " ".join((REPO / "README.md").read_text().split())
+    runs = pd.read_csv(REPO / "examples" / "trainer_sweep" / "runs.csv")
+    recipes, seeds, evals = map(int, re.search(r"`examples/trainer_sweep/`: (\d+) recipes x (\d+) seeds, (\d+) evaluations each", text).groups())
+    n_runs, steps = map(int, re.search(r"The shipped sweep's (\d+) runs all ran their (\d+) steps", text).groups())
+    assert (runs["recipe"].nunique(), runs.groupby("recipe")["seed"].nunique().unique().tolist()) == (recipes, [seeds])
+    assert runs.groupby("run_id").size().unique().tolist() == [evals] and runs["run_id"].nunique() == n_runs
+    assert runs.groupby("run_id")["step"].max().unique().tolist() == [steps]
+    assert set(runs["ended"]) == {"finished"}
+    first = runs.groupby("recipe")["compute"].min()
+    assert re.search(rf"whose recipes start between {fmt_compute(first.min())} and {fmt_compute(first.max())} flops", text)
