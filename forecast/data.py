@@ -114,8 +114,12 @@ def _read_json_records(path: Path, text: str) -> pd.DataFrame:
 def _log_text(path: Path) -> str:
     """A JSONL file's text (a byte-order mark, as some editors write, is not data). A torn last line
     may be cut inside a multi-byte character: it is dropped, as the reader drops any torn line,
-    rather than failing the whole log; bytes that are not UTF-8 anywhere else raise."""
+    rather than failing the whole log; bytes that are not UTF-8 anywhere else raise. A block of zeros a crash
+    left is refused as _binary_message refuses one in the head, wherever it is: past the head's 8 KiB it was said
+    as a bad JSON line, and at the end (no newline after it) dropped in silence as a torn last line."""
     raw = path.read_bytes()
+    if nul_block := _nul_block_message(raw):  # judged in the bytes read anyway: the log is not read again
+        raise RunDataError(nul_block, source=path)
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError:
@@ -272,18 +276,19 @@ def _looks_like_utf16_without_mark(head: bytes) -> bool:
 NUL_BLOCK = b"\x00" * 4
 
 
-def _nul_block_message(head: bytes) -> str | None:
-    """Where a text file holds a block of NUL bytes (the rest of its head UTF-8), or None. Such a log, zeros
-    first, was refused as 'UTF-16 text without a byte-order mark' (save as UTF-8), and a shorter block as a
-    CSV header: the wrong cause and the wrong fix."""
-    offset = head.find(NUL_BLOCK)
+def _nul_block_message(data: bytes) -> str | None:
+    """Where a text file holds a block of NUL bytes (the rest of `data` UTF-8), or None. `data` is the file's head
+    (_head), or a JSONL log's whole bytes (_log_text), so that the offset and line are the file's either way. Such a
+    log, zeros first, was refused as 'UTF-16 text without a byte-order mark' (save as UTF-8), and a shorter block
+    as a CSV header: the wrong cause and the wrong fix."""
+    offset = data.find(NUL_BLOCK)
     if offset < 0:
         return None
     try:  # incremental: a character cut at the head's end is not a bad byte
-        codecs.getincrementaldecoder("utf-8")().decode(head.replace(b"\x00", b""), final=False)
+        codecs.getincrementaldecoder("utf-8")().decode(data.replace(b"\x00", b""), final=False)
     except UnicodeDecodeError:
         return None  # binary data with zeros in it, said as such below
-    line = head.count(b"\n", 0, offset) + 1
+    line = data.count(b"\n", 0, offset) + 1
     return (f"holds NUL bytes (zeros) from byte offset {offset}, on line {line}: not text but what a crash leaves on "
             "some file systems where writes were lost; remove them (tr -d '\\000' < log > fixed) to read the rows "
             "around them")

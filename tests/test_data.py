@@ -1153,6 +1153,28 @@ def test_a_binary_file_named_as_a_table_is_said_to_be_binary(tmp_path, content, 
     assert str(info.value) == f"file {path}: {says}"
 
 
+@pytest.mark.parametrize("rows_before", [3, 100])  # the zeros inside the head's 8 KiB, or past them
+@pytest.mark.parametrize("rows_after", [2, 0])  # rows after the zeros, or none: the zeros end the log, no newline
+def test_a_block_of_zeros_in_a_log_is_said_as_such_wherever_it_is(tmp_path, rows_before, rows_after):
+    """The head (_head, 8 KiB) was judged for the zeros a crash leaves, the rest of a log was not: zeros past it
+    were said as 'line 101 is not valid JSON (Expecting value)', and zeros that end the log were dropped in
+    silence as a torn last line, the log's rows read as if whole. Said the same wherever they are: their byte
+    offset and line in the file."""
+    def rows(start, stop):
+        return "".join(json.dumps({"run_id": "a-s0", "recipe": "a", "compute": float(k + 1), "metric": 0.3,
+                                   "note": "x" * 100}) + "\n" for k in range(start, stop)).encode()
+
+    before = rows(0, rows_before)
+    path = tmp_path / "evals.jsonl"
+    path.write_bytes(before + b"\x00" * 64 + (b"\n" + rows(rows_before, rows_before + rows_after) if rows_after else b""))
+    assert (len(before) > 8192) == (rows_before == 100)
+    with pytest.raises(RunDataError) as info:
+        load_runs(path)
+    assert str(info.value) == (f"file {path}: holds NUL bytes (zeros) from byte offset {len(before)}, on line "
+                               f"{rows_before + 1}: not text but what a crash leaves on some file systems where writes "
+                               "were lost; remove them (tr -d '\\000' < log > fixed) to read the rows around them")
+
+
 @pytest.mark.parametrize("name", ["runs.csv", "runs.tsv", "runs.jsonl"])
 def test_a_text_table_s_head_is_read_once_for_what_it_is(tmp_path, monkeypatch, name):
     """A CSV's first 8 KiB were read twice, to tell a binary file (_binary_message) and then a JSONL
