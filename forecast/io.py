@@ -217,7 +217,16 @@ def jsonl_line_end(text: str | bytes) -> str | bytes:
 
 
 def read_complete_jsonl(path, error) -> list[dict]:
-    """The complete rows of an append-only JSONL log (a run's evals.jsonl); a missing file holds none.
+    """The complete rows of an append-only JSONL log (a run's evals.jsonl); a missing file holds none. See
+    numbered_complete_jsonl, which reads them with their lines."""
+    return [row for _line, row in numbered_complete_jsonl(path, error)]
+
+
+def numbered_complete_jsonl(path, error) -> list[tuple[int, dict]]:
+    """The complete rows of an append-only JSONL log (a run's evals.jsonl), each with its line in the file counting
+    from 1 (what an editor shows, and what forecast.data's messages name as a row's): the trainer numbered a row by
+    its place among the rows, so after a blank line (a log edited by hand) its --resume named row 2 where forecast
+    named row 3 of the same line. A missing file holds none.
 
     Each row is written with one write() ending in a newline, so a kill mid-write leaves a prefix
     without its newline: that torn last line is left out. Any other line that is not UTF-8, not JSON or
@@ -247,7 +256,7 @@ def read_complete_jsonl(path, error) -> list[dict]:
             raise error(f"line {number} {TOO_DEEP}") from None
         if not isinstance(row, dict):  # every row is an object: a bare [] or 1 failed later on row.get
             raise error(f"line {number} is not a JSON object")
-        rows.append(row)
+        rows.append((number, row))
     return rows
 
 

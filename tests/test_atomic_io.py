@@ -9,7 +9,13 @@ import time
 
 import pytest
 
-from forecast.io import atomic_path, atomic_write_json, atomic_write_text, read_complete_jsonl
+from forecast.io import (
+    atomic_path,
+    atomic_write_json,
+    atomic_write_text,
+    numbered_complete_jsonl,
+    read_complete_jsonl,
+)
 
 posix_only = pytest.mark.skipif(sys.platform == "win32", reason="symlinks and mode bits are POSIX here")
 
@@ -229,6 +235,8 @@ def test_a_run_log_s_blank_lines_are_skipped_and_counted_in_the_line_a_damaged_r
     path = tmp_path / "evals.jsonl"
     path.write_bytes(b'{"step": 1}\n\n{"step": 2}\n  \n{"step": 3, "tor')
     assert read_complete_jsonl(path, ValueError) == [{"step": 1}, {"step": 2}]
+    # each row's line, as an editor and forecast.data number it: the second row is on line 3, not row 2
+    assert numbered_complete_jsonl(path, ValueError) == [(1, {"step": 1}), (3, {"step": 2})]
     path.write_bytes(b'{"step": 1}\n\n[1, 2]\n')
     with pytest.raises(ValueError, match=r"^line 3 is not a JSON object$"):
         read_complete_jsonl(path, ValueError)

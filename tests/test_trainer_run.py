@@ -21,7 +21,7 @@ import torch
 from trainer_minimal import make_config
 from trainer_minimal.cli import main
 from trainer_minimal.config import from_dict, to_json
-from trainer_minimal.logging_io import read_jsonl
+from trainer_minimal.logging_io import read_jsonl, read_numbered_jsonl
 from trainer_minimal.model import forward_logits, load_hf_policy, save_untrained_llama
 from trainer_minimal.tokenizer import CharTokenizer, HFTokenizer
 from trainer_minimal.train import advice_line, checkpoint_step, train, warm_start_path
@@ -771,6 +771,30 @@ def test_resume_refuses_a_negative_count_in_the_eval_log_as_forecast_does(tmp_pa
     assert folder_snapshot(run) == before
 
 
+@pytest.mark.parametrize("edit, said_by_forecast", [({"step": "x"}, "value 'x' is not a number"),
+                                                      ({"device_seconds": -1.5}, "must be >= 0, got -1.5")])
+def test_resume_names_a_bad_row_by_its_line_in_the_file_as_forecast_does(tmp_path, warm_cache, capsys, edit,
+                                                                         said_by_forecast):
+    # the trainer numbered a log's rows by their place among the rows, forecast by their line in the file: after a
+    # blank line (a log edited by hand) --resume named the 3rd line's row 'row 2', where forecast named it 'row 3'.
+    # Both name the line now, counting from 1 as an editor shows it
+    run = tmp_path / "run"
+    train(tiny(run, warm_cache, max_steps=4, eval_every=2))
+    (run / "summary.json").unlink()  # killed before its summary: a resume goes on
+    log = run / "evals.jsonl"
+    first, second = log.read_text().splitlines()
+    log.write_text(first + "\n\n" + json.dumps({**json.loads(second), **edit}) + "\n")  # the bad row on line 3
+    from forecast.data import RunDataError, load_runs
+
+    with pytest.raises(RunDataError, match=said_by_forecast) as info:
+        load_runs(log)
+    assert info.value.row == 3  # forecast's number for it
+    capsys.readouterr()
+    assert main(["train", "--out", str(run), "--resume", "--max-steps", "6"]) == 2
+    err = capsys.readouterr().err
+    assert re.search(r"row (\d+)", err).group(1) == "3", err
+
+
 @pytest.mark.parametrize("advisor_every", [0, 2])
 def test_resume_s_checks_read_the_eval_log_once(tmp_path, warm_cache, monkeypatch, advisor_every):
     # the checks before a resume read evals.jsonl with read_jsonl once for each of three checks (a sweep's
@@ -785,9 +809,9 @@ def test_resume_s_checks_read_the_eval_log_once(tmp_path, warm_cache, monkeypatc
 
     def counted(path):
         read.append(os.path.basename(path))
-        return read_jsonl(path)
+        return read_numbered_jsonl(path)
 
-    monkeypatch.setattr(train_module, "read_jsonl", counted)
+    monkeypatch.setattr(train_module, "read_numbered_jsonl", counted)  # the rows with their lines, which the checks read
     monkeypatch.setattr("forecast.data.read_table", lambda path, real=forecast_data.read_table: read.append("forecast") or real(path))
     train_module.preflight(dataclasses.replace(tiny(run, warm_cache, max_steps=4, eval_every=2, advisor_every=advisor_every),
                                                resume=True))

@@ -14,7 +14,7 @@ import torch
 
 # one atomic write for the project: symlinks, mode bits, fsync (the trainer writes ASCII JSON, so
 # forecast's UTF-8 text is the same bytes as the locale's); atomic_write_text is train.py's too
-from forecast.io import atomic_path, atomic_write_text, read_complete_jsonl
+from forecast.io import atomic_path, atomic_write_text, numbered_complete_jsonl, read_complete_jsonl
 
 try:
     import fcntl
@@ -113,6 +113,12 @@ def read_jsonl(path):
     """All complete rows of a JSONL file; a torn last line (no final newline) is ignored, any other
     unparsable line raises ValueError naming the file and line (forecast.io.read_complete_jsonl)."""
     return read_complete_jsonl(path, lambda what: ValueError(f"{path}: {what}"))
+
+
+def read_numbered_jsonl(path):
+    """read_jsonl's rows, each with its line in the file counting from 1: (line, row) pairs, for messages
+    that name a row by its line, as forecast's do (forecast.io.numbered_complete_jsonl)."""
+    return numbered_complete_jsonl(path, lambda what: ValueError(f"{path}: {what}"))
 
 
 def repair_jsonl(path, max_step):

@@ -111,6 +111,7 @@ from .logging_io import (
     atomic_write_text,
     lock_run_folder,
     read_jsonl,
+    read_numbered_jsonl,
     repair_jsonl,
     run_folder_guarded,
 )
@@ -189,9 +190,10 @@ def preflight(cfg, this_machine=True):
                                  "these cannot change mid-run: start a new run with another --out (if "
                                  f"{paths['config']} was edited or copied from another run, put back the run's own)")
         if cfg.resume:
-            eval_rows = check_logs_readable(paths)  # read once here, for the checks of the log below
+            numbered_eval_rows = check_logs_readable(paths)  # read once here, for the checks of the log below
+            eval_rows = [row for _line, row in numbered_eval_rows]
             check_eval_log_reaches(paths, checkpoint_step(paths["ckpt"]), eval_rows)
-            check_eval_counts(paths, checkpoint_step(paths["ckpt"]), eval_rows)
+            check_eval_counts(paths, checkpoint_step(paths["ckpt"]), numbered_eval_rows)
             check_eval_rows_for_the_advisor(cfg, paths, checkpoint_step(paths["ckpt"]), eval_rows)
         check_writable(cfg.out, "--out")
         if not cfg.resume and cfg.warmup_steps > 0 and not os.path.exists(warm_start_path(cfg)):
@@ -251,18 +253,20 @@ def _is_a_step_number(step) -> bool:
 def check_logs_readable(paths):
     """A resume rewrites evals.jsonl and train_log.jsonl (repair_jsonl), so a damaged line in either, not
     a torn last line, is refused here, naming the file and line. It raised under the lock, after the
-    model and checkpoint were loaded: a traceback, exit 1. Returns evals.jsonl's rows (read_jsonl's), which
-    the resume's other checks of the log take rather than read the log again."""
+    model and checkpoint were loaded: a traceback, exit 1. Returns evals.jsonl's rows with their lines
+    (read_numbered_jsonl's), which the resume's other checks of the log take rather than read the log again.
+    A row is named by its line in the file, as forecast names it (not by its place among the rows, which a
+    blank line put one before forecast's)."""
     rows_of = {}
     for name in ("evals", "train_log"):
         try:
-            rows = read_jsonl(paths[name])
+            rows = read_numbered_jsonl(paths[name])
         except OSError as err:  # a folder where the log was, a log without read permission
             raise ValueError(f"--resume: {paths[name]}: cannot be read ({type(err).__name__}: {err.strerror})") from None
         except ValueError as err:
             raise ValueError(f"--resume: {err}; only a torn last line (a write cut off) is dropped on resume: "
                              "correct or delete that line, then resume again") from None
-        for number, row in enumerate(rows, start=1):  # repair_jsonl keeps the rows up to the checkpoint's step
+        for number, row in rows:  # repair_jsonl keeps the rows up to the checkpoint's step
             step = row.get("step", 0)
             if not _is_a_step_number(step):
                 # an integer of 400 digits (JSON keeps it whole) said by its length: math.isnan raised OverflowError on it
@@ -297,14 +301,14 @@ def check_eval_log_reaches(paths, step, eval_rows):
                      "run anew with another --out")
 
 
-def check_eval_counts(paths, step, eval_rows):
+def check_eval_counts(paths, step, numbered_eval_rows):
     """A step or device_seconds below 0 in the eval rows a resume keeps (those up to the checkpoint's step, as
     repair_jsonl keeps them) is refused with forecast's own check of them (forecast.data.refuse_negative_counts,
     which the advisor's reading of the log makes too): without the advisor such a log was resumed, and forecast
-    refused it at every reading after. Named by the log, column, run and row, the rows numbered as
-    check_logs_readable numbers them. eval_rows: the log's rows, as read_jsonl reads them (check_logs_readable's):
-    the log is not read again (a sweep's log of thousands of rows, on a network disk)."""
-    kept = [(number, row) for number, row in enumerate(eval_rows, start=1) if row.get("step", 0) <= step]
+    refused it at every reading after. Named by the log, column, run and row, the row by its line in the file, as
+    forecast names it. numbered_eval_rows: the log's rows with their lines, as read_numbered_jsonl reads them
+    (check_logs_readable's): the log is not read again (a sweep's log of thousands of rows, on a network disk)."""
+    kept = [(number, row) for number, row in numbered_eval_rows if row.get("step", 0) <= step]
     if not kept:
         return
     import pandas as pd
