@@ -1425,12 +1425,13 @@ def _checked_runs(frame: pd.DataFrame, *, source, min_points: int) -> pd.DataFra
 COUNTS_FROM_THE_START = {"step": "an optimizer step", "device_seconds": "a count of device seconds"}
 
 
-def refuse_negative_counts(frame: pd.DataFrame) -> None:
+def refuse_negative_counts(frame: pd.DataFrame, counts: dict = COUNTS_FROM_THE_START) -> None:
     """A step or device time below 0 is bad input, as a compute of 0 or less is: it was read, and a negative step
     was said as a compute that 'falls while step rises' (the row sorted first by its step), or not at all. The
-    trainer's --resume refuses its log's rows with this check too (a table not validated: a value that is not
-    a number is not negative here, and left to the checks that read it as a number)."""
-    for column, what in COUNTS_FROM_THE_START.items():
+    trainer's --resume refuses its logs' rows with this check too (a table not validated: a value that is not
+    a number is not negative here, and left to the checks that read it as a number); counts: {column: what it
+    counts}, COUNTS_FROM_THE_START's and, for its per-step log, its compute."""
+    for column, what in counts.items():
         if column not in frame.columns:
             continue
         negative = pd.to_numeric(frame[column], errors="coerce") < 0

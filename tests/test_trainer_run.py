@@ -771,6 +771,31 @@ def test_resume_refuses_a_negative_count_in_the_eval_log_as_forecast_does(tmp_pa
     assert folder_snapshot(run) == before
 
 
+@pytest.mark.parametrize("column, value, said", [
+    ("step", -1, "got -1: an optimizer step counts from the run's start"),
+    ("compute", -5.0, "got -5: the compute spent counts from the run's start"),
+    ("device_seconds", -1.5, "got -1.5: a count of device seconds counts from the run's start")])
+def test_resume_refuses_a_negative_count_in_the_step_log_as_in_the_eval_log(tmp_path, warm_cache, capsys, column,
+                                                                            value, said):
+    # forecast reads no row of train_log.jsonl (a folder's is skipped, one named alone lacks run_id and metric), and
+    # --resume checked only that its steps are numbers: a negative step, compute or device_seconds was resumed in
+    # silence and kept in the rewritten log (a step of -1 is never after the checkpoint's)
+    run = tmp_path / "run"
+    train(tiny(run, warm_cache, max_steps=4, eval_every=2))
+    (run / "summary.json").unlink()  # killed before its summary: a resume goes on
+    log = run / "train_log.jsonl"
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    rows[1][column] = value
+    log.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    before = folder_snapshot(run)
+    capsys.readouterr()
+    assert main(["train", "--out", str(run), "--resume", "--max-steps", "6"]) == 2
+    err = capsys.readouterr().err
+    assert (f"--resume: file {log}, column '{column}', run 'scalerl-s0', row 2: must be >= 0, {said}; correct or delete "
+            "that row, then resume again") in err, err
+    assert folder_snapshot(run) == before
+
+
 @pytest.mark.parametrize("edit, said_by_forecast", [({"step": "x"}, "value 'x' is not a number"),
                                                       ({"device_seconds": -1.5}, "must be >= 0, got -1.5")])
 def test_resume_names_a_bad_row_by_its_line_in_the_file_as_forecast_does(tmp_path, warm_cache, capsys, edit,

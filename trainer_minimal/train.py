@@ -190,10 +190,10 @@ def preflight(cfg, this_machine=True):
                                  "these cannot change mid-run: start a new run with another --out (if "
                                  f"{paths['config']} was edited or copied from another run, put back the run's own)")
         if cfg.resume:
-            numbered_eval_rows = check_logs_readable(paths)  # read once here, for the checks of the log below
-            eval_rows = [row for _line, row in numbered_eval_rows]
+            numbered_rows_of = check_logs_readable(paths)  # read once here, for the checks of the logs below
+            eval_rows = [row for _line, row in numbered_rows_of["evals"]]
             check_eval_log_reaches(paths, checkpoint_step(paths["ckpt"]), eval_rows)
-            check_eval_counts(paths, checkpoint_step(paths["ckpt"]), numbered_eval_rows)
+            check_log_counts(cfg, paths, checkpoint_step(paths["ckpt"]), numbered_rows_of)
             check_eval_rows_for_the_advisor(cfg, paths, checkpoint_step(paths["ckpt"]), eval_rows)
         check_writable(cfg.out, "--out")
         if not cfg.resume and cfg.warmup_steps > 0 and not os.path.exists(warm_start_path(cfg)):
@@ -253,8 +253,9 @@ def _is_a_step_number(step) -> bool:
 def check_logs_readable(paths):
     """A resume rewrites evals.jsonl and train_log.jsonl (repair_jsonl), so a damaged line in either, not
     a torn last line, is refused here, naming the file and line. It raised under the lock, after the
-    model and checkpoint were loaded: a traceback, exit 1. Returns evals.jsonl's rows with their lines
-    (read_numbered_jsonl's), which the resume's other checks of the log take rather than read the log again.
+    model and checkpoint were loaded: a traceback, exit 1. Returns each log's rows with their lines
+    (read_numbered_jsonl's), by name ("evals", "train_log"), which the resume's other checks of the logs take
+    rather than read them again.
     A row is named by its line in the file, as forecast names it (not by its place among the rows, which a
     blank line put one before forecast's)."""
     rows_of = {}
@@ -274,7 +275,7 @@ def check_logs_readable(paths):
                 raise ValueError(f"--resume: {paths[name]}: row {number} has step {shown}, not a number (a resume "
                                  "keeps the rows up to the checkpoint's step): correct or delete that row, then resume again")
         rows_of[name] = rows
-    return rows_of["evals"]
+    return rows_of
 
 
 def check_eval_log_reaches(paths, step, eval_rows):
@@ -301,26 +302,43 @@ def check_eval_log_reaches(paths, step, eval_rows):
                      "run anew with another --out")
 
 
-def check_eval_counts(paths, step, numbered_eval_rows):
+# what counts from a run's start in train_log.jsonl, checked as forecast checks its run log's counts: there compute
+# too (an evaluation's compute is forecast's to refuse, at 0 as well: validate_runs)
+STEP_LOG_COUNTS = {"compute": "the compute spent"}
+
+
+def check_log_counts(cfg, paths, step, numbered_rows_of):
     """A step or device_seconds below 0 in the eval rows a resume keeps (those up to the checkpoint's step, as
     repair_jsonl keeps them) is refused with forecast's own check of them (forecast.data.refuse_negative_counts,
     which the advisor's reading of the log makes too): without the advisor such a log was resumed, and forecast
-    refused it at every reading after. Named by the log, column, run and row, the row by its line in the file, as
-    forecast names it. numbered_eval_rows: the log's rows with their lines, as read_numbered_jsonl reads them
-    (check_logs_readable's): the log is not read again (a sweep's log of thousands of rows, on a network disk)."""
-    kept = [(number, row) for number, row in numbered_eval_rows if row.get("step", 0) <= step]
+    refused it at every reading after. So is a step, compute or device_seconds below 0 in train_log.jsonl's rows,
+    which no reading checked: a resume kept them in silence (a step of -1 is never after the checkpoint's).
+    Named by the log, column, run and row, the row by its line in the file, as forecast names it (train_log's rows
+    name no run: the run is cfg's). numbered_rows_of: each log's rows with their lines (check_logs_readable's):
+    the logs are not read again (a sweep's log of thousands of rows, on a network disk)."""
+    from forecast.data import COUNTS_FROM_THE_START, RunDataError
+
+    for name, counts, why in (("evals", COUNTS_FROM_THE_START, "forecast refuses such a log: "),
+                              ("train_log", {**COUNTS_FROM_THE_START, **STEP_LOG_COUNTS}, "")):
+        try:
+            refuse_negative_counts_kept(paths[name], numbered_rows_of[name], step, counts, cfg.run_id)
+        except RunDataError as err:
+            raise ValueError(f"--resume: {err}; {why}correct or delete that row, then resume again") from None
+
+
+def refuse_negative_counts_kept(path, numbered_rows, step, counts, run_id):
+    """forecast.data.refuse_negative_counts of the rows a resume keeps of one log (step up to `step`), numbered by
+    their lines; a row that names no run is of `run_id`."""
+    kept = [(number, row) for number, row in numbered_rows if row.get("step", 0) <= step]
     if not kept:
         return
     import pandas as pd
 
-    from forecast.data import RunDataError, refuse_negative_counts
+    from forecast.data import refuse_negative_counts
 
-    table = pd.DataFrame([row for _, row in kept]).assign(_source=str(paths["evals"]), _line=[n for n, _ in kept])
-    try:
-        refuse_negative_counts(table)
-    except RunDataError as err:
-        raise ValueError(f"--resume: {err}; forecast refuses such a log: correct or delete that row, then resume "
-                         "again") from None
+    table = pd.DataFrame([{"run_id": run_id, **row} for _, row in kept]).assign(_source=str(path),
+                                                                               _line=[n for n, _ in kept])
+    refuse_negative_counts(table, counts)
 
 
 def check_eval_rows_for_the_advisor(cfg, paths, step, eval_rows):
