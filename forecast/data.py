@@ -929,6 +929,19 @@ def _beyond_float_range(value) -> bool:
     return False
 
 
+def _refuse_a_value_beyond_float_range(frame: pd.DataFrame, column: str) -> None:
+    """JSON reads a 400-digit number as a Python int, which to_numeric cannot make a float: it raised
+    OverflowError out of the reader (a traceback) where a 1e400 written as a float is "infinite"."""
+    if not pd.api.types.is_object_dtype(frame[column].dtype):  # such an int is held only in a column of objects
+        return
+    beyond = frame[column].map(_beyond_float_range)
+    if beyond.any():
+        idx = beyond.idxmax()
+        digits = len(str(abs(frame.loc[idx, column])))
+        raise RunDataError(f"value of {digits} digits is beyond a float's range (about 1.8e308), not a usable number",
+                           column=column, **_where(frame, idx))
+
+
 def _require_numeric(frame: pd.DataFrame, column: str, *, required: bool) -> None:
     kind = frame[column].dtype
     types = pd.api.types
@@ -941,14 +954,7 @@ def _require_numeric(frame: pd.DataFrame, column: str, *, required: bool) -> Non
             what = "true/false" if isinstance(frame.loc[idx, column], (bool, np.bool_)) else "a date or a duration"
             raise RunDataError(f"value {frame.loc[idx, column]!r} is {what}, not a number", column=column,
                                **_where(frame, idx))
-        # JSON reads a 400-digit number as a Python int, which to_numeric cannot make a float: it raised
-        # OverflowError out of the reader (a traceback) where a 1e400 written as a float is "infinite"
-        beyond = frame[column].map(_beyond_float_range)
-        if beyond.any():
-            idx = beyond.idxmax()
-            digits = len(str(abs(frame.loc[idx, column])))
-            raise RunDataError(f"value of {digits} digits is beyond a float's range (about 1.8e308), not a usable number",
-                               column=column, **_where(frame, idx))
+        _refuse_a_value_beyond_float_range(frame, column)
     values = pd.to_numeric(frame[column], errors="coerce")
     bad = values.isna() & frame[column].notna()
     if bad.any():
@@ -1434,6 +1440,8 @@ def refuse_negative_counts(frame: pd.DataFrame, counts: dict = COUNTS_FROM_THE_S
     for column, what in counts.items():
         if column not in frame.columns:
             continue
+        # the trainer's table is not validated: such a value raised OverflowError below, a traceback out of --resume
+        _refuse_a_value_beyond_float_range(frame, column)
         negative = pd.to_numeric(frame[column], errors="coerce") < 0
         if negative.any():
             idx = negative.idxmax()

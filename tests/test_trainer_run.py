@@ -796,6 +796,27 @@ def test_resume_refuses_a_negative_count_in_the_step_log_as_in_the_eval_log(tmp_
     assert folder_snapshot(run) == before
 
 
+@pytest.mark.parametrize("log, column, why", [("evals.jsonl", "device_seconds", "forecast refuses such a log: "),
+                                              ("train_log.jsonl", "compute", "")])
+def test_resume_refuses_a_count_beyond_a_float_s_range_in_a_log_in_words(tmp_path, warm_cache, capsys, log, column, why):
+    # JSON keeps 1 followed by 400 zeros as an int: the check of a log's counts before a resume (refuse_negative_counts,
+    # which forecast runs only after its own check of such numbers) raised OverflowError out of --resume, a traceback
+    run = tmp_path / "run"
+    train(tiny(run, warm_cache, max_steps=4, eval_every=2))
+    (run / "summary.json").unlink()  # killed before its summary: a resume goes on
+    path = run / log
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    rows[0][column] = 10**400
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    before = folder_snapshot(run)
+    capsys.readouterr()
+    assert main(["train", "--out", str(run), "--resume", "--max-steps", "6"]) == 2
+    err = capsys.readouterr().err
+    assert (f"--resume: file {path}, column '{column}', run 'scalerl-s0', row 1: value of 401 digits is beyond a float's "
+            f"range (about 1.8e308), not a usable number; {why}correct or delete that row, then resume again") in err, err
+    assert folder_snapshot(run) == before
+
+
 @pytest.mark.parametrize("edit, said_by_forecast", [({"step": "x"}, "value 'x' is not a number"),
                                                       ({"device_seconds": -1.5}, "must be >= 0, got -1.5")])
 def test_resume_names_a_bad_row_by_its_line_in_the_file_as_forecast_does(tmp_path, warm_cache, capsys, edit,
