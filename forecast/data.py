@@ -278,9 +278,9 @@ NUL_BLOCK = b"\x00" * 4
 
 def _nul_block_message(data: bytes) -> str | None:
     """Where a text file holds a block of NUL bytes (the rest of `data` UTF-8), or None. `data` is the file's head
-    (_head), or a JSONL log's whole bytes (_log_text), so that the offset and line are the file's either way. Such a
-    log, zeros first, was refused as 'UTF-16 text without a byte-order mark' (save as UTF-8), and a shorter block
-    as a CSV header: the wrong cause and the wrong fix."""
+    (_head), or a JSONL log's or a CSV's whole bytes (_log_text, _read_csv), so that the offset and line are the
+    file's either way. Such a log, zeros first, was refused as 'UTF-16 text without a byte-order mark' (save as
+    UTF-8), and a shorter block as a CSV header: the wrong cause and the wrong fix."""
     offset = data.find(NUL_BLOCK)
     if offset < 0:
         return None
@@ -432,6 +432,12 @@ def _said_and_kept(call, *args, say: bool = True, **kwargs):
 
 
 def _read_csv(path: Path) -> pd.DataFrame:
+    # the file's bytes, read once for the zeros a crash left and for the cut-short check below. The head's zeros
+    # were judged (_binary_message), the rest's were not: past its 8 KiB a block of them was read into a run's name,
+    # and one that ended the file was said as a last row cut short. Judged before read_csv, which may fail on them
+    data = path.read_bytes()
+    if nul_block := _nul_block_message(data):
+        raise RunDataError(nul_block, source=path)
     try:
         columns = pd.read_csv(path, nrows=0).columns
         separator = _separator_of(columns, tabs=path.suffix.lower() == ".tsv")
@@ -453,7 +459,7 @@ def _read_csv(path: Path) -> pd.DataFrame:
                 frame[column] = frame[column].str.replace(",", ".", regex=False) if decimal == "," else frame[column]
         else:
             frame = pd.read_csv(path, dtype=names, keep_default_na=False, na_values=missing)
-        _refuse_a_last_row_cut_short(path, separator, len(columns))
+        _refuse_a_last_row_cut_short(path, data, separator, len(columns))
     except pd.errors.EmptyDataError:
         # a file with nothing in it holds no rows, as a header-only one or an empty JSONL log does
         # (in a folder it is skipped, where it failed the whole read; named, it "holds no rows")
@@ -474,13 +480,12 @@ def _refuse_repeated_header_names(path: Path, separator: str) -> None:
                                "keep one column of each name", source=path, column=name)
 
 
-def _refuse_a_last_row_cut_short(path: Path, separator: str, n_columns: int) -> None:
+def _refuse_a_last_row_cut_short(path: Path, text: bytes, separator: str, n_columns: int) -> None:
     """RunDataError when the file ends inside its last row, without a newline, and that row has fewer fields
     than the header (and than the row before it: a writer may leave out a row's empty last fields): a write or a
     copy cut off. read_csv fills the missing fields with NaN and reads the cut one as written, so a metric cut
     from 0.3917 to 0.39 was fitted in silence (a JSONL log's torn last line is left out, as a log in flight is
-    one; a CSV row is not told from a complete one, so it is refused)."""
-    text = path.read_bytes()
+    one; a CSV row is not told from a complete one, so it is refused). `text`: the file's bytes (_read_csv's)."""
     if text.endswith((b"\n", b"\r")):  # a whole last line
         return
     rows = [line for line in text.split(b"\n") if line.strip()]

@@ -1175,6 +1175,31 @@ def test_a_block_of_zeros_in_a_log_is_said_as_such_wherever_it_is(tmp_path, rows
                                "were lost; remove them (tr -d '\\000' < log > fixed) to read the rows around them")
 
 
+@pytest.mark.parametrize("rows_before", [3, 100])  # the zeros inside the head's 8 KiB, or past them
+@pytest.mark.parametrize("rows_after", [2, 0])  # rows after the zeros, or none: the zeros end the file, no newline
+def test_a_block_of_zeros_in_a_csv_is_said_as_in_a_log(tmp_path, monkeypatch, rows_before, rows_after):
+    """A CSV's head was judged for the zeros a crash leaves, its rest was not: zeros past its 8 KiB were read into
+    a run's name ('holds a control character'), and zeros that end the file were said as 'line 102 has 1 fields
+    where the header has 5 ... cut short?'. Said as in a JSONL log: their byte offset and line in the file, judged
+    in the bytes the cut-short check reads anyway (the file's bytes are read once)."""
+    def rows(start, stop):
+        return "".join(f"a-s0,a,{k + 1}.0,0.3,{'x' * 100}\n" for k in range(start, stop)).encode()
+
+    before = b"run_id,recipe,compute,metric,note\n" + rows(0, rows_before)
+    path = tmp_path / "runs.csv"
+    path.write_bytes(before + b"\x00" * 64 + (b"\n" + rows(rows_before, rows_before + rows_after) if rows_after else b""))
+    assert (len(before) > 8192) == (rows_before == 100)
+    read = []
+    read_bytes = Path.read_bytes
+    monkeypatch.setattr(Path, "read_bytes", lambda self: read.append(self) or read_bytes(self))
+    with pytest.raises(RunDataError) as info:
+        load_runs(path)
+    assert str(info.value) == (f"file {path}: holds NUL bytes (zeros) from byte offset {len(before)}, on line "
+                               f"{rows_before + 2}: not text but what a crash leaves on some file systems where writes "
+                               "were lost; remove them (tr -d '\\000' < log > fixed) to read the rows around them")
+    assert read.count(path) <= 1, read
+
+
 @pytest.mark.parametrize("name", ["runs.csv", "runs.tsv", "runs.jsonl"])
 def test_a_text_table_s_head_is_read_once_for_what_it_is(tmp_path, monkeypatch, name):
     """A CSV's first 8 KiB were read twice, to tell a binary file (_binary_message) and then a JSONL
