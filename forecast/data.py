@@ -7,7 +7,6 @@ model to find a typo in a CSV.
 
 from __future__ import annotations
 
-import codecs
 import contextlib
 import csv
 import errno
@@ -38,7 +37,7 @@ from .formatting import (
     said_together,
     told_apart,
 )
-from .io import TOO_DEEP, jsonl_line_end
+from .io import TOO_DEEP, jsonl_line_end, nul_block_message
 from .thread_warnings import this_threads_warnings_dropped, this_threads_warnings_recorded
 
 REQUIRED_COLUMNS = ("run_id", "recipe", "compute", "metric")
@@ -118,7 +117,7 @@ def _log_text(path: Path) -> str:
     left is refused as _binary_message refuses one in the head, wherever it is: past the head's 8 KiB it was said
     as a bad JSON line, and at the end (no newline after it) dropped in silence as a torn last line."""
     raw = path.read_bytes()
-    if nul_block := _nul_block_message(raw):  # judged in the bytes read anyway: the log is not read again
+    if nul_block := nul_block_message(raw):  # judged in the bytes read anyway: the log is not read again
         raise RunDataError(nul_block, source=path)
     try:
         return raw.decode("utf-8-sig")
@@ -271,29 +270,6 @@ def _looks_like_utf16_without_mark(head: bytes) -> bool:
     return any(half.count(0) >= 0.9 * len(half) for half in (head[0::2], head[1::2]))
 
 
-# NUL bytes in a row: two NUL characters in UTF-16 (which text never holds), so a block of them in text that
-# is UTF-8 around them is not UTF-16 but zeros left where writes were lost (a crash, on some file systems)
-NUL_BLOCK = b"\x00" * 4
-
-
-def _nul_block_message(data: bytes) -> str | None:
-    """Where a text file holds a block of NUL bytes (the rest of `data` UTF-8), or None. `data` is the file's head
-    (_head), or a JSONL log's or a CSV's whole bytes (_log_text, _read_csv), so that the offset and line are the
-    file's either way. Such a log, zeros first, was refused as 'UTF-16 text without a byte-order mark' (save as
-    UTF-8), and a shorter block as a CSV header: the wrong cause and the wrong fix."""
-    offset = data.find(NUL_BLOCK)
-    if offset < 0:
-        return None
-    try:  # incremental: a character cut at the head's end is not a bad byte
-        codecs.getincrementaldecoder("utf-8")().decode(data.replace(b"\x00", b""), final=False)
-    except UnicodeDecodeError:
-        return None  # binary data with zeros in it, said as such below
-    line = data.count(b"\n", 0, offset) + 1
-    return (f"holds NUL bytes (zeros) from byte offset {offset}, on line {line}: not text but what a crash leaves on "
-            "some file systems where writes were lost; remove them (tr -d '\\000' < log > fixed) to read the rows "
-            "around them")
-
-
 def _binary_message(head: bytes) -> str | None:
     """Why a file named as a text table is not one, judged by its head (_head), or None: a parser reads
     binary bytes as a ragged CSV ('line 3 has 2 fields') or a bad JSON line, which sends the user to the
@@ -301,7 +277,7 @@ def _binary_message(head: bytes) -> str | None:
     for signature, message in BINARY_SIGNATURES:
         if head.startswith(signature):
             return message
-    if nul_block := _nul_block_message(head):
+    if nul_block := nul_block_message(head):
         return nul_block
     if _looks_like_utf16_without_mark(head):  # NULs are UTF-8 too: it read as columns 'r\x00u\x00n\x00...'
         return "is UTF-16 text without a byte-order mark; save the file as UTF-8"
@@ -436,7 +412,7 @@ def _read_csv(path: Path) -> pd.DataFrame:
     # were judged (_binary_message), the rest's were not: past its 8 KiB a block of them was read into a run's name,
     # and one that ended the file was said as a last row cut short. Judged before read_csv, which may fail on them
     data = path.read_bytes()
-    if nul_block := _nul_block_message(data):
+    if nul_block := nul_block_message(data):
         raise RunDataError(nul_block, source=path)
     try:
         columns = pd.read_csv(path, nrows=0).columns

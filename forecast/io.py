@@ -216,6 +216,30 @@ def jsonl_line_end(text: str | bytes) -> str | bytes:
     return carriage_return if newline not in text and carriage_return in text else newline
 
 
+# NUL bytes in a row: two NUL characters in UTF-16 (which text never holds), so a block of them in text that
+# is UTF-8 around them is not UTF-16 but zeros left where writes were lost (a crash, on some file systems)
+NUL_BLOCK = b"\x00" * 4
+
+
+def nul_block_message(data: bytes) -> str | None:
+    """Where a text file holds a block of NUL bytes (the rest of `data` UTF-8), or None. `data` is the file's head
+    (forecast.data's _head), or a JSONL log's or a CSV's whole bytes (its _log_text, _read_csv), or a log's complete
+    lines (numbered_complete_rows, the trainer's read), so that the offset and line are the file's either way. Such
+    a log, zeros first, was refused as 'UTF-16 text without a byte-order mark' (save as UTF-8), and a shorter block
+    as a CSV header: the wrong cause and the wrong fix."""
+    offset = data.find(NUL_BLOCK)
+    if offset < 0:
+        return None
+    try:  # incremental: a character cut at the head's end is not a bad byte
+        codecs.getincrementaldecoder("utf-8")().decode(data.replace(b"\x00", b""), final=False)
+    except UnicodeDecodeError:
+        return None  # binary data with zeros in it, said as such by forecast.data's _binary_message
+    line = data.count(b"\n", 0, offset) + 1
+    return (f"holds NUL bytes (zeros) from byte offset {offset}, on line {line}: not text but what a crash leaves on "
+            "some file systems where writes were lost; remove them (tr -d '\\000' < log > fixed) to read the rows "
+            "around them")
+
+
 def read_complete_jsonl(path, error) -> list[dict]:
     """The complete rows of an append-only JSONL log (a run's evals.jsonl); a missing file holds none. See
     numbered_complete_jsonl, which reads them with their lines."""
@@ -240,10 +264,25 @@ def numbered_complete_jsonl(path, error) -> list[tuple[int, dict]]:
     path = Path(path)
     if not path.exists():
         return []
-    raw = path.read_bytes().removeprefix(codecs.BOM_UTF8)
-    *complete, _torn_tail = raw.split(jsonl_line_end(raw))
+    return numbered_complete_rows(path.read_bytes(), error)
+
+
+def torn_last_line(raw: bytes) -> bytes:
+    """A JSONL log's bytes after its last line end (of its bytes `raw`): a torn last line, or b'' for none."""
+    return raw.rpartition(jsonl_line_end(raw))[2]
+
+
+def numbered_complete_rows(raw: bytes, error) -> list[tuple[int, dict]]:
+    """numbered_complete_jsonl's rows of a log's bytes `raw`, for a reader that needs the bytes too (the trainer's
+    repair_jsonl, which says what it drops). A block of zeros in a complete line, what a crash leaves where writes
+    were lost, is refused as forecast.data refuses it (nul_block_message: its byte offset and line), not as 'line 3
+    is not valid JSON': a line end follows them, so they are no torn last line. Zeros in that line are left out with it."""
+    torn = torn_last_line(raw)
+    complete = raw[: len(raw) - len(torn)]
+    if zeros := nul_block_message(complete):
+        raise error(zeros)
     rows = []
-    for number, line in enumerate(complete, start=1):
+    for number, line in enumerate(complete.removeprefix(codecs.BOM_UTF8).split(jsonl_line_end(raw)), start=1):
         if not line.strip():
             continue
         try:

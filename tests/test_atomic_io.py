@@ -240,3 +240,19 @@ def test_a_run_log_s_blank_lines_are_skipped_and_counted_in_the_line_a_damaged_r
     path.write_bytes(b'{"step": 1}\n\n[1, 2]\n')
     with pytest.raises(ValueError, match=r"^line 3 is not a JSON object$"):
         read_complete_jsonl(path, ValueError)
+
+
+def test_a_block_of_zeros_in_a_run_log_is_refused_as_forecast_refuses_it_but_in_its_torn_last_line(tmp_path):
+    """Zeros a crash left on a complete line (a line end, and rows, after them) were 'line 2 is not valid JSON
+    (Expecting value: column 1)': said as forecast.data says them, their byte offset and line in the file (a
+    byte-order mark counted, as it is in the file). In the torn last line they are left out with it (a resume's
+    repair says so: test_trainer_run)."""
+    path = tmp_path / "evals.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + b'{"step": 1}\n' + b"\x00" * 16 + b'\n{"step": 2}\n')
+    with pytest.raises(ValueError) as info:
+        numbered_complete_jsonl(path, ValueError)
+    assert str(info.value) == ("holds NUL bytes (zeros) from byte offset 15, on line 2: not text but what a crash "
+                               "leaves on some file systems where writes were lost; remove them (tr -d '\\000' < log "
+                               "> fixed) to read the rows around them")
+    path.write_bytes(b'{"step": 1}\n{"step": 2, "metr' + b"\x00" * 4096)
+    assert numbered_complete_jsonl(path, ValueError) == [(1, {"step": 1})]

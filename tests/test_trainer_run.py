@@ -667,7 +667,10 @@ def test_resume_refuses_a_damaged_log_line_before_anything_runs(tmp_path, warm_c
                       # found by fuzzing: math.isnan raised OverflowError on an integer of 400 digits, a traceback
                       (b'{"step": 1' + b"0" * 400 + b"}", "row 1 has step of 401 digits, not a number"),
                       # found by fuzzing: 100,000 nested brackets raised RecursionError out of the read, a traceback
-                      (b'{"x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "line 1 nests arrays or objects too deep")):
+                      (b'{"x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "line 1 nests arrays or objects too deep"),
+                      # zeros a crash left, rows after them: 'not valid JSON (Expecting value)', as forecast said them
+                      (b"\x00" * 64, "holds NUL bytes (zeros) from byte offset 0, on line 1: not text but what a crash "
+                                     "leaves on some file systems where writes were lost")):
         (run / log).write_bytes(bad + b"\n" + good)
         before = folder_snapshot(run)
         capsys.readouterr()
@@ -677,6 +680,32 @@ def test_resume_refuses_a_damaged_log_line_before_anything_runs(tmp_path, warm_c
     (run / log).write_bytes(good + b'{"step": 2, "torn')  # a torn last line is a write cut off: dropped as before
     assert main(["train", "--out", str(run), "--resume"]) == 0
     assert (run / log).read_bytes() == good
+
+
+def test_resume_drops_the_zeros_a_crash_left_at_a_log_s_end_and_says_so(tmp_path, warm_cache, capsys):
+    """A crash of the machine leaves zeros where writes were lost, at a log's end: train_log.jsonl is not synced
+    at each row, so its last rows may be lost to them. --resume dropped them in silence as a torn last line, where
+    forecast refuses the same log; a resume is where they are found, and its repair is the right one (the rows after
+    the checkpoint are written again), so they are still dropped, but said: the log, how many bytes, and where its
+    rows now end (a train_log.jsonl whose rows end before the checkpoint's step lost rows for good)."""
+    run = tmp_path / "run"
+    train(tiny(run, warm_cache, max_steps=2, eval_every=2))
+    (run / "summary.json").unlink()  # killed before its summary: a resume goes on
+    evals, steps = (run / "evals.jsonl").read_bytes(), (run / "train_log.jsonl").read_bytes()
+    last_row = steps.splitlines(keepends=True)[-1]
+    (run / "evals.jsonl").write_bytes(evals + b"\x00" * 4096)  # a page the crash never wrote, after the last row
+    (run / "train_log.jsonl").write_bytes(steps[: -len(last_row)] + b"\x00" * len(last_row))  # its last row lost
+    capsys.readouterr()
+    assert main(["train", "--out", str(run), "--resume"]) == 0
+    err = capsys.readouterr().err
+    lost = "zeros (NUL bytes) a crash left where writes were lost"
+    assert (f"trainer-minimal: warning: {run / 'evals.jsonl'}: dropped its last 4096 bytes, {lost}; its rows now end "
+            "at step 2, and the run resumes after step 2\n") in err
+    kept_step = json.loads(steps.splitlines()[-2])["step"]
+    assert (f"trainer-minimal: warning: {run / 'train_log.jsonl'}: dropped its last {len(last_row)} bytes, {lost}; its "
+            f"rows now end at step {kept_step}, and the run resumes after step 2\n") in err
+    assert (run / "evals.jsonl").read_bytes() == evals
+    assert (run / "train_log.jsonl").read_bytes() == steps[: -len(last_row)]
 
 
 @pytest.mark.parametrize("edited", ["byte-order mark", "old Mac line ends"])

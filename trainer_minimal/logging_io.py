@@ -3,18 +3,29 @@
 A kill can leave (a) a torn last line and (b) rows logged after the last checkpoint, which the
 resumed run will produce again. repair_jsonl() removes both and rewrites the file atomically (temp
 file + os.replace: forecast.io.atomic_path), so a reader sees the old file or the repaired one, never a mix.
+A crash of the machine can leave zeros where writes were lost: at a log's end they are dropped with its torn
+last line and said on stderr; followed by a line end (rows after them), they are refused (numbered_complete_rows).
 """
 
 import errno
 import json
 import os
 import sys
+from pathlib import Path
 
 import torch
 
 # one atomic write for the project: symlinks, mode bits, fsync (the trainer writes ASCII JSON, so
 # forecast's UTF-8 text is the same bytes as the locale's); atomic_write_text is train.py's too
-from forecast.io import atomic_path, atomic_write_text, numbered_complete_jsonl, read_complete_jsonl
+from forecast.io import (
+    NUL_BLOCK,
+    atomic_path,
+    atomic_write_text,
+    numbered_complete_jsonl,
+    numbered_complete_rows,
+    read_complete_jsonl,
+    torn_last_line,
+)
 
 try:
     import fcntl
@@ -109,21 +120,36 @@ def append_jsonl(path, row, fsync=True):
         raise OSError(err.errno, os.strerror(err.errno), str(path)) from err
 
 
+def _error_naming(path):
+    """What makes the ValueError a log's damaged line raises, naming the log (forecast.io's `error`)."""
+    return lambda what: ValueError(f"{path}: {what}")
+
+
 def read_jsonl(path):
     """All complete rows of a JSONL file; a torn last line (no final newline) is ignored, any other
     unparsable line raises ValueError naming the file and line (forecast.io.read_complete_jsonl)."""
-    return read_complete_jsonl(path, lambda what: ValueError(f"{path}: {what}"))
+    return read_complete_jsonl(path, _error_naming(path))
 
 
 def read_numbered_jsonl(path):
     """read_jsonl's rows, each with its line in the file counting from 1: (line, row) pairs, for messages
     that name a row by its line, as forecast's do (forecast.io.numbered_complete_jsonl)."""
-    return numbered_complete_jsonl(path, lambda what: ValueError(f"{path}: {what}"))
+    return numbered_complete_jsonl(path, _error_naming(path))
 
 
 def repair_jsonl(path, max_step):
-    """Keep complete rows with step <= max_step; rewrite atomically. Returns the kept rows."""
-    rows = [r for r in read_jsonl(path) if r.get("step", 0) <= max_step]
+    """Keep complete rows with step <= max_step; rewrite atomically. Returns the kept rows.
+    A torn last line is dropped without a word: a kill mid-write leaves one, and its row is written again. One
+    holding zeros (NUL bytes) is dropped too, and said on stderr, naming the log and how many bytes: a crash leaves
+    them where writes were lost (train_log.jsonl is not synced at each row), so rows up to the checkpoint's step may
+    be gone for good, and forecast refuses such a log. Zeros followed by rows are refused by the read (damage)."""
+    raw = Path(path).read_bytes() if os.path.exists(path) else b""
+    rows = [r for _line, r in numbered_complete_rows(raw, _error_naming(path)) if r.get("step", 0) <= max_step]
+    torn = torn_last_line(raw)
+    if NUL_BLOCK in torn:
+        kept = f"its rows now end at step {rows[-1].get('step', 0)}" if rows else "it holds no row now"
+        print(f"trainer-minimal: warning: {path}: dropped its last {len(torn)} bytes, zeros (NUL bytes) a crash left "
+              f"where writes were lost; {kept}, and the run resumes after step {max_step}", file=sys.stderr)
     atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in rows))
     return rows
 

@@ -40,7 +40,7 @@ sends the others the run's settings, its verdict, and the checkpoint's weights, 
 
 Crash safety: an eval row is appended (and fsynced) before the checkpoint is written. --resume loads
 the checkpoint, drops a torn last line and any rows logged after the checkpoint's step (atomic
-rewrite), and continues; every random draw is derived from (seed, step, prompt), so the resumed run
+rewrite; zeros a crash of the machine left at a log's end are dropped too, and said on stderr), and continues; every random draw is derived from (seed, step, prompt), so the resumed run
 reproduces the rows it dropped. A log without the checkpoint's own row (cut short, emptied, deleted)
 lost rows no resume can reproduce: it is refused, and left as it was; so, with the advisor on, is a row
 edited into one the advisor cannot read (forecast's error, naming its line). A run that already
