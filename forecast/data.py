@@ -785,6 +785,8 @@ def read_table(path) -> pd.DataFrame:
     listing = _listed(path) if is_folder else None
     files = _files_in_folder(listing) if listing else [path]
     frames = [f for f in map(_read_one_file, files) if len(f)]
+    if not listing:
+        _refuse_the_trainer_s_step_log(path, frames)
     if not frames and listing and (step_log := next((p for p in listing.files if p.name == TRAINER_STEP_LOG), None)):
         raise RunDataError(f"holds trainer runs that have not evaluated yet ({step_log}, but no {RUN_LOG_NAME}: "
                            "a run writes it at its first evaluation, every --eval-every steps)", source=path)
@@ -796,6 +798,17 @@ def read_table(path) -> pd.DataFrame:
         _refuse_a_file_lacking_what_the_others_hold(frames)
         _warn_of_runs_only_in_tables_beside_logs(listing, frames, path)
     return pd.concat(frames, ignore_index=True)
+
+
+def _refuse_the_trainer_s_step_log(path: Path, frames: list[pd.DataFrame]) -> None:
+    """RunDataError for trainer_minimal's per-step log named as the input: it was refused as "column 'run_id' is
+    missing", as if the trainer had written a bad run table, with no word of the log that holds its runs. A table
+    of the user's own under that name, with a run_id column, is read as any other."""
+    if path.name != TRAINER_STEP_LOG or any("run_id" in frame.columns for frame in frames):
+        return
+    raise RunDataError(f"is the trainer's per-step log (a row per training step, no run_id or metric), not a run table: "
+                       f"give forecast the run folder ({path.parent}), or the {RUN_LOG_NAME} in it (a row per "
+                       "evaluation)", source=path)
 
 
 def _refuse_a_file_lacking_what_the_others_hold(frames: list[pd.DataFrame]) -> None:

@@ -66,6 +66,23 @@ def test_a_trainer_folder_before_its_first_evaluation_says_so(tmp_path):
     assert len(load_runs(tmp_path / "sweep")) == 12
 
 
+def test_the_trainer_s_step_log_named_as_the_input_says_what_it_is(tmp_path):
+    """`forecast fit RUN/train_log.jsonl` was refused as "column 'run_id' is missing", as if the trainer had written
+    a bad run table: said to be the trainer's per-step log, naming the folder (or its evals.jsonl) to give instead."""
+    run = tmp_path / "grpo-s0"
+    run.mkdir()
+    step_log = run / "train_log.jsonl"
+    step_log.write_text('{"step": 1, "reward": 0.5, "loss": 0.1, "compute": 1e9}\n')
+    with pytest.raises(RunDataError) as err:
+        load_runs(step_log)
+    assert str(err.value) == (f"file {step_log}: is the trainer's per-step log (a row per training step, no run_id or "
+                              f"metric), not a run table: give forecast the run folder ({run}), or the evals.jsonl in it "
+                              "(a row per evaluation)")
+    # a run table of the user's own under that name is read as any other
+    good_table().to_json(step_log, orient="records", lines=True)
+    assert len(load_runs(step_log)) == 12
+
+
 def test_a_folder_of_tables_skips_json_files_that_a_named_json_input_reads(tmp_path):
     """A notes or config .json beside the tables made the whole folder fail on its missing run_id."""
     table = good_table()
