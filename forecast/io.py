@@ -236,7 +236,7 @@ def nul_block_message(data: bytes) -> str | None:
         return None  # binary data with zeros in it, said as such by forecast.data's _binary_message
     line = data.count(b"\n", 0, offset) + 1
     return (f"holds NUL bytes (zeros) from byte offset {offset}, on line {line}: not text but what a crash leaves on "
-            "some file systems where writes were lost; remove them (tr -d '\\000' < log > fixed) to read the rows "
+            "some file systems where writes were lost; remove them (tr -d '\\000' < FILE > fixed) to read the rows "
             "around them")
 
 

@@ -252,7 +252,7 @@ def test_a_block_of_zeros_in_a_run_log_is_refused_as_forecast_refuses_it_but_in_
     with pytest.raises(ValueError) as info:
         numbered_complete_jsonl(path, ValueError)
     assert str(info.value) == ("holds NUL bytes (zeros) from byte offset 15, on line 2: not text but what a crash "
-                               "leaves on some file systems where writes were lost; remove them (tr -d '\\000' < log "
+                               "leaves on some file systems where writes were lost; remove them (tr -d '\\000' < FILE "
                                "> fixed) to read the rows around them")
     path.write_bytes(b'{"step": 1}\n{"step": 2, "metr' + b"\x00" * 4096)
     assert numbered_complete_jsonl(path, ValueError) == [(1, {"step": 1})]

@@ -1189,7 +1189,7 @@ def test_a_block_of_zeros_in_a_log_is_said_as_such_wherever_it_is(tmp_path, rows
         load_runs(path)
     assert str(info.value) == (f"file {path}: holds NUL bytes (zeros) from byte offset {len(before)}, on line "
                                f"{rows_before + 1}: not text but what a crash leaves on some file systems where writes "
-                               "were lost; remove them (tr -d '\\000' < log > fixed) to read the rows around them")
+                               "were lost; remove them (tr -d '\\000' < FILE > fixed) to read the rows around them")
 
 
 @pytest.mark.parametrize("rows_before", [3, 100])  # the zeros inside the head's 8 KiB, or past them
@@ -1213,7 +1213,7 @@ def test_a_block_of_zeros_in_a_csv_is_said_as_in_a_log(tmp_path, monkeypatch, ro
         load_runs(path)
     assert str(info.value) == (f"file {path}: holds NUL bytes (zeros) from byte offset {len(before)}, on line "
                                f"{rows_before + 2}: not text but what a crash leaves on some file systems where writes "
-                               "were lost; remove them (tr -d '\\000' < log > fixed) to read the rows around them")
+                               "were lost; remove them (tr -d '\\000' < FILE > fixed) to read the rows around them")
     assert read.count(path) <= 1, read
 
 
