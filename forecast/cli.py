@@ -1334,12 +1334,14 @@ COMMANDS = [
 class NumbersParser(argparse.ArgumentParser):
     """argparse, with "-1e12" read as a (negative) number like "-1" and "-0.5": Python 3.11's
     argparse takes it for an unknown flag, so `--budget -1e12` said "expected one argument"
-    instead of our "--budget must be finite and > 0". (Python 3.13's own pattern covers it.) The
-    trainer's parser is one too."""
+    instead of our "--budget must be finite and > 0". (Python 3.13's own pattern covers it.) So is
+    "-inf" (and "-nan", "-Infinity"), which float() reads and no pattern of argparse's covers: it
+    said "expected one argument", naming no value. The trainer's parser is one too."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self._negative_number_matcher = re.compile(r"^-\d+$|^-\d*\.\d+$|^-(\d+\.?\d*|\.\d+)[eE][-+]?\d+$")
+        self._negative_number_matcher = re.compile(r"^-\d+$|^-\d*\.\d+$|^-(\d+\.?\d*|\.\d+)[eE][-+]?\d+$"
+                                                   r"|^-(?i:inf|infinity|nan)$")
 
     def _check_value(self, action, value):
         """argparse's refusal of a name outside `choices` (a command, --kind, the trainer's --loss-type),

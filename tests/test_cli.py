@@ -237,6 +237,16 @@ def test_a_negative_seed_is_refused_by_the_parser(fit_dir, capsys):
     assert exit_info.value.code == 2 and "whole number >= 0" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("value", ["-inf", "-Infinity", "-nan"])
+def test_minus_inf_is_read_as_a_number_not_as_a_flag(tmp_path, capsys, value):
+    """`--budget -inf` said "argument --budget: expected one argument", naming no value: argparse took "-inf",
+    which float() reads, for a flag. It reaches the range check, which names the flag and the value (no fit:
+    the budget is checked before the run table is read)."""
+    assert main(["decide", str(tmp_path / "runs.csv"), "--budget", value]) == 2
+    err = capsys.readouterr().err
+    assert f"--budget must be finite and > 0, got {float(value):g}" in err and "expected one argument" not in err
+
+
 @pytest.mark.parametrize("argv, named", [
     (["decide", "FIT", "--budget", "1e5", "--budget", "1e6"], "--budget is given more than once"),
     (["decide", "FIT", "--budget=1e5", "--seed", "1", "--budget", "1e6"], "--budget is given more than once"),
