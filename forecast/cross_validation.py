@@ -352,6 +352,10 @@ CSV_COLUMNS = ("cut", "run_id", "ahead", "observed", "forecast", "lower", "upper
 
 NUMERIC_CSV_COLUMNS = ("cut", "ahead", "observed", "forecast", "lower", "upper", "z", "least_squares", "last_value",
                        "level")
+# the chart's reach axis is logarithmic, padded a few percent and ticked by decades: a reach near the largest
+# float (1e308) overflowed matplotlib's tick locator, a traceback after the report's fit. No run's compute
+# grows within a hundred decades of it, so a reach past this is a typo, not a forecast
+MAX_AHEAD = 1e300
 
 
 def read_cross_validation(path) -> pd.DataFrame:
@@ -374,7 +378,7 @@ def read_cross_validation(path) -> pd.DataFrame:
         # a cell emptied or typed over in a spreadsheet failed only after the report's fit, in a traceback
         values = pd.to_numeric(cv[column], errors="coerce")
         bad = (values.isna() & cv[column].notna()) if column == "z" else values.isna()  # z is blank where sd was 0
-        bad |= values <= 0 if column == "ahead" else False
+        bad |= ((values <= 0) | (values > MAX_AHEAD)) if column == "ahead" else False
         # 'inf' (or 1e400) reads as a number, which cross_validate never writes: an infinite reach failed the
         # report's chart after its fit, a traceback
         bad |= np.isinf(values)
@@ -382,7 +386,7 @@ def read_cross_validation(path) -> pd.DataFrame:
             row = int(bad.idxmax())
             number = "a finite number" if np.isinf(values[row]) else "a number"
             raise ValueError(f"{path}: column {column!r} holds '{cv.at[row, column]}' on line {row + 2}, "
-                             f"not {'a compute ratio > 0' if column == 'ahead' else number}")
+                             f"not {f'a compute ratio > 0 and at most {MAX_AHEAD:g}' if column == 'ahead' else number}")
         cv[column] = values
     for column in ("covered", "final", "fit_converged"):
         cv[column] = cv[column].map(_as_bool(path, column))

@@ -268,6 +268,8 @@ def test_a_saved_table_names_the_runs_its_fit_left_out(tmp_path):
         (lambda f: f.assign(z=["big", *f["z"][1:]]), "column 'z' holds 'big'"),
         # found by fuzzing: 'inf' read as a number, and an infinite reach failed the report's chart after its fit
         (lambda f: f.assign(ahead=[*f["ahead"][:-1], "inf"]), "column 'ahead' holds 'inf' on line 9, not a compute ratio"),
+        # a reach near the largest float failed matplotlib's log axis on the report's chart, after its fit
+        (lambda f: f.assign(ahead=[*f["ahead"][:-1], "1e308"]), r"column 'ahead' holds '1e\+308' on line 9, not a compute ratio > 0 and at most 1e\+300"),
         (lambda f: f.assign(observed=["1e400", *f["observed"][1:]]), "column 'observed' holds 'inf' on line 2, not a finite number"),
         (lambda f: f.assign(z=["-inf", *f["z"][1:]]), "column 'z' holds '-inf' on line 2, not a finite number"),
     ],
