@@ -18,6 +18,16 @@ def test_a_sweep_s_defaults_are_the_ones_its_help_states():
     assert (args.seeds, args.workers, args.slim) == ("0,1,2", 1, False)
 
 
+def test_a_sweep_with_no_runs_at_a_time_is_refused_naming_the_value(tmp_path, capsys):
+    """`--workers 0` (or -1) said "--workers must be >= 1", without the value given: exit 2 naming both,
+    before the sweep's folder is made."""
+    from trainer_minimal.sweep import run_sweep
+
+    assert run_sweep([], str(tmp_path / "sweep"), workers=-1) == 2
+    assert capsys.readouterr().err == "trainer-minimal: error: --workers must be >= 1, got -1\n"
+    assert not (tmp_path / "sweep").exists()
+
+
 def test_resume_without_a_checkpoint_names_the_folder_and_says_how_to_start_it(tmp_path, capsys):
     """Exit 2 naming the folder it looked in; the hint to start it again only where the run stopped before its
     first checkpoint (config.json alone), not where an evaluation was logged (a --slim sweep's finished run)

@@ -251,7 +251,7 @@ def run_sweep(plan, out, workers, slim=False, stop_grace=None, kill_grace=None):
     """Run the plan with at most `workers` processes at a time; write out/runs.csv. Returns exit code.
     stop_grace, kill_grace: how the runs in flight are stopped when the sweep is (stop_runs)."""
     if workers < 1:
-        print("trainer-minimal: error: --workers must be >= 1", file=sys.stderr)
+        print(f"trainer-minimal: error: --workers must be >= 1, got {workers}", file=sys.stderr)
         return 2
     os.makedirs(out, exist_ok=True)
     # only a new run starts from the warm start: a resumed one loads its checkpoint, a finished one is
