@@ -5,6 +5,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from trainer_minimal.cli import build_parser, main
 from trainer_minimal.config import PRESETS
 
@@ -26,6 +28,19 @@ def test_a_sweep_with_no_runs_at_a_time_is_refused_naming_the_value(tmp_path, ca
     assert run_sweep([], str(tmp_path / "sweep"), workers=-1) == 2
     assert capsys.readouterr().err == "trainer-minimal: error: --workers must be >= 1, got -1\n"
     assert not (tmp_path / "sweep").exists()
+
+
+def test_a_max_size_past_64_bit_numbers_is_refused_naming_it_where_add_or_mul_draw_them():
+    """`--max-size 19` failed the data's generation with numpy's "high is out of
+    bounds for int64", naming no setting: add and mul draw numbers of max_size digits as 64-bit integers.
+    18 digits fit; the tasks without numbers take any size (their prompts are checked against the model)."""
+    from trainer_minimal.config import make_config
+
+    assert make_config(max_size=18).max_size == 18
+    for size, tasks, named in ((19, "sort,rev,add", "add"), (25, "mul,max", "mul"), (19, "add,mul", "add and mul")):
+        with pytest.raises(ValueError, match=f"max_size={size} must be at most 18 with tasks {named}, whose numbers"):
+            make_config(max_size=size, tasks=tasks)
+    assert make_config(max_size=19, tasks="sort,rev").max_size == 19
 
 
 def test_resume_without_a_checkpoint_names_the_folder_and_says_how_to_start_it(tmp_path, capsys):

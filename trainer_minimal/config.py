@@ -108,6 +108,11 @@ POSITIVE_INTS = (
     "gen_len", "micro_batch",
 )
 TASK_NAMES = ("add", "mul", "sort", "count", "rev", "max")  # kept in sync with tasks.py (checked in tests)
+# add and mul draw numbers of up to max_size digits as numpy's 64-bit integers (tasks._number): 10**19 is past
+# them, and max_size 19 failed the data's generation with numpy's "high is out of bounds for int64", naming
+# no setting (a model with the positions for such prompts, a Hugging Face one, passed every other check)
+MAX_NUMBER_DIGITS = 18
+NUMBER_TASKS = ("add", "mul")
 
 
 # What --resume (and a sweep re-run) may change: where and how fast the run trains, how long it
@@ -216,6 +221,9 @@ def validate(cfg, *, saved_max_steps=None):
     bad = [t for t in tasks if t not in TASK_NAMES]
     if not tasks or bad:
         raise ValueError(f"tasks={cfg.tasks!r}: {unknown_task(bad[0]) if bad else ''}use a comma list of {', '.join(TASK_NAMES)}")
+    if cfg.max_size > MAX_NUMBER_DIGITS and (numbers := [t for t in NUMBER_TASKS if t in tasks]):
+        raise ValueError(f"max_size={cfg.max_size} must be at most {MAX_NUMBER_DIGITS} with tasks {' and '.join(numbers)}, "
+                         f"whose numbers of up to max_size digits are 64-bit integers")
     if not re.fullmatch(r"cpu|cuda(:\d+)?", cfg.device):  # torch's own error came after the run folder was made
         raise ValueError(f"device={cfg.device!r}: use cpu, cuda or cuda:N")
     if not cfg.out:
