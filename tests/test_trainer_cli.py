@@ -43,6 +43,18 @@ def test_a_max_size_past_64_bit_numbers_is_refused_naming_it_where_add_or_mul_dr
     assert make_config(max_size=19, tasks="sort,rev").max_size == 19
 
 
+@pytest.mark.parametrize("flag", ["--threads", "--d-model", "--n-head"])
+def test_a_whole_number_past_what_torch_holds_is_refused_naming_the_flag_and_the_value(tmp_path, capsys, flag):
+    """`--threads 100000000000000000000` (and --d-model) crashed in torch with "Overflow when unpacking long long",
+    a traceback, once the run's folder was made: refused first, exit 2, naming the setting and the value. The
+    limit, 2**31 - 1, is torch's for a thread count, far past any size or count of a run."""
+    out = tmp_path / "run"
+    assert main(["train", "--out", str(out), flag, str(10**20)]) == 2
+    name = flag.removeprefix("--").replace("-", "_")
+    assert capsys.readouterr().err == f"trainer-minimal: error: {name} must be at most 2147483647, got {10**20}\n"
+    assert not out.exists()
+
+
 def test_resume_without_a_checkpoint_names_the_folder_and_says_how_to_start_it(tmp_path, capsys):
     """Exit 2 naming the folder it looked in; the hint to start it again only where the run stopped before its
     first checkpoint (config.json alone), not where an evaluation was logged (a --slim sweep's finished run)

@@ -107,6 +107,10 @@ POSITIVE_INTS = (
     "val_size", "val_samples", "warmup_batch", "off_policy_k", "batch_size", "group_size",
     "gen_len", "micro_batch",
 )
+# the most a size, count or number of steps may be: torch takes a thread count as a C int, and a whole number past
+# 64 bits failed in torch ("Overflow when unpacking long long", a traceback: --threads or --d-model given as
+# 100000000000000000000). No setting of a run comes near it; seeds may be larger (numpy and torch hash them)
+MAX_WHOLE_NUMBER = 2**31 - 1
 TASK_NAMES = ("add", "mul", "sort", "count", "rev", "max")  # kept in sync with tasks.py (checked in tests)
 # add and mul draw numbers of up to max_size digits as numpy's 64-bit integers (tasks._number): 10**19 is past
 # them, and max_size 19 failed the data's generation with numpy's "high is out of bounds for int64", naming
@@ -190,6 +194,9 @@ def validate(cfg, *, saved_max_steps=None):
     for name in ("warmup_steps", "lr_warmup", "advisor_every", "weight_decay", "grad_clip", "advisor_budget"):
         if getattr(cfg, name) < 0:
             raise ValueError(f"{name} must be >= 0, got {getattr(cfg, name)}")
+    for name in (*POSITIVE_INTS, "warmup_steps", "lr_warmup", "advisor_every"):
+        if getattr(cfg, name) > MAX_WHOLE_NUMBER:
+            raise ValueError(f"{name} must be at most {MAX_WHOLE_NUMBER}, got {getattr(cfg, name)}")
     for name in ("lr", "warmup_lr", "temperature", "cispo_max"):
         if not getattr(cfg, name) > 0:
             raise ValueError(f"{name} must be > 0, got {getattr(cfg, name)}")
