@@ -55,6 +55,20 @@ def test_a_whole_number_past_what_torch_holds_is_refused_naming_the_flag_and_the
     assert not out.exists()
 
 
+@pytest.mark.parametrize("presets, seeds, said", [
+    ("scalerl", "", "--seeds '' names no seed"),
+    ("scalerl", ",", "--seeds ',' names no seed"),
+    (",", "0", "--presets ',' names no preset"),
+])
+def test_a_sweep_given_no_preset_or_no_seed_names_the_flag_and_its_value(tmp_path, presets, seeds, said):
+    """`--seeds ""` (a shell variable unset) said "a sweep needs at least one preset and one seed", naming
+    neither the flag nor what it was given."""
+    from trainer_minimal.sweep import plan_sweep
+
+    with pytest.raises(ValueError, match=said):
+        plan_sweep(presets, seeds, str(tmp_path / "sweep"), {})
+
+
 def test_resume_without_a_checkpoint_names_the_folder_and_says_how_to_start_it(tmp_path, capsys):
     """Exit 2 naming the folder it looked in; the hint to start it again only where the run stopped before its
     first checkpoint (config.json alone), not where an evaluation was logged (a --slim sweep's finished run)

@@ -57,8 +57,12 @@ def plan_sweep(presets, seeds, out, overrides):
         seed_values = [int(s) for s in seeds.split(",") if s]
     except ValueError:
         raise ValueError(f"--seeds must be a comma list of integers, got {seeds!r}") from None
-    if not names or not seed_values:
-        raise ValueError("a sweep needs at least one preset and one seed")
+    # each said with its flag: `--seeds "$SEEDS"` with SEEDS unset was "a sweep needs at least one preset and
+    # one seed", naming neither flag nor what it was given
+    if not names:
+        raise ValueError(f"--presets {presets!r} names no preset: a sweep needs at least one, e.g. --presets scalerl")
+    if not seed_values:
+        raise ValueError(f"--seeds {seeds!r} names no seed: a sweep needs at least one, e.g. --seeds 0,1,2")
     if len(set(names)) < len(names) or len(set(seed_values)) < len(seed_values):
         raise ValueError(f"duplicate presets or seeds in --presets {presets} --seeds {seeds}")
     overrides = dict(overrides)
