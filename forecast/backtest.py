@@ -174,7 +174,9 @@ def checkpoint_schedule(runs: pd.DataFrame, *, min_evals: int, growth: float) ->
     start = runs.groupby("run_id")["compute"].apply(lambda c: float(np.sort(c.to_numpy())[min(min_evals, len(c)) - 1])).max()
     end = float(runs["compute"].max())
     points = []
-    c = start
+    # a Python float: numpy's (the groupby's max) said "overflow encountered in scalar multiply" on the terminal
+    # when a growth as large as --growth 1e300 carries it past the largest float (it ends the schedule as inf)
+    c = float(start)
     while c < end * (1 - 1e-12):
         points.append(c)
         c *= growth

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import warnings
 
 import numpy as np
 import optuna
@@ -669,6 +670,15 @@ def test_checkpoints_start_when_every_run_has_min_evals_and_stop_short_of_the_en
     # a's 4th evaluation is at 40, b's at 80: the first checkpoint waits for b
     assert checkpoint_schedule(table, min_evals=4, growth=1.1) == pytest.approx([80.0, 88.0, 96.8])
     assert checkpoint_schedule(table, min_evals=4, growth=1.25) == [80.0]  # 100 is the end: no check there
+
+
+def test_a_growth_past_the_largest_float_ends_the_schedule_without_numpy_s_overflow_warning():
+    """`forecast backtest --growth 1e300` (finite, so valid) printed numpy's "overflow encountered in scalar
+    multiply" as a warning of its own: one check, at the start, and no word."""
+    table = table_of({"a": [0.3] * 10}, step=1e10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert checkpoint_schedule(table, min_evals=4, growth=1e300) == [4e10]
 
 
 def test_halving_rungs_grow_by_eta():
