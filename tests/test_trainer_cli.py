@@ -69,6 +69,18 @@ def test_a_sweep_given_no_preset_or_no_seed_names_the_flag_and_its_value(tmp_pat
         plan_sweep(presets, seeds, str(tmp_path / "sweep"), {})
 
 
+@pytest.mark.parametrize("name", ["lr", "warmup_lr", "cispo_max", "clip_high"])
+def test_a_setting_past_float32_is_refused_naming_it_before_any_update(name):
+    """`--lr 1e39` (--warmup-lr, --cispo-max, --clip-high 1e300: finite, so taken) crashed in torch at the first
+    update with "value cannot be converted to type float without overflow", a traceback: these reach float32
+    tensors, a learning rate divided by AdamW's 1 - beta1 = 0.1 first. Refused by the config's checks; 1e37 is taken."""
+    from trainer_minimal.config import make_config
+
+    assert getattr(make_config(**{name: 1e37}), name) == 1e37
+    with pytest.raises(ValueError, match=rf"^{name} must be at most 1e\+37 \(it reaches float32 tensors\), got 1e\+300$"):
+        make_config(**{name: 1e300})
+
+
 def test_resume_without_a_checkpoint_names_the_folder_and_says_how_to_start_it(tmp_path, capsys):
     """Exit 2 naming the folder it looked in; the hint to start it again only where the run stopped before its
     first checkpoint (config.json alone), not where an evaluation was logged (a --slim sweep's finished run)

@@ -111,6 +111,11 @@ POSITIVE_INTS = (
 # 64 bits failed in torch ("Overflow when unpacking long long", a traceback: --threads or --d-model given as
 # 100000000000000000000). No setting of a run comes near it; seeds may be larger (numpy and torch hash them)
 MAX_WHOLE_NUMBER = 2**31 - 1
+# settings that reach float32 tensors (largest 3.4e38) as they are, or as AdamW's first step makes a learning
+# rate (divided by 1 - beta1 = 0.1): past it `--lr 1e39` (--warmup-lr, --cispo-max, --clip-high 1e300) crashed
+# in torch with "value cannot be converted to type float without overflow", a traceback at the first update
+FLOAT32_SETTINGS = ("lr", "warmup_lr", "cispo_max", "clip_high")
+MAX_FLOAT32_SETTING = 1e37
 TASK_NAMES = ("add", "mul", "sort", "count", "rev", "max")  # kept in sync with tasks.py (checked in tests)
 # add and mul draw numbers of up to max_size digits as numpy's 64-bit integers (tasks._number): 10**19 is past
 # them, and max_size 19 failed the data's generation with numpy's "high is out of bounds for int64", naming
@@ -200,6 +205,10 @@ def validate(cfg, *, saved_max_steps=None):
     for name in ("lr", "warmup_lr", "temperature", "cispo_max"):
         if not getattr(cfg, name) > 0:
             raise ValueError(f"{name} must be > 0, got {getattr(cfg, name)}")
+    for name in FLOAT32_SETTINGS:
+        if getattr(cfg, name) > MAX_FLOAT32_SETTING:
+            raise ValueError(f"{name} must be at most {MAX_FLOAT32_SETTING:g} (it reaches float32 tensors), "
+                             f"got {getattr(cfg, name)}")
     if not 0 <= cfg.clip_low < 1 or cfg.clip_high < 0:
         raise ValueError(f"clip range must satisfy 0 <= clip_low < 1 and clip_high >= 0, got "
                          f"clip_low={cfg.clip_low}, clip_high={cfg.clip_high}")
