@@ -203,6 +203,19 @@ def main(argv=None) -> int:
 OUTPUT_NAMES = ("report.html", "fan_chart.png", "forest.png", "summary.json", "fit.nc")
 
 
+def check_budget_and_target(args) -> None:
+    """--budget and --target, checked as `forecast report` checks its own, before the fit (and a --live sweep):
+    a --budget nan or --target 2 was refused only by the report after the fit, naming no flag. ValueError."""
+    from .cli import BadInput, _positive_finite, _refuse_target_out_of_range
+
+    if args.budget is not None and not _positive_finite(args.budget):
+        raise ValueError(f"--budget must be finite and > 0, got {args.budget:g}")
+    try:
+        _refuse_target_out_of_range(args.target)
+    except BadInput as err:
+        raise ValueError(str(err)) from None
+
+
 def check_out(out: Path, runs) -> None:
     """The output folder, checked before the fit (minutes), as `forecast fit --out` checks its own:
     not a file, nor under one, writable, and not a folder whose files would replace or become an
@@ -242,6 +255,7 @@ def run_demo(args) -> int:
     )
 
     start = time.perf_counter()
+    check_budget_and_target(args)
     check_out(args.out, None if args.live else (args.runs or default_runs_path()))
     args.out.mkdir(parents=True, exist_ok=True)
     runs_path = run_live_sweep(args.out / "live_sweep") if args.live else (args.runs or default_runs_path())

@@ -128,6 +128,24 @@ def test_an_output_folder_the_demo_cannot_use_exits_2_before_the_fit(small_sweep
     assert ({p.name: p.is_dir() or p.read_bytes() for p in out.iterdir()} if out.is_dir() else out.read_bytes()) == before
 
 
+@pytest.mark.parametrize("flag, value, message", [
+    ("--budget", "nan", "--budget must be finite and > 0, got nan"),
+    ("--budget", "inf", "--budget must be finite and > 0, got inf"),
+    ("--target", "1e300", "--target must lie in (0, 1), got 1e+300"),
+    ("--target", "0", "--target must lie in (0, 1), got 0"),
+])
+def test_a_bad_budget_or_target_exits_2_naming_the_flag_before_the_fit(small_sweep, tmp_path, monkeypatch, capsys,
+                                                                        flag, value, message):
+    """`python -m forecast.demo --budget nan` was refused by the report after the fit (minutes; after the whole
+    sweep with --live), as "budget must be > 0, got nan", naming no flag."""
+    runs = tmp_path / "runs.csv"
+    small_sweep.to_csv(runs, index=False)
+    monkeypatch.setattr(demo, "fit", lambda *a, **k: pytest.fail("fitted before refusing " + flag))
+    assert demo.main(["--runs", str(runs), "--out", str(tmp_path / "out"), "--fast", flag, value]) == 2
+    assert capsys.readouterr().err == f"error: {message}\n"
+    assert not (tmp_path / "out").exists()
+
+
 class _FitStarted(Exception):
     pass
 
