@@ -12,7 +12,6 @@ recipes), forest.png, summary.json and fit.nc (the saved fit).
 
 from __future__ import annotations
 
-import argparse
 import shlex
 import subprocess
 import sys
@@ -158,7 +157,10 @@ def write_outputs(fc, data, out: Path) -> dict[str, Path]:
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(
+    # the CLI's parser: "--budget -1e12" and "-inf" reach the range check, not argparse's "expected one argument"
+    from .cli import NumbersParser
+
+    parser = NumbersParser(
         prog="python -m forecast.demo",
         description="End-to-end demo: fit the shipped sweep, print the recommendation table, write the report.",
     )

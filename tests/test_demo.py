@@ -146,6 +146,14 @@ def test_a_bad_budget_or_target_exits_2_naming_the_flag_before_the_fit(small_swe
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("value", ["-1e12", "-inf"])
+def test_a_negative_budget_written_as_a_float_is_read_as_a_number(tmp_path, capsys, value):
+    """`--budget -1e12` said "argument --budget: expected one argument", naming no value: the demo's parser
+    took it for a flag (the CLI's NumbersParser reads it as a number)."""
+    assert demo.main(["--runs", str(tmp_path / "runs.csv"), "--out", str(tmp_path / "out"), "--budget", value]) == 2
+    assert capsys.readouterr().err == f"error: --budget must be finite and > 0, got {float(value):g}\n"
+
+
 class _FitStarted(Exception):
     pass
 
