@@ -81,6 +81,9 @@ class Priors:
     # crashed (a segfault for b_mu=nan or 1e300) after a minute of compiling, instead of saying so.
     LIMIT = 20.0
     STUDENT_NU_LIMIT = 1e4  # a large nu is a normal likelihood: allowed far higher
+    # and far smaller: a scale of 1e-300 (a_mu_sd, a_sd) failed every initialisation point of the sampler, a
+    # RuntimeError traceback from nutpie after the model was compiled; 1e-6, a millionth of a unit, samples
+    MIN_SCALE = 1e-6
 
     def __post_init__(self):
         for name, value in self.to_dict().items():
@@ -91,6 +94,9 @@ class Priors:
                 raise ValueError(f"{name} must lie in [-{limit:g}, {limit:g}] (a logit, log or normalised-axis centre), got {value!r}")
             if name not in self.CENTRES and not 0 < value <= limit:
                 raise ValueError(f"{name} must be > 0 and at most {limit:g}, got {value!r}")
+            if name not in self.CENTRES and value < self.MIN_SCALE:
+                raise ValueError(f"{name} must be at least {self.MIN_SCALE:g} (a scale, spread or degree of freedom "
+                                 f"that small leaves the sampler nowhere to start), got {value!r}")
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -237,6 +237,16 @@ def test_a_negative_seed_is_refused_by_the_parser(fit_dir, capsys):
     assert exit_info.value.code == 2 and "whole number >= 0" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("prior", ["a_mu_sd=1e-300", "noise_sd=1e-7", "student_nu=1e-300"])
+def test_a_prior_scale_too_small_to_sample_is_refused_before_the_run_table_is_read(tmp_path, capsys, prior):
+    """`--prior a_mu_sd=1e-300` (> 0, so taken) failed every initialisation point of the sampler: a RuntimeError
+    traceback from nutpie after the model was compiled. Refused first, naming the prior and the value; 1e-6 samples."""
+    assert main(["fit", str(tmp_path / "runs.csv"), "--out", str(tmp_path / "fit"), "--prior", prior]) == 2
+    name, value = prior.split("=")
+    assert capsys.readouterr().err == (f"error: --prior {name} must be at least 1e-06 (a scale, spread or degree of "
+                                       f"freedom that small leaves the sampler nowhere to start), got {float(value)!r}\n")
+
+
 @pytest.mark.parametrize("value", ["-inf", "-Infinity", "-nan"])
 def test_minus_inf_is_read_as_a_number_not_as_a_flag(tmp_path, capsys, value):
     """`--budget -inf` said "argument --budget: expected one argument", naming no value: argparse took "-inf",
