@@ -158,7 +158,7 @@ def write_outputs(fc, data, out: Path) -> dict[str, Path]:
 
 def parse_args(argv=None):
     # the CLI's parser: "--budget -1e12" and "-inf" reach the range check, not argparse's "expected one argument"
-    from .cli import NumbersParser
+    from .cli import NumbersParser, _seed
 
     parser = NumbersParser(
         prog="python -m forecast.demo",
@@ -170,7 +170,7 @@ def parse_args(argv=None):
     parser.add_argument("--out", type=Path, default=Path("demo_out"), help="output folder (default demo_out)")
     parser.add_argument("--budget", type=float, default=None, help=f"default: {BUDGET_RULE}")
     parser.add_argument("--target", type=float, default=None, help=f"default: the {TARGET_RULE}")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=_seed, default=0)  # the CLI's: -1 named random_seed, no flag
     parser.add_argument("--fast", action="store_true", help="short chains (a quick look; used by the tests)")
     parser.add_argument("--write-synthetic", type=Path, default=None, metavar="PATH",
                         help="regenerate the synthetic Table 1 example at PATH and exit")

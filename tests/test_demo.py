@@ -154,6 +154,15 @@ def test_a_negative_budget_written_as_a_float_is_read_as_a_number(tmp_path, caps
     assert capsys.readouterr().err == f"error: --budget must be finite and > 0, got {float(value):g}\n"
 
 
+def test_a_negative_seed_is_refused_by_the_parser_naming_the_flag(tmp_path, capsys):
+    """`--seed -1` was refused by the fit as "random_seed must be an integer >= 0 or None, got -1", naming a
+    keyword of Python's, not the flag; the parser refuses it as the CLI's commands do."""
+    with pytest.raises(SystemExit) as exit_info:
+        demo.main(["--runs", str(tmp_path / "runs.csv"), "--out", str(tmp_path / "out"), "--seed", "-1"])
+    assert exit_info.value.code == 2
+    assert "argument --seed: must be a whole number >= 0, got -1" in capsys.readouterr().err
+
+
 class _FitStarted(Exception):
     pass
 
