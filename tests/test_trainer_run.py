@@ -775,29 +775,42 @@ def test_resume_with_the_advisor_refuses_an_edited_eval_row_it_could_not_read(tm
     assert folder_snapshot(run) == before
 
 
+def killed_run_with_a_log_value(tmp_path, warm_cache, log_name, index, column, value):
+    """A tiny run killed before its summary (a resume goes on), its log's row `index` given `column` = value: the
+    run folder and the log."""
+    run = tmp_path / "run"
+    train(tiny(run, warm_cache, max_steps=4, eval_every=2))
+    (run / "summary.json").unlink()
+    log = run / log_name
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    rows[index][column] = value
+    log.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return run, log
+
+
+def resume_refused(run, capsys) -> str:
+    """--resume's stderr, having checked that it exits 2 and leaves the run folder as it was."""
+    before = folder_snapshot(run)
+    capsys.readouterr()
+    assert main(["train", "--out", str(run), "--resume", "--max-steps", "6"]) == 2
+    err = capsys.readouterr().err
+    assert folder_snapshot(run) == before
+    return err
+
+
 @pytest.mark.parametrize("column, value, said", [("step", -2, "got -2: an optimizer step counts from the run's start"),
                                                  ("device_seconds", -1.5, "got -1.5: a count of device seconds counts from "
                                                                           "the run's start")])
 def test_resume_refuses_a_negative_count_in_the_eval_log_as_forecast_does(tmp_path, warm_cache, capsys, column, value, said):
     # forecast refuses a negative step or device_seconds in a log; without the advisor (which reads the log with
     # forecast's checks) --resume took it, and the run went on with a log forecast would not read
-    run = tmp_path / "run"
-    train(tiny(run, warm_cache, max_steps=4, eval_every=2))
-    (run / "summary.json").unlink()  # killed before its summary: a resume goes on
-    log = run / "evals.jsonl"
-    rows = [json.loads(line) for line in log.read_text().splitlines()]
-    rows[0][column] = value
-    log.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    run, log = killed_run_with_a_log_value(tmp_path, warm_cache, "evals.jsonl", 0, column, value)
     from forecast.data import RunDataError, load_runs
 
     with pytest.raises(RunDataError, match=f"column '{column}', run 'scalerl-s0', row 1: must be >= 0, {said}"):
         load_runs(log)  # forecast refuses it
-    before = folder_snapshot(run)
-    capsys.readouterr()
-    assert main(["train", "--out", str(run), "--resume", "--max-steps", "6"]) == 2
-    err = capsys.readouterr().err
+    err = resume_refused(run, capsys)
     assert f"--resume: file {log}, column '{column}', run 'scalerl-s0', row 1: must be >= 0, {said}; forecast refuses" in err, err
-    assert folder_snapshot(run) == before
 
 
 @pytest.mark.parametrize("column, value, said", [
@@ -809,20 +822,10 @@ def test_resume_refuses_a_negative_count_in_the_step_log_as_in_the_eval_log(tmp_
     # forecast reads no row of train_log.jsonl (a folder's is skipped, one named alone lacks run_id and metric), and
     # --resume checked only that its steps are numbers: a negative step, compute or device_seconds was resumed in
     # silence and kept in the rewritten log (a step of -1 is never after the checkpoint's)
-    run = tmp_path / "run"
-    train(tiny(run, warm_cache, max_steps=4, eval_every=2))
-    (run / "summary.json").unlink()  # killed before its summary: a resume goes on
-    log = run / "train_log.jsonl"
-    rows = [json.loads(line) for line in log.read_text().splitlines()]
-    rows[1][column] = value
-    log.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    before = folder_snapshot(run)
-    capsys.readouterr()
-    assert main(["train", "--out", str(run), "--resume", "--max-steps", "6"]) == 2
-    err = capsys.readouterr().err
+    run, log = killed_run_with_a_log_value(tmp_path, warm_cache, "train_log.jsonl", 1, column, value)
+    err = resume_refused(run, capsys)
     assert (f"--resume: file {log}, column '{column}', run 'scalerl-s0', row 2: must be >= 0, {said}; correct or delete "
             "that row, then resume again") in err, err
-    assert folder_snapshot(run) == before
 
 
 @pytest.mark.parametrize("log, column, why", [("evals.jsonl", "device_seconds", "forecast refuses such a log: "),
@@ -830,20 +833,10 @@ def test_resume_refuses_a_negative_count_in_the_step_log_as_in_the_eval_log(tmp_
 def test_resume_refuses_a_count_beyond_a_float_s_range_in_a_log_in_words(tmp_path, warm_cache, capsys, log, column, why):
     # JSON keeps 1 followed by 400 zeros as an int: the check of a log's counts before a resume (refuse_negative_counts,
     # which forecast runs only after its own check of such numbers) raised OverflowError out of --resume, a traceback
-    run = tmp_path / "run"
-    train(tiny(run, warm_cache, max_steps=4, eval_every=2))
-    (run / "summary.json").unlink()  # killed before its summary: a resume goes on
-    path = run / log
-    rows = [json.loads(line) for line in path.read_text().splitlines()]
-    rows[0][column] = 10**400
-    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    before = folder_snapshot(run)
-    capsys.readouterr()
-    assert main(["train", "--out", str(run), "--resume", "--max-steps", "6"]) == 2
-    err = capsys.readouterr().err
+    run, path = killed_run_with_a_log_value(tmp_path, warm_cache, log, 0, column, 10**400)
+    err = resume_refused(run, capsys)
     assert (f"--resume: file {path}, column '{column}', run 'scalerl-s0', row 1: value of 401 digits is beyond a float's "
             f"range (about 1.8e308), not a usable number; {why}correct or delete that row, then resume again") in err, err
-    assert folder_snapshot(run) == before
 
 
 @pytest.mark.parametrize("edit, said_by_forecast", [({"step": "x"}, "value 'x' is not a number"),
