@@ -8,7 +8,7 @@ import re
 import matplotlib.pyplot as plt  # no backend forced: notebooks keep inline figures
 import numpy as np
 from matplotlib.lines import Line2D
-from matplotlib.ticker import FixedLocator, Formatter, FuncFormatter, NullLocator
+from matplotlib.ticker import FixedLocator, Formatter, FuncFormatter, LogLocator, NullLocator
 
 from .data import FarFromDataWarning, warn_if_far_from_data
 from .formatting import unknown_name_message
@@ -20,6 +20,35 @@ def _grid(fc, budget, n=80):
     lo = float(fc.runs_["compute"].min())
     hi = max(float(fc.runs_["compute"].max()), float(budget or 0))
     return np.geomspace(lo, hi, n)
+
+
+# a log axis's ends stay this many decades inside float64's range, so its ticks can go one decade beyond
+_LOG_AXIS_HEADROOM_DECADES = 1.0
+
+
+def log_x_margin(lo: float, hi: float, margin: float) -> float:
+    """The x margin (a fraction of the span, as Axes.set_xmargin takes it) of a log axis over [lo, hi]:
+    `margin`, shrunk where it would carry an end past float64's range. Autoscaling a budget of 1e300
+    with the default 5% of 285 decades asked for 1e314, and matplotlib said "overflow encountered in
+    exp" on the terminal (`forecast demo --budget 1e300`, `forecast report`)."""
+    decades = np.log10(hi) - np.log10(lo)
+    if not decades > 0:
+        return margin
+    top = np.log10(np.finfo(float).max) - _LOG_AXIS_HEADROOM_DECADES
+    bottom = np.log10(np.finfo(float).tiny) + _LOG_AXIS_HEADROOM_DECADES
+    room = min(top - np.log10(hi), np.log10(lo) - bottom) / decades
+    return float(min(margin, max(room, 0.0)))
+
+
+class FiniteLogLocator(LogLocator):
+    """matplotlib's log-axis ticks, less those past float64's range. Over a few hundred decades its ticks
+    are tens of decades apart, and it places one a stride beyond each end (off the axis, never drawn):
+    past 1e308 that tick overflowed, "overflow encountered in power" on the terminal."""
+
+    def tick_values(self, vmin, vmax):
+        with np.errstate(over="ignore"):
+            ticks = super().tick_values(vmin, vmax)
+        return ticks[np.isfinite(ticks)]
 
 
 # where run ids split into words; not inside a number: "3e-4", "0.001"
@@ -407,6 +436,10 @@ def _fan_chart_panels(fc, *, recipes, budget, kind, ax, ncols, title, target, yl
     band_handles = None  # the first panel's bands, median and reference lines, named once for the figure
     seeds_of = {}
     for panel, recipe in zip(axes, recipes, strict=False):
+        # log x and its margin before anything is drawn: each line autoscales the axis as it is added
+        panel.set_xmargin(log_x_margin(grid[0], grid[-1], panel.margins()[0]))
+        panel.set_xscale("log")
+        panel.xaxis.set_major_locator(FiniteLogLocator())
         with this_threads_warnings_dropped(FarFromDataWarning):  # said above, of the budget
             pred = fc.predict(grid, recipe=recipe, kind=kind)
         bands = [
@@ -426,7 +459,6 @@ def _fan_chart_panels(fc, *, recipes, budget, kind, ax, ncols, title, target, yl
         if target is not None:  # in the key with the other lines: a caption alone was easy to miss
             bands.append(panel.axhline(target, color="tab:red", ls="-.", lw=1.2, alpha=0.8, label=f"target {target:g}"))
         band_handles = band_handles or bands
-        panel.set_xscale("log")
         panel.set_title(title_of[recipe], fontsize=TITLE_FONTSIZE)
         panel.set_xlabel(f"compute ({fc.compute_unit})", fontsize=11)
         panel.tick_params(labelsize=10)

@@ -14,6 +14,7 @@ from matplotlib.legend import Legend
 from matplotlib.text import Text
 
 from forecast import report as rp
+from forecast.data import FarFromDataWarning
 from forecast.plotting import (
     SEED_LEGEND_CHARS,
     plot_fan_chart,
@@ -510,6 +511,26 @@ def test_a_target_line_keeps_every_panels_data_on_the_chart():
                 low, high = ax.get_ylim()
                 assert low < 0.15 and high > 0.85, (target, low, high)  # both recipes' bands, 0.15-0.85
                 assert low < target - 0.02 and high > target + 0.02
+        finally:
+            plt.close(fig)
+
+
+@pytest.mark.parametrize("budget", [1e300, 1.7e308])
+def test_a_budget_near_the_largest_float_draws_the_fan_chart_without_an_overflow(budget):
+    """`forecast demo --budget 1e300` (and `forecast report`, which draws the same chart) printed
+    matplotlib's "overflow encountered in exp" and "... in power": the log axis's 5% margin of 297
+    decades reached past 1e308, and so did its ticks, tens of decades apart, one stride past each end."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        warnings.simplefilter("ignore", FarFromDataWarning)  # the budget is meant to be far out here
+        fig = plot_fan_chart(_TwoLevels(), budget=budget)
+        try:
+            fig.savefig(io.BytesIO(), format="png")  # the ticks are placed when it is drawn
+            for ax in _panels(fig):
+                low, high = ax.get_xlim()
+                assert low < 1.001e3 and budget <= high < float("inf")  # the data (from 1e3) and the budget line in view
         finally:
             plt.close(fig)
 
