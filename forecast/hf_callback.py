@@ -59,10 +59,11 @@ not the run at its last step).
 Resuming (trainer.train(resume_from_checkpoint=...)): rows logged after the checkpoint's step are
 dropped from the log (the resumed run logs them again), and a last row cut off by a kill, as
 trainer_minimal's --resume does, and a summary.json from an earlier end is removed (the run is in
-flight again). A run its advisor stopped
-(stopped.json) is not trained on: delete stopped.json to go on. A run started from step 0 in a folder
-whose log holds rows is refused: those rows belong to another run (give another folder). The log's
-rows are checked as forecast reads them before any training, so an edited row fails at once, naming
+flight again). Zeros (NUL bytes) a crash left at the log's end are dropped too, and said at warning
+level, naming the log, how many bytes and where its rows now end; zeros followed by rows are refused.
+A run its advisor stopped (stopped.json) is not trained on: delete stopped.json to go on. A run
+started from step 0 in a folder whose log holds rows is refused: those rows belong to another run
+(give another folder). The log's rows are checked as forecast reads them before any training, so an edited row fails at once, naming
 the log, column and row, not at the advisor's next check.
 
 Several processes (torchrun, accelerate): the first process writes the files and asks the advisor,
@@ -91,7 +92,13 @@ from .early_stop import (
     seed_of_fit,
     trainer_advice,
 )
-from .io import atomic_write_json, atomic_write_text, read_complete_jsonl
+from .io import (
+    atomic_write_json,
+    atomic_write_text,
+    dropped_zeros_message,
+    read_complete_jsonl,
+    torn_last_line,
+)
 
 __all__ = ["ForecastCallback"]
 
@@ -313,8 +320,13 @@ class ForecastCallback(TrainerCallback):
         # the resumed run logs the rows after its step again; a torn last line (a kill mid-write) goes too,
         # or the next row, appended to it, would make one broken line in the middle of the log
         if len(kept) < len(rows) or ends_in_a_torn_line(self.log_path):
+            torn = torn_last_line(self.log_path.read_bytes())
             atomic_write_text(self.log_path, "".join(json.dumps(row) + "\n" for row in kept))
             self._rows = kept
+            # zeros a crash left are dropped as a torn line is, but said, as the trainer's --resume says them: rows
+            # up to the checkpoint may be lost for good (at warning level: a script without logging set up shows it)
+            if dropped := dropped_zeros_message(self.log_path, torn, kept, step):
+                logger.warning("ForecastCallback: %s", dropped)
         summary = self.run_dir / SUMMARY
         if summary.exists():  # in flight again: forecast watch reads summary.json as the run's end
             summary.unlink()

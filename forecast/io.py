@@ -240,6 +240,18 @@ def nul_block_message(data: bytes) -> str | None:
             "around them")
 
 
+def dropped_zeros_message(path, torn: bytes, kept_rows: list[dict], resumed_after: int) -> str | None:
+    """What a resume that dropped a log's torn last line `torn` says of it where it holds zeros (NUL bytes), or None:
+    a kill mid-write leaves a torn line, written again, but a crash leaves zeros where writes were lost, so rows up to
+    the checkpoint's step may be gone for good (forecast refuses such a log). One message for the trainer's
+    --resume (repair_jsonl) and ForecastCallback's resume, whose drop of them was said by neither."""
+    if NUL_BLOCK not in torn:
+        return None
+    kept = f"its rows now end at step {kept_rows[-1].get('step', 0)}" if kept_rows else "it holds no row now"
+    return (f"{path}: dropped its last {len(torn)} bytes, zeros (NUL bytes) a crash left where writes were lost; "
+            f"{kept}, and the run resumes after step {resumed_after}")
+
+
 def read_complete_jsonl(path, error) -> list[dict]:
     """The complete rows of an append-only JSONL log (a run's evals.jsonl); a missing file holds none. See
     numbered_complete_jsonl, which reads them with their lines."""

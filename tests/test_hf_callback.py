@@ -176,6 +176,32 @@ def test_a_row_cut_off_by_a_kill_is_dropped_when_the_run_resumes(tmp_path, args)
     ForecastCallback(folder).on_train_begin(args, TrainerState(global_step=30, max_steps=100), TrainerControl())
 
 
+def test_zeros_a_crash_left_at_the_log_s_end_are_dropped_on_resume_and_said(tmp_path, args, caplog):
+    """A crash leaves zeros (NUL bytes) where writes were lost: at the log's end, the resume dropped them as a torn
+    line without a word, where the trainer's --resume says them (repair_jsonl): rows up to the checkpoint may be gone
+    for good. Zeros followed by rows are refused, naming the log, as the trainer's resume and forecast refuse them."""
+    folder = tmp_path / "run"
+    callback = ForecastCallback(folder)
+    for step, metric in ((10, 0.2), (20, 0.3), (30, 0.4)):
+        evaluate(callback, args, TrainerState(max_steps=100), step, {"eval_pass_rate": metric})
+    rows = (folder / "evals.jsonl").read_bytes()
+    last_row = rows.splitlines(keepends=True)[-1]
+    (folder / "evals.jsonl").write_bytes(rows[: -len(last_row)] + b"\x00" * 4096)  # the page of step 30, never written
+
+    with caplog.at_level(logging.WARNING, logger="forecast.hf_callback"):
+        ForecastCallback(folder).on_train_begin(args, TrainerState(global_step=30, max_steps=100), TrainerControl())
+    said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert said == [f"ForecastCallback: {folder / 'evals.jsonl'}: dropped its last 4096 bytes, zeros (NUL bytes) a "
+                    "crash left where writes were lost; its rows now end at step 20, and the run resumes after step 30"]
+    assert [json.loads(line)["step"] for line in log_lines(folder)] == [10, 20]
+
+    kept = (folder / "evals.jsonl").read_bytes()
+    (folder / "evals.jsonl").write_bytes(b"\x00" * 64 + b"\n" + kept)  # zeros, then rows: damage, not a torn line
+    with pytest.raises(Exception, match=re.escape("evals.jsonl: holds NUL bytes (zeros) from byte offset 0, on line 1")):
+        ForecastCallback(folder).on_train_begin(args, TrainerState(global_step=20, max_steps=100), TrainerControl())
+    assert (folder / "evals.jsonl").read_bytes() == b"\x00" * 64 + b"\n" + kept  # not rewritten without them
+
+
 def test_a_log_line_that_is_not_utf8_is_refused_naming_the_log_and_line(tmp_path, args):
     """A resumed run whose evals.jsonl holds bytes that are not UTF-8 (a file edited by a tool saving Latin-1)
     was refused by a bare UnicodeDecodeError naming neither the file nor the line."""

@@ -18,9 +18,9 @@ import torch
 # one atomic write for the project: symlinks, mode bits, fsync (the trainer writes ASCII JSON, so
 # forecast's UTF-8 text is the same bytes as the locale's); atomic_write_text is train.py's too
 from forecast.io import (
-    NUL_BLOCK,
     atomic_path,
     atomic_write_text,
+    dropped_zeros_message,
     numbered_complete_jsonl,
     numbered_complete_rows,
     read_complete_jsonl,
@@ -145,11 +145,8 @@ def repair_jsonl(path, max_step):
     be gone for good, and forecast refuses such a log. Zeros followed by rows are refused by the read (damage)."""
     raw = Path(path).read_bytes() if os.path.exists(path) else b""
     rows = [r for _line, r in numbered_complete_rows(raw, _error_naming(path)) if r.get("step", 0) <= max_step]
-    torn = torn_last_line(raw)
-    if NUL_BLOCK in torn:
-        kept = f"its rows now end at step {rows[-1].get('step', 0)}" if rows else "it holds no row now"
-        print(f"trainer-minimal: warning: {path}: dropped its last {len(torn)} bytes, zeros (NUL bytes) a crash left "
-              f"where writes were lost; {kept}, and the run resumes after step {max_step}", file=sys.stderr)
+    if dropped := dropped_zeros_message(path, torn_last_line(raw), rows, max_step):
+        print(f"trainer-minimal: warning: {dropped}", file=sys.stderr)
     atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in rows))
     return rows
 
