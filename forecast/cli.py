@@ -1282,8 +1282,8 @@ def run_cross_validate(args) -> int:
     runs = load_runs(args.runs)
     try:
         splits_at(runs, cuts)
-    except ValueError as err:  # a cut no run has three evaluations before
-        raise BadInput(f"{args.runs}: {err}") from None
+    except ValueError as err:  # a cut no run has three evaluations before: named as given, as _cuts_from names it
+        raise BadInput(f"--cuts {args.cuts}: {args.runs}: {err}") from None
     from .forecaster import ScalingForecaster  # PyMC loads here, after the table is checked
 
     template = ScalingForecaster(robust=args.robust, mode="fast" if args.fast else "nuts", **forecaster_kwargs)

@@ -203,6 +203,16 @@ def test_cli_refuses_bad_flags_before_fitting(tmp_path, capsys, flags, message):
     assert message in capsys.readouterr().err
 
 
+def test_cli_names_the_cuts_flag_and_what_it_was_given_where_a_cut_leaves_too_few_evaluations(tmp_path, capsys):
+    """Said as "cut 0.5: no run has 3 evaluations ...", naming the table but not the flag, where every other refusal
+    of --cuts names it and the value given; the cut at fault is still named, one of several given."""
+    runs = tmp_path / "runs.csv"
+    _runs({"a-s0": 4, "b-s0": 5}).to_csv(runs, index=False)  # 3 evaluations up to 0.9, 2 up to 0.5
+    assert main(["cross-validate", str(runs), "--cuts", "0.9,0.5"]) == 2
+    assert capsys.readouterr().err == (f"error: --cuts 0.9,0.5: {runs}: cut 0.5: no run has 3 evaluations up to 0.5 "
+                                       "of its final compute; give a larger cut\n")
+
+
 def test_cli_cross_validates_a_sweep_and_writes_every_hidden_evaluation(tmp_path, small_sweep, capsys):
     """One real short-chain fit: every hidden evaluation is forecast, the file and JSON agree."""
     small_sweep.to_csv(tmp_path / "runs.csv", index=False)
