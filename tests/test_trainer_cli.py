@@ -2,6 +2,7 @@
 ones it uses, and what it says about a bad command line. tests/test_trainer_run.py runs the commands."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -67,6 +68,17 @@ def test_a_sweep_given_no_preset_or_no_seed_names_the_flag_and_its_value(tmp_pat
 
     with pytest.raises(ValueError, match=said):
         plan_sweep(presets, seeds, str(tmp_path / "sweep"), {})
+
+
+@pytest.mark.parametrize("seeds, said", [("-1", "-1"), ("0,-1,2", "-1"), ("3,-7", "-7")])
+def test_a_sweep_given_a_negative_seed_names_the_flag_and_its_value(tmp_path, seeds, said):
+    """`--seeds -1` was refused by each run's config as "seed must be >= 0, got -1": the sweep's flag is --seeds,
+    and a list of several seeds was not named."""
+    from trainer_minimal.sweep import plan_sweep
+
+    with pytest.raises(ValueError, match=re.escape(f"--seeds {seeds!r}: each seed must be a whole number >= 0, got {said}")):
+        plan_sweep("scalerl", seeds, str(tmp_path / "sweep"), {})
+    assert not (tmp_path / "sweep").exists()
 
 
 @pytest.mark.parametrize("name", ["lr", "warmup_lr", "cispo_max", "clip_high"])

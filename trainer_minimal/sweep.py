@@ -63,6 +63,9 @@ def plan_sweep(presets, seeds, out, overrides):
         raise ValueError(f"--presets {presets!r} names no preset: a sweep needs at least one, e.g. --presets scalerl")
     if not seed_values:
         raise ValueError(f"--seeds {seeds!r} names no seed: a sweep needs at least one, e.g. --seeds 0,1,2")
+    # here, not by each run's config: that said "seed must be >= 0, got -1", naming neither the flag nor its value
+    if negative := [seed for seed in seed_values if seed < 0]:
+        raise ValueError(f"--seeds {seeds!r}: each seed must be a whole number >= 0, got {negative[0]}")
     if len(set(names)) < len(names) or len(set(seed_values)) < len(seed_values):
         raise ValueError(f"duplicate presets or seeds in --presets {presets} --seeds {seeds}")
     overrides = dict(overrides)
