@@ -19,6 +19,7 @@ from trainer_minimal.model import (
     build_policy,
     forward_logits,
     model_folder_fingerprint,
+    tiny_gpt_parameters,
 )
 from trainer_minimal.rollout import left_pad
 from trainer_minimal.tokenizer import CharTokenizer
@@ -169,3 +170,11 @@ def test_the_tiny_gpt_s_initial_weights_are_its_init_seed_s():
     first, again, other = weights(7), weights(7), weights(8)
     assert all(torch.equal(first[k], again[k]) for k in first)
     assert not torch.equal(first["tok_emb.weight"], other["tok_emb.weight"])
+
+
+@pytest.mark.parametrize("n_layer, d_model", [(1, 8), (2, 64), (3, 48)])
+def test_the_tiny_gpt_s_parameter_count_is_that_of_the_model_built(n_layer, d_model):
+    """The memory check before a run counts the parameters without building the model (train.memory_estimate)."""
+    vocab = CharTokenizer().vocab_size
+    built = TinyGPT(vocab, n_layer, 4, d_model)
+    assert tiny_gpt_parameters(vocab, n_layer, d_model) == sum(p.numel() for p in built.parameters())

@@ -430,6 +430,67 @@ def test_a_cuda_device_the_machine_lacks_is_refused_with_exit_2_before_any_compu
 
 
 @pytest.mark.parametrize("command", [["train"], ["sweep", "--presets", "grpo", "--seeds", "0"]])
+def test_settings_whose_run_cannot_fit_in_memory_are_refused_with_exit_2_before_any_compute(tmp_path, capsys,
+                                                                                           monkeypatch, command):
+    """--n-layer 100000000 or --train-size 2000000000 passed every check, then ran for minutes building the
+    model or the data until the machine ran out of memory. Here the machine is made to have 1 MiB, where the
+    tiny run (about 0.45 MB by the estimate) fits, and each setting below makes it need more."""
+    own_sysconf = os.sysconf
+
+    def machine_with(pages):  # os.sysconf of a machine of `pages` 4 KiB pages; None: one that does not say
+        def sysconf(name):
+            if name == "SC_PHYS_PAGES":
+                if pages is None:
+                    raise ValueError("unrecognized configuration name")
+                return pages
+            return 4096 if name == "SC_PAGE_SIZE" else own_sysconf(name)
+        return sysconf
+
+    monkeypatch.setattr(os, "sysconf", machine_with(256))
+    cases = (
+        (dict(n_layer=4, d_model=64), "the model and its AdamW state 0.00308 GiB (n_layer=4, d_model=64)"),
+        (dict(train_size=8000), "the task data 0.00187 GiB (train_size=8000, val_size=50)"),
+        (dict(group_size=256), "(4096 in a rollout: off_policy_k=2 x batch_size=8 x group_size=256)"),
+    )
+    for settings, part in cases:
+        out = tmp_path / f"out-{'-'.join(settings)}"
+        argv = [*command, "--out", str(out), "--warmstart-cache", str(tmp_path / "cache"),
+                *tiny_flags(warmup_steps=1, max_steps=2, eval_every=2, **settings)]
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert "these settings need an estimated" in err and part in err
+        assert "more than the 0.000977 GiB this machine has" in err
+        assert not out.exists()
+    # where the system does not say how much memory it has, nothing is refused
+    monkeypatch.setattr(os, "sysconf", machine_with(None))
+    out = tmp_path / "out-unknown-memory"
+    assert main([*command, "--out", str(out), "--warmstart-cache", str(tmp_path / "cache"),
+                 *tiny_flags(warmup_steps=1, max_steps=2, eval_every=2, n_layer=4, d_model=64)]) == 0
+
+
+def test_the_memory_estimate_checks_a_cuda_device_s_own_memory_and_names_the_evaluation_s_sequences(monkeypatch):
+    """On a CUDA device the model and the sequences are held by the device, the task data by the machine."""
+    import trainer_minimal.train as train_module
+    from trainer_minimal.train import check_memory_fits, memory_estimate
+
+    cfg = make_config("scalerl", **{**TINY, "val_samples": 4096})
+    sequences, said = memory_estimate(cfg)["the sequences sampled at once"]
+    assert said == "4096 in an evaluation: val_samples=4096 per prompt" and sequences > 4096 * 4 * cfg.gen_len
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: types.SimpleNamespace(total_memory=2**20))
+    monkeypatch.setattr(train_module, "machine_memory", lambda: 2**40)
+    with pytest.raises(ValueError, match=r"need an estimated .* GiB of memory \(the model and its AdamW state .*; "
+                                         r"the sequences sampled at once .*\), more than the 0.000977 GiB the CUDA "
+                                         r"device cuda:0 has"):
+        check_memory_fits(dataclasses.replace(cfg, device="cuda:0"))
+    check_memory_fits(cfg)  # on the CPU, the machine's 1 TiB holds it
+    monkeypatch.setattr(train_module, "machine_memory", lambda: 2**10)
+    with pytest.raises(ValueError, match=r"\(the task data .* \(train_size=400, val_size=50\)\), more than the "
+                                         r"9.54e-07 GiB this machine has"):
+        check_memory_fits(dataclasses.replace(cfg, device="cuda:0", val_samples=4))
+
+
+@pytest.mark.parametrize("command", [["train"], ["sweep", "--presets", "grpo", "--seeds", "0"]])
 def test_a_model_folder_that_cannot_be_loaded_is_refused_with_exit_2(tmp_path, capsys, command):
     """A config without weights, or no tokenizer and a vocabulary too small for the character
     tokenizer: refused like a missing folder, not a traceback after the run folder was made."""

@@ -86,6 +86,15 @@ class TinyGPT(nn.Module):
         return self.ln_f(x), new_cache
 
 
+def tiny_gpt_parameters(vocab_size, n_layer, d_model):
+    """How many parameters TinyGPT(vocab_size, n_layer, _, d_model) has, without building it (the memory
+    check before a run, train.check_memory_fits, for sizes that could not be built): its two embeddings
+    and untied head, and per block two LayerNorms, the qkv and output projections and the 4x MLP."""
+    per_block = 2 * 2 * d_model + (3 * d_model * d_model + 3 * d_model) + (d_model * d_model + d_model) \
+        + (4 * d_model * d_model + 4 * d_model) + (4 * d_model * d_model + d_model)
+    return 2 * vocab_size * d_model + MAX_POSITIONS * d_model + n_layer * per_block + 2 * d_model
+
+
 def forward_logits(model, ids, attn_mask, cache=None, use_cache=False, fp32_logits=False, dtype="float32"):
     """Logits for the new tokens `ids` (B, Tq) given attn_mask (B, Tk) over cached + new tokens.
 

@@ -227,11 +227,13 @@ def check_runs_table(out, configs):
 def check_task_data(configs):
     """Generate each distinct training pool and validation set once: a val_size or train_size the
     tasks cannot supply is refused here, before the warm starts, not as a traceback in every run; so are
-    sequences longer than the model's positions (train.check_sequences_fit)."""
-    from .train import check_sequences_fit
+    sequences longer than the model's positions (train.check_sequences_fit), and before the data is
+    generated, a run that cannot fit in memory (train.check_memory_fits)."""
+    from .train import check_memory_fits, check_sequences_fit
 
     keys = set()
     for cfg in configs:
+        check_memory_fits(cfg)  # before the data is generated (train.check_this_machine's order)
         key = (cfg.tasks, cfg.max_size, cfg.train_size, cfg.val_size, cfg.data_seed, cfg.gen_len,
                cfg.warmup_steps > 0, cfg.model_path)
         if key not in keys:

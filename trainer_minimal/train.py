@@ -122,6 +122,7 @@ from .model import (
     build_policy,
     learned_positions,
     model_folder_fingerprint,
+    tiny_gpt_parameters,
 )
 from .rollout import derive_seed, generate, left_pad, sampling_noise, score
 from .tasks import build_datasets, reward
@@ -148,8 +149,8 @@ def preflight(cfg, this_machine=True):
     """Refuse, before any compute, what would fail later: a resume without a checkpoint, or of a
     checkpoint taken with other settings (config.json edited or copied from another run), a fresh
     run over an existing one or into a sweep's folder, a checkpoint taken mid-round, a batch that does not split over the ranks,
-    an advisor reference that is not there, a model folder that cannot be loaded, a run folder or
-    warm-start cache that cannot be written (not for a resumed run that has ended: it writes nothing).
+    an advisor reference that is not there, a model folder that cannot be loaded, a run too large for this
+    machine's memory (or its CUDA device's), a run folder or warm-start cache that cannot be written (not for a resumed run that has ended: it writes nothing).
     Under torchrun, ranks other than 0 check only their own machine (check_this_machine): rank 0 alone
     reads and writes the run folder, the warm-start cache and the advisor's reference, and under a
     multi-machine torchrun with --out on each machine's own disk only its machine has them.
@@ -202,13 +203,86 @@ def preflight(cfg, this_machine=True):
 
 def check_this_machine(cfg):
     """What every rank needs of its own machine: the model folder it loads, its device, its share of
-    the batch, the tasks' data (built on every rank)."""
+    the batch, the memory to hold the run (check_memory_fits), the tasks' data (built on every rank)."""
     check_model_path(cfg)
     check_device(cfg)
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if cfg.batch_size % world:
         raise ValueError(f"batch_size={cfg.batch_size} must be divisible by the {world} processes")
+    check_memory_fits(cfg)  # before the data is generated: 2e9 prompts filled the memory, or ran for hours
     check_sequences_fit(cfg, *build_datasets(cfg))  # a val_size or train_size the tasks cannot supply fails here
+
+
+# Lower bounds of what a run holds, so that the memory check refuses only what cannot fit. A task's problem
+# is a dict of four items and two strings: about 300 bytes each as measured (tracemalloc, the default tasks)
+PROMPT_BYTES = 250
+PARAMETER_COPIES = 4  # float32 weights, their gradients and AdamW's two moments (weights stay fp32 under bf16)
+
+
+def memory_estimate(cfg, world=1):
+    """{part: (bytes, the settings that size it)} of what a run holds at once, each part a lower bound:
+    the tiny GPT and its AdamW state (a Hugging Face model's size is its folder's, not the settings'), the
+    sequences sampled at once (a rollout's off_policy_k * batch_size * group_size split over the ranks, or
+    an evaluation chunk's val_samples per prompt: each with its noise and ids, and for the tiny GPT its
+    logits row and one position of KV cache in every layer), and the generated task data."""
+    per_sequence = 4 * cfg.gen_len + 16
+    parts = {}
+    if not cfg.model_path:
+        vocab = CharTokenizer().vocab_size
+        parts["the model and its AdamW state"] = (
+            tiny_gpt_parameters(vocab, cfg.n_layer, cfg.d_model) * 4 * PARAMETER_COPIES,
+            f"n_layer={cfg.n_layer}, d_model={cfg.d_model}")
+        per_sequence += 4 * vocab + 2 * 4 * cfg.n_layer * cfg.d_model
+    rollout = cfg.off_policy_k * cfg.batch_size // world * cfg.group_size
+    evaluation = min(cfg.val_size, max(1, EVAL_CHUNK // cfg.val_samples)) * cfg.val_samples
+    parts["the sequences sampled at once"] = (
+        max(rollout, evaluation) * per_sequence,
+        f"{rollout} in a rollout: off_policy_k={cfg.off_policy_k} x batch_size={cfg.batch_size} x "
+        f"group_size={cfg.group_size}" if rollout >= evaluation else
+        f"{evaluation} in an evaluation: val_samples={cfg.val_samples} per prompt")
+    parts["the task data"] = ((cfg.train_size + cfg.val_size) * PROMPT_BYTES,
+                              f"train_size={cfg.train_size}, val_size={cfg.val_size}")
+    return parts
+
+
+def machine_memory():
+    """This machine's physical memory in bytes, or None where the system does not say (no sysconf)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def cuda_device_memory(cfg):
+    """The memory of the CUDA device this process trains on (under torchrun cuda:LOCAL_RANK), in bytes;
+    None on the CPU or where torch sees no CUDA (check_device refuses that)."""
+    if cfg.device == "cpu" or not torch.cuda.is_available():
+        return None
+    index = int(os.environ.get("LOCAL_RANK", "0")) if int(os.environ.get("WORLD_SIZE", "1")) > 1 \
+        else int(cfg.device.partition(":")[2] or 0)
+    return torch.cuda.get_device_properties(index).total_memory
+
+
+def check_memory_fits(cfg):
+    """Refuse settings whose run cannot fit in memory, before anything is allocated: --n-layer 100000000 or
+    --train-size 2000000000 passed every check and then ran for minutes building the model or the data
+    until the machine ran out of memory. The estimate is a lower bound (memory_estimate), so a run that
+    fits is never refused. On a CUDA device the model and the sequences are checked against the device's
+    memory and the task data against the machine's; on the CPU all of it against the machine's."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    parts = memory_estimate(cfg, world)
+    data = {"the task data": parts.pop("the task data")}
+    device = cuda_device_memory(cfg)
+    if device is None:
+        checks = [({**parts, **data}, machine_memory(), "this machine")]
+    else:
+        checks = [(parts, device, f"the CUDA device {cfg.device}"), (data, machine_memory(), "this machine")]
+    for held, available, where in checks:
+        needed = sum(size for size, _settings in held.values())
+        if available is not None and needed > available:
+            said = "; ".join(f"{part} {size / 2**30:.3g} GiB ({settings})" for part, (size, settings) in held.items())
+            raise ValueError(f"these settings need an estimated {needed / 2**30:.3g} GiB of memory ({said}), "
+                             f"more than the {available / 2**30:.3g} GiB {where} has: lower them")
 
 
 def check_sequences_fit(cfg, pool, val):
