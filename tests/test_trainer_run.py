@@ -376,10 +376,12 @@ def test_an_extended_run_is_in_flight_again_until_it_ends(tmp_path, warm_cache, 
     (["train", "--lr", "1e-5", "--seed", "1", "--lr=1e-4"], "--lr is given more than once"),
     (["sweep", "--presets", "grpo", "--seeds", "0", "--seeds", "1"], "--seeds is given more than once"),
     (["train", "--clip-high", "nan"], "clip_high must be a finite number, got nan"),
-    # rev at size 1 has 1000 distinct prompts: the validation set cannot hold 1500 unique ones
-    (["train", "--tasks", "rev", "--max-size", "1", "--val-size", "1500"], "could only generate 1000 of 1500"),
+    # rev at size 1 has 1000 distinct prompts: the validation set cannot hold 1500 unique ones (it drew 50 *
+    # val_size problems before it failed: hours at a val_size of 10 million)
+    (["train", "--tasks", "rev", "--max-size", "1", "--val-size", "1500"],
+     "val_size=1500 is more than the 1000 distinct prompts of tasks='rev' up to max_size=1"),
     (["sweep", "--presets", "grpo", "--seeds", "0", "--tasks", "rev", "--max-size", "1", "--val-size", "1500"],
-     "could only generate 1000 of 1500"),
+     "val_size=1500 is more than the 1000 distinct prompts of tasks='rev' up to max_size=1"),
 ])
 def test_bad_input_is_refused_with_exit_2_before_any_compute(tmp_path, capsys, argv, message):
     out = tmp_path / "out"

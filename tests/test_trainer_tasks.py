@@ -9,7 +9,7 @@ import pytest
 
 from trainer_minimal import make_config
 from trainer_minimal.config import TASK_NAMES
-from trainer_minimal.tasks import build_datasets, make_problems, reward
+from trainer_minimal.tasks import build_datasets, distinct_prompts, make_problems, reward
 
 MAX_SIZE = 3
 N = 600  # problems per family: every size, and one-digit operands of every value, come up many times
@@ -73,3 +73,19 @@ def test_validation_prompts_are_unique_and_never_in_the_training_pool():
     assert len(val) == 300 and len(set(val_prompts)) == 300
     assert not set(val_prompts) & {p["prompt"] for p in pool}
     assert len(pool) == 2000 and len({p["prompt"] for p in pool}) < 2000  # the pool may repeat easy prompts
+
+
+@pytest.mark.parametrize("tasks, max_size", [*(([task], 1) for task in TASK_NAMES), (["mul"], 2),
+                                              (["rev", "add", "mul"], 1)])
+def test_the_count_of_distinct_prompts_is_every_prompt_the_generator_writes(tasks, max_size):
+    """validate() refuses a val_size past it (its generation drew 50 * val_size problems before it failed):
+    asked for more unique prompts than there are, the generator writes every one, and no more."""
+    count = distinct_prompts(tasks, max_size, more_than=10**6)
+    with pytest.raises(ValueError, match=f"could only generate {count} of {count + 1} problems"):
+        make_problems(3, count + 1, tasks, max_size, unique=True)
+
+
+def test_the_count_of_distinct_prompts_stops_once_past_what_is_asked():
+    """max_size may be 2**31 - 1 for sort, whose prompts at that size have billions of digits."""
+    assert distinct_prompts(["sort"], 2**31 - 1, more_than=2**31 - 1) == 10**3 + 10**4 + 10**5 + 10**6 + 10**7 + 10**8 \
+        + 10**9 + 10**10

@@ -240,6 +240,15 @@ def validate(cfg, *, saved_max_steps=None):
     if cfg.max_size > MAX_NUMBER_DIGITS and (numbers := [t for t in NUMBER_TASKS if t in tasks]):
         raise ValueError(f"max_size={cfg.max_size} must be at most {MAX_NUMBER_DIGITS} with tasks {' and '.join(numbers)}, "
                          f"whose numbers of up to max_size digits are 64-bit integers")
+    from .tasks import distinct_prompts  # numpy loads with it
+
+    # the validation prompts are distinct: past the tasks' own count, their generation drew 50 * val_size
+    # problems before it failed (hours at a val_size of 10 million), or filled the memory first
+    available = distinct_prompts(tasks, cfg.max_size, cfg.val_size)
+    if cfg.val_size > available:
+        raise ValueError(f"val_size={cfg.val_size} is more than the {available} distinct prompts of tasks={cfg.tasks!r} "
+                         f"up to max_size={cfg.max_size} (the validation prompts are distinct): lower val_size or "
+                         "raise max_size")
     if not re.fullmatch(r"cpu|cuda(:\d+)?", cfg.device):  # torch's own error came after the run folder was made
         raise ValueError(f"device={cfg.device!r}: use cpu, cuda or cuda:N")
     if not cfg.out:

@@ -40,6 +40,24 @@ def make_problem(rng, task, size):
     raise ValueError(f"unknown task {task!r}")
 
 
+def distinct_prompts(tasks, max_size, more_than):
+    """How many distinct prompts make_problem can write for these families at sizes 1 to max_size, counted
+    until the count passes more_than (a max_size of billions has counts of billions of digits). A family's
+    prompts never match another's (each has its own letter or operator), nor a size's another size's (their
+    lengths differ)."""
+    def numbers(size):  # _number's numbers of `size` digits: 0-9 at size 1
+        return 10 if size == 1 else 9 * 10 ** (size - 1)
+
+    per_size = {"sort": lambda s: 10 ** (s + 2), "rev": lambda s: 10 ** (s + 2), "max": lambda s: 10 ** (2 * s + 1),
+                "count": lambda s: 4 * 4 ** (2 * s + 2), "add": lambda s: numbers(s) ** 2, "mul": lambda s: numbers(s) * 8}
+    total = 0
+    for size in range(1, max_size + 1):
+        total += sum(per_size[task](size) for task in set(tasks))
+        if total > more_than:
+            break
+    return total
+
+
 def _number(rng, n_digits):
     low = 0 if n_digits == 1 else 10 ** (n_digits - 1)
     return int(rng.integers(low, 10**n_digits))
