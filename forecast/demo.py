@@ -287,6 +287,11 @@ def run_demo(args) -> int:
     print(f"\n=> {data.recommendation.headline}")
     for reason in data.recommendation.reasons:
         print(f"   - {reason}")
+    # the page's warning banner (a budget far from the data), said on the terminal too, as `forecast report` says it
+    from .cli import warn
+
+    for message in data.warnings:
+        warn(message)
     print()
     width = max(map(len, paths))  # fan_chart_2 and on are longer than the other names
     for name, path in paths.items():

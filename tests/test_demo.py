@@ -274,6 +274,20 @@ def test_the_demo_says_what_it_read_and_why_its_budget_and_target_are_what_they_
     assert json.loads((tmp_path / "asked" / "summary.json").read_text())["target_chosen"] is False
 
 
+def test_the_demo_says_the_reports_warnings_on_the_terminal(fitted, small_sweep, tmp_path, monkeypatch, capsys):
+    """A budget far beyond the data is a warning banner on the page, and `forecast report` says it on stderr:
+    the demo said it nowhere on the terminal (`--budget 1e300` printed the table as for any budget)."""
+    runs = tmp_path / "runs.csv"
+    small_sweep.to_csv(runs, index=False)
+    monkeypatch.setattr(demo, "fit", lambda runs, **kwargs: fitted)  # the session's fit stands in for the demo's
+    assert demo.main(["--runs", str(runs), "--out", str(tmp_path / "plain")]) == 0
+    assert "warning:" not in capsys.readouterr().err  # the default budget, 4x the data: nothing to say
+    far = 1e6 * small_sweep["compute"].max()
+    assert demo.main(["--runs", str(runs), "--out", str(tmp_path / "far"), "--budget", f"{far:g}"]) == 0
+    said = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning: ")]
+    assert len(said) == 1 and said[0].startswith("warning: The budget") and "gpu_hours" in said[0], said
+
+
 def test_a_path_is_shown_relative_to_the_working_folder_when_inside_it(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert demo.shown_path(tmp_path / "sweep" / "runs.csv") == Path("sweep/runs.csv")
