@@ -382,6 +382,14 @@ def test_an_extended_run_is_in_flight_again_until_it_ends(tmp_path, warm_cache, 
      "val_size=1500 is more than the 1000 distinct prompts of tasks='rev' up to max_size=1"),
     (["sweep", "--presets", "grpo", "--seeds", "0", "--tasks", "rev", "--max-size", "1", "--val-size", "1500"],
      "val_size=1500 is more than the 1000 distinct prompts of tasks='rev' up to max_size=1"),
+    # all of them: the training pool, drawn from the prompts the validation set leaves, drew 50 * train_size
+    # problems before it failed ("could only generate 0 of 4000 problems")
+    (["train", "--tasks", "rev", "--max-size", "1", "--val-size", "1000"],
+     "val_size=1000 takes all 1000 distinct prompts of tasks='rev' up to max_size=1, and none is left for the "
+     "training pool"),
+    (["sweep", "--presets", "grpo", "--seeds", "0", "--tasks", "rev", "--max-size", "1", "--val-size", "1000"],
+     "val_size=1000 takes all 1000 distinct prompts of tasks='rev' up to max_size=1, and none is left for the "
+     "training pool"),
 ])
 def test_bad_input_is_refused_with_exit_2_before_any_compute(tmp_path, capsys, argv, message):
     out = tmp_path / "out"
@@ -389,6 +397,15 @@ def test_bad_input_is_refused_with_exit_2_before_any_compute(tmp_path, capsys, a
     assert code == 2
     assert message in capsys.readouterr().err
     assert not out.exists()  # nothing created, nothing computed
+
+
+def test_a_validation_set_may_leave_the_training_pool_one_prompt_but_not_none():
+    """The training pool may repeat a prompt (tasks.build_datasets), so one prompt left by the validation set
+    is enough: the refusal is at the tasks' whole count, not below it, for every task mix."""
+    for tasks, max_size, count in (("rev", 1, 1000), ("add,mul", 1, 180), ("count", 1, 4**5)):
+        make_config("scalerl", tasks=tasks, max_size=max_size, val_size=count - 1)
+        with pytest.raises(ValueError, match=f"val_size={count} takes all {count} distinct prompts of tasks={tasks!r}"):
+            make_config("scalerl", tasks=tasks, max_size=max_size, val_size=count)
 
 
 def test_the_longest_sequence_of_the_tiny_gpt_may_fill_its_positions_not_pass_them():

@@ -249,6 +249,12 @@ def validate(cfg, *, saved_max_steps=None):
         raise ValueError(f"val_size={cfg.val_size} is more than the {available} distinct prompts of tasks={cfg.tasks!r} "
                          f"up to max_size={cfg.max_size} (the validation prompts are distinct): lower val_size or "
                          "raise max_size")
+    # the training pool is drawn from the prompts the validation set left (tasks.build_datasets); it may repeat a
+    # prompt, so one left is enough, but none left drew 50 * train_size problems before it failed, naming no cause
+    if cfg.val_size == available:
+        raise ValueError(f"val_size={cfg.val_size} takes all {available} distinct prompts of tasks={cfg.tasks!r} up to "
+                         f"max_size={cfg.max_size}, and none is left for the training pool (it is drawn from the "
+                         "prompts the validation set does not hold): lower val_size or raise max_size")
     if not re.fullmatch(r"cpu|cuda(:\d+)?", cfg.device):  # torch's own error came after the run folder was made
         raise ValueError(f"device={cfg.device!r}: use cpu, cuda or cuda:N")
     if not cfg.out:
