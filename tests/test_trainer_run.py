@@ -493,13 +493,13 @@ def test_the_memory_estimate_checks_a_cuda_device_s_own_memory_and_names_the_eva
     from trainer_minimal.train import check_memory_fits, memory_estimate
 
     cfg = make_config("scalerl", **{**TINY, "val_samples": 4096})
-    sequences, said = memory_estimate(cfg)["the sequences sampled at once"]
+    sequences, said = memory_estimate(cfg)["the sequences held at once"]
     assert said == "4096 in an evaluation: val_samples=4096 per prompt" and sequences > 4096 * 4 * cfg.gen_len
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: types.SimpleNamespace(total_memory=2**20))
     monkeypatch.setattr(train_module, "machine_memory", lambda: 2**40)
     with pytest.raises(ValueError, match=r"need an estimated .* GiB of memory \(the model and its AdamW state .*; "
-                                         r"the sequences sampled at once .*\), more than the 0.000977 GiB the CUDA "
+                                         r"the sequences held at once .*\), more than the 0.000977 GiB the CUDA "
                                          r"device cuda:0 has"):
         check_memory_fits(dataclasses.replace(cfg, device="cuda:0"))
     check_memory_fits(cfg)  # on the CPU, the machine's 1 TiB holds it
@@ -507,6 +507,110 @@ def test_the_memory_estimate_checks_a_cuda_device_s_own_memory_and_names_the_eva
     with pytest.raises(ValueError, match=r"\(the task data .* \(train_size=400, val_size=50\)\), more than the "
                                          r"9.54e-07 GiB this machine has"):
         check_memory_fits(dataclasses.replace(cfg, device="cuda:0", val_samples=4))
+
+
+def needed(parts):
+    return sum(size for size, _settings in parts.values())
+
+
+def test_the_memory_estimate_counts_what_the_backward_keeps_of_a_warm_start_step_and_a_micro_batch(tmp_path,
+                                                                                                 monkeypatch):
+    """warmup_batch and micro_batch were left out: a warm-start step or an update's micro-batch holds its
+    sequences with what their backward keeps in every block, far more a sequence than a rollout's. Each is
+    counted only where the run surely holds it: the warm start where this process trains it (not cached, not
+    resumed), the micro-batch without the zero-variance filter (with it a run may never run the update)."""
+    import trainer_minimal.train as train_module
+    from trainer_minimal.train import check_memory_fits, memory_estimate, warm_start_path
+
+    cfg = make_config("scalerl", **{**TINY, "warmup_batch": 4096, "warmstart_cache": str(tmp_path / "cache")})
+    sampled = memory_estimate(cfg)
+    monkeypatch.setattr(train_module, "machine_memory", lambda: needed(sampled) + 1)  # fits all but the warm start
+    with pytest.raises(ValueError, match=r"\(4096 in a warm-start step, with what its backward keeps: "):
+        check_memory_fits(cfg)
+    size, said = memory_estimate(cfg, warm_start=True)["the sequences held at once"]
+    assert said == "4096 in a warm-start step, with what its backward keeps: warmup_batch=4096, n_layer=1, d_model=32"
+    assert size > 2 * sampled["the sequences held at once"][0]
+    check_memory_fits(dataclasses.replace(cfg, resume=True))  # a resumed run loads its weights: no warm start
+    check_memory_fits(dataclasses.replace(cfg, warmup_steps=0))
+    os.makedirs(os.path.dirname(warm_start_path(cfg)))
+    open(warm_start_path(cfg), "wb").close()
+    check_memory_fits(cfg)  # cached: loaded, not trained
+
+    cfg = make_config("grpo", **{**TINY, "batch_size": 64, "group_size": 64, "micro_batch": 4096})
+    sampled = memory_estimate(dataclasses.replace(cfg, micro_batch=1))
+    monkeypatch.setattr(train_module, "machine_memory", lambda: needed(sampled) + 1)
+    with pytest.raises(ValueError, match=r"\(4096 in a micro-batch of the update"):
+        check_memory_fits(cfg)
+    size, said = memory_estimate(cfg)["the sequences held at once"]
+    # the mini-batch's 64 x 64 sequences, not the micro_batch asked for
+    assert said == "4096 in a micro-batch of the update, with what its backward keeps: micro_batch=4096, n_layer=1, d_model=32"
+    assert size > 2 * sampled["the sequences held at once"][0]
+    split = memory_estimate(cfg, world=2)["the sequences held at once"][1]  # a rank's share of the mini-batch
+    assert split.startswith("2048 in a micro-batch"), split
+    check_memory_fits(dataclasses.replace(cfg, zero_var_filter=True))  # a run may keep no sequence to train on
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_what_the_estimate_counts_of_a_scored_batch_is_at_most_what_its_backward_keeps(dtype):
+    """The memory check must never refuse a run that fits: the bytes torch keeps for the backward of a warm-start
+    batch of the shortest sequences (its saved tensors, weights aside) are at least what the estimate counts."""
+    from trainer_minimal.model import TinyGPT
+    from trainer_minimal.rollout import score
+    from trainer_minimal.tokenizer import CharTokenizer
+    from trainer_minimal.train import SHORTEST_PROMPT_TOKENS, backward_kept_bytes
+
+    cfg = make_config("scalerl", **{**TINY, "warmup_batch": 16, "n_layer": 2, "dtype": dtype})
+    vocab = CharTokenizer().vocab_size
+    model = TinyGPT(vocab, cfg.n_layer, cfg.n_head, cfg.d_model)
+    weights = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    kept = {}
+
+    def keep(tensor):
+        kept[tensor.untyped_storage().data_ptr()] = tensor.untyped_storage().nbytes()
+        return tensor
+
+    prompts = torch.randint(3, vocab, (cfg.warmup_batch, SHORTEST_PROMPT_TOKENS))
+    answers = torch.randint(3, vocab, (cfg.warmup_batch, 2))
+    with torch.autograd.graph.saved_tensors_hooks(keep, lambda tensor: tensor):
+        score(model, prompts, torch.ones_like(prompts), answers, torch.ones_like(answers), dtype=dtype)
+    estimate = backward_kept_bytes(cfg, cfg.warmup_batch, SHORTEST_PROMPT_TOKENS + 2, 2)
+    assert sum(size for ptr, size in kept.items() if ptr not in weights) >= estimate > 0
+
+
+def test_the_memory_check_counts_every_process_of_the_run_on_this_machine(tmp_path, monkeypatch):
+    """Each rank holds its own model, sequences and task data: on the CPU the machine's memory holds every process
+    on it (torchrun's LOCAL_WORLD_SIZE), and on CUDA devices the machine holds every process's task data. A
+    single process is one whatever a shell left in LOCAL_WORLD_SIZE."""
+    import trainer_minimal.train as train_module
+    from trainer_minimal.train import check_memory_fits, memory_estimate
+
+    cfg = make_config("scalerl", **{**TINY, "warmup_steps": 0})
+    one = memory_estimate(cfg, world=4)
+    monkeypatch.setattr(train_module, "machine_memory", lambda: 2 * needed(one))  # two processes fit, not three
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "3")
+    check_memory_fits(cfg)  # WORLD_SIZE unset: a single process
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    monkeypatch.setenv("RANK", "1")
+    with pytest.raises(ValueError, match=r"\(train_size=400, val_size=50; 3 processes on this machine, each its own\)"
+                                         r"\), more than the .* GiB this machine has"):
+        check_memory_fits(cfg)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")  # two machines of two processes
+    check_memory_fits(cfg)
+    monkeypatch.delenv("LOCAL_WORLD_SIZE")  # a launch by hand: at least this rank and those below it
+    monkeypatch.setenv("LOCAL_RANK", "2")
+    with pytest.raises(ValueError, match="3 processes on this machine"):
+        check_memory_fits(cfg)
+    # on CUDA devices, each process's model and sequences are on its own device; the task data is the machine's
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "3")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: types.SimpleNamespace(total_memory=2**40))
+    data = one["the task data"][0]
+    monkeypatch.setattr(train_module, "machine_memory", lambda: 2 * data)
+    with pytest.raises(ValueError, match=r"\(the task data .* 3 processes on this machine, each its own\)\), "
+                                         r"more than the .* GiB this machine has"):
+        check_memory_fits(dataclasses.replace(cfg, device="cuda"))
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    check_memory_fits(dataclasses.replace(cfg, device="cuda"))
 
 
 @pytest.mark.parametrize("command", [["train"], ["sweep", "--presets", "grpo", "--seeds", "0"]])

@@ -292,7 +292,7 @@ def check_device(cfg):
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         # every rank of the machine refuses alike (not only those beyond its GPUs, whose CUDA traceback
         # "invalid device ordinal" came once the others were waiting for them)
-        here = int(os.environ.get("LOCAL_WORLD_SIZE") or int(os.environ.get("LOCAL_RANK", "0")) + 1)
+        here = processes_on_this_machine()
         if here > count:
             raise ValueError(f"device={cfg.device!r} under torchrun: {here} processes on this machine (--nproc_per_node), "
                              f"each on its own GPU cuda:LOCAL_RANK, but it has {count} CUDA device(s): "
@@ -300,6 +300,20 @@ def check_device(cfg):
     elif index >= count:
         raise ValueError(f"device={cfg.device!r} but this machine has {count} CUDA device(s): "
                          f"use cuda:0{f' to cuda:{count - 1}' if count > 1 else ''}")
+
+
+def processes_on_this_machine():
+    """How many processes of the run this machine holds, at least: torchrun's LOCAL_WORLD_SIZE, or under a launch
+    by hand that does not set it LOCAL_RANK + 1 (this process and those numbered below it); 1 for a single
+    process (WORLD_SIZE unset or 1), whatever a shell left in the others. Each holds its own model, sequences
+    and task data (check_device: its own GPU; train.check_memory_fits: on the CPU, one machine's memory)."""
+    if int(os.environ.get("WORLD_SIZE", "1")) == 1:
+        return 1
+    local = os.environ.get("LOCAL_WORLD_SIZE", "")
+    if local.isdigit() and int(local) >= 1:
+        return int(local)
+    rank = os.environ.get("LOCAL_RANK", "0")
+    return int(rank) + 1 if rank.isdigit() else 1
 
 
 RUN_FILES = ("evals.jsonl", "ckpt.pt")  # what makes a folder a run's (train.preflight: "already holds a run")

@@ -99,6 +99,7 @@ from .config import (
     check_writable,
     from_dict,
     process_rank,
+    processes_on_this_machine,
     run_defining_changes,
     to_json,
 )
@@ -217,14 +218,25 @@ def check_this_machine(cfg):
 # is a dict of four items and two strings: about 300 bytes each as measured (tracemalloc, the default tasks)
 PROMPT_BYTES = 250
 PARAMETER_COPIES = 4  # float32 weights, their gradients and AdamW's two moments (weights stay fp32 under bf16)
+# What the tiny GPT's backward keeps of each token in each block, at least: its two LayerNorms' inputs in float32
+# (2 x 4 bytes x d_model) and the MLP's hidden layer twice (the GELU's input and the second Linear's), in bfloat16
+# at least (2 x 2 bytes x 4 d_model). Counted with torch's saved-tensor hooks, a block keeps 2 to 3 times this
+# in float32 and 2 to 7 times in bfloat16 (its weights' bfloat16 copies): the rest is left out, as a lower bound
+KEPT_BYTES_PER_TOKEN_AND_D_MODEL = 2 * 4 + 2 * 2 * 4
+# the shortest prompt of any task, in the tiny GPT's tokens: <bos> and "3+4=" (add and mul at size 1; every
+# other task's is longer). A scored sequence is that and at least one answer token (the warm start's: an answer
+# digit and <eos>)
+SHORTEST_PROMPT_TOKENS = 5
 
 
-def memory_estimate(cfg, world=1):
-    """{part: (bytes, the settings that size it)} of what a run holds at once, each part a lower bound:
-    the tiny GPT and its AdamW state (a Hugging Face model's size is its folder's, not the settings'), the
-    sequences sampled at once (a rollout's off_policy_k * batch_size * group_size split over the ranks, or
-    an evaluation chunk's val_samples per prompt: each with its noise and ids, and for the tiny GPT its
-    logits row and one position of KV cache in every layer), and the generated task data."""
+def memory_estimate(cfg, world=1, warm_start=False):
+    """{part: (bytes, the settings that size it)} of what one process of a run holds at once, each part a lower
+    bound: the tiny GPT and its AdamW state (a Hugging Face model's size is its folder's, not the settings'), the
+    sequences held at once, and the generated task data. The sequences are the most of: a rollout's
+    off_policy_k * batch_size * group_size split over the ranks, an evaluation chunk's val_samples per prompt
+    (each with its noise and ids, and for the tiny GPT its logits row and one position of KV cache in every
+    layer), and for the tiny GPT what a backward keeps (scored_sequences) of a micro-batch of the update and,
+    where this process trains the warm start (warm_start: trains_warm_start), of its warmup_batch."""
     per_sequence = 4 * cfg.gen_len + 16
     parts = {}
     if not cfg.model_path:
@@ -235,14 +247,56 @@ def memory_estimate(cfg, world=1):
         per_sequence += 4 * vocab + 2 * 4 * cfg.n_layer * cfg.d_model
     rollout = cfg.off_policy_k * cfg.batch_size // world * cfg.group_size
     evaluation = min(cfg.val_size, max(1, EVAL_CHUNK // cfg.val_samples)) * cfg.val_samples
-    parts["the sequences sampled at once"] = (
-        max(rollout, evaluation) * per_sequence,
-        f"{rollout} in a rollout: off_policy_k={cfg.off_policy_k} x batch_size={cfg.batch_size} x "
-        f"group_size={cfg.group_size}" if rollout >= evaluation else
-        f"{evaluation} in an evaluation: val_samples={cfg.val_samples} per prompt")
+    held = [(rollout * per_sequence, f"{rollout} in a rollout: off_policy_k={cfg.off_policy_k} x "
+                                     f"batch_size={cfg.batch_size} x group_size={cfg.group_size}"),
+            (evaluation * per_sequence, f"{evaluation} in an evaluation: val_samples={cfg.val_samples} per prompt")]
+    if not cfg.model_path:
+        held += scored_sequences(cfg, world, warm_start)
+    # max() keeps the first of equal sizes: a rollout's, as before scored sequences were counted
+    parts["the sequences held at once"] = max(held, key=lambda size_and_settings: size_and_settings[0])
     parts["the task data"] = ((cfg.train_size + cfg.val_size) * PROMPT_BYTES,
                               f"train_size={cfg.train_size}, val_size={cfg.val_size}")
     return parts
+
+
+def scored_sequences(cfg, world, warm_start):
+    """[(bytes, settings)] of the tiny GPT's sequences scored with gradients (rollout.score), held with what their
+    backward keeps (backward_kept_bytes) until it runs: a micro-batch of the update, and the warm start's batch
+    where this process trains it. A micro-batch holds micro_batch of the mini-batch's sequences on this rank,
+    batch_size / world * group_size, only without the zero-variance filter: with it, a step may keep none (every
+    group solved, or none of it), and a run whose groups all score alike never runs the update's forward.
+    The first forward of each (the run's first update, the warm start's first step) is held beside the weights
+    alone, not the four copies memory_estimate counts: no gradients yet, and AdamW makes its moments at its
+    first step. The other three copies are taken off each, so that with them the sum stays a lower bound."""
+    weights_alone_short_by = (PARAMETER_COPIES - 1) * 4 * tiny_gpt_parameters(CharTokenizer().vocab_size, cfg.n_layer,
+                                                                              cfg.d_model)
+    model = f"n_layer={cfg.n_layer}, d_model={cfg.d_model}"
+    held = []
+    if not cfg.zero_var_filter:
+        rows = min(cfg.micro_batch, cfg.batch_size // world * cfg.group_size)
+        held.append((max(0, backward_kept_bytes(cfg, rows, SHORTEST_PROMPT_TOKENS + 1, 1) - weights_alone_short_by),
+                     f"{rows} in a micro-batch of the update, with what its backward keeps: "
+                     f"micro_batch={cfg.micro_batch}, {model}"))
+    if warm_start:
+        kept = backward_kept_bytes(cfg, cfg.warmup_batch, SHORTEST_PROMPT_TOKENS + 2, 2)
+        held.append((max(0, kept - weights_alone_short_by),
+                     f"{cfg.warmup_batch} in a warm-start step, with what its backward keeps: "
+                     f"warmup_batch={cfg.warmup_batch}, {model}"))
+    return held
+
+
+def backward_kept_bytes(cfg, rows, tokens, scored):
+    """What the tiny GPT's backward keeps, at least, of `rows` sequences of `tokens` tokens whose last `scored`
+    are scored: KEPT_BYTES_PER_TOKEN_AND_D_MODEL of every token in every block, and log_softmax's float32 row of
+    each scored token."""
+    vocab = CharTokenizer().vocab_size
+    return rows * (tokens * cfg.n_layer * cfg.d_model * KEPT_BYTES_PER_TOKEN_AND_D_MODEL + scored * 4 * vocab)
+
+
+def trains_warm_start(cfg):
+    """Whether this process trains the warm start (train.warm_start): rank 0 of a new run, where the warm start
+    has steps and is not cached already; another rank, a resumed run, or a cached warm start loads weights."""
+    return process_rank() == 0 and not cfg.resume and cfg.warmup_steps > 0 and not os.path.exists(warm_start_path(cfg))
 
 
 def machine_memory():
@@ -268,21 +322,35 @@ def check_memory_fits(cfg):
     --train-size 2000000000 passed every check and then ran for minutes building the model or the data
     until the machine ran out of memory. The estimate is a lower bound (memory_estimate), so a run that
     fits is never refused. On a CUDA device the model and the sequences are checked against the device's
-    memory and the task data against the machine's; on the CPU all of it against the machine's."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    parts = memory_estimate(cfg, world)
-    data = {"the task data": parts.pop("the task data")}
+    memory and the task data against the machine's; on the CPU all of it against the machine's. Every
+    process of the run on this machine (processes_on_this_machine: torchrun's LOCAL_WORLD_SIZE) holds its
+    own task data, and on the CPU its own model and sequences too: the machine's memory holds them all.
+    Rank 0 alone trains the warm start, while the others wait holding less than in the RL steps: its batch
+    is checked for rank 0's own process (with the others', the total was no lower bound)."""
+    world, processes = int(os.environ.get("WORLD_SIZE", "1")), processes_on_this_machine()
+    steps = memory_estimate(cfg, world)  # what every process holds at once in the RL steps
+    own = memory_estimate(cfg, world, warm_start=trains_warm_start(cfg))  # and this one, in its warm start too
     device = cuda_device_memory(cfg)
     if device is None:
-        checks = [({**parts, **data}, machine_memory(), "this machine")]
+        checks = [(times(steps, processes), machine_memory(), "this machine")] if processes > 1 else []
+        checks.append((own, machine_memory(), "this machine"))
     else:
-        checks = [(parts, device, f"the CUDA device {cfg.device}"), (data, machine_memory(), "this machine")]
+        data = {"the task data": own.pop("the task data")}
+        checks = [(own, device, f"the CUDA device {cfg.device}"), (times(data, processes), machine_memory(), "this machine")]
     for held, available, where in checks:
         needed = sum(size for size, _settings in held.values())
         if available is not None and needed > available:
             said = "; ".join(f"{part} {size / 2**30:.3g} GiB ({settings})" for part, (size, settings) in held.items())
             raise ValueError(f"these settings need an estimated {needed / 2**30:.3g} GiB of memory ({said}), "
                              f"more than the {available / 2**30:.3g} GiB {where} has: lower them")
+
+
+def times(parts, processes):
+    """memory_estimate's parts held by each of `processes` processes of this machine, summed over them."""
+    if processes == 1:
+        return parts
+    return {part: (size * processes, f"{settings}; {processes} processes on this machine, each its own")
+            for part, (size, settings) in parts.items()}
 
 
 def check_sequences_fit(cfg, pool, val):
