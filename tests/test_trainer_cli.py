@@ -51,8 +51,7 @@ def test_a_whole_number_past_what_torch_holds_is_refused_naming_the_flag_and_the
     limit, 2**31 - 1, is torch's for a thread count, far past any size or count of a run."""
     out = tmp_path / "run"
     assert main(["train", "--out", str(out), flag, str(10**20)]) == 2
-    name = flag.removeprefix("--").replace("-", "_")
-    assert capsys.readouterr().err == f"trainer-minimal: error: {name} must be at most 2147483647, got {10**20}\n"
+    assert capsys.readouterr().err == f"trainer-minimal: error: {flag} must be at most 2147483647, got {10**20}\n"
     assert not out.exists()
 
 
@@ -79,6 +78,37 @@ def test_a_sweep_given_a_negative_seed_names_the_flag_and_its_value(tmp_path, se
     with pytest.raises(ValueError, match=re.escape(f"--seeds {seeds!r}: each seed must be a whole number >= 0, got {said}")):
         plan_sweep("scalerl", seeds, str(tmp_path / "sweep"), {})
     assert not (tmp_path / "sweep").exists()
+
+
+@pytest.mark.parametrize("argv, flags_said, fields_said", [
+    (["--seed", "-1"], "--seed must be >= 0, got -1", "seed must be >= 0, got -1"),
+    (["--val-size", "0"], "--val-size must be >= 1, got 0", "val_size must be >= 1, got 0"),
+    (["--d-model", "30"], "--d-model 30 must be divisible by --n-head 4", "d_model=30 must be divisible by n_head=4"),
+    (["--device", "gpu"], "--device 'gpu': use cpu, cuda or cuda:N", "device='gpu': use cpu, cuda or cuda:N"),
+    (["--advisor-every", "1", "--advisor-priors", "a_sd=-1"], "--advisor-priors: a_sd must be > 0 and at most 20, got -1.0",
+     "advisor_priors: a_sd must be > 0 and at most 20, got -1.0"),
+])
+def test_a_refused_setting_is_named_by_its_flag_at_the_command_line_and_by_its_field_in_python(tmp_path, capsys, argv,
+                                                                                              flags_said, fields_said):
+    """`train --seed -1` said "seed must be >= 0, got -1": the user typed --seed. At the command line (a run's,
+    a sweep's) a refusal names the flag as typed; the Python API (make_config, validate) names the field."""
+    import dataclasses
+
+    from trainer_minimal.config import make_config, validate
+
+    assert main(["train", "--out", str(tmp_path / "run"), *argv]) == 2
+    assert capsys.readouterr().err == f"trainer-minimal: error: {flags_said}\n"
+    if "--seed" not in argv:  # a sweep's flag is --seeds (test_a_sweep_given_a_negative_seed_names_the_flag...)
+        assert main(["sweep", "--presets", "grpo", "--seeds", "0", "--out", str(tmp_path / "sweep"), *argv]) == 2
+        assert capsys.readouterr().err == f"trainer-minimal: error: {flags_said}\n"
+    settings = dict(zip(argv[::2], argv[1::2], strict=True))
+    fields = {flag.removeprefix("--").replace("-", "_"): value if flag in ("--device", "--advisor-priors") else int(value)
+              for flag, value in settings.items()}
+    with pytest.raises(ValueError, match=f"^{re.escape(fields_said)}$"):
+        make_config(**fields)
+    with pytest.raises(ValueError, match=f"^{re.escape(fields_said)}$"):
+        validate(dataclasses.replace(make_config(), **fields))
+    assert not (tmp_path / "run").exists() and not (tmp_path / "sweep").exists()
 
 
 @pytest.mark.parametrize("name", ["lr", "warmup_lr", "cispo_max", "clip_high"])

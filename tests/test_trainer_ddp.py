@@ -522,9 +522,9 @@ def test_a_rank_whose_own_flags_are_refused_before_it_joins_ends_rank_0_with_its
     flags = [f"--{k.replace('_', '-')}={v}" for k, v in TINY.items()]
     (code0, err0), (code1, err1) = launched_by_hand(tmp_path, RANK_1_MISTYPED_SCRIPT, "--out", tmp_path / "run",
                                                     "--warmstart-cache", tmp_path / "warmstart", *flags)
-    assert code1 == 2 and err1.endswith("trainer-minimal: error: lr must be > 0, got -1.0\n"), err1[-3000:]
+    assert code1 == 2 and err1.endswith("trainer-minimal: error: --lr must be > 0, got -1.0\n"), err1[-3000:]
     assert code0 == 2, err0[-3000:]
-    assert err0 == "trainer-minimal: error: rank 1 of 2 refused: lr must be > 0, got -1.0\n", err0[-3000:]
+    assert err0 == "trainer-minimal: error: rank 1 of 2 refused: --lr must be > 0, got -1.0\n", err0[-3000:]
     assert not (tmp_path / "run").exists()
 
 
@@ -873,7 +873,7 @@ def test_a_store_that_cannot_be_reached_to_tell_the_others_leaves_the_ranks_own_
            "WORLD_SIZE": "2", "RANK": rank, "LOCAL_RANK": rank}
     done = subprocess.run([sys.executable, "-m", "trainer_minimal", "train", "--out", str(tmp_path / "run"), *flags],
                           env=env, cwd=REPO, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 2 and done.stderr == "trainer-minimal: error: lr must be > 0, got -1.0\n", done.stderr[-3000:]
+    assert done.returncode == 2 and done.stderr == "trainer-minimal: error: --lr must be > 0, got -1.0\n", done.stderr[-3000:]
 
 
 def refused_by_rank_0(torchrun):

@@ -334,20 +334,20 @@ def test_an_extended_run_is_in_flight_again_until_it_ends(tmp_path, warm_cache, 
                                        "choose from 'ppo', 'cispo', 'gspo'"),
     (["sweep", "--presets", "grpo", "--seeds", "0", "--dtype", "bf16"], "invalid choice: 'bf16' (did you mean 'bfloat16'?)"),
     (["trian"], "invalid choice: 'trian' (did you mean 'train'?)"),
-    (["train", "--tasks", "sort,rve"], "tasks='sort,rve': unknown task 'rve' (did you mean 'rev'?); use a comma list of add,"),
-    (["train", "--advisor-every", "1", "--advisor-priors", "b_muu=1"], "advisor_priors 'b_muu=1': unknown name 'b_muu' (did you mean 'b_mu'"),
+    (["train", "--tasks", "sort,rve"], "--tasks 'sort,rve': unknown task 'rve' (did you mean 'rev'?); use a comma list of add,"),
+    (["train", "--advisor-every", "1", "--advisor-priors", "b_muu=1"], "--advisor-priors 'b_muu=1': unknown name 'b_muu' (did you mean 'b_mu'"),
     (["train", "--not-a-knob", "1"], "unrecognized arguments"),
     (["train", "--lr", "-1"], "lr must be > 0"),
-    (["train", "--group-size", "1"], "group_size must be >= 2"),
+    (["train", "--group-size", "1"], "--group-size must be >= 2"),
     (["train", "--batch-size", "abc"], "invalid int value"),
-    (["train", "--eval-every", "3", "--off-policy-k", "2"], "multiple of off_policy_k"),
+    (["train", "--eval-every", "3", "--off-policy-k", "2"], "multiple of --off-policy-k"),
     # a run that ended mid-round, extended later, sampled that round again and charged it twice
-    (["train", "--max-steps", "3", "--eval-every", "2"], "max_steps=3 must be a multiple of off_policy_k=2"),
+    (["train", "--max-steps", "3", "--eval-every", "2"], "--max-steps 3 must be a multiple of --off-policy-k 2"),
     (["sweep", "--presets", "scalerl,scalerl-k8", "--seeds", "0", "--max-steps", "36", "--eval-every", "4"],
-     "eval_every=4 must be a multiple of off_policy_k=8"),
-    (["train", "--train-size", "31"], "train_size=31 must be at least off_policy_k * batch_size = 32"),
-    (["train", "--data-seed", "-1"], "data_seed must be >= 0, got -1"),
-    (["train", "--seed", "-1"], "seed must be >= 0, got -1"),
+     "--eval-every 4 must be a multiple of --off-policy-k 8"),
+    (["train", "--train-size", "31"], "--train-size 31 must be at least --off-policy-k * --batch-size = 32"),
+    (["train", "--data-seed", "-1"], "--data-seed must be >= 0, got -1"),
+    (["train", "--seed", "-1"], "error: --seed must be >= 0, got -1"),
     (["train", "--resume"], "no checkpoint"),
     (["train", "--model-path", "/nonexistent/model"], "not a local Hugging Face model folder"),
     (["sweep", "--presets", "grpo", "--seeds", "0", "--model-path", "/nonexistent/model"],
@@ -356,13 +356,13 @@ def test_an_extended_run_is_in_flight_again_until_it_ends(tmp_path, warm_cache, 
      "advisor_reference '/nonexistent/runs.csv' does not exist"),
     (["sweep", "--presets", "grpo", "--seeds", "0", "--advisor-every", "1", "--advisor-reference", "/nonexistent/runs"],
      "advisor_reference '/nonexistent/runs' does not exist"),
-    (["train", "--advisor-rules", "target=0.5"], "advisor_rules is set but advisor_every=0"),
-    (["train", "--advisor-every", "1", "--advisor-rules", "taget=0.5"], "advisor_rules 'taget=0.5': unknown name 'taget' (did you mean 'target'?); expected NAME=VALUE"),
+    (["train", "--advisor-rules", "target=0.5"], "--advisor-rules is set but --advisor-every 0"),
+    (["train", "--advisor-every", "1", "--advisor-rules", "taget=0.5"], "--advisor-rules 'taget=0.5': unknown name 'taget' (did you mean 'target'?); expected NAME=VALUE"),
     (["train", "--advisor-every", "1", "--advisor-rules", "p_beat_threshold=2"],
-     "advisor_rules: p_beat_threshold must lie in (0, 1), got 2.0"),
-    (["train", "--advisor-every", "1", "--advisor-priors", "a_sd=-1"], "advisor_priors: a_sd must be > 0 and at most 20, got -1.0"),
+     "--advisor-rules: p_beat_threshold must lie in (0, 1), got 2.0"),
+    (["train", "--advisor-every", "1", "--advisor-priors", "a_sd=-1"], "--advisor-priors: a_sd must be > 0 and at most 20, got -1.0"),
     (["sweep", "--presets", "grpo", "--seeds", "0", "--advisor-every", "1", "--advisor-rules", "min_evals=x"],
-     "advisor_rules 'min_evals=x': 'x' is not a whole number"),
+     "--advisor-rules 'min_evals=x': 'x' is not a whole number"),
     (["sweep", "--presets", "grpo,nope", "--seeds", "0"], "unknown preset 'nope'"),
     (["sweep", "--presets", "grpo", "--seeds", "0,x"], "comma list of integers"),
     # the tiny GPT's 64 learned positions: past them the run crashed at the position lookup, after its warm start
@@ -371,25 +371,25 @@ def test_an_extended_run_is_in_flight_again_until_it_ends(tmp_path, warm_cache, 
     (["sweep", "--presets", "grpo", "--seeds", "0", "--gen-len", "60"],
      "the longest sequence would be 69 tokens (a prompt of 9, then gen_len=60 generated)"),
     (["train", "--lr", "inf"], "lr must be a finite number, got inf"),
-    (["train", "--device", "cudax"], "device='cudax': use cpu, cuda or cuda:N"),
-    (["sweep", "--presets", "grpo", "--seeds", "0", "--device", "cuda:-1"], "device='cuda:-1': use cpu, cuda or cuda:N"),
+    (["train", "--device", "cudax"], "--device 'cudax': use cpu, cuda or cuda:N"),
+    (["sweep", "--presets", "grpo", "--seeds", "0", "--device", "cuda:-1"], "--device 'cuda:-1': use cpu, cuda or cuda:N"),
     (["train", "--lr", "1e-5", "--seed", "1", "--lr=1e-4"], "--lr is given more than once"),
     (["sweep", "--presets", "grpo", "--seeds", "0", "--seeds", "1"], "--seeds is given more than once"),
-    (["train", "--clip-high", "nan"], "clip_high must be a finite number, got nan"),
+    (["train", "--clip-high", "nan"], "--clip-high must be a finite number, got nan"),
     # rev at size 1 has 1000 distinct prompts: the validation set cannot hold 1500 unique ones (it drew 50 *
     # val_size problems before it failed: hours at a val_size of 10 million)
     (["train", "--tasks", "rev", "--max-size", "1", "--val-size", "1500"],
-     "val_size=1500 is more than the 1000 distinct prompts of tasks='rev' up to max_size=1"),
+     "--val-size 1500 is more than the 1000 distinct prompts of --tasks 'rev' up to --max-size 1"),
     (["sweep", "--presets", "grpo", "--seeds", "0", "--tasks", "rev", "--max-size", "1", "--val-size", "1500"],
-     "val_size=1500 is more than the 1000 distinct prompts of tasks='rev' up to max_size=1"),
+     "--val-size 1500 is more than the 1000 distinct prompts of --tasks 'rev' up to --max-size 1"),
     # all of them: the training pool, drawn from the prompts the validation set leaves, drew 50 * train_size
     # problems before it failed ("could only generate 0 of 4000 problems")
     (["train", "--tasks", "rev", "--max-size", "1", "--val-size", "1000"],
-     "val_size=1000 takes all 1000 distinct prompts of tasks='rev' up to max_size=1, and none is left for the "
-     "training pool"),
+     "--val-size 1000 takes all 1000 distinct prompts of --tasks 'rev' up to --max-size 1, and none is left for "
+     "the training pool"),
     (["sweep", "--presets", "grpo", "--seeds", "0", "--tasks", "rev", "--max-size", "1", "--val-size", "1000"],
-     "val_size=1000 takes all 1000 distinct prompts of tasks='rev' up to max_size=1, and none is left for the "
-     "training pool"),
+     "--val-size 1000 takes all 1000 distinct prompts of --tasks 'rev' up to --max-size 1, and none is left for "
+     "the training pool"),
 ])
 def test_bad_input_is_refused_with_exit_2_before_any_compute(tmp_path, capsys, argv, message):
     out = tmp_path / "out"
@@ -1551,7 +1551,7 @@ def test_python_m_trainer_minimal_train_is_the_train_command(tmp_path):
     assert child.returncode == 0 and "--max-steps" in child.stdout and "--advisor-every" in child.stdout
     cmd = [sys.executable, "-m", "trainer_minimal.train", "--out", str(tmp_path / "run"), "--group-size", "1"]
     child = subprocess.run(cmd, env=child_env(), cwd=REPO, capture_output=True, text=True, timeout=120)
-    assert child.returncode == 2 and "group_size must be >= 2" in child.stderr
+    assert child.returncode == 2 and "--group-size must be >= 2" in child.stderr
 
 
 def test_train_help_shows_the_default_of_every_on_off_flag(capsys):
@@ -2691,7 +2691,7 @@ def test_a_negative_number_in_exponent_form_reaches_the_range_check(tmp_path, ca
     `-0.001` got the clip range's own message; both now get it, and nothing is written."""
     assert main(["train", "--clip-high", "-1e-3", "--out", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err
-    assert "expected one argument" not in err and "clip_high=-0.001" in err
+    assert "expected one argument" not in err and "--clip-high -0.001" in err
     assert not (tmp_path / "run").exists()
 
 

@@ -28,6 +28,7 @@ from .config import (
     CHOICES,
     PRESETS,
     Config,
+    SettingError,
     advisor_idle_note,
     check_launch_environment,
     field_names,
@@ -104,6 +105,19 @@ def build_parser(on_error=None):
     return parser
 
 
+@contextmanager
+def settings_named_by_flags():
+    """A refusal of the settings (config.SettingError: every check of validate()) names each by the flag the user
+    typed (--seed, --val-size 1000), where the Python API names its field (seed, val_size=1000). Where the
+    command line resolves its settings (a run's, a sweep's), so that every word of it, a rank's to the others
+    under torchrun too, is the flags'."""
+    try:
+        yield
+    except SettingError as err:
+        raise ValueError(err.with_flags()) from None
+
+
+@settings_named_by_flags()
 def resolve_train_config(args):
     """Config for `train`: preset + flags, or on --resume the run's saved config + flags (the saved
     config is config.json, or the checkpoint's own where config.json was deleted)."""
@@ -370,7 +384,8 @@ def checked_command(argv):
         if args.command == "sweep":
             from .sweep import plan_sweep
 
-            plan = plan_sweep(args.presets, args.seeds, args.out, explicit_overrides(args, SWEEP_FIXED))
+            with settings_named_by_flags():
+                plan = plan_sweep(args.presets, args.seeds, args.out, explicit_overrides(args, SWEEP_FIXED))
             idle = [advisor_idle_note(p["cfg"]) for p in plan if p["state"] == "new"]
         else:
             cfg = agreed_train_config(args)  # torch is imported only once the arguments are known to be sane

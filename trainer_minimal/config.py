@@ -182,41 +182,84 @@ def unknown_task(name):
     return f"unknown task {name!r}{f' ({hint})' if hint else ''}; "
 
 
+# A refusal of a setting names it as its caller gave it: the Python API (Config, make_config, validate) by its
+# field (seed, train_size=31), the command line by its flag, as the user typed it (--seed, --train-size 31).
+# One mechanism for every check, not a rewrite of the message's words (a field's name is often an English word:
+# seed, out, tasks): the check writes its message once, as a function of how settings are named (SettingNames),
+# and raises SettingError, a ValueError whose str() names the fields; the CLI alone says it with the flags
+# (SettingError.with_flags, in cli.settings_named_by_flags).
+class SettingNames:
+    """How a refusal names a setting: as_flags False, by its field ("train_size", "train_size=31"); True, by
+    its command-line flag ("--train-size", "--train-size 31")."""
+
+    def __init__(self, as_flags):
+        self.as_flags = as_flags
+
+    def __call__(self, name):
+        return "--" + name.replace("_", "-") if self.as_flags else name
+
+    def given(self, name, value):
+        """The setting with the value it was given; a string quoted, as the messages always showed it."""
+        shown = repr(value) if isinstance(value, str) else value
+        return f"{self(name)} {shown}" if self.as_flags else f"{name}={shown}"
+
+
+FIELD_NAMES, FLAG_NAMES = SettingNames(as_flags=False), SettingNames(as_flags=True)
+
+
+class SettingError(ValueError):
+    """A refusal of settings (validate), written once as message(names) -> str for a SettingNames: str() names
+    the fields, with_flags() the command-line flags."""
+
+    def __init__(self, message):
+        super().__init__(message(FIELD_NAMES))
+        self.message = message
+
+    def with_flags(self):
+        return self.message(FLAG_NAMES)
+
+    def __reduce__(self):  # pickled (another process), it is the ValueError it says: its message is a function
+        return ValueError, self.args
+
+
 def validate(cfg, *, saved_max_steps=None):
-    """Refuse bad values before any compute is spent. Raises ValueError naming the field.
+    """Refuse bad values before any compute is spent. Raises SettingError (a ValueError) naming the field, and at
+    the command line the flag (see SettingNames).
     saved_max_steps: on --resume, the run's own max_steps, kept even where it is not a multiple
     of off_policy_k (a run made before that was required: it can be resumed to say it finished)."""
     for name, allowed in CHOICES.items():
         value = getattr(cfg, name)
         if value not in allowed:
-            raise ValueError(f"{name}={value!r} is not one of {', '.join(allowed)}")
+            raise SettingError(lambda n, name=name, value=value, allowed=allowed:
+                               f"{n.given(name, value)} is not one of {', '.join(allowed)}")
     for f in fields(cfg):
         if f.type is float and not math.isfinite(getattr(cfg, f.name)):
-            raise ValueError(f"{f.name} must be a finite number, got {getattr(cfg, f.name)}")
+            raise SettingError(lambda n, name=f.name: f"{n(name)} must be a finite number, got {getattr(cfg, name)}")
     for name in POSITIVE_INTS:
         if getattr(cfg, name) < 1:
-            raise ValueError(f"{name} must be >= 1, got {getattr(cfg, name)}")
+            raise SettingError(lambda n, name=name: f"{n(name)} must be >= 1, got {getattr(cfg, name)}")
     for name in ("warmup_steps", "lr_warmup", "advisor_every", "weight_decay", "grad_clip", "advisor_budget"):
         if getattr(cfg, name) < 0:
-            raise ValueError(f"{name} must be >= 0, got {getattr(cfg, name)}")
+            raise SettingError(lambda n, name=name: f"{n(name)} must be >= 0, got {getattr(cfg, name)}")
     for name in (*POSITIVE_INTS, "warmup_steps", "lr_warmup", "advisor_every"):
         if getattr(cfg, name) > MAX_WHOLE_NUMBER:
-            raise ValueError(f"{name} must be at most {MAX_WHOLE_NUMBER}, got {getattr(cfg, name)}")
+            raise SettingError(lambda n, name=name: f"{n(name)} must be at most {MAX_WHOLE_NUMBER}, "
+                                                    f"got {getattr(cfg, name)}")
     for name in ("lr", "warmup_lr", "temperature", "cispo_max"):
         if not getattr(cfg, name) > 0:
-            raise ValueError(f"{name} must be > 0, got {getattr(cfg, name)}")
+            raise SettingError(lambda n, name=name: f"{n(name)} must be > 0, got {getattr(cfg, name)}")
     for name in FLOAT32_SETTINGS:
         if getattr(cfg, name) > MAX_FLOAT32_SETTING:
-            raise ValueError(f"{name} must be at most {MAX_FLOAT32_SETTING:g} (it reaches float32 tensors), "
-                             f"got {getattr(cfg, name)}")
+            raise SettingError(lambda n, name=name: f"{n(name)} must be at most {MAX_FLOAT32_SETTING:g} (it reaches "
+                                                    f"float32 tensors), got {getattr(cfg, name)}")
     if not 0 <= cfg.clip_low < 1 or cfg.clip_high < 0:
-        raise ValueError(f"clip range must satisfy 0 <= clip_low < 1 and clip_high >= 0, got "
-                         f"clip_low={cfg.clip_low}, clip_high={cfg.clip_high}")
+        raise SettingError(lambda n: f"clip range must satisfy 0 <= {n('clip_low')} < 1 and {n('clip_high')} >= 0, "
+                                     f"got {n.given('clip_low', cfg.clip_low)}, {n.given('clip_high', cfg.clip_high)}")
     if not 0 <= cfg.npr_threshold <= 1:
-        raise ValueError(f"npr_threshold must be in [0, 1] (0 = off), got {cfg.npr_threshold}")
+        raise SettingError(lambda n: f"{n('npr_threshold')} must be in [0, 1] (0 = off), got {cfg.npr_threshold}")
     for name in ("seed", "data_seed", "warmup_seed"):
         if getattr(cfg, name) < 0:
-            raise ValueError(f"{name} must be >= 0, got {getattr(cfg, name)}")
+            raise SettingError(lambda n, name=name: f"{n(name)} must be >= 0, got {getattr(cfg, name)}")
     # a run ends, is checkpointed and is evaluated only between generation rounds: a round's
     # k mini-batches share one sampling, and a run cut mid-round and extended later would sample
     # that round again from changed weights and charge it twice
@@ -224,44 +267,52 @@ def validate(cfg, *, saved_max_steps=None):
         if name == "max_steps" and cfg.max_steps == saved_max_steps:
             continue
         if getattr(cfg, name) % cfg.off_policy_k:
-            raise ValueError(f"{name}={getattr(cfg, name)} must be a multiple of off_policy_k={cfg.off_policy_k} "
-                             "(one generation round feeds off_policy_k optimizer steps)")
+            raise SettingError(lambda n, name=name: f"{n.given(name, getattr(cfg, name))} must be a multiple of "
+                                                    f"{n.given('off_policy_k', cfg.off_policy_k)} (one generation "
+                                                    "round feeds off_policy_k optimizer steps)")
     if cfg.train_size < cfg.off_policy_k * cfg.batch_size:
-        raise ValueError(f"train_size={cfg.train_size} must be at least off_policy_k * batch_size = "
-                         f"{cfg.off_policy_k * cfg.batch_size} (the distinct prompts of one generation round)")
+        raise SettingError(lambda n: f"{n.given('train_size', cfg.train_size)} must be at least {n('off_policy_k')} * "
+                                     f"{n('batch_size')} = {cfg.off_policy_k * cfg.batch_size} (the distinct prompts "
+                                     "of one generation round)")
     if cfg.group_size < 2:
-        raise ValueError(f"group_size must be >= 2 (advantages compare samples of a prompt), got {cfg.group_size}")
+        raise SettingError(lambda n: f"{n('group_size')} must be >= 2 (advantages compare samples of a prompt), "
+                                     f"got {cfg.group_size}")
     if not cfg.model_path and cfg.d_model % cfg.n_head:
-        raise ValueError(f"d_model={cfg.d_model} must be divisible by n_head={cfg.n_head}")
+        raise SettingError(lambda n: f"{n.given('d_model', cfg.d_model)} must be divisible by "
+                                     f"{n.given('n_head', cfg.n_head)}")
     tasks = [t for t in cfg.tasks.split(",") if t]
     bad = [t for t in tasks if t not in TASK_NAMES]
     if not tasks or bad:
-        raise ValueError(f"tasks={cfg.tasks!r}: {unknown_task(bad[0]) if bad else ''}use a comma list of {', '.join(TASK_NAMES)}")
+        raise SettingError(lambda n: f"{n.given('tasks', cfg.tasks)}: {unknown_task(bad[0]) if bad else ''}use a comma "
+                                     f"list of {', '.join(TASK_NAMES)}")
     if cfg.max_size > MAX_NUMBER_DIGITS and (numbers := [t for t in NUMBER_TASKS if t in tasks]):
-        raise ValueError(f"max_size={cfg.max_size} must be at most {MAX_NUMBER_DIGITS} with tasks {' and '.join(numbers)}, "
-                         f"whose numbers of up to max_size digits are 64-bit integers")
+        raise SettingError(lambda n: f"{n.given('max_size', cfg.max_size)} must be at most {MAX_NUMBER_DIGITS} with "
+                                     f"tasks {' and '.join(numbers)}, whose numbers of up to {n('max_size')} digits "
+                                     "are 64-bit integers")
     from .tasks import distinct_prompts  # numpy loads with it
 
     # the validation prompts are distinct: past the tasks' own count, their generation drew 50 * val_size
     # problems before it failed (hours at a val_size of 10 million), or filled the memory first
     available = distinct_prompts(tasks, cfg.max_size, cfg.val_size)
     if cfg.val_size > available:
-        raise ValueError(f"val_size={cfg.val_size} is more than the {available} distinct prompts of tasks={cfg.tasks!r} "
-                         f"up to max_size={cfg.max_size} (the validation prompts are distinct): lower val_size or "
-                         "raise max_size")
+        raise SettingError(lambda n: f"{n.given('val_size', cfg.val_size)} is more than the {available} distinct prompts "
+                                     f"of {n.given('tasks', cfg.tasks)} up to {n.given('max_size', cfg.max_size)} (the "
+                                     f"validation prompts are distinct): lower {n('val_size')} or raise {n('max_size')}")
     # the training pool is drawn from the prompts the validation set left (tasks.build_datasets); it may repeat a
     # prompt, so one left is enough, but none left drew 50 * train_size problems before it failed, naming no cause
     if cfg.val_size == available:
-        raise ValueError(f"val_size={cfg.val_size} takes all {available} distinct prompts of tasks={cfg.tasks!r} up to "
-                         f"max_size={cfg.max_size}, and none is left for the training pool (it is drawn from the "
-                         "prompts the validation set does not hold): lower val_size or raise max_size")
+        raise SettingError(lambda n: f"{n.given('val_size', cfg.val_size)} takes all {available} distinct prompts of "
+                                     f"{n.given('tasks', cfg.tasks)} up to {n.given('max_size', cfg.max_size)}, and "
+                                     "none is left for the training pool (it is drawn from the prompts the validation "
+                                     f"set does not hold): lower {n('val_size')} or raise {n('max_size')}")
     if not re.fullmatch(r"cpu|cuda(:\d+)?", cfg.device):  # torch's own error came after the run folder was made
-        raise ValueError(f"device={cfg.device!r}: use cpu, cuda or cuda:N")
+        raise SettingError(lambda n: f"{n.given('device', cfg.device)}: use cpu, cuda or cuda:N")
     if not cfg.out:
-        raise ValueError("out (the run folder) must not be empty")
+        raise SettingError(lambda n: f"{n('out')} (the run folder) must not be empty")
     for name in ("advisor_reference", "advisor_rules", "advisor_priors"):
         if getattr(cfg, name) and cfg.advisor_every == 0:
-            raise ValueError(f"{name} is set but advisor_every=0 (the advisor is off)")
+            raise SettingError(lambda n, name=name: f"{n(name)} is set but {n.given('advisor_every', 0)} "
+                                                    "(the advisor is off)")
     if cfg.advisor_rules or cfg.advisor_priors:
         advisor_settings(cfg)  # read them now: a typo fails before any compute, not at the first advice
 
@@ -465,22 +516,26 @@ def check_head_fields(path, config):
 
 def advisor_settings(cfg):
     """(EarlyStopConfig, forecaster kwargs) for the advisor from advisor_rules and advisor_priors.
-    ValueError naming the setting and the bad item. forecast is imported only here and in the
+    SettingError naming the setting and the bad item. forecast is imported only here and in the
     advisor itself: the trainer runs without it while the advisor is off."""
     from forecast.early_stop import EarlyStopConfig
     from forecast.model import Priors
     from forecast.settings import parse_settings
 
-    rule_items = parse_settings(cfg.advisor_rules, EarlyStopConfig, "advisor_rules")
-    prior_items = parse_settings(cfg.advisor_priors, Priors, "advisor_priors")
+    try:
+        rule_items = parse_settings(cfg.advisor_rules, EarlyStopConfig, "advisor_rules")
+        prior_items = parse_settings(cfg.advisor_priors, Priors, "advisor_priors")
+    except ValueError as err:  # "advisor_rules 'taget=0.5': ...": parse_settings says the label given first
+        setting, _, said = str(err).partition(" ")
+        raise SettingError(lambda n: f"{n(setting)} {said}") from None
     try:
         rules = EarlyStopConfig(**rule_items)
     except ValueError as err:  # a value out of range: the dataclass names the field
-        raise ValueError(f"advisor_rules: {err}") from None
+        raise SettingError(lambda n, said=str(err): f"{n('advisor_rules')}: {said}") from None
     try:
         priors = Priors(**prior_items)
     except ValueError as err:
-        raise ValueError(f"advisor_priors: {err}") from None
+        raise SettingError(lambda n, said=str(err): f"{n('advisor_priors')}: {said}") from None
     return rules, ({"priors": priors} if prior_items else {})
 
 
