@@ -12,6 +12,7 @@ import csv
 import errno
 import functools
 import heapq
+import io
 import itertools
 import json
 import math
@@ -408,46 +409,54 @@ def _said_and_kept(call, *args, say: bool = True, **kwargs):
 
 
 def _read_csv(path: Path) -> pd.DataFrame:
-    # the file's bytes, read once for the zeros a crash left and for the cut-short check below. The head's zeros
-    # were judged (_binary_message), the rest's were not: past its 8 KiB a block of them was read into a run's name,
-    # and one that ended the file was said as a last row cut short. Judged before read_csv, which may fail on them
+    # the file's bytes, read once: the zeros a crash left, the cut-short check below, the parse and the row lines
+    # are judged in the same bytes. The head's zeros were judged (_binary_message), the rest's were not: past its
+    # 8 KiB a block of them was read into a run's name, and one that ended the file was said as a last row cut
+    # short. Judged before read_csv, which may fail on them. The file was read again for the parse and the lines:
+    # one a logger appended to meanwhile (forecast watch reads it at every poll) was parsed with a last row cut
+    # short that the check, judging the earlier bytes, let through (a metric 0.3917 fitted as 0.39)
     data = path.read_bytes()
     if nul_block := nul_block_message(data):
         raise RunDataError(nul_block, source=path)
+
+    def parsed(**options) -> pd.DataFrame:
+        return pd.read_csv(io.BytesIO(data), **options)
+
     try:
-        columns = pd.read_csv(path, nrows=0).columns
+        columns = parsed(nrows=0).columns
         separator = _separator_of(columns, tabs=path.suffix.lower() == ".tsv")
         if separator != ",":
-            columns = pd.read_csv(path, nrows=0, sep=separator).columns
+            columns = parsed(nrows=0, sep=separator).columns
         # names stay as written: "001" is not run 1, and recipe "1e-3" is not 0.001; nor is a recipe
         # "None" or a run "NA" missing (pandas' default reading, which refused them as "is missing")
         missing = {column: [""] if column in NAME_COLUMNS else list(CSV_MISSING) for column in columns}
-        _refuse_repeated_header_names(path, separator)
+        _refuse_repeated_header_names(path, parsed(sep=separator, header=None, nrows=1, dtype=str,
+                                                   keep_default_na=False))
         names = {"run_id": str, "recipe": str, "compute_unit": str}
         if separator != ",":
             # read the numbers as text first: their decimal mark is decided for the whole file below
             numbers = {column: str for column in columns if column in DECIMAL_COLUMNS}
-            raw = pd.read_csv(path, sep=separator, dtype={**names, **numbers}, keep_default_na=False, na_values=missing)
-            decimal = _decimal_mark(path, raw, _csv_row_lines(path, len(raw)))
-            frame = pd.read_csv(path, sep=separator, decimal=decimal, dtype={**names, **numbers}, keep_default_na=False,
-                                na_values=missing)
+            raw = parsed(sep=separator, dtype={**names, **numbers}, keep_default_na=False, na_values=missing)
+            decimal = _decimal_mark(path, raw, _csv_row_lines(data, len(raw)))
+            frame = parsed(sep=separator, decimal=decimal, dtype={**names, **numbers}, keep_default_na=False,
+                           na_values=missing)
             for column in numbers:
                 frame[column] = frame[column].str.replace(",", ".", regex=False) if decimal == "," else frame[column]
         else:
-            frame = pd.read_csv(path, dtype=names, keep_default_na=False, na_values=missing)
+            frame = parsed(dtype=names, keep_default_na=False, na_values=missing)
         _refuse_a_last_row_cut_short(path, data, separator, len(columns))
     except pd.errors.EmptyDataError:
         # a file with nothing in it holds no rows, as a header-only one or an empty JSONL log does
         # (in a folder it is skipped, where it failed the whole read; named, it "holds no rows")
         return pd.DataFrame()
-    frame["_line"] = _csv_row_lines(path, len(frame))
+    frame["_line"] = _csv_row_lines(data, len(frame))
     return _without_trailing_empty_columns(frame)
 
 
-def _refuse_repeated_header_names(path: Path, separator: str) -> None:
+def _refuse_repeated_header_names(path: Path, header: pd.DataFrame) -> None:
     """RunDataError when the header names a column twice: read_csv renames the second 'metric' to
-    'metric.1', so the fit read the first in silence (two exports pasted side by side)."""
-    header = pd.read_csv(path, sep=separator, header=None, nrows=1, dtype=str, keep_default_na=False)
+    'metric.1', so the fit read the first in silence (two exports pasted side by side). `header`: the file's
+    first line as a row of text (read_csv with header=None, nrows=1)."""
     names = [str(name).strip() for name in header.iloc[0]] if len(header) else []
     for name in dict.fromkeys(names):
         places = [number for number, other in enumerate(names, start=1) if other == name]
@@ -542,11 +551,11 @@ def _without_trailing_empty_columns(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.drop(columns=empty)
 
 
-def _csv_row_lines(path: Path, n_rows: int) -> np.ndarray:
-    """The file line of each data row, for errors that name it. read_csv skips blank lines, so
-    counting rows from the header put an error after a blank line one line or more too early.
-    Where the count does not match (a quoted field holding a newline), rows counted from line 2."""
-    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+def _csv_row_lines(data: bytes, n_rows: int) -> np.ndarray:
+    """The file line of each data row, for errors that name it (`data`: the file's bytes, as parsed). read_csv
+    skips blank lines, so counting rows from the header put an error after a blank line one line or more too
+    early. Where the count does not match (a quoted field holding a newline), rows counted from line 2."""
+    lines = data.decode("utf-8", errors="replace").splitlines()
     filled = [number for number, line in enumerate(lines, start=1) if line.strip()]
     if len(filled) == n_rows + 1:  # the header and one line per row
         return np.array(filled[1:])

@@ -1440,6 +1440,28 @@ def test_a_csv_that_ends_inside_a_row_cut_short_is_refused_naming_the_line(tmp_p
     assert list(load_runs(path)["metric"]) == [0.1, 0.2, 0.3]
 
 
+def test_a_csv_appended_to_while_it_is_read_is_parsed_from_the_bytes_its_checks_judged(tmp_path, monkeypatch):
+    """The CSV reader read the file's bytes for its checks (the zeros a crash left, a last row cut short), then the
+    file again to parse it and number its rows: a table a logger appended to in between (forecast watch reads it at
+    every poll) was parsed with a last row cut short, the check having judged the earlier bytes, and its cut metric
+    fitted in silence. Here a row arrives, half written, just after the checks' read."""
+    text = good_table().to_csv(index=False)
+    path = tmp_path / "runs.csv"
+    path.write_text(text)
+    read_bytes = Path.read_bytes
+
+    def a_logger_appends_once_read(self):
+        raw = read_bytes(self)
+        if self == path:
+            with open(path, "a") as log:
+                log.write("b-s0,b,160.0,0.4")  # a row in flight: its metric cut short of 0.4186, its n_eval yet to come
+        return raw
+
+    monkeypatch.setattr(Path, "read_bytes", a_logger_appends_once_read)
+    runs = load_runs(path)
+    assert len(runs) == 12 and runs["compute"].max() == 80.0  # the table as its checks read it
+
+
 def test_a_never_closed_quote_and_a_second_byte_order_mark_are_named_by_line_and_name(tmp_path):
     # found by fuzzing: pandas' "EOF inside string starting at row 3" counts neither the header nor blank
     # lines (the quote opens on line 5 here), and a name behind a second byte-order mark printed as 'run_id'
