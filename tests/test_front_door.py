@@ -132,7 +132,7 @@ def test_an_unknown_name_is_answered_with_the_one_it_was_likely_meant_as(fitted)
     assert sorted(close_names("dapo-s9", ["dapo-s0", "dapo-s1", "grpo-s0"])[:2]) == ["dapo-s0", "dapo-s1"]
 
 
-def test_a_name_that_differs_only_in_its_spaces_is_the_one_named(tmp_path, capsys):
+def test_a_name_that_differs_only_in_its_spaces_is_the_one_named(small_sweep, tmp_path, capsys):
     """A table's recipe '  g4 ' (spaces a CSV kept around the name): `forecast predict --recipe g4` said
     "unknown recipe 'g4'; known:   g4 , dapo", the list showing the name as if it were the one given,
     and no guess (difflib finds 'g4' too far from '  g4 ')."""
@@ -145,22 +145,22 @@ def test_a_name_that_differs_only_in_its_spaces_is_the_one_named(tmp_path, capsy
     assert unknown_name_message("recipe", "g4", ["  g4 ", "dapo"]).startswith("unknown recipe 'g4' (did you mean '  g4 '?)")
     fit = tmp_path / "fit"
     fit.mkdir()
-    fitted_with_spaces(fit)
+    fitted_with_spaces(small_sweep, fit)
     assert main(["predict", str(fit), "--compute", "1e4", "--recipe", "g4"]) == 2
     assert "unknown recipe 'g4' (did you mean '  g4 '?)" in capsys.readouterr().err
     assert main(["predict", str(fit), "--compute", "1e4", "--recipe", "  g4 "]) == 0
 
 
-def fitted_with_spaces(folder):
-    """A fast fit saved in `folder` of two recipes, one named with spaces around it ('  g4 ')."""
+def fitted_with_spaces(small_sweep, folder):
+    """A fast fit saved in `folder` of the session's small sweep, one recipe renamed with spaces around it
+    ('  g4 '). The sweep's shape is the session fit's, so the fit reuses that compiled model (a sweep of
+    another shape compiled one of its own, some 17 s of numba, for this test alone)."""
     import warnings
 
     from forecast import ScalingForecaster
-    from forecast.synthetic import simulate_sweep
-    from tests.conftest import small_recipe_table
 
-    sweep = simulate_sweep(small_recipe_table(2), n_seeds=1, n_points=12, rng=1)
-    sweep["recipe"] = sweep["recipe"].map({"scalerl_8b": "  g4 ", "scalerl_scout_moe": "dapo"})
+    sweep = small_sweep.copy()
+    sweep["recipe"] = sweep["recipe"].map({"scalerl_8b": "  g4 ", "scalerl_scout_moe": "dapo", "scalerl_8gen": "cispo"})
     sweep["run_id"] = sweep["recipe"].str.strip() + "-" + sweep["seed"].astype(str)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
