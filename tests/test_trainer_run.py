@@ -2356,6 +2356,17 @@ def wait_for_evaluations(proc, evals, n, timeout=120):
         time.sleep(0.05)
 
 
+def exit_code_or_where_it_hangs(child, timeout):
+    """The exit code of `child` within `timeout` seconds; past it, the test fails with the child's stderr, which
+    ends with its Python stacks where it was started with PYTHONFAULTHANDLER=1 (SIGABRT dumps them)."""
+    try:
+        return child.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        child.send_signal(signal.SIGABRT)
+        _, err = child.communicate(timeout=30)
+        pytest.fail(f"still running {timeout} s on; its stderr and stacks:\n{err.decode(errors='replace')[-6000:]}")
+
+
 def folder_is_unlocked(folder):
     import fcntl
 
@@ -2611,11 +2622,14 @@ def test_sigterm_to_a_run_stops_it_as_ctrl_c_does(tmp_path, warm_cache):
     run = tmp_path / "run"
     cmd = [sys.executable, "-m", "trainer_minimal", "train", "--out", str(run), "--warmstart-cache", warm_cache,
            "--max-steps", "4000", "--eval-every", "2", *tiny_flags()]
-    child = subprocess.Popen(cmd, env=child_env(), cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # PYTHONFAULTHANDLER: a child that does not stop is made to say where it is (its stack, on SIGABRT) before
+    # the test fails; once under a loaded machine it went on for 60 s and nothing told where it was
+    child = subprocess.Popen(cmd, env={**child_env(), "PYTHONFAULTHANDLER": "1"}, cwd=REPO, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE)
     try:
         wait_for_evaluations(child, run / "evals.jsonl", 2)
         child.send_signal(signal.SIGTERM)
-        assert child.wait(timeout=60) == 143
+        assert exit_code_or_where_it_hangs(child, 60) == 143
     finally:
         if child.poll() is None:
             child.kill()
