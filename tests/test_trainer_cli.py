@@ -111,6 +111,57 @@ def test_a_refused_setting_is_named_by_its_flag_at_the_command_line_and_by_its_f
     assert not (tmp_path / "run").exists() and not (tmp_path / "sweep").exists()
 
 
+def checked_outside_validate(check, cfg):
+    """The refusal of a check of a run's settings made outside validate() (its machine's, its files'), by name."""
+    from trainer_minimal import config, train
+    from trainer_minimal.tasks import build_datasets
+
+    if check == "check_sequences_fit":
+        return train.check_sequences_fit(cfg, *build_datasets(cfg))
+    return getattr(config if hasattr(config, check) else train, check)(cfg)
+
+
+@pytest.mark.parametrize("argv, fields, check, flags_said, fields_said", [
+    (["--model-path", "/nonexistent/model"], dict(model_path="/nonexistent/model"), "check_model_path",
+     "--model-path '/nonexistent/model' is not a local Hugging Face model folder (no config.json)",
+     "model_path='/nonexistent/model' is not a local Hugging Face model folder (no config.json)"),
+    (["--advisor-every", "1", "--advisor-reference", "/nonexistent/runs.csv"],
+     dict(advisor_every=1, advisor_reference="/nonexistent/runs.csv"), "check_advisor_reference",
+     "--advisor-reference '/nonexistent/runs.csv' does not exist", "advisor_reference '/nonexistent/runs.csv' does not exist"),
+    (["--device", "cuda:1"], dict(device="cuda:1"), "check_device",
+     "--device 'cuda:1' but this torch build sees no CUDA device", "device='cuda:1' but this torch build sees no CUDA device"),
+    (["--train-size", "10000000"], dict(train_size=10000000), "check_memory_fits",
+     "the task data 2.33 GiB (--train-size 10000000, --val-size 300)), more than the 1 GiB this machine has",
+     "the task data 2.33 GiB (train_size=10000000, val_size=300)), more than the 1 GiB this machine has"),
+    (["--tasks", "sort", "--max-size", "61"], dict(tasks="sort", max_size=61), "check_sequences_fit",
+     "with --tasks 'sort' up to --max-size 61: lower --max-size or --gen-len",
+     "with tasks='sort' up to max_size=61: lower max_size or gen_len"),
+], ids=["model_path", "advisor_reference", "device", "memory", "sequences"])
+def test_a_setting_refused_outside_validate_is_named_by_its_flag_at_the_command_line_and_by_its_field_in_python(
+        tmp_path, capsys, monkeypatch, argv, fields, check, flags_said, fields_said):
+    """The checks of a run's machine and files, made where a run starts and a sweep is planned (not in validate():
+    they ask torch, read files, build the data), named fields at the command line: `--lr 0` said "--lr must be >
+    0" and `--device cuda:1` "device='cuda:1' but ...". They name the flag there, as validate()'s checks do, and
+    the field in the Python API. This machine is made to have 1 GiB and no CUDA device."""
+    import torch
+
+    from trainer_minimal import train
+    from trainer_minimal.config import make_config
+
+    monkeypatch.setattr(train, "machine_memory", lambda: 2**30)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    cache = ["--warmstart-cache", str(tmp_path / "cache")]
+    for command in (["train", "--out", str(tmp_path / "run")],
+                    ["sweep", "--presets", "scalerl", "--seeds", "0", "--out", str(tmp_path / "sweep")]):
+        assert main([*command, *cache, *argv]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("trainer-minimal: error: ") and flags_said in err and err.count("\n") == 1, err
+    with pytest.raises(ValueError) as refused:
+        checked_outside_validate(check, make_config(**fields))
+    assert fields_said in str(refused.value)
+    assert not (tmp_path / "run").exists() and not (tmp_path / "sweep").exists()
+
+
 @pytest.mark.parametrize("name", ["lr", "warmup_lr", "cispo_max", "clip_high"])
 def test_a_setting_past_float32_is_refused_naming_it_before_any_update(name):
     """`--lr 1e39` (--warmup-lr, --cispo-max, --clip-high 1e300: finite, so taken) crashed in torch at the first

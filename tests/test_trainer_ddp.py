@@ -603,7 +603,7 @@ sys.exit(main(["train", *sys.argv[1:]]))
 
 @pytest.mark.parametrize("refuses, batch_size, said", [
     ("rank 0", 8, "--device cuda:0: not on this machine"),
-    ("both", 7, "batch_size=7 must be divisible by the 2 processes"),
+    ("both", 7, "--batch-size 7 must be divisible by the 2 processes"),
 ], ids=["rank 0", "both"])
 def test_a_refusal_of_rank_0_before_it_opens_the_store_reaches_the_other_ranks(tmp_path, refuses, batch_size, said):
     """Launched by hand, a new run's rank 0 that refused its own flags on its machine (a device or model folder

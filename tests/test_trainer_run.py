@@ -353,9 +353,9 @@ def test_an_extended_run_is_in_flight_again_until_it_ends(tmp_path, warm_cache, 
     (["sweep", "--presets", "grpo", "--seeds", "0", "--model-path", "/nonexistent/model"],
      "not a local Hugging Face model folder"),
     (["train", "--advisor-every", "1", "--advisor-reference", "/nonexistent/runs.csv"],
-     "advisor_reference '/nonexistent/runs.csv' does not exist"),
+     "--advisor-reference '/nonexistent/runs.csv' does not exist"),
     (["sweep", "--presets", "grpo", "--seeds", "0", "--advisor-every", "1", "--advisor-reference", "/nonexistent/runs"],
-     "advisor_reference '/nonexistent/runs' does not exist"),
+     "--advisor-reference '/nonexistent/runs' does not exist"),
     (["train", "--advisor-rules", "target=0.5"], "--advisor-rules is set but --advisor-every 0"),
     (["train", "--advisor-every", "1", "--advisor-rules", "taget=0.5"], "--advisor-rules 'taget=0.5': unknown name 'taget' (did you mean 'target'?); expected NAME=VALUE"),
     (["train", "--advisor-every", "1", "--advisor-rules", "p_beat_threshold=2"],
@@ -369,7 +369,7 @@ def test_an_extended_run_is_in_flight_again_until_it_ends(tmp_path, warm_cache, 
     # had begun (IndexError: index out of range in self, exit 1, a run folder left behind)
     (["train", "--tasks", "sort", "--max-size", "61"], "the tiny GPT has 64 positions, and the longest sequence"),
     (["sweep", "--presets", "grpo", "--seeds", "0", "--gen-len", "60"],
-     "the longest sequence would be 69 tokens (a prompt of 9, then gen_len=60 generated)"),
+     "the longest sequence would be 69 tokens (a prompt of 9, then --gen-len 60 generated)"),
     (["train", "--lr", "inf"], "lr must be a finite number, got inf"),
     (["train", "--device", "cudax"], "--device 'cudax': use cpu, cuda or cuda:N"),
     (["sweep", "--presets", "grpo", "--seeds", "0", "--device", "cuda:-1"], "--device 'cuda:-1': use cpu, cuda or cuda:N"),
@@ -433,9 +433,9 @@ def test_a_cuda_device_the_machine_lacks_is_refused_with_exit_2_before_any_compu
     """torch's own error came after the run folder was made (a traceback, exit 1), and for a sweep
     from its warm start, in the sweep's own process, before any run: whatever CUDA this machine has."""
     cases = (
-        (False, 0, "cuda", "device='cuda' but this torch build sees no CUDA device"),
-        (True, 1, "cuda:1", "device='cuda:1' but this machine has 1 CUDA device(s): use cuda:0"),
-        (True, 2, "cuda:2", "device='cuda:2' but this machine has 2 CUDA device(s): use cuda:0 to cuda:1"),
+        (False, 0, "cuda", "--device 'cuda' but this torch build sees no CUDA device"),
+        (True, 1, "cuda:1", "--device 'cuda:1' but this machine has 1 CUDA device(s): use cuda:0"),
+        (True, 2, "cuda:2", "--device 'cuda:2' but this machine has 2 CUDA device(s): use cuda:0 to cuda:1"),
     )
     for available, count, device, message in cases:
         monkeypatch.setattr(torch.cuda, "is_available", lambda available=available: available)
@@ -467,9 +467,9 @@ def test_settings_whose_run_cannot_fit_in_memory_are_refused_with_exit_2_before_
 
     monkeypatch.setattr(os, "sysconf", machine_with(256))
     cases = (
-        (dict(n_layer=4, d_model=64), "the model and its AdamW state 0.00308 GiB (n_layer=4, d_model=64)"),
-        (dict(train_size=8000), "the task data 0.00187 GiB (train_size=8000, val_size=50)"),
-        (dict(group_size=256), "(4096 in a rollout: off_policy_k=2 x batch_size=8 x group_size=256)"),
+        (dict(n_layer=4, d_model=64), "the model and its AdamW state 0.00308 GiB (--n-layer 4, --d-model 64)"),
+        (dict(train_size=8000), "the task data 0.00187 GiB (--train-size 8000, --val-size 50)"),
+        (dict(group_size=256), "(4096 in a rollout: --off-policy-k 2 x --batch-size 8 x --group-size 256)"),
     )
     for settings, part in cases:
         out = tmp_path / f"out-{'-'.join(settings)}"
@@ -631,7 +631,7 @@ def test_a_model_folder_that_cannot_be_loaded_is_refused_with_exit_2(tmp_path, c
                             ("logit-scale", "its config sets logit_scale=0.0625")):
         out = tmp_path / f"out-{folder}"
         assert main([*command, "--model-path", str(tmp_path / folder), "--out", str(out)]) == 2
-        assert message in capsys.readouterr().err
+        assert f"--model-path {str(tmp_path / folder)!r}" in (err := capsys.readouterr().err) and message in err
         assert not out.exists()
 
 
@@ -757,7 +757,7 @@ def test_a_bad_advisor_reference_exits_2_with_one_line_and_no_traceback(tmp_path
            "--advisor-reference", str(tmp_path / "typo.csv")]
     child = subprocess.run(cmd, env=child_env(), cwd=REPO, capture_output=True, text=True, timeout=120)
     assert child.returncode == 2 and child.stdout == ""
-    assert child.stderr == f"trainer-minimal: error: advisor_reference '{tmp_path / 'typo.csv'}' does not exist " \
+    assert child.stderr == f"trainer-minimal: error: --advisor-reference '{tmp_path / 'typo.csv'}' does not exist " \
                            "(give a run table or a folder of runs to compare with)\n"
     assert not out.exists()
 
@@ -808,7 +808,7 @@ def test_a_run_that_ended_mid_round_before_that_was_refused_still_resumes_to_say
     assert main(["train", "--out", str(run), "--resume"]) == 0
     assert "already finished at step 3 of 3" in capsys.readouterr().out
     assert main(["train", "--out", str(run), "--resume", "--max-steps", "6"]) == 2
-    assert "inside a generation round of off_policy_k=2 steps; the run cannot be extended exactly" in capsys.readouterr().err
+    assert "inside a generation round of --off-policy-k 2 steps; the run cannot be extended exactly" in capsys.readouterr().err
 
 
 def test_resume_of_a_finished_run_says_so_and_trains_no_further(tmp_path, warm_cache, capsys):
@@ -1428,7 +1428,7 @@ def test_resume_refuses_a_max_steps_below_the_checkpoint(tmp_path, warm_cache, c
     before = folder_snapshot(run)
     capsys.readouterr()
     assert main(["train", "--out", str(run), "--resume", "--max-steps", "2"]) == 2
-    assert ("max_steps=2 is below the step of the checkpoint" in capsys.readouterr().err)
+    assert ("--resume: --max-steps 2 is below the step of the checkpoint" in capsys.readouterr().err)
     assert folder_snapshot(run) == before
 
 
@@ -1623,7 +1623,7 @@ def test_a_tokenizer_the_loop_cannot_use_is_refused_with_exit_2(tmp_path, capsys
         out = tmp_path / f"out-{folder}"
         assert main(["train", "--model-path", str(tmp_path / folder), "--out", str(out),
                      *tiny_flags(warmup_steps=0, max_steps=2, eval_every=2)]) == 2
-        assert message in capsys.readouterr().err
+        assert f"--model-path {str(tmp_path / folder)!r}: {message}" in capsys.readouterr().err
         assert not out.exists()
 
 
@@ -1669,7 +1669,9 @@ def test_a_hugging_face_model_s_learned_positions_are_its_limit_checked_before_a
     out = tmp_path / "out"
     assert main(["train", "--model-path", str(tmp_path / "gpt2"), "--out", str(out),
                  *tiny_flags(tasks="sort", max_size=3, gen_len=25, warmup_steps=0, max_steps=2, eval_every=2)]) == 2
-    assert f"{limit}, and the longest sequence would be 33 tokens" in capsys.readouterr().err
+    # the command line names the flag, --model-path, where the Python API names the field
+    assert (f"the model in --model-path {str(tmp_path / 'gpt2')!r} has 32 learned positions (its n_positions=32), "
+            "and the longest sequence would be 33 tokens") in capsys.readouterr().err
     assert not out.exists()
     summary = train(tiny(out, warm_cache, model_path=str(tmp_path / "gpt2"), tasks="sort", max_size=3, gen_len=24,
                          warmup_steps=0, max_steps=2, eval_every=2, zero_var_filter=False))

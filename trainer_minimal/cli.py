@@ -107,7 +107,8 @@ def build_parser(on_error=None):
 
 @contextmanager
 def settings_named_by_flags():
-    """A refusal of the settings (config.SettingError: every check of validate()) names each by the flag the user
+    """A refusal of the settings (config.SettingError: every check of validate(), and those of a run's machine and
+    folder: check_device, check_model_path, train.check_memory_fits, train.preflight ...) names each by the flag the user
     typed (--seed, --val-size 1000), where the Python API names its field (seed, val_size=1000). Where the
     command line resolves its settings (a run's, a sweep's), so that every word of it, a rank's to the others
     under torchrun too, is the flags'."""
@@ -218,7 +219,8 @@ def agreed_train_config(args):
     if not explicit_overrides(args).get("resume"):  # on every rank before it joins: a refusal is told to the others
         try:  # a value its flags refuse (validate) as much as what its machine lacks: either ends it before it joins
             own = resolve_train_config(args)
-            check_this_machine(own)
+            with settings_named_by_flags():  # the settings its machine lacks too (a --device, a --batch-size)
+                check_this_machine(own)
         except (Exception, KeyboardInterrupt) as err:  # the others wait for this rank at the store: they are told why it
             # will not come, a stop (Ctrl-C, SIGTERM) too, which waits a moment at most to tell them, then goes on
             told_rank_0("config", err)  # the other ranks tell rank 0, and rank 0 tells them
@@ -227,7 +229,8 @@ def agreed_train_config(args):
 
     def checked():
         cfg = own or resolve_train_config(args)
-        preflight(cfg, this_machine=own is None)  # a new run's own settings were checked just above
+        with settings_named_by_flags():  # before rank 0 sends its refusal to the others
+            preflight(cfg, this_machine=own is None)  # a new run's own settings were checked just above
         return cfg
 
     def checked_here(decided):
@@ -240,7 +243,8 @@ def agreed_train_config(args):
         # a new run's own settings were checked here before it joined: rank 0's are checked again only where they
         # differ (a setting left out of the comparison, cli.RANK_0_ONLY, is none that check_this_machine reads)
         if own is None or replaced:
-            preflight(decided)
+            with settings_named_by_flags():  # before this rank sends its refusal to rank 0
+                preflight(decided)
 
     # the other ranks check their machine's part of rank 0's settings (on --resume they know them only now; a
     # new run's may differ from this rank's own flags under a launch by hand): a refusal there ends rank 0 too

@@ -323,8 +323,8 @@ def check_advisor_reference(cfg):
     Not part of validate(): a sweep may name its own folder, which exists only once the sweep
     starts, so this runs where a run starts (train.preflight) and where a sweep is planned."""
     if cfg.advisor_reference and not os.path.exists(cfg.advisor_reference):
-        raise ValueError(f"advisor_reference {cfg.advisor_reference!r} does not exist "
-                         "(give a run table or a folder of runs to compare with)")
+        raise SettingError(lambda n: f"{n('advisor_reference')} {cfg.advisor_reference!r} does not exist "
+                                     "(give a run table or a folder of runs to compare with)")
 
 
 def check_device(cfg):
@@ -338,19 +338,19 @@ def check_device(cfg):
     import torch
 
     if not torch.cuda.is_available():
-        raise ValueError(f"device={cfg.device!r} but this torch build sees no CUDA device")
+        raise SettingError(lambda n: f"{n.given('device', cfg.device)} but this torch build sees no CUDA device")
     index, count = int(cfg.device.partition(":")[2] or 0), torch.cuda.device_count()
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         # every rank of the machine refuses alike (not only those beyond its GPUs, whose CUDA traceback
         # "invalid device ordinal" came once the others were waiting for them)
         here = processes_on_this_machine()
         if here > count:
-            raise ValueError(f"device={cfg.device!r} under torchrun: {here} processes on this machine (--nproc_per_node), "
-                             f"each on its own GPU cuda:LOCAL_RANK, but it has {count} CUDA device(s): "
-                             f"give --nproc_per_node {count} or fewer")
+            raise SettingError(lambda n: f"{n.given('device', cfg.device)} under torchrun: {here} processes on this "
+                                         f"machine (--nproc_per_node), each on its own GPU cuda:LOCAL_RANK, but it has "
+                                         f"{count} CUDA device(s): give --nproc_per_node {count} or fewer")
     elif index >= count:
-        raise ValueError(f"device={cfg.device!r} but this machine has {count} CUDA device(s): "
-                         f"use cuda:0{f' to cuda:{count - 1}' if count > 1 else ''}")
+        raise SettingError(lambda n: f"{n.given('device', cfg.device)} but this machine has {count} CUDA device(s): "
+                                     f"use cuda:0{f' to cuda:{count - 1}' if count > 1 else ''}")
 
 
 def processes_on_this_machine():
@@ -488,9 +488,11 @@ def check_model_path(cfg):
     if not path:
         return
     if not os.path.isfile(os.path.join(path, "config.json")):
-        raise ValueError(f"model_path={path!r} is not a local Hugging Face model folder (no config.json)")
+        raise SettingError(lambda n: f"{n.given('model_path', path)} is not a local Hugging Face model folder "
+                                     "(no config.json)")
     if not any(name.endswith((".safetensors", ".bin")) for name in os.listdir(path)):
-        raise ValueError(f"model_path={path!r} has a config.json but no weights (*.safetensors or *.bin)")
+        raise SettingError(lambda n: f"{n.given('model_path', path)} has a config.json but no weights "
+                                     "(*.safetensors or *.bin)")
     with open(os.path.join(path, "config.json")) as f:
         config = json.load(f)
     check_head_fields(path, config)
@@ -509,9 +511,11 @@ def check_head_fields(path, config):
         for name in UNSUPPORTED_HEAD_FIELDS:
             value = part.get(name)
             if value is not None and value != 1:
-                raise ValueError(f"model_path={path!r}: its config sets {name}={value}, which its model applies to "
-                                 "the logits after the LM head; the trainer applies the head itself (for the fp32 "
-                                 "option) and does not redo that, so it would train on other logits than the model's")
+                raise SettingError(lambda n, name=name, value=value:
+                                   f"{n.given('model_path', path)}: its config sets {name}={value}, which its model "
+                                   "applies to the logits after the LM head; the trainer applies the head itself (for "
+                                   "the fp32 option) and does not redo that, so it would train on other logits than "
+                                   "the model's")
 
 
 def advisor_settings(cfg):

@@ -79,16 +79,24 @@ def folder_tokenizer(path, vocab_size):
         return load_hf_tokenizer(path, vocab_size)
     others = [n for n in names if n in OTHER_TOKENIZER_FILES or n.endswith((".model", ".tiktoken"))]
     if others:
-        raise ValueError(f"model_path={path!r} has tokenizer files ({', '.join(others)}) but no tokenizer.json or "
-                         "tokenizer_config.json, the only ones the trainer loads a tokenizer from; it would fall back "
-                         "to its character tokenizer. Write them with transformers where the tokenizer loads "
-                         "(AutoTokenizer.from_pretrained(source).save_pretrained(model_path); a tokenizer.model needs "
-                         "sentencepiece)")
+        raise setting_error(lambda n: f"{n.given('model_path', path)} has tokenizer files ({', '.join(others)}) but no "
+                                      "tokenizer.json or tokenizer_config.json, the only ones the trainer loads a "
+                                      "tokenizer from; it would fall back to its character tokenizer. Write them with "
+                                      "transformers where the tokenizer loads (AutoTokenizer.from_pretrained(source)"
+                                      ".save_pretrained(model_path); a tokenizer.model needs sentencepiece)")
     tok = CharTokenizer()
     if vocab_size is not None and vocab_size < tok.vocab_size:
-        raise ValueError(f"model_path={path!r} has no tokenizer and vocab_size={vocab_size} "
-                         f"< {tok.vocab_size} characters of the character tokenizer")
+        raise setting_error(lambda n: f"{n.given('model_path', path)} has no tokenizer and vocab_size={vocab_size} "
+                                      f"< {tok.vocab_size} characters of the character tokenizer")
     return tok
+
+
+def setting_error(message):
+    """config.SettingError(message): a refusal of model_path, named by its flag at the command line. Imported
+    here, not at the top: config imports this module."""
+    from .config import SettingError
+
+    return SettingError(message)
 
 
 def load_hf_tokenizer(path, vocab_size):
@@ -98,12 +106,15 @@ def load_hf_tokenizer(path, vocab_size):
     try:
         hf = AutoTokenizer.from_pretrained(path, local_files_only=True)
     except Exception as err:  # a converter missing (sentencepiece, tiktoken), a broken file: a traceback otherwise
-        raise ValueError(f"model_path={path!r}: its tokenizer could not be loaded ({type(err).__name__}: {err})") from err
+        said = f"{type(err).__name__}: {err}"  # err is unbound once the except ends, before with_flags() says it
+        raise setting_error(lambda n: f"{n.given('model_path', path)}: its tokenizer could not be loaded "
+                                      f"({said})") from err
     if hf.eos_token_id is None:  # answers end with it, and it pads when there is no pad token
-        raise ValueError(f"model_path={path!r}: its tokenizer has no end-of-sequence token (eos_token); "
-                         "set one and save it (tokenizer.eos_token = ...; tokenizer.save_pretrained(model_path))")
+        raise setting_error(lambda n: f"{n.given('model_path', path)}: its tokenizer has no end-of-sequence token "
+                                      "(eos_token); set one and save it (tokenizer.eos_token = ...; "
+                                      "tokenizer.save_pretrained(model_path))")
     n_ids = max(hf.get_vocab().values()) + 1
     if vocab_size is not None and n_ids > vocab_size:  # an embedding lookup past the table: IndexError, or a CUDA assert
-        raise ValueError(f"model_path={path!r}: its tokenizer has ids up to {n_ids - 1}, beyond the model's "
-                         f"vocab_size={vocab_size}")
+        raise setting_error(lambda n: f"{n.given('model_path', path)}: its tokenizer has ids up to {n_ids - 1}, "
+                                      f"beyond the model's vocab_size={vocab_size}")
     return HFTokenizer(hf)

@@ -91,6 +91,8 @@ from forecast.formatting import fmt_compute
 from forecast.io import remove_stale_temps
 
 from .config import (
+    FIELD_NAMES,
+    SettingError,
     advisor_settings,
     check_advisor_reference,
     check_device,
@@ -175,12 +177,14 @@ def preflight(cfg, this_machine=True):
         step = checkpoint_step(paths["ckpt"])
         check_checkpoint_whole(paths["ckpt"])
         if step % cfg.off_policy_k and cfg.max_steps > step:  # ended mid-round by an older version
-            raise ValueError(f"--resume: the checkpoint in {cfg.out} is at step {step}, inside a generation round "
-                             f"of off_policy_k={cfg.off_policy_k} steps; the run cannot be extended exactly "
-                             "(its unfinished round was not saved): start a new run with another --out")
+            raise SettingError(lambda n: f"--resume: the checkpoint in {cfg.out} is at step {step}, inside a generation "
+                                         f"round of {n.given('off_policy_k', cfg.off_policy_k)} steps; the run cannot "
+                                         "be extended exactly (its unfinished round was not saved): start a new run "
+                                         "with another --out")
         if cfg.max_steps < step:
-            raise ValueError(f"--resume: max_steps={cfg.max_steps} is below the step of the checkpoint in "
-                             f"{cfg.out} ({step}); a run cannot be shortened (give --max-steps {step} or more)")
+            raise SettingError(lambda n: f"--resume: {n.given('max_steps', cfg.max_steps)} is below the step of the "
+                                         f"checkpoint in {cfg.out} ({step}); a run cannot be shortened (give "
+                                         f"--max-steps {step} or more)")
     if cfg.resume:
         saved_summary(cfg)  # a damaged one is refused here: a resume reads it under the lock, or returns it
     if ended_note(cfg) is None:  # (a malformed stopped.json is refused here) a run that ended writes nothing
@@ -209,7 +213,8 @@ def check_this_machine(cfg):
     check_device(cfg)
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if cfg.batch_size % world:
-        raise ValueError(f"batch_size={cfg.batch_size} must be divisible by the {world} processes")
+        raise SettingError(lambda n: f"{n.given('batch_size', cfg.batch_size)} must be divisible by the {world} "
+                                     "processes")
     check_memory_fits(cfg)  # before the data is generated: 2e9 prompts filled the memory, or ran for hours
     check_sequences_fit(cfg, *build_datasets(cfg))  # a val_size or train_size the tasks cannot supply fails here
 
@@ -229,37 +234,40 @@ KEPT_BYTES_PER_TOKEN_AND_D_MODEL = 2 * 4 + 2 * 2 * 4
 SHORTEST_PROMPT_TOKENS = 5
 
 
-def memory_estimate(cfg, world=1, warm_start=False):
+def memory_estimate(cfg, world=1, warm_start=False, names=FIELD_NAMES):
     """{part: (bytes, the settings that size it)} of what one process of a run holds at once, each part a lower
     bound: the tiny GPT and its AdamW state (a Hugging Face model's size is its folder's, not the settings'), the
     sequences held at once, and the generated task data. The sequences are the most of: a rollout's
     off_policy_k * batch_size * group_size split over the ranks, an evaluation chunk's val_samples per prompt
     (each with its noise and ids, and for the tiny GPT its logits row and one position of KV cache in every
     layer), and for the tiny GPT what a backward keeps (scored_sequences) of a micro-batch of the update and,
-    where this process trains the warm start (warm_start: trains_warm_start), of its warmup_batch."""
+    where this process trains the warm start (warm_start: trains_warm_start), of its warmup_batch. The settings
+    are named by names (config.SettingNames: the fields, or at the command line the flags)."""
+    n = names
     per_sequence = 4 * cfg.gen_len + 16
     parts = {}
     if not cfg.model_path:
         vocab = CharTokenizer().vocab_size
         parts["the model and its AdamW state"] = (
             tiny_gpt_parameters(vocab, cfg.n_layer, cfg.d_model) * 4 * PARAMETER_COPIES,
-            f"n_layer={cfg.n_layer}, d_model={cfg.d_model}")
+            f"{n.given('n_layer', cfg.n_layer)}, {n.given('d_model', cfg.d_model)}")
         per_sequence += 4 * vocab + 2 * 4 * cfg.n_layer * cfg.d_model
     rollout = cfg.off_policy_k * cfg.batch_size // world * cfg.group_size
     evaluation = min(cfg.val_size, max(1, EVAL_CHUNK // cfg.val_samples)) * cfg.val_samples
-    held = [(rollout * per_sequence, f"{rollout} in a rollout: off_policy_k={cfg.off_policy_k} x "
-                                     f"batch_size={cfg.batch_size} x group_size={cfg.group_size}"),
-            (evaluation * per_sequence, f"{evaluation} in an evaluation: val_samples={cfg.val_samples} per prompt")]
+    held = [(rollout * per_sequence, f"{rollout} in a rollout: {n.given('off_policy_k', cfg.off_policy_k)} x "
+                                     f"{n.given('batch_size', cfg.batch_size)} x {n.given('group_size', cfg.group_size)}"),
+            (evaluation * per_sequence, f"{evaluation} in an evaluation: {n.given('val_samples', cfg.val_samples)} "
+                                        "per prompt")]
     if not cfg.model_path:
-        held += scored_sequences(cfg, world, warm_start)
+        held += scored_sequences(cfg, world, warm_start, names)
     # max() keeps the first of equal sizes: a rollout's, as before scored sequences were counted
     parts["the sequences held at once"] = max(held, key=lambda size_and_settings: size_and_settings[0])
     parts["the task data"] = ((cfg.train_size + cfg.val_size) * PROMPT_BYTES,
-                              f"train_size={cfg.train_size}, val_size={cfg.val_size}")
+                              f"{n.given('train_size', cfg.train_size)}, {n.given('val_size', cfg.val_size)}")
     return parts
 
 
-def scored_sequences(cfg, world, warm_start):
+def scored_sequences(cfg, world, warm_start, names=FIELD_NAMES):
     """[(bytes, settings)] of the tiny GPT's sequences scored with gradients (rollout.score), held with what their
     backward keeps (backward_kept_bytes) until it runs: a micro-batch of the update, and the warm start's batch
     where this process trains it. A micro-batch holds micro_batch of the mini-batch's sequences on this rank,
@@ -270,18 +278,19 @@ def scored_sequences(cfg, world, warm_start):
     first step. The other three copies are taken off each, so that with them the sum stays a lower bound."""
     weights_alone_short_by = (PARAMETER_COPIES - 1) * 4 * tiny_gpt_parameters(CharTokenizer().vocab_size, cfg.n_layer,
                                                                               cfg.d_model)
-    model = f"n_layer={cfg.n_layer}, d_model={cfg.d_model}"
+    n = names
+    model = f"{n.given('n_layer', cfg.n_layer)}, {n.given('d_model', cfg.d_model)}"
     held = []
     if not cfg.zero_var_filter:
         rows = min(cfg.micro_batch, cfg.batch_size // world * cfg.group_size)
         held.append((max(0, backward_kept_bytes(cfg, rows, SHORTEST_PROMPT_TOKENS + 1, 1) - weights_alone_short_by),
                      f"{rows} in a micro-batch of the update, with what its backward keeps: "
-                     f"micro_batch={cfg.micro_batch}, {model}"))
+                     f"{n.given('micro_batch', cfg.micro_batch)}, {model}"))
     if warm_start:
         kept = backward_kept_bytes(cfg, cfg.warmup_batch, SHORTEST_PROMPT_TOKENS + 2, 2)
         held.append((max(0, kept - weights_alone_short_by),
                      f"{cfg.warmup_batch} in a warm-start step, with what its backward keeps: "
-                     f"warmup_batch={cfg.warmup_batch}, {model}"))
+                     f"{n.given('warmup_batch', cfg.warmup_batch)}, {model}"))
     return held
 
 
@@ -328,21 +337,29 @@ def check_memory_fits(cfg):
     Rank 0 alone trains the warm start, while the others wait holding less than in the RL steps: its batch
     is checked for rank 0's own process (with the others', the total was no lower bound)."""
     world, processes = int(os.environ.get("WORLD_SIZE", "1")), processes_on_this_machine()
-    steps = memory_estimate(cfg, world)  # what every process holds at once in the RL steps
-    own = memory_estimate(cfg, world, warm_start=trains_warm_start(cfg))  # and this one, in its warm start too
-    device = cuda_device_memory(cfg)
-    if device is None:
-        checks = [(times(steps, processes), machine_memory(), "this machine")] if processes > 1 else []
-        checks.append((own, machine_memory(), "this machine"))
-    else:
+    warm_start, device, machine = trains_warm_start(cfg), cuda_device_memory(cfg), machine_memory()
+
+    def checks(names):  # [(parts held, memory available, where)], the settings named by names
+        steps = memory_estimate(cfg, world, names=names)  # what every process holds at once in the RL steps
+        own = memory_estimate(cfg, world, warm_start=warm_start, names=names)  # and this one, in its warm start too
+        if device is None:
+            held = [(times(steps, processes), machine, "this machine")] if processes > 1 else []
+            return [*held, (own, machine, "this machine")]
         data = {"the task data": own.pop("the task data")}
-        checks = [(own, device, f"the CUDA device {cfg.device}"), (times(data, processes), machine_memory(), "this machine")]
-    for held, available, where in checks:
+        return [(own, device, f"the CUDA device {cfg.device}"), (times(data, processes), machine, "this machine")]
+
+    for index, (held, available, _where) in enumerate(checks(FIELD_NAMES)):
         needed = sum(size for size, _settings in held.values())
         if available is not None and needed > available:
-            said = "; ".join(f"{part} {size / 2**30:.3g} GiB ({settings})" for part, (size, settings) in held.items())
-            raise ValueError(f"these settings need an estimated {needed / 2**30:.3g} GiB of memory ({said}), "
-                             f"more than the {available / 2**30:.3g} GiB {where} has: lower them")
+            raise SettingError(lambda n, index=index: more_than_available(*checks(n)[index]))
+
+
+def more_than_available(held, available, where):
+    """The refusal of check_memory_fits: the parts held (memory_estimate's), with the settings that size each."""
+    needed = sum(size for size, _settings in held.values())
+    said = "; ".join(f"{part} {size / 2**30:.3g} GiB ({settings})" for part, (size, settings) in held.items())
+    return (f"these settings need an estimated {needed / 2**30:.3g} GiB of memory ({said}), "
+            f"more than the {available / 2**30:.3g} GiB {where} has: lower them")
 
 
 def times(parts, processes):
@@ -366,19 +383,26 @@ def check_sequences_fit(cfg, pool, val):
             return
         limit, said = positions
         tok = folder_tokenizer(cfg.model_path, None)  # its vocabulary was checked by check_model_path
-        has_positions = f"the model in model_path={cfg.model_path!r} has {limit} learned positions ({said})"
+        def has_positions(n):
+            return f"the model in {n.given('model_path', cfg.model_path)} has {limit} learned positions ({said})"
     else:
-        limit, tok, has_positions = MAX_POSITIONS, CharTokenizer(), f"the tiny GPT has {MAX_POSITIONS} positions"
+        limit, tok = MAX_POSITIONS, CharTokenizer()
+
+        def has_positions(n):
+            return f"the tiny GPT has {MAX_POSITIONS} positions"
     prompt = max(len(tok.encode(p["prompt"])) for p in pool + val)
     sampled = prompt + cfg.gen_len
     taught = max(len(tok.encode(p["prompt"])) + len(tok.encode_answer(p["answer"])) for p in pool) \
         if cfg.warmup_steps > 0 else 0
     if max(sampled, taught) <= limit:
         return
-    longest = (f"{sampled} tokens (a prompt of {prompt}, then gen_len={cfg.gen_len} generated)" if sampled >= taught
-               else f"{taught} tokens (a prompt and its answer with <eos>, in the warm start)")
-    raise ValueError(f"{has_positions}, and the longest sequence would be {longest} "
-                     f"with tasks={cfg.tasks!r} up to max_size={cfg.max_size}: lower max_size or gen_len")
+    def longest(n):
+        return (f"{sampled} tokens (a prompt of {prompt}, then {n.given('gen_len', cfg.gen_len)} generated)"
+                if sampled >= taught else f"{taught} tokens (a prompt and its answer with <eos>, in the warm start)")
+
+    raise SettingError(lambda n: f"{has_positions(n)}, and the longest sequence would be {longest(n)} with "
+                                 f"{n.given('tasks', cfg.tasks)} up to {n.given('max_size', cfg.max_size)}: lower "
+                                 f"{n('max_size')} or {n('gen_len')}")
 
 
 def _is_a_step_number(step) -> bool:
