@@ -613,6 +613,55 @@ def test_the_memory_check_counts_every_process_of_the_run_on_this_machine(tmp_pa
     check_memory_fits(dataclasses.replace(cfg, device="cuda"))
 
 
+def test_a_sweep_s_runs_started_together_are_checked_against_the_memory_together(tmp_path, capsys, monkeypatch):
+    """`sweep --workers 2` runs two runs side by side, and each was checked alone against the whole machine
+    (check_memory_fits): runs that fit one at a time, not two together, passed and ran the machine out of memory.
+    What the runs started together hold for their whole lives (their models and task data) is checked together,
+    naming --workers and the settings; a finished run, which does not run, is not counted."""
+    import trainer_minimal.sweep as sweep_module
+    import trainer_minimal.train as train_module
+    from trainer_minimal.sweep import LASTING_PARTS, check_runs_side_by_side_fit
+    from trainer_minimal.train import check_memory_fits, memory_estimate
+
+    settings = {**TINY, "train_size": 40000, "warmup_steps": 0, "max_steps": 2, "eval_every": 2}
+    one = memory_estimate(make_config("grpo", **settings))
+    lasting = sum(one[part][0] for part in LASTING_PARTS)
+    monkeypatch.setattr(train_module, "machine_memory", lambda: lasting * 3 // 2)  # one run fits, not two
+    plan = [dict(cfg=make_config("grpo", seed=seed, **settings), state="new") for seed in (0, 1, 2)]
+    for p in plan:
+        check_memory_fits(p["cfg"])
+    # planned past this check, the sweep went on to generate its runs' data, then started them
+    monkeypatch.setattr(sweep_module, "check_task_data", lambda configs: pytest.fail("planned past the memory check"))
+    out = tmp_path / "sweep"
+    assert main(["sweep", "--presets", "grpo", "--seeds", "0,1", "--out", str(out), "--workers", "2",
+                 *tiny_flags(**settings)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("trainer-minimal: error: --workers 2 runs 2 runs side by side, which together need an "
+                          "estimated "), err
+    assert "(--train-size 40000, --val-size 50; 2 runs side by side, each its own)" in err, err
+    assert err.endswith("GiB this machine has: lower --workers or the settings\n"), err
+    assert not out.exists()
+    # the Python API names the fields
+    with pytest.raises(ValueError, match=r"^workers=3 runs 3 runs side by side, .*\(train_size=40000, val_size=50; "
+                                         r"3 runs side by side, each its own\)\), more than the .* GiB this machine"):
+        check_runs_side_by_side_fit(plan, 3)
+    check_runs_side_by_side_fit(plan, 1)  # one at a time: each fits
+    with pytest.raises(ValueError, match="workers=3 runs 2 runs side by side"):
+        check_runs_side_by_side_fit([dict(plan[0], state="finished"), *plan[1:]], 3)
+    check_runs_side_by_side_fit([dict(p, state="finished") for p in plan[:2]] + plan[2:], 3)
+    # on a CUDA device the runs' models are in its memory, their task data in the machine's
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: types.SimpleNamespace(total_memory=2**40))
+    on_cuda = [dict(p, cfg=dataclasses.replace(p["cfg"], device="cuda")) for p in plan]
+    data = one["the task data"][0]
+    monkeypatch.setattr(train_module, "machine_memory", lambda: data * 3 // 2)
+    with pytest.raises(ValueError, match=r"^workers=2 runs 2 runs side by side, which together need an estimated "
+                                         r"\S+ GiB of memory \(the task data .*\), more than the .* GiB this machine"):
+        check_runs_side_by_side_fit(on_cuda, 2)
+    monkeypatch.setattr(train_module, "machine_memory", lambda: data * 2)
+    check_runs_side_by_side_fit(on_cuda, 2)  # the models on the device are not the machine's
+
+
 @pytest.mark.parametrize("command", [["train"], ["sweep", "--presets", "grpo", "--seeds", "0"]])
 def test_a_model_folder_that_cannot_be_loaded_is_refused_with_exit_2(tmp_path, capsys, command):
     """A config without weights, or no tokenizer and a vocabulary too small for the character

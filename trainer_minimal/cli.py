@@ -389,7 +389,8 @@ def checked_command(argv):
             from .sweep import plan_sweep
 
             with settings_named_by_flags():
-                plan = plan_sweep(args.presets, args.seeds, args.out, explicit_overrides(args, SWEEP_FIXED))
+                plan = plan_sweep(args.presets, args.seeds, args.out, explicit_overrides(args, SWEEP_FIXED),
+                                  workers=args.workers)
             idle = [advisor_idle_note(p["cfg"]) for p in plan if p["state"] == "new"]
         else:
             cfg = agreed_train_config(args)  # torch is imported only once the arguments are known to be sane

@@ -32,8 +32,10 @@ from forecast.data import ENDED_COLUMN, how_run_folder_ended
 from forecast.io import atomic_path
 
 from .config import (
+    FIELD_NAMES,
     PRESETS,
     RESUMABLE_FIELDS,
+    SettingError,
     check_advisor_reference,
     check_device,
     check_model_path,
@@ -49,8 +51,9 @@ RUN_FORMAT_FIRST = ("run_id", "recipe", "seed", "compute", "compute_unit", "metr
                     "device_seconds", ENDED_COLUMN)
 
 
-def plan_sweep(presets, seeds, out, overrides):
-    """Validated configs for every (preset, seed); raises ValueError before anything runs."""
+def plan_sweep(presets, seeds, out, overrides, workers=1):
+    """Validated configs for every (preset, seed); raises ValueError before anything runs. workers: the runs
+    run_sweep runs at a time, whose memory is checked together (check_runs_side_by_side_fit)."""
     check_single_process_environment()
     names = [p for p in presets.split(",") if p]
     try:
@@ -99,6 +102,7 @@ def plan_sweep(presets, seeds, out, overrides):
         raise ValueError("this sweep's flags differ from the runs already in " + out + ":\n  " + "\n  ".join(conflicts)
                          + "\nrerun with the flags those runs were started with (their config.json), "
                            "or sweep into another --out")
+    check_runs_side_by_side_fit(plan, workers)  # before the data is generated, as check_task_data's own check
     check_task_data([p["cfg"] for p in plan])
     check_runs_table(out, [p["cfg"] for p in plan])
     from .train import warm_start_path
@@ -222,6 +226,62 @@ def check_runs_table(out, configs):
         raise ValueError(f"{path} holds runs that no run folder in {out} has ({shown}): the sweep rewrites runs.csv "
                          "from its run folders and would drop their rows; move runs.csv away (or delete it if "
                          "those runs should go) or sweep into another --out")
+
+
+# What a run holds for its whole life once it is set up (memory_estimate's parts): its model and AdamW state, its
+# task data. The sequences are held only at times, at most at a rollout, an evaluation or an update.
+LASTING_PARTS = ("the model and its AdamW state", "the task data")
+
+
+def check_runs_side_by_side_fit(plan, workers):
+    """Refuse a sweep whose runs started together (run_sweep starts the first `workers` of those it runs at once)
+    cannot fit in this machine's memory side by side. check_memory_fits judges one run at a time, each against
+    the whole machine: --workers 4 of runs that each fit alone, and not four together, passed, and the machine
+    ran out of memory once they were all generating their data or training. Only what each run holds for its
+    whole life is summed (LASTING_PARTS, memory_estimate's lower bounds): the sequences are held at times, and the
+    runs need not hold them at once, so the sum stays a lower bound. On a CUDA device the runs' models are in
+    its memory (every run of a sweep has the sweep's --device), their task data in the machine's."""
+    from .train import cuda_device_memory, machine_memory, memory_estimate
+
+    together = [p["cfg"] for p in plan if p["state"] != "finished"][:max(workers, 0)]
+    if len(together) < 2:  # one run alone: check_memory_fits
+        return
+    device, machine = cuda_device_memory(together[0]), machine_memory()
+
+    def checks(names):  # [(parts held, memory available, where)], the settings named by names
+        held = side_by_side([memory_estimate(cfg, names=names) for cfg in together])
+        if device is None:
+            return [(held, machine, "this machine")]
+        data = {"the task data": held.pop("the task data")}
+        return [(held, device, f"the CUDA device {together[0].device}"), (data, machine, "this machine")]
+
+    for index, (held, available, _where) in enumerate(checks(FIELD_NAMES)):
+        needed = sum(size for size, _settings in held.values())
+        if available is not None and needed > available:
+            raise SettingError(lambda n, index=index: runs_more_than_available(n, workers, len(together),
+                                                                               *checks(n)[index]))
+
+
+def side_by_side(estimates):
+    """The LASTING_PARTS of runs' memory_estimate()s, each summed over the runs, with the settings that size it
+    (each once, where runs share them)."""
+    summed = {}
+    for part in LASTING_PARTS:
+        held = [estimate[part] for estimate in estimates if part in estimate]  # a Hugging Face model: no size
+        if held:
+            settings = " / ".join(dict.fromkeys(settings for _size, settings in held))
+            summed[part] = (sum(size for size, _settings in held),
+                            f"{settings}; {len(held)} runs side by side, each its own")
+    return summed
+
+
+def runs_more_than_available(names, workers, runs, held, available, where):
+    """The refusal of check_runs_side_by_side_fit, its settings named by names (config.SettingNames)."""
+    needed = sum(size for size, _settings in held.values())
+    said = "; ".join(f"{part} {size / 2**30:.3g} GiB ({settings})" for part, (size, settings) in held.items())
+    return (f"{names.given('workers', workers)} runs {runs} runs side by side, which together need an estimated "
+            f"{needed / 2**30:.3g} GiB of memory ({said}), more than the {available / 2**30:.3g} GiB {where} has: "
+            f"lower {names('workers')} or the settings")
 
 
 def check_task_data(configs):
