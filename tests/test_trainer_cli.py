@@ -214,3 +214,43 @@ def test_a_bad_flag_of_a_process_that_cannot_reach_a_store_is_said_without_impor
                           timeout=120)
     assert done.stdout.split() == ["2", "False", "False"], done.stderr
     assert "argument --lr: invalid float value: 'x'" in done.stderr
+
+
+@pytest.mark.parametrize("change, said", [
+    ("reference removed", "--advisor-reference {reference!r} does not exist"),
+    ("run started", "{run} already holds a run (evals.jsonl or ckpt.pt); pass --resume"),
+])
+def test_a_run_folder_changed_after_the_command_s_checks_is_refused_in_one_line_naming_the_flags(tmp_path, capsys,
+                                                                                              monkeypatch, change,
+                                                                                              said):
+    """train() checks the run folder again (preflight) where the run starts, after the command's own checks: what
+    changed in between (a file removed, another run started in the folder) was refused there as a traceback naming
+    the field (advisor_reference ...). The same refusal as the first check's: one line, exit 2, naming the flag."""
+    from trainer_minimal import cli
+
+    run, reference = tmp_path / "run", tmp_path / "runs.csv"
+    reference.write_text("recipe\n")
+    checked = cli.agreed_train_config
+
+    def changed_after_the_checks(args):
+        cfg = checked(args)
+        if change == "reference removed":
+            reference.unlink()
+        else:  # another command started a run in the folder
+            run.mkdir()
+            (run / "evals.jsonl").write_text("")
+        return cfg
+
+    monkeypatch.setattr(cli, "agreed_train_config", changed_after_the_checks)
+    assert main(["train", "--out", str(run), "--warmstart-cache", str(tmp_path / "cache"), "--advisor-every", "1",
+                 "--advisor-reference", str(reference)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("trainer-minimal: error: ") and err.count("\n") == 1, err
+    assert said.format(run=run, reference=str(reference)) in err
+    assert not (run / "ckpt.pt").exists()
+    if change == "reference removed":  # the Python API names the field
+        from trainer_minimal.config import make_config
+        from trainer_minimal.train import train
+
+        with pytest.raises(ValueError, match=re.escape(f"advisor_reference {str(reference)!r} does not exist")):
+            train(make_config(out=str(tmp_path / "api"), advisor_every=1, advisor_reference=str(reference)))

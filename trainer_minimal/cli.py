@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from . import config as config_module
 from .config import (
     CHOICES,
+    FLAG_NAMES,
     PRESETS,
     Config,
     SettingError,
@@ -432,14 +433,15 @@ def run_command(args, cfg, plan):
     from .train import (
         RefusedOnAnotherRank,
         RefusedOnRank0,
+        RefusedWhereItStarts,
         UnreadableCheckpoint,
         end_distributed,
         train,
     )
 
     try:
-        train(cfg, machine_checked=True)  # by agreed_train_config
-    except (RunFolderBusy, UnreadableCheckpoint, RefusedOnRank0, RefusedOnAnotherRank) as e:
+        train(cfg, machine_checked=True, names=FLAG_NAMES)  # by agreed_train_config
+    except (RunFolderBusy, UnreadableCheckpoint, RefusedOnRank0, RefusedOnAnotherRank, RefusedWhereItStarts) as e:
         print(f"trainer-minimal: error: {e}", file=sys.stderr)
         return 2
     except OSError as e:

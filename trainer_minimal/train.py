@@ -713,6 +713,28 @@ class RefusedOnAnotherRank(ValueError):
     rank 0: sent back through the store (decided_by_rank_0) as rank 0 sends its own refusals."""
 
 
+class RefusedWhereItStarts(ValueError):
+    """A refusal of train()'s own checks of the run where it starts (preflight again: the run folder may have
+    changed since the command's checks, config.json edited, a checkpoint replaced, another run started in it),
+    its settings named as train()'s caller names them: cli.run_command says it in one line, exit 2, as the
+    command's own checks' refusal, where it was a traceback naming the fields."""
+
+
+@contextmanager
+def refused_where_it_starts(names):
+    """A ValueError of the checks inside (a SettingError too) raised as RefusedWhereItStarts, its settings named
+    by names (config.SettingNames: the fields, or at the command line the flags), before rank 0 sends it to the
+    other ranks (decided_by_rank_0). An UnreadableCheckpoint is said as it is (cli.run_command refuses it)."""
+    try:
+        yield
+    except UnreadableCheckpoint:
+        raise
+    except SettingError as err:
+        raise RefusedWhereItStarts(err.message(names)) from None
+    except ValueError as err:
+        raise RefusedWhereItStarts(str(err)) from None
+
+
 _rendezvous_store = None  # torchrun's key-value store, once reached (rendezvous_store)
 
 C10_LOG_FATAL = 3  # c10's log levels: 0 INFO, 1 WARNING (torch's default), 2 ERROR, 3 FATAL
@@ -1467,18 +1489,20 @@ def consult_advisor(cfg, eval_rows, planned_compute):
 # the loop
 
 
-def train(cfg, machine_checked=False):
+def train(cfg, machine_checked=False, names=FIELD_NAMES):
     """Run (or resume) one RL run in cfg.out. Returns a summary dict (also written to summary.json);
     on --resume of a run that already ended, says so and returns its summary.json (None if absent).
     machine_checked: this process has checked its machine's part of cfg (check_this_machine) a moment ago
     (cli.agreed_train_config), and it is not checked again. The run folder is checked again: rank 0 may have
     waited minutes for the other ranks since, and another run may have started in the folder meanwhile (the
-    checkpoint's checksums are read again only where the file changed: check_checkpoint_whole)."""
+    checkpoint's checksums are read again only where the file changed: check_checkpoint_whole). A refusal of these
+    checks is a RefusedWhereItStarts, its settings named by names (config.SettingNames; at the command line the flags)."""
     lock = None
 
     def checked_and_locked():  # rank 0: the run folder's checks, and its lock (rank 0 writes)
         nonlocal lock
-        preflight(cfg, this_machine=not machine_checked)
+        with refused_where_it_starts(names):
+            preflight(cfg, this_machine=not machine_checked)
         note = ended_note(cfg)
         if note:
             print(note, flush=True)
@@ -1490,7 +1514,8 @@ def train(cfg, machine_checked=False):
     def checked_here(decided):  # the other ranks: this machine's part, and rank 0 is told its verdict
         note, _ = decided
         if not note and not machine_checked:  # an ended run trains nowhere
-            preflight(cfg)
+            with refused_where_it_starts(names):
+                preflight(cfg)
 
     try:
         note, summary = decided_by_rank_0("train", checked_and_locked, check_here=checked_here)
