@@ -900,7 +900,7 @@ def test_a_resume_refused_or_ended_on_rank_0_ends_every_rank_with_its_message(tm
 
     done = torchrun_on_two_machines(tmp_path, "--out", "run", "--resume", "--max-steps", "4", "--lr", "1e-3")
     assert refused_by_rank_0(done), done.stderr[-3000:]
-    assert "--resume: the run in run was started with other settings (lr" in done.stderr
+    assert "--resume: the run in run was started with other settings (--lr" in done.stderr
     assert "no checkpoint" not in done.stderr
 
     ckpt = tmp_path / "machine0" / "run" / "ckpt.pt"
@@ -1016,7 +1016,7 @@ def counted(cfg):  # the seed says whose settings were checked: this rank's own,
     seeds.append(cfg.seed)
     return own(cfg)
 T.check_this_machine = counted
-T.run_training = lambda cfg: None  # the checks alone
+T.run_training = lambda cfg, names: None  # the checks alone
 args = sys.argv[1:]
 if os.environ["RANK"] == "1" and os.environ["RANK_1_SEED"]:
     args = [*args, "--seed", os.environ["RANK_1_SEED"]]
@@ -1057,7 +1057,7 @@ def test_a_single_process_checks_its_machine_once(tmp_path, monkeypatch):
     checked = []
     own = T.check_this_machine
     monkeypatch.setattr(T, "check_this_machine", lambda cfg: checked.append(cfg) or own(cfg))
-    monkeypatch.setattr(T, "run_training", lambda cfg: None)  # the checks alone
+    monkeypatch.setattr(T, "run_training", lambda cfg, names: None)  # the checks alone
     flags = [f"--{k.replace('_', '-')}={v}" for k, v in TINY.items()]
     assert main(["train", "--out", str(tmp_path / "run"), *flags]) == 0
     assert len(checked) == 1

@@ -1257,11 +1257,12 @@ def test_resume_refuses_to_change_what_defines_the_run(tmp_path, warm_cache, cap
     cfg = tiny(run, warm_cache, max_steps=2, eval_every=2)
     train(cfg)
     before = folder_snapshot(run)
-    for flags, change in [(["--seed", "7"], "seed 0 -> 7"), (["--recipe", "other"], "recipe 'scalerl' -> 'other'"),
-                          (["--run-id", "other-s0"], "run_id 'scalerl-s0' -> 'other-s0'"),
-                          (["--val-samples", "8"], "val_samples 4 -> 8"), (["--temperature", "0.7"], "temperature 1.0 -> 0.7"),
-                          (["--gen-len", "6"], "gen_len 5 -> 6"), (["--lr", "1e-3"], "lr 0.002 -> 0.001"),
-                          (["--d-model", "48"], "d_model 32 -> 48")]:
+    for flags, change in [(["--seed", "7"], "--seed 0 -> 7"), (["--recipe", "other"], "--recipe 'scalerl' -> 'other'"),
+                          (["--run-id", "other-s0"], "--run-id 'scalerl-s0' -> 'other-s0'"),
+                          (["--val-samples", "8"], "--val-samples 4 -> 8"),
+                          (["--temperature", "0.7"], "--temperature 1.0 -> 0.7"),
+                          (["--gen-len", "6"], "--gen-len 5 -> 6"), (["--lr", "1e-3"], "--lr 0.002 -> 0.001"),
+                          (["--d-model", "48"], "--d-model 32 -> 48")]:
         capsys.readouterr()
         assert main(["train", "--out", str(run), "--resume", "--max-steps", "4", *flags]) == 2, flags
         err = capsys.readouterr().err
@@ -1285,9 +1286,40 @@ def test_resume_of_a_folder_whose_config_json_is_another_run_s_is_refused_with_e
     before = folder_snapshot(run)
     assert main(["train", "--out", str(run), "--resume", "--max-steps", "4"]) == 2
     err = capsys.readouterr().err
-    assert f"other settings than the checkpoint in {run}: preset 'scalerl' -> 'grpo'" in err and "Traceback" not in err
+    assert f"other settings than the checkpoint in {run}: --preset 'scalerl' -> 'grpo'" in err and "Traceback" not in err
     assert f"if {run / 'config.json'} was edited or copied from another run" in err
     assert folder_snapshot(run) == before
+
+
+def test_a_checkpoint_replaced_after_the_checks_of_a_resume_is_refused_with_exit_2_naming_the_flags(
+        tmp_path, warm_cache, capsys, monkeypatch):
+    """Another run's checkpoint copied over the run's after train()'s checks, before the run folder was locked:
+    the load's own comparison refused it, naming the fields ('preset 'grpo' -> 'scalerl''), as a traceback at the
+    command line. One line there, exit 2, naming the flags; the field in the Python API."""
+    import shutil
+
+    import trainer_minimal.train as train_module
+
+    run, other = tmp_path / "run", tmp_path / "other"
+    train(tiny(run, warm_cache, max_steps=2, eval_every=2))
+    train(tiny(other, warm_cache, preset="grpo", max_steps=2, eval_every=2))
+    kept = (run / "ckpt.pt").read_bytes()
+    locked = train_module.lock_run_folder
+
+    def replaced_then_locked(folder):
+        shutil.copyfile(other / "ckpt.pt", run / "ckpt.pt")
+        return locked(folder)
+
+    monkeypatch.setattr(train_module, "lock_run_folder", replaced_then_locked)
+    assert main(["train", "--out", str(run), "--resume", "--max-steps", "4"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"trainer-minimal: error: --resume with other settings than the checkpoint in {run}: "
+                          "--preset 'grpo' -> 'scalerl'; --recipe 'grpo' -> 'scalerl'; ") and err.count("\n") == 1, err
+    assert "; --loss-type 'ppo' -> 'cispo'; " in err
+    (run / "ckpt.pt").write_bytes(kept)
+    with pytest.raises(ValueError, match=f"^--resume with other settings than the checkpoint in {re.escape(str(run))}: "
+                                         "preset 'grpo' -> 'scalerl'; "):
+        train(dataclasses.replace(tiny(run, warm_cache, max_steps=2, eval_every=2), resume=True, max_steps=4))
 
 
 def test_resume_of_a_run_whose_config_json_was_deleted_goes_on_from_the_checkpoint_s_settings(tmp_path, warm_cache,
@@ -1834,8 +1866,8 @@ def test_sweep_runs_recipes_in_parallel_and_writes_runs_csv(tmp_path, warm_cache
     other_lr[argv.index("--lr") + 1] = "1e-3"  # replaced, not repeated: a flag given twice is refused on its own
     shorter = [*argv]
     shorter[at + 1] = "2"
-    for rerun, message in [(other_lr, "lr 0.002 -> 0.001"), (without_max_steps, "max_steps 4 -> 640"),
-                           (shorter, "max_steps 4 -> 2")]:
+    for rerun, message in [(other_lr, "--lr 0.002 -> 0.001"), (without_max_steps, "--max-steps 4 -> 640"),
+                           (shorter, "--max-steps 4 -> 2")]:
         assert main(rerun) == 2
         err = capsys.readouterr().err
         assert f"{out / 'grpo-s0'}: {message}" in err and f"{out / 'cispo-s0'}: {message}" in err, err
@@ -2813,14 +2845,14 @@ def test_a_new_run_that_would_mix_settings_into_a_sweep_s_runs_is_refused_before
     assert main([*base, "--presets", "grpo", "--seeds", "2", *other_lr]) == 2
     err = capsys.readouterr().err
     assert (f"{out / 'grpo-s2'}: a new seed of grpo beside grpo-s0, which was started with other settings: "
-            "lr 0.002 -> 0.001") in err, err
+            "--lr 0.002 -> 0.001") in err, err
     assert not (out / "grpo-s2").exists()
     no_tasks = [*tiny_flags()]
     del no_tasks[no_tasks.index("--tasks"):no_tasks.index("--tasks") + 2]
     assert main([*base, "--presets", "dapo", "--seeds", "0", *no_tasks]) == 2
     err = capsys.readouterr().err
     assert (f"{out / 'dapo-s0'}: a new recipe beside cispo-s0, which was started with other settings: "
-            "tasks 'rev' -> 'sort,rev,add'") in err, err
+            "--tasks 'rev' -> 'sort,rev,add'") in err, err
     # the sweep's own flags: a new seed, a new recipe (its preset's knobs are its own), and what a resume
     # may change (here how often the new runs are evaluated)
     plan = plan_sweep("grpo,dapo", "0,1", str(out), dict(overrides, eval_every=4))

@@ -143,11 +143,11 @@ def resolve_train_config(args):
         if overrides.get("advisor_every") == 0:  # turning the advisor off turns off its settings too
             overrides = {**{k: "" for k in ADVISOR_SETTINGS}, **overrides}
         cfg = dataclasses.replace(saved_cfg, **overrides)
-        changed = run_defining_changes(saved_cfg, cfg)
-        if changed:
-            raise ValueError(f"--resume: the run in {out} was started with other settings ({'; '.join(changed)}); "
-                             "these cannot change mid-run (only where and how long it trains, how often it is "
-                             "evaluated and its advisor can): start a new run with another --out")
+        if run_defining_changes(saved_cfg, cfg):
+            raise SettingError(lambda n: f"--resume: the run in {out} was started with other settings "
+                                         f"({'; '.join(run_defining_changes(saved_cfg, cfg, n))}); these cannot change "
+                                         "mid-run (only where and how long it trains, how often it is evaluated and its "
+                                         "advisor can): start a new run with another --out")
         validate(cfg, saved_max_steps=saved_cfg.max_steps)
         return cfg
     return make_config(**overrides)
@@ -422,7 +422,7 @@ def run_command(args, cfg, plan):
 
         again = "the same command again resumes the sweep (finished runs are skipped)"
         try:
-            return run_sweep(plan, args.out, args.workers, slim=args.slim)
+            return run_sweep(plan, args.out, args.workers, slim=args.slim, names=FLAG_NAMES)
         except KeyboardInterrupt as e:
             what, code = interrupted_exit(e)
             print(f"trainer-minimal: {what}; {again}", file=sys.stderr)

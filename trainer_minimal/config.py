@@ -140,11 +140,18 @@ def field_names():
     return [f.name for f in fields(Config)]
 
 
-def run_defining_changes(saved, cfg):
+def run_defining_changes(saved, cfg, names=None):
     """["field saved -> new", ...] for the fields that define a run (all but RESUMABLE_FIELDS)
-    on which cfg differs from the run's saved config."""
-    return [f"{name} {getattr(saved, name)!r} -> {getattr(cfg, name)!r}" for name in field_names()
-            if name not in RESUMABLE_FIELDS and getattr(saved, name) != getattr(cfg, name)]
+    on which cfg differs from the run's saved config, each named by names (a SettingNames: the field,
+    or at the command line the flag, "--lr 0.002 -> 0.001"; None, the field: FIELD_NAMES is defined below)."""
+    return [setting_change(names or FIELD_NAMES, name, getattr(saved, name), getattr(cfg, name))
+            for name in field_names() if name not in RESUMABLE_FIELDS and getattr(saved, name) != getattr(cfg, name)]
+
+
+def setting_change(names, name, saved, new):
+    """"lr 0.002 -> 0.001" (at the command line "--lr 0.002 -> 0.001"): a setting a run was started with, and
+    the value it is given now."""
+    return f"{names(name)} {saved!r} -> {new!r}"
 
 
 def make_config(preset="scalerl", **overrides):

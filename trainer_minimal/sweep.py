@@ -43,6 +43,7 @@ from .config import (
     check_writable,
     make_config,
     run_defining_changes,
+    setting_change,
 )
 from .logging_io import open_log_alone, read_jsonl
 from .tasks import build_datasets
@@ -92,16 +93,17 @@ def plan_sweep(presets, seeds, out, overrides, workers=1):
             if state == "new":
                 problem = mixed_settings(cfg, started)
             if problem:
-                conflicts.append(f"{run_dir}: {problem}")
+                conflicts.append((run_dir, problem))
             resume_argv = ["--out", run_dir, "--resume", *resume_flags]
             plan.append(dict(cfg=cfg, state=state, resume_argv=resume_argv, max_steps_given="max_steps" in overrides,
                              argv=resume_argv if state == "resume" else
                              ["--preset", name, "--seed", str(seed), "--out", run_dir,
                               "--warmstart-cache", cache, *override_flags(overrides)]))
     if conflicts:
-        raise ValueError("this sweep's flags differ from the runs already in " + out + ":\n  " + "\n  ".join(conflicts)
-                         + "\nrerun with the flags those runs were started with (their config.json), "
-                           "or sweep into another --out")
+        raise SettingError(lambda n: "this sweep's flags differ from the runs already in " + out + ":\n  "
+                           + "\n  ".join(f"{run_dir}: {why(n)}" for run_dir, why in conflicts)
+                           + "\nrerun with the flags those runs were started with (their config.json), "
+                             "or sweep into another --out")
     check_runs_side_by_side_fit(plan, workers)  # before the data is generated, as check_task_data's own check
     check_task_data([p["cfg"] for p in plan])
     check_runs_table(out, [p["cfg"] for p in plan])
@@ -127,7 +129,8 @@ def check_single_process_environment():
 
 
 def existing_run_state(cfg, max_steps_given):
-    """("new" | "resume" | "finished", why the run in cfg.out cannot be part of this sweep or "").
+    """("new" | "resume" | "finished", why the run in cfg.out cannot be part of this sweep, or None): why(names)
+    says it, its settings named by names (config.SettingNames: the fields, or at the command line the flags).
 
     A run folder with a checkpoint or a summary was started by an earlier invocation: it is
     resumed (or skipped when finished) only if this sweep would have started it the same way. Its
@@ -136,25 +139,25 @@ def existing_run_state(cfg, max_steps_given):
     ckpt, summary = (os.path.exists(os.path.join(cfg.out, n)) for n in ("ckpt.pt", "summary.json"))
     config_path = os.path.join(cfg.out, "config.json")
     if not (ckpt or summary):
-        return "new", ""
+        return "new", None
     if not (ckpt or os.path.exists(config_path)):  # started as new, `train` refused it as "already holds a run" at every re-run
-        return "", ("has a summary.json but neither config.json nor ckpt.pt, so the settings it ran with are unknown: "
-                    "put back its config.json, or move the run folder away")
+        return "", lambda n: ("has a summary.json but neither config.json nor ckpt.pt, so the settings it ran with are "
+                              "unknown: put back its config.json, or move the run folder away")
     from .train import saved_run_config
 
     # config.json deleted: the checkpoint holds the run's settings, and its resume writes config.json again
     saved = saved_run_config(cfg.out)
-    changed = run_defining_changes(saved, cfg)
-    if cfg.max_steps < saved.max_steps or (cfg.max_steps != saved.max_steps and not max_steps_given):
-        changed.append(f"max_steps {saved.max_steps!r} -> {cfg.max_steps!r}")
-    if changed:
-        return "", "; ".join(changed)
+    shortened = cfg.max_steps < saved.max_steps or (cfg.max_steps != saved.max_steps and not max_steps_given)
+    if run_defining_changes(saved, cfg) or shortened:
+        return "", lambda n: "; ".join([*run_defining_changes(saved, cfg, n), *(
+            [setting_change(n, "max_steps", saved.max_steps, cfg.max_steps)] if shortened else [])])
     extend = cfg.max_steps > saved.max_steps
     if summary and not extend:
-        return "finished", ""
+        return "finished", None
     if not ckpt:
-        return "", f"has no checkpoint (ckpt.pt; the sweep was --slim), so it cannot go on to max_steps {cfg.max_steps}"
-    return "resume", ""
+        return "", lambda n: (f"has no checkpoint (ckpt.pt; the sweep was --slim), so it cannot go on to "
+                              f"{n('max_steps')} {cfg.max_steps}")
+    return "resume", None
 
 
 SEED_FIELDS = ("seed", "run_id")  # what the seeds of one recipe differ in
@@ -179,7 +182,8 @@ def started_run_configs(out):
 
 
 def mixed_settings(cfg, started):
-    """Why the new run cfg cannot join the sweep's started runs ({folder: Config}), or "". Its recipe's
+    """Why the new run cfg cannot join the sweep's started runs ({folder: Config}), as why(names) for a
+    config.SettingNames (existing_run_state's), or None. Its recipe's
     runs there must have its settings but the seed, and the other recipes' runs those no preset sets
     (the model, tasks, evaluation, warm start): else the table pools two settings under one recipe as
     its seeds, or compares recipes trained or measured otherwise. A re-run checked only the runs it
@@ -188,13 +192,14 @@ def mixed_settings(cfg, started):
     for folder, saved in started.items():
         same_recipe = saved.recipe == cfg.recipe
         free = (*RESUMABLE_FIELDS, *SEED_FIELDS, *(() if same_recipe else RECIPE_FIELDS))
-        changed = [f"{f.name} {getattr(saved, f.name)!r} -> {getattr(cfg, f.name)!r}" for f in dataclasses.fields(cfg)
+        changed = [f.name for f in dataclasses.fields(cfg)
                    if f.name not in free and getattr(saved, f.name) != getattr(cfg, f.name)]
         if changed:
             joins = f"a new seed of {cfg.recipe}" if same_recipe else "a new recipe"
-            return (f"{joins} beside {os.path.basename(folder)}, which was started with other settings: "
-                    + "; ".join(changed))
-    return ""
+            return lambda n, folder=folder, saved=saved, changed=changed: (
+                f"{joins} beside {os.path.basename(folder)}, which was started with other settings: "
+                + "; ".join(setting_change(n, name, getattr(saved, name), getattr(cfg, name)) for name in changed))
+    return None
 
 
 def check_runs_table(out, configs):
@@ -316,9 +321,10 @@ def override_flags(overrides):
     return flags
 
 
-def run_sweep(plan, out, workers, slim=False, stop_grace=None, kill_grace=None):
+def run_sweep(plan, out, workers, slim=False, stop_grace=None, kill_grace=None, names=FIELD_NAMES):
     """Run the plan with at most `workers` processes at a time; write out/runs.csv. Returns exit code.
-    stop_grace, kill_grace: how the runs in flight are stopped when the sweep is (stop_runs)."""
+    stop_grace, kill_grace: how the runs in flight are stopped when the sweep is (stop_runs).
+    names: how its refusals name settings (config.SettingNames: the fields, or at the command line the flags)."""
     if workers < 1:
         print(f"trainer-minimal: error: --workers must be >= 1, got {workers}", file=sys.stderr)
         return 2
@@ -348,7 +354,7 @@ def run_sweep(plan, out, workers, slim=False, stop_grace=None, kill_grace=None):
                     "sweep left training), which has its stdout.log (its .lock names the process training it); rerun once "
                     "it has ended")
                 if not refusal and p["state"] == "new" and os.path.exists(os.path.join(run_dir, "ckpt.pt")):
-                    argv, refusal = started_since_the_plan(p)
+                    argv, refusal = started_since_the_plan(p, names)
                 if refusal:
                     if log is not None:
                         log.close()
@@ -403,14 +409,15 @@ def run_sweep(plan, out, workers, slim=False, stop_grace=None, kill_grace=None):
     return 0
 
 
-def started_since_the_plan(p):
+def started_since_the_plan(p, names=FIELD_NAMES):
     """(argv, "") to launch a run planned as new that has a checkpoint by now, or (None, why not): another
     sweep into this folder started it since this one was planned. Launched as new, `train` refused it
     ('already holds a run; pass --resume'), though it was training or done: it is resumed on the terms
     a plan made now would set (a resume says it has finished, or that another process trains it), and
     one started with other settings is refused as the plan would have refused it."""
     try:
-        problem = existing_run_state(p["cfg"], p["max_steps_given"])[1]
+        why = existing_run_state(p["cfg"], p["max_steps_given"])[1]
+        problem = why(names) if why else ""
     except ValueError as err:  # its settings cannot be read
         problem = str(err)
     if problem:

@@ -190,11 +190,13 @@ def preflight(cfg, this_machine=True):
     if ended_note(cfg) is None:  # (a malformed stopped.json is refused here) a run that ended writes nothing
         if cfg.resume:  # the checkpoint's run is the one that goes on: a config.json edited, or copied from
             # another run, passed the CLI's comparison and was refused only under the lock, as a traceback
-            changed = run_defining_changes(checkpoint_config(paths["ckpt"]), cfg)
-            if changed:
-                raise ValueError(f"--resume with other settings than the checkpoint in {cfg.out}: {'; '.join(changed)}; "
-                                 "these cannot change mid-run: start a new run with another --out (if "
-                                 f"{paths['config']} was edited or copied from another run, put back the run's own)")
+            saved = checkpoint_config(paths["ckpt"])
+            if run_defining_changes(saved, cfg):
+                raise SettingError(lambda n: f"--resume with other settings than the checkpoint in {cfg.out}: "
+                                             f"{'; '.join(run_defining_changes(saved, cfg, n))}; these cannot change "
+                                             "mid-run: start a new run with another --out (if "
+                                             f"{paths['config']} was edited or copied from another run, put back the "
+                                             "run's own)")
         if cfg.resume:
             numbered_rows_of = check_logs_readable(paths)  # read once here, for the checks of the logs below
             eval_rows = [row for _line, row in numbered_rows_of["evals"]]
@@ -1521,7 +1523,7 @@ def train(cfg, machine_checked=False, names=FIELD_NAMES):
         note, summary = decided_by_rank_0("train", checked_and_locked, check_here=checked_here)
         if note:
             return summary
-        return run_training(cfg)
+        return run_training(cfg, names)
     finally:
         if lock is not None:
             lock.close()
@@ -1541,8 +1543,8 @@ def remove_dead_writes(cfg):
         remove_stale_temps(Path(path), max_age_s=0)
 
 
-def run_training(cfg):
-    """train() past its checks, with the run folder locked."""
+def run_training(cfg, names=FIELD_NAMES):
+    """train() past its checks, with the run folder locked; names: how its refusals name settings (train's)."""
     torch.set_num_threads(cfg.threads)
     rank, world, device = setup_distributed(cfg)
     paths = run_paths(cfg)
@@ -1555,7 +1557,7 @@ def run_training(cfg):
     state = dict(step=0, compute=0.0, device_seconds=0.0, r0=None, retired=np.zeros(len(pool), dtype=bool))
 
     if cfg.resume:
-        resume_from_checkpoint(cfg, model, optimizer, state, device, rank, world)
+        resume_from_checkpoint(cfg, model, optimizer, state, device, rank, world, names)
         if rank == 0:  # drop a torn line and rows after the checkpoint: they will be produced again
             repair_jsonl(paths["evals"], state["step"])
             repair_jsonl(paths["train_log"], state["step"])
@@ -1638,10 +1640,11 @@ def run_training(cfg):
     return summary
 
 
-def resume_from_checkpoint(cfg, model, optimizer, state, device, rank, world):
+def resume_from_checkpoint(cfg, model, optimizer, state, device, rank, world, names=FIELD_NAMES):
     """Rank 0 loads the checkpoint and checks it, and sends the other ranks its weights, optimizer state
     and loop state (step, compute, R0, retired prompts): only rank 0's machine may hold the run folder.
-    A checkpoint it refuses ends every rank with its message, where the others waited for its weights."""
+    A checkpoint it refuses ends every rank with its message, where the others waited for its weights; one
+    replaced since preflight by another run's, a RefusedWhereItStarts naming its settings by names."""
     refusal = None
     if rank == 0:
         path = run_paths(cfg)["ckpt"]
@@ -1659,9 +1662,10 @@ def resume_from_checkpoint(cfg, model, optimizer, state, device, rank, world):
         except Exception as err:  # a traceback under the lock; cli.run_command refuses it like preflight
             refusal = UnreadableCheckpoint(path, err)
         else:
-            changed = run_defining_changes(from_dict(ckpt["config"]), cfg)
-            if changed:
-                refusal = ValueError(f"--resume with other settings than the checkpoint in {cfg.out}: {'; '.join(changed)}")
+            changed = run_defining_changes(from_dict(ckpt["config"]), cfg, names)
+            if changed:  # a traceback on rank 0 before: cli.run_command refuses it, exit 2
+                refusal = RefusedWhereItStarts(f"--resume with other settings than the checkpoint in {cfg.out}: "
+                                               f"{'; '.join(changed)}")
     said = broadcast_object(None if refusal is None else str(refusal), world)
     if refusal is not None:
         raise refusal
