@@ -1534,7 +1534,8 @@ def test_resume_with_the_advisor_off_drops_its_settings(tmp_path):
 @pytest.mark.parametrize("flags, said", [
     # asked at every 4th evaluation (step 64) but never at max_steps: never asked at all
     (["--advisor-every", "4", "--eval-every", "16", "--max-steps", "64"],
-     "advisor_every=4 with eval_every=16 and max_steps=64: the advisor would first be asked at step 64"),
+     "--advisor-every 4 with --eval-every 16 and --max-steps 64: the advisor would first be asked at step 64, and "
+     "it is not asked at or past --max-steps"),
     # asked after evaluations 1-3, all before the rules start (min_evals 4)
     (["--advisor-every", "1", "--eval-every", "10", "--max-steps", "40"],
      "the advisor is last asked at step 30, after 3 evaluation(s), and its rules start at min_evals=4"),
@@ -1560,6 +1561,13 @@ def test_an_advisor_that_can_never_stop_the_run_is_said_when_it_starts(tmp_path,
         assert "warning" not in err
     else:
         assert said in err and err.count("warning") == 1  # once for a sweep, not once per run
+        if command == ["train"]:  # the flags at the command line, the fields in the Python API
+            from trainer_minimal.config import advisor_idle_note
+
+            settings = dict(zip(flags[::2], flags[1::2], strict=True))
+            assert advisor_idle_note(started[0]).startswith(
+                f"advisor_every={settings['--advisor-every']} with eval_every={settings['--eval-every']} and "
+                f"max_steps={settings['--max-steps']}: ")
 
 
 def test_an_advisor_that_can_never_stop_the_run_is_said_when_it_starts_not_on_each_resume(tmp_path, warm_cache,
@@ -1569,7 +1577,7 @@ def test_an_advisor_that_can_never_stop_the_run_is_said_when_it_starts_not_on_ea
     run = tmp_path / "run"
     flags = ["--out", str(run), *tiny_flags(max_steps=2, eval_every=2), "--advisor-every", "4"]
     assert main(["train", *flags]) == 0
-    assert "warning: advisor_every=4 with eval_every=2 and max_steps=2" in capsys.readouterr().err
+    assert "warning: --advisor-every 4 with --eval-every 2 and --max-steps 2" in capsys.readouterr().err
     assert main(["train", "--out", str(run), "--resume"]) == 0
     said = capsys.readouterr()
     assert said.err == ""

@@ -392,10 +392,10 @@ def checked_command(argv):
             with settings_named_by_flags():
                 plan = plan_sweep(args.presets, args.seeds, args.out, explicit_overrides(args, SWEEP_FIXED),
                                   workers=args.workers)
-            idle = [advisor_idle_note(p["cfg"]) for p in plan if p["state"] == "new"]
+            idle = [advisor_idle_note(p["cfg"], FLAG_NAMES) for p in plan if p["state"] == "new"]
         else:
             cfg = agreed_train_config(args)  # torch is imported only once the arguments are known to be sane
-            idle = [] if cfg.resume else [advisor_idle_note(cfg)]
+            idle = [] if cfg.resume else [advisor_idle_note(cfg, FLAG_NAMES)]
             from .train import process_rank
 
             # said once under torchrun, by the rank that reads the run folder

@@ -550,8 +550,9 @@ def advisor_settings(cfg):
     return rules, ({"priors": priors} if prior_items else {})
 
 
-def advisor_idle_note(cfg):
-    """Why the advisor, although on, can never stop this run (a sentence), or "". It is asked after
+def advisor_idle_note(cfg, names=FIELD_NAMES):
+    """Why the advisor, although on, can never stop this run (a sentence, its settings named by names: the
+    fields, or at the command line the flags, as SettingError names them), or "". It is asked after
     every advisor_every-th evaluation but not at max_steps, and its rules say nothing before
     min_evals evaluations: an advisor_every or eval_every too large for max_steps (say 4 and 16 of
     64 steps) left it silent for the whole run, without a word that the flag did nothing.
@@ -560,10 +561,11 @@ def advisor_idle_note(cfg):
         return ""
     period = cfg.eval_every * cfg.advisor_every
     last_asked = (cfg.max_steps - 1) // period * period  # the last step before max_steps it is asked at
-    settings = f"advisor_every={cfg.advisor_every} with eval_every={cfg.eval_every} and max_steps={cfg.max_steps}"
+    settings = (f"{names.given('advisor_every', cfg.advisor_every)} with {names.given('eval_every', cfg.eval_every)} "
+                f"and {names.given('max_steps', cfg.max_steps)}")
     if last_asked == 0:
         return (f"{settings}: the advisor would first be asked at step {period}, and it is not asked at or past "
-                "max_steps, so it is never asked in this run")
+                f"{names('max_steps')}, so it is never asked in this run")
     needed = max(advisor_settings(cfg)[0].min_evals, 2)
     if last_asked // cfg.eval_every < needed:
         return (f"{settings}: the advisor is last asked at step {last_asked}, after {last_asked // cfg.eval_every} "
