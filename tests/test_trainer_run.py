@@ -1817,6 +1817,30 @@ def test_a_model_that_changes_its_logits_after_the_head_is_refused_when_loaded(t
         load_hf_policy(str(tmp_path / "granite"))
 
 
+def test_a_model_refused_when_the_run_loads_it_is_said_in_one_line_naming_the_flag(tmp_path, monkeypatch, capsys):
+    """The load-time check of the model's own logits (the net behind check_model_path, let through here) said
+    "model_path='...': the model's own logits differ ..." at the command line, as a traceback from inside train().
+    One line, exit 2, naming --model-path; the field in the Python API."""
+    transformers = pytest.importorskip("transformers")
+    import trainer_minimal.train as train_module
+
+    granite = str(tmp_path / "granite")
+    transformers.GraniteForCausalLM(transformers.GraniteConfig(
+        vocab_size=CharTokenizer().vocab_size, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+        num_attention_heads=2, num_key_value_heads=1, logits_scaling=4.0)).save_pretrained(granite)
+    monkeypatch.setattr(train_module, "check_model_path", lambda cfg: None)  # which refuses logits_scaling first
+    run = tmp_path / "run"
+    assert main(["train", "--out", str(run), "--model-path", granite, "--warmstart-cache", str(tmp_path / "cache"),
+                 *tiny_flags()]) == 2
+    err = capsys.readouterr().err  # after transformers' progress bars
+    assert err.endswith("\n") and "Traceback" not in err, err
+    assert err.splitlines()[-1].startswith(f"trainer-minimal: error: --model-path {granite!r}: the model's own logits "
+                                           "differ from the trainer's "), err
+    assert not (run / "ckpt.pt").exists()
+    with pytest.raises(ValueError, match=f"^model_path={re.escape(repr(granite))}: the model's own logits differ"):
+        train(tiny(tmp_path / "api", str(tmp_path / "cache"), model_path=granite))
+
+
 def test_the_warm_start_cache_knows_a_model_folder_replaced_by_another_of_the_same_shape(tmp_path):
     """Keyed by model_path alone, another model saved into the same folder (same config.json, same file
     sizes) loaded the first one's warm start over its own weights, silently."""

@@ -19,7 +19,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .config import SOFTCAP_FIELD
+from .config import SOFTCAP_FIELD, SettingError
 from .tokenizer import OTHER_TOKENIZER_FILES, CharTokenizer, folder_tokenizer
 
 ARCHITECTURE = "tiny-gpt-1"  # part of the warm-start cache key: bump when TinyGPT changes
@@ -216,7 +216,8 @@ def check_own_logits(model, path, tolerance=1e-4):
     """Refuse a model whose own forward gives other logits than forward_logits, which runs the backbone
     and applies the LM head itself: a model that changes its logits after the head in a way forward_logits
     does not redo (config.check_model_path refuses the fields known to) would be sampled and trained on
-    logits that are not its own, silently. One forward of a few tokens, in float32, on the CPU."""
+    logits that are not its own, silently. One forward of a few tokens, in float32, on the CPU. Refused as a
+    config.SettingError: at the command line it names --model-path (train.run_training)."""
     n_vocab = model.get_input_embeddings().num_embeddings
     ids = (torch.arange(1, 7) % n_vocab)[None]
     mask = torch.ones_like(ids)
@@ -226,9 +227,10 @@ def check_own_logits(model, path, tolerance=1e-4):
     if gap > tolerance * max(1.0, own.abs().max().item()):
         fields = {k: v for k, v in model.config.get_text_config().to_dict().items()
                   if ("logit" in k or "lm_head" in k) and not any(w in k for w in ("attn", "attention", "router"))}
-        raise ValueError(f"model_path={path!r}: the model's own logits differ from the trainer's (LM head on the "
-                         f"backbone's output) by up to {gap:.3g}; its forward changes the logits after the head in "
-                         f"a way the trainer does not redo (its config's logit fields: {fields or 'none'})")
+        raise SettingError(lambda n: f"{n.given('model_path', path)}: the model's own logits differ from the trainer's "
+                                     f"(LM head on the backbone's output) by up to {gap:.3g}; its forward changes the "
+                                     f"logits after the head in a way the trainer does not redo (its config's logit "
+                                     f"fields: {fields or 'none'})")
 
 
 def save_untrained_llama(folder, hidden_size=64, n_layer=2, n_head=4, seed=0):

@@ -1550,7 +1550,10 @@ def run_training(cfg, names=FIELD_NAMES):
     paths = run_paths(cfg)
     if rank == 0:
         os.makedirs(cfg.out, exist_ok=True)
-    model, tok = build_policy(cfg, init_seed=derive_seed(cfg.warmup_seed, "init"))
+    try:
+        model, tok = build_policy(cfg, init_seed=derive_seed(cfg.warmup_seed, "init"))
+    except SettingError as err:  # the model's own check at its load (model.check_own_logits): a traceback before
+        raise RefusedWhereItStarts(err.message(names)) from None
     model.to(device)
     pool, val = build_datasets(cfg)
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
