@@ -140,11 +140,51 @@ def field_names():
     return [f.name for f in fields(Config)]
 
 
-def run_defining_changes(saved, cfg, names=None):
+# A refusal of a setting names it as its caller gave it: the Python API (Config, make_config, validate) by its
+# field (seed, train_size=31), the command line by its flag, as the user typed it (--seed, --train-size 31).
+# One mechanism for every check, not a rewrite of the message's words (a field's name is often an English word:
+# seed, out, tasks): the check writes its message once, as a function of how settings are named (SettingNames),
+# and raises SettingError, a ValueError whose str() names the fields; the CLI alone says it with the flags
+# (SettingError.with_flags, in cli.settings_named_by_flags).
+class SettingNames:
+    """How a refusal names a setting: as_flags False, by its field ("train_size", "train_size=31"); True, by
+    its command-line flag ("--train-size", "--train-size 31")."""
+
+    def __init__(self, as_flags):
+        self.as_flags = as_flags
+
+    def __call__(self, name):
+        return "--" + name.replace("_", "-") if self.as_flags else name
+
+    def given(self, name, value):
+        """The setting with the value it was given; a string quoted, as the messages always showed it."""
+        shown = repr(value) if isinstance(value, str) else value
+        return f"{self(name)} {shown}" if self.as_flags else f"{name}={shown}"
+
+
+FIELD_NAMES, FLAG_NAMES = SettingNames(as_flags=False), SettingNames(as_flags=True)
+
+
+class SettingError(ValueError):
+    """A refusal of settings (validate), written once as message(names) -> str for a SettingNames: str() names
+    the fields, with_flags() the command-line flags."""
+
+    def __init__(self, message):
+        super().__init__(message(FIELD_NAMES))
+        self.message = message
+
+    def with_flags(self):
+        return self.message(FLAG_NAMES)
+
+    def __reduce__(self):  # pickled (another process), it is the ValueError it says: its message is a function
+        return ValueError, self.args
+
+
+def run_defining_changes(saved, cfg, names=FIELD_NAMES):
     """["field saved -> new", ...] for the fields that define a run (all but RESUMABLE_FIELDS)
     on which cfg differs from the run's saved config, each named by names (a SettingNames: the field,
-    or at the command line the flag, "--lr 0.002 -> 0.001"; None, the field: FIELD_NAMES is defined below)."""
-    return [setting_change(names or FIELD_NAMES, name, getattr(saved, name), getattr(cfg, name))
+    or at the command line the flag, "--lr 0.002 -> 0.001")."""
+    return [setting_change(names, name, getattr(saved, name), getattr(cfg, name))
             for name in field_names() if name not in RESUMABLE_FIELDS and getattr(saved, name) != getattr(cfg, name)]
 
 
@@ -187,46 +227,6 @@ def unknown_task(name):
 
     hint = did_you_mean(name, TASK_NAMES)
     return f"unknown task {name!r}{f' ({hint})' if hint else ''}; "
-
-
-# A refusal of a setting names it as its caller gave it: the Python API (Config, make_config, validate) by its
-# field (seed, train_size=31), the command line by its flag, as the user typed it (--seed, --train-size 31).
-# One mechanism for every check, not a rewrite of the message's words (a field's name is often an English word:
-# seed, out, tasks): the check writes its message once, as a function of how settings are named (SettingNames),
-# and raises SettingError, a ValueError whose str() names the fields; the CLI alone says it with the flags
-# (SettingError.with_flags, in cli.settings_named_by_flags).
-class SettingNames:
-    """How a refusal names a setting: as_flags False, by its field ("train_size", "train_size=31"); True, by
-    its command-line flag ("--train-size", "--train-size 31")."""
-
-    def __init__(self, as_flags):
-        self.as_flags = as_flags
-
-    def __call__(self, name):
-        return "--" + name.replace("_", "-") if self.as_flags else name
-
-    def given(self, name, value):
-        """The setting with the value it was given; a string quoted, as the messages always showed it."""
-        shown = repr(value) if isinstance(value, str) else value
-        return f"{self(name)} {shown}" if self.as_flags else f"{name}={shown}"
-
-
-FIELD_NAMES, FLAG_NAMES = SettingNames(as_flags=False), SettingNames(as_flags=True)
-
-
-class SettingError(ValueError):
-    """A refusal of settings (validate), written once as message(names) -> str for a SettingNames: str() names
-    the fields, with_flags() the command-line flags."""
-
-    def __init__(self, message):
-        super().__init__(message(FIELD_NAMES))
-        self.message = message
-
-    def with_flags(self):
-        return self.message(FLAG_NAMES)
-
-    def __reduce__(self):  # pickled (another process), it is the ValueError it says: its message is a function
-        return ValueError, self.args
 
 
 def validate(cfg, *, saved_max_steps=None):
