@@ -1841,6 +1841,33 @@ def test_a_model_refused_when_the_run_loads_it_is_said_in_one_line_naming_the_fl
         train(tiny(tmp_path / "api", str(tmp_path / "cache"), model_path=granite))
 
 
+def test_a_model_refused_as_a_sweep_builds_its_warm_start_is_said_in_one_line_naming_the_flag(tmp_path, monkeypatch,
+                                                                                               capsys):
+    """A sweep builds its runs' warm starts in its own process (sweep.prepare_warm_starts): the model's load-time
+    check of its own logits refused it there as a traceback of the sweep's, naming the field model_path. One line,
+    exit 2, naming --model-path, before any run starts; the field in the Python API."""
+    transformers = pytest.importorskip("transformers")
+    import trainer_minimal.sweep as sweep_module
+
+    granite = str(tmp_path / "granite")
+    transformers.GraniteForCausalLM(transformers.GraniteConfig(
+        vocab_size=CharTokenizer().vocab_size, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+        num_attention_heads=2, num_key_value_heads=1, logits_scaling=4.0)).save_pretrained(granite)
+    monkeypatch.setattr(sweep_module, "check_model_path", lambda cfg: None)  # which refuses logits_scaling first
+    out = tmp_path / "sweep"
+    assert main(["sweep", "--presets", "grpo", "--seeds", "0", "--out", str(out), "--model-path", granite,
+                 "--warmstart-cache", str(tmp_path / "cache"), *tiny_flags()]) == 2
+    err = capsys.readouterr().err
+    assert err.endswith("\n") and "Traceback" not in err, err
+    assert err.splitlines()[-1].startswith(f"trainer-minimal: error: --model-path {granite!r}: the model's own logits "
+                                           "differ from the trainer's "), err
+    assert not list(out.glob("*/evals.jsonl"))  # no run started
+    plan = sweep_module.plan_sweep("grpo", "0", str(tmp_path / "api"),
+                                   {**TINY, "model_path": granite, "warmstart_cache": str(tmp_path / "cache")})
+    with pytest.raises(ValueError, match=f"^model_path={re.escape(repr(granite))}: the model's own logits differ"):
+        sweep_module.prepare_warm_starts([p["cfg"] for p in plan])
+
+
 def test_the_warm_start_cache_knows_a_model_folder_replaced_by_another_of_the_same_shape(tmp_path):
     """Keyed by model_path alone, another model saved into the same folder (same config.json, same file
     sizes) loaded the first one's warm start over its own weights, silently."""

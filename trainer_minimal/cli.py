@@ -419,10 +419,14 @@ def run_command(args, cfg, plan):
     # process of a sweep); the logs are append-only and the checkpoint atomic, so nothing written is lost.
     if args.command == "sweep":
         from .sweep import run_sweep
+        from .train import RefusedWhereItStarts
 
         again = "the same command again resumes the sweep (finished runs are skipped)"
         try:
             return run_sweep(plan, args.out, args.workers, slim=args.slim, names=FLAG_NAMES)
+        except RefusedWhereItStarts as e:  # a model refused as its warm start loads it, before any run started
+            print(f"trainer-minimal: error: {e}", file=sys.stderr)
+            return 2
         except KeyboardInterrupt as e:
             what, code = interrupted_exit(e)
             print(f"trainer-minimal: {what}; {again}", file=sys.stderr)

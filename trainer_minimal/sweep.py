@@ -331,7 +331,12 @@ def run_sweep(plan, out, workers, slim=False, stop_grace=None, kill_grace=None, 
     os.makedirs(out, exist_ok=True)
     # only a new run starts from the warm start: a resumed one loads its checkpoint, a finished one is
     # skipped (after --slim deleted the cache, a re-run of a finished sweep trained it again for nothing)
-    prepare_warm_starts([p["cfg"] for p in plan if p["state"] == "new"])
+    try:
+        prepare_warm_starts([p["cfg"] for p in plan if p["state"] == "new"])
+    except SettingError as err:  # a model refused as it is loaded (model.check_own_logits), before any run started,
+        from .train import RefusedWhereItStarts
+
+        raise RefusedWhereItStarts(err.message(names)) from None  # is said in one line as train() says it, not a traceback
     queue, running, failed = [], [], []
     refused = {}  # run_id -> why its `train` refused to run
     crashed = {}  # run_id -> (what it died of, its stdout.log), for a run that failed without a refusal
