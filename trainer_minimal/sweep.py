@@ -246,7 +246,13 @@ def check_runs_side_by_side_fit(plan, workers):
     whole life is summed (LASTING_PARTS, memory_estimate's lower bounds): the sequences are held at times, and the
     runs need not hold them at once, so the sum stays a lower bound. On a CUDA device the runs' models are in
     its memory (every run of a sweep has the sweep's --device), their task data in the machine's."""
-    from .train import cuda_device_memory, machine_memory, memory_estimate
+    from .train import (
+        cuda_device_memory,
+        machine_memory,
+        memory_estimate,
+        memory_said,
+        refuse_what_does_not_fit,
+    )
 
     together = [p["cfg"] for p in plan if p["state"] != "finished"][:max(workers, 0)]
     if len(together) < 2:  # one run alone: check_memory_fits
@@ -260,11 +266,9 @@ def check_runs_side_by_side_fit(plan, workers):
         data = {"the task data": held.pop("the task data")}
         return [(held, device, f"the CUDA device {together[0].device}"), (data, machine, "this machine")]
 
-    for index, (held, available, _where) in enumerate(checks(FIELD_NAMES)):
-        needed = sum(size for size, _settings in held.values())
-        if available is not None and needed > available:
-            raise SettingError(lambda n, index=index: runs_more_than_available(n, workers, len(together),
-                                                                               *checks(n)[index]))
+    refuse_what_does_not_fit(checks, lambda n, *check: (
+        f"{n.given('workers', workers)} runs {len(together)} runs side by side, which together need "
+        f"{memory_said(*check)}: lower {n('workers')} or the settings"))
 
 
 def side_by_side(estimates):
@@ -278,15 +282,6 @@ def side_by_side(estimates):
             summed[part] = (sum(size for size, _settings in held),
                             f"{settings}; {len(held)} runs side by side, each its own")
     return summed
-
-
-def runs_more_than_available(names, workers, runs, held, available, where):
-    """The refusal of check_runs_side_by_side_fit, its settings named by names (config.SettingNames)."""
-    needed = sum(size for size, _settings in held.values())
-    said = "; ".join(f"{part} {size / 2**30:.3g} GiB ({settings})" for part, (size, settings) in held.items())
-    return (f"{names.given('workers', workers)} runs {runs} runs side by side, which together need an estimated "
-            f"{needed / 2**30:.3g} GiB of memory ({said}), more than the {available / 2**30:.3g} GiB {where} has: "
-            f"lower {names('workers')} or the settings")
 
 
 def check_task_data(configs):

@@ -350,18 +350,24 @@ def check_memory_fits(cfg):
         data = {"the task data": own.pop("the task data")}
         return [(own, device, f"the CUDA device {cfg.device}"), (times(data, processes), machine, "this machine")]
 
+    refuse_what_does_not_fit(checks, lambda n, *check: f"these settings need {memory_said(*check)}: lower them")
+
+
+def refuse_what_does_not_fit(checks, refusal):
+    """SettingError for the first of checks(names) (each (parts held, memory available or None, where), the parts
+    memory_estimate's, their settings named by names) whose parts need more than is available; its message
+    refusal(names, held, available, where), with the settings named by names (str(): the fields)."""
     for index, (held, available, _where) in enumerate(checks(FIELD_NAMES)):
-        needed = sum(size for size, _settings in held.values())
-        if available is not None and needed > available:
-            raise SettingError(lambda n, index=index: more_than_available(*checks(n)[index]))
+        if available is not None and sum(size for size, _settings in held.values()) > available:
+            raise SettingError(lambda n, index=index: refusal(n, *checks(n)[index]))
 
 
-def more_than_available(held, available, where):
-    """The refusal of check_memory_fits: the parts held (memory_estimate's), with the settings that size each."""
+def memory_said(held, available, where):
+    """'an estimated X GiB of memory (each part, its GiB and the settings that size it), more than the Y GiB
+    `where` has': what a memory refusal says of the parts held (memory_estimate's)."""
     needed = sum(size for size, _settings in held.values())
     said = "; ".join(f"{part} {size / 2**30:.3g} GiB ({settings})" for part, (size, settings) in held.items())
-    return (f"these settings need an estimated {needed / 2**30:.3g} GiB of memory ({said}), "
-            f"more than the {available / 2**30:.3g} GiB {where} has: lower them")
+    return f"an estimated {needed / 2**30:.3g} GiB of memory ({said}), more than the {available / 2**30:.3g} GiB {where} has"
 
 
 def times(parts, processes):
