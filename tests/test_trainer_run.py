@@ -1817,17 +1817,23 @@ def test_a_model_that_changes_its_logits_after_the_head_is_refused_when_loaded(t
         load_hf_policy(str(tmp_path / "granite"))
 
 
+def saved_model_that_scales_its_logits(folder):
+    """A tiny Granite model saved in `folder` (returned as str), whose forward scales the logits after the head
+    (logits_scaling): check_model_path refuses it from its config, model.check_own_logits as it is loaded."""
+    transformers = pytest.importorskip("transformers")
+    transformers.GraniteForCausalLM(transformers.GraniteConfig(
+        vocab_size=CharTokenizer().vocab_size, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+        num_attention_heads=2, num_key_value_heads=1, logits_scaling=4.0)).save_pretrained(folder)
+    return str(folder)
+
+
 def test_a_model_refused_when_the_run_loads_it_is_said_in_one_line_naming_the_flag(tmp_path, monkeypatch, capsys):
     """The load-time check of the model's own logits (the net behind check_model_path, let through here) said
     "model_path='...': the model's own logits differ ..." at the command line, as a traceback from inside train().
     One line, exit 2, naming --model-path; the field in the Python API."""
-    transformers = pytest.importorskip("transformers")
     import trainer_minimal.train as train_module
 
-    granite = str(tmp_path / "granite")
-    transformers.GraniteForCausalLM(transformers.GraniteConfig(
-        vocab_size=CharTokenizer().vocab_size, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-        num_attention_heads=2, num_key_value_heads=1, logits_scaling=4.0)).save_pretrained(granite)
+    granite = saved_model_that_scales_its_logits(tmp_path / "granite")
     monkeypatch.setattr(train_module, "check_model_path", lambda cfg: None)  # which refuses logits_scaling first
     run = tmp_path / "run"
     assert main(["train", "--out", str(run), "--model-path", granite, "--warmstart-cache", str(tmp_path / "cache"),
@@ -1846,13 +1852,9 @@ def test_a_model_refused_as_a_sweep_builds_its_warm_start_is_said_in_one_line_na
     """A sweep builds its runs' warm starts in its own process (sweep.prepare_warm_starts): the model's load-time
     check of its own logits refused it there as a traceback of the sweep's, naming the field model_path. One line,
     exit 2, naming --model-path, before any run starts; the field in the Python API."""
-    transformers = pytest.importorskip("transformers")
     import trainer_minimal.sweep as sweep_module
 
-    granite = str(tmp_path / "granite")
-    transformers.GraniteForCausalLM(transformers.GraniteConfig(
-        vocab_size=CharTokenizer().vocab_size, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-        num_attention_heads=2, num_key_value_heads=1, logits_scaling=4.0)).save_pretrained(granite)
+    granite = saved_model_that_scales_its_logits(tmp_path / "granite")
     monkeypatch.setattr(sweep_module, "check_model_path", lambda cfg: None)  # which refuses logits_scaling first
     out = tmp_path / "sweep"
     assert main(["sweep", "--presets", "grpo", "--seeds", "0", "--out", str(out), "--model-path", granite,
