@@ -9,7 +9,14 @@ import pytest
 
 from trainer_minimal import make_config
 from trainer_minimal.config import TASK_NAMES
-from trainer_minimal.tasks import build_datasets, distinct_prompts, make_problems, reward
+from trainer_minimal.tasks import (
+    build_datasets,
+    distinct_prompts,
+    every_draw,
+    make_problems,
+    reward,
+    write_problem,
+)
 
 MAX_SIZE = 3
 N = 600  # problems per family: every size, and one-digit operands of every value, come up many times
@@ -89,3 +96,43 @@ def test_the_count_of_distinct_prompts_stops_once_past_what_is_asked():
     """max_size may be 2**31 - 1 for sort, whose prompts at that size have billions of digits."""
     assert distinct_prompts(["sort"], 2**31 - 1, more_than=2**31 - 1) == 10**3 + 10**4 + 10**5 + 10**6 + 10**7 + 10**8 \
         + 10**9 + 10**10
+
+
+@pytest.mark.parametrize("tasks, max_size", [("rev", 1), ("add,mul", 1), ("count", 1), ("sort", 2)])
+def test_a_validation_set_that_leaves_one_prompt_leaves_a_training_pool_of_it(tasks, max_size):
+    """validate() lets a val_size leave a single prompt for the pool (which may repeat a prompt); the pool drew 50 *
+    train_size problems for it and failed ("could only generate 6 of 4000 problems" for sort at max_size 2, where
+    the prompt left is 1 in 20000 draws), or passed, as validation's draws happened to fall."""
+    count = distinct_prompts(tasks.split(","), max_size, more_than=10**6)
+    cfg = make_config("scalerl", tasks=tasks, max_size=max_size, val_size=count - 1, out="unused")
+    pool, val = build_datasets(cfg)
+    val_prompts = {p["prompt"] for p in val}
+    assert len(val_prompts) == count - 1 and len(pool) == cfg.train_size
+    assert len({p["prompt"] for p in pool} - val_prompts) == 1  # the one prompt left, every time
+
+
+def test_a_pool_of_the_prompts_few_draws_reach_takes_each_at_the_odds_of_a_draw():
+    """Past its 50 * n draws, make_problems takes what is left at the odds its draws give each prompt: the family
+    (and size) first, then a prompt of it. Left: one of add's 100 prompts at size 1 and two of sort's 1000, so a
+    draw not skipped is add's 1/100 against 2/1000 (5 in 6), not 1 in 3 (each prompt left alike) nor 1 in 2 (each
+    family alike). 0.6% of draws reach them: 30% of the pool is drawn, 70% taken from what is left."""
+    every = {task: make_problems(0, count, [task], 1, unique=True) for task, count in (("add", 100), ("sort", 1000))}
+    left = [every["add"][0], *every["sort"][:2]]
+    exclude = frozenset(p["prompt"] for p in every["add"] + every["sort"]) - {p["prompt"] for p in left}
+    pool = make_problems(5, 4000, ["add", "sort"], 1, exclude=exclude)
+    assert {p["prompt"] for p in pool} == {p["prompt"] for p in left}
+    assert all(p in left for p in pool)  # each with its answer, family and size
+    share_of_add = sum(p["task"] == "add" for p in pool) / len(pool)
+    assert share_of_add == pytest.approx(5 / 6, abs=0.03)
+
+
+@pytest.mark.parametrize("task", TASK_NAMES)
+def test_every_draw_of_a_family_is_each_prompt_it_may_write_once(task):
+    """What make_problems takes the prompts left from, past its draws: as many as distinct_prompts counts, every
+    one distinct, and every prompt the draws write among them, with the same answer."""
+    for size in (1, 2):
+        written = dict(write_problem(task, drawn) for drawn in every_draw(task, size))
+        others = distinct_prompts([task], size - 1, more_than=10**9) if size > 1 else 0
+        assert len(written) == distinct_prompts([task], size, more_than=10**9) - others
+        drawn = make_problems(2, 300, [task], 1 if size == 1 else 2)
+        assert all(written.get(p["prompt"]) == p["answer"] for p in drawn if p["size"] == size)

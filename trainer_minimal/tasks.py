@@ -13,29 +13,64 @@ which keeps the pass-rate asymptote well below 1 (as on real reasoning benchmark
 gave flat curves at this model size; max is learnt in the warm start. The reward is exact match.
 """
 
+import itertools
+
 import numpy as np
 
 
 def make_problem(rng, task, size):
     """One (prompt, answer) pair of the given family and size; rng is a numpy Generator."""
+    return write_problem(task, draw(rng, task, size))
+
+
+def draw(rng, task, size):
+    """What a problem of the family and size is made of, drawn: two numbers for add and mul, a digit string for
+    sort, rev and max, a digit string and the digit to count for count."""
     if task == "add":
-        a, b = (_number(rng, size) for _ in range(2))
+        return tuple(_number(rng, size) for _ in range(2))
+    if task == "mul":
+        return _number(rng, size), int(rng.integers(2, 10))
+    if task in ("sort", "rev"):
+        return _digits(rng, 10, size + 2)
+    if task == "max":
+        return _digits(rng, 10, 2 * size + 1)
+    if task == "count":
+        return _digits(rng, 4, 2 * size + 2), str(int(rng.integers(0, 4)))
+    raise ValueError(f"unknown task {task!r}")
+
+
+def every_draw(task, size):
+    """Every draw(rng, task, size) can make, each once (in order): each writes its own prompt."""
+    numbers = range(0 if size == 1 else 10 ** (size - 1), 10**size)  # _number's
+    if task == "add":
+        return itertools.product(numbers, numbers)
+    if task == "mul":
+        return itertools.product(numbers, range(2, 10))
+    if task in ("sort", "rev"):
+        return _every_digit_string(10, size + 2)
+    if task == "max":
+        return _every_digit_string(10, 2 * size + 1)
+    if task == "count":
+        return itertools.product(_every_digit_string(4, 2 * size + 2), "0123")
+    raise ValueError(f"unknown task {task!r}")
+
+
+def write_problem(task, drawn):
+    """(prompt, answer) of the family from what draw() drew for it."""
+    if task == "add":
+        a, b = drawn
         return f"{a}+{b}=", str(a + b)
     if task == "mul":
-        a, b = _number(rng, size), int(rng.integers(2, 10))
+        a, b = drawn
         return f"{a}*{b}=", str(a * b)
     if task == "sort":
-        digits = "".join(str(d) for d in rng.integers(0, 10, size + 2))
-        return f"s{digits}=", "".join(sorted(digits))
+        return f"s{drawn}=", "".join(sorted(drawn))
     if task == "rev":
-        digits = "".join(str(d) for d in rng.integers(0, 10, size + 2))
-        return f"r{digits}=", digits[::-1]
+        return f"r{drawn}=", drawn[::-1]
     if task == "max":
-        digits = "".join(str(d) for d in rng.integers(0, 10, 2 * size + 1))
-        return f"m{digits}=", max(digits)
+        return f"m{drawn}=", max(drawn)
     if task == "count":
-        digits = "".join(str(d) for d in rng.integers(0, 4, 2 * size + 2))
-        target = str(int(rng.integers(0, 4)))
+        digits, target = drawn
         return f"c{target}:{digits}=", str(digits.count(target))
     raise ValueError(f"unknown task {task!r}")
 
@@ -63,8 +98,17 @@ def _number(rng, n_digits):
     return int(rng.integers(low, 10**n_digits))
 
 
+def _digits(rng, base, length):
+    return "".join(str(d) for d in rng.integers(0, base, length))
+
+
+def _every_digit_string(base, length):
+    return ("".join(digits) for digits in itertools.product("0123456789"[:base], repeat=length))
+
+
 def make_problems(seed, n, tasks, max_size, exclude=frozenset(), unique=False):
-    """n problems with family and size uniform; prompts in `exclude` are skipped.
+    """n problems with family and size uniform; prompts in `exclude` are skipped (past 50 * n draws, the
+    problems still missing are taken from the prompts left: draws_left).
 
     Returns a list of dicts with keys prompt, answer, task, size.
     """
@@ -81,10 +125,36 @@ def make_problems(seed, n, tasks, max_size, exclude=frozenset(), unique=False):
         if unique:
             seen.add(prompt)
         out.append(dict(prompt=prompt, answer=answer, task=task, size=size))
+    if len(out) < n and exclude and not unique:
+        out += draws_left(rng, n - len(out), tasks, max_size, exclude)
     if len(out) < n:
         raise ValueError(f"could only generate {len(out)} of {n} problems for tasks={tasks}, "
                          f"max_size={max_size}; lower train_size/val_size or raise max_size")
     return out
+
+
+def draws_left(rng, n, tasks, max_size, exclude):
+    """n problems whose prompts are not in exclude, each as likely as make_problems's draws make it: a family
+    and size 1 in len(tasks) * max_size, then a prompt 1 in its family and size's (the odds of the draws that
+    skip the excluded prompts, given that a draw is not skipped).
+
+    For a training pool that make_problems's 50 * n draws did not fill: fewer than 1 in 50 draws missed the
+    validation set, which holds nearly all the prompts (validate() refuses only one that holds them all). The
+    prompts left are then few and rarely drawn (1 in 300000 draws for one sort prompt at size 3 of max_size 3:
+    hours of draws for a pool of 4000), so they are found here, by writing every prompt of the tasks, about as
+    many as the validation set holds."""
+    left, odds = [], []
+    for task in tasks:  # a task named twice is drawn twice as often, and its prompts are listed twice
+        for size in range(1, max_size + 1):
+            problems = [write_problem(task, drawn) for drawn in every_draw(task, size)]
+            for prompt, answer in problems:
+                if prompt not in exclude:
+                    left.append(dict(prompt=prompt, answer=answer, task=task, size=size))
+                    odds.append(1 / len(problems))
+    if not left:
+        return []
+    chosen = rng.choice(len(left), size=n, p=np.array(odds) / sum(odds))
+    return [dict(left[i]) for i in chosen]
 
 
 def build_datasets(cfg):
