@@ -1,6 +1,7 @@
 """trainer-minimal's command line with known answers, without training: the defaults its help states are the
 ones it uses, and what it says about a bad command line. tests/test_trainer_run.py runs the commands."""
 
+import dataclasses
 import os
 import re
 import subprocess
@@ -9,7 +10,7 @@ import sys
 import pytest
 
 from trainer_minimal.cli import build_parser, main
-from trainer_minimal.config import PRESETS
+from trainer_minimal.config import PRESETS, to_json
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -254,3 +255,50 @@ def test_a_run_folder_changed_after_the_command_s_checks_is_refused_in_one_line_
 
         with pytest.raises(ValueError, match=re.escape(f"advisor_reference {str(reference)!r} does not exist")):
             train(make_config(out=str(tmp_path / "api"), advisor_every=1, advisor_reference=str(reference)))
+
+
+def test_a_sweep_s_run_another_sweep_started_with_other_settings_meanwhile_is_refused_naming_the_flags(
+        tmp_path, capsys, monkeypatch):
+    """Two sweeps into one folder at once both plan their shared runs as new; a run the other started since, with
+    other settings, is refused as the plan would have refused it (tests/test_trainer_run.py: in Python, naming
+    the fields). At the command line: one line naming the flag, the sweep's other runs launched, the sweep's exit
+    for a run refused (1, as for a run whose `train` refused it), and the other sweep's run as it left it: its
+    files, and its rows in the sweep's runs.csv. The runs are faked; the other sweep starts its run while this
+    one builds its warm starts."""
+    import json
+
+    import trainer_minimal.sweep as sweep_module
+
+    out, launched, real_popen = tmp_path / "sweep", [], subprocess.Popen
+
+    def fake_run(cmd, **kwargs):
+        launched.append(cmd)
+        return real_popen([sys.executable, "-c", "pass"], **kwargs)
+
+    theirs = out / "grpo-s1"
+
+    def other_sweep_starts_grpo_s1(configs):
+        cfg = next(cfg for cfg in configs if cfg.run_id == "grpo-s1")
+        theirs.mkdir(parents=True)
+        (theirs / "config.json").write_text(to_json(dataclasses.replace(cfg, lr=1e-3)) + "\n")
+        (theirs / "ckpt.pt").write_bytes(b"their checkpoint")
+        (theirs / "evals.jsonl").write_text(json.dumps(dict(run_id="grpo-s1", recipe="grpo", seed=1, step=2,
+                                                            compute=1.0, metric=0.25, n_eval=200)) + "\n")
+        (theirs / "stdout.log").write_text("their run's own line\n")
+
+    monkeypatch.setattr(subprocess, "Popen", fake_run)
+    monkeypatch.setattr(sweep_module, "prepare_warm_starts", other_sweep_starts_grpo_s1)
+    code = main(["sweep", "--presets", "grpo", "--seeds", "0,1", "--out", str(out), "--warmstart-cache",
+                 str(tmp_path / "cache"), "--max-steps", "4", "--eval-every", "2", "--lr", "0.002", "--tasks", "rev",
+                 "--max-size", "1", "--train-size", "400", "--val-size", "50", "--d-model", "32", "--n-layer", "1",
+                 "--n-head", "2", "--batch-size", "8", "--group-size", "4"])
+    assert code == 1
+    err = capsys.readouterr().err
+    refused = [line for line in err.splitlines() if "grpo-s1" in line and "refused" in line]
+    assert refused == [f"[sweep]   grpo-s1 was refused: {theirs} was started since this sweep was planned, with "
+                       "other settings: --lr 0.001 -> 0.002"], err
+    assert [cmd[cmd.index("--out") + 1] for cmd in launched] == [str(out / "grpo-s0")]  # grpo-s1 not launched
+    assert (theirs / "ckpt.pt").read_bytes() == b"their checkpoint"
+    assert json.loads((theirs / "config.json").read_text())["lr"] == 1e-3
+    assert (theirs / "stdout.log").read_text() == "their run's own line\n"
+    assert "0.25" in (out / "runs.csv").read_text().splitlines()[1]  # their row, in the table
