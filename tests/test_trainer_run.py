@@ -1317,9 +1317,49 @@ def test_a_checkpoint_replaced_after_the_checks_of_a_resume_is_refused_with_exit
                           "--preset 'grpo' -> 'scalerl'; --recipe 'grpo' -> 'scalerl'; ") and err.count("\n") == 1, err
     assert "; --loss-type 'ppo' -> 'cispo'; " in err
     (run / "ckpt.pt").write_bytes(kept)
-    with pytest.raises(ValueError, match=f"^--resume with other settings than the checkpoint in {re.escape(str(run))}: "
+    with pytest.raises(ValueError, match=f"^resume=True with other settings than the checkpoint in {re.escape(str(run))}: "
                                          "preset 'grpo' -> 'scalerl'; "):
         train(dataclasses.replace(tiny(run, warm_cache, max_steps=2, eval_every=2), resume=True, max_steps=4))
+
+
+def test_a_resume_s_refusals_name_the_fields_in_python_and_the_flags_at_the_command_line(tmp_path, warm_cache, capsys):
+    """train()'s checks of a run folder said the flags in the Python API too ('--resume: ... (give --max-steps 4 or
+    more)', 'pass --resume ... or choose another --out'), which a caller of train(cfg) never typed. They name the
+    fields there (resume=True, max_steps=4, out), and the flags at the command line, in the same words."""
+    run = tmp_path / "run"
+    cfg = tiny(run, warm_cache, max_steps=4, eval_every=2)
+    train(cfg)
+    resumed = dataclasses.replace(cfg, resume=True)
+    shortened = f"the step of the checkpoint in {run} (4); a run cannot be shortened"
+    refusals = [  # (the config given to train(), what the Python API says, the command line's flags and words)
+        (dataclasses.replace(resumed, max_steps=2), f"resume=True: max_steps=2 is below {shortened} (give max_steps=4 "
+         "or more)", ["--resume", "--max-steps", "2"], f"--resume: --max-steps 2 is below {shortened} (give "
+         "--max-steps 4 or more)"),
+        (cfg, f"{run} already holds a run (evals.jsonl or ckpt.pt); pass resume=True to continue it or choose another "
+         "out", None, None),  # at the command line: test_trainer_cli's run folder changed after the command's checks
+        (dataclasses.replace(resumed, out=str(tmp_path / "none")), f"resume=True: no checkpoint at "
+         f"{tmp_path / 'none' / 'ckpt.pt'}", None, None),  # the command line's own check says it (test_trainer_cli)
+    ]
+    evals = (run / "evals.jsonl").read_bytes()
+    for cut_log in (False, True):
+        if cut_log:  # the log cut short: a resume would go on past the gap in the curve
+            (run / "evals.jsonl").write_bytes(evals.splitlines(keepends=True)[0])
+            said = (f"{run / 'evals.jsonl'} holds no evaluation at step 4, the step of the checkpoint {run / 'ckpt.pt'} "
+                    "(its last evaluation is at step 2): the log was cut short")
+            refusals = [(dataclasses.replace(resumed, max_steps=6), f"resume=True: {said}", ["--resume", "--max-steps",
+                         "6"], f"--resume: {said}")]
+        for given, in_python, flags, at_the_command_line in refusals:
+            with pytest.raises(ValueError) as refused:
+                train(given)
+            assert str(refused.value).startswith(in_python) and "--" not in str(refused.value), str(refused.value)
+            if cut_log:
+                assert str(refused.value).endswith("or start the run anew with another out")
+            if flags:
+                assert main(["train", "--out", str(run), *flags]) == 2
+                err = capsys.readouterr().err
+                assert err.startswith(f"trainer-minimal: error: {at_the_command_line}") and err.count("\n") == 1, err
+                assert not cut_log or err.endswith("or start the run anew with another --out\n")
+    assert (run / "evals.jsonl").read_bytes() == evals.splitlines(keepends=True)[0]  # nothing written
 
 
 def test_resume_of_a_run_whose_config_json_was_deleted_goes_on_from_the_checkpoint_s_settings(tmp_path, warm_cache,

@@ -157,7 +157,10 @@ class SettingNames:
         return "--" + name.replace("_", "-") if self.as_flags else name
 
     def given(self, name, value):
-        """The setting with the value it was given; a string quoted, as the messages always showed it."""
+        """The setting with the value it was given; a string quoted, as the messages always showed it. A switch
+        (a bool) is its flag alone at the command line, as it is typed: --resume, --no-fp32-logits."""
+        if self.as_flags and isinstance(value, bool):
+            return self(name) if value else "--no-" + name.replace("_", "-")
         shown = repr(value) if isinstance(value, str) else value
         return f"{self(name)} {shown}" if self.as_flags else f"{name}={shown}"
 

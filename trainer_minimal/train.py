@@ -164,10 +164,10 @@ def preflight(cfg, this_machine=True):
         return
     paths = run_paths(cfg)
     if cfg.resume and not os.path.exists(paths["ckpt"]):
-        raise ValueError(f"--resume: no checkpoint at {paths['ckpt']}")
+        raise SettingError(lambda n: f"{n.given('resume', True)}: no checkpoint at {paths['ckpt']}")
     if not cfg.resume and (os.path.exists(paths["evals"]) or os.path.exists(paths["ckpt"])):
-        raise ValueError(f"{cfg.out} already holds a run (evals.jsonl or ckpt.pt); "
-                         "pass --resume to continue it or choose another --out")
+        raise SettingError(lambda n: f"{cfg.out} already holds a run (evals.jsonl or ckpt.pt); pass "
+                                     f"{n.given('resume', True)} to continue it or choose another {n('out')}")
     if not cfg.resume:
         check_not_a_sweep(cfg)
     if this_machine:
@@ -177,14 +177,14 @@ def preflight(cfg, this_machine=True):
         step = checkpoint_step(paths["ckpt"])
         check_checkpoint_whole(paths["ckpt"])
         if step % cfg.off_policy_k and cfg.max_steps > step:  # ended mid-round by an older version
-            raise SettingError(lambda n: f"--resume: the checkpoint in {cfg.out} is at step {step}, inside a generation "
-                                         f"round of {n.given('off_policy_k', cfg.off_policy_k)} steps; the run cannot "
-                                         "be extended exactly (its unfinished round was not saved): start a new run "
-                                         "with another --out")
+            raise SettingError(lambda n: f"{n.given('resume', True)}: the checkpoint in {cfg.out} is at step {step}, "
+                                         f"inside a generation round of {n.given('off_policy_k', cfg.off_policy_k)} "
+                                         "steps; the run cannot be extended exactly (its unfinished round was not "
+                                         f"saved): start a new run with another {n('out')}")
         if cfg.max_steps < step:
-            raise SettingError(lambda n: f"--resume: {n.given('max_steps', cfg.max_steps)} is below the step of the "
-                                         f"checkpoint in {cfg.out} ({step}); a run cannot be shortened (give "
-                                         f"--max-steps {step} or more)")
+            raise SettingError(lambda n: f"{n.given('resume', True)}: {n.given('max_steps', cfg.max_steps)} is below "
+                                         f"the step of the checkpoint in {cfg.out} ({step}); a run cannot be shortened "
+                                         f"(give {n.given('max_steps', step)} or more)")
     if cfg.resume:
         saved_summary(cfg)  # a damaged one is refused here: a resume reads it under the lock, or returns it
     if ended_note(cfg) is None:  # (a malformed stopped.json is refused here) a run that ended writes nothing
@@ -192,9 +192,9 @@ def preflight(cfg, this_machine=True):
             # another run, passed the CLI's comparison and was refused only under the lock, as a traceback
             saved = checkpoint_config(paths["ckpt"])
             if run_defining_changes(saved, cfg):
-                raise SettingError(lambda n: f"--resume with other settings than the checkpoint in {cfg.out}: "
-                                             f"{'; '.join(run_defining_changes(saved, cfg, n))}; these cannot change "
-                                             "mid-run: start a new run with another --out (if "
+                raise SettingError(lambda n: f"{n.given('resume', True)} with other settings than the checkpoint in "
+                                             f"{cfg.out}: {'; '.join(run_defining_changes(saved, cfg, n))}; these cannot "
+                                             f"change mid-run: start a new run with another {n('out')} (if "
                                              f"{paths['config']} was edited or copied from another run, put back the "
                                              "run's own)")
         if cfg.resume:
@@ -437,17 +437,20 @@ def check_logs_readable(paths):
         try:
             rows = read_numbered_jsonl(paths[name])
         except OSError as err:  # a folder where the log was, a log without read permission
-            raise ValueError(f"--resume: {paths[name]}: cannot be read ({type(err).__name__}: {err.strerror})") from None
+            said = f"{paths[name]}: cannot be read ({type(err).__name__}: {err.strerror})"
+            raise SettingError(lambda n, said=said: f"{n.given('resume', True)}: {said}") from None
         except ValueError as err:
-            raise ValueError(f"--resume: {err}; only a torn last line (a write cut off) is dropped on resume: "
-                             "correct or delete that line, then resume again") from None
+            raise SettingError(lambda n, said=str(err): f"{n.given('resume', True)}: {said}; only a torn last line (a "
+                                                        "write cut off) is dropped on resume: correct or delete that "
+                                                        "line, then resume again") from None
         for number, row in rows:  # repair_jsonl keeps the rows up to the checkpoint's step
             step = row.get("step", 0)
             if not _is_a_step_number(step):
                 # an integer of 400 digits (JSON keeps it whole) said by its length: math.isnan raised OverflowError on it
                 shown = f"of {len(str(abs(step)))} digits" if isinstance(step, int) and not isinstance(step, bool) else repr(step)
-                raise ValueError(f"--resume: {paths[name]}: row {number} has step {shown}, not a number (a resume "
-                                 "keeps the rows up to the checkpoint's step): correct or delete that row, then resume again")
+                raise SettingError(lambda n, said=f"{paths[name]}: row {number} has step {shown}":
+                                   f"{n.given('resume', True)}: {said}, not a number (a resume keeps the rows up to "
+                                   "the checkpoint's step): correct or delete that row, then resume again")
         rows_of[name] = rows
     return rows_of
 
@@ -470,10 +473,10 @@ def check_eval_log_reaches(paths, step, eval_rows):
         what = f"its last evaluation is at step {max(steps):g}"
     else:
         what = "it holds no evaluation"
-    raise ValueError(f"--resume: {paths['evals']} holds no evaluation at step {step}, the step of the checkpoint "
-                     f"{paths['ckpt']} ({what}): the log was cut short, emptied or edited, and the run would go on past "
-                     "the gap; put back its lost rows (from a copy of the run folder), then resume again, or start the "
-                     "run anew with another --out")
+    raise SettingError(lambda n: f"{n.given('resume', True)}: {paths['evals']} holds no evaluation at step {step}, the "
+                                 f"step of the checkpoint {paths['ckpt']} ({what}): the log was cut short, emptied or "
+                                 "edited, and the run would go on past the gap; put back its lost rows (from a copy of "
+                                 f"the run folder), then resume again, or start the run anew with another {n('out')}")
 
 
 # what counts from a run's start in train_log.jsonl, checked as forecast checks its run log's counts: there compute
@@ -497,7 +500,8 @@ def check_log_counts(cfg, paths, step, numbered_rows_of):
         try:
             refuse_negative_counts_kept(paths[name], numbered_rows_of[name], step, counts, cfg.run_id)
         except RunDataError as err:
-            raise ValueError(f"--resume: {err}; {why}correct or delete that row, then resume again") from None
+            raise SettingError(lambda n, said=f"{err}; {why}": f"{n.given('resume', True)}: {said}correct or delete "
+                                                                "that row, then resume again") from None
 
 
 def refuse_negative_counts_kept(path, numbered_rows, step, counts, run_id):
@@ -538,8 +542,10 @@ def check_eval_rows_for_the_advisor(cfg, paths, step, eval_rows):
             if len(kept):
                 validate_runs(kept.drop(columns="ended", errors="ignore"), min_points=1)
     except RunDataError as err:
-        raise ValueError(f"--resume: {err}; the advisor (--advisor-every) reads the run's evaluations, and would "
-                         "fail on it after the run trained: correct or delete that row, then resume again") from None
+        raise SettingError(lambda n, said=str(err): f"{n.given('resume', True)}: {said}; the advisor "
+                                                    f"({n('advisor_every')}) reads the run's evaluations, and would fail "
+                                                    "on it after the run trained: correct or delete that row, then "
+                                                    "resume again") from None
 
 
 class UnreadableCheckpoint(ValueError):
@@ -1673,8 +1679,8 @@ def resume_from_checkpoint(cfg, model, optimizer, state, device, rank, world, na
         else:
             changed = run_defining_changes(from_dict(ckpt["config"]), cfg, names)
             if changed:  # a traceback on rank 0 before: cli.run_command refuses it, exit 2
-                refusal = RefusedWhereItStarts(f"--resume with other settings than the checkpoint in {cfg.out}: "
-                                               f"{'; '.join(changed)}")
+                refusal = RefusedWhereItStarts(f"{names.given('resume', True)} with other settings than the "
+                                               f"checkpoint in {cfg.out}: {'; '.join(changed)}")
     said = broadcast_object(None if refusal is None else str(refusal), world)
     if refusal is not None:
         raise refusal
