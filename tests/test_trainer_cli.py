@@ -302,3 +302,26 @@ def test_a_sweep_s_run_another_sweep_started_with_other_settings_meanwhile_is_re
     assert json.loads((theirs / "config.json").read_text())["lr"] == 1e-3
     assert (theirs / "stdout.log").read_text() == "their run's own line\n"
     assert "0.25" in (out / "runs.csv").read_text().splitlines()[1]  # their row, in the table
+
+
+def test_a_refusal_s_changed_settings_are_decided_once_and_said_by_the_caller_s_names():
+    """A resume's (and a sweep re-run's) refusal decides on the fields that define the run and differ (not those a
+    resume may change: max_steps, out), then says the same list, by field or by flag: the list was computed
+    twice, once to decide and once per message."""
+    from trainer_minimal.config import (
+        FIELD_NAMES,
+        FLAG_NAMES,
+        changed_run_defining_fields,
+        make_config,
+        settings_changed,
+    )
+
+    saved = make_config(out="a")
+    cfg = dataclasses.replace(saved, lr=1e-3, seed=7, max_steps=2, out="b", fp32_logits=False)
+    changed = changed_run_defining_fields(saved, cfg)
+    assert changed == ["seed", "fp32_logits", "lr"]  # in Config's order
+    assert settings_changed(FIELD_NAMES, saved, cfg, changed) == ["seed 0 -> 7", "fp32_logits True -> False",
+                                                                  "lr 0.0005 -> 0.001"]
+    assert settings_changed(FLAG_NAMES, saved, cfg, changed) == ["--seed 0 -> 7", "--fp32-logits True -> False",
+                                                                 "--lr 0.0005 -> 0.001"]
+    assert changed_run_defining_fields(saved, dataclasses.replace(saved, max_steps=2, out="b")) == []

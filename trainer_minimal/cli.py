@@ -31,11 +31,12 @@ from .config import (
     Config,
     SettingError,
     advisor_idle_note,
+    changed_run_defining_fields,
     check_launch_environment,
     field_names,
     make_config,
     process_rank,
-    run_defining_changes,
+    settings_changed,
     validate,
 )
 
@@ -143,11 +144,12 @@ def resolve_train_config(args):
         if overrides.get("advisor_every") == 0:  # turning the advisor off turns off its settings too
             overrides = {**{k: "" for k in ADVISOR_SETTINGS}, **overrides}
         cfg = dataclasses.replace(saved_cfg, **overrides)
-        if run_defining_changes(saved_cfg, cfg):
+        changed = changed_run_defining_fields(saved_cfg, cfg)
+        if changed:
             raise SettingError(lambda n: f"--resume: the run in {out} was started with other settings "
-                                         f"({'; '.join(run_defining_changes(saved_cfg, cfg, n))}); these cannot change "
-                                         "mid-run (only where and how long it trains, how often it is evaluated and its "
-                                         "advisor can): start a new run with another --out")
+                                         f"({'; '.join(settings_changed(n, saved_cfg, cfg, changed))}); these cannot "
+                                         "change mid-run (only where and how long it trains, how often it is evaluated "
+                                         "and its advisor can): start a new run with another --out")
         validate(cfg, saved_max_steps=saved_cfg.max_steps)
         return cfg
     return make_config(**overrides)

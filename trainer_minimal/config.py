@@ -183,12 +183,18 @@ class SettingError(ValueError):
         return ValueError, self.args
 
 
-def run_defining_changes(saved, cfg, names=FIELD_NAMES):
-    """["field saved -> new", ...] for the fields that define a run (all but RESUMABLE_FIELDS)
-    on which cfg differs from the run's saved config, each named by names (a SettingNames: the field,
-    or at the command line the flag, "--lr 0.002 -> 0.001")."""
-    return [setting_change(names, name, getattr(saved, name), getattr(cfg, name))
-            for name in field_names() if name not in RESUMABLE_FIELDS and getattr(saved, name) != getattr(cfg, name)]
+def changed_run_defining_fields(saved, cfg):
+    """The fields that define a run (all but RESUMABLE_FIELDS) on which cfg differs from the run's saved config,
+    in Config's order: what a refusal decides on, and says with settings_changed."""
+    return [name for name in field_names()
+            if name not in RESUMABLE_FIELDS and getattr(saved, name) != getattr(cfg, name)]
+
+
+def settings_changed(names, saved, cfg, changed):
+    """["lr 0.002 -> 0.001", ...] for the fields `changed`: the value each had in the run's saved config and
+    the one cfg gives it, each named by names (a SettingNames: the field, or at the command line the flag,
+    "--lr 0.002 -> 0.001")."""
+    return [setting_change(names, name, getattr(saved, name), getattr(cfg, name)) for name in changed]
 
 
 def setting_change(names, name, saved, new):

@@ -36,14 +36,14 @@ from .config import (
     PRESETS,
     RESUMABLE_FIELDS,
     SettingError,
+    changed_run_defining_fields,
     check_advisor_reference,
     check_device,
     check_model_path,
     check_not_a_run,
     check_writable,
     make_config,
-    run_defining_changes,
-    setting_change,
+    settings_changed,
 )
 from .logging_io import open_log_alone, read_jsonl
 from .tasks import build_datasets
@@ -148,9 +148,9 @@ def existing_run_state(cfg, max_steps_given):
     # config.json deleted: the checkpoint holds the run's settings, and its resume writes config.json again
     saved = saved_run_config(cfg.out)
     shortened = cfg.max_steps < saved.max_steps or (cfg.max_steps != saved.max_steps and not max_steps_given)
-    if run_defining_changes(saved, cfg) or shortened:
-        return "", lambda n: "; ".join([*run_defining_changes(saved, cfg, n), *(
-            [setting_change(n, "max_steps", saved.max_steps, cfg.max_steps)] if shortened else [])])
+    changed = [*changed_run_defining_fields(saved, cfg), *(["max_steps"] if shortened else [])]
+    if changed:
+        return "", lambda n: "; ".join(settings_changed(n, saved, cfg, changed))
     extend = cfg.max_steps > saved.max_steps
     if summary and not extend:
         return "finished", None
@@ -198,7 +198,7 @@ def mixed_settings(cfg, started):
             joins = f"a new seed of {cfg.recipe}" if same_recipe else "a new recipe"
             return lambda n, folder=folder, saved=saved, changed=changed: (
                 f"{joins} beside {os.path.basename(folder)}, which was started with other settings: "
-                + "; ".join(setting_change(n, name, getattr(saved, name), getattr(cfg, name)) for name in changed))
+                + "; ".join(settings_changed(n, saved, cfg, changed)))
     return None
 
 

@@ -94,6 +94,7 @@ from .config import (
     FIELD_NAMES,
     SettingError,
     advisor_settings,
+    changed_run_defining_fields,
     check_advisor_reference,
     check_device,
     check_model_path,
@@ -102,7 +103,7 @@ from .config import (
     from_dict,
     process_rank,
     processes_on_this_machine,
-    run_defining_changes,
+    settings_changed,
     to_json,
 )
 from .flops import FlopsModel
@@ -191,10 +192,11 @@ def preflight(cfg, this_machine=True):
         if cfg.resume:  # the checkpoint's run is the one that goes on: a config.json edited, or copied from
             # another run, passed the CLI's comparison and was refused only under the lock, as a traceback
             saved = checkpoint_config(paths["ckpt"])
-            if run_defining_changes(saved, cfg):
+            changed = changed_run_defining_fields(saved, cfg)
+            if changed:
                 raise SettingError(lambda n: f"{n.given('resume', True)} with other settings than the checkpoint in "
-                                             f"{cfg.out}: {'; '.join(run_defining_changes(saved, cfg, n))}; these cannot "
-                                             f"change mid-run: start a new run with another {n('out')} (if "
+                                             f"{cfg.out}: {'; '.join(settings_changed(n, saved, cfg, changed))}; these "
+                                             f"cannot change mid-run: start a new run with another {n('out')} (if "
                                              f"{paths['config']} was edited or copied from another run, put back the "
                                              "run's own)")
         if cfg.resume:
@@ -1677,10 +1679,12 @@ def resume_from_checkpoint(cfg, model, optimizer, state, device, rank, world, na
         except Exception as err:  # a traceback under the lock; cli.run_command refuses it like preflight
             refusal = UnreadableCheckpoint(path, err)
         else:
-            changed = run_defining_changes(from_dict(ckpt["config"]), cfg, names)
+            saved = from_dict(ckpt["config"])
+            changed = changed_run_defining_fields(saved, cfg)
             if changed:  # a traceback on rank 0 before: cli.run_command refuses it, exit 2
+                said = "; ".join(settings_changed(names, saved, cfg, changed))
                 refusal = RefusedWhereItStarts(f"{names.given('resume', True)} with other settings than the "
-                                               f"checkpoint in {cfg.out}: {'; '.join(changed)}")
+                                               f"checkpoint in {cfg.out}: {said}")
     said = broadcast_object(None if refusal is None else str(refusal), world)
     if refusal is not None:
         raise refusal
