@@ -149,6 +149,13 @@ def run_paths(cfg):
     )
 
 
+def resume_refused(reason):
+    """A refusal of a resume, said after the setting that asked for it: "resume=True: ..." in Python, "--resume: ..."
+    at the command line. reason: the rest of the message, a str, or a function of SettingNames where it names
+    settings too."""
+    return SettingError(lambda n: f"{n.given('resume', True)}: {reason(n) if callable(reason) else reason}")
+
+
 def preflight(cfg, this_machine=True):
     """Refuse, before any compute, what would fail later: a resume without a checkpoint, or of a
     checkpoint taken with other settings (config.json edited or copied from another run), a fresh
@@ -165,7 +172,7 @@ def preflight(cfg, this_machine=True):
         return
     paths = run_paths(cfg)
     if cfg.resume and not os.path.exists(paths["ckpt"]):
-        raise SettingError(lambda n: f"{n.given('resume', True)}: no checkpoint at {paths['ckpt']}")
+        raise resume_refused(f"no checkpoint at {paths['ckpt']}")
     if not cfg.resume and (os.path.exists(paths["evals"]) or os.path.exists(paths["ckpt"])):
         raise SettingError(lambda n: f"{cfg.out} already holds a run (evals.jsonl or ckpt.pt); pass "
                                      f"{n.given('resume', True)} to continue it or choose another {n('out')}")
@@ -178,14 +185,14 @@ def preflight(cfg, this_machine=True):
         step = checkpoint_step(paths["ckpt"])
         check_checkpoint_whole(paths["ckpt"])
         if step % cfg.off_policy_k and cfg.max_steps > step:  # ended mid-round by an older version
-            raise SettingError(lambda n: f"{n.given('resume', True)}: the checkpoint in {cfg.out} is at step {step}, "
-                                         f"inside a generation round of {n.given('off_policy_k', cfg.off_policy_k)} "
-                                         "steps; the run cannot be extended exactly (its unfinished round was not "
-                                         f"saved): start a new run with another {n('out')}")
+            raise resume_refused(lambda n: f"the checkpoint in {cfg.out} is at step {step}, inside a generation round "
+                                           f"of {n.given('off_policy_k', cfg.off_policy_k)} steps; the run cannot be "
+                                           "extended exactly (its unfinished round was not saved): start a new run "
+                                           f"with another {n('out')}")
         if cfg.max_steps < step:
-            raise SettingError(lambda n: f"{n.given('resume', True)}: {n.given('max_steps', cfg.max_steps)} is below "
-                                         f"the step of the checkpoint in {cfg.out} ({step}); a run cannot be shortened "
-                                         f"(give {n.given('max_steps', step)} or more)")
+            raise resume_refused(lambda n: f"{n.given('max_steps', cfg.max_steps)} is below the step of the "
+                                           f"checkpoint in {cfg.out} ({step}); a run cannot be shortened (give "
+                                           f"{n.given('max_steps', step)} or more)")
     if cfg.resume:
         saved_summary(cfg)  # a damaged one is refused here: a resume reads it under the lock, or returns it
     if ended_note(cfg) is None:  # (a malformed stopped.json is refused here) a run that ended writes nothing
@@ -440,19 +447,17 @@ def check_logs_readable(paths):
             rows = read_numbered_jsonl(paths[name])
         except OSError as err:  # a folder where the log was, a log without read permission
             said = f"{paths[name]}: cannot be read ({type(err).__name__}: {err.strerror})"
-            raise SettingError(lambda n, said=said: f"{n.given('resume', True)}: {said}") from None
+            raise resume_refused(said) from None
         except ValueError as err:
-            raise SettingError(lambda n, said=str(err): f"{n.given('resume', True)}: {said}; only a torn last line (a "
-                                                        "write cut off) is dropped on resume: correct or delete that "
-                                                        "line, then resume again") from None
+            raise resume_refused(f"{err}; only a torn last line (a write cut off) is dropped on resume: correct or "
+                                 "delete that line, then resume again") from None
         for number, row in rows:  # repair_jsonl keeps the rows up to the checkpoint's step
             step = row.get("step", 0)
             if not _is_a_step_number(step):
                 # an integer of 400 digits (JSON keeps it whole) said by its length: math.isnan raised OverflowError on it
                 shown = f"of {len(str(abs(step)))} digits" if isinstance(step, int) and not isinstance(step, bool) else repr(step)
-                raise SettingError(lambda n, said=f"{paths[name]}: row {number} has step {shown}":
-                                   f"{n.given('resume', True)}: {said}, not a number (a resume keeps the rows up to "
-                                   "the checkpoint's step): correct or delete that row, then resume again")
+                raise resume_refused(f"{paths[name]}: row {number} has step {shown}, not a number (a resume keeps "
+                                     "the rows up to the checkpoint's step): correct or delete that row, then resume again")
         rows_of[name] = rows
     return rows_of
 
@@ -475,10 +480,10 @@ def check_eval_log_reaches(paths, step, eval_rows):
         what = f"its last evaluation is at step {max(steps):g}"
     else:
         what = "it holds no evaluation"
-    raise SettingError(lambda n: f"{n.given('resume', True)}: {paths['evals']} holds no evaluation at step {step}, the "
-                                 f"step of the checkpoint {paths['ckpt']} ({what}): the log was cut short, emptied or "
-                                 "edited, and the run would go on past the gap; put back its lost rows (from a copy of "
-                                 f"the run folder), then resume again, or start the run anew with another {n('out')}")
+    raise resume_refused(lambda n: f"{paths['evals']} holds no evaluation at step {step}, the step of the checkpoint "
+                                   f"{paths['ckpt']} ({what}): the log was cut short, emptied or edited, and the run "
+                                   "would go on past the gap; put back its lost rows (from a copy of the run folder), "
+                                   f"then resume again, or start the run anew with another {n('out')}")
 
 
 # what counts from a run's start in train_log.jsonl, checked as forecast checks its run log's counts: there compute
@@ -502,8 +507,7 @@ def check_log_counts(cfg, paths, step, numbered_rows_of):
         try:
             refuse_negative_counts_kept(paths[name], numbered_rows_of[name], step, counts, cfg.run_id)
         except RunDataError as err:
-            raise SettingError(lambda n, said=f"{err}; {why}": f"{n.given('resume', True)}: {said}correct or delete "
-                                                                "that row, then resume again") from None
+            raise resume_refused(f"{err}; {why}correct or delete that row, then resume again") from None
 
 
 def refuse_negative_counts_kept(path, numbered_rows, step, counts, run_id):
@@ -544,10 +548,10 @@ def check_eval_rows_for_the_advisor(cfg, paths, step, eval_rows):
             if len(kept):
                 validate_runs(kept.drop(columns="ended", errors="ignore"), min_points=1)
     except RunDataError as err:
-        raise SettingError(lambda n, said=str(err): f"{n.given('resume', True)}: {said}; the advisor "
-                                                    f"({n('advisor_every')}) reads the run's evaluations, and would fail "
-                                                    "on it after the run trained: correct or delete that row, then "
-                                                    "resume again") from None
+        said = str(err)  # bound here: an except clause unbinds err, and the message is written again at the CLI
+        raise resume_refused(lambda n: f"{said}; the advisor ({n('advisor_every')}) reads the run's evaluations, and "
+                                       "would fail on it after the run trained: correct or delete that row, then "
+                                       "resume again") from None
 
 
 class UnreadableCheckpoint(ValueError):
