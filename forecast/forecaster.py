@@ -379,15 +379,6 @@ def _saved_attr(attrs, name: str, path, kind: type, default: str | None = None):
     return value
 
 
-def compiled_model_key(data, runs_centred: bool, recipe_centered: bool | None, robust: bool, priors: Priors) -> tuple:
-    """What a compiled model is cached under (forecast.inference): the data's structure, the
-    parametrisation, and the likelihood. The prior settings are data of the model
-    (model.data_values), so a fit with other Priors reuses it, as one with other data does; only a
-    robust likelihood's degrees of freedom are built into it (the filter's Op holds student_nu as a
-    constant), and a normal likelihood has none."""
-    return (data.structure_key(), runs_centred, recipe_centered, robust, priors.student_nu if robust else None)
-
-
 class ScalingForecaster:
     """Hierarchical Bayesian ScaleRL forecaster (see forecast.model for the model).
 
@@ -536,7 +527,7 @@ class ScalingForecaster:
             def model():  # built only when no compiled model of this structure exists yet
                 return build_model(data, self.priors, robust=self.robust, centered=runs_centred, recipe_centered=recipe_centered)
 
-            key = compiled_model_key(data, runs_centred, recipe_centered, self.robust, self.priors)
+            key = (data.structure_key(), runs_centred, recipe_centered, self.robust, json.dumps(self.priors.to_dict(), sort_keys=True))
             return sample_model(model, sampler_settings, random_seed=random_seed, cache_key=key, data_values=values,
                                 coords=data.coords())
 

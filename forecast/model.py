@@ -45,8 +45,7 @@ from .wander_filter import residual_loglik, wander_correlation
 if TYPE_CHECKING:
     import pymc as pm
 
-__all__ = ["Priors", "ModelData", "prepare_data", "build_model", "residual_process", "white_variance", "data_values",
-           "prior_settings_read"]
+__all__ = ["Priors", "ModelData", "prepare_data", "build_model", "residual_process", "white_variance", "data_values"]
 
 
 @dataclass
@@ -264,23 +263,9 @@ def residual_process(resid_prev, x, x_prev, white_var, white_var_prev, wander_sd
     return mean, var
 
 
-def prior_settings_read(data: ModelData) -> tuple[str, ...]:
-    """The Priors settings that the model of `data` reads, in the order of its data node
-    prior_settings. Not a_mu_offset, which is in a_centre; not student_nu, which the robust
-    likelihood's Op holds as a constant (forecast/_wander_kernels.py), so it is part of the compiled
-    model's key; and only those of the levels and noise that this structure has."""
-    names = ["a_mu_sd", "b_mu", "b_mu_sd", "m_mu", "m_mu_sd", "a_run_sd", "r0_mu_sd", "r0_sd", "wander_sd", "wander_scale"]
-    if len(data.recipes) > 1:
-        names += ["a_sd", "b_sd", "m_sd"]
-    names.append("noise_sd" if data.has_n_eval else "noise_sd_no_n_eval")
-    return tuple(names)
-
-
 def data_values(data: ModelData, priors: Priors) -> dict:
     """The values of the model's pm.Data nodes. A compiled model takes new data as exactly this
-    dict, so a refit of the same structure need not build the PyMC model again. The prior
-    settings are among them, so a fit with other Priors reuses it too (all but a robust fit's
-    student_nu: see prior_settings_read)."""
+    dict, so a refit of the same structure need not build the PyMC model again."""
     values = {
         "x": data.x,
         "y": data.y,
@@ -298,9 +283,6 @@ def data_values(data: ModelData, priors: Priors) -> dict:
         # only then is it a node of the model: a compiled model refuses data for a node it lacks
         # (a second fit of a table without n_eval failed on it)
         values["n_eval"] = data.n_eval
-    # one vector, not a node per setting: each node is one more argument of the compiled functions,
-    # and fourteen of them made nutpie's compile of the test sweep's model 1.5x as long (17 s -> 26 s)
-    values["prior_settings"] = np.array([getattr(priors, name) for name in prior_settings_read(data)], dtype=float)
     return values
 
 
@@ -316,9 +298,8 @@ def build_model(
         residual given only the previous noisy one: the model before 2026-12-04, whose run
         asymptote intervals were too narrow; kept for benchmarks/exact_likelihood.py).
 
-    Every data-dependent number and every prior setting is a pm.Data, so a compiled model is
-    reused for new data of the same structure (`ModelData.structure_key`) and for other Priors;
-    a robust fit's student_nu alone is built in (see prior_settings_read).
+    Every data-dependent number is a pm.Data, so a compiled model is reused for new data of the
+    same structure (`ModelData.structure_key`).
     """
     # PyMC is imported here, not with the module: reading a saved fit needs this module's data
     # preparation and noise formulas but no model, and importing PyMC takes 5 s
@@ -340,21 +321,18 @@ def build_model(
         n_eval = data_node("n_eval", "obs") if has_n_eval else None
         run_recipe = data_node("run_recipe", "run")
         loc, scale, a_centre, r0_centre = (data_node(name) for name in ("loc", "scale", "a_centre", "r0_centre"))
-        # the prior settings are data too, so one compiled model serves every Priors value
-        settings = data_node("prior_settings")
-        prior = {name: settings[i] for i, name in enumerate(prior_settings_read(data))}
 
         # recipe level, partially pooled
-        a_mu = pm.Normal("a_mu", a_centre, prior["a_mu_sd"])
-        b_mu = pm.Normal("b_mu", prior["b_mu"], prior["b_mu_sd"])
-        m_mu = pm.Normal("m_mu", prior["m_mu"], prior["m_mu_sd"])
+        a_mu = pm.Normal("a_mu", a_centre, priors.a_mu_sd)
+        b_mu = pm.Normal("b_mu", priors.b_mu, priors.b_mu_sd)
+        m_mu = pm.Normal("m_mu", priors.m_mu, priors.m_mu_sd)
         if len(data.recipes) > 1:
             # Zero-avoiding Gamma(2, 4/s) priors (mean s/2) on the recipe spreads: with centred
             # recipe effects, a spread near zero is a funnel NUTS cannot enter (divergences on
             # sweeps whose recipes are alike); a few recipes cannot tell 0 from small anyway.
-            a_sd = pm.Gamma("a_sd", alpha=2.0, beta=4.0 / prior["a_sd"])
-            b_sd = pm.Gamma("b_sd", alpha=2.0, beta=4.0 / prior["b_sd"])
-            m_sd = pm.Gamma("m_sd", alpha=2.0, beta=4.0 / prior["m_sd"])
+            a_sd = pm.Gamma("a_sd", alpha=2.0, beta=4.0 / priors.a_sd)
+            b_sd = pm.Gamma("b_sd", alpha=2.0, beta=4.0 / priors.b_sd)
+            m_sd = pm.Gamma("m_sd", alpha=2.0, beta=4.0 / priors.m_sd)
             recipes_centred = centered if recipe_centered is None else recipe_centered
             logit_A_recipe = _hier("logit_A_recipe", a_mu, a_sd, "recipe", recipes_centred)
             b = pt.exp(_hier("log_b", b_mu, b_sd, "recipe", recipes_centred))
@@ -371,9 +349,9 @@ def build_model(
         # recipe cannot tell no spread from a small one, and with the exact residual likelihood a
         # run's asymptote is no longer pinned far tighter than the spread, so a spread near 0 was a
         # funnel (synthetic sweep rng 21: R-hat 1.072 centred, 13 divergences non-centred).
-        a_run_sd = pm.Gamma("a_run_sd", alpha=2.0, beta=2.5 / prior["a_run_sd"])
-        r0_mu = pm.Normal("r0_mu", r0_centre, prior["r0_mu_sd"])
-        r0_sd = pm.HalfNormal("r0_sd", prior["r0_sd"])
+        a_run_sd = pm.Gamma("a_run_sd", alpha=2.0, beta=2.5 / priors.a_run_sd)
+        r0_mu = pm.Normal("r0_mu", r0_centre, priors.r0_mu_sd)
+        r0_sd = pm.HalfNormal("r0_sd", priors.r0_sd)
         logit_A_run = _hier("logit_A_run", logit_A_recipe[run_recipe], a_run_sd, "run", centered)
         # Always non-centred: runs of one sweep usually start from the same checkpoint, so the
         # spread of R0 is near zero, exactly where the centred form has its funnel.
@@ -398,12 +376,12 @@ def build_model(
             # slowly (a 25-recipe sweep: bulk ESS 89-162, R-hat 1.036 after every retry). The
             # likelihood depends on z only through z**2, so z's posterior is smooth through 0.
             sigma_extra_z = pm.Normal("sigma_extra_z", 0.0, 1.0)
-            sigma_extra = pm.Deterministic("sigma_extra", prior["noise_sd"] * pt.abs(sigma_extra_z))
+            sigma_extra = pm.Deterministic("sigma_extra", priors.noise_sd * pt.abs(sigma_extra_z))
         else:
             # without n_eval the white noise is all the noise and cannot be near 0: log space is right
-            sigma_extra = pm.HalfNormal("sigma_extra", prior["noise_sd_no_n_eval"])
-        wander_sd = pm.HalfNormal("wander_sd", prior["wander_sd"])
-        wander_scale = pm.LogNormal("wander_scale", pt.log(prior["wander_scale"]), 0.75)
+            sigma_extra = pm.HalfNormal("sigma_extra", priors.noise_sd_no_n_eval)
+        wander_sd = pm.HalfNormal("wander_sd", priors.wander_sd)
+        wander_scale = pm.LogNormal("wander_scale", np.log(priors.wander_scale), 0.75)
 
         mu = sigmoid_curve_pt(x, A_run[obs_run], b[run_recipe][obs_run], m[run_recipe][obs_run], R0_run[obs_run])
         mu_c = pt.clip(mu, 1e-4, 1 - 1e-4)

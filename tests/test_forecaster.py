@@ -666,52 +666,6 @@ def test_a_table_without_n_eval_is_fitted_twice_on_one_compiled_model(small_swee
     assert not second.data_.has_n_eval and np.isfinite(second.predict([2e5])["q50"]).all()
 
 
-def test_a_fit_with_other_priors_reuses_the_compiled_model_and_follows_its_priors(fitted, small_sweep, tmp_path):
-    """The prior settings are data of the model (model.data_values), so a fit with other Priors
-    reuses the model the session's default fit compiled (each compile is 17-100 s: every
-    `--prior`, `--advisor-priors` or prior-sensitivity fit paid one) and samples under its own
-    priors: a steepness centre pinned far below the data's moves b_mu there. Saved and loaded, the
-    fit refits under the priors it was saved with, to the same draws."""
-    shifted_priors = Priors(b_mu=-1.0, b_mu_sd=0.1)
-
-    def fit(forecaster, **kwargs):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return forecaster.fit(small_sweep, random_seed=3, progress=False, **kwargs)
-
-    shifted = fit(ScalingForecaster(mode="fast", priors=shifted_priors))
-    assert shifted.fit_info_["compiled_model_reused"]
-    b_mu = {name: float(fc.idata.posterior["b_mu"].mean()) for name, fc in (("default", fitted), ("shifted", shifted))}
-    assert b_mu["default"] > 1.0 and b_mu["shifted"] < -0.5, b_mu
-    shifted.save(tmp_path / "shifted.nc")
-    loaded = ScalingForecaster.load(tmp_path / "shifted.nc")
-    assert loaded.priors == shifted_priors
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        again = loaded.refit(small_sweep, random_seed=3, progress=False, reweight=False)
-    assert again.fit_info_["compiled_model_reused"]
-    np.testing.assert_array_equal(again.idata.posterior["b_mu"].values, shifted.idata.posterior["b_mu"].values)
-
-
-def test_only_a_robust_likelihoods_degrees_of_freedom_set_the_compiled_models_key(small_sweep):
-    """compiled_model_key: fits with any other prior settings share a compiled model; a robust
-    likelihood's student_nu is built into its Op, so another one is another model (a reused model
-    would score with the first fit's nu), while a normal likelihood ignores it."""
-    from forecast.data import validate_runs
-    from forecast.forecaster import compiled_model_key
-    from forecast.model import prepare_data
-
-    data = prepare_data(validate_runs(small_sweep))
-
-    def key(robust, **priors):
-        return compiled_model_key(data, True, None, robust, Priors(**priors))
-
-    every_other = {name: value * 1.5 for name, value in Priors().to_dict().items() if name != "student_nu" and value}
-    assert key(False) == key(False, **every_other) == key(False, student_nu=7.0)
-    assert key(True) == key(True, **every_other) != key(True, student_nu=7.0)
-    assert key(True) != key(False)
-
-
 def test_a_fit_told_the_planned_budget_keeps_that_axis_through_refits(small_sweep, tmp_path):
     """fit(horizon=budget) sets the priors on the compute range up to the budget (model.prepare_data)
     and records it; a refit by reweighting keeps that axis, and so that prior, and so does its saved fit."""

@@ -293,32 +293,3 @@ def test_rows_are_padded_to_the_next_whole_bucket_and_each_run_knows_its_last_ro
     data = prepare_data(validate_runs(sweep()))
     np.testing.assert_array_equal(data.run_last_obs, [4, 9, 14])
     np.testing.assert_array_equal(data.prev[:15], [-1, 0, 1, 2, 3, -1, 5, 6, 7, 8, -1, 10, 11, 12, 13])
-
-
-@pytest.mark.parametrize("table", ["n_eval", "no n_eval", "one recipe"])
-def test_a_model_built_under_default_priors_takes_other_priors_as_data(table):
-    """The prior settings are the model's data (data_values), so a fit with other Priors reuses a
-    model compiled under the defaults: given PRIORS' values, its compiled log density and gradient
-    are those of the model built with PRIORS, at two points. Each structure reads its own settings
-    (recipe spreads only with recipes to spread, noise_sd or noise_sd_no_n_eval); kills a setting
-    left a constant, or a data node that a structure has but data_values does not fill."""
-    import pymc as pm
-
-    runs = ("a-s0", "a-s1") if table == "one recipe" else tuple(METRICS)
-    data = prepare_data(validate_runs(sweep(runs, n_eval=table != "no n_eval")))
-    reused = build_model(data, Priors())
-    logp = reused.compile_logp(jacobian=False, mode="FAST_COMPILE")  # compiled before the priors change
-    dlogp = reused.compile_dlogp(jacobian=False, mode="FAST_COMPILE")
-    pm.set_data(data_values(data, PRIORS), model=reused)
-    built = build_model(data, PRIORS)
-    point = POINT if table != "one recipe" else {**POINT, "logit_A_run": POINT["logit_A_run"][:2],
-                                                 "logit_R0_run_z": POINT["logit_R0_run_z"][:2]}
-    moved = {**point, "b_mu": -0.4, "m_mu": 0.6, "r0_sd": 0.45, "wander_sd": 0.05, "a_run_sd": 0.3}
-    for at in (point, moved):
-        values = value_point(built, at)
-        assert logp(values) == pytest.approx(model_logp(built, at), abs=1e-10)
-        np.testing.assert_allclose(dlogp(values), built.compile_dlogp(jacobian=False, mode="FAST_COMPILE")(values),
-                                   rtol=1e-10, atol=1e-10)
-    # and the defaults back: a model is never left with the last fit's priors
-    pm.set_data(data_values(data, Priors()), model=reused)
-    assert logp(value_point(built, point)) == pytest.approx(model_logp(build_model(data, Priors()), point), abs=1e-10)
