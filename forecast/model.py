@@ -45,7 +45,8 @@ from .wander_filter import residual_loglik, wander_correlation
 if TYPE_CHECKING:
     import pymc as pm
 
-__all__ = ["Priors", "ModelData", "prepare_data", "build_model", "residual_process", "white_variance", "data_values"]
+__all__ = ["Priors", "ModelData", "prepare_data", "build_model", "residual_process", "white_variance", "data_values",
+           "data_fields", "data_layout"]
 
 
 @dataclass
@@ -263,10 +264,9 @@ def residual_process(resid_prev, x, x_prev, white_var, white_var_prev, wander_sd
     return mean, var
 
 
-def data_values(data: ModelData, priors: Priors) -> dict:
-    """The values of the model's pm.Data nodes. A compiled model takes new data as exactly this
-    dict, so a refit of the same structure need not build the PyMC model again."""
-    values = {
+def data_fields(data: ModelData, priors: Priors) -> dict:
+    """Every data-dependent number of the model, by name: per observation, per run, or one value."""
+    fields = {
         "x": data.x,
         "y": data.y,
         "weight": data.weight,
@@ -280,10 +280,43 @@ def data_values(data: ModelData, priors: Priors) -> dict:
         "r0_centre": np.asarray(_clipped_logit(data.start_metric)),
     }
     if data.has_n_eval:
-        # only then is it a node of the model: a compiled model refuses data for a node it lacks
-        # (a second fit of a table without n_eval failed on it)
-        values["n_eval"] = data.n_eval
-    return values
+        # only then does the model use it: a table without n_eval has no such column in the data
+        fields["n_eval"] = data.n_eval
+    return fields
+
+
+def data_layout(data: ModelData) -> dict:
+    """Where each of data_fields' values lies in the model's two pm.Data vectors: {"floats": [(name,
+    length), ...], "ints": [...]}, end to end in that order; a length of None is one value read as a
+    scalar (a run-level field of a one-run sweep is still a vector of 1). The lengths are fixed by the
+    structure key.
+
+    Two vectors instead of a node per field because every pm.Data node is one more argument that
+    nutpie's compiled log density unpacks and checks: with the twelve nodes of before, a cold compile
+    took about a third longer (benchmarks/fit_speed.py --skip-baseline), paid by every `forecast fit`."""
+    n_obs, n_run = len(data.y), len(data.runs)
+    per_obs = ["x", "y", "weight", "has_prev"] + (["n_eval"] if data.has_n_eval else [])
+    floats = [(name, n_obs) for name in per_obs] + [(name, None) for name in ("loc", "scale", "a_centre", "r0_centre")]
+    ints = [("prev", n_obs), ("obs_run", n_obs), ("run_recipe", n_run)]
+    return {"floats": floats, "ints": ints}
+
+
+def data_values(data: ModelData, priors: Priors) -> dict:
+    """The values of the model's pm.Data nodes ("floats" and "ints", laid out by data_layout). A
+    compiled model takes new data as exactly this dict, so a refit of the same structure need not
+    build the PyMC model again."""
+    fields = data_fields(data, priors)
+    return {node: np.concatenate([np.ravel(fields[name]) for name, _ in parts]).astype(float if node == "floats" else np.int64)
+            for node, parts in data_layout(data).items()}
+
+
+def unpacked(vector, parts) -> dict:
+    """The fields of one packed pm.Data vector (laid out as data_layout's `parts`), by name."""
+    fields, start = {}, 0
+    for name, length in parts:
+        fields[name] = vector[start] if length is None else vector[start:start + length]
+        start += 1 if length is None else length
+    return fields
 
 
 def build_model(
@@ -312,15 +345,14 @@ def build_model(
     has_n_eval = data.has_n_eval
     values = data_values(data, priors)
     with pm.Model(coords=data.coords()) as model:
-        def data_node(name, dims=None):
-            return pm.Data(name, values[name], dims=dims)
-
-        x, y, weight, prev, has_prev, obs_run = (
-            data_node(name, "obs") for name in ("x", "y", "weight", "prev", "has_prev", "obs_run")
-        )
-        n_eval = data_node("n_eval", "obs") if has_n_eval else None
-        run_recipe = data_node("run_recipe", "run")
-        loc, scale, a_centre, r0_centre = (data_node(name) for name in ("loc", "scale", "a_centre", "r0_centre"))
+        layout = data_layout(data)
+        fields = {}
+        for node, parts in layout.items():
+            fields.update(unpacked(pm.Data(node, values[node]), parts))
+        x, y, weight, prev, has_prev, obs_run = (fields[name] for name in ("x", "y", "weight", "prev", "has_prev", "obs_run"))
+        n_eval = fields["n_eval"] if has_n_eval else None
+        run_recipe = fields["run_recipe"]
+        loc, scale, a_centre, r0_centre = (fields[name] for name in ("loc", "scale", "a_centre", "r0_centre"))
 
         # recipe level, partially pooled
         a_mu = pm.Normal("a_mu", a_centre, priors.a_mu_sd)

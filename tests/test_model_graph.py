@@ -16,7 +16,7 @@ from scipy import stats
 from scipy.special import expit, logit
 
 from forecast.data import validate_runs
-from forecast.model import Priors, build_model, data_values, prepare_data
+from forecast.model import Priors, build_model, data_fields, data_values, prepare_data
 
 # a sweep of two recipes: runs a-s0, a-s1 (recipe a) and b-s0 (recipe b) at compute e^0 .. e^4
 METRICS = {"a-s0": [0.10, 0.30, 0.40, 0.50, 0.45], "a-s1": [0.20, 0.40, 0.50, 0.60, 0.55],
@@ -279,8 +279,9 @@ def test_a_table_with_n_eval_on_some_rows_only_is_fitted_as_one_without_it():
     assert not data.has_n_eval
     model = build_model(data, PRIORS)
     assert "n_eval" not in model.named_vars and "sigma_extra" in {v.name for v in model.free_RVs}
-    # a compiled model takes new data as data_values(): an n_eval it has no node for is refused
-    assert "n_eval" not in data_values(data, PRIORS)
+    # a compiled model takes new data as data_values(): they hold no n_eval for it
+    assert "n_eval" not in data_fields(data, PRIORS)
+    assert len(data_values(data, PRIORS)["floats"]) == 4 * len(data.y) + 4
 
 
 def test_rows_are_padded_to_the_next_whole_bucket_and_each_run_knows_its_last_row():

@@ -145,6 +145,30 @@ def test_data_values_are_exactly_the_models_data_nodes(small_sweep):
         np.testing.assert_array_equal(np.asarray(value), nodes[name])
 
 
+@pytest.mark.parametrize("with_n_eval, one_run", [(True, False), (False, False), (True, True)])
+def test_each_field_packed_into_the_data_vectors_is_read_back_whole_and_in_place(small_sweep, with_n_eval, one_run):
+    """The model's data are two packed vectors (data_layout); unpacked() must give back every field
+    of data_fields exactly, ints as ints, and a one-run sweep's run-level field as a vector of one.
+    A field read from its neighbour's place (an offset off by one, a field left out of the layout)
+    fits other data without an error."""
+    from forecast.data import validate_runs
+    from forecast.model import data_fields, data_layout, data_values, unpacked
+
+    table = small_sweep if with_n_eval else small_sweep.drop(columns=["n_eval"])
+    if one_run:
+        table = table[table["run_id"] == table["run_id"].iloc[0]]
+    data = prepare_data(validate_runs(table))
+    assert data.has_n_eval == with_n_eval
+    fields, values, layout = data_fields(data, Priors()), data_values(data, Priors()), data_layout(data)
+    read_back = {**unpacked(values["floats"], layout["floats"]), **unpacked(values["ints"], layout["ints"])}
+    assert set(read_back) == set(fields)
+    assert sum(length or 1 for parts in layout.values() for _, length in parts) == sum(len(v) for v in values.values())
+    for name, value in fields.items():
+        assert np.shape(read_back[name]) == np.shape(value), name
+        np.testing.assert_array_equal(np.asarray(read_back[name]), value, err_msg=name)
+    assert values["ints"].dtype == np.int64 and values["floats"].dtype == np.float64
+
+
 def test_a_planned_horizon_stretches_the_compute_axis_to_the_budget(small_sweep):
     """With horizon (a sweep's largest planned budget) the axis, on which the midpoint and
     steepness priors live, runs from the first evaluation to the budget: x = 1 there, and the data
@@ -177,18 +201,18 @@ def _three_runs(**metrics) -> pd.DataFrame:
 
 
 def test_the_compute_axis_and_prior_centres_are_the_data_s_as_documented():
-    """Kills mutants of _frame_from and data_values: loc at the start of the range instead of its
+    """Kills mutants of _frame_from and data_fields: loc at the start of the range instead of its
     middle, the best metric's mean over runs for its median, the start's centre from the last
     evaluations, the asymptote's offset subtracted. Each moves a prior every fit rests on."""
     from forecast.data import validate_runs
-    from forecast.model import data_values
+    from forecast.model import data_fields
 
     runs = _three_runs(**{"a-s0": [0.10, 0.30, 0.40, 0.50, 0.45], "a-s1": [0.20, 0.40, 0.50, 0.60, 0.55],
                           "b-s0": [0.30, 0.50, 0.70, 0.90, 0.85]})
     data = prepare_data(validate_runs(runs))
     assert (data.loc, data.scale) == (pytest.approx(2.0), pytest.approx(2.0))  # log-compute 0..4 onto -1..1
     assert data.best_metric == pytest.approx(0.6) and data.start_metric == pytest.approx(0.2)  # medians over runs
-    values = data_values(data, Priors(a_mu_offset=0.5))
+    values = data_fields(data, Priors(a_mu_offset=0.5))
     assert float(values["a_centre"]) == pytest.approx(np.log(0.6 / 0.4) + 0.5)
     assert float(values["r0_centre"]) == pytest.approx(np.log(0.2 / 0.8))
 
@@ -198,10 +222,10 @@ def test_a_sweep_at_a_perfect_score_or_of_little_compute_still_gets_finite_prior
     centred at inf, a model that cannot be sampled) and the floor under the axis' scale (runs 1.5x
     apart in compute: a scale of 0.2, priors on midpoint and steepness made for a 30x range)."""
     from forecast.data import validate_runs
-    from forecast.model import data_values
+    from forecast.model import data_fields
 
     perfect = _three_runs(**{"a-s0": [0.5, 0.9, 1.0, 1.0, 1.0], "b-s0": [0.0, 0.8, 1.0, 1.0, 1.0]})
-    values = data_values(prepare_data(validate_runs(perfect)), Priors(a_mu_offset=0.5))
+    values = data_fields(prepare_data(validate_runs(perfect)), Priors(a_mu_offset=0.5))
     assert float(values["a_centre"]) == pytest.approx(np.log(0.98 / 0.02) + 0.5)
     assert float(values["r0_centre"]) == pytest.approx(np.log(0.25 / 0.75))
     narrow = perfect.assign(compute=1.0 + perfect["compute"] / 100)  # 1.01 to 1.55
