@@ -2408,6 +2408,85 @@ def test_a_folder_that_cannot_be_written_is_refused_with_exit_2_before_any_compu
     assert list(read_only.iterdir()) == [] and not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("entry", ["train", "sweep"])
+@pytest.mark.parametrize("where", ["out", "warmstart_cache"])
+def test_a_folder_that_cannot_be_written_is_named_by_its_field_in_the_python_api(tmp_path, monkeypatch, entry,
+                                                                                 where):
+    """train(cfg) and plan_sweep refused a read-only folder as '--out DIR: cannot write in ...' (or
+    '--warmstart-cache DIR'), flags their caller never typed. They name the field, as every refusal of the
+    settings does there; the command line's words are the flags' (the test above)."""
+    import trainer_minimal.train as train_module
+    from trainer_minimal.sweep import plan_sweep
+
+    read_only = tmp_path / "ro"
+    read_only.mkdir()
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode, **kw: (not (mode & os.W_OK and str(path) == str(read_only))
+                                                                and real_access(path, mode, **kw)))
+    monkeypatch.setattr(train_module, "warm_start", lambda *a, **k: pytest.fail("warmed up before refusing"))
+    folders = dict(out=tmp_path / "out", warmstart_cache=tmp_path / "cache")
+    folders[where] = read_only / where
+    with pytest.raises(ValueError) as refused:
+        if entry == "train":
+            train(tiny(folders["out"], str(folders["warmstart_cache"]), max_steps=2, eval_every=2))
+        else:
+            plan_sweep("grpo", "0", str(folders["out"]),
+                       dict(TINY, max_steps=2, eval_every=2, warmstart_cache=str(folders["warmstart_cache"])))
+    said = str(refused.value)
+    assert said.startswith(f"{where}={str(folders[where])!r}: cannot write in {read_only}") and "--" not in said, said
+    assert list(read_only.iterdir()) == []
+
+
+def test_a_resume_s_checkpoint_and_ending_name_the_fields_in_python_and_the_flags_at_the_command_line(
+        tmp_path, warm_cache, capsys, monkeypatch):
+    """A checkpoint that cannot be read ('... or start a new run with another --out'), a finished run's note ('pass
+    a larger --max-steps to train on') and a new run into a sweep's folder ('--out SWEEP holds a sweep ..., e.g.
+    --out DIR') said the flags to a caller of train(cfg) too. They name the fields there (out, max_steps), the
+    flags at the command line, in the same words; a checkpoint damaged after the checks, as the run folder is
+    locked, too."""
+    import trainer_minimal.train as train_module
+
+    run = tmp_path / "run"
+    cfg = tiny(run, warm_cache, max_steps=2, eval_every=2)
+    train(cfg)
+    capsys.readouterr()
+    train(dataclasses.replace(cfg, resume=True))
+    assert capsys.readouterr().out == "[scalerl-s0] already finished at step 2 of 2 (pass a larger max_steps to train on)\n"
+    assert main(["train", "--out", str(run), "--resume"]) == 0
+    assert capsys.readouterr().out == "[scalerl-s0] already finished at step 2 of 2 (pass a larger --max-steps to train on)\n"
+
+    good = (run / "ckpt.pt").read_bytes()
+    cut = good[: len(good) // 2]
+    damaged = (f"{run / 'ckpt.pt'} is not a whole checkpoint ({len(cut)} bytes, cut short, or not a torch file), so "
+               "the run cannot be resumed from it: restore the checkpoint (from a copy), or start a new run with another ")
+    locked = train_module.lock_run_folder
+
+    def cut_then_locked(folder):  # after train()'s checks: the load under the lock refuses it
+        (run / "ckpt.pt").write_bytes(cut)
+        return locked(folder)
+
+    for after_the_checks in (False, True):
+        (run / "summary.json").unlink(missing_ok=True)  # else the resume says the run has ended, and reads no weights
+        (run / "ckpt.pt").write_bytes(good if after_the_checks else cut)
+        if after_the_checks:
+            monkeypatch.setattr(train_module, "lock_run_folder", cut_then_locked)
+        with pytest.raises(ValueError) as refused:
+            train(dataclasses.replace(cfg, resume=True, max_steps=4))
+        assert str(refused.value) == damaged + "out"
+        (run / "ckpt.pt").write_bytes(good if after_the_checks else cut)
+        assert main(["train", "--out", str(run), "--resume", "--max-steps", "4"]) == 2
+        assert capsys.readouterr().err == f"trainer-minimal: error: {damaged}--out\n"
+
+    sweep = tmp_path / "sweep"
+    (sweep / "a-s0").mkdir(parents=True)
+    (sweep / "a-s0" / "evals.jsonl").write_text("{}\n")
+    with pytest.raises(ValueError) as refused:
+        train(tiny(sweep, warm_cache, max_steps=2, eval_every=2))
+    said = str(refused.value)
+    assert said.startswith(f"out={str(sweep)!r} holds a sweep (run folder a-s0), not a run: "), said
+    assert f"e.g. out={str(tmp_path / 'scalerl-s0')!r} (or add it to the sweep with `trainer-minimal sweep ... --out {sweep}`)" in said
+
+
 @pytest.mark.parametrize("table", ["run_id,recipe,compute,metric\nold-s5,old,1.0,0.5\nold-s5,old,2.0,0.6\n",
                                    "name,score\nalice,3\n"])
 def test_a_sweep_refuses_to_replace_a_runs_csv_whose_runs_it_does_not_hold(tmp_path, capsys, table):

@@ -164,6 +164,11 @@ class SettingNames:
         shown = repr(value) if isinstance(value, str) else value
         return f"{self(name)} {shown}" if self.as_flags else f"{name}={shown}"
 
+    def folder(self, name, path):
+        """A folder's setting with its path: at the command line as it is typed, unquoted (--out runs/a, as the
+        messages about a folder always said it), in Python as given() says a value (out='runs/a')."""
+        return f"{self(name)} {path}" if self.as_flags else self.given(name, path)
+
 
 FIELD_NAMES, FLAG_NAMES = SettingNames(as_flags=False), SettingNames(as_flags=True)
 
@@ -417,15 +422,17 @@ def sibling_folder(folder, name):
 
 
 def check_not_a_sweep(cfg):
-    """Refuse a new run whose --out is a sweep's folder: written at its top, the run was read with
+    """Refuse a new run whose out is a sweep's folder: written at its top, the run was read with
     the sweep's runs by forecast (which reads every evals.jsonl under a folder) but never listed in
-    the sweep's runs.csv, and the folder was then neither a run nor a sweep."""
+    the sweep's runs.csv, and the folder was then neither a run nor a sweep. SettingError: out, or at
+    the command line --out (the sweep's own command line is said as it is typed)."""
     held = sweep_contents(cfg.out)
     if held:
-        raise ValueError(f"--out {cfg.out} holds a sweep ({'; '.join(held)}), not a run: a run written at its top "
-                         "would be read with the sweep's runs by forecast but not listed in its runs.csv; give the "
-                         f"run a folder beside it, e.g. --out {sibling_folder(cfg.out, cfg.run_id)} (or add it to "
-                         f"the sweep with `trainer-minimal sweep ... --out {cfg.out}`)")
+        raise SettingError(lambda n: f"{n.folder('out', cfg.out)} holds a sweep ({'; '.join(held)}), not a run: a run "
+                                     "written at its top would be read with the sweep's runs by forecast but not "
+                                     "listed in its runs.csv; give the run a folder beside it, e.g. "
+                                     f"{n.folder('out', sibling_folder(cfg.out, cfg.run_id))} (or add it to the "
+                                     f"sweep with `trainer-minimal sweep ... --out {cfg.out}`)")
 
 
 def check_not_a_run(out):
@@ -438,18 +445,20 @@ def check_not_a_run(out):
                          f"e.g. --out {sibling_folder(out, os.path.basename(os.path.normpath(out)) + '-sweep')}")
 
 
-def check_writable(folder, flag):
+def check_writable(folder, field):
     """Refuse a folder the run (or sweep) writes in that cannot be written: under a file, on a
     read-only file system, another user's. Left to the write, it was a traceback at the first file,
     and for the warm-start cache one after the warm-up had been trained. Like check_model_path,
-    it runs where a run starts and where a sweep is planned."""
+    it runs where a run starts and where a sweep is planned. field: the setting that names the folder
+    (out, warmstart_cache), said as SettingError says settings (at the command line --out DIR)."""
     existing = os.path.abspath(folder)
     while not os.path.exists(existing):
         existing = os.path.dirname(existing)
     if not os.path.isdir(existing):
-        raise ValueError(f"{flag} {folder}: {existing} is a file, so nothing can be written under it")
+        raise SettingError(lambda n: f"{n.folder(field, folder)}: {existing} is a file, so nothing can be written "
+                                     "under it")
     if not os.access(existing, os.W_OK | os.X_OK):
-        raise ValueError(f"{flag} {folder}: cannot write in {existing} (read-only or not yours)")
+        raise SettingError(lambda n: f"{n.folder(field, folder)}: cannot write in {existing} (read-only or not yours)")
 
 
 def check_launch_environment():

@@ -75,7 +75,7 @@ def plan_sweep(presets, seeds, out, overrides, workers=1):
     overrides = dict(overrides)
     cache = overrides.pop("warmstart_cache", "") or os.path.join(out, "_warmstart")
     check_not_a_run(out)
-    check_writable(out, "--out")
+    check_writable(out, "out")
     # on a re-run, an existing run is resumed with the flags a resume may change, and no others
     resume_flags = override_flags({k: v for k, v in overrides.items() if k in RESUMABLE_FIELDS})
     plan, conflicts = [], []
@@ -111,7 +111,7 @@ def plan_sweep(presets, seeds, out, overrides, workers=1):
 
     if any(p["state"] == "new" and p["cfg"].warmup_steps > 0 and not os.path.exists(warm_start_path(p["cfg"]))
            for p in plan):  # a warm start to train and save: refused now, not after its warm-up
-        check_writable(cache, "--warmstart-cache")
+        check_writable(cache, "warmstart_cache")
     return plan
 
 

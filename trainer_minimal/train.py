@@ -212,9 +212,9 @@ def preflight(cfg, this_machine=True):
             check_eval_log_reaches(paths, checkpoint_step(paths["ckpt"]), eval_rows)
             check_log_counts(cfg, paths, checkpoint_step(paths["ckpt"]), numbered_rows_of)
             check_eval_rows_for_the_advisor(cfg, paths, checkpoint_step(paths["ckpt"]), eval_rows)
-        check_writable(cfg.out, "--out")
+        check_writable(cfg.out, "out")
         if not cfg.resume and cfg.warmup_steps > 0 and not os.path.exists(warm_start_path(cfg)):
-            check_writable(os.path.dirname(warm_start_path(cfg)), "--warmstart-cache")  # before the warm-up
+            check_writable(os.path.dirname(warm_start_path(cfg)), "warmstart_cache")  # before the warm-up
 
 
 def check_this_machine(cfg):
@@ -554,16 +554,18 @@ def check_eval_rows_for_the_advisor(cfg, paths, step, eval_rows):
                                        "resume again") from None
 
 
-class UnreadableCheckpoint(ValueError):
+class UnreadableCheckpoint(SettingError):
     """A ckpt.pt that torch cannot load: cut short (a full disk in an older version, a copy cut off),
     empty, or another file under that name. Refused naming the file, before anything is written,
     where --resume was a torch traceback (RuntimeError, OSError, pickle's errors) and a sweep's
-    re-run of the run failed with it."""
+    re-run of the run failed with it. A SettingError: the setting a new run would change is out, or at
+    the command line --out."""
 
     def __init__(self, path, err, reason=None):
         self.path, self.reason = path, reason or checkpoint_damage(path, err)
-        super().__init__(f"{path} is {self.reason}, so the run cannot be resumed from it: restore the checkpoint "
-                         "(from a copy), or start a new run with another --out")
+        super().__init__(lambda n, reason=self.reason: f"{path} is {reason}, so the run cannot be resumed from it: "
+                                                       "restore the checkpoint (from a copy), or start a new run "
+                                                       f"with another {n('out')}")
 
 
 def checkpoint_damage(path, err):
@@ -673,10 +675,11 @@ def read_stop_record(path):
     return stopped
 
 
-def ended_note(cfg):
+def ended_note(cfg, names=FIELD_NAMES):
     """On --resume, why there is nothing to train, or None: the advisor stopped the run
     (stopped.json; resuming would train past its advice and overwrite it) or it reached max_steps.
-    Read before anything is written, so resuming an ended run changes no file."""
+    Read before anything is written, so resuming an ended run changes no file. names: how it names the
+    setting that trains on (config.SettingNames: max_steps, or at the command line --max-steps)."""
     if not cfg.resume:
         return None
     paths = run_paths(cfg)
@@ -691,7 +694,8 @@ def ended_note(cfg):
                 f"{convergence_note(details, advice['rule'])}{shape_said(details)} (delete {paths['stopped']} to train on)")
     step = checkpoint_step(paths["ckpt"])
     if step >= cfg.max_steps:
-        return f"[{cfg.run_id}] already finished at step {step} of {cfg.max_steps} (pass a larger --max-steps to train on)"
+        return (f"[{cfg.run_id}] already finished at step {step} of {cfg.max_steps} (pass a larger "
+                f"{names('max_steps')} to train on)")
     return None
 
 
@@ -744,11 +748,9 @@ class RefusedWhereItStarts(ValueError):
 def refused_where_it_starts(names):
     """A ValueError of the checks inside (a SettingError too) raised as RefusedWhereItStarts, its settings named
     by names (config.SettingNames: the fields, or at the command line the flags), before rank 0 sends it to the
-    other ranks (decided_by_rank_0). An UnreadableCheckpoint is said as it is (cli.run_command refuses it)."""
+    other ranks (decided_by_rank_0); an UnreadableCheckpoint too (a SettingError: it says out, or --out)."""
     try:
         yield
-    except UnreadableCheckpoint:
-        raise
     except SettingError as err:
         raise RefusedWhereItStarts(err.message(names)) from None
     except ValueError as err:
@@ -1521,9 +1523,9 @@ def train(cfg, machine_checked=False, names=FIELD_NAMES):
 
     def checked_and_locked():  # rank 0: the run folder's checks, and its lock (rank 0 writes)
         nonlocal lock
-        with refused_where_it_starts(names):
+        with refused_where_it_starts(names):  # the note's read of the checkpoint too (replaced since preflight?)
             preflight(cfg, this_machine=not machine_checked)
-        note = ended_note(cfg)
+            note = ended_note(cfg, names)
         if note:
             print(note, flush=True)
             return note, saved_summary(cfg)
@@ -1679,9 +1681,9 @@ def resume_from_checkpoint(cfg, model, optimizer, state, device, rank, world, na
         except torch.OutOfMemoryError:
             raise
         except UnreadableCheckpoint as err:
-            refusal = err
+            refusal = RefusedWhereItStarts(err.message(names))
         except Exception as err:  # a traceback under the lock; cli.run_command refuses it like preflight
-            refusal = UnreadableCheckpoint(path, err)
+            refusal = RefusedWhereItStarts(UnreadableCheckpoint(path, err).message(names))
         else:
             saved = from_dict(ckpt["config"])
             changed = changed_run_defining_fields(saved, cfg)
