@@ -294,9 +294,10 @@ def test_a_sweep_s_run_another_sweep_started_with_other_settings_meanwhile_is_re
                  "--n-head", "2", "--batch-size", "8", "--group-size", "4"])
     assert code == 1
     err = capsys.readouterr().err
-    refused = [line for line in err.splitlines() if "grpo-s1" in line and "refused" in line]
+    refused = [line for line in err.splitlines() if "grpo-s1 was refused" in line]
     assert refused == [f"[sweep]   grpo-s1 was refused: {theirs} was started since this sweep was planned, with "
                        "other settings: --lr 0.001 -> 0.002"], err
+    assert "[sweep] refused runs: grpo-s1 (" in err and "failed runs" not in err, err  # a rerun would refuse it again
     assert [cmd[cmd.index("--out") + 1] for cmd in launched] == [str(out / "grpo-s0")]  # grpo-s1 not launched
     assert (theirs / "ckpt.pt").read_bytes() == b"their checkpoint"
     assert json.loads((theirs / "config.json").read_text())["lr"] == 1e-3

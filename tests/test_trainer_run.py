@@ -2169,7 +2169,35 @@ def test_a_sweep_run_that_failed_mid_run_is_not_said_to_be_refused(tmp_path, mon
     assert sweep_module.run_sweep(plan, str(tmp_path), workers=1) == 1
     printed = capsys.readouterr()
     assert "[sweep] done  r0: exit 1 after" in printed.out and said.removeprefix("trainer-minimal: error: ") in printed.out
-    assert "failed runs: r0 (see their stdout.log; rerun to resume)" in printed.err and "refused" not in printed.err
+    assert "failed runs: r0 (see its stdout.log; rerun to resume)" in printed.err and "refused" not in printed.err
+
+
+def test_a_sweep_s_closing_lines_tell_refused_runs_from_the_failed_ones_a_rerun_resumes(tmp_path, monkeypatch,
+                                                                                         capsys):
+    """The closing line listed every run that did not finish as 'failed runs: r0, r1, r2 (see their stdout.log;
+    rerun to resume)', the refused ones too, which a rerun refuses again until what they name is fixed. The runs
+    that failed mid-run are listed so; the refused ones apart, each with its reason; the exit code is 1 still."""
+    import trainer_minimal.sweep as sweep_module
+
+    scripts = {"r0": "print('trainer-minimal: error: --lr must be a finite number, got nan'); raise SystemExit(2)",
+               "r1": "raise SystemExit(1)",  # died without a word (its log says nothing)
+               "r2": "print('trainer-minimal: error: --resume: no checkpoint at r2/ckpt.pt'); raise SystemExit(2)"}
+    real_popen = subprocess.Popen
+
+    def fake_run(cmd, **kwargs):
+        return real_popen([sys.executable, "-c", scripts[os.path.basename(os.path.dirname(kwargs["stdout"].name))]],
+                          **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", fake_run)
+    assert sweep_module.run_sweep(_resumed_runs_plan(tmp_path, 3), str(tmp_path), workers=1) == 1
+    closing = capsys.readouterr().err.splitlines()[-5:]
+    assert closing == [
+        "[sweep] failed runs: r1 (see its stdout.log; rerun to resume)",
+        f"[sweep]   r1 failed (its log: {tmp_path / 'r1' / 'stdout.log'})",
+        "[sweep] refused runs: r0, r2 (a rerun refuses them again until what each line below names is fixed)",
+        "[sweep]   r0 was refused: --lr must be a finite number, got nan",
+        "[sweep]   r2 was refused: --resume: no checkpoint at r2/ckpt.pt",
+    ], closing
 
 
 def test_a_sweep_whose_runs_csv_finds_the_disk_full_says_so_and_the_rerun_writes_it(tmp_path, warm_cache, monkeypatch,

@@ -400,13 +400,28 @@ def run_sweep(plan, out, workers, slim=False, stop_grace=None, kill_grace=None, 
     if slim and not failed:
         slim_down(out, [p["cfg"].out for p in plan])
     if failed:
-        print(f"[sweep] failed runs: {', '.join(failed)} (see their stdout.log; rerun to resume)", file=sys.stderr)
-        for run_id, refusal in refused.items():  # a rerun refuses these again until what they name is fixed
-            print(f"[sweep]   {run_id} was refused: {refusal}", file=sys.stderr)
-        for run_id, (crash, log_path) in crashed.items():
-            print(f"[sweep]   {run_id} {crash or 'failed'} (its log: {log_path})", file=sys.stderr)
+        for line in failed_runs_lines(crashed, refused):
+            print(line, file=sys.stderr)
         return 1
     return 0
+
+
+def failed_runs_lines(crashed, refused):
+    """The sweep's closing lines on the runs that did not finish: those that failed mid-run (crashed: run_id ->
+    (what it died of, its stdout.log)), which the same command again resumes, then those refused (run_id -> why),
+    which it refuses again until what each names is fixed. Both were listed as 'failed runs: ... rerun to resume'."""
+    lines = []
+    if crashed:
+        its = "its" if len(crashed) == 1 else "their"
+        lines.append(f"[sweep] failed runs: {', '.join(crashed)} (see {its} stdout.log; rerun to resume)")
+        lines += [f"[sweep]   {run_id} {crash or 'failed'} (its log: {log_path})"
+                  for run_id, (crash, log_path) in crashed.items()]
+    if refused:
+        one = len(refused) == 1
+        lines.append(f"[sweep] refused runs: {', '.join(refused)} (a rerun refuses {'it' if one else 'them'} again "
+                     f"until what {'its' if one else 'each'} line below names is fixed)")
+        lines += [f"[sweep]   {run_id} was refused: {refusal}" for run_id, refusal in refused.items()]
+    return lines
 
 
 def started_since_the_plan(p, names=FIELD_NAMES):
