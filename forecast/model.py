@@ -293,7 +293,7 @@ def data_layout(data: ModelData) -> dict:
 
     Two vectors instead of a node per field because every pm.Data node is one more argument that
     nutpie's compiled log density unpacks and checks: with the twelve nodes of before, a cold compile
-    took about a third longer (benchmarks/fit_speed.py --skip-baseline), paid by every `forecast fit`."""
+    took about a fifth longer (benchmarks/RESULTS.md, Fit speed), paid by every `forecast fit`."""
     n_obs, n_run = len(data.y), len(data.runs)
     per_obs = ["x", "y", "weight", "has_prev"] + (["n_eval"] if data.has_n_eval else [])
     floats = [(name, n_obs) for name in per_obs] + [(name, None) for name in ("loc", "scale", "a_centre", "r0_centre")]
