@@ -563,9 +563,8 @@ class UnreadableCheckpoint(SettingError):
 
     def __init__(self, path, err, reason=None):
         self.path, self.reason = path, reason or checkpoint_damage(path, err)
-        super().__init__(lambda n, reason=self.reason: f"{path} is {reason}, so the run cannot be resumed from it: "
-                                                       "restore the checkpoint (from a copy), or start a new run "
-                                                       f"with another {n('out')}")
+        super().__init__(lambda n: f"{path} is {self.reason}, so the run cannot be resumed from it: restore the "
+                                   f"checkpoint (from a copy), or start a new run with another {n('out')}")
 
 
 def checkpoint_damage(path, err):
