@@ -331,8 +331,8 @@ def build_model(
         residual given only the previous noisy one: the model before 2026-12-04, whose run
         asymptote intervals were too narrow; kept for benchmarks/exact_likelihood.py).
 
-    Every data-dependent number is a pm.Data, so a compiled model is reused for new data of the
-    same structure (`ModelData.structure_key`).
+    Every data-dependent number is in one of its two pm.Data vectors (data_layout), so a compiled
+    model is reused for new data of the same structure (`ModelData.structure_key`).
     """
     # PyMC is imported here, not with the module: reading a saved fit needs this module's data
     # preparation and noise formulas but no model, and importing PyMC takes 5 s
