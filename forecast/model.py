@@ -144,7 +144,8 @@ class ModelData:
         return (np.log(np.asarray(compute, dtype=float)) - self.loc) / self.scale
 
     def coords(self) -> dict:
-        return {"recipe": self.recipes, "run": self.runs, "obs": np.arange(len(self.y))}
+        # no "obs": the evaluations enter the model packed in one data vector (data_layout), not as a dimension
+        return {"recipe": self.recipes, "run": self.runs}
 
     def structure_key(self) -> tuple:
         """Everything that fixes the compiled model's shapes; data with the same key can reuse it."""

@@ -28,7 +28,7 @@ def test_model_has_named_dims(small_sweep):
     from forecast.data import validate_runs
 
     model = build_model(prepare_data(validate_runs(small_sweep)), Priors())
-    assert set(model.coords) >= {"recipe", "run", "obs"}
+    assert set(model.coords) == {"recipe", "run"}
     assert model.named_vars_to_dims["A"] == ("recipe",)
     assert model.named_vars_to_dims["A_run"] == ("run",)
 
