@@ -6,8 +6,9 @@ Data: a run table (default: the shipped trainer sweep, examples/trainer_sweep/ru
           SamplerSettings(extend_if_flagged=False): the longer try comes after them and changes
           nothing before it, so one fit per seed gives both sides.
   ours:   what fit() returns: a fit still flagged is sampled once more with twice the draws and
-          warm-up (ScalingForecaster.fit, fit_info_["longer"]), and a centred one still flagged after
-          that once more with every level non-centred (fit_info_["noncentred"]).
+          warm-up (ScalingForecaster.fit, fit_info_["longer"]) and, if it was centred, once more with
+          every level non-centred (fit_info_["noncentred"]): before the longer chains when a centred
+          try diverged, after them otherwise.
 Prints, per seed, each side's verdict (R-hat, bulk ESS, divergences) and time, then the share of
 seeds converged on each side and the time the longer tries added. Target: every seed converged.
 `--big-sweep` fits a sweep 10-40x the shipped one instead: 25 recipes near ScaleRL's Table 1, 4
@@ -19,6 +20,7 @@ decline; its extra white noise is truly 0, the common case that once made such f
     python benchmarks/convergence.py --seeds 0,1,2,3,4,5,6,7,8,9,10,11   # the README's row: 8-13 min
     python benchmarks/convergence.py --runs PATH      # another run table
     python benchmarks/convergence.py --big-sweep --seeds 0   # the synthetic 25-recipe sweep: about 2 min
+    python benchmarks/convergence.py --demo-chains --seeds 0,1,2,3   # the demo's fit: 2-3 min each
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.provenance import print_provenance  # noqa: E402
 from forecast import ScalingForecaster, load_runs  # noqa: E402
 from forecast.data import validate_runs  # noqa: E402
+from forecast.demo import DEMO_DRAWS, DEMO_TUNE  # noqa: E402
+from forecast.inference import SamplerSettings  # noqa: E402
 from forecast.synthetic import load_table1, simulate_sweep  # noqa: E402
 
 warnings.filterwarnings("ignore")
@@ -66,13 +70,20 @@ def later_tries_seconds(fit_info: dict) -> float:
                      for k in ("longer", "noncentred") if k in fit_info))
 
 
-def fit_once(runs, seed: int) -> dict:
+def first_later_try(fit_info: dict) -> dict | None:
+    """The first of the tries extend_if_flagged=False leaves out: every level non-centred comes before
+    longer chains when a centred try diverged (fit_info["noncentred"]["before_longer"]), after them otherwise."""
+    noncentred, longer = fit_info.get("noncentred"), fit_info.get("longer")
+    return noncentred if noncentred and (noncentred.get("before_longer") or not longer) else longer
+
+
+def fit_once(runs, seed: int, sampler: SamplerSettings) -> dict:
     start = time.perf_counter()
-    fc = ScalingForecaster().fit(runs, random_seed=seed, progress=False)
+    fc = ScalingForecaster(sampler=sampler).fit(runs, random_seed=seed, progress=False)
     seconds = time.perf_counter() - start
-    longer = fc.fit_info_.get("longer")
+    first_later = first_later_try(fc.fit_info_)
     after = fc.diagnostics()
-    before = longer["problems_before"] if longer else after.problems()
+    before = first_later["problems_before"] if first_later else after.problems()
     extra = later_tries_seconds(fc.fit_info_)
     return {"seed": seed, "before": before, "after": after.problems(), "seconds": seconds,
             "before_seconds": seconds - extra, "report": str(after).splitlines()[0], "tries": fc.sampling_tries()}
@@ -84,6 +95,8 @@ def main(argv=None):
                         help="run table to fit (default: the shipped trainer sweep)")
     parser.add_argument("--big-sweep", action="store_true", help="a synthetic 25-recipe sweep instead of --runs")
     parser.add_argument("--seeds", default="0,1,2,3,4,5", help="random seeds of the fits (comma list)")
+    parser.add_argument("--demo-chains", action="store_true",
+                        help="sample the chains `make demo` does (forecast.demo: 2000 draws and 2000 warm-up per chain)")
     args = parser.parse_args(argv)
     print_provenance("benchmarks/convergence.py", vars(args))
     runs = big_sweep() if args.big_sweep else load_runs(args.runs)
@@ -91,9 +104,11 @@ def main(argv=None):
         args.runs = "synthetic big sweep (--big-sweep)"
     seeds = [int(s) for s in args.seeds.split(",")]
     print(f"data: {args.runs}: {runs['recipe'].nunique()} recipes, {runs['run_id'].nunique()} runs, {len(runs)} points")
+    sampler = SamplerSettings(draws=DEMO_DRAWS, tune=DEMO_TUNE) if args.demo_chains else SamplerSettings()
+    print(f"chains: {sampler.chains} x ({sampler.draws} draws + {sampler.tune} warm-up)")
     rows = []
     for seed in seeds:
-        row = fit_once(runs, seed)
+        row = fit_once(runs, seed, sampler)
         rows.append(row)
         print(f"seed {seed}: before {row['before_seconds']:5.1f} s  {verdict(row['before'])}")
         print(f"        ours   {row['seconds']:5.1f} s  {row['report']}")

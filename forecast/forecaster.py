@@ -560,22 +560,49 @@ class ScalingForecaster:
                 if _fewer_problems(other_report, report):
                     idata, report, recipes_centred = other, other_report, False
                     kept_settings = retry_settings
+        def every_level_noncentred(idata, report, *, before_longer):
+            """Every level non-centred, kept if it has fewer problems. At the kept try's target
+            acceptance: the demo's fit of the shipped sweep, which had diverged 178 times at 0.9,
+            diverged twice in this form at 0.9 and converged at the retry's 0.97."""
+            other, other_info = sample(None, kept_settings, runs_centred=False)
+            other_report = convergence_report(other)
+            info["noncentred"] = {"problems_before": report.problems(), "problems_after": other_report.problems(),
+                                  "sample_seconds": other_info["sample_seconds"],
+                                  "compile_seconds": other_info.get("compile_seconds", 0.0),
+                                  "before_longer": before_longer, "kept": _fewer_problems(other_report, report)}
+            info["sample_seconds"] += other_info["sample_seconds"]
+            info["compile_seconds"] = info.get("compile_seconds", 0.0) + other_info.get("compile_seconds", 0.0)
+            return (other, other_report, True) if info["noncentred"]["kept"] else (idata, report, False)
+
+        if not report.converged and self.mode == "nuts" and settings.extend_if_flagged and centered and first_diverged:
+            # Still flagged after a centred try diverged: a funnel, which a new form leaves and longer
+            # chains do not. Every level non-centred is tried before longer chains: the runs whose
+            # asymptotes their data pin down less tightly than the seeds spread (the shipped trainer
+            # sweep: 40 evaluations a run, so centred by the rule above). The demo's fits of it, random
+            # seeds 0-3, went through every try below to converge only in this form (R-hat <= 1.01, no
+            # divergence), and the longer chains that came first here before diverged more than the
+            # try they followed on 3 of 4 seeds and were never the converged one (scratch fits,
+            # 2026-12-06). Not the first choice: the synthetic Table-1 sweeps sample worse in it
+            # (divergences, R-hat up to 1.012), and where it is no better, longer chains follow.
+            idata, report, kept = every_level_noncentred(idata, report, before_longer=True)
+            if kept:
+                centered, recipes_centred = False, False
         if not report.converged and self.mode == "nuts" and settings.extend_if_flagged:
             # Still flagged (R-hat, ESS, or a divergence the tries above left): longer chains. On the
             # shipped trainer sweep a default fit was flagged for 3 of 6 random seeds (R-hat
             # 1.011-1.018, bulk ESS down to 176, one divergence): 1000 warm-up draws left the step
-            # size unsettled, and twice the warm-up and draws converged on all 6. In which form: a
-            # centred fit that diverged at all sits in the recipe spreads' funnel, and its longer
-            # chains diverged centred (2 and 744 divergences on two seeds) and converged with the
-            # recipe level non-centred; one that never diverged is mixing slowly, and non-centred
-            # there, on synthetic sweeps whose recipes differ clearly, they diverged (4-59).
+            # size unsettled, and twice the warm-up and draws converged on all 6. In the kept try's
+            # form, except that a centred fit that diverged at all sits in the recipe spreads' funnel:
+            # its longer chains diverged centred (2 and 744 divergences on two seeds) and converged
+            # with the recipe level non-centred; one that never diverged is mixing slowly, and
+            # non-centred there, on synthetic sweeps whose recipes differ clearly, they diverged (4-59).
             funnel = centered and len(data.recipes) > 1 and first_diverged
             longer_settings = SamplerSettings(**{**kept_settings.to_dict(), "draws": LONGER_CHAINS * kept_settings.draws,
                                                  "tune": LONGER_CHAINS * kept_settings.tune})
-            longer, longer_info = sample(False if funnel else None, longer_settings)
+            longer, longer_info = sample(False if funnel else None, longer_settings, runs_centred=centered)
             longer_report = convergence_report(longer)
             info["longer"] = {"draws": longer_settings.draws, "tune": longer_settings.tune,
-                              "recipe_centered": centered and not funnel,
+                              "runs_centered": centered, "recipe_centered": centered and not funnel,
                               "sample_seconds": longer_info["sample_seconds"],
                               "compile_seconds": longer_info.get("compile_seconds", 0.0),
                               "problems_before": report.problems(), "problems_after": longer_report.problems()}
@@ -585,24 +612,14 @@ class ScalingForecaster:
             info["longer"]["kept"] = (_broken(longer_report), longer_report.divergences) <= (_broken(report), report.divergences)
             if info["longer"]["kept"]:
                 idata, report, recipes_centred = longer, longer_report, info["longer"]["recipe_centered"]
-        if not report.converged and self.mode == "nuts" and settings.extend_if_flagged and centered:
-            # Last resort, every level non-centred: runs whose asymptotes their data pin down less
-            # tightly than the seeds spread. The shipped trainer sweep (40 evaluations a run, so
-            # centred by the rule above) was flagged after every try above (R-hat 1.021, 170 s)
-            # and converged in this form at once (R-hat 1.006, 39 s); the synthetic Table-1 sweeps
-            # sample worse in it (divergences, R-hat 1.012), so it is not the first choice. At the
-            # kept try's target acceptance: the demo's fit of that sweep, which had diverged 178
-            # times at 0.9, diverged twice here at 0.9 and converged at the retry's 0.97.
-            other, other_info = sample(None, kept_settings, runs_centred=False)
-            other_report = convergence_report(other)
-            info["noncentred"] = {"problems_before": report.problems(), "problems_after": other_report.problems(),
-                                  "sample_seconds": other_info["sample_seconds"],
-                                  "compile_seconds": other_info.get("compile_seconds", 0.0)}
-            info["sample_seconds"] += other_info["sample_seconds"]
-            info["compile_seconds"] = info.get("compile_seconds", 0.0) + other_info.get("compile_seconds", 0.0)
-            info["noncentred"]["kept"] = _fewer_problems(other_report, report)
-            if info["noncentred"]["kept"]:
-                idata, report, centered, recipes_centred = other, other_report, False, False
+        if not report.converged and self.mode == "nuts" and settings.extend_if_flagged and centered and "noncentred" not in info:
+            # Last resort for a centred fit that never diverged and is still flagged after longer
+            # chains, every level non-centred, as above. The shipped trainer sweep was flagged after
+            # every try above (R-hat 1.021, 170 s) and converged in this form at once (R-hat 1.006,
+            # 39 s).
+            idata, report, kept = every_level_noncentred(idata, report, before_longer=False)
+            if kept:
+                centered, recipes_centred = False, False
         info["centered"] = centered
         info["recipe_centered"] = recipes_centred
         info["random_seed"] = random_seed
@@ -794,19 +811,26 @@ class ScalingForecaster:
                 tries.append(f"{retry['recipe_noncentred_divergences']} at {retry['target_accept']} with the recipe level "
                              f"non-centred{kept}")
             parts.append("divergences by try: " + "; ".join(tries))
+        longer_part = noncentred_part = None
+        # before_longer: every level non-centred came first after a divergence (fits before 2026-12-06 lack the key)
+        noncentred_first = bool(noncentred and noncentred.get("before_longer"))
         if longer:
             after = "; ".join(longer["problems_after"]) or "converged"
             kept = "not kept: it diverged more" if not longer["kept"] else (
-                "not kept: the next try did better" if (noncentred or {}).get("kept") else "kept")
-            runs_centred = self.fit_info_["centered"] or noncentred is not None  # as they were in the longer try
-            form = " with the recipe level non-centred" if runs_centred and longer["recipe_centered"] is False else ""
-            parts.append(f"still flagged ({'; '.join(longer['problems_before'])}), so sampled again with "
-                         f"{longer['draws']} draws and {longer['tune']} warm-up per chain{form}: {after} ({kept})")
+                "not kept: the next try did better" if (noncentred or {}).get("kept") and not noncentred_first else "kept")
+            runs_centred = longer.get("runs_centered", self.fit_info_["centered"] or noncentred is not None)
+            form = (" with every level non-centred" if not runs_centred else
+                    " with the recipe level non-centred" if longer["recipe_centered"] is False else "")
+            longer_part = (f"still flagged ({'; '.join(longer['problems_before'])}), so sampled again with "
+                           f"{longer['draws']} draws and {longer['tune']} warm-up per chain{form}: {after} ({kept})")
         if noncentred:
             after = "; ".join(noncentred["problems_after"]) or "converged"
-            kept = "kept" if noncentred["kept"] else "not kept: no better"
-            parts.append(f"still flagged ({'; '.join(noncentred['problems_before'])}), so sampled again with every "
-                         f"level non-centred: {after} ({kept})")
+            kept = ("not kept: no better" if not noncentred["kept"] else
+                    "not kept: the next try did better" if noncentred_first and (longer or {}).get("kept") else "kept")
+            noncentred_part = (f"still flagged ({'; '.join(noncentred['problems_before'])}), so sampled again with every "
+                               f"level non-centred: {after} ({kept})")
+        later = [noncentred_part, longer_part] if noncentred_first else [longer_part, noncentred_part]
+        parts += [part for part in later if part]
         if not parts:
             return None
         # a sentence after the first starts with a capital: joined as they were, the report's diagnostics and

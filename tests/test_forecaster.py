@@ -890,16 +890,21 @@ def test_a_retry_whose_draws_broke_is_not_kept_over_a_try_that_only_diverged(fit
     [
         # flagged for R-hat alone, never divergent: twice the draws and warm-up, still centred, kept
         ([{"max_rhat": 1.03}, {"max_rhat": 1.004}], True, [(0.9, 1000, 1000, False), (0.9, 2000, 2000, False)], True),
-        # a divergence the retries left: the longer try starts from the kept try's target acceptance,
-        # with the recipe level non-centred (a centred fit that diverged sits in the funnel)
-        ([{"divergences": 5}, {"divergences": 1}, {"divergences": 2}, {}], True,
+        # a divergence the retries left, and every level non-centred (tried next) no better: the longer
+        # try starts from the kept try's target acceptance, with the recipe level non-centred (a centred
+        # fit that diverged sits in the funnel)
+        ([{"divergences": 5}, {"divergences": 1}, {"divergences": 2}, {"divergences": 3}, {}], True,
+         [(0.9, 1000, 1000, False), (0.97, 1000, 1000, False), (0.97, 1000, 1000, True), (0.97, 1000, 1000, True),
+          (0.97, 2000, 2000, True)], True),
+        # the recipe-level non-centred try is kept over the retry but flagged for R-hat, and every level
+        # non-centred is no better: longer chains replace it
+        ([{"divergences": 5}, {"divergences": 1}, {"max_rhat": 1.03}, {"max_rhat": 1.04}, {}], True,
+         [(0.9, 1000, 1000, False), (0.97, 1000, 1000, False), (0.97, 1000, 1000, True), (0.97, 1000, 1000, True),
+          (0.97, 2000, 2000, True)], True),
+        # the retry removed the divergences but left R-hat (every level non-centred no better): longer
+        # chains non-centred, as they diverged
+        ([{"divergences": 5}, {"max_rhat": 1.03}, {"max_rhat": 1.05}, {}], True,
          [(0.9, 1000, 1000, False), (0.97, 1000, 1000, False), (0.97, 1000, 1000, True), (0.97, 2000, 2000, True)], True),
-        # the non-centred try is kept over the retry but flagged for R-hat: longer chains replace it
-        ([{"divergences": 5}, {"divergences": 1}, {"max_rhat": 1.03}, {}], True,
-         [(0.9, 1000, 1000, False), (0.97, 1000, 1000, False), (0.97, 1000, 1000, True), (0.97, 2000, 2000, True)], True),
-        # the retry removed the divergences but left R-hat: longer chains non-centred, as they diverged
-        ([{"divergences": 5}, {"max_rhat": 1.03}, {}], True,
-         [(0.9, 1000, 1000, False), (0.97, 1000, 1000, False), (0.97, 2000, 2000, True)], True),
         # the longer chains diverge more: the flagged fit is kept, and says so (then the last
         # resort, every level non-centred, is no better: the next test)
         ([{"max_rhat": 1.03}, {"divergences": 3}, {"max_rhat": 1.04}], True,
@@ -938,14 +943,47 @@ def test_a_fit_still_flagged_is_sampled_again_with_longer_chains(
     assert "(kept)." not in tried_longer  # an earlier try is not called kept when the longer one was
 
 
-def test_the_last_resort_samples_at_the_target_acceptance_of_the_kept_try(fitted, small_sweep, monkeypatch):
-    # diverged, so retried at 0.97 and kept; flagged for R-hat after longer chains; non-centred at 0.97
-    tries = fake_sampling(monkeypatch, fitted, [{"divergences": 5}, {"max_rhat": 1.03}, {"max_rhat": 1.03}, {}])
+def test_every_level_non_centred_samples_at_the_target_acceptance_of_the_kept_try(fitted, small_sweep, monkeypatch):
+    # diverged, so retried at 0.97 and kept; still flagged for R-hat: every level non-centred at 0.97
+    tries = fake_sampling(monkeypatch, fitted, [{"divergences": 5}, {"max_rhat": 1.03}, {}])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         fc = ScalingForecaster().fit(small_sweep, random_seed=0, progress=False)
     assert tries[-1] == (0.97, 1000, 1000, True)
     assert fc.fit_info_["noncentred"]["kept"] and fc.diagnostics().converged
+
+
+@pytest.mark.parametrize("every_level, longer", [
+    ({}, None),  # converged at once: no longer chains
+    ({"max_rhat": 1.03}, {}),  # kept (no divergence) but flagged: longer chains in that form, kept
+])
+def test_a_fit_that_diverged_tries_every_level_non_centred_before_longer_chains(
+    fitted, small_sweep, monkeypatch, every_level, longer
+):
+    """A divergence is a funnel, which a new form leaves and longer chains do not: after the retry and
+    the recipe level non-centred, every level is non-centred before any longer chains, which then
+    sample in the kept form. Sampling and diagnostics faked as above."""
+    reports = [{"divergences": 5}, {"divergences": 1}, {"divergences": 2}, every_level] + ([longer] if longer is not None else [])
+    tries = fake_sampling(monkeypatch, fitted, reports)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fc = ScalingForecaster().fit(small_sweep, random_seed=0, progress=False)
+    short = [(0.9, 1000, 1000, False), (0.97, 1000, 1000, False), (0.97, 1000, 1000, True), (0.97, 1000, 1000, True)]
+    assert tries == short + ([(0.97, 2000, 2000, True)] if longer is not None else [])
+    assert fc.fit_info_["noncentred"]["kept"] and fc.fit_info_["noncentred"]["before_longer"]
+    assert fc.fit_info_["centered"] is False and fc.fit_info_["recipe_centered"] is False
+    assert fc.diagnostics().converged and fc.idata.attrs["try"] == len(tries)
+    said = fc.sampling_tries()
+    assert said.startswith("divergences by try: 5 at target acceptance 0.9; 1 at 0.97; 2 at 0.97 with the recipe level non-centred. ")
+    every_level_said = "so sampled again with every level non-centred: "
+    if longer is None:
+        assert "longer" not in fc.fit_info_ and said.endswith(every_level_said + "converged (kept)")
+        return
+    assert fc.fit_info_["longer"]["runs_centered"] is False and fc.fit_info_["longer"]["kept"]
+    longer_said = "so sampled again with 2000 draws and 2000 warm-up per chain with every level non-centred: converged (kept)"
+    assert said.endswith(longer_said)
+    assert every_level_said + "R-hat up to 1.030" in said and "(not kept: the next try did better). Still flagged" in said
+    assert said.index(every_level_said) < said.index(longer_said)  # said in the order tried
 
 
 @pytest.mark.parametrize("last_resort, kept", [({}, True), ({"max_rhat": 1.04}, False)])
