@@ -36,7 +36,7 @@ LIVE_FLAGS = ("--max-steps", "200", "--eval-every", "10")
 # What the live sweep took on 2 shared CPU cores (2026-12-05: 4.5 minutes, then a 3.5-minute fit), said
 # before it starts, since nothing else says how long `make demo-live` will be quiet.
 LIVE_SWEEP_MINUTES = "4-5"
-FULL_FIT_MINUTES = "2-4"
+FULL_FIT_MINUTES = "1.5-3"  # the demo's fit took 87-139 s for random seeds 0-3 (benchmarks/convergence.py --demo-chains)
 
 # The late recipes of the synthetic sweep (C_mid near the end of the data) trade A against C_mid
 # in the posterior, which cuts the effective sample size to ~15% of the draws; with the default
@@ -44,10 +44,11 @@ FULL_FIT_MINUTES = "2-4"
 # ESS ~600, so the demo's intervals are not noise. Sampling costs ~10 s more than the default.
 DEMO_DRAWS = 2000
 # Warm-up draws per chain. The shipped trainer sweep's recipes are so alike that its centred fit
-# diverges at any target acceptance, and the forecaster falls back to a non-centred recipe level
+# diverges at any target acceptance, and the forecaster falls back to non-centred forms
 # (ScalingForecaster.fit). With the default 1000 warm-up draws that fit, with random seeds 0-5,
 # was still flagged in 3 of 6 (two with 1 and 6 divergences): the step size and mass matrix were
-# not yet adapted. With 2000, all 6 converged without a divergence (2026-12-02).
+# not yet adapted. With 2000, all 6 converged without a divergence (2026-12-02, with the recipe
+# level non-centred; since the likelihood became exact, with every level non-centred).
 DEMO_TUNE = 2000
 # How the demo chooses what it is not told, said both by --help and beside the chosen numbers, so the two
 # cannot drift apart (the help once left out the rounding the printed reason gave).

@@ -397,13 +397,14 @@ class ScalingForecaster:
         at least 8 evaluations (data pin each run down) and non-centred otherwise. In "nuts"
         mode a centred fit that still diverges after a retry at target acceptance 0.97 is
         sampled once more with the recipe level non-centred, and the try with the fewest
-        divergences is kept (fit_info_["retry"], fit_info_["recipe_centered"]). A fit still
-        flagged after that (R-hat, ESS or divergences) is sampled once more with twice the draws
-        and warm-up (the recipe level non-centred if a centred try diverged), kept unless it
-        diverges more (fit_info_["longer"]; SamplerSettings(extend_if_flagged=False) turns it off).
-        A centred fit flagged even then is sampled once more with every level non-centred (at the
-        kept try's target acceptance), kept if it has fewer divergences or a lower R-hat
-        (fit_info_["noncentred"]).
+        divergences is kept (fit_info_["retry"], fit_info_["recipe_centered"]). A centred fit
+        still flagged after that (R-hat, ESS or divergences) is sampled with every level
+        non-centred (at the kept try's target acceptance), kept if it has fewer divergences or a
+        lower R-hat (fit_info_["noncentred"]): first if a centred try diverged, else after the
+        longer chains. A fit still flagged then is sampled once more with twice the draws and
+        warm-up, in the kept try's form (the recipe level non-centred if a centred try diverged),
+        kept unless it diverges more (fit_info_["longer"]). SamplerSettings(extend_if_flagged=False)
+        turns both off.
         sampling_tries() says in words what each try found.
     mode : "nuts" (default: 1000 draws x 2 chains) or "fast" (short chains, for frequent refits).
     sampler : SamplerSettings, optional: the chains to sample, in place of those `mode` gives. `mode`
@@ -579,11 +580,11 @@ class ScalingForecaster:
             # chains do not. Every level non-centred is tried before longer chains: the runs whose
             # asymptotes their data pin down less tightly than the seeds spread (the shipped trainer
             # sweep: 40 evaluations a run, so centred by the rule above). The demo's fits of it, random
-            # seeds 0-3, went through every try below to converge only in this form (R-hat <= 1.01, no
-            # divergence), and the longer chains that came first here before diverged more than the
-            # try they followed on 3 of 4 seeds and were never the converged one (scratch fits,
-            # 2026-12-06). Not the first choice: the synthetic Table-1 sweeps sample worse in it
-            # (divergences, R-hat up to 1.012), and where it is no better, longer chains follow.
+            # seeds 0-3, went through every try to converge only in this form, and the longer chains
+            # that came before it diverged more than the try they followed on 3 of 4 seeds; first, it
+            # took those fits from 630 s to 433 s, same draws (benchmarks/convergence.py
+            # --demo-chains, RESULTS.md). Not the first choice: the synthetic Table-1 sweeps sample
+            # worse in it (divergences, R-hat up to 1.012), and where it is no better, longer chains follow.
             idata, report, kept = every_level_noncentred(idata, report, before_longer=True)
             if kept:
                 centered, recipes_centred = False, False

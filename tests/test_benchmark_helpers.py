@@ -220,8 +220,9 @@ def test_command_latency_does_not_time_a_command_that_failed(tmp_path):
 
 def test_convergence_before_side_leaves_out_every_try_after_the_retries(monkeypatch):
     """convergence.py's 'before' is a fit with extend_if_flagged=False, which skips both the longer
-    chains and the last resort with every level non-centred; only the longer try's sampling was
-    taken off, so 'before' was charged the last resort and the compiles of both."""
+    chains and the try with every level non-centred; only the longer try's sampling was taken off,
+    so 'before' was charged the non-centred try and the compiles of both. Its verdict is the fit's
+    before whichever of the two ran first."""
     with benchmark_module("convergence.py") as convergence:
         info = {"longer": {"sample_seconds": 30.0, "compile_seconds": 5.0, "problems_before": ["R-hat 1.020"]},
                 "noncentred": {"sample_seconds": 10.0, "compile_seconds": 20.0, "problems_before": ["R-hat 1.015"]}}
@@ -238,6 +239,9 @@ def test_convergence_before_side_leaves_out_every_try_after_the_retries(monkeypa
         class Fitted:
             fit_info_ = info
 
+            def __init__(self, **settings):
+                pass
+
             def fit(self, runs, **kwargs):
                 return self
 
@@ -248,9 +252,12 @@ def test_convergence_before_side_leaves_out_every_try_after_the_retries(monkeypa
                 return ""
 
         monkeypatch.setattr(convergence, "ScalingForecaster", Fitted)
-        row = convergence.fit_once(None, seed=0)
+        row = convergence.fit_once(None, seed=0, sampler=None)
         assert row["before"] == ["R-hat 1.020"] and row["after"] == []
         assert row["before_seconds"] == pytest.approx(row["seconds"] - 65.0)
+        # a centred try diverged, so every level non-centred ran first: 'before' is the fit before it
+        info["noncentred"]["before_longer"] = True
+        assert convergence.fit_once(None, seed=0, sampler=None)["before"] == ["R-hat 1.015"]
 
 
 @pytest.mark.parametrize("steps", ["2", "3", "0"])

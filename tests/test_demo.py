@@ -186,7 +186,7 @@ def test_the_demo_says_how_long_its_quiet_parts_take_before_they_start(small_swe
     printed = capsys.readouterr().out.splitlines()
     assert printed[0] == ("live sweep: 6 runs (grpo,cispo,scalerl x seeds 0,1, 200 steps each, 2 at a time), "
                           "about 4-5 minutes on 2 CPU cores; then the fit")
-    assert printed[-1].startswith("fitting: 2000 draws and 2000 warm-up per chain, about 2-4 minutes on 2 CPU cores")
+    assert printed[-1].startswith("fitting: 2000 draws and 2000 warm-up per chain, about 1.5-3 minutes on 2 CPU cores")
 
 
 def test_every_fan_chart_image_of_a_large_sweep_is_written(fitted, tmp_path):
