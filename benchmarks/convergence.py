@@ -65,7 +65,7 @@ def big_sweep(n_recipes: int = 25, rng: int = 42):
 
 def later_tries_seconds(fit_info: dict) -> float:
     """Seconds fit() spent on the tries that SamplerSettings(extend_if_flagged=False) leaves out:
-    the longer chains and the last resort with every level non-centred, compiles included."""
+    the longer chains and the try with every level non-centred, compiles included."""
     return float(sum(fit_info[k]["sample_seconds"] + fit_info[k].get("compile_seconds", 0.0)
                      for k in ("longer", "noncentred") if k in fit_info))
 

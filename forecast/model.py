@@ -17,7 +17,7 @@ The model, per observation i of run r (recipe k = recipe[r]) at compute C_i:
 
 Parametrisation: recipe and run asymptotes are centred when every run has enough evaluations
 to pin itself down (`centered=True`, chosen by the forecaster), non-centred (z-scores) otherwise;
-`recipe_centered=False` makes the recipe level alone non-centred, the forecaster's last resort
+`recipe_centered=False` makes the recipe level alone non-centred, the forecaster's first fallback
 when a centred fit still diverges (a sweep of alike recipes: the recipe spreads' funnel);
 R0 is always non-centred, because runs of a sweep usually share their start checkpoint and a
 near-zero spread is exactly the centred form's funnel. The recipe spreads and the seed-to-seed
