@@ -21,7 +21,6 @@ decline; its extra white noise is truly 0, the common case that once made such f
     python benchmarks/convergence.py --runs PATH      # another run table
     python benchmarks/convergence.py --big-sweep --seeds 0   # the synthetic 25-recipe sweep: about 2 min
     python benchmarks/convergence.py --demo-chains --seeds 0,1,2,3   # the demo's fit: 2-3 min each
-    python benchmarks/convergence.py --starts-only    # no fits: each shipped run table's prior on its starts' spread
 """
 
 from __future__ import annotations
@@ -43,7 +42,6 @@ from forecast import ScalingForecaster, load_runs  # noqa: E402
 from forecast.data import validate_runs  # noqa: E402
 from forecast.demo import DEMO_DRAWS, DEMO_TUNE  # noqa: E402
 from forecast.inference import SamplerSettings  # noqa: E402
-from forecast.model import STARTS_DIFFER_RATIO, prepare_data, start_spread_ratio  # noqa: E402
 from forecast.synthetic import load_table1, simulate_sweep  # noqa: E402
 
 warnings.filterwarnings("ignore")
@@ -79,16 +77,6 @@ def first_later_try(fit_info: dict) -> dict | None:
     return noncentred if noncentred and (noncentred.get("before_longer") or not longer) else longer
 
 
-def starts_line(runs) -> str:
-    """The prior the model puts on the spread of the runs' starts (forecast.model.starts_differ), and why."""
-    ratio = start_spread_ratio(prepare_data(runs))
-    if ratio is None:
-        return "starts: spread under a HalfNormal prior (fewer than 3 runs, or n_eval unknown)"
-    prior = "a Gamma" if ratio > STARTS_DIFFER_RATIO else "a HalfNormal"
-    return (f"starts: first evaluations' logit variance {ratio:.2f} times what their binomial noise gives "
-            f"(a Gamma above {STARTS_DIFFER_RATIO:g}): spread under {prior} prior")
-
-
 def fit_once(runs, seed: int, sampler: SamplerSettings) -> dict:
     start = time.perf_counter()
     fc = ScalingForecaster(sampler=sampler).fit(runs, random_seed=seed, progress=False)
@@ -109,20 +97,13 @@ def main(argv=None):
     parser.add_argument("--seeds", default="0,1,2,3,4,5", help="random seeds of the fits (comma list)")
     parser.add_argument("--demo-chains", action="store_true",
                         help="sample the chains `make demo` does (forecast.demo: 2000 draws and 2000 warm-up per chain)")
-    parser.add_argument("--starts-only", action="store_true",
-                        help="fit nothing: say which prior the model puts on the starts' spread of every run table under examples/")
     args = parser.parse_args(argv)
     print_provenance("benchmarks/convergence.py", vars(args))
-    if args.starts_only:
-        for path in sorted((ROOT / "examples").glob("*/runs*.csv")):
-            print(f"{path.relative_to(ROOT)}: {starts_line(load_runs(path))}")
-        return
     runs = big_sweep() if args.big_sweep else load_runs(args.runs)
     if args.big_sweep:
         args.runs = "synthetic big sweep (--big-sweep)"
     seeds = [int(s) for s in args.seeds.split(",")]
     print(f"data: {args.runs}: {runs['recipe'].nunique()} recipes, {runs['run_id'].nunique()} runs, {len(runs)} points")
-    print(starts_line(runs))
     sampler = SamplerSettings(draws=DEMO_DRAWS, tune=DEMO_TUNE) if args.demo_chains else SamplerSettings()
     print(f"chains: {sampler.chains} x ({sampler.draws} draws + {sampler.tune} warm-up)")
     rows = []

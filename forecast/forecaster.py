@@ -55,7 +55,7 @@ from .inference import (
     sample_model,
 )
 from .io import atomic_path
-from .model import Priors, build_model, data_values, prepare_data, starts_differ, white_variance
+from .model import Priors, build_model, data_values, prepare_data, white_variance
 from .thread_warnings import this_threads_warnings_dropped
 from .wander_filter import filter_in_blocks, wander_correlation
 
@@ -520,9 +520,6 @@ class ScalingForecaster:
             warnings.warn(f"horizon={horizon:g} has no effect: the runs already reach {fmt_compute(runs['compute'].max())}, "
                           "and the priors are set on the compute range seen when it is within it", UserWarning, stacklevel=2)
         centered = self._centered_for(runs)
-        # whether the runs' starts clearly differ picks their spread's prior (model.starts_differ), so a model
-        # compiled for data whose starts differ is no model for data whose starts do not
-        starts_apart = starts_differ(data)
         values = data_values(data, self.priors)
 
         settings = self.sampler if progress is None else SamplerSettings(**{**self.sampler.to_dict(), "progress": progress})
@@ -531,8 +528,7 @@ class ScalingForecaster:
             def model():  # built only when no compiled model of this structure exists yet
                 return build_model(data, self.priors, robust=self.robust, centered=runs_centred, recipe_centered=recipe_centered)
 
-            key = (data.structure_key(), runs_centred, recipe_centered, starts_apart, self.robust,
-                   json.dumps(self.priors.to_dict(), sort_keys=True))
+            key = (data.structure_key(), runs_centred, recipe_centered, self.robust, json.dumps(self.priors.to_dict(), sort_keys=True))
             return sample_model(model, sampler_settings, random_seed=random_seed, cache_key=key, data_values=values,
                                 coords=data.coords())
 

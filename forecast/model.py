@@ -20,12 +20,9 @@ to pin itself down (`centered=True`, chosen by the forecaster), non-centred (z-s
 `recipe_centered=False` makes the recipe level alone non-centred, the forecaster's first fallback
 when a centred fit still diverges (a sweep of alike recipes: the recipe spreads' funnel);
 R0 is always non-centred, because runs of a sweep usually share their start checkpoint and a
-near-zero spread is exactly the centred form's funnel; its spread's prior is a HalfNormal, or a
-zero-avoiding Gamma where the runs' first evaluations differ far beyond their noise
-(`starts_differ`). The recipe spreads and the seed-to-seed spread of the asymptote get
-zero-avoiding Gamma priors, for the funnel's sake. Extra white noise keeps its HalfNormal
-prior, whose mode at 0 is the common truth, but is sampled as noise_sd * |z| where n_eval is
-known (see build_model).
+near-zero spread is exactly the centred form's funnel. The recipe spreads and the seed-to-seed
+spread of the asymptote get zero-avoiding Gamma priors for the same reason. Extra white noise keeps its HalfNormal prior, whose mode at 0
+is the common truth, but is sampled as noise_sd * |z| where n_eval is known (see build_model).
 With a single recipe the recipe level is dropped. Priors are on the scale of the data: logit A
 is centred on the best observed pass rates, R0 on the first evaluations, midpoints on the
 normalised compute axis (the observed range, or up to a planned `horizon` for a sweep in flight).
@@ -49,7 +46,6 @@ if TYPE_CHECKING:
     import pymc as pm
 
 __all__ = ["Priors", "ModelData", "prepare_data", "build_model", "residual_process", "white_variance", "data_values",
-           "start_spread_ratio", "starts_differ",
            "data_fields", "data_layout"]
 
 
@@ -72,7 +68,7 @@ class Priors:
     m_mu_sd: float = 1.0
     m_sd: float = 0.5  # recipe spread of midpoints: Gamma(2, 4 / m_sd) prior
     r0_mu_sd: float = 0.5  # uncertainty of the pooled start around logit(first evaluations)
-    r0_sd: float = 0.3  # run-to-run spread of logit R0: HalfNormal(r0_sd) prior, or Gamma(2, 2.5 / r0_sd) where starts differ
+    r0_sd: float = 0.3  # half-normal scale of run-to-run spread of logit R0
     noise_sd: float = 0.01  # half-normal scale of extra white noise beyond binomial evaluation noise
     noise_sd_no_n_eval: float = 0.05  # the same when n_eval is unknown (it is then all the noise)
     wander_sd: float = 0.02  # half-normal scale of slow wander of a run around its curve
@@ -226,38 +222,8 @@ def prepare_data(
     )
 
 
-# The runs' starts differ (their spread gets a zero-avoiding prior) when the variance of their first
-# evaluations (logit scale) is more than this many times what the evaluation noise alone gives them.
-STARTS_DIFFER_RATIO = 6.0
-
-
-def start_spread_ratio(data: ModelData) -> float | None:
-    """Variance of the runs' first evaluations (logit scale) over the variance that binomial evaluation
-    noise alone gives them: about 1 when the runs share their start (one checkpoint), far above it when
-    their starts differ clearly. None when it cannot be told: fewer than 3 runs, or n_eval unknown."""
-    first = (data.prev < 0) & (data.weight > 0)
-    if first.sum() < 3 or not data.has_n_eval:
-        return None
-    p = np.clip(data.y[first], 0.02, 0.98)
-    noise_variance = 1.0 / (data.n_eval[first] * p * (1 - p))  # of logit(p), by the delta method
-    return float(np.var(logit(p), ddof=1) / noise_variance.mean())
-
-
-def starts_differ(data: ModelData) -> bool:
-    """Whether the runs' first evaluations differ clearly beyond their noise (start_spread_ratio)."""
-    ratio = start_spread_ratio(data)
-    return ratio is not None and ratio > STARTS_DIFFER_RATIO
-
-
 def _clipped_logit(p: float) -> float:
     return float(logit(np.clip(p, 0.02, 0.98)))
-
-
-def _rate(numerator: float, setting: float) -> np.float64:
-    """A Gamma prior's rate, numerator / setting, as a float64: PyTensor makes a Python float that float32
-    holds exactly (8.0, from a_sd=0.5) a float32 constant, whose log in the log density is then off in
-    the 7th digit."""
-    return np.float64(numerator / setting)
 
 
 def _hier(name, mu, sd, dim, centered):
@@ -397,9 +363,9 @@ def build_model(
             # Zero-avoiding Gamma(2, 4/s) priors (mean s/2) on the recipe spreads: with centred
             # recipe effects, a spread near zero is a funnel NUTS cannot enter (divergences on
             # sweeps whose recipes are alike); a few recipes cannot tell 0 from small anyway.
-            a_sd = pm.Gamma("a_sd", alpha=2.0, beta=_rate(4.0, priors.a_sd))
-            b_sd = pm.Gamma("b_sd", alpha=2.0, beta=_rate(4.0, priors.b_sd))
-            m_sd = pm.Gamma("m_sd", alpha=2.0, beta=_rate(4.0, priors.m_sd))
+            a_sd = pm.Gamma("a_sd", alpha=2.0, beta=4.0 / priors.a_sd)
+            b_sd = pm.Gamma("b_sd", alpha=2.0, beta=4.0 / priors.b_sd)
+            m_sd = pm.Gamma("m_sd", alpha=2.0, beta=4.0 / priors.m_sd)
             recipes_centred = centered if recipe_centered is None else recipe_centered
             logit_A_recipe = _hier("logit_A_recipe", a_mu, a_sd, "recipe", recipes_centred)
             b = pt.exp(_hier("log_b", b_mu, b_sd, "recipe", recipes_centred))
@@ -416,20 +382,12 @@ def build_model(
         # recipe cannot tell no spread from a small one, and with the exact residual likelihood a
         # run's asymptote is no longer pinned far tighter than the spread, so a spread near 0 was a
         # funnel (synthetic sweep rng 21: R-hat 1.072 centred, 13 divergences non-centred).
-        a_run_sd = pm.Gamma("a_run_sd", alpha=2.0, beta=_rate(2.5, priors.a_run_sd))
+        a_run_sd = pm.Gamma("a_run_sd", alpha=2.0, beta=2.5 / priors.a_run_sd)
         r0_mu = pm.Normal("r0_mu", r0_centre, priors.r0_mu_sd)
+        r0_sd = pm.HalfNormal("r0_sd", priors.r0_sd)
         logit_A_run = _hier("logit_A_run", logit_A_recipe[run_recipe], a_run_sd, "run", centered)
-        # The runs' starts, always non-centred: runs of one sweep usually start from the same checkpoint,
-        # so the spread of R0 is near zero, exactly where the centred form has its funnel. Its prior is a
-        # HalfNormal, which reaches 0, unless the runs' first evaluations differ far beyond their noise
-        # (starts_differ: the synthetic Table-1 sweep, 16,000 graded samples an evaluation). A spread near
-        # 0 is then ruled out by the data, and the room the HalfNormal leaves there was explored slowly:
-        # r0_sd had the lowest tail ESS of that sweep's flagged fits. There it is a zero-avoiding Gamma
-        # of the same mean.
-        if starts_differ(data):
-            r0_sd = pm.Gamma("r0_sd", alpha=2.0, beta=_rate(2.5, priors.r0_sd))
-        else:
-            r0_sd = pm.HalfNormal("r0_sd", priors.r0_sd)
+        # Always non-centred: runs of one sweep usually start from the same checkpoint, so the
+        # spread of R0 is near zero, exactly where the centred form has its funnel.
         logit_R0_run = _hier("logit_R0_run", r0_mu, r0_sd, "run", False)
         A_run = pm.math.sigmoid(logit_A_run)
         R0_run = pm.math.sigmoid(logit_R0_run)

@@ -260,20 +260,6 @@ def test_convergence_before_side_leaves_out_every_try_after_the_retries(monkeypa
         assert convergence.fit_once(None, seed=0, sampler=None)["before"] == ["R-hat 1.015"]
 
 
-def test_convergence_says_which_prior_the_runs_starts_spread_has(small_sweep):
-    """convergence.py prints the prior on the starts' spread, with the ratio the model picks it by: small_sweep's
-    differ far beyond 16,000 graded samples' noise; one shared first evaluation does not; no n_eval cannot tell."""
-    with benchmark_module("convergence.py") as convergence:
-        apart = convergence.starts_line(small_sweep)
-        first = small_sweep.groupby("run_id")["compute"].transform("min") == small_sweep["compute"]
-        shared = convergence.starts_line(small_sweep.assign(metric=small_sweep["metric"].where(~first, 0.3)))
-        unknown = convergence.starts_line(small_sweep.drop(columns="n_eval"))
-    ratio = float(re.search(r"logit variance ([0-9.]+) times", apart).group(1))
-    assert ratio > 6 and apart.endswith(": spread under a Gamma prior")
-    assert "logit variance 0.00 times" in shared and shared.endswith(": spread under a HalfNormal prior")
-    assert unknown == "starts: spread under a HalfNormal prior (fewer than 3 runs, or n_eval unknown)"
-
-
 @pytest.mark.parametrize("steps", ["2", "3", "0"])
 def test_trainer_gpu_refuses_a_step_count_it_cannot_time_before_any_run(steps, capsys):
     """--steps 2 trained on the CPU, then crashed (StatisticsError: no step after the first round

@@ -1015,28 +1015,6 @@ def test_a_centred_fit_flagged_after_longer_chains_tries_every_level_non_centred
     assert fc.fit_info_["reweighted"] and fc.sampling_tries() is None
 
 
-def test_a_model_compiled_for_starts_that_differ_is_not_reused_for_a_shared_start(small_sweep, monkeypatch):
-    """The prior on the starts' spread follows the data (model.starts_differ), beyond the structure the
-    compiled-model cache was keyed by: small_sweep's starts differ (a Gamma prior) and, given one shared
-    first evaluation, the same structure's do not (a HalfNormal). Each fit's key and model say which."""
-    import forecast.forecaster as forecaster_module
-
-    keys, priors = [], []
-
-    def recording_sample_model(build_model, settings, *, cache_key, **kwargs):
-        keys.append(cache_key)
-        priors.append(build_model()["r0_sd"].owner.op.name)
-        raise RuntimeError("sampling is not what this test is about")
-
-    monkeypatch.setattr(forecaster_module, "sample_model", recording_sample_model)
-    first = small_sweep.groupby("run_id")["compute"].transform("min") == small_sweep["compute"]
-    for runs in (small_sweep, small_sweep.assign(metric=small_sweep["metric"].where(~first, 0.3))):
-        with pytest.raises(RuntimeError, match="not what this test"):
-            ScalingForecaster().fit(runs, random_seed=0, progress=False)
-    assert priors == ["gamma", "halfnormal"]
-    assert keys[0][0] == keys[1][0] and keys[0] != keys[1]  # one structure, two models
-
-
 def test_a_fit_without_n_eval_on_every_row_adds_no_binomial_term_to_its_forecasts(small_sweep):
     """The model drops the binomial term when n_eval is missing anywhere (its white noise then holds
     all the evaluation noise); forecasts must not add it back at the rows' median n_eval."""

@@ -16,15 +16,7 @@ from scipy import stats
 from scipy.special import expit, logit
 
 from forecast.data import validate_runs
-from forecast.model import (
-    Priors,
-    build_model,
-    data_fields,
-    data_values,
-    prepare_data,
-    start_spread_ratio,
-    starts_differ,
-)
+from forecast.model import Priors, build_model, data_fields, data_values, prepare_data
 
 # a sweep of two recipes: runs a-s0, a-s1 (recipe a) and b-s0 (recipe b) at compute e^0 .. e^4
 METRICS = {"a-s0": [0.10, 0.30, 0.40, 0.50, 0.45], "a-s1": [0.20, 0.40, 0.50, 0.60, 0.55],
@@ -127,9 +119,7 @@ def prior_logp(point, priors, *, runs=tuple(METRICS), runs_centred=True, recipes
                metrics=METRICS) -> float:
     """Sum of the documented priors' log densities at `point` (no Jacobians: natural units). The
     centres of logit A and logit R0: the median over runs of each run's best and first metric,
-    clipped to [0.02, 0.98] (a perfect score has no logit). Where the starts differ beyond their
-    noise (starts_differ, tested on its own below), their spread's prior is a Gamma."""
-    starts_apart = starts_differ(prepare_data(validate_runs(sweep(runs, n_eval=n_eval, metrics=metrics))))
+    clipped to [0.02, 0.98] (a perfect score has no logit)."""
     n_runs, recipes = len(runs), len({run[0] for run in runs})
     best = np.clip(np.median([max(metrics[run]) for run in runs]), 0.02, 0.98)
     start = np.clip(np.median([metrics[run][0] for run in runs]), 0.02, 0.98)
@@ -145,9 +135,7 @@ def prior_logp(point, priors, *, runs=tuple(METRICS), runs_centred=True, recipes
     run_centre = point["logit_A_recipe"][RUN_RECIPE[:n_runs]] if recipes > 1 else np.full(n_runs, point["a_mu"])
     z_run = (point["logit_A_run"] - run_centre) / point["a_run_sd"]
     total += (norm(point["logit_A_run"], run_centre, point["a_run_sd"]) if runs_centred else norm(z_run)).sum()
-    total += norm(point["r0_mu"], logit(start), priors.r0_mu_sd)
-    # where the starts differ, Gamma(2, rate 2.5 / s); else HalfNormal(s)
-    total += gamma(point["r0_sd"], 2.0, scale=priors.r0_sd / 2.5) if starts_apart else halfnorm(point["r0_sd"], scale=priors.r0_sd)
+    total += norm(point["r0_mu"], logit(start), priors.r0_mu_sd) + halfnorm(point["r0_sd"], scale=priors.r0_sd)
     total += norm(point["logit_R0_run_z"]).sum()  # R0 is always non-centred
     if n_eval:
         total += norm(point["sigma_extra_z"])  # sigma_extra = noise_sd |z|: HalfNormal(noise_sd)
@@ -179,11 +167,8 @@ def named_values(model, point, names):
 def test_the_log_density_is_the_documented_priors_plus_the_exact_likelihood(centered, recipe_centered):
     """Kills mutants of every prior (a setting read for another, mu and sd swapped, a Gamma's
     shape or rate), of _hier's spread in either form, and of the curve, white variance and wander
-    the likelihood is made of; in all three parametrisations the forecaster uses. This sweep's
-    starts (0.1, 0.2, 0.3 of 200 graded samples) differ far beyond their noise: their spread's
-    prior is the Gamma (the HalfNormal's case is the test after next)."""
+    the likelihood is made of; in all three parametrisations the forecaster uses."""
     data = prepare_data(validate_runs(sweep()))
-    assert starts_differ(data)
     model = build_model(data, PRIORS, centered=centered, recipe_centered=recipe_centered)
     sigma_extra = PRIORS.noise_sd * abs(POINT["sigma_extra_z"])
     expected = prior_logp(POINT, PRIORS, runs_centred=centered,
@@ -309,30 +294,3 @@ def test_rows_are_padded_to_the_next_whole_bucket_and_each_run_knows_its_last_ro
     data = prepare_data(validate_runs(sweep()))
     np.testing.assert_array_equal(data.run_last_obs, [4, 9, 14])
     np.testing.assert_array_equal(data.prev[:15], [-1, 0, 1, 2, 3, -1, 5, 6, 7, 8, -1, 10, 11, 12, 13])
-
-
-def test_the_start_spread_ratio_is_the_first_evaluations_logit_variance_over_their_binomial_noise():
-    """Known answer: first pass rates 0.1, 0.2, 0.3 of 200 graded samples; on the logit scale their
-    variance (ddof 1) over the mean of 1 / (n p (1 - p)), the delta method's variance of logit(p). The
-    first evaluation is the lowest compute's, not the table's first row (kills a ratio of later rows)."""
-    table = sweep().sample(frac=1.0, random_state=0)
-    first = np.array([0.1, 0.2, 0.3])
-    expected = np.var(logit(first), ddof=1) / np.mean(1.0 / (N_EVAL * first * (1 - first)))
-    assert start_spread_ratio(prepare_data(validate_runs(table))) == pytest.approx(expected, rel=1e-12)
-    assert expected == pytest.approx(12.5, abs=0.1) and starts_differ(prepare_data(validate_runs(table)))
-
-
-@pytest.mark.parametrize("case", ["shared start", "two runs", "no n_eval"])
-def test_starts_that_do_not_clearly_differ_keep_a_halfnormal_prior_on_their_spread(case):
-    """One checkpoint (every first evaluation 0.2): ratio 0, and the starts' spread keeps a HalfNormal
-    prior, which reaches 0; the starts stay non-centred however the runs are. Two runs, or no n_eval,
-    cannot tell: None, the same."""
-    metrics = {run: [0.2] + values[1:] for run, values in METRICS.items()} if case == "shared start" else METRICS
-    runs = ("a-s0", "a-s1") if case == "two runs" else tuple(METRICS)
-    data = prepare_data(validate_runs(sweep(runs, n_eval=case != "no n_eval", metrics=metrics)))
-    assert start_spread_ratio(data) == (0.0 if case == "shared start" else None)
-    assert not starts_differ(data)
-    model = build_model(data, PRIORS, centered=True)
-    free = {v.name for v in model.free_RVs}
-    assert "logit_R0_run_z" in free and "logit_R0_run" not in free and "logit_A_run" in free
-    assert model["r0_sd"].owner.op.name == "halfnormal"  # a spread of 0 allowed: the common truth
