@@ -5,8 +5,10 @@ Data: a run table (default: the shipped trainer sweep, examples/trainer_sweep/ru
   before: the fit as its divergence retries leave it, which is what fit() returns with
           SamplerSettings(extend_if_flagged=False): the longer try comes after them and changes
           nothing before it, so one fit per seed gives both sides.
-  ours:   what fit() returns: a fit still flagged is sampled once more with twice the draws and
-          warm-up (ScalingForecaster.fit, fit_info_["longer"]) and, if it was centred, once more with
+  ours:   what fit() returns: a fit still flagged is sampled once more with the runs' starts centred
+          when its posterior pins each start down more tightly than the starts spread
+          (fit_info_["centred_starts"]), once more with twice the draws and warm-up
+          (ScalingForecaster.fit, fit_info_["longer"]) and, if it was centred, once more with
           every level non-centred (fit_info_["noncentred"]): before the longer chains when a centred
           try diverged, after them otherwise.
 Prints, per seed, each side's verdict (R-hat, bulk ESS, divergences) and time, then the share of
@@ -65,14 +67,17 @@ def big_sweep(n_recipes: int = 25, rng: int = 42):
 
 def later_tries_seconds(fit_info: dict) -> float:
     """Seconds fit() spent on the tries that SamplerSettings(extend_if_flagged=False) leaves out:
-    the longer chains and the try with every level non-centred, compiles included."""
+    the runs' starts centred, the longer chains and every level non-centred, compiles included."""
     return float(sum(fit_info[k]["sample_seconds"] + fit_info[k].get("compile_seconds", 0.0)
-                     for k in ("longer", "noncentred") if k in fit_info))
+                     for k in ("centred_starts", "longer", "noncentred") if k in fit_info))
 
 
 def first_later_try(fit_info: dict) -> dict | None:
-    """The first of the tries extend_if_flagged=False leaves out: every level non-centred comes before
-    longer chains when a centred try diverged (fit_info["noncentred"]["before_longer"]), after them otherwise."""
+    """The first of the tries extend_if_flagged=False leaves out: the runs' starts centred comes first when it
+    is tried (fit_info["centred_starts"]); every level non-centred comes before longer chains when a centred
+    try diverged (fit_info["noncentred"]["before_longer"]), after them otherwise."""
+    if "centred_starts" in fit_info:
+        return fit_info["centred_starts"]
     noncentred, longer = fit_info.get("noncentred"), fit_info.get("longer")
     return noncentred if noncentred and (noncentred.get("before_longer") or not longer) else longer
 

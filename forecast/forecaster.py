@@ -88,6 +88,10 @@ def resolve_kind(kind, run_id):
 RETRY_TARGET_ACCEPT = 0.97
 # a nuts fit still flagged after its tries is sampled once more with this many times the draws and warm-up
 LONGER_CHAINS = 2
+# a nuts fit still flagged is sampled once more with the runs' starts centred when its posterior pins each
+# run's start to under this share of the starts' spread (start_uncertainty_ratio): data that inform each
+# start that well put the non-centred starts' z-scores on a ridge with the spread, and the centred form off it
+CENTRE_STARTS_BELOW = 1.0
 # refit() reweights the last sampled fit only while the weights keep at least this share of its
 # draws' information; below it the new data carry enough news to be worth a sampler run
 MIN_REWEIGHT_EFFICIENCY = 0.5
@@ -230,6 +234,16 @@ def _fewer_problems(new: ConvergenceReport, old: ConvergenceReport) -> bool:
     """Whether try `new` is kept over `old`: not broken where `old` is, then fewer divergences, then a lower max
     R-hat. Ranked on divergences and R-hat alone, a broken try with no divergence beat a clean one with some."""
     return (_broken(new), new.divergences, new.max_rhat) < (_broken(old), old.divergences, old.max_rhat)
+
+
+def start_uncertainty_ratio(posterior) -> float:
+    """How loosely the data pin each run's start (logit R0) down, against the spread of the starts: the
+    median over runs of a start's posterior sd, over the posterior mean of r0_sd. Well under 1, each run's
+    evaluations say more about its start than the other runs do (the synthetic Table-1 sweep: about 0.6;
+    16,000 graded samples an evaluation, flat at first), which is where a centred level samples better.
+    Over 1, the spread says more (the shipped trainer sweep: about 2.7; 1,200 samples an evaluation)."""
+    start_sd = posterior["logit_R0_run"].std(("chain", "draw")).values
+    return float(np.median(start_sd) / posterior["r0_sd"].mean())
 
 
 def run_table_dataset(runs: pd.DataFrame) -> xr.Dataset:
@@ -397,14 +411,18 @@ class ScalingForecaster:
         at least 8 evaluations (data pin each run down) and non-centred otherwise. In "nuts"
         mode a centred fit that still diverges after a retry at target acceptance 0.97 is
         sampled once more with the recipe level non-centred, and the try with the fewest
-        divergences is kept (fit_info_["retry"], fit_info_["recipe_centered"]). A centred fit
-        still flagged after that (R-hat, ESS or divergences) is sampled with every level
-        non-centred (at the kept try's target acceptance), kept if it has fewer divergences or a
-        lower R-hat (fit_info_["noncentred"]): first if a centred try diverged, else after the
-        longer chains. A fit still flagged then is sampled once more with twice the draws and
-        warm-up, in the kept try's form (the recipe level non-centred if a centred try diverged),
-        kept unless it diverges more (fit_info_["longer"]). SamplerSettings(extend_if_flagged=False)
-        turns both off.
+        divergences is kept (fit_info_["retry"], fit_info_["recipe_centered"]). A fit still flagged
+        then (R-hat, ESS or divergences) whose posterior pins each run's start (R0) down more tightly
+        than the starts spread (start_uncertainty_ratio under CENTRE_STARTS_BELOW) is sampled with
+        the runs' starts centred, kept if it converges or has fewer problems
+        (fit_info_["centred_starts"], fit_info_["starts_centered"]); the starts are non-centred
+        otherwise, and under "noncentered". A centred fit still flagged after that is sampled with
+        every level non-centred (at the kept try's target acceptance), kept if it has fewer
+        divergences or a lower R-hat (fit_info_["noncentred"]): first if a centred try diverged,
+        else after the longer chains. A fit still flagged then is sampled once more with twice the
+        draws and warm-up, in the kept try's form (the recipe level non-centred if a centred try
+        diverged), kept unless it diverges more (fit_info_["longer"]).
+        SamplerSettings(extend_if_flagged=False) turns these three off.
         sampling_tries() says in words what each try found.
     mode : "nuts" (default: 1000 draws x 2 chains) or "fast" (short chains, for frequent refits).
     sampler : SamplerSettings, optional: the chains to sample, in place of those `mode` gives. `mode`
@@ -524,11 +542,18 @@ class ScalingForecaster:
 
         settings = self.sampler if progress is None else SamplerSettings(**{**self.sampler.to_dict(), "progress": progress})
 
-        def sample(recipe_centered, sampler_settings, runs_centred=centered):
-            def model():  # built only when no compiled model of this structure exists yet
-                return build_model(data, self.priors, robust=self.robust, centered=runs_centred, recipe_centered=recipe_centered)
+        starts_centred = False  # the runs' starts (logit R0) stay non-centred unless a flagged fit says otherwise
 
-            key = (data.structure_key(), runs_centred, recipe_centered, self.robust, json.dumps(self.priors.to_dict(), sort_keys=True))
+        def sample(recipe_centered, sampler_settings, runs_centred=centered, starts=None):
+            # starts: the starts' form for this try; None samples them as the kept tries do (starts_centred)
+            starts = starts_centred if starts is None else starts
+
+            def model():  # built only when no compiled model of this structure exists yet
+                return build_model(data, self.priors, robust=self.robust, centered=runs_centred, recipe_centered=recipe_centered,
+                                   starts_centered=starts)
+
+            key = (data.structure_key(), runs_centred, recipe_centered, starts, self.robust,
+                   json.dumps(self.priors.to_dict(), sort_keys=True))
             return sample_model(model, sampler_settings, random_seed=random_seed, cache_key=key, data_values=values,
                                 coords=data.coords())
 
@@ -562,11 +587,30 @@ class ScalingForecaster:
                     idata, report, recipes_centred = other, other_report, False
                     kept_settings = retry_settings
 
+        if (not report.converged and self.mode == "nuts" and settings.extend_if_flagged and self.parametrization != "noncentered"
+                and not _broken(report) and (ratio := start_uncertainty_ratio(idata.posterior)) < CENTRE_STARTS_BELOW):
+            # Flagged, and each run's start is pinned down by its own evaluations more tightly than the
+            # starts spread: the non-centred starts sit on a ridge (the spread's tail ESS lowest; the
+            # synthetic Table-1 sweep, flagged on 4 of 6 random seeds after every other try). Centred, its
+            # first tries converged on random seeds 0-2, where the shipped trainer sweep's (ratio about
+            # 2.7) sampled worse centred, so this is a try for flagged fits, not the first form.
+            other, other_info = sample(None if recipes_centred == centered else recipes_centred, kept_settings, starts=True)
+            other_report = convergence_report(other)
+            kept = other_report.converged or _fewer_problems(other_report, report)
+            info["centred_starts"] = {"ratio": ratio, "problems_before": report.problems(),
+                                      "problems_after": other_report.problems(),
+                                      "sample_seconds": other_info["sample_seconds"],
+                                      "compile_seconds": other_info.get("compile_seconds", 0.0), "kept": kept}
+            info["sample_seconds"] += other_info["sample_seconds"]
+            info["compile_seconds"] = info.get("compile_seconds", 0.0) + other_info.get("compile_seconds", 0.0)
+            if kept:
+                idata, report, starts_centred = other, other_report, True
+
         def every_level_noncentred(idata, report, *, before_longer):
             """Every level non-centred, kept if it has fewer problems. At the kept try's target
             acceptance: the demo's fit of the shipped sweep, which had diverged 178 times at 0.9,
             diverged twice in this form at 0.9 and converged at the retry's 0.97."""
-            other, other_info = sample(None, kept_settings, runs_centred=False)
+            other, other_info = sample(None, kept_settings, runs_centred=False, starts=False)
             other_report = convergence_report(other)
             info["noncentred"] = {"problems_before": report.problems(), "problems_after": other_report.problems(),
                                   "sample_seconds": other_info["sample_seconds"],
@@ -588,7 +632,7 @@ class ScalingForecaster:
             # worse in it (divergences, R-hat up to 1.012), and where it is no better, longer chains follow.
             idata, report, kept = every_level_noncentred(idata, report, before_longer=True)
             if kept:
-                centered, recipes_centred = False, False
+                centered, recipes_centred, starts_centred = False, False, False
         if not report.converged and self.mode == "nuts" and settings.extend_if_flagged:
             # Still flagged (R-hat, ESS, or a divergence the tries above left): longer chains. On the
             # shipped trainer sweep a default fit was flagged for 3 of 6 random seeds (R-hat
@@ -605,6 +649,7 @@ class ScalingForecaster:
             longer_report = convergence_report(longer)
             info["longer"] = {"draws": longer_settings.draws, "tune": longer_settings.tune,
                               "runs_centered": centered, "recipe_centered": centered and not funnel,
+                              "starts_centered": starts_centred,
                               "sample_seconds": longer_info["sample_seconds"],
                               "compile_seconds": longer_info.get("compile_seconds", 0.0),
                               "problems_before": report.problems(), "problems_after": longer_report.problems()}
@@ -621,9 +666,10 @@ class ScalingForecaster:
             # 2026-12-04, when this try came last whether or not a try had diverged).
             idata, report, kept = every_level_noncentred(idata, report, before_longer=False)
             if kept:
-                centered, recipes_centred = False, False
+                centered, recipes_centred, starts_centred = False, False, False
         info["centered"] = centered
         info["recipe_centered"] = recipes_centred
+        info["starts_centered"] = starts_centred
         info["random_seed"] = random_seed
         info["horizon"] = horizon
         info["reweighted"] = False
@@ -802,7 +848,8 @@ class ScalingForecaster:
         """What each try of the sampler found when it was run more than once (fit()'s retries and
         longer chains), naming the try that was kept; None when one try was enough."""
         self._require_fit("sampling_tries()")
-        retry, longer, noncentred = (self.fit_info_.get(name) for name in ("retry", "longer", "noncentred"))
+        retry, longer, noncentred, starts = (self.fit_info_.get(name) for name in ("retry", "longer", "noncentred",
+                                                                                "centred_starts"))
         parts = []
         if retry:
             tries = [f"{retry['divergences_before']} at target acceptance {self.sampler.target_accept}",
@@ -813,6 +860,13 @@ class ScalingForecaster:
                 tries.append(f"{retry['recipe_noncentred_divergences']} at {retry['target_accept']} with the recipe level "
                              f"non-centred{kept}")
             parts.append("divergences by try: " + "; ".join(tries))
+        if starts:
+            after = "; ".join(starts["problems_after"]) or "converged"
+            kept = ("not kept: no better" if not starts["kept"] else
+                    "not kept: a later try did better" if (longer or {}).get("kept") or (noncentred or {}).get("kept") else "kept")
+            parts.append(f"still flagged ({'; '.join(starts['problems_before'])}), with each run's start pinned down by its "
+                         f"own evaluations (posterior sd {starts['ratio']:.2f} times the starts' spread), so sampled again "
+                         f"with the runs' starts centred: {after} ({kept})")
         longer_part = noncentred_part = None
         # before_longer: every level non-centred came first after a divergence (fits before 2026-12-06 lack the key)
         noncentred_first = bool(noncentred and noncentred.get("before_longer"))
@@ -823,6 +877,8 @@ class ScalingForecaster:
             runs_centred = longer.get("runs_centered", self.fit_info_["centered"] or noncentred is not None)
             form = (" with every level non-centred" if not runs_centred else
                     " with the recipe level non-centred" if longer["recipe_centered"] is False else "")
+            if longer.get("starts_centered"):  # kept from the centred-starts try (fits before 2026-12-07 lack the key)
+                form += (" and" if form else " with") + " the runs' starts centred"
             longer_part = (f"still flagged ({'; '.join(longer['problems_before'])}), so sampled again with "
                            f"{longer['draws']} draws and {longer['tune']} warm-up per chain{form}: {after} ({kept})")
         if noncentred:

@@ -322,12 +322,15 @@ def unpacked(vector, parts) -> dict:
 
 def build_model(
     data: ModelData, priors: Priors | None = None, *, robust: bool = False, centered: bool = True,
-    recipe_centered: bool | None = None, residual_likelihood: str = "exact",
+    recipe_centered: bool | None = None, residual_likelihood: str = "exact", starts_centered: bool = False,
 ) -> pm.Model:
     """The hierarchical ScaleRL model for `data`. Pure construction: no sampling here.
 
     centered: both partially pooled levels (recipes, runs) centred, else non-centred.
     recipe_centered: the recipe level's form when it differs from `centered` (None: as centered).
+    starts_centered: the runs' starts (logit R0) centred; non-centred by default (below). The
+        forecaster tries them centred for a flagged fit whose data pin each start down
+        (forecaster.start_uncertainty_ratio).
     residual_likelihood: "exact" (the Kalman filter of forecast.wander_filter) or "one-lag" (each
         residual given only the previous noisy one: the model before 2026-12-04, whose run
         asymptote intervals were too narrow; kept for benchmarks/exact_likelihood.py).
@@ -386,9 +389,11 @@ def build_model(
         r0_mu = pm.Normal("r0_mu", r0_centre, priors.r0_mu_sd)
         r0_sd = pm.HalfNormal("r0_sd", priors.r0_sd)
         logit_A_run = _hier("logit_A_run", logit_A_recipe[run_recipe], a_run_sd, "run", centered)
-        # Always non-centred: runs of one sweep usually start from the same checkpoint, so the
-        # spread of R0 is near zero, exactly where the centred form has its funnel.
-        logit_R0_run = _hier("logit_R0_run", r0_mu, r0_sd, "run", False)
+        # Non-centred by default: runs of one sweep usually start from the same checkpoint, so the
+        # spread of R0 is near zero, exactly where the centred form has its funnel. Centred where
+        # each run's evaluations pin its start down more tightly than the starts spread (thousands
+        # of graded samples an evaluation): there the z-scores sit on a ridge with the spread.
+        logit_R0_run = _hier("logit_R0_run", r0_mu, r0_sd, "run", starts_centered)
         A_run = pm.math.sigmoid(logit_A_run)
         R0_run = pm.math.sigmoid(logit_R0_run)
 

@@ -258,6 +258,11 @@ def test_convergence_before_side_leaves_out_every_try_after_the_retries(monkeypa
         # a centred try diverged, so every level non-centred ran first: 'before' is the fit before it
         info["noncentred"]["before_longer"] = True
         assert convergence.fit_once(None, seed=0, sampler=None)["before"] == ["R-hat 1.015"]
+        # the runs' starts centred comes before both, and extend_if_flagged=False skips it too
+        info["centred_starts"] = {"sample_seconds": 7.0, "compile_seconds": 4.0, "problems_before": ["R-hat 1.030"]}
+        row = convergence.fit_once(None, seed=0, sampler=None)
+        assert row["before"] == ["R-hat 1.030"]
+        assert row["before_seconds"] == pytest.approx(row["seconds"] - 76.0)
 
 
 @pytest.mark.parametrize("steps", ["2", "3", "0"])

@@ -812,22 +812,35 @@ def test_switches_that_are_no_bools_are_refused_naming_the_argument(fitted, tmp_
     assert np.array_equal(quiet, fitted.sample_curves([1e3], recipe=recipe, noise=False))
 
 
-def fake_sampling(monkeypatch, fitted, reports):
+class Tries(list):
+    """Each try as (target_accept, draws, tune, recipe level non-centred); `starts_centred` says, try by
+    try, whether the runs' starts were centred."""
+
+    def __init__(self):
+        super().__init__()
+        self.starts_centred = []
+
+
+def fake_sampling(monkeypatch, fitted, reports, centre_starts_below=0.0):
     """Fake the sampler and its diagnostics inside ScalingForecaster.fit: every try returns the shared
     fit's draws (idata.attrs["try"] numbers it), and its report is a converged one with the next
     entry of `reports` (dicts of made-up R-hat, ESS, divergences) laid over it. Returns the list
-    that records each try as (target_accept, draws, tune, recipe level non-centred)."""
+    that records each try (Tries). The shared fit pins its runs' starts down tightly (its
+    start_uncertainty_ratio is well under 1), so the centred-starts try is left out unless
+    `centre_starts_below` is raised above that ratio: the tests of the other tries keep their order."""
     import copy
     import dataclasses
 
     import forecast.forecaster as forecaster_module
     from forecast.inference import convergence_report
 
-    tries, made_up = [], iter(reports)
+    tries, made_up = Tries(), iter(reports)
+    monkeypatch.setattr(forecaster_module, "CENTRE_STARTS_BELOW", centre_starts_below)
 
     def fake_sample_model(build_model, settings, **kwargs):
         free = {v.name for v in build_model().free_RVs}
         tries.append((settings.target_accept, settings.draws, settings.tune, "logit_A_recipe_z" in free))
+        tries.starts_centred.append("logit_R0_run" in free)
         idata = copy.deepcopy(fitted.idata)
         idata.attrs["try"] = len(tries)
         return idata, {"sampler": "fake", "sample_seconds": 0.0}
@@ -1013,6 +1026,94 @@ def test_a_centred_fit_flagged_after_longer_chains_tries_every_level_non_centred
         warnings.simplefilter("ignore")
         fc.refit(small_sweep, random_seed=1, progress=False)
     assert fc.fit_info_["reweighted"] and fc.sampling_tries() is None
+
+
+def test_start_uncertainty_ratio_is_the_median_start_sd_over_the_mean_starts_spread():
+    import xarray as xr
+
+    from forecast.forecaster import start_uncertainty_ratio
+
+    rng = np.random.default_rng(0)
+    unit = rng.standard_normal((2, 4000))
+    unit = (unit - unit.mean()) / unit.std()  # sd exactly 1 over chains and draws together
+    starts = np.stack([0.1 * unit, 0.3 * unit + 2.0, 0.2 * unit - 1.0], axis=-1)  # sds 0.1, 0.3, 0.2: median 0.2
+    spread = np.full((2, 4000), 0.5)
+    spread[1] = 0.3  # mean 0.4
+    posterior = xr.Dataset({"logit_R0_run": (("chain", "draw", "run"), starts), "r0_sd": (("chain", "draw"), spread)})
+    assert start_uncertainty_ratio(posterior) == pytest.approx(0.2 / 0.4)
+
+
+@pytest.mark.parametrize(
+    "reports, expected_starts, kept_starts_try, final_starts_centred",
+    [
+        # flagged; the centred starts converge: kept, and nothing more is tried
+        ([{"max_rhat": 1.03}, {}], [False, True], True, True),
+        # no better (a higher R-hat): the longer chains that follow keep the starts non-centred
+        ([{"max_rhat": 1.03}, {"max_rhat": 1.04}, {}], [False, True, False], False, False),
+        # better but still flagged: kept, and the longer chains sample the starts centred
+        ([{"max_rhat": 1.03}, {"max_rhat": 1.02}, {}], [False, True, True], True, True),
+        # ... and if those are flagged too, every level non-centred (the starts too) is the last resort
+        ([{"max_rhat": 1.03}, {"max_rhat": 1.02}, {"max_rhat": 1.02}, {}], [False, True, True, False], True, False),
+        # flagged for ESS alone, R-hat the same: converged centred, so kept though no "fewer problems"
+        ([{"min_ess_tail": 100.0, "max_rhat": 1.008}, {"max_rhat": 1.008}], [False, True], True, True),
+    ],
+)
+def test_a_flagged_fit_whose_data_pin_each_start_down_tries_the_starts_centred(
+    fitted, small_sweep, monkeypatch, reports, expected_starts, kept_starts_try, final_starts_centred
+):
+    """The synthetic Table-1 sweep's default fits were flagged on 4 of 6 random seeds after every try, the
+    starts' spread (r0_sd) the least mixed: 16,000 graded samples an evaluation pin each run's start
+    down, and its non-centred z-score then sits on a ridge with the spread. Sampling and diagnostics are
+    faked as above; the shared fit's start_uncertainty_ratio is under the threshold set here."""
+    from forecast.forecaster import start_uncertainty_ratio
+
+    ratio = start_uncertainty_ratio(fitted.idata.posterior)
+    tries = fake_sampling(monkeypatch, fitted, reports, centre_starts_below=ratio * 1.01)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fc = ScalingForecaster().fit(small_sweep, random_seed=0, progress=False)
+    assert tries.starts_centred == expected_starts
+    assert tries[1] == tries[0]  # the same chains as the try it follows: only the starts' form differs
+    assert fc.fit_info_["centred_starts"]["kept"] is kept_starts_try
+    assert fc.fit_info_["centred_starts"]["ratio"] == pytest.approx(ratio)
+    assert fc.fit_info_["starts_centered"] is final_starts_centred
+    assert fc.diagnostics().converged
+    said = fc.sampling_tries()
+    first_problem = "tail ESS as low as 100" if "min_ess_tail" in reports[0] else "R-hat up to 1.030"
+    assert said.startswith(f"still flagged ({first_problem}")
+    assert (f"), with each run's start pinned down by its own evaluations (posterior sd {ratio:.2f} times the starts' "
+            "spread), so sampled again with the runs' starts centred: ") in said
+    if len(reports) == 2:
+        assert said.endswith("with the runs' starts centred: converged (kept)") and "longer" not in fc.fit_info_
+    elif not kept_starts_try:
+        assert "(not kept: no better). Still flagged" in said and fc.fit_info_["longer"]["starts_centered"] is False
+    else:
+        assert "(not kept: a later try did better). Still flagged" in said
+        assert fc.fit_info_["longer"]["starts_centered"] is True
+        assert "warm-up per chain with the runs' starts centred: " in said
+
+
+@pytest.mark.parametrize("threshold_times_ratio, parametrization, extend, tried", [
+    (1.01, "auto", True, True),
+    (0.99, "auto", True, False),  # the data pin the starts down less tightly than the threshold asks
+    (1.01, "noncentered", True, False),  # asked for: every level non-centred, the starts too
+    (1.01, "auto", False, False),  # SamplerSettings(extend_if_flagged=False): no extra tries
+])
+def test_the_centred_starts_try_runs_only_where_the_data_pin_the_starts_down(
+    fitted, small_sweep, monkeypatch, threshold_times_ratio, parametrization, extend, tried
+):
+    from forecast.forecaster import start_uncertainty_ratio
+
+    ratio = start_uncertainty_ratio(fitted.idata.posterior)
+    tries = fake_sampling(monkeypatch, fitted, [{"max_rhat": 1.03}, {}, {}, {}],
+                          centre_starts_below=ratio * threshold_times_ratio)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fc = ScalingForecaster(parametrization=parametrization, sampler=SamplerSettings(extend_if_flagged=extend)).fit(
+            small_sweep, random_seed=0, progress=False)
+    assert ("centred_starts" in fc.fit_info_) is tried
+    assert (True in tries.starts_centred) is tried
+    assert fc.fit_info_["starts_centered"] is tried
 
 
 def test_a_fit_without_n_eval_on_every_row_adds_no_binomial_term_to_its_forecasts(small_sweep):

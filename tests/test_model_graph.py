@@ -64,6 +64,8 @@ def value_point(model, point=POINT) -> dict:
             value = (point[value] - point[mean]) / point[sd]
         elif name == "logit_A_run_z":
             value = (point["logit_A_run"] - point["logit_A_recipe"][RUN_RECIPE[:n_runs]]) / point["a_run_sd"]
+        elif name == "logit_R0_run":  # the starts centred: the point holds them as z-scores
+            value = point["r0_mu"] + point["r0_sd"] * point["logit_R0_run_z"]
         else:
             value = point[name]
         wanted[var.name] = np.log(value) if var.name.endswith("_log__") else np.asarray(value, dtype=float)
@@ -116,7 +118,7 @@ def one_lag_loglik(per_run, wander_sd, wander_scale, nu=None) -> float:
 
 
 def prior_logp(point, priors, *, runs=tuple(METRICS), runs_centred=True, recipes_centred=True, n_eval=True,
-               metrics=METRICS) -> float:
+               metrics=METRICS, starts_centred=False) -> float:
     """Sum of the documented priors' log densities at `point` (no Jacobians: natural units). The
     centres of logit A and logit R0: the median over runs of each run's best and first metric,
     clipped to [0.02, 0.98] (a perfect score has no logit)."""
@@ -136,7 +138,9 @@ def prior_logp(point, priors, *, runs=tuple(METRICS), runs_centred=True, recipes
     z_run = (point["logit_A_run"] - run_centre) / point["a_run_sd"]
     total += (norm(point["logit_A_run"], run_centre, point["a_run_sd"]) if runs_centred else norm(z_run)).sum()
     total += norm(point["r0_mu"], logit(start), priors.r0_mu_sd) + halfnorm(point["r0_sd"], scale=priors.r0_sd)
-    total += norm(point["logit_R0_run_z"]).sum()  # R0 is always non-centred
+    z_start = point["logit_R0_run_z"]
+    start_logit = point["r0_mu"] + point["r0_sd"] * z_start
+    total += (norm(start_logit, point["r0_mu"], point["r0_sd"]) if starts_centred else norm(z_start)).sum()
     if n_eval:
         total += norm(point["sigma_extra_z"])  # sigma_extra = noise_sd |z|: HalfNormal(noise_sd)
     else:
@@ -163,16 +167,22 @@ def named_values(model, point, names):
         value_point(model, point))
 
 
-@pytest.mark.parametrize("centered, recipe_centered", [(True, None), (False, None), (True, False)])
-def test_the_log_density_is_the_documented_priors_plus_the_exact_likelihood(centered, recipe_centered):
+@pytest.mark.parametrize("centered, recipe_centered, starts_centered",
+                         [(True, None, False), (False, None, False), (True, False, False), (True, None, True),
+                          (True, False, True)])
+def test_the_log_density_is_the_documented_priors_plus_the_exact_likelihood(centered, recipe_centered, starts_centered):
     """Kills mutants of every prior (a setting read for another, mu and sd swapped, a Gamma's
     shape or rate), of _hier's spread in either form, and of the curve, white variance and wander
-    the likelihood is made of; in all three parametrisations the forecaster uses."""
+    the likelihood is made of; in every parametrisation the forecaster uses (the runs' starts
+    centred is the try for a flagged fit whose starts the data pin down)."""
     data = prepare_data(validate_runs(sweep()))
-    model = build_model(data, PRIORS, centered=centered, recipe_centered=recipe_centered)
+    model = build_model(data, PRIORS, centered=centered, recipe_centered=recipe_centered, starts_centered=starts_centered)
+    free = {var.name for var in model.free_RVs}
+    assert ("logit_R0_run" in free, "logit_R0_run_z" in free) == (starts_centered, not starts_centered)
     sigma_extra = PRIORS.noise_sd * abs(POINT["sigma_extra_z"])
     expected = prior_logp(POINT, PRIORS, runs_centred=centered,
-                          recipes_centred=centered if recipe_centered is None else recipe_centered)
+                          recipes_centred=centered if recipe_centered is None else recipe_centered,
+                          starts_centred=starts_centered)
     expected += dense_loglik(residuals(POINT, METRICS, n_eval=True, sigma_extra=sigma_extra),
                              POINT["wander_sd"], POINT["wander_scale"])
     assert model_logp(model) == pytest.approx(expected, abs=1e-6)
