@@ -558,6 +558,12 @@ class ScalingForecaster:
                                 coords=data.coords())
 
         idata, info = sample(None, settings)
+
+        def add_try_seconds(try_info):
+            """A later try's sampling and compile time, counted in the fit's."""
+            info["sample_seconds"] += try_info["sample_seconds"]
+            info["compile_seconds"] = info.get("compile_seconds", 0.0) + try_info.get("compile_seconds", 0.0)
+
         report = convergence_report(idata)
         recipes_centred = centered  # the recipe level's form in the fit that is kept
         first_diverged = report.divergences > 0
@@ -581,8 +587,7 @@ class ScalingForecaster:
                 other, other_info = sample(False, retry_settings)
                 other_report = convergence_report(other)
                 info["retry"]["recipe_noncentred_divergences"] = other_report.divergences
-                info["sample_seconds"] += other_info["sample_seconds"]
-                info["compile_seconds"] = info.get("compile_seconds", 0.0) + other_info.get("compile_seconds", 0.0)
+                add_try_seconds(other_info)
                 if _fewer_problems(other_report, report):
                     idata, report, recipes_centred = other, other_report, False
                     kept_settings = retry_settings
@@ -601,8 +606,7 @@ class ScalingForecaster:
                                       "problems_after": other_report.problems(),
                                       "sample_seconds": other_info["sample_seconds"],
                                       "compile_seconds": other_info.get("compile_seconds", 0.0), "kept": kept}
-            info["sample_seconds"] += other_info["sample_seconds"]
-            info["compile_seconds"] = info.get("compile_seconds", 0.0) + other_info.get("compile_seconds", 0.0)
+            add_try_seconds(other_info)
             if kept:
                 idata, report, starts_centred = other, other_report, True
 
@@ -616,8 +620,7 @@ class ScalingForecaster:
                                   "sample_seconds": other_info["sample_seconds"],
                                   "compile_seconds": other_info.get("compile_seconds", 0.0),
                                   "before_longer": before_longer, "kept": _fewer_problems(other_report, report)}
-            info["sample_seconds"] += other_info["sample_seconds"]
-            info["compile_seconds"] = info.get("compile_seconds", 0.0) + other_info.get("compile_seconds", 0.0)
+            add_try_seconds(other_info)
             return (other, other_report, True) if info["noncentred"]["kept"] else (idata, report, False)
 
         if not report.converged and self.mode == "nuts" and settings.extend_if_flagged and centered and first_diverged:
@@ -653,8 +656,7 @@ class ScalingForecaster:
                               "sample_seconds": longer_info["sample_seconds"],
                               "compile_seconds": longer_info.get("compile_seconds", 0.0),
                               "problems_before": report.problems(), "problems_after": longer_report.problems()}
-            info["sample_seconds"] += longer_info["sample_seconds"]
-            info["compile_seconds"] = info.get("compile_seconds", 0.0) + longer_info.get("compile_seconds", 0.0)
+            add_try_seconds(longer_info)
             # more draws estimate R-hat and ESS better, so they are kept unless they diverge more (or broke)
             info["longer"]["kept"] = (_broken(longer_report), longer_report.divergences) <= (_broken(report), report.divergences)
             if info["longer"]["kept"]:
