@@ -418,10 +418,10 @@ class ScalingForecaster:
         fit_info_["starts_centered"]); the starts are non-centred otherwise, and under "noncentered".
         A centred fit still flagged after that is sampled with every level non-centred (at the kept
         try's target acceptance), kept if it has fewer divergences or a lower R-hat
-        (fit_info_["noncentred"]): first if a centred try diverged, else after the longer chains. A fit still flagged then is sampled once more with twice the
-        draws and warm-up, in the kept try's form (the recipe level non-centred if a centred try
-        diverged), kept unless it diverges more (fit_info_["longer"]).
-        SamplerSettings(extend_if_flagged=False) turns these three off.
+        (fit_info_["noncentred"]): first if a centred try diverged, else after the longer chains.
+        A fit still flagged then is sampled once more with twice the draws and warm-up, in the kept
+        try's form (the recipe level non-centred if a centred try diverged), kept unless it diverges
+        more (fit_info_["longer"]). SamplerSettings(extend_if_flagged=False) turns these three off.
         sampling_tries() says in words what each try found.
     mode : "nuts" (default: 1000 draws x 2 chains) or "fast" (short chains, for frequent refits).
     sampler : SamplerSettings, optional: the chains to sample, in place of those `mode` gives. `mode`
@@ -587,7 +587,6 @@ class ScalingForecaster:
                     idata, report, recipes_centred = other, other_report, False
                     kept_settings = retry_settings
 
-        starts_centred = False
         if (not report.converged and self.mode == "nuts" and settings.extend_if_flagged and self.parametrization != "noncentered"
                 and not _broken(report) and (ratio := start_uncertainty_ratio(idata.posterior)) < CENTRE_STARTS_BELOW):
             # Flagged, and each run's start is pinned down by its own evaluations more tightly than the
@@ -608,7 +607,7 @@ class ScalingForecaster:
                                       "compile_seconds": other_info.get("compile_seconds", 0.0), "kept": kept}
             add_try_seconds(other_info)
             if kept:
-                idata, report, starts_centred = other, other_report, True
+                idata, report = other, other_report
 
         def every_level_noncentred(idata, report, *, before_longer):
             """Every level non-centred, kept if it has fewer problems. At the kept try's target
@@ -670,7 +669,7 @@ class ScalingForecaster:
                 centered, recipes_centred = False, False
         info["centered"] = centered
         info["recipe_centered"] = recipes_centred
-        info["starts_centered"] = starts_centred
+        info["starts_centered"] = info.get("centred_starts", {}).get("kept", False)
         info["random_seed"] = random_seed
         info["horizon"] = horizon
         info["reweighted"] = False
