@@ -608,12 +608,6 @@ def test_a_refit_on_a_reused_compiled_model_draws_as_a_fresh_one(small_sweep, mo
     from forecast import inference
     from tests.conftest import small_recipe_table
 
-    at_exit = []
-    monkeypatch.setattr(inference, "_GENERATED_SOURCE_DIR", None)
-    # inference's own atexit alone: a library imported by the first compile of a process registers its own
-    monkeypatch.setattr(inference, "atexit", types.SimpleNamespace(register=lambda *call, **kwargs: at_exit.append((call, kwargs))))
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-
     first = small_sweep
     other = simulate_sweep(small_recipe_table(), n_seeds=2, n_points=16, rng=8, r0=0.2)
     other["run_id"] = other["run_id"] + "-b"
@@ -623,7 +617,18 @@ def test_a_refit_on_a_reused_compiled_model_draws_as_a_fresh_one(small_sweep, mo
             warnings.simplefilter("ignore")
             return ScalingForecaster(mode="fast").fit(table, random_seed=3, progress=False, pad_to=128)
 
-    monkeypatch.setattr(inference, "_COMPILED_CACHE", {})  # the session's compiled models stay untouched
+    # the session's compiled model of this structure (the shared fits'; compiled here if this test runs alone),
+    # its data now `first`'s: below it fits `other`, whose fresh fit it must then draw as
+    fit(first)
+    session_models = inference._COMPILED_CACHE
+
+    at_exit = []
+    monkeypatch.setattr(inference, "_GENERATED_SOURCE_DIR", None)
+    # inference's own atexit alone: a library imported by the first compile of a process registers its own
+    monkeypatch.setattr(inference, "atexit", types.SimpleNamespace(register=lambda *call, **kwargs: at_exit.append((call, kwargs))))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+
+    monkeypatch.setattr(inference, "_COMPILED_CACHE", {})  # a fresh compile, the session's compiled models untouched
     fresh = fit(other)
     assert not fresh.fit_info_["compiled_model_reused"]
     assert tempfile.tempdir == str(tmp_path)  # restored for everything else in the process
@@ -632,9 +637,11 @@ def test_a_refit_on_a_reused_compiled_model_draws_as_a_fresh_one(small_sweep, mo
     (((remove, path), kwargs),) = at_exit
     remove(path, **kwargs)  # what happens at exit, or a /tmp cleaner's doing in a long `watch`
     assert not any(tmp_path.iterdir())
-    inference._COMPILED_CACHE.clear()
-    assert not fit(first).fit_info_["compiled_model_reused"]  # compiles again into a folder made anew
-    assert folder.is_dir() and len(at_exit) == 1
+    with inference._generated_source_in_own_folder():  # the next compile's: the same folder, made anew
+        assert tempfile.gettempdir() == str(folder) and folder.is_dir()
+    assert tempfile.tempdir == str(tmp_path) and len(at_exit) == 1
+    # not a second compile (seconds of numba) to see that: a compile goes into the folder this block gives
+    monkeypatch.setattr(inference, "_COMPILED_CACHE", session_models)
     reused = fit(other)
     assert reused.fit_info_["compiled_model_reused"]
     for name in ("a_mu", "r0_mu", "A_run"):
