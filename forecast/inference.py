@@ -40,6 +40,7 @@ _GENERATED_SOURCE_DIR: str | None = None
 # the compiles inside _generated_source_in_own_folder now, and the tempfile.tempdir the first one found
 _tempdir_swap: dict = {"compiles": 0}
 _TEMPDIR_LOCK = threading.Lock()
+_COMPILE_LOCK = threading.Lock()  # PyTensor's fast-math flag is set for one compile at a time
 
 
 # the fewest kept draws per chain that split-chain R-hat and ESS (convergence_report) can be taken on
@@ -161,6 +162,24 @@ def _generated_source_in_own_folder():
                 tempfile.tempdir = _tempdir_swap.pop("saved")
 
 
+@contextlib.contextmanager
+def _exact_float_arithmetic():
+    """PyTensor's numba code compiled without its fast-math flags, so that one seed gives the same draws
+    whether the model was compiled afresh or loaded from numba's disk cache.
+
+    PyTensor compiles every Op with fast-math by default (reassociation, contraction into fused
+    multiply-adds), and LLVM then rounds a sum one way when it optimises the whole graph at once, on
+    a first compile, and another way when each Op's cached machine code is linked back in. The
+    gradient differed in its last bit, NUTS's trajectories drew apart from there, and the first fit
+    of a model structure on a machine (a fresh checkout's `make demo`, an official CI) gave other
+    draws, and other decisions, than every later fit of it with the same seed. Held over the whole
+    compile, as the flag is PyTensor's global setting: compiles in two threads take turns."""
+    import pytensor
+
+    with _COMPILE_LOCK, pytensor.config.change_flags(numba__fastmath=False):
+        yield
+
+
 def _compiled(build_model, key, data_values):
     """The compiled model for `key` with `data_values` swapped in (no PyMC model is built then),
     or a freshly built and compiled one. Returns (compiled, reused).
@@ -180,7 +199,7 @@ def _compiled(build_model, key, data_values):
         pm.set_data(data_values, model=model)
         return compiled.with_data(**data_values), True
     model = build_model()
-    with this_threads_warnings_dropped(), _generated_source_in_own_folder():
+    with this_threads_warnings_dropped(), _generated_source_in_own_folder(), _exact_float_arithmetic():
         compiled = nutpie.compile_pymc_model(model)
     if key is not None:
         _COMPILED_CACHE[key] = (compiled, model)

@@ -650,6 +650,47 @@ def test_a_refit_on_a_reused_compiled_model_draws_as_a_fresh_one(small_sweep, mo
     assert all(run.endswith("-b") for run in reused.run_ids)
 
 
+# a fit in a process of its own, for the test below: the same sweep, seed and chains each time
+_FIT_IN_A_NEW_PROCESS = """
+import hashlib, warnings
+from forecast import SamplerSettings, ScalingForecaster
+from forecast.synthetic import simulate_sweep
+from tests.conftest import small_recipe_table
+warnings.simplefilter("ignore")
+sweep = simulate_sweep(small_recipe_table(), n_seeds=2, n_points=16, rng=7)
+fc = ScalingForecaster(mode="fast", sampler=SamplerSettings(draws=100, tune=100)).fit(sweep, random_seed=3, progress=False)
+print(hashlib.sha256(fc.idata.posterior["A_run"].values.tobytes()).hexdigest())
+"""
+
+
+@pytest.mark.slow  # two processes, each compiling or loading a model and sampling it: about 35 s
+def test_one_seed_draws_the_same_from_a_first_compile_as_from_numbas_disk_cache(tmp_path):
+    """The first fit of a model structure on a machine compiles it; every later process loads the
+    compiled Ops from numba's disk cache (PyTensor's base_compiledir). Under PyTensor's default
+    fast-math the two rounded the gradient differently in its last bit, and with one seed the
+    first process drew other chains than every later one: a fresh checkout's first `make demo`, or a
+    backtest's decisions, differed from the same command run again. Two processes, the first on
+    an empty cache, must draw the same."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parent.parent
+    flags = ",".join(f for f in (os.environ.get("PYTENSOR_FLAGS"), f"base_compiledir={tmp_path / 'cache'}") if f)
+    env = {**os.environ, "PYTENSOR_FLAGS": flags, "PYTHONPATH": str(repo)}
+
+    def fit_in_a_new_process():
+        done = subprocess.run([sys.executable, "-c", _FIT_IN_A_NEW_PROCESS], env=env, cwd=repo, capture_output=True,
+                              text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.split()
+
+    first, later = fit_in_a_new_process(), fit_in_a_new_process()
+    assert any((tmp_path / "cache" / "numba").iterdir())  # the first wrote numba's cache, which the later read
+    assert first == later
+
+
 def test_a_table_without_n_eval_is_fitted_twice_on_one_compiled_model(small_sweep, monkeypatch):
     """n_eval is optional. Without it the model has no n_eval node, and a second fit in the same
     process (a notebook's refit, the Optuna pruner's next trial) reuses the compiled model: it
