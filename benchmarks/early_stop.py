@@ -353,6 +353,21 @@ def family_summary(everything: dict, names: list[str], policies: list[str]) -> l
     return lines
 
 
+def flagged_stops_line(everything: dict, names: list[str]) -> str | None:
+    """Ours' stops made on advice fits that did not converge over a family of sweeps, and on how many
+    each chain's draws alone said stop too (noting_what_each_chain_says): whether the flag mattered
+    to the stops. None without the forecast policy."""
+    notes = [everything[s]["policies"]["forecast"]["notes"] for s in names if "forecast" in everything[s]["policies"]]
+    if not notes:
+        return None
+    fits = sum(n.get("unconverged_fits", 0) for n in notes)
+    stops = sum(n.get("stops_on_unconverged_fits", 0) for n in notes)
+    agreed = sum(n.get("of_which_every_chain_agreed", 0) for n in notes)
+    share = f" ({agreed / stops:.0%})" if stops else ""
+    return (f"  ours' refits flagged as not converged: {fits}; stops made on them: {stops}, each chain alone said stop "
+            f"too on {agreed}{share}")
+
+
 # Each baseline's one knob and the settings replayed: one setting is one point of its
 # saved-vs-regret trade-off; "more saved at equal or lower regret" is read off these points.
 # policy: (title, knob, BacktestConfig field, settings)
@@ -634,6 +649,8 @@ def main(argv=None) -> int:
             continue
         print(f"\n== {family} ({len(names)}): means over sweeps")
         print("\n".join(family_summary(everything, names, policies)))
+        if (flagged := flagged_stops_line(everything, names)) is not None:
+            print(flagged)
         if family != "every sweep":
             print("\n".join(paired_difference_lines(everything, names, policies)))
         ceiling = np.mean([everything[s]["hindsight_ceiling"] for s in names])

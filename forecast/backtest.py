@@ -406,6 +406,8 @@ class ForecastRule:
         self.forecaster_kwargs = forecaster_kwargs or {}
         self.planned_horizon = planned_horizon  # fits told the sweep's largest planned budget
         self.n_unconverged = 0
+        self.flagged_stops = 0  # stops made on fits that did not converge
+        self.flagged_stops_chains_agree = 0  # ... of which each chain alone said stop too
         self.fit_seconds = 0.0
         self._previous = None  # the last checkpoint's fit, refitted at the next one
         self._comparison_stops = []  # (checkpoint, runs stopped on comparisons there): the stop cap's window
@@ -429,7 +431,11 @@ class ForecastRule:
         recs = recommend_runs(fc, {r: view.budgets[r] for r in view.active}, self.config, compare_at=compare_at,
                               compute_scale=view.typical_budget, recent_stops=recent)
         self._comparison_stops.append((view.checkpoint, count_comparison_stops(recs)))
-        return {r: rec.message for r, rec in recs.items() if rec.stop}
+        stops = {r: rec for r, rec in recs.items() if rec.stop}
+        if not converged:
+            self.flagged_stops += len(stops)
+            self.flagged_stops_chains_agree += sum(bool(rec.details.get("chains_agree")) for rec in stops.values())
+        return {r: rec.message for r, rec in stops.items()}
 
 
 def make_policy(name: str, config: BacktestConfig):
@@ -492,7 +498,9 @@ def replay(runs: pd.DataFrame, policy, config: BacktestConfig | None = None, *, 
     chosen = held.idxmax()  # chosen on what the policy saw, whatever regret is scored on
     notes = {}
     if isinstance(policy, ForecastRule):
-        notes = {"fit_seconds": policy.fit_seconds, "unconverged_fits": policy.n_unconverged}
+        notes = {"fit_seconds": policy.fit_seconds, "unconverged_fits": policy.n_unconverged,
+                 "stops_on_unconverged_fits": policy.flagged_stops,
+                 "of_which_every_chain_agreed": policy.flagged_stops_chains_agree}
     if true_values is not None:
         notes["measured_regret"] = float(full.max() - held[chosen])
         notes["regret_scored_on"] = truth
@@ -579,11 +587,22 @@ class BacktestResult:
         # the only place a notebook's print(result) can say its figures rest on flagged fits
         for r in self.results:
             if r.notes.get("unconverged_fits"):
-                text += (f"\nwarning: {r.notes['unconverged_fits']} of the {r.n_checks} refits of the {r.policy} policy did "
-                         "not converge; its stops rest on them, so treat its figures with suspicion")
+                text += f"\nwarning: {unconverged_refits_said(r)}"
         return text
 
     _repr_pretty_ = pretty_as_str
+
+
+def unconverged_refits_said(result: PolicyResult) -> str:
+    """'3 of the 9 refits of the forecast policy did not converge; ... (2 stops made on them; each chain
+    alone said stop too on 2)': under the backtest's table, and on stderr where stdout goes elsewhere."""
+    notes = result.notes
+    text = (f"{notes['unconverged_fits']} of the {result.n_checks} refits of the {result.policy} policy did not converge; "
+            "its stops rest on them, so treat its figures with suspicion")
+    if (n := notes.get("stops_on_unconverged_fits")) is not None:
+        text += (f" ({n} stop{'' if n == 1 else 's'} made on them; each chain alone said stop too on "
+                 f"{notes.get('of_which_every_chain_agreed', 0)})")
+    return text
 
 
 def repeated_policies(policies) -> list[str]:

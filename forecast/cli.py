@@ -1133,7 +1133,14 @@ def _say_runs_in_flight(source, unfinished: list[str], unfinished_because: str, 
 
 
 def run_backtest(args) -> int:
-    from .backtest import MIN_CHECK_GROWTH, POLICIES, BacktestConfig, backtest, repeated_policies
+    from .backtest import (
+        MIN_CHECK_GROWTH,
+        POLICIES,
+        BacktestConfig,
+        backtest,
+        repeated_policies,
+        unconverged_refits_said,
+    )
     from .data import load_runs
     from .io import atomic_write_json
 
@@ -1174,8 +1181,7 @@ def run_backtest(args) -> int:
     said_in_table = not args.json and stdout_and_stderr_together()
     for policy in result.results:  # as every command showing numbers from a fit (warn_if_unconverged)
         if policy.notes.get("unconverged_fits") and not said_in_table:
-            warn(f"{policy.notes['unconverged_fits']} of the {policy.n_checks} refits of the {policy.policy} policy "
-                 "did not converge; its stops rest on them, so treat its figures with suspicion")
+            warn(unconverged_refits_said(policy))
     from . import __version__
 
     payload = {**result.to_dict(), "forecast_version": __version__}

@@ -692,12 +692,56 @@ def recommend_runs(
         span = [now_c, max(budget, now_c)]
         both = run_draws(fc, run, span)
         curve = fc.sample_curves(span, run_id=run, kind="run", noise=False)
+        rise = curve[:, 1] - curve[:, 0]
         in_flight[run] = {"at_budget": both[:, 1], "now": both[:, 0], "budget": budget, "compute_now": now_c,
-                          "n_evals": int(counts[run]), "curve_gain": float(curve[:, 1].mean() - curve[:, 0].mean())}
+                          "n_evals": int(counts[run]), "curve_gain": float(rise.mean()), "curve_rise": rise}
         if by_run is not None:
             in_flight[run]["protected"] = top_at_step(run, by_run, config.protect_top_percent)
+    # a fit that did not converge: each stop is judged on each chain's draws alone as well
+    chain_of_draw = None if fc.diagnostics().converged else fc.chain_of_draw
     return evaluate_in_turn(in_flight, finals, config, compute_scale=typical_budget, recent_stops=recent_stops,
-                            unit=fc.compute_unit)
+                            unit=fc.compute_unit, chain_of_draw=chain_of_draw)
+
+
+def noting_what_each_chain_says(rec: Recommendation, alone: list[Recommendation]) -> None:
+    """Beside a stop decided on a fit that did not converge, what the rules say on each chain's draws alone.
+
+    Fast advice fits are flagged nearly always (short chains, few evaluations), so the warning on a
+    stop said nothing about whether the flag matters to it: where every chain alone stops the run
+    too, the stop does not rest on how the chains mix; where they disagree, it does. The advice
+    itself is the one the pooled draws give, unchanged. details gain by_chain (each chain's action,
+    rule, value and threshold), chains_agree, and chains_say, the words the warnings append."""
+    if len(alone) < 2:
+        return
+    rec.details["by_chain"] = [{"chain": i + 1, "action": a.action, "rule": a.rule, "value": a.value,
+                                "threshold": a.threshold} for i, a in enumerate(alone)]
+    rec.details["chains_agree"] = all(a.action == rec.action for a in alone)
+    rec.details["chains_say"] = chains_say(alone)
+
+
+def what_did_not_converge(details: Mapping) -> str:
+    """The words after 'did not converge: ' in a warning on advice: the fit's problems, then what
+    each chain alone advises where that is known (noting_what_each_chain_says)."""
+    problems = "; ".join(details.get("convergence_problems") or []) or "see its diagnostics"
+    return f"{problems}; {details['chains_say']}" if details.get("chains_say") else problems
+
+
+def chains_say(alone: list[Recommendation]) -> str:
+    """'each of its 2 chains alone says stop (chain 1: beats_best 0.012 < 0.1; chain 2: ...)', or
+    'its 2 chains alone disagree (chain 1 stop: ...; chain 2 continue: ...), so this advice rests on how they mix'."""
+    def what(i, a, with_action):
+        said = f"chain {i + 1}" + (f" {a.action}" if with_action else "")
+        if a.value is None or a.threshold is None:
+            return f"{said}: {a.rule}"
+        sign = "<" if a.value < a.threshold else ">="
+        return f"{said}: {a.rule} {a.value:.3g} {sign} {a.threshold:g}"
+
+    actions = {a.action for a in alone}
+    if len(actions) == 1:
+        parts = "; ".join(what(i, a, False) for i, a in enumerate(alone))
+        return f"each of its {len(alone)} chains alone says {alone[0].action} ({parts})"
+    parts = "; ".join(what(i, a, True) for i, a in enumerate(alone))
+    return f"its {len(alone)} chains alone disagree ({parts}), so this advice rests on how they mix"
 
 
 def noting_misshapen_runs(fc, recs: Mapping[str, Recommendation], flagged: list[dict] | None = None
@@ -812,12 +856,17 @@ def evaluate_in_turn(
     compute_scale: float | None = None,
     recent_stops: int = 0,
     unit: str = UNSPECIFIED_UNIT,
+    chain_of_draw: np.ndarray | None = None,
 ) -> dict[str, Recommendation]:
     """evaluate_rules for every run in flight, committing stops one at a time, weakest run first.
 
-    in_flight: run -> {at_budget, now (draws), budget, compute_now, n_evals, curve_gain, protected}.
+    in_flight: run -> {at_budget, now (draws), budget, compute_now, n_evals, curve_gain, protected;
+        curve_rise: the curve's rise draw by draw, whose mean is curve_gain}.
     finals: run -> draws of each candidate alternative's final metric (runs in flight included).
     unit: what compute is counted in, for the messages (evaluate_rules).
+    chain_of_draw: the sampler's chain behind each draw, for a fit that did not converge: each stop,
+        when it is committed, is judged on each chain's draws alone as well, against the same
+        alternatives (noting_what_each_chain_says). None: not done.
 
     A stopped run stays an alternative only where it stands now (its `now` draws), and the runs
     still undecided are judged again against that. Judged all at once, every run of a close sweep
@@ -831,12 +880,16 @@ def evaluate_in_turn(
     leader = sweep_leader({run: r["now"] for run, r in in_flight.items()},
                           {run: d for run, d in finals.items() if run not in in_flight})
 
-    def recommend(run):
+    def recommend(run, keep=None):  # keep: the draws to judge on (one chain's), all by default
         r = in_flight[run]
+        cut = (lambda d: d) if keep is None else (lambda d: _draws(d)[keep])
+        curve_gain = r.get("curve_gain")
+        if keep is not None and "curve_rise" in r:
+            curve_gain = float(r["curve_rise"][keep].mean())
         return evaluate_rules(
-            run, r["at_budget"], r["now"], {o: d for o, d in finals.items() if o != run}, config,
+            run, cut(r["at_budget"]), cut(r["now"]), {o: cut(d) for o, d in finals.items() if o != run}, config,
             budget=r["budget"], compute_now=r["compute_now"], n_evals=r.get("n_evals"),
-            curve_gain=r.get("curve_gain"), compute_scale=compute_scale, leading=run == leader,
+            curve_gain=curve_gain, compute_scale=compute_scale, leading=run == leader,
             protected=r.get("protected"), unit=unit,
         )
 
@@ -868,6 +921,9 @@ def evaluate_in_turn(
                 continue
             n_compared += 1
         stopped.add(weakest)
+        if chain_of_draw is not None:
+            noting_what_each_chain_says(out[weakest], [recommend(weakest, chain_of_draw == chain)
+                                                       for chain in np.unique(chain_of_draw)])
         if weakest in finals:
             finals[weakest] = in_flight[weakest]["now"]
         out.update({run: recommend(run) for run in in_flight if run not in committed})

@@ -760,6 +760,9 @@ class ScalingForecaster:
             "random_seed": random_seed,
         }
         self._set_fit(runs, data, idata, info, report)
+        # a resampled draw belongs to the chain it was drawn from, not to the slot it fills
+        self._chain_of_draw = np.repeat(np.arange(base_idata.posterior.sizes["chain"]),
+                                        base_idata.posterior.sizes["draw"])[update.indices]
         return True
 
     def _validated(self, runs) -> pd.DataFrame:
@@ -785,6 +788,8 @@ class ScalingForecaster:
         self.data_warnings_ = list(runs.attrs.get("data_warnings", []))
         self.left_out_runs_ = dict(runs.attrs.get(LEFT_OUT_RUNS, {}))
         self._draw_cache = {}
+        post = idata.posterior  # each stacked draw's chain, as draws() stacks them (a reweighted fit sets its own)
+        self._chain_of_draw = np.repeat(np.arange(post.sizes["chain"]), post.sizes["draw"])
         attrs = {
             "forecast_version": __version__,
             "settings": json.dumps(self.settings()),
@@ -902,6 +907,14 @@ class ScalingForecaster:
             values = self._idata.posterior[name].values
             self._draw_cache[name] = values.reshape((-1,) + values.shape[2:])
         return self._draw_cache[name]
+
+    @property
+    def chain_of_draw(self) -> np.ndarray:
+        """The sampler's chain (0, 1, ...) behind each stacked draw of draws() and sample_curves(): a
+        refit's reweighted draws keep the chain they were resampled from. Loaded from a file, a
+        reweighted fit's chains are the slots its draws were saved in."""
+        self._require_fit("chain_of_draw")
+        return self._chain_of_draw
 
     @property
     def n_draws(self) -> int:

@@ -91,6 +91,7 @@ from .early_stop import (
     checked_rules,
     seed_of_fit,
     trainer_advice,
+    what_did_not_converge,
 )
 from .io import (
     atomic_write_json,
@@ -472,5 +473,4 @@ def _convergence_note(rec: Recommendation) -> str:
     """As the trainer says it on a stop: a stop decided on a fit that did not converge deserves a second look."""
     if not rec.stop or rec.details.get("converged", True):
         return ""
-    problems = "; ".join(rec.details.get("convergence_problems") or []) or "see its diagnostics"
-    return f" (warning: the forecaster's fit did not converge: {problems})"
+    return f" (warning: the forecaster's fit did not converge: {what_did_not_converge(rec.details)})"

@@ -71,6 +71,7 @@ from .early_stop import (
     fit_for_advice,
     recommend_runs,
     seed_of_fit,
+    what_did_not_converge,
 )
 from .inference import is_whole_number
 
@@ -398,7 +399,7 @@ class ForecastPruner(BasePruner):
             # a prune decided on a fit that did not converge deserves a second look (a continue costs
             # nothing): said at warning level, which a script without logging set up still shows
             logger.warning("trial %d: %s (warning: the fit behind this advice did not converge: %s)", trial.number,
-                           rec.message, "; ".join(rec.details["convergence_problems"]))
+                           rec.message, what_did_not_converge(rec.details))
         else:
             logger.info("trial %d: %s", trial.number, rec.message)
         return rec.stop

@@ -81,6 +81,7 @@ from .early_stop import (
     recommend_runs,
     reference_rows,
     seed_of_fit,
+    what_did_not_converge,
 )
 from .formatting import PYTHON_SETTINGS, SettingNames, fmt_compute, name_of
 from .inference import as_real, is_whole_number
@@ -658,8 +659,7 @@ def _line(rec: Recommendation, unit: str = UNSPECIFIED_UNIT) -> str:
     # a stop decided on a fit that did not converge deserves a second look (a continue costs nothing)
     note = ""
     if rec.stop and rec.details.get("converged") is False:
-        problems = "; ".join(rec.details.get("convergence_problems") or []) or "see its diagnostics"
-        note = f" (warning: the fit behind this advice did not converge: {problems})"
+        note = f" (warning: the fit behind this advice did not converge: {what_did_not_converge(rec.details)})"
     if shape := rec.details.get("shape_note"):  # its forecasts are likely too high, whichever way the advice goes
         note += f" ({shape})"
     return f"[{rec.run_id}]{where}: {rec.message}{note}"

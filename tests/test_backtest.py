@@ -471,7 +471,43 @@ def test_a_backtest_says_when_ours_stops_rest_on_fits_that_did_not_converge(tmp_
     checks = payload["policies"]["forecast"]["n_checks"]
     assert checks > 0 and payload["policies"]["forecast"]["notes"]["unconverged_fits"] == checks
     assert f"{checks} of the {checks} refits of the forecast policy did not converge" in captured.err
+    assert "(0 stops made on them; each chain alone said stop too on 0)" in captured.err  # as under the table
     assert "median" not in captured.err
+
+
+def test_a_backtest_counts_ours_stops_on_flagged_fits_and_those_each_chain_alone_made_too(monkeypatch):
+    """Ours' refits are flagged nearly always, so the backtest's warning said nothing about whether the flag
+    mattered to its stops: it now counts the stops made on flagged fits, and those each chain's draws alone
+    made too (recommend_runs' chains_agree). Here every check stops the weakest run while two or more are in
+    flight, and each chain agrees on 'a' alone; the converged check's stop is not counted, nor the flagged checks' continues."""
+    import types
+
+    import forecast.backtest as backtest_module
+    from forecast.early_stop import Recommendation
+
+    checks = []
+
+    def fit(table, **_):  # the second check's fit converged, the others did not
+        checks.append(len(checks))
+        return types.SimpleNamespace(run_ids=sorted(table["run_id"].unique())), len(checks) == 2
+
+    def recommend(fc, budgets, config, **_):
+        weakest = min(budgets)
+        return {run: Recommendation("stop" if run == weakest and len(budgets) > 1 else "continue", "beats_best", "m", run_id=run,
+                                    details={"chains_agree": run == "a"}) for run in budgets}
+
+    monkeypatch.setattr(backtest_module, "fit_for_advice", fit)
+    monkeypatch.setattr(backtest_module, "recommend_runs", recommend)
+    config = BacktestConfig(check_growth=1.25)
+    result = replay(validate_runs(curve_table({"a": 0.5, "b": 0.6, "c": 0.7, "d": 0.8})), make_policy("forecast", config), config)
+    stops = [s["run_id"] for s in result.stops]
+    assert stops == ["a", "b", "c"] and len(checks) > 3  # one stop a check until one run is left
+    assert result.notes["unconverged_fits"] == len(checks) - 1
+    assert result.notes["stops_on_unconverged_fits"] == 2  # a and c: b was stopped on the converged fit
+    assert result.notes["of_which_every_chain_agreed"] == 1  # a
+    said = str(backtest_module.BacktestResult([result], config))
+    assert (f"warning: {len(checks) - 1} of the {len(checks)} refits of the forecast policy did not converge; its stops rest on them, so treat its "
+            "figures with suspicion (2 stops made on them; each chain alone said stop too on 1)") in said
 
 
 @pytest.mark.parametrize("json_out", [False, True])

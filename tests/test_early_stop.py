@@ -1107,3 +1107,66 @@ def test_a_dear_run_expected_highest_is_held_as_the_runner_up_to_the_other_not_t
     assert "'cheap' is still in flight" in dear.message
     off = evaluate_in_turn(in_flight, finals, EarlyStopConfig(keep_runner_up=False), compute_scale=4.0)
     assert (off["dear"].action, off["dear"].rule) == ("stop", "gain_per_compute")
+
+
+class _TwoChainFit:
+    """A fit made by hand, flagged as not converged, with 2 chains of 500 draws: run 'a-s0' (10 evaluations,
+    planned for twice its compute) is compared with the finished 'b-s0', which ends at 0.55. In chain 1's draws
+    'a-s0' ends near 0.45, in chain 2's near `second_chain` (spread 0.05 either side)."""
+
+    run_ids = ["a-s0", "b-s0"]
+    compute_unit = "flops"
+
+    def __init__(self, second_chain: float, converged: bool = False):
+        self.runs_ = pd.DataFrame({"run_id": ["a-s0"] * 10 + ["b-s0"] * 20,
+                                   "compute": [1e9 * (i + 1) for i in range(10)] + [1e9 * (i + 1) for i in range(20)]})
+        self.at_budget = np.concatenate([spread(0.45, 500), spread(second_chain, 500)])
+        self.chain_of_draw = np.repeat([0, 1], 500)
+        self.converged = converged
+
+    def diagnostics(self):
+        from types import SimpleNamespace
+
+        return SimpleNamespace(converged=self.converged)
+
+    def run_stream(self, run_id):
+        return 0
+
+    def sample_curves(self, compute, *, run_id, **_):
+        if run_id == "b-s0":
+            return np.full((1000, len(compute)), 0.55)
+        return np.column_stack([np.full(1000, 0.40) if c < 1.5e10 else self.at_budget for c in compute])
+
+
+def test_the_advice_of_a_fit_that_did_not_converge_says_what_each_chain_alone_advises():
+    """Fast advice fits are flagged nearly always, so the warning on a stop could not say whether the flag
+    mattered to it. Each chain's draws are now judged alone as well: here the pooled draws stop 'a-s0' (P 0.075 <
+    0.1 of ending above 0.55 + the margin), chain 1 alone stops it (P 0) and chain 2 alone would not (P 0.15).
+    The advice itself is the pooled draws', and a converged fit's advice carries none of this."""
+    from forecast.early_stop import what_did_not_converge
+
+    config = EarlyStopConfig(min_gain_per_compute=None)
+    rec = recommend_runs(_TwoChainFit(0.525), {"a-s0": 2e10}, config)["a-s0"]
+    assert (rec.action, rec.rule, rec.value) == ("stop", "beats_best", pytest.approx(0.075))
+    assert rec.details["by_chain"] == [
+        {"chain": 1, "action": "stop", "rule": "beats_best", "value": 0.0, "threshold": 0.1},
+        {"chain": 2, "action": "continue", "rule": "beats_best", "value": pytest.approx(0.15), "threshold": 0.1},
+    ]
+    assert rec.details["chains_agree"] is False
+    said = ("its 2 chains alone disagree (chain 1 stop: beats_best 0 < 0.1; chain 2 continue: beats_best 0.15 >= 0.1), "
+            "so this advice rests on how they mix")
+    assert rec.details["chains_say"] == said
+    assert what_did_not_converge({**rec.details, "convergence_problems": ["R-hat up to 1.2 (> 1.01)"]}) == (
+        f"R-hat up to 1.2 (> 1.01); {said}")
+    json.dumps(rec.to_dict())  # stopped.json and recommendations.json keep it
+
+    both = recommend_runs(_TwoChainFit(0.45), {"a-s0": 2e10}, config)["a-s0"]
+    assert both.stop and both.details["chains_agree"] is True
+    assert both.details["chains_say"] == "each of its 2 chains alone says stop (chain 1: beats_best 0 < 0.1; chain 2: beats_best 0 < 0.1)"
+
+    converged = recommend_runs(_TwoChainFit(0.525, converged=True), {"a-s0": 2e10}, config)["a-s0"]
+    assert {"by_chain", "chains_agree", "chains_say"}.isdisjoint(converged.details)
+    assert what_did_not_converge({}) == "see its diagnostics"
+    unflagged = rec.to_dict()
+    unflagged["details"] = {k: v for k, v in unflagged["details"].items() if k not in ("by_chain", "chains_agree", "chains_say")}
+    assert unflagged == converged.to_dict()

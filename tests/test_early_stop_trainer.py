@@ -167,6 +167,10 @@ def test_the_printed_advice_names_the_action_once_and_warns_of_an_unconverged_st
     assert "R-hat up to 1.080" in stop and "3 divergent transitions" in stop and "bulk ESS as low as 90" in stop
     # a continue ends nothing, so its line stays short
     assert "warning" not in train_module.advice_line("continue", "saturated", "continue: x", unconverged)
+    # what each chain alone advises follows the problems, as forecast watch says it
+    agreed = {**unconverged, "chains_say": "each of its 2 chains alone says stop (...)"}
+    assert train_module.advice_line("stop", "beats_best", "stop: P(beats best) = 0.02 < 0.1", agreed).endswith(
+        f"not converge: {'; '.join(problems)}; each of its 2 chains alone says stop (...))")
 
 
 def test_the_trainers_reference_keeps_an_earlier_sweeps_run_of_the_same_name(tmp_path):

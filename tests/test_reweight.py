@@ -82,7 +82,14 @@ def test_refit_reweights_one_new_evaluation_and_matches_a_fresh_fit(small_sweep)
     assert report.pareto_k is not None and report.pareto_k <= 0.7 and "reweighted" in str(report)
     assert report.max_rhat == sampled_report.max_rhat  # the sampler's own diagnostics are kept
     assert fc.data_.n_obs == len(small_sweep) and len(fc.runs_) == len(small_sweep)
+    # each reweighted draw keeps the chain it was resampled from (the advice's per-chain check reads it)
+    base = fc._base["idata"].posterior
+    base_rows = base["A_run"].values.reshape(-1, base["A_run"].shape[-1])
+    sources = [np.flatnonzero((base_rows == row).all(axis=1)) for row in fc.draws("A_run")]
+    assert all(len(s) and set(s // base.sizes["draw"]) == {chain} for s, chain in zip(sources, fc.chain_of_draw, strict=True))
+    assert set(fc.chain_of_draw) == {0, 1} and len(fc.chain_of_draw) == fc.n_draws
     fresh = _fast_fit(small_sweep, seed=3)
+    assert np.array_equal(fresh.chain_of_draw, np.repeat([0, 1], fresh.n_draws // 2))
     a = fc.predict([2e5], kind="new_run").set_index("recipe")
     b = fresh.predict([2e5], kind="new_run").set_index("recipe")
     width = (b["q95"] - b["q05"]).to_numpy()

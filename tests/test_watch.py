@@ -474,6 +474,10 @@ def test_a_stop_from_a_fit_that_did_not_converge_says_so_on_its_line():
     go_on = Recommendation("continue", "beats_best", "continue: P(beats best) = 0.4 >= 0.1", run_id="a-s0")
     go_on.details["converged"] = False
     assert "warning" not in _line(go_on)
+    # what each chain alone advises follows the problems (recommend_runs' chains_say)
+    stop.details.update(converged=False, chains_say="its 2 chains alone disagree (...), so this advice rests on how they mix")
+    assert _line(stop).endswith("did not converge: max R-hat 1.03 > 1.01; its 2 chains alone disagree (...), so this "
+                                "advice rests on how they mix)")
 
 
 def test_the_line_of_a_run_whose_end_falls_away_says_so_whatever_its_advice():
@@ -1273,6 +1277,11 @@ class LevelsFit:
 
     def run_stream(self, run_id):  # as the forecaster's: the stop advice draws each run from its own
         return 5000 + self.run_ids.index(run_id)
+
+    def diagnostics(self):  # converged, as fit_for_advice's stand-in says: no chain is judged alone
+        from types import SimpleNamespace
+
+        return SimpleNamespace(converged=True)
 
     def sample_curves(self, compute, *, run_id, **_):
         draws = self.levels[run_id] - 0.05 + 0.1 * (np.arange(1000)[:, None] + 0.5) / 1000

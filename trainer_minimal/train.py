@@ -1821,8 +1821,9 @@ def convergence_note(details, rule):
     compute with the planned budget."""
     if rule == "budget_reached" or details.get("converged", True):
         return ""
-    problems = "; ".join(details.get("convergence_problems") or []) or "see its diagnostics"
-    return f" (warning: the forecaster's fit did not converge: {problems})"
+    from forecast.early_stop import what_did_not_converge
+
+    return f" (warning: the forecaster's fit did not converge: {what_did_not_converge(details)})"
 
 
 def advice_line(action, rule, message, details):
