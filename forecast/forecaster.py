@@ -183,6 +183,11 @@ def _resampled(idata, indices) -> _FitGroups:
     return _FitGroups(groups)
 
 
+def chain_of_each_draw(posterior) -> np.ndarray:
+    """The chain of each draw, in the order draws() stacks them (chain by chain)."""
+    return np.repeat(np.arange(posterior.sizes["chain"]), posterior.sizes["draw"])
+
+
 def _normals_keyed_by_compute(rng: np.random.Generator, compute: np.ndarray, n_draws: int) -> np.ndarray:
     """Standard normals (n_draws, len(compute)), each column drawn from a stream keyed by its compute.
 
@@ -761,8 +766,7 @@ class ScalingForecaster:
         }
         self._set_fit(runs, data, idata, info, report)
         # a resampled draw belongs to the chain it was drawn from, not to the slot it fills
-        self._chain_of_draw = np.repeat(np.arange(base_idata.posterior.sizes["chain"]),
-                                        base_idata.posterior.sizes["draw"])[update.indices]
+        self._chain_of_draw = chain_of_each_draw(base_idata.posterior)[update.indices]
         return True
 
     def _validated(self, runs) -> pd.DataFrame:
@@ -788,8 +792,7 @@ class ScalingForecaster:
         self.data_warnings_ = list(runs.attrs.get("data_warnings", []))
         self.left_out_runs_ = dict(runs.attrs.get(LEFT_OUT_RUNS, {}))
         self._draw_cache = {}
-        post = idata.posterior  # each stacked draw's chain, as draws() stacks them (a reweighted fit sets its own)
-        self._chain_of_draw = np.repeat(np.arange(post.sizes["chain"]), post.sizes["draw"])
+        self._chain_of_draw = chain_of_each_draw(idata.posterior)  # a reweighted fit then sets its own
         attrs = {
             "forecast_version": __version__,
             "settings": json.dumps(self.settings()),
