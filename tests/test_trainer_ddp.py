@@ -11,6 +11,7 @@ import time
 
 import pytest
 import torch
+from forked_ranks import ForkServer
 
 from trainer_minimal import make_config
 from trainer_minimal.cli import main
@@ -415,9 +416,70 @@ def test_a_refusal_of_rank_0_reaches_a_late_rank_under_a_manual_launch(tmp_path)
 
 
 
+_FORK_SERVER = []  # started by the file's first launch by hand, closed with the file's tests
+
+
+def fork_server() -> ForkServer:
+    if not _FORK_SERVER:
+        _FORK_SERVER.append(ForkServer())
+    return _FORK_SERVER[0]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _fork_server_closed():
+    yield
+    while _FORK_SERVER:
+        _FORK_SERVER.pop().close()
+
+
+FORKED_SCRIPT = """
+import os, signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal: a test runner's worker may ignore it
+print(os.getcwd(), sys.argv[1:], os.environ.get("GIVEN"), os.environ.get("OMP_NUM_THREADS"), flush=True)
+if sys.argv[1] == "raises":
+    raise RuntimeError("a bug")
+if sys.argv[1] == "waits":
+    time.sleep(60)
+    sys.exit(5)
+sys.exit(int(sys.argv[1]))
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX fork and signals")
+def test_a_rank_forked_by_the_fork_server_runs_and_ends_as_a_script_of_its_own(tmp_path):
+    """launched_by_hand's ranks are forked from one process (forked_ranks.py): each must still see its own
+    argv, working folder and environment alone, and end as `python script.py` does: sys.exit's code, an
+    uncaught exception's traceback and exit 1, a signal's -N, Ctrl-C's uncaught KeyboardInterrupt as SIGINT."""
+    import signal
+
+    script = tmp_path / "forked.py"
+    script.write_text(FORKED_SCRIPT)
+    # OMP_NUM_THREADS: the server's own environment has it (1), this rank's does not
+    env = {**{k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}, "GIVEN": "given"}
+    started = {arg: fork_server().start(script, [arg], env, tmp_path, tmp_path)
+               for arg in ("3", "raises", "waits", "0")}
+    out, err = started["3"].communicate(timeout=60)
+    assert started["3"].returncode == 3 and out == f"{tmp_path} ['3'] given None\n" and err == ""
+    _, err = started["raises"].communicate(timeout=60)
+    assert started["raises"].returncode == 1 and "Traceback" in err and err.endswith("RuntimeError: a bug\n")
+    assert started["0"].wait(timeout=60) == 0
+    waiting = started["waits"]
+    deadline = time.monotonic() + 60
+    while not waiting.stdout_path.read_text():  # its line, printed once its Ctrl-C handler is set
+        assert time.monotonic() < deadline and waiting.poll() is None
+        time.sleep(0.05)
+    waiting.send_signal(signal.SIGINT)
+    assert waiting.wait(timeout=60) == -signal.SIGINT and "KeyboardInterrupt" in waiting.communicate()[1]
+    ended = fork_server().start(script, ["waits"], env, tmp_path, tmp_path)
+    ended.send_signal(signal.SIGTERM)
+    assert ended.wait(timeout=60) == -signal.SIGTERM
+
+
 def launched_by_hand(tmp_path, script_text, *args, extra_env=None, meanwhile=None):
     """Ranks 0 and 1 started by hand (MASTER_ADDR, RANK, WORLD_SIZE set, no torchrun agent): [(exit code, stderr)].
-    meanwhile(processes): called once both are started, before they are waited for (a signal sent to one)."""
+    meanwhile(processes): called once both are started, before they are waited for (a signal sent to one).
+    Each rank is forked from a process that has imported torch once (forked_ranks.py): a process of its own,
+    without 2-3 s of CPU for its own import of torch."""
     script = tmp_path / "by_hand.py"
     script.write_text(script_text)
     port = free_port()
@@ -425,8 +487,7 @@ def launched_by_hand(tmp_path, script_text, *args, extra_env=None, meanwhile=Non
     for rank in ("0", "1"):
         env = {**os.environ, "PYTHONPATH": REPO, "OMP_NUM_THREADS": "1", "MASTER_ADDR": "127.0.0.1",
                "MASTER_PORT": str(port), "WORLD_SIZE": "2", "RANK": rank, "LOCAL_RANK": rank, **(extra_env or {})}
-        ranks.append(subprocess.Popen([sys.executable, str(script), *map(str, args)], env=env, cwd=REPO,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        ranks.append(fork_server().start(script, args, env, REPO, tmp_path))
     try:
         if meanwhile is not None:
             meanwhile(ranks)
