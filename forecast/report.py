@@ -92,7 +92,8 @@ class StopAdvice:
     # columns run_id, recipe, decision (stop/continue, or ended: a trainer's run whose folder, or the
     # table's ended column, says it ended, not advised; ended_runs), rule, reason, and shape_note and
     # late_trend_z (a run advised whose end falls away from its curve, forecast.shape_check; else None, NaN;
-    # a stop past the budget, which reads no forecast, has the number and no note)
+    # a stop past the budget, which reads no forecast, has the number and no note), and chains_say (a stop on a
+    # fit that did not converge: what each chain's draws alone advise, early_stop.chains_say; else None)
     table: pd.DataFrame
     source: str
 
@@ -411,7 +412,9 @@ def stop_advice(fc, budget: float, target: float | None, misshapen=()) -> tuple[
     recipe_of = fc.runs_.groupby("run_id")["recipe"].first()
     rows = [
         {"run_id": run, "recipe": recipe_of[run], "decision": rec.action, "rule": rec.rule, "reason": rec.message,
-         "shape_note": rec.details.get("shape_note"), "late_trend_z": rec.details.get("late_trend_z", float("nan"))}
+         "shape_note": rec.details.get("shape_note"), "late_trend_z": rec.details.get("late_trend_z", float("nan")),
+         # a stop on a fit that did not converge: what each chain alone advises (early_stop.noting_what_each_chain_says)
+         "chains_say": rec.details.get("chains_say")}
         for run, rec in recs.items()
     ]
     # its own compute is not a budget anyone set: say it in the report's terms
@@ -433,7 +436,7 @@ def stop_advice(fc, budget: float, target: float | None, misshapen=()) -> tuple[
         # past the budget: its stop reads no forecast, so no note beside it (RULES_ON_THE_FORECAST), but
         # the test's number stays in the row as in recommend_runs' details; one that ended is not advised
         advised = row["decision"] == "stop" and row["run_id"] in late_trend
-        row["shape_note"] = None
+        row["shape_note"], row["chains_say"] = None, None
         row["late_trend_z"] = late_trend[row["run_id"]] if advised else float("nan")
     table = pd.DataFrame(rows)
     # stops first (they are the news), then the runs that continue, then the runs that ended; by recipe within
@@ -743,6 +746,7 @@ h2 { font-size:18px; margin:0 0 10px; }
 .chip.ok { background:#e6fffa; color:var(--ok); } .chip.bad { background:#fff5f5; color:var(--bad); }
 .chip.stop { background:#fff5f5; color:var(--bad); } .chip.continue { background:#e6fffa; color:var(--ok); }
 .chip.ended { background:#f0f4f8; color:var(--muted); }
+.chains-note { color:#9b2c2c; }  /* a stop on a fit that did not converge: what each chain alone says */
 .shape-note { color:#7b341e; }  /* a run whose forecasts are likely too high (forecast.shape_check) */
 .recommendation { border-left:6px solid var(--accent); }
 .recommendation .headline { font-size:20px; font-weight:700; margin:0 0 8px; }
@@ -1188,6 +1192,9 @@ def stop_advice_html(advice: StopAdvice | None, *, open_rows: int = 12) -> str:
         reason = esc(r.get("reason", ""))
         if isinstance(shape := r.get("shape_note"), str):  # beside the advice it qualifies
             reason += f'<br><span class="shape-note">{esc(shape)}</span>'
+        if isinstance(chains := r.get("chains_say"), str):  # the red banner says the fit did not converge; this,
+            # whether this stop rests on it (its chains disagree) or not (each chain alone says stop too)
+            reason += f'<br><span class="chains-note">fit not converged: {esc(chains)}</span>'
         rows.append({"run_id": r.get("run_id", ""), "recipe": r.get("recipe", ""), "decision": chip,
                      "rule": r.get("rule", ""), "reason": reason})
     columns = [("run_id", "run"), ("recipe", "recipe"), ("decision", "advice"), ("rule", "rule"), ("reason", "reason")]

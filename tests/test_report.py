@@ -770,6 +770,60 @@ class LevelsFit:
         return mean[None, :] - 0.05 + 0.1 * (np.arange(1000)[:, None] + 0.5) / 1000
 
 
+class UnconvergedLevelsFit(LevelsFit):
+    """LevelsFit flagged as not converged, its 1000 draws 2 chains of 500: chain 1 the lower half of each
+    run's spread, chain 2 the upper half, but for the runs in `upside_down`, whose chain 1 is their upper half."""
+
+    chain_of_draw = np.repeat([0, 1], 500)
+
+    def __init__(self, levels: dict, last: dict, upside_down=()):
+        super().__init__(levels, last)
+        self.upside_down = set(upside_down)
+
+    def sample_curves(self, compute, *, run_id, **kw):
+        draws = super().sample_curves(compute, run_id=run_id, **kw)
+        return draws[::-1] if run_id in self.upside_down else draws
+
+    def diagnostics(self):
+        from types import SimpleNamespace
+
+        return SimpleNamespace(converged=False, problems=lambda: ["R-hat up to 1.200 (> 1.01): chains disagree"])
+
+
+def test_a_stop_on_a_fit_that_did_not_converge_says_beside_it_what_each_chain_alone_advises():
+    """The page showed a red banner for a fit that did not converge and nothing beside each stop, so a planner
+    could not tell a stop that rests on how the chains mix from one each chain alone makes (forecast watch and
+    the trainer say it on the stop's line). Each stop on such a fit now carries the words in its row and in
+    report --json's stop_advice (chains_say); a continue, a stop past the budget and a converged fit's stops
+    none. The advice itself is unchanged."""
+    # at the budget (1): the leaders near 0.70; far-s0 near 0.30; close-s0 near 0.625, its draws upside down, so
+    # in chain 1 it is high where the leaders are low: P(beats best by 0.01) 0.15 in chain 1, 0 in chain 2, 0.075 pooled
+    levels = {"lead-s0": 0.70, "lead-s1": 0.70, "far-s0": 0.30, "close-s0": 0.625, "done-s0": 0.5}
+    last = {**dict.fromkeys(["lead-s0", "lead-s1", "far-s0", "close-s0"], 0.5), "done-s0": 2.0}  # done-s0: past it
+    advice = rp.stop_advice(UnconvergedLevelsFit(levels, last, upside_down=["close-s0"]), 1.0, None)[0]
+    table = advice.table.set_index("run_id")
+    converged = LevelsFit(levels, last)
+    converged.sample_curves = UnconvergedLevelsFit(levels, last, upside_down=["close-s0"]).sample_curves
+    converged = rp.stop_advice(converged, 1.0, None)[0].table.set_index("run_id")
+    pd.testing.assert_frame_equal(table.drop(columns="chains_say"), converged.drop(columns="chains_say"))
+    assert converged["chains_say"].isna().all()
+    assert table["decision"].to_dict() == {"done-s0": "stop", "close-s0": "stop", "far-s0": "stop",
+                                           "lead-s0": "continue", "lead-s1": "continue"}
+    assert table.loc["done-s0", "rule"] == "budget_reached" and table.loc["close-s0", "rule"] == "beats_best"
+    assert table.loc["far-s0", "chains_say"] == ("each of its 2 chains alone says stop "
+                                                 "(chain 1: beats_best 0 < 0.1; chain 2: beats_best 0 < 0.1)")
+    assert table.loc["close-s0", "chains_say"] == ("its 2 chains alone disagree (chain 1 continue: beats_best 0.15 >= 0.1; "
+                                                   "chain 2 stop: beats_best 0 < 0.1), so this advice rests on how they mix")
+    assert table.loc[["lead-s0", "lead-s1", "done-s0"], "chains_say"].isna().all()
+    rows = stop_table_rows(rp.stop_advice_html(advice))
+    for run in ("far-s0", "close-s0"):
+        assert f'<span class="chains-note">fit not converged: {rp.esc(table.loc[run, "chains_say"])}</span>' in rows[run]
+    assert "chains-note" not in rows["lead-s0"] + rows["done-s0"]
+    assert "chains-note" not in rp.stop_advice_html(rp.StopAdvice(converged.reset_index(), source="test"))
+    records = {r["run_id"]: r for r in rp.json_safe(advice.table.to_dict(orient="records"))}
+    assert records["close-s0"]["chains_say"] == table.loc["close-s0", "chains_say"] and records["lead-s0"]["chains_say"] is None
+
+
 def test_runs_past_the_reports_budget_are_not_counted_among_the_runs_in_flight():
     """`forecast report <shipped sweep> --budget 5e11` counted its 9 runs past the budget as in
     flight: the stop cap (at most half of the runs in flight) became 10 of 21, and 8 of the 12 runs
