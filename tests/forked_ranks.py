@@ -60,7 +60,10 @@ class ForkedRank:
 
     def send_signal(self, signum):
         if self.poll() is None:  # not one reaped by the server, whose pid may be another process's now
-            os.kill(self.pid, signum)
+            try:
+                os.kill(self.pid, signum)
+            except ProcessLookupError:  # reaped a moment ago, its end not heard yet: as Popen, nothing to do
+                pass
 
     def kill(self):
         import signal
