@@ -29,6 +29,7 @@ import pandas as pd
 from .baseline import fit_run_least_squares, predict_least_squares
 from .data import compute_unit_of, validate_runs
 from .inference import check_bool
+from .model import padded_length
 from .thread_warnings import this_threads_warnings_dropped
 
 __all__ = ["cross_validate", "performance_metrics", "describe_cross_validation", "read_cross_validation", "DEFAULT_CUTS"]
@@ -38,6 +39,13 @@ MIN_POINTS_BEFORE_CUT = 3  # a sigmoid and its noise from fewer is the prior alo
 # how far ahead a forecast reaches (compute / the run's last seen compute), the bins of
 # benchmarks/RESULTS.md's honesty table: the stop rules read forecasts from all three
 REACH_BINS = ((0.0, 2.0, "up to 2x"), (2.0, 4.0, "2-4x"), (4.0, math.inf, "beyond 4x"))
+# Each cut's fit is padded to the rows a fit of the whole table has, where those are at most this many
+# (cut_padding). Padding rows weigh nothing, so the posterior is the same, and the cuts (and a fit of the
+# whole table made before, as in the quickstart notebook) then share one compiled model: one numba
+# compile, 20-80 s on 2 cores, instead of one per cut. A padding row costs about 9 ms of a default fit's
+# sampling (3 ms in fast mode), so below this the padding costs less than the compile it saves; beyond
+# it, each cut keeps its own rows (benchmarks/cross_validation_speed.py measures both).
+SHARED_PADDING_MAX_ROWS = 2048
 
 
 def checked_cuts(cuts) -> tuple[float, ...]:
@@ -108,6 +116,16 @@ def fresh_like(forecaster):
     )
 
 
+def cut_padding(forecaster, runs: pd.DataFrame, seen: pd.DataFrame, left_out) -> int | None:
+    """The rows a cut's fit of `seen` is padded to: those of `forecaster`'s fit of the whole table `runs`
+    (SHARED_PADDING_MAX_ROWS at most), or None, its own, where the two fits' models differ in more than
+    their rows: runs left out, or another parametrization (a run left under 8 evaluations). Such a fit
+    compiles a model of its own anyway, and padded it would only sample more rows."""
+    rows = padded_length(len(runs))
+    alike = not left_out and forecaster._centered_for(seen) == forecaster._centered_for(runs)
+    return rows if alike and rows <= SHARED_PADDING_MAX_ROWS else None
+
+
 def forecast_hidden(fc, seen: pd.DataFrame, hidden: pd.DataFrame, *, cut: float, level: float) -> pd.DataFrame:
     """One row per hidden evaluation: ours (median and central interval of this run's posterior
     predictive), least squares and the last value, each fitted to or read from the seen part."""
@@ -146,7 +164,9 @@ def cross_validate(runs, *, cuts=DEFAULT_CUTS, level: float = 0.9, forecaster=No
     (priors, robust, mode, sampler) are used; the defaults otherwise. planned_budget: tell each fit
     the compute the runs went on to reach (fit(horizon=...)), as a sweep in flight knows its
     planned budget; False fits as if it were not known. say: a function given one line of progress
-    per fit (e.g. print).
+    per fit (e.g. print). Each cut's fit is padded to the rows of a fit of the whole table (cut_padding), rows
+    that weigh nothing: its draws are those of a fit on its own rows, and it reuses the compiled model of a
+    fit of the whole table made before in the process, or of an earlier cut, instead of compiling its own.
 
     Returns one row per hidden evaluation: cut, run_id, recipe, compute_seen (the run's last
     compute before the cut), compute, ahead (compute / compute_seen), observed, forecast (median),
@@ -177,7 +197,8 @@ def cross_validate(runs, *, cuts=DEFAULT_CUTS, level: float = 0.9, forecaster=No
         from .forecaster import ConvergenceWarning, FarFromDataWarning
 
         with this_threads_warnings_dropped(ConvergenceWarning, FarFromDataWarning):
-            fc.fit(seen, random_seed=random_seed, progress=progress, horizon=horizon)
+            fc.fit(seen, random_seed=random_seed, progress=progress, horizon=horizon,
+                   pad_to=cut_padding(fc, runs, seen, left_out))
         report = fc.diagnostics()
         table = forecast_hidden(fc, seen, hidden, cut=cut, level=level)
         table["level"] = level  # a saved table (--out cv.csv) says which interval it checked

@@ -152,7 +152,9 @@ class ModelData:
         return (len(self.recipes), len(self.runs), len(self.y), self.has_n_eval)
 
 
-def _padded_length(n: int, bucket: int = 64) -> int:
+def padded_length(n: int, bucket: int = 64) -> int:
+    """The rows a fit of n evaluations has (prepare_data without pad_to): n rounded up to a bucket, so
+    that a table grown by a few rows keeps its structure and its compiled model."""
     return int(np.ceil(n / bucket) * bucket)
 
 
@@ -193,7 +195,7 @@ def prepare_data(
     run_index = {r: i for i, r in enumerate(run_ids)}
     log_c = np.log(runs["compute"].to_numpy(float))
     n = len(runs)
-    n_pad = max(pad_to or 0, _padded_length(n))
+    n_pad = max(pad_to or 0, padded_length(n))
     pad = n_pad - n
 
     obs_run = runs["run_id"].map(run_index).to_numpy(int)

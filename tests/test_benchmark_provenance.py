@@ -19,7 +19,7 @@ sys.path.insert(0, str(REPO))
 from benchmarks import provenance  # noqa: E402
 
 # every benchmark that runs without a GPU (gpu_check.sh and trainer_gpu.py need one)
-SCRIPTS = ["command_latency.py", "convergence.py", "early_stop.py", "exact_likelihood.py", "extrapolation.py",
+SCRIPTS = ["command_latency.py", "convergence.py", "cross_validation_speed.py", "early_stop.py", "exact_likelihood.py", "extrapolation.py",
            "fit_jitter.py", "fit_speed.py", "optuna_pruner.py", "trainer_default_run.py"]
 
 

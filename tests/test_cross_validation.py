@@ -188,6 +188,51 @@ def test_hidden_points_get_ordered_intervals_and_the_baselines(fitted, small_swe
     assert ((wider["upper"] - wider["lower"]) > (table["upper"] - table["lower"])).all()
 
 
+def test_each_cuts_fit_is_padded_to_the_whole_tables_rows_and_reuses_the_compiled_model_of_its_fit(
+        fitted, small_sweep, monkeypatch):
+    """The quickstart notebook fits the table, then cross-validates it. Each cut's fit is padded to the rows
+    of a fit of the whole table (padding rows weigh nothing), so it reuses that fit's compiled model instead
+    of a numba compile of its own, 20-80 s on 2 cores (benchmarks/cross_validation_speed.py)."""
+    from forecast import cross_validate, inference
+    from forecast.model import prepare_data
+
+    compiled_here = []
+    original = inference._compiled
+
+    def noting(build_model, key, data_values):
+        compiled, reused = original(build_model, key, data_values)
+        compiled_here.append(not reused)
+        return compiled, reused
+
+    monkeypatch.setattr(inference, "_compiled", noting)
+    cv = cross_validate(small_sweep, cuts=(0.1, 0.5), forecaster=fitted, random_seed=1)
+    assert compiled_here == [False, False]
+    assert [fit["runs"] for fit in cv.attrs["fits"]] == [small_sweep["run_id"].nunique()] * 2
+    # on its own rows the first cut's fit would have another structure: 10 evaluations of each run seen
+    assert len(prepare_data(small_sweep).y) == 128 > len(prepare_data(split_at(small_sweep, 0.1)[0]).y) == 64
+
+
+def test_a_cut_whose_model_differs_from_the_whole_tables_in_more_than_its_rows_keeps_its_own_rows(small_sweep):
+    """Padding a cut's fit to the whole table's rows pays where the two fits can share a compiled model. One
+    that leaves runs out, or leaves a run under 8 evaluations (fitted non-centred), compiles its own anyway:
+    padded, it would only sample more rows. Nor is a table padded past SHARED_PADDING_MAX_ROWS, where the
+    padding's sampling costs more than the compile it saves."""
+    from forecast import ScalingForecaster
+    from forecast.cross_validation import SHARED_PADDING_MAX_ROWS, cut_padding
+
+    forecaster = ScalingForecaster()
+    runs = _runs({"a-s0": 16, "a-s1": 16, "b-s0": 16, "b-s1": 16, "c-s0": 40})  # evenly spaced in compute
+    padding = {cut: cut_padding(forecaster, runs, seen, left_out)
+               for cut, (seen, _, left_out) in zip((0.25, 0.5), splits_at(runs, (0.25, 0.5)), strict=True)}
+    assert padding == {0.25: None, 0.5: 128}  # 4 evaluations of 16 seen at 0.25: fitted non-centred; 8 at 0.5
+    assert cut_padding(ScalingForecaster(parametrization="centered"), runs, split_at(runs, 0.25)[0], []) == 128
+    assert cut_padding(forecaster, runs, split_at(runs, 0.5)[0], ["a-s0"]) is None
+    many = pd.concat([small_sweep.assign(run_id=small_sweep["run_id"] + f"-{i}") for i in range(22)], ignore_index=True)
+    assert len(many) == 2112 > SHARED_PADDING_MAX_ROWS
+    assert cut_padding(forecaster, many, split_at(many, 0.5)[0], []) is None
+    assert cut_padding(forecaster, many.iloc[:1920], split_at(many.iloc[:1920], 0.5)[0], []) == 1920
+
+
 @pytest.mark.parametrize(
     "flags, message",
     [

@@ -23,10 +23,10 @@ def pytest_command_of(*make_arguments: str) -> str:
 
 
 def test_make_test_runs_the_suite_in_two_processes_handing_out_whole_files():
-    assert pytest_command_of("test").endswith("-m pytest -n 2 --dist loadfile")
-    assert pytest_command_of("test-fast").endswith('-m pytest -n 2 --dist loadfile -m "not slow"')
-    assert pytest_command_of("test", "TEST_WORKERS=3").endswith("-m pytest -n 3 --dist loadfile")
-    assert pytest_command_of("test", "TEST_WORKERS=0").endswith("-m pytest -n 0 --dist loadfile")  # one process
+    assert pytest_command_of("test").endswith('-m pytest -n 2 --dist loadfile -m "not slow"')
+    assert pytest_command_of("test-all").endswith("-m pytest -n 2 --dist loadfile")
+    assert pytest_command_of("test-all", "TEST_WORKERS=3").endswith("-m pytest -n 3 --dist loadfile")
+    assert pytest_command_of("test-all", "TEST_WORKERS=0").endswith("-m pytest -n 0 --dist loadfile")  # one process
 
 
 def test_an_xdist_worker_leaves_the_notebooks_to_their_fixture():

@@ -298,9 +298,9 @@ def test_rows_are_padded_to_the_next_whole_bucket_and_each_run_knows_its_last_ro
     """Padding: a table of 64 rows is not padded at all, 65 rows to 128 (kills a full bucket
     padded again). run_last_obs is each run's last row (the filtered wander there starts its
     forecast), prev each row's previous row of the same run."""
-    from forecast.model import _padded_length
+    from forecast.model import padded_length
 
-    assert [_padded_length(n) for n in (1, 63, 64, 65, 128)] == [64, 64, 64, 128, 128]
+    assert [padded_length(n) for n in (1, 63, 64, 65, 128)] == [64, 64, 64, 128, 128]
     data = prepare_data(validate_runs(sweep()))
     np.testing.assert_array_equal(data.run_last_obs, [4, 9, 14])
     np.testing.assert_array_equal(data.prev[:15], [-1, 0, 1, 2, 3, -1, 5, 6, 7, 8, -1, 10, 11, 12, 13])
