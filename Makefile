@@ -46,18 +46,19 @@ demo: setup
 demo-live: setup
 	$(PY) -m forecast.demo --live
 
-# The suite in 2 processes (pytest-xdist): most tests keep one core busy, so on 2 cores one process
-# took 20 minutes and two take about 14. Whole files to each (loadfile): a file's tests share what its
-# fixtures fit and compile, and test_notebooks.py's must share one start of the notebooks.
+# The suite in 2 processes (pytest-xdist): most tests keep one core busy, so on 2 cores two processes
+# take little more than half of one's time (`make test`: 15.8 minutes of pytest on a fresh clone,
+# 2026-12-07). Whole files to each (loadfile): a file's tests share what their fixtures fit and
+# compile, and test_notebooks.py's must share one start of the notebooks.
 # TEST_WORKERS=0 runs the suite in one process, as plain `pytest` does.
 TEST_WORKERS ?= 2
 TEST_PROCESSES := -n $(TEST_WORKERS) --dist loadfile
 
-# `make test` (CI's command) leaves out the tests marked slow: about 370 s of the suite's 2200 s of test
-# time, long real fits and multi-rank launches (DEVELOPERS.md: slow real-sampling tests are marked, and at
-# least one real fit runs in CI: the shared `fitted` fit, the command line's fits and the
-# notebooks' run in it). Run `make test-all` after changing the sampler, the
-# compiled-model cache, the trainer's multi-rank resume or the shape check.
+# `make test` (CI's command) leaves out the tests marked slow: long real fits and multi-rank launches,
+# about 350 s of the suite's 2200 s of summed test time (2026-12-07). DEVELOPERS.md: slow real-sampling
+# tests are marked, and at least one real fit runs in CI; the shared `fitted` fit, the command line's
+# fits and the notebooks' run in it. Run `make test-all` after changing the sampler, the compiled-model
+# cache, the trainer's multi-rank resume or the shape check.
 test: setup
 	$(PY) -m pytest $(TEST_PROCESSES) -m "not slow"
 

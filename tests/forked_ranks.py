@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -50,7 +51,9 @@ class ForkedRank:
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
                     raise subprocess.TimeoutExpired(f"rank {self.pid}", timeout)
-                self.server.ended_changed.wait(left if left is None else min(left, 1.0))
+                # at most 1 s: the listener's last notice (the server gone) may come before the server's exit
+                # shows in its poll(), and then no notice is left to wake this wait
+                self.server.ended_changed.wait(1.0 if left is None else min(left, 1.0))
         return self.returncode
 
     def communicate(self, timeout=None):
@@ -66,8 +69,6 @@ class ForkedRank:
                 pass
 
     def kill(self):
-        import signal
-
         self.send_signal(signal.SIGKILL)
 
 
@@ -131,7 +132,6 @@ class ForkServer:
 def _serve():
     """The server's loop. Its children leave it through _run_as_main, never returning here."""
     import select
-    import signal
 
     import torch  # noqa: F401  the imports every rank makes, made once
 
