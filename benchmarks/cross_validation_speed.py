@@ -28,8 +28,10 @@ compiles and less time after a fit; alone, no more compiles.
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -52,8 +54,10 @@ CASES = ("alone", "after a fit")
 
 
 def cold_numba_cache() -> None:
-    """Point PyTensor (and its numba cache) at an empty folder; before PyTensor is imported."""
+    """Point PyTensor (and its numba cache) at an empty folder, removed when the process ends; before
+    PyTensor is imported."""
     folder = tempfile.mkdtemp(prefix="cv_speed_compiledir_")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
     flags = os.environ.get("PYTENSOR_FLAGS", "")
     os.environ["PYTENSOR_FLAGS"] = ",".join(f for f in (flags, f"base_compiledir={folder}") if f)
 
