@@ -72,6 +72,7 @@ from .early_stop import (
 )
 from .formatting import fmt_compute, pretty_as_str
 from .inference import check_bool, is_whole_number
+from .model import padded_length
 
 __all__ = [
     "BacktestConfig",
@@ -244,7 +245,7 @@ class SweepView:
     stopped: dict[str, float]  # run -> compute of its last evaluation when stopped
     budgets: dict[str, float]  # run -> planned compute (its final compute)
     checkpoint: float
-    n_rows_total: int  # rows of the whole sweep (pads refits to one structure)
+    n_rows_total: int  # rows of the whole sweep (ours pads its refits to one structure by it)
     index: int  # checkpoint number
 
     @property
@@ -417,8 +418,11 @@ class ForecastRule:
 
     def decide(self, view: SweepView) -> dict:
         start = time.perf_counter()
+        # padded to the whole sweep's rows rounded up as a fit rounds its own: to the sweep's rows exactly, a
+        # checkpoint that revealed more than they round down to (a fit takes its rows rounded up to 64) was a
+        # second model compiled mid-backtest, and neither matched a later fit of the sweep or a live advice fit
         fc, converged = fit_for_advice(
-            view.revealed, random_seed=seed_of_fit(self.random_seed, view.index), pad_to=view.n_rows_total,
+            view.revealed, random_seed=seed_of_fit(self.random_seed, view.index), pad_to=padded_length(view.n_rows_total),
             previous=self._previous, horizon=max(view.budgets.values()) if self.planned_horizon else None,
             **self.forecaster_kwargs
         )

@@ -396,6 +396,32 @@ def test_ours_is_told_the_sweeps_largest_budget_only_when_asked(intercept_advice
     assert seen["horizon"] == (100.0 if planned else None)
 
 
+def test_every_refit_of_ours_has_the_rows_of_a_fit_of_the_whole_sweep(intercept_advice_fit):
+    """Ours padded each refit to the sweep's rows exactly (250 here), and a fit takes at least its own
+    rows rounded up to 64: a checkpoint that revealed more than 192 of them was fitted on 256 rows
+    where the earlier ones had 250, a second model compiled mid-backtest (20-40 s on two cores), and
+    neither matched a fit of the whole sweep or a live advice fit of it (256 rows: `forecast watch`
+    right after a backtest in a notebook compiled its own). Every refit now has the whole sweep's."""
+    from conftest import FitIntercepted
+
+    import forecast.backtest as backtest_module
+    from forecast.model import prepare_data
+
+    seen = intercept_advice_fit(backtest_module)
+    sweep = curve_table({f"r{k}": 0.5 + 0.01 * k for k in range(5)}, n=50)
+    policy = make_policy("forecast", BacktestConfig())
+    rows = []
+    for per_run in (12, 45):  # an early checkpoint and a late one
+        revealed = sweep.groupby("run_id").head(per_run)
+        view = SweepView(revealed=revealed, active=sorted(sweep["run_id"].unique()), finished=[], stopped={},
+                         budgets=dict.fromkeys(sweep["run_id"].unique(), 500.0), checkpoint=10.0 * per_run,
+                         n_rows_total=len(sweep), index=0)
+        with pytest.raises(FitIntercepted):
+            policy.decide(view)
+        rows.append(len(prepare_data(revealed, pad_to=seen["pad_to"]).y))
+    assert rows == [len(prepare_data(sweep).y)] * 2 == [256, 256]
+
+
 def test_backtest_of_a_folder_warns_about_runs_still_in_flight(tmp_path, capsys):
     table = curve_table({"a": 0.5, "b": 0.6})
     for run, rows in table.groupby("run_id"):
