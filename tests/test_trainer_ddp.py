@@ -101,6 +101,9 @@ from trainer_minimal import make_config
 from trainer_minimal.train import end_distributed, setup_distributed
 setup_distributed(make_config("scalerl", out=sys.argv[1]))
 torch.optim.AdamW([torch.nn.Parameter(torch.ones(2))])  # imports torch._dynamo, as train() does
+# train() meets the other ranks in collectives before it ends: without one here, rank 0 could destroy the
+# group while rank 1 still finished connecting to it ("Connection closed by peer" in connectFullMesh)
+torch.distributed.barrier()
 end_distributed()
 names = [open(f"/proc/self/task/{t}/comm").read().strip() for t in os.listdir("/proc/self/task")]
 left = sum(n.startswith("pt_gloo") for n in names)
