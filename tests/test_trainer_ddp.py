@@ -96,7 +96,7 @@ def test_every_rank_starts_from_rank_0s_warm_start(tmp_path):
 
 
 GROUP_FREED_SCRIPT = """
-import os, sys, torch
+import os, sys, time, torch
 from trainer_minimal import make_config
 from trainer_minimal.train import end_distributed, setup_distributed
 setup_distributed(make_config("scalerl", out=sys.argv[1]))
@@ -105,8 +105,21 @@ torch.optim.AdamW([torch.nn.Parameter(torch.ones(2))])  # imports torch._dynamo,
 # group while rank 1 still finished connecting to it ("Connection closed by peer" in connectFullMesh)
 torch.distributed.barrier()
 end_distributed()
-names = [open(f"/proc/self/task/{t}/comm").read().strip() for t in os.listdir("/proc/self/task")]
-left = sum(n.startswith("pt_gloo") for n in names)
+
+def gloo_threads():
+    names = []
+    for thread in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{thread}/comm") as comm:
+                names.append(comm.read().strip())
+        except OSError:  # a thread that ended since the listing: threads end while the group is freed
+            pass
+    return sum(n.startswith("pt_gloo") for n in names)
+
+# a freed group's threads may take a moment to end; a group kept alive keeps them until interpreter exit
+deadline = time.monotonic() + 10
+while (left := gloo_threads()) and time.monotonic() < deadline:
+    time.sleep(0.1)
 os.write(1, f"rank {os.environ['RANK']} gloo threads left: {left}\\n".encode())  # one write: ranks share the pipe
 """
 
