@@ -49,7 +49,8 @@ demo-live: setup
 # The suite in 2 processes (pytest-xdist): most tests keep one core busy, so on 2 cores two processes
 # take little more than half of one's time (`make test`: 15.8 minutes of pytest on a fresh clone,
 # 2026-12-07). Whole files to each (loadfile): a file's tests share what their fixtures fit and
-# compile, and test_notebooks.py's must share one start of the notebooks.
+# compile, and test_notebooks.py's must share one start of the notebooks. Three pairs of files that
+# compile the same model structure go to one worker together (tests/conftest.py, SHARED_STRUCTURE_FILES).
 # TEST_WORKERS=0 runs the suite in one process, as plain `pytest` does.
 TEST_WORKERS ?= 2
 TEST_PROCESSES := -n $(TEST_WORKERS) --dist loadfile

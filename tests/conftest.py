@@ -85,6 +85,38 @@ def pytest_configure(config):
     inference.MAX_COMPILED_MODELS = max(inference.MAX_COMPILED_MODELS, SESSION_COMPILED_MODELS)
 
 
+# Test files whose fits compile the same model structure (same runs, recipes and padded rows, same
+# priors). Compiled models are cached per process (forecast.inference), and `make test` hands whole
+# files to its two workers: a pair split between them compiled its structure on each, about 20 s of
+# numba more. Each pair here goes to one worker together. Checked by test_conftest_groups.py.
+SHARED_STRUCTURE_FILES = (
+    ("test_backtest.py", "test_optuna_pruner.py"),  # ours' refits of 2 runs, 64 rows
+    ("test_decisions.py", "test_forecaster.py"),  # 2 recipes x 2 seeds, 64 rows
+    ("test_early_stop_trainer.py", "test_hf_callback.py"),  # the advisor's fit of 2 runs, 256 rows
+)
+
+
+def shared_scope(file_scope: str) -> str:
+    """The work unit of a test file under `--dist loadfile`: its pair's, if it has one, else its own."""
+    name = Path(file_scope).name
+    pair = next((pair for pair in SHARED_STRUCTURE_FILES if name in pair), None)
+    return file_scope if pair is None else str(Path(file_scope).with_name("+".join(pair)))
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: without the plugin (-p no:xdist) it is never called
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadfile` with each pair of SHARED_STRUCTURE_FILES as one work unit; any other mode as asked."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class SharedStructureScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return shared_scope(super()._split_scope(nodeid))
+
+    return SharedStructureScheduling(config, log)
+
+
 @pytest.fixture(scope="session")
 def small_sweep() -> pd.DataFrame:
     """3 recipes x 2 seeds x 16 points, synthetic (ScaleRL Table 1 shapes)."""
