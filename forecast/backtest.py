@@ -267,7 +267,7 @@ class PolicyResult:
     n_stopped: int
     n_checks: int
     seconds: float
-    stops: list = field(default_factory=list)  # {run_id, compute, fraction_of_run, reason}
+    stops: list = field(default_factory=list)  # {run_id, compute, fraction_of_run, reason, checkpoint}
     notes: dict = field(default_factory=dict)
 
     @property

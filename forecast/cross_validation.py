@@ -161,7 +161,8 @@ def cross_validate(runs, *, cuts=DEFAULT_CUTS, level: float = 0.9, forecaster=No
 
     runs: a run table (DataFrame or a path load_runs reads). cuts: fractions in (0, 1); one fit
     each. level: the central interval checked. forecaster: a ScalingForecaster whose settings
-    (priors, robust, mode, sampler) are used; the defaults otherwise. planned_budget: tell each fit
+    (priors, likelihood, parametrization, mode, sampler, noise terms: fresh_like) are used; the
+    defaults otherwise. random_seed: each cut's fit's seed. progress: each fit's progress bar. planned_budget: tell each fit
     the compute the runs went on to reach (fit(horizon=...)), as a sweep in flight knows its
     planned budget; False fits as if it were not known. say: a function given one line of progress
     per fit (e.g. print). Each cut's fit is padded to the rows of a fit of the whole table (cut_padding), rows

@@ -89,8 +89,9 @@ class SamplerSettings:
     sampler: str = "auto"  # "auto" (nutpie if installed), "nutpie" or "pymc"
     low_rank_mass_matrix: bool = True  # nutpie: learns the A-C_mid correlation of unfinished curves
     progress: bool | None = None  # None: a progress bar only when stderr is a terminal
-    # nuts mode: a fit still flagged (R-hat, ESS, divergences) after its retries is sampled once more
-    # with twice the draws and warm-up (ScalingForecaster.fit); False: report the flags as they are
+    # nuts mode: a fit still flagged (R-hat, ESS, divergences) after its retries gets further tries
+    # (centred starts, every level non-centred, twice the draws and warm-up: ScalingForecaster's
+    # docstring says when each runs); False: none of them, the flags reported as they are
     extend_if_flagged: bool = True
 
     def __post_init__(self):

@@ -107,8 +107,9 @@ class Priors:
 class ModelData:
     """Arrays and coordinates derived from a validated run table (the only input of the model).
 
-    Observations are sorted by run then compute and padded to `n_obs_padded` rows with weight 0,
-    so that a refit after a few new evaluations has the same shapes and reuses the compiled model.
+    Observations are sorted by run then compute and padded with weight-0 rows to a multiple of 64, or
+    to `pad_to` where that is more (prepare_data), so that a refit after a few new evaluations has the
+    same shapes and reuses the compiled model.
     """
 
     recipes: list[str]

@@ -137,6 +137,9 @@ class ForecastPruner(BasePruner):
     even if it reports smaller steps later.
     step_to_compute : maps a reported step to compute (default: the step is compute).
     n_eval : graded samples behind each value, if known (enables the binomial noise term).
+    random_seed : seed of the advice fits (None: unseeded).
+    forecaster_kwargs : passed to each advice fit's ScalingForecaster (e.g. {"priors": Priors(b_mu=0.5)});
+        what ScalingForecaster refuses is refused here.
     n_startup_trials : no trial is pruned until this many trials have completed, as MedianPruner's
         argument of that name (default 0 here: one completed trial is enough to compare with).
     """
@@ -273,7 +276,7 @@ class ForecastPruner(BasePruner):
                       UserWarning, stacklevel=5)
 
     def _keep(self, study, trial, rec: Recommendation) -> None:
-        """Keep the advice in `pruner.advice` and in the trial's user attributes (USER_ATTRS), which
+        """Keep the advice in `pruner.advice` and in the trial's user attributes (USER_ATTR_PREFIX), which
         outlive this process: a study in a database, `study.trials_dataframe()` and optuna-dashboard
         show why a trial was pruned long after `pruner.advice` is gone. Optuna hands a pruner a
         FrozenTrial, so the attributes go through the study's storage, as Optuna's own

@@ -196,7 +196,8 @@ def _unreadable_json(path: Path) -> str | None:
 
 
 def planned_budget(folder: Path | None, rows: pd.DataFrame, override: float | None = None) -> float | None:
-    """Planned compute of one run: the override, else what its config.json implies, else None."""
+    """Planned compute of one run: the override, else what its config.json implies, else its log's
+    latest `planned_compute` (written by forecast.hf_callback), else None."""
     return planned_budget_or_why_not(folder, rows, override)[0]
 
 
