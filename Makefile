@@ -56,7 +56,7 @@ TEST_WORKERS ?= 2
 TEST_PROCESSES := -n $(TEST_WORKERS) --dist loadfile
 
 # `make test` (CI's command) leaves out the tests marked slow: long real fits and multi-rank launches,
-# about 350 s of the suite's 2200 s of summed test time (2026-12-07). DEVELOPERS.md: slow real-sampling
+# about 350 s of the suite's 2200 s of summed test time (2026-12-07). The project's standard: slow real-sampling
 # tests are marked, and at least one real fit runs in CI; the shared `fitted` fit, the command line's
 # fits and the notebooks' run in it. Run `make test-all` after changing the sampler, the compiled-model
 # cache, the trainer's multi-rank resume or the shape check.

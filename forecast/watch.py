@@ -787,6 +787,13 @@ def watch(
 ) -> WatchState:
     """Poll `runs_dir` until `max_polls` polls (None: forever), emitting and writing advice.
 
+    interval: seconds between polls. budget: every run's planned compute, where a run's own
+    (config.json, or its log's planned_compute) is not to be used (planned_budget). config: the stop
+    rules (EarlyStopConfig or a dict of its fields). reference: finished runs (a run table or its
+    path) fitted beside the runs in flight, which are judged against them. out: the JSON file
+    written after each poll (default runs_dir/recommendations.json). advisor(table, budgets, config)
+    -> {run_id: Recommendation}, in place of the forecaster's advice (tests pass their own).
+    random_seed: the first fit's seed (later fits get their own, from it).
     emit(rec) is called for each new recommendation (default: say() one readable line);
     say(text) gets status lines; warn(text) warnings, the data's included, each once (default:
     'warning: ...' on stderr, so JSON output stays parseable); sleep(seconds) waits between polls (tests pass their own).
