@@ -1078,6 +1078,8 @@ def validate_runs(frame: pd.DataFrame, *, source=None, min_points: int = 2) -> p
     """Check a run table and return a clean copy sorted by (recipe, run_id, compute). The table is a
     pandas DataFrame, or a dict of columns, a list of rows (dicts) or a pyarrow or polars table.
 
+    min_points: the fewest evaluations a run needs (a curve needs 2); a run in flight with fewer is left
+    out with a warning (unless every run is), any other is an error.
     Raises RunDataError naming the file, column, run and row of the first problem found (two
     values of compute_unit in one table among them). Its warnings (n_eval missing on some rows,
     runs' compute over 1000x apart, runs of one recipe that differ in a recipe setting, a metric that
@@ -1773,7 +1775,8 @@ def _told_apart(first: float, second: float) -> tuple[str, str]:
 
 
 def load_runs(path, *, min_points: int = 2) -> pd.DataFrame:
-    """Read and validate a run table (CSV, Parquet, JSONL, or a folder of run logs).
+    """Read and validate a run table (CSV, Parquet, JSONL, or a folder of run logs); min_points as
+    validate_runs'. A path that is not a str or os.PathLike (a table) is a TypeError.
 
     The table returned keeps the data's warnings said while it was read and checked in
     attrs["data_warnings"] (a fit keeps them as fc.data_warnings_, saves them and its report shows them);

@@ -618,7 +618,8 @@ def recommend_split_text(table: pd.DataFrame, *, total: float, unit: str = UNSPE
 
 def recipe_draws_at(fc, recipe: str, compute: float, *, kind: str = "new_run") -> np.ndarray:
     """Draws of a new run's true pass rate for one recipe at one compute (seed-to-seed spread,
-    wander and extrapolation uncertainty; no white noise of a single evaluation).
+    wander and extrapolation uncertainty; no white noise of a single evaluation). kind: "new_run"
+    (a new seed of the recipe) or "mean" (the recipe's mean curve), as sample_curves takes it.
 
     Each recipe gets its own random stream: with one shared seed, every recipe's "new seed" would
     get the same seed luck, and P(best) would ignore seed-to-seed variance.

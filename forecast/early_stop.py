@@ -1172,6 +1172,10 @@ def trainer_advice(
     reference_path: a run table or folder of other runs (finished or in flight) to compare with;
     None: only the target and saturation rules can apply. Reference runs are judged at the same
     planned budget, i.e. "would that run be better at this budget".
+    planned_compute: the compute this run is planned to reach; 0 or less gives "continue" (rule
+    no_budget), as there is nothing to forecast to. target: the metric the target rule asks for
+    (config's target otherwise). config: the stop rules (EarlyStopConfig or a dict of its fields).
+    random_seed: the advice fit's seed.
     forecaster_kwargs: passed to the fit (e.g. {"priors": Priors(b_mu=0.5)}); the trainer's
     advisor_priors.
     """
