@@ -861,12 +861,13 @@ def test_switches_that_are_no_bools_are_refused_naming_the_argument(fitted, tmp_
 
 
 class Tries(list):
-    """Each try as (target_accept, draws, tune, recipe level non-centred); `starts_centred` says, try by
-    try, whether the runs' starts were centred."""
+    """Each try as (target_accept, draws, tune, recipe level non-centred); `starts_centred` and
+    `runs_centred` say, try by try, whether the runs' starts and the runs' asymptotes were centred."""
 
     def __init__(self):
         super().__init__()
         self.starts_centred = []
+        self.runs_centred = []
 
 
 def fake_sampling(monkeypatch, fitted, reports, centre_starts_below=0.0):
@@ -889,6 +890,7 @@ def fake_sampling(monkeypatch, fitted, reports, centre_starts_below=0.0):
         free = {v.name for v in build_model().free_RVs}
         tries.append((settings.target_accept, settings.draws, settings.tune, "logit_A_recipe_z" in free))
         tries.starts_centred.append("logit_R0_run" in free)
+        tries.runs_centred.append("logit_A_run" in free)
         idata = copy.deepcopy(fitted.idata)
         idata.attrs["try"] = len(tries)
         return idata, {"sampler": "fake", "sample_seconds": 0.0}
@@ -951,21 +953,16 @@ def test_a_retry_whose_draws_broke_is_not_kept_over_a_try_that_only_diverged(fit
     [
         # flagged for R-hat alone, never divergent: twice the draws and warm-up, still centred, kept
         ([{"max_rhat": 1.03}, {"max_rhat": 1.004}], True, [(0.9, 1000, 1000, False), (0.9, 2000, 2000, False)], True),
-        # a divergence the retries left, and every level non-centred (tried next) no better: the longer
-        # try starts from the kept try's target acceptance, with the recipe level non-centred (a centred
-        # fit that diverged sits in the funnel)
-        ([{"divergences": 5}, {"divergences": 1}, {"divergences": 2}, {"divergences": 3}, {}], True,
-         [(0.9, 1000, 1000, False), (0.97, 1000, 1000, False), (0.97, 1000, 1000, True), (0.97, 1000, 1000, True),
+        # the centred first try diverged: every level non-centred next (fewer divergences, kept), its retry
+        # at 0.97 in that form removes them but leaves R-hat: longer chains in that form, at 0.97
+        ([{"divergences": 5}, {"divergences": 1}, {"max_rhat": 1.03}, {}], True,
+         [(0.9, 1000, 1000, False), (0.9, 1000, 1000, True), (0.97, 1000, 1000, True), (0.97, 2000, 2000, True)], True),
+        # every level non-centred no better than the centred first try: the centred retry at 0.97, then the
+        # recipe level non-centred (no better), then longer chains from the retry's target acceptance with
+        # the recipe level non-centred (a centred fit that diverged sits in the funnel)
+        ([{"divergences": 5}, {"divergences": 6}, {"divergences": 1}, {"divergences": 2}, {}], True,
+         [(0.9, 1000, 1000, False), (0.9, 1000, 1000, True), (0.97, 1000, 1000, False), (0.97, 1000, 1000, True),
           (0.97, 2000, 2000, True)], True),
-        # the recipe-level non-centred try is kept over the retry but flagged for R-hat, and every level
-        # non-centred is no better: longer chains replace it
-        ([{"divergences": 5}, {"divergences": 1}, {"max_rhat": 1.03}, {"max_rhat": 1.04}, {}], True,
-         [(0.9, 1000, 1000, False), (0.97, 1000, 1000, False), (0.97, 1000, 1000, True), (0.97, 1000, 1000, True),
-          (0.97, 2000, 2000, True)], True),
-        # the retry removed the divergences but left R-hat (every level non-centred no better): longer
-        # chains non-centred, as they diverged
-        ([{"divergences": 5}, {"max_rhat": 1.03}, {"max_rhat": 1.05}, {}], True,
-         [(0.9, 1000, 1000, False), (0.97, 1000, 1000, False), (0.97, 1000, 1000, True), (0.97, 2000, 2000, True)], True),
         # the longer chains diverge more: the flagged fit is kept, and says so (then the last
         # resort, every level non-centred, is no better: the next test)
         ([{"max_rhat": 1.03}, {"divergences": 3}, {"max_rhat": 1.04}], True,
@@ -998,53 +995,73 @@ def test_a_fit_still_flagged_is_sampled_again_with_longer_chains(
     assert longer["recipe_centered"] is (not longer_non_centred)
     kept_try = expected_tries[fc.idata.attrs["try"] - 1]
     assert fc.fit_info_["recipe_centered"] is (not kept_try[3])  # the kept try's form, whichever it is
-    form = " with the recipe level non-centred" if longer_non_centred else ""
+    assert fc.fit_info_["longer"]["runs_centered"] is tries.runs_centred[longer_index]
+    form = ("" if not longer_non_centred else " with the recipe level non-centred" if tries.runs_centred[longer_index]
+            else " with every level non-centred")
     assert f"sampled again with 2000 draws and 2000 warm-up per chain{form}:" in tried_longer
     assert ("converged (kept)" if longer_kept else "(not kept: it diverged more)") in tried_longer
     assert "(kept)." not in tried_longer  # an earlier try is not called kept when the longer one was
 
 
-def test_every_level_non_centred_samples_at_the_target_acceptance_of_the_kept_try(fitted, small_sweep, monkeypatch):
-    # diverged, so retried at 0.97 and kept; still flagged for R-hat: every level non-centred at 0.97
-    tries = fake_sampling(monkeypatch, fitted, [{"divergences": 5}, {"max_rhat": 1.03}, {}])
+def test_every_level_non_centred_samples_at_the_target_acceptance_of_the_first_try(fitted, small_sweep, monkeypatch):
+    # the centred first try diverged at the user's 0.95: every level non-centred at 0.95 too, which converged
+    tries = fake_sampling(monkeypatch, fitted, [{"divergences": 5}, {}])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        fc = ScalingForecaster().fit(small_sweep, random_seed=0, progress=False)
-    assert tries[-1] == (0.97, 1000, 1000, True)
+        fc = ScalingForecaster(sampler=SamplerSettings(target_accept=0.95)).fit(small_sweep, random_seed=0, progress=False)
+    assert tries == [(0.95, 1000, 1000, False), (0.95, 1000, 1000, True)] and tries.runs_centred == [True, False]
     assert fc.fit_info_["noncentred"]["kept"] and fc.diagnostics().converged
 
 
-@pytest.mark.parametrize("every_level, longer", [
-    ({}, None),  # converged at once: no longer chains
-    ({"max_rhat": 1.03}, {}),  # kept (no divergence) but flagged: longer chains in that form, kept
+@pytest.mark.parametrize("every_level, later", [
+    ({}, None),  # converged at once: no retry, no longer chains
+    ({"max_rhat": 1.03}, "longer"),  # kept (no divergence) but flagged: longer chains in that form, kept
+    ({"divergences": 1}, "retry"),  # kept (fewer divergences): the retry at 0.97 in that form, kept
 ])
-def test_a_fit_that_diverged_tries_every_level_non_centred_before_longer_chains(
-    fitted, small_sweep, monkeypatch, every_level, longer
-):
-    """A divergence is a funnel, which a new form leaves and longer chains do not: after the retry and
-    the recipe level non-centred, every level is non-centred before any longer chains, which then
-    sample in the kept form. Sampling and diagnostics faked as above."""
-    reports = [{"divergences": 5}, {"divergences": 1}, {"divergences": 2}, every_level] + ([longer] if longer is not None else [])
+def test_a_centred_fit_that_diverged_tries_every_level_non_centred_next(fitted, small_sweep, monkeypatch, every_level, later):
+    """A divergence of the centred first try is a funnel, which a new form leaves and smaller steps or
+    longer chains do not: every level non-centred comes next, before the retry at a higher target
+    acceptance and before longer chains, which then sample in the kept form. Sampling and diagnostics
+    faked as above."""
+    reports = [{"divergences": 5}, every_level] + ([{}] if later else [])
     tries = fake_sampling(monkeypatch, fitted, reports)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         fc = ScalingForecaster().fit(small_sweep, random_seed=0, progress=False)
-    short = [(0.9, 1000, 1000, False), (0.97, 1000, 1000, False), (0.97, 1000, 1000, True), (0.97, 1000, 1000, True)]
-    assert tries == short + ([(0.97, 2000, 2000, True)] if longer is not None else [])
-    assert fc.fit_info_["noncentred"]["kept"] and fc.fit_info_["noncentred"]["before_longer"]
+    then = {None: [], "longer": [(0.9, 2000, 2000, True)], "retry": [(0.97, 1000, 1000, True)]}[later]
+    assert tries == [(0.9, 1000, 1000, False), (0.9, 1000, 1000, True)] + then
+    assert tries.runs_centred == [True] + [False] * (len(tries) - 1)
+    assert fc.fit_info_["noncentred"]["kept"] and fc.fit_info_["noncentred"]["after_first_try"]
     assert fc.fit_info_["centered"] is False and fc.fit_info_["recipe_centered"] is False
     assert fc.diagnostics().converged and fc.idata.attrs["try"] == len(tries)
     said = fc.sampling_tries()
-    assert said.startswith("divergences by try: 5 at target acceptance 0.9; 1 at 0.97; 2 at 0.97 with the recipe level non-centred. ")
-    every_level_said = "so sampled again with every level non-centred: "
-    if longer is None:
-        assert "longer" not in fc.fit_info_ and said.endswith(every_level_said + "converged (kept)")
-        return
-    assert fc.fit_info_["longer"]["runs_centered"] is False and fc.fit_info_["longer"]["kept"]
-    longer_said = "so sampled again with 2000 draws and 2000 warm-up per chain with every level non-centred: converged (kept)"
-    assert said.endswith(longer_said)
-    assert every_level_said + "R-hat up to 1.030" in said and "(not kept: the next try did better). Still flagged" in said
-    assert said.index(every_level_said) < said.index(longer_said)  # said in the order tried
+    divergences = every_level.get("divergences", 0)
+    first = f"divergences by try: 5 at target acceptance 0.9; {divergences} at 0.9 with every level non-centred"
+    if later is None:
+        assert said == first and "retry" not in fc.fit_info_ and "longer" not in fc.fit_info_
+    elif later == "retry":
+        assert said == first + "; 0 at 0.97 with every level non-centred"
+        assert fc.fit_info_["retry"]["runs_centered"] is False and "longer" not in fc.fit_info_
+    else:
+        assert fc.fit_info_["longer"]["runs_centered"] is False and fc.fit_info_["longer"]["kept"]
+        assert said == (first + ". Still flagged (R-hat up to 1.030 (> 1.01): chains disagree), so sampled again with "
+                        "2000 draws and 2000 warm-up per chain with every level non-centred: converged (kept)")
+
+
+def test_every_level_non_centred_after_the_first_try_is_not_tried_again_when_no_better(fitted, small_sweep, monkeypatch):
+    """Not kept after the first try, it does not come back as the last resort: the centred retries and
+    longer chains decide. Sampling and diagnostics faked as above."""
+    tries = fake_sampling(monkeypatch, fitted, [{"divergences": 5}, {"divergences": 9}, {"divergences": 2},
+                                                {"divergences": 3}, {"max_rhat": 1.03}])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fc = ScalingForecaster().fit(small_sweep, random_seed=0, progress=False)
+    assert tries.runs_centred == [True, False, True, True, True] and len(tries) == 5
+    assert not fc.fit_info_["noncentred"]["kept"] and fc.fit_info_["centered"] is True
+    said = fc.sampling_tries()
+    assert said.startswith("divergences by try: 5 at target acceptance 0.9; 9 at 0.9 with every level non-centred "
+                           "(not kept); 2 at 0.97; 3 at 0.97 with the recipe level non-centred. Still flagged")
+    assert said.count("every level non-centred") == 1
 
 
 @pytest.mark.parametrize("last_resort, kept", [({}, True), ({"max_rhat": 1.04}, False)])
