@@ -2,15 +2,17 @@
 
 Data: a run table (default: the shipped trainer sweep, examples/trainer_sweep/runs.csv), fitted by
 `ScalingForecaster().fit` (nuts mode, 1000 + 1000 draws per chain, 2 chains) once per random seed.
-  before: the fit as its divergence retries leave it, which is what fit() returns with
-          SamplerSettings(extend_if_flagged=False): the longer try comes after them and changes
-          nothing before it, so one fit per seed gives both sides.
-  ours:   what fit() returns: a fit still flagged is sampled once more with the runs' starts centred
+  before: the fit before the first of the tries SamplerSettings(extend_if_flagged=False) leaves out:
+          as its divergence retries leave it, or, where a centred first try diverged and every level
+          non-centred came next (fit_info_["noncentred"]["after_first_try"]), that first try alone;
+          the later tries change nothing before them, so one fit per seed gives both sides. To
+          compare two versions of fit(), run this at each commit and compare their "ours".
+  ours:   what fit() returns: a centred fit whose first try diverged is sampled next with every
+          level non-centred; a fit still flagged is sampled once more with the runs' starts centred
           when its posterior pins each start down more tightly than the starts spread
           (fit_info_["centred_starts"]), once more with twice the draws and warm-up
-          (ScalingForecaster.fit, fit_info_["longer"]) and, if it was centred, once more with
-          every level non-centred (fit_info_["noncentred"]): before the longer chains when a centred
-          try diverged, after them otherwise.
+          (ScalingForecaster.fit, fit_info_["longer"]) and, if it is centred and never diverged,
+          once more with every level non-centred (fit_info_["noncentred"]).
 Prints, per seed, each side's verdict (R-hat, bulk ESS, divergences) and time, then the share of
 seeds converged on each side and the time the longer tries added. Target: every seed converged.
 `--big-sweep` fits a sweep 10-40x the shipped one instead: 25 recipes near ScaleRL's Table 1, 4
@@ -73,9 +75,13 @@ def later_tries_seconds(fit_info: dict) -> float:
 
 
 def first_later_try(fit_info: dict) -> dict | None:
-    """The first of the tries extend_if_flagged=False leaves out: the runs' starts centred comes first when it
-    is tried (fit_info["centred_starts"]); every level non-centred comes before longer chains when a centred
-    try diverged (fit_info["noncentred"]["before_longer"]), after them otherwise."""
+    """The first of the tries extend_if_flagged=False leaves out: every level non-centred right after a centred
+    first try that diverged (fit_info["noncentred"]["after_first_try"]; it is also marked before_longer);
+    else the runs' starts centred, when it is tried (fit_info["centred_starts"]); every level non-centred came
+    before longer chains in fits of 2026-12-06 when a centred try diverged (before_longer), after them otherwise."""
+    noncentred = fit_info.get("noncentred")
+    if noncentred and noncentred.get("after_first_try"):
+        return noncentred
     if "centred_starts" in fit_info:
         return fit_info["centred_starts"]
     noncentred, longer = fit_info.get("noncentred"), fit_info.get("longer")

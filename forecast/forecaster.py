@@ -414,19 +414,22 @@ class ScalingForecaster:
     robust : Student-t likelihood instead of normal, for outlying evaluations.
     parametrization : "auto", "centered" or "noncentered". Auto picks centred when every run has
         at least 8 evaluations (data pin each run down) and non-centred otherwise. In "nuts"
-        mode a centred fit that still diverges after a retry at target acceptance 0.97 is
-        sampled once more with the recipe level non-centred, and the try with the fewest
-        divergences is kept (fit_info_["retry"], fit_info_["recipe_centered"]). A fit still flagged
+        mode a centred fit whose first try diverged is sampled next with every level non-centred at
+        the same settings, kept if it has fewer divergences or a lower R-hat (fit_info_["noncentred"],
+        its "after_first_try"). A fit that still diverges is retried at target acceptance 0.97 in the
+        kept form; a centred one that diverges there too is sampled once more with the recipe level
+        non-centred, and the try with the fewest divergences is kept (fit_info_["retry"],
+        fit_info_["recipe_centered"]). A fit still flagged
         then (R-hat, ESS or divergences) whose posterior pins each run's start (R0) down more tightly
         than the starts spread (start_uncertainty_ratio under CENTRE_STARTS_BELOW) is sampled with
         the runs' starts centred, kept only if it converges (fit_info_["centred_starts"],
         fit_info_["starts_centered"]); the starts are non-centred otherwise, and under "noncentered".
-        A centred fit still flagged after that is sampled with every level non-centred (at the kept
-        try's target acceptance), kept if it has fewer divergences or a lower R-hat
-        (fit_info_["noncentred"]): first if a centred try diverged, else after the longer chains.
         A fit still flagged then is sampled once more with twice the draws and warm-up, in the kept
         try's form (the recipe level non-centred if a centred try diverged), kept unless it diverges
-        more (fit_info_["longer"]). SamplerSettings(extend_if_flagged=False) turns these three off.
+        more (fit_info_["longer"]). A centred fit that never diverged and is still flagged after
+        them is sampled with every level non-centred, the last resort. SamplerSettings(
+        extend_if_flagged=False) turns off every level non-centred, the centred starts and the longer
+        chains.
         sampling_tries() says in words what each try found.
     mode : "nuts" (default: 1000 draws x 2 chains) or "fast" (short chains, for frequent refits).
     sampler : SamplerSettings, optional: the chains to sample, in place of those `mode` gives. `mode`
