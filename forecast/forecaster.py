@@ -659,9 +659,14 @@ class ScalingForecaster:
             # its longer chains diverged centred (2 and 744 divergences on two seeds) and converged
             # with the recipe level non-centred; one that never diverged is mixing slowly, and
             # non-centred there, on synthetic sweeps whose recipes differ clearly, they diverged (4-59).
+            # At least the retry's target acceptance when the first try diverged, whether or not a retry
+            # ran: every level non-centred can leave the divergences behind at 0.9 and keep a flag, and
+            # the shipped sweep's longer chains from there diverged again at 0.9 (random seed 5, where
+            # at 0.97 they converged).
             funnel = centered and len(data.recipes) > 1 and first_diverged
+            accept = max(kept_settings.target_accept, RETRY_TARGET_ACCEPT) if first_diverged else kept_settings.target_accept
             longer_settings = SamplerSettings(**{**kept_settings.to_dict(), "draws": LONGER_CHAINS * kept_settings.draws,
-                                                 "tune": LONGER_CHAINS * kept_settings.tune})
+                                                 "tune": LONGER_CHAINS * kept_settings.tune, "target_accept": accept})
             longer, longer_info = sample(False if funnel else None, longer_settings, runs_centred=centered)
             longer_report = convergence_report(longer)
             info["longer"] = {"draws": longer_settings.draws, "tune": longer_settings.tune,

@@ -1028,7 +1028,8 @@ def test_a_centred_fit_that_diverged_tries_every_level_non_centred_next(fitted, 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         fc = ScalingForecaster().fit(small_sweep, random_seed=0, progress=False)
-    then = {None: [], "longer": [(0.9, 2000, 2000, True)], "retry": [(0.97, 1000, 1000, True)]}[later]
+    # longer chains at the retry's target acceptance, as a try diverged: smaller steps
+    then = {None: [], "longer": [(0.97, 2000, 2000, True)], "retry": [(0.97, 1000, 1000, True)]}[later]
     assert tries == [(0.9, 1000, 1000, False), (0.9, 1000, 1000, True)] + then
     assert tries.runs_centred == [True] + [False] * (len(tries) - 1)
     assert fc.fit_info_["noncentred"]["kept"] and fc.fit_info_["noncentred"]["after_first_try"]
