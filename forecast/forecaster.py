@@ -885,7 +885,8 @@ class ScalingForecaster:
             else:
                 tries = [f"{retry['divergences_before']} at target acceptance {self.sampler.target_accept}"]
             if retry:
-                form = " with every level non-centred" if retry.get("runs_centered") is False else ""
+                # named where the form changed after the first try (a fit non-centred throughout says none)
+                form = " with every level non-centred" if first_switch and retry.get("runs_centered") is False else ""
                 tries.append(f"{retry['divergences_after']} at {retry['target_accept']}{form}")
             if retry and "recipe_noncentred_divergences" in retry:
                 kept = (" (kept)" if self.fit_info_.get("recipe_centered") is False and not (longer or {}).get("kept")

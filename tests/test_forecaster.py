@@ -1049,6 +1049,18 @@ def test_a_centred_fit_that_diverged_tries_every_level_non_centred_next(fitted, 
                         "2000 draws and 2000 warm-up per chain with every level non-centred: converged (kept)")
 
 
+def test_a_fit_non_centred_throughout_names_no_form_in_its_retries(fitted, small_sweep, monkeypatch):
+    """The form is named where it changed after the first try; a fit non-centred from the start (by
+    the rule or by choice) retries at 0.97 in the same form, and saying so read as if its first try
+    had been centred. Sampling and diagnostics faked as above."""
+    tries = fake_sampling(monkeypatch, fitted, [{"divergences": 5}, {}])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fc = ScalingForecaster(parametrization="noncentered").fit(small_sweep, random_seed=0, progress=False)
+    assert tries.runs_centred == [False, False] and "noncentred" not in fc.fit_info_
+    assert fc.sampling_tries() == "divergences by try: 5 at target acceptance 0.9; 0 at 0.97"
+
+
 def test_every_level_non_centred_after_the_first_try_is_not_tried_again_when_no_better(fitted, small_sweep, monkeypatch):
     """Not kept after the first try, it does not come back as the last resort: the centred retries and
     longer chains decide. Sampling and diagnostics faked as above."""
