@@ -572,16 +572,16 @@ class ScalingForecaster:
         first_diverged = report.divergences > 0
         kept_settings = settings  # how the kept fit was sampled
 
-        def every_level_noncentred(idata, report, *, before_longer, after_first_try=False):
-            """Every level non-centred, kept if it has fewer problems. At the kept try's target
-            acceptance: the demo's fit of the shipped sweep, which had diverged 178 times at 0.9,
-            diverged twice in this form at 0.9 and converged at the retry's 0.97."""
+        def every_level_noncentred(idata, report, *, after_first_try):
+            """Every level non-centred at the kept try's settings, kept if it has fewer problems: straight
+            after a centred first try that diverged, or as the last resort after longer chains."""
             other, other_info = sample(None, kept_settings, runs_centred=False)
             other_report = convergence_report(other)
             info["noncentred"] = {"problems_before": report.problems(), "problems_after": other_report.problems(),
                                   "sample_seconds": other_info["sample_seconds"],
                                   "compile_seconds": other_info.get("compile_seconds", 0.0),
-                                  "before_longer": before_longer, "kept": _fewer_problems(other_report, report)}
+                                  # before_longer: what fits of 2026-12-06 said of the same order
+                                  "before_longer": after_first_try, "kept": _fewer_problems(other_report, report)}
             if after_first_try:  # said with the divergences of each try (sampling_tries)
                 info["noncentred"].update(after_first_try=True, divergences_before=report.divergences,
                                           divergences_after=other_report.divergences,
@@ -599,7 +599,7 @@ class ScalingForecaster:
             # of the time. (Before, this try came after those two, and before that after longer chains,
             # which diverged again.) The synthetic Table-1 sweeps, which sample better centred, do not
             # diverge there and are not affected (benchmarks/convergence.py, RESULTS.md).
-            idata, report, kept = every_level_noncentred(idata, report, before_longer=True, after_first_try=True)
+            idata, report, kept = every_level_noncentred(idata, report, after_first_try=True)
             if kept:
                 centered, recipes_centred = False, False
         if report.divergences and self.mode == "nuts" and settings.target_accept < RETRY_TARGET_ACCEPT:
@@ -684,7 +684,7 @@ class ScalingForecaster:
             # chains: every level non-centred, which took the shipped trainer sweep from flagged
             # after every other try (R-hat 1.021, 170 s) to converged at once (R-hat 1.006, 39 s;
             # 2026-12-04, when this try came last whether or not a try had diverged).
-            idata, report, kept = every_level_noncentred(idata, report, before_longer=False)
+            idata, report, kept = every_level_noncentred(idata, report, after_first_try=False)
             if kept:
                 centered, recipes_centred = False, False
         info["centered"] = centered
