@@ -79,12 +79,11 @@ def first_later_try(fit_info: dict) -> dict | None:
     first try that diverged (fit_info["noncentred"]["after_first_try"]; it is also marked before_longer);
     else the runs' starts centred, when it is tried (fit_info["centred_starts"]); every level non-centred came
     before longer chains in fits of 2026-12-06 when a centred try diverged (before_longer), after them otherwise."""
-    noncentred = fit_info.get("noncentred")
+    noncentred, longer = fit_info.get("noncentred"), fit_info.get("longer")
     if noncentred and noncentred.get("after_first_try"):
         return noncentred
     if "centred_starts" in fit_info:
         return fit_info["centred_starts"]
-    noncentred, longer = fit_info.get("noncentred"), fit_info.get("longer")
     return noncentred if noncentred and (noncentred.get("before_longer") or not longer) else longer
 
 
