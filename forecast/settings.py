@@ -67,15 +67,18 @@ def _unknown_name(name: str, fields) -> str:
 def parse_settings(items, cls, label: str) -> dict:
     """'NAME=VALUE' items (a list, or one comma-separated string) -> {name: typed value} for the
     dataclass `cls`. ValueError naming `label` and the bad item: an unknown name, a missing '=', a
-    value of the wrong type. Ranges are the dataclass's to check (its __post_init__)."""
+    value of the wrong type, a name given twice. Ranges are the dataclass's to check (its __post_init__)."""
     fields = _field_types(cls)
-    overrides = {}
+    overrides, given_as = {}, {}
     for item in split_items(items):
         name, sep, value = item.partition("=")
         name = name.strip()
         if not sep or name not in fields:
             raise ValueError(f"{label} {item!r}: {_unknown_name(name, fields)}expected NAME=VALUE with NAME one of "
                              f"{', '.join(sorted(fields))}")
+        if name in given_as:  # the last one was kept in silence (`--rule margin=0.05 --rule margin=0.02`)
+            raise ValueError(f"{label} {item!r}: {name} is set twice (also {given_as[name]!r}); give it once")
+        given_as[name] = item
         try:
             overrides[name] = _typed(value, *fields[name])
         except ValueError as err:

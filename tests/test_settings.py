@@ -45,6 +45,9 @@ def test_every_word_for_true_false_and_off_is_taken_in_any_case_and_spaces_aroun
     ("keep_runner_up=maybe", "rules 'keep_runner_up=maybe': 'maybe' is not true or false"),
     ("margin=none", "rules 'margin=none': 'none' is not a number"),  # margin cannot be off
     ("target=abc", "rules 'target=abc': 'abc' is not a number (or none, for off)"),
+    # the last one was kept in silence: `--rule margin=0.05 --rule margin=0.02` judged at 0.02
+    ("margin=0.05, margin=0.02", "rules 'margin=0.02': margin is set twice (also 'margin=0.05'); give it once"),
+    (["target=0.5", "min_evals=3,target = 0.6"], "rules 'target = 0.6': target is set twice (also 'target=0.5')"),
 ])
 def test_bad_items_are_refused_naming_the_item(text, message):
     with pytest.raises(ValueError) as err:
