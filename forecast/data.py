@@ -437,7 +437,7 @@ def _read_csv(path: Path) -> pd.DataFrame:
             # read the numbers as text first: their decimal mark is decided for the whole file below
             numbers = {column: str for column in columns if column in DECIMAL_COLUMNS}
             raw = parsed(sep=separator, dtype={**names, **numbers}, keep_default_na=False, na_values=missing)
-            decimal = _decimal_mark(path, raw, _csv_row_lines(data, len(raw)))
+            decimal = _decimal_mark(path, raw, _csv_row_lines(data, len(raw), separator))
             frame = parsed(sep=separator, decimal=decimal, dtype={**names, **numbers}, keep_default_na=False,
                            na_values=missing)
             for column in numbers:
@@ -449,7 +449,7 @@ def _read_csv(path: Path) -> pd.DataFrame:
         # a file with nothing in it holds no rows, as a header-only one or an empty JSONL log does
         # (in a folder it is skipped, where it failed the whole read; named, it "holds no rows")
         return pd.DataFrame()
-    frame["_line"] = _csv_row_lines(data, len(frame))
+    frame["_line"] = _csv_row_lines(data, len(frame), separator)
     return _without_trailing_empty_columns(frame)
 
 
@@ -551,15 +551,35 @@ def _without_trailing_empty_columns(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.drop(columns=empty)
 
 
-def _csv_row_lines(data: bytes, n_rows: int) -> np.ndarray:
+def _csv_row_lines(data: bytes, n_rows: int, separator: str = ",") -> np.ndarray:
     """The file line of each data row, for errors that name it (`data`: the file's bytes, as parsed). read_csv
     skips blank lines, so counting rows from the header put an error after a blank line one line or more too
-    early. Where the count does not match (a quoted field holding a newline), rows counted from line 2."""
-    lines = data.decode("utf-8", errors="replace").splitlines()
-    filled = [number for number, line in enumerate(lines, start=1) if line.strip()]
+    early. A quoted field holding a newline (a notes column) spans lines: the records are then read as CSV, each
+    named by the line it starts on (every row after such a field was named a line early). Where neither count
+    matches the rows read, rows counted from line 2."""
+    text = data.decode("utf-8", errors="replace")
+    filled = [number for number, line in enumerate(text.splitlines(), start=1) if line.strip()]
     if len(filled) == n_rows + 1:  # the header and one line per row
         return np.array(filled[1:])
+    starts = _csv_record_lines(text, separator)
+    if starts is not None and len(starts) == n_rows + 1:
+        return np.array(starts[1:])
     return np.arange(n_rows) + 2
+
+
+def _csv_record_lines(text: str, separator: str) -> list[int] | None:
+    """The line each non-blank CSV record of `text` starts on (a record may span lines inside quotes), or None
+    where the csv module cannot read it as the parser did."""
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=separator)
+    starts, end = [], 0
+    try:
+        for record in reader:
+            if any(cell.strip() for cell in record):
+                starts.append(end + 1)
+            end = reader.line_num
+    except csv.Error:
+        return None
+    return starts
 
 
 def _ragged_csv_message(parser_message: str, path: Path) -> str:

@@ -639,10 +639,23 @@ def test_an_error_after_blank_lines_names_the_line_of_the_file(tmp_path):
     path.write_text("run_id,recipe,compute,metric\n\na,r,1,0.1\n\n\na,r,2,0.2\na,r,3,1.5\n")
     with pytest.raises(RunDataError, match=r"column 'metric', run 'a', row 7: must lie in \[0, 1\], got 1.5"):
         load_runs(path)
-    quoted = tmp_path / "quoted.csv"  # a quoted newline: one row over two lines, counted from the header as before
+
+
+def test_an_error_after_a_quoted_field_over_two_lines_names_the_line_it_is_on(tmp_path):
+    """A notes cell holding a newline made the row count miss, and rows were counted from the header:
+    every row after it was named a line early (row 3 for what is on line 4)."""
+    quoted = tmp_path / "quoted.csv"
     quoted.write_text('run_id,recipe,compute,metric,note\na,r,1,0.1,"two\nlines"\na,r,2,1.5,x\n')
-    with pytest.raises(RunDataError, match="row 3: must lie"):
+    with pytest.raises(RunDataError, match="row 4: must lie"):
         load_runs(quoted)
+    blank = tmp_path / "blank.csv"  # a blank line after it too
+    blank.write_text('run_id,recipe,compute,metric,note\na,r,1,0.1,"restarted\nafter OOM"\n\na,r,2,0.2,\na,r,3,1.3,\n')
+    with pytest.raises(RunDataError, match="row 6: must lie"):
+        load_runs(blank)
+    semicolons = tmp_path / "semicolons.csv"  # the file's own separator (and decimal commas)
+    semicolons.write_text('run_id;recipe;compute;metric;note\na;r;1;0,1;"x\ny"\na;r;2;0,2;\na;r;3;1,3;\n')
+    with pytest.raises(RunDataError, match="row 5: must lie"):
+        load_runs(semicolons)
 
 
 def test_a_file_that_is_not_utf8_names_its_line(tmp_path):
