@@ -219,8 +219,7 @@ def planned_budget_or_why_not(folder: Path | None, rows: pd.DataFrame, override:
     if advisor_budget is not None or problem:
         return advisor_budget, problem
     max_steps, problem = _config_number(config, "max_steps", path)
-    if max_steps is not None and "step" in rows and rows["step"].notna().any():
-        last = rows.sort_values("compute").iloc[-1]
+    if max_steps is not None and "step" in rows and (last := _latest_with(rows, "step")) is not None:
         if last["step"] > 0:
             budget = float(last["compute"] / last["step"] * max_steps)
             return (budget, None) if math.isfinite(budget) else (None, f"{path}: max_steps {max_steps:g} is too large")
@@ -234,9 +233,18 @@ def logged_planned_compute(rows: pd.DataFrame) -> float | None:
     forecast.hf_callback writes it, having no trainer config.json to put it in), or None."""
     if "planned_compute" not in rows:
         return None
-    planned = pd.to_numeric(rows.sort_values("compute")["planned_compute"], errors="coerce").dropna()
-    value = float(planned.iloc[-1]) if len(planned) else math.nan
+    last = _latest_with(rows, "planned_compute")
+    value = float(last["planned_compute"]) if last is not None else math.nan
     return value if math.isfinite(value) and value > 0 else None
+
+
+def _latest_with(rows: pd.DataFrame, column: str) -> pd.Series | None:
+    """The run's evaluation of largest compute that gives `column`, its compute and `column` as numbers
+    (None where none gives it). A log's rows are as written, before validation: numbers written as
+    text ("40"), which validate_runs reads as numbers, raised on a sort beside numbers, or sorted as text."""
+    numbers = pd.DataFrame({"compute": pd.to_numeric(rows["compute"], errors="coerce"),
+                            column: pd.to_numeric(rows[column], errors="coerce")}).dropna()
+    return numbers.sort_values("compute", kind="stable").iloc[-1] if len(numbers) else None
 
 
 def _config_number(config: dict, name: str, path: Path):
@@ -731,6 +739,8 @@ def previous_comparison_stops(path, runs_dir) -> tuple[list, str | None]:
         return [], None
     try:
         saved = json.loads(path.read_text())
+        if not isinstance(saved, dict):  # a JSON array (a run table in records form) has no .get: a traceback
+            return [], f"{path} is not a JSON object (not a recommendations file); the stop cap starts with no history"
         history = [(float(entry["compute"]), set(map(str, entry["runs"]))) for entry in saved.get("comparison_stops", [])]
         if history and Path(saved["runs_dir"]).resolve() != Path(runs_dir).resolve():
             # another folder's watch: its stops say nothing about these runs (said: a folder moved or

@@ -1443,6 +1443,45 @@ def test_the_logged_planned_compute_is_the_latest_evaluations(sweep):
     assert planned_budget(sweep / "good-s0", rows) == 5000.0  # no config.json: the log's column
 
 
+def test_a_log_of_numbers_written_as_text_gives_the_budget_of_its_latest_evaluation(sweep):
+    """A log holding "compute": "40" (which validate_runs reads as a number) raised a TypeError out of
+    the poll on the step ('>' between str and int), or on a sort of text beside numbers; all text, it
+    sorted as text, and '9' was taken as the latest evaluation."""
+    folder = sweep / "good-s0"
+    rows = pd.DataFrame({"compute": ["9", "10", "80"], "planned_compute": [100.0, 100.0, 500.0]})
+    assert planned_budget(folder, rows) == 500.0
+    (folder / "config.json").write_text(json.dumps({"max_steps": 1000}))
+    mixed = pd.DataFrame({"compute": [10.0, 20.0, "40", 80.0], "step": ["1", "2", "4", "8"]})
+    assert planned_budget(folder, mixed) == pytest.approx(80.0 / 8 * 1000)
+
+
+def test_watch_once_exits_1_when_a_run_is_left_out_for_its_data(sweep, capsys):
+    """With every run's log holding a bad row, `watch --once` printed the refusals, advised nothing and
+    exited 0: a script could not tell it from a folder with nothing to advise. The others' advice is
+    still written."""
+    append(sweep / "good-s0" / "evals.jsonl", row("good-s0", 0, 0.1) + row("good-s0", 1, 0.12))
+    append(sweep / "bad-s0" / "evals.jsonl", row("bad-s0", 0, 0.1) + row("bad-s0", 1, 45.0))
+    out = sweep / "advice.json"
+    assert main(["watch", str(sweep), "--once", "--budget", "1e4", "--out", str(out)]) == 1
+    said = capsys.readouterr()
+    assert "error: 1 run(s) left out at the last poll for their data (bad-s0" in said.err
+    assert "column 'metric', run 'bad-s0', row 2" in said.out
+    assert json.loads(out.read_text())["recommendations"]["good-s0"]["rule"] == "warmup"
+    (sweep / "bad-s0" / "evals.jsonl").write_text(row("bad-s0", 0, 0.1) + row("bad-s0", 1, 0.11))  # mended
+    assert main(["watch", str(sweep), "--once", "--budget", "1e4", "--out", str(out)]) == 0
+
+
+def test_a_recommendations_file_that_is_not_a_json_object_starts_an_empty_stop_cap(tmp_path):
+    """An earlier file holding a JSON array (a run table in records form) raised AttributeError
+    ('list' has no 'get') out of the watch, a traceback where a note was meant."""
+    from forecast.watch import previous_comparison_stops
+
+    saved = tmp_path / "advice.json"
+    saved.write_text('[{"run_id": "x"}]')
+    history, note = previous_comparison_stops(saved, tmp_path)
+    assert history == [] and note == f"{saved} is not a JSON object (not a recommendations file); the stop cap starts with no history"
+
+
 def test_a_logged_planned_compute_of_zero_is_no_budget(sweep):
     """Mutant 'planned_compute 0 accepted': a budget of 0 (the callback's 'not known') was taken as
     the planned budget, every run judged at compute 0."""
