@@ -160,15 +160,20 @@ def _refuse_standard_output(path, flag: str, example: str) -> None:
 def _overwrites_other_data(out: Path, example: str) -> str | None:
     """Why writing over the existing file `out` would destroy data of another kind, or None: a
     report written over runs.csv (typed for report.html, or from the history of `forecast fit
-    runs.csv`) replaced the runs a saved fit came from with HTML, without a word."""
+    runs.csv`) replaced the runs a saved fit came from with HTML, without a word. Under a data
+    suffix (.json, .csv, ...) only this command's own earlier output, or an empty file, is replaced."""
     from .data import SUPPORTED_SUFFIXES
 
     suffix = out.suffix.lower()
-    if out.is_file() and suffix != Path(example).suffix and suffix in (*SUPPORTED_SUFFIXES, ".nc"):
-        if _is_this_commands_output(out, example):  # a rerun over its own earlier output: replaced, as it was meant to be
-            return None
+    if not out.is_file() or suffix not in (*SUPPORTED_SUFFIXES, ".nc") or out.stat().st_size == 0:
+        return None  # an empty file (made by `touch`) holds nothing to lose
+    if _is_this_commands_output(out, example):  # a rerun over its own earlier output: replaced, as it was meant to be
+        return None
+    if suffix != Path(example).suffix:
         return f"exists, and is a {suffix} file (run data, or a fit) that this {Path(example).suffix} output would replace"
-    return None
+    # the output's own suffix is a run table's too: `watch --out runs.json` wrote its advice over a JSON run table
+    return (f"exists, and is not an earlier output of this command: a {suffix} file of other data (a run table?) "
+            "that this output would replace")
 
 
 def _is_this_commands_output(out: Path, example: str) -> bool:
@@ -1038,11 +1043,18 @@ def _run_watch(args) -> int:
 
     say(watch_start_line(args, polls))
     try:
-        watch(args.runs_dir, interval=args.interval, budget=args.budget, config=config, reference=args.reference,
-              out=args.out, max_polls=polls, emit=emit, say=say, warn=warn, random_seed=args.seed,
-              forecaster_kwargs=_forecaster_kwargs(args), settings=COMMAND_SETTINGS)
+        state = watch(args.runs_dir, interval=args.interval, budget=args.budget, config=config, reference=args.reference,
+                      out=args.out, max_polls=polls, emit=emit, say=say, warn=warn, random_seed=args.seed,
+                      forecaster_kwargs=_forecaster_kwargs(args), settings=COMMAND_SETTINGS)
     except WatchedFolderGone as err:
         print(f"error: {err}", file=sys.stderr)
+        return EXIT_ERROR
+    if state.refused:
+        # a bad row is bad input: with every run refused, `--once` exited 0 having advised nothing, and a
+        # script could not tell that from a folder with nothing to advise (the other runs' advice is written)
+        runs = sorted(state.refused)
+        print(f"error: {len(runs)} run(s) left out at the last poll for their data ({', '.join(runs)}: said above, "
+              "naming file, column and row); mend the rows and watch again", file=sys.stderr)
         return EXIT_ERROR
     return EXIT_OK
 

@@ -148,6 +148,10 @@ def test_predict_table_names_its_compute_unit_as_decide_does(fit_dir, capsys):
         (["fit", "{d}/fit", "--out", "{d}/refit"], "is a saved fit; `forecast fit` reads a run table"),
         (["predict", "{d}/dir_fit", "--compute", "10"], "fit.nc: is a folder, not a saved fit"),
         (["fit", "{d}/runs.csv", "--out", "{d}/x", "--prior", "b_mu=nan"], "--prior b_mu must lie in [-20, 20]"),
+        (["fit", "{d}/runs.csv", "--out", "{d}/x", "--prior", "b_mu=0.5", "--prior", "b_mu=2"],
+         "--prior 'b_mu=2': b_mu is set twice (also 'b_mu=0.5'); give it once"),
+        (["watch", "{d}/logs", "--once", "--rule", "margin=0.05", "--rule", "margin=0.02"],
+         "--rule 'margin=0.02': margin is set twice (also 'margin=0.05'); give it once"),
         (["backtest", "{d}/runs.csv", "--rule", "margin=-1"], "--rule margin must"),
         (["backtest", "{d}/runs.csv", "--margin", "-1"], "--margin must"),
     ],
@@ -692,6 +696,27 @@ def test_a_path_under_the_home_folder_is_checked_where_it_is_read(fit_dir, tmp_p
     assert main(["fit", "~/fit", "--out=~/refit", "--fast", "--no-progress"]) == 2
     assert f"{home / 'fit'}: is a saved fit" in capsys.readouterr().err
     assert not (tmp_path / "~").exists()
+
+
+def test_an_output_with_a_run_tables_suffix_replaces_only_its_own_earlier_output(tmp_path):
+    """`watch --out lines.json` (or backtest's) wrote its advice over a JSON run table: the guard looked
+    only at files of another suffix than the output's. Its own earlier output, or an empty file, is replaced."""
+    from forecast.cli import BadInput, _check_output_file
+
+    table = tmp_path / "lines.json"
+    table.write_text('[{"run_id": "a", "recipe": "r", "compute": 1, "metric": 0.1}]')
+    for example in ("recommendations.json", "backtest.json"):
+        with pytest.raises(BadInput, match=r"lines.json: exists, and is not an earlier output of this command: a .json "
+                                           r"file of other data \(a run table\?\) that this output would replace"):
+            _check_output_file(table, "--out", example)
+    runs = tmp_path / "other_runs.csv"
+    runs.write_text("run_id,recipe,compute,metric\na,r,1,0.1\n")
+    with pytest.raises(BadInput, match="is not an earlier output of this command"):
+        _check_output_file(runs, "--out", "cv.csv")
+    table.write_text('{"forecast_version": "0.1.0", "recommendations": {}}')
+    _check_output_file(table, "--out", "recommendations.json")  # its rerun
+    table.write_text("")
+    _check_output_file(table, "--out", "recommendations.json")  # nothing in it to lose
 
 
 def test_an_output_named_with_another_suffix_is_replaced_on_its_own_rerun(tmp_path):
