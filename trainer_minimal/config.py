@@ -78,8 +78,9 @@ class Config:
 
 # Named recipes. Each is a few overrides of the defaults above (which are ScaleRL's choices).
 # grpo/dapo/cispo/gspo take their papers' loss, aggregation and normalisation, without ScaleRL's
-# filtering and FP32 head, at the same off-policy k as ScaleRL (on-policy every loss is REINFORCE,
-# so k > 1 is where loss types differ). The scalerl-* variants move one knob each.
+# filtering and FP32 head (but DAPO's own filter of zero-variance groups, its dynamic sampling), at the
+# same off-policy k as ScaleRL (on-policy every loss is REINFORCE, so k > 1 is where loss types differ).
+# The scalerl-* variants move one knob each.
 PAPER_BASE = dict(adv_norm="group", zero_var_filter=False, npr_threshold=0.0, fp32_logits=False)
 PRESETS = {
     "grpo": dict(PAPER_BASE, loss_type="ppo", clip_low=0.2, clip_high=0.2, aggregation="sample"),
@@ -116,6 +117,9 @@ MAX_WHOLE_NUMBER = 2**31 - 1
 # in torch with "value cannot be converted to type float without overflow", a traceback at the first update
 FLOAT32_SETTINGS = ("lr", "warmup_lr", "cispo_max", "clip_high")
 MAX_FLOAT32_SETTING = 1e37
+# logits are divided by the temperature in float32: `--temperature 1e-300` made them inf, every probability NaN,
+# a pass rate of 0 from step 0 and a NaN loss. Far below what any sampling uses, far above an overflow
+MIN_TEMPERATURE = 1e-6
 TASK_NAMES = ("add", "mul", "sort", "count", "rev", "max")  # kept in sync with tasks.py (checked in tests)
 # add and mul draw numbers of up to max_size digits as numpy's 64-bit integers (tasks._number): 10**19 is past
 # them, and max_size 19 failed the data's generation with numpy's "high is out of bounds for int64", naming
@@ -269,6 +273,14 @@ def validate(cfg, *, saved_max_steps=None):
     for name in ("lr", "warmup_lr", "temperature", "cispo_max"):
         if not getattr(cfg, name) > 0:
             raise SettingError(lambda n, name=name: f"{n(name)} must be > 0, got {getattr(cfg, name)}")
+    # AdamW shrinks every weight by lr x weight_decay at each step: at 1 or more it zeroes or flips them all, and
+    # the run diverged to NaN (`--weight-decay 1e4` typed for 1e-4)
+    if cfg.lr * cfg.weight_decay >= 1:
+        raise SettingError(lambda n: f"{n('lr')} x {n('weight_decay')} must be below 1 (AdamW shrinks every weight by "
+                                     f"that share at each step), got {cfg.lr:g} x {cfg.weight_decay:g}")
+    if cfg.temperature < MIN_TEMPERATURE:
+        raise SettingError(lambda n: f"{n('temperature')} must be at least {MIN_TEMPERATURE:g} (below it sampling is "
+                                     f"greedy all the same, and the logits divided by it overflow), got {cfg.temperature:g}")
     for name in FLOAT32_SETTINGS:
         if getattr(cfg, name) > MAX_FLOAT32_SETTING:
             raise SettingError(lambda n, name=name: f"{n(name)} must be at most {MAX_FLOAT32_SETTING:g} (it reaches "

@@ -5,7 +5,7 @@ Six families, each with a size from 1 to max_size, so every batch mixes easy and
   rev    "r31402="    -> "20413"   reverse size+2 digits
   add    "47+385="    -> "432"     add two numbers of `size` digits
   mul    "381*7="     -> "2667"    a `size`-digit number times one digit
-  count  "c3:31033="  -> "3"       count one digit in 2*size+2 digits drawn from 0-3
+  count  "c3:3103="   -> "2"       count one digit in 2*size+2 digits drawn from 0-3
   max    "m31402="    -> "4"       the largest of 2*size+1 digits
 The default mix (config.tasks) is sort, rev and add: a tiny model learns sorting and reversal
 partly in the warm start and much more under RL, while multi-digit addition stays mostly unsolved,
