@@ -175,6 +175,29 @@ def test_a_setting_past_float32_is_refused_naming_it_before_any_update(name):
         make_config(**{name: 1e300})
 
 
+@pytest.mark.parametrize("argv, fields, said", [
+    (["--weight-decay", "1e4"], dict(weight_decay=1e4),
+     "{lr} x {weight_decay} must be below 1 (AdamW shrinks every weight by that share at each step), got 0.0005 x 10000"),
+    (["--lr", "0.01", "--weight-decay", "100"], dict(lr=0.01, weight_decay=100.0),
+     "{lr} x {weight_decay} must be below 1 (AdamW shrinks every weight by that share at each step), got 0.01 x 100"),
+    (["--temperature", "1e-300"], dict(temperature=1e-300),
+     "{temperature} must be at least 1e-06 (below it sampling is greedy all the same, and the logits divided by it "
+     "overflow), got 1e-300"),
+], ids=["weight_decay", "lr", "temperature"])
+def test_settings_that_make_training_diverge_at_once_are_refused_naming_them(tmp_path, capsys, argv, fields, said):
+    """`--weight-decay 1e4` (typed for 1e-4) or `--temperature 1e-300` trained to NaN weights and a pass rate of 0,
+    and the run ended as if it had finished, exit 0. Refused before the run folder is made; the edge is taken."""
+    from trainer_minimal.config import make_config
+
+    assert main(["train", "--out", str(tmp_path / "run"), *argv]) == 2
+    flags = {name: f"--{name.replace('_', '-')}" for name in ("lr", "weight_decay", "temperature")}
+    assert capsys.readouterr().err == f"trainer-minimal: error: {said.format(**flags)}\n"
+    with pytest.raises(ValueError, match=f"^{re.escape(said.format(**{name: name for name in flags}))}$"):
+        make_config(**fields)
+    assert not (tmp_path / "run").exists()
+    assert make_config(lr=0.01, weight_decay=99.0).weight_decay == 99.0 and make_config(temperature=1e-6).temperature == 1e-6
+
+
 def test_resume_without_a_checkpoint_names_the_folder_and_says_how_to_start_it(tmp_path, capsys):
     """Exit 2 naming the folder it looked in; the hint to start it again only where the run stopped before its
     first checkpoint (config.json alone), not where an evaluation was logged (a --slim sweep's finished run)

@@ -5,6 +5,7 @@ import contextlib
 import dataclasses
 import errno
 import json
+import math
 import os
 import re
 import shlex
@@ -69,6 +70,37 @@ def test_seeded_smoke_run_reward_rises(tmp_path, warm_cache):
     assert {"reward", "entropy", "clip_frac", "zero_var_frac", "trained_tokens", "grad_norm"} <= set(log[0])
     config = json.loads((tmp_path / "run" / "config.json").read_text())
     assert config["loss_type"] == "cispo" and config["run_id"] == "scalerl-s0"
+
+
+def test_a_step_whose_loss_is_not_finite_ends_the_run_before_it_corrupts_the_weights(tmp_path, warm_cache, monkeypatch,
+                                                                                      capsys):
+    """A run whose loss turned NaN (a weight decay typed 1e8 times too large) took the step, trained on with NaN
+    weights to its end and exited 0, its pass rate 0 from then on: forecast read a recipe that collapsed. The
+    step is not taken: exit 1 naming it, no summary.json (not finished), and what was written stands, finite."""
+    import trainer_minimal.train as train_module
+
+    real_loss = train_module.policy_loss
+    calls = []
+
+    def loss_that_turns_nan(*args, **kwargs):
+        token_loss, clipped = real_loss(*args, **kwargs)
+        calls.append(1)
+        return (token_loss * math.nan if len(calls) > 5 else token_loss), clipped
+
+    monkeypatch.setattr(train_module, "policy_loss", loss_that_turns_nan)
+    run = tmp_path / "run"
+    argv = ["train", "--out", str(run), "--warmstart-cache", warm_cache, "--max-steps", "12", "--eval-every", "2",
+            *tiny_flags(micro_batch=32)]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert re.fullmatch(r"trainer-minimal: error: step 6: the loss is nan and the gradient norm nan, so training "
+                        r"diverged; the step was not taken and the run ends \(.*\): start it anew with a lower learning "
+                        r"rate \(lr 0.002\), weight decay or temperature, or with gradient clipping\n", err), err
+    assert [row["step"] for row in read_jsonl(run / "evals.jsonl")] == [2, 4]
+    assert [row["step"] for row in read_jsonl(run / "train_log.jsonl")] == [1, 2, 3, 4, 5]
+    assert not (run / "summary.json").exists()
+    weights = torch.load(run / "ckpt.pt", weights_only=False)["model"]
+    assert all(torch.isfinite(w).all() for w in weights.values() if torch.is_floating_point(w))
 
 
 def test_resume_after_kill_9_keeps_the_eval_log_exact(tmp_path, warm_cache):

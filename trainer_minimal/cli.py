@@ -440,6 +440,7 @@ def run_command(args, cfg, plan):
         RefusedOnAnotherRank,
         RefusedOnRank0,
         RefusedWhereItStarts,
+        TrainingDiverged,
         UnreadableCheckpoint,
         end_distributed,
         train,
@@ -456,6 +457,9 @@ def run_command(args, cfg, plan):
         return said_resource_error(e, how_to_go_on(cfg))
     except KeyboardInterrupt as e:
         return said_stop(e, how_to_go_on(cfg))
+    except TrainingDiverged as e:  # every rank says it: each stopped at the same step
+        print(f"trainer-minimal: error: {e}", file=sys.stderr)
+        return 1
     except RuntimeError as e:  # another rank ended mid-run (a crash): its output holds the real error
         return said_lost_rank(e, how_to_go_on(cfg) if process_rank() == 0 else "")  # rank 0's folder
     finally:

@@ -1468,6 +1468,9 @@ def update(cfg, model, optimizer, mb, state, world):
             group["lr"] = cfg.lr * min(1.0, (state["step"] + 1) / max(cfg.lr_warmup, 1))
         sync_gradients(params, world)
         grad_norm = float(torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip if cfg.grad_clip > 0 else math.inf))
+        # the same numbers on every rank (summed, and the gradients synced), so every rank ends here together
+        if not (math.isfinite(stats[2].item()) and math.isfinite(grad_norm)):
+            raise TrainingDiverged(state["step"] + 1, stats[2].item(), grad_norm, cfg.lr)
         optimizer.step()
     n_loss_tokens = max(stats[5].item(), 1.0)
     return dict(
@@ -1477,6 +1480,19 @@ def update(cfg, model, optimizer, mb, state, world):
         grad_norm=grad_norm if math.isfinite(grad_norm) else None,
         trained_tokens=int(stats[1].item()), train_flops=stats[0].item(),
     )
+
+
+class TrainingDiverged(RuntimeError):
+    """A step whose loss or gradient norm is not finite: AdamW took it and every weight became NaN, and the run
+    went on to its end, exit 0, its pass rate 0 from then on, read by forecast as a recipe that collapsed (a
+    --weight-decay 1e4 typed for 1e-4). The step is not taken and the run ends here, exit 1: its evaluations and
+    last checkpoint stand, all from finite weights."""
+
+    def __init__(self, step, loss, grad_norm, lr):
+        super().__init__(f"step {step}: the loss is {loss:g} and the gradient norm {grad_norm:g}, so training diverged; "
+                         "the step was not taken and the run ends (its evaluations and last checkpoint stand, and a "
+                         f"resume would diverge again): start it anew with a lower learning rate (lr {lr:g}), weight "
+                         "decay or temperature, or with gradient clipping")
 
 
 # ---------------------------------------------------------------------------------------------
