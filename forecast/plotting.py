@@ -86,6 +86,13 @@ _COLUMN_IN = 4.2  # the width of one column of the fan chart's own grid
 _COLUMN_TITLE_IN = _COLUMN_IN * 0.9  # of that, the width a panel's title may take
 
 
+def as_written(name) -> str:
+    """A recipe's or run's name for matplotlib, drawn as written: it reads text between two '$' as maths, so a
+    name like 'dapo $\\lr$ sweep' failed the chart (and with it the report, a traceback) and 'grpo $\\alpha$'
+    was drawn as 'grpo α' beside a table that says otherwise. An escaped '\\$' is drawn as '$'."""
+    return str(name).replace("$", r"\$")
+
+
 def wrap_title(label: str, max_chars: int) -> str:
     """`label` on lines of at most max_chars, broken after its word separators (a word longer than
     that is cut). A panel's title is its recipe's name, and recipes of one sweep may differ anywhere
@@ -405,7 +412,7 @@ def _fan_chart_panels(fc, *, recipes, budget, kind, ax, ncols, title, target, yl
     labels_of = {}
     for recipe in recipes:
         runs = fc.runs_[fc.runs_["recipe"] == recipe]
-        labels_of[recipe] = short_run_labels([run_id for run_id, _ in runs.groupby("run_id")])
+        labels_of[recipe] = [as_written(label) for label in short_run_labels([run_id for run_id, _ in runs.groupby("run_id")])]
     if ax is not None:
         axes = np.atleast_1d(ax).ravel()
         if len(axes) < len(recipes):
@@ -413,7 +420,7 @@ def _fan_chart_panels(fc, *, recipes, budget, kind, ax, ncols, title, target, yl
         for extra in axes[len(recipes):]:  # as on a figure of our own: a grid's empty frame beside the last
             extra.set_visible(False)       # panel was drawn over its key, which sits there
         fig = axes[0].figure
-        title_of = {recipe: wrap_title(recipe, _title_chars(panel.get_position().width * fig.get_figwidth()))
+        title_of = {recipe: as_written(wrap_title(recipe, _title_chars(panel.get_position().width * fig.get_figwidth())))
                     for panel, recipe in zip(axes, recipes, strict=False)}
     else:
         # refused here: 0 was a ZeroDivisionError and -1 a "figure size must be positive" from matplotlib
@@ -422,7 +429,7 @@ def _fan_chart_panels(fc, *, recipes, budget, kind, ax, ncols, title, target, yl
         ncols = min(ncols, len(recipes))
         nrows = int(np.ceil(len(recipes) / ncols))
         legend_rows = _seed_legend_rows(labels_of.values(), _COLUMN_IN * 0.8 * _PANEL_FILL)
-        title_of = {recipe: wrap_title(recipe, _title_chars(_COLUMN_TITLE_IN)) for recipe in recipes}
+        title_of = {recipe: as_written(wrap_title(recipe, _title_chars(_COLUMN_TITLE_IN))) for recipe in recipes}
         extra_title_lines = max(text.count("\n") for text in title_of.values())
         # room under each panel for its seed legend, above it for a wrapped title, and above the panels for the shared key (its title and a row)
         height = (3.2 + 0.2 + 0.17 * legend_rows + 0.22 * extra_title_lines) * nrows + 0.5 + (0.35 if title else 0)
@@ -584,7 +591,7 @@ def plot_asymptote_forest(fc, *, ax=None, reference=None):
     if reference is not None:
         ax.axvline(reference, color="black", ls="--", lw=1)
     ax.set_yticks(range(len(table)))
-    ax.set_yticklabels(table["recipe"])
+    ax.set_yticklabels([as_written(recipe) for recipe in table["recipe"]])
     # the line named on the image, as the fan chart's key names its target: a pasted chart has no caption
     named = f"; dashed line: target {reference:g}" if reference is not None else ""
     ax.set_xlabel(f"asymptote A (metric){named}")

@@ -212,6 +212,29 @@ def test_long_recipe_names_stay_inside_their_own_columns(fitted):
         plt.close(fig)
 
 
+def test_names_with_dollar_signs_are_drawn_as_written_not_read_as_maths(fitted):
+    """matplotlib reads text between two '$' as maths: a recipe named 'dapo $\\lr$ sweep' failed the fan chart, and
+    with it `forecast report` (a traceback, no page), and 'grpo $\\alpha$' was drawn as 'grpo α'."""
+    from forecast.plotting import as_written
+
+    fc = _LongRecipeNames(fitted)
+    names = ["dapo $\\lr$ sweep", "grpo $\\alpha$", "cost $5 a run"][:len(fitted.recipes)]
+    renamed = dict(zip(fitted.recipes, names, strict=True))
+    fc.recipes, fc._fitted_name = names, dict(zip(names, fitted.recipes, strict=True))
+    fc.runs_ = fitted.runs_.assign(recipe=fitted.runs_["recipe"].map(renamed), run_id="$" + fitted.runs_["run_id"] + "$")
+    fig = plot_fan_chart(fc, budget=2e5)
+    try:
+        _renderer(fig)  # drawn: the maths was parsed here
+        titles = [ax.title for ax in _panels(fig)]
+        assert [title._preprocess_math(title.get_text()) for title in titles] == [(name, False) for name in names]
+        seeds = [text for ax in _panels(fig) for text in ax.get_legend().get_texts()]
+        assert seeds and all(text._preprocess_math(text.get_text())[1] is False for text in seeds)
+        assert all("$" in text._preprocess_math(text.get_text())[0] for text in seeds)  # 's0$': the ids' ends
+    finally:
+        plt.close(fig)
+    assert as_written("a $b$ c") == "a \\$b\\$ c" and as_written(3) == "3"
+
+
 def test_one_panel_key_fits_the_figure(fitted):
     fig = fitted.plot(recipes="scalerl_8b", budget=2e5)
     try:
