@@ -65,10 +65,12 @@ from .early_stop import (
     count_comparison_stops,
     evaluate_in_turn,
     fit_for_advice,
+    metrics_by_step,
     recent_comparison_stops,
     recommend_runs,
     seed_of_fit,
     top_at_step,
+    values_at_latest_step,
 )
 from .formatting import fmt_compute, pretty_as_str
 from .inference import check_bool, is_whole_number
@@ -310,16 +312,14 @@ class MedianRule:
         return schedule
 
     def decide(self, view: SweepView) -> dict:
-        by_run = {r: g["metric"].to_numpy() for r, g in view.revealed.groupby("run_id", sort=False)}
+        by_run = metrics_by_step(view.revealed)
         bar = "median" if self.percentile == 50 else f"{100 - self.percentile:g}th percentile"
         out = {}
         for run in view.active:
-            own = by_run[run]
-            step = len(own) - 1
-            others = [v[step] for r, v in by_run.items() if r != run and len(v) > step]
+            step, own, others = values_at_latest_step(run, by_run)
             if median_should_stop(own, others, n_startup=self.n_startup, percentile=self.percentile):
                 out[run] = (f"best so far {own.max():.4f} < {bar} {np.percentile(others, 100 - self.percentile):.4f} "
-                            f"of {len(others)} others at step {step}")
+                            f"of {len(others)} others at step {step:g}")
         return out
 
 
@@ -373,10 +373,9 @@ class LeastSquaresRule:
     def decide(self, view: SweepView) -> dict:
         from .baseline import predict_least_squares
 
-        fits, last, by_run = {}, {}, {}
+        fits, last, by_run = {}, {}, metrics_by_step(view.revealed)
         for run, g in view.revealed.groupby("run_id", sort=False):
             fits[run], last[run] = self._fit(run, g), float(g["compute"].max())
-            by_run[run] = g.sort_values("compute")["metric"].to_numpy()
 
         def point(run, compute):  # a point forecast: one "draw", so every probability is 0 or 1
             return np.atleast_1d(predict_least_squares(fits[run], [compute]))

@@ -1087,6 +1087,9 @@ def add_backtest_parser(sub):
                    help="the median rule stops a run whose best value so far is below the (100 - this)th "
                         "percentile of the other runs at its step, as Optuna's PercentilePruner "
                         "(default 50 = MedianPruner; smaller stops more)")
+    p.add_argument("--median-startup", type=int, default=None, metavar="N",
+                   help="the median rule judges a run only beside at least N other runs at its step, as Optuna's "
+                        "n_startup_trials (default 5)")
     p.add_argument("--truth", default=None, metavar="COLUMN",
                    help="score regret on this column of true pass rates (e.g. true_metric of a simulated sweep) "
                         "instead of the measured finals; the policies never see it")
@@ -1172,6 +1175,8 @@ def run_backtest(args) -> int:
         raise BadInput(f"--halving-eta must be an integer >= 2, got {args.halving_eta}")
     if args.median_percentile is not None and not 0 <= args.median_percentile <= 100:
         raise BadInput(f"--median-percentile must lie in [0, 100], got {args.median_percentile:g}")
+    if args.median_startup is not None and args.median_startup < 1:
+        raise BadInput(f"--median-startup must be an integer >= 1, got {args.median_startup}")
     rules = _rule_config(args)
     config = BacktestConfig(early_stop=rules, min_evals=rules.min_evals, random_seed=args.seed,
                             forecaster_kwargs=_forecaster_kwargs(args))
@@ -1181,12 +1186,16 @@ def run_backtest(args) -> int:
         config.halving_eta = args.halving_eta
     if args.median_percentile is not None:
         config.median_percentile = args.median_percentile
+    if args.median_startup is not None:
+        config.median_n_startup = args.median_startup
     _refuse_a_saved_fit(Path(args.runs), "backtest")
     runs = load_runs(args.runs)
     if args.truth is not None:
         _check_truth_column(runs, args.truth, args.runs)
     _warn_if_runs_in_flight(runs, Path(args.runs))
     _warn_if_nothing_to_decide(runs, config.min_evals)
+    if "median" in policies:
+        _warn_if_the_median_rule_never_judges(runs, config.median_n_startup)
     result = backtest(runs, policies, config, truth=args.truth)
     result.source = str(args.runs)
     # the printed table has this warning's line; a terminal that shows both had it twice
@@ -1217,6 +1226,15 @@ def _warn_if_nothing_to_decide(runs, min_evals: int) -> None:
         warn(f"the table holds {n_runs} run: a stopping policy needs runs to compare, so its figures mean nothing here")
     elif runs.groupby("run_id").size().max() < min_evals:
         warn(f"no run has {min_evals} evaluations (min_evals), where the policies start deciding: every policy runs every run")
+
+
+def _warn_if_the_median_rule_never_judges(runs, n_startup: int) -> None:
+    """A sweep of 4 runs printed 'median 0.0% saved' with no reason: the rule judges a run only beside
+    n_startup others at its step, which it never has there."""
+    n_runs = runs["run_id"].nunique()
+    if 1 < n_runs <= n_startup:
+        warn(f"the median rule judges a run only beside {n_startup} other runs at its step, and the table holds "
+             f"{n_runs} runs: it stops none here (--median-startup sets the number, Optuna's n_startup_trials)")
 
 
 def _refuse_a_saved_fit(source: Path, command: str) -> None:

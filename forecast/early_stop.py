@@ -685,7 +685,7 @@ def recommend_runs(
     typical_budget = float(compute_scale or np.median(list(budgets.values())))
     by_run = None
     if config.protect_top_percent is not None:  # evaluations by step, only when the option is on
-        by_run = {r: g.sort_values("compute")["metric"].to_numpy() for r, g in runs.groupby("run_id", sort=False)}
+        by_run = metrics_by_step(runs)
     in_flight = {}
     for run, budget in budgets.items():
         now_c = float(last[run])
@@ -818,24 +818,56 @@ def _comparison_that_stopped(rec: Recommendation) -> dict | None:
     return next((check for check in checks if check["rule"] == rule), None)
 
 
-def top_at_step(run: str, metrics_by_run: Mapping[str, np.ndarray], percent: float, *, n_startup: int = 5) -> str | None:
+def metrics_by_step(runs: pd.DataFrame) -> dict[str, pd.Series]:
+    """Each run's metric in compute order, indexed by each evaluation's training step where every row gives one
+    (the run format's `step`), else by its evaluation number (0, 1, ...). The tests at equal progress compare
+    runs at one step: counted by evaluation number, a run evaluated half as often was set beside the others at
+    twice its training (Optuna compares the values trials reported at the same step)."""
+    steps = pd.to_numeric(runs["step"], errors="coerce") if "step" in runs else None
+    by_step = steps is not None and bool(steps.notna().all())
+    out = {}
+    for run, rows in runs.groupby("run_id", sort=False):
+        order = np.argsort(rows["compute"].to_numpy(dtype=float), kind="stable")
+        index = steps.loc[rows.index].to_numpy(dtype=float)[order] if by_step else np.arange(len(rows))
+        out[run] = pd.Series(rows["metric"].to_numpy(dtype=float)[order], index=index)
+    return out
+
+
+def values_at_latest_step(run: str, metrics_by_run: Mapping) -> tuple[float, np.ndarray, list[float]]:
+    """(the step of `run`'s latest evaluation, its values so far, each other run's value at that same step,
+    for the runs that have one there). `metrics_by_run`: metrics_by_step's Series, or arrays in compute order
+    (indexed by evaluation number)."""
+    own = _indexed_by_step(metrics_by_run[run])
+    step = own.index[-1]
+    others = []
+    for other, values in metrics_by_run.items():
+        values = _indexed_by_step(values)
+        at_step = values[values.index == step]
+        if other != run and len(at_step):
+            others.append(float(at_step.iloc[-1]))
+    return step, own.to_numpy(dtype=float), others
+
+
+def _indexed_by_step(values) -> pd.Series:
+    return values if isinstance(values, pd.Series) else pd.Series(np.asarray(values, dtype=float))
+
+
+def top_at_step(run: str, metrics_by_run: Mapping, percent: float, *, n_startup: int = 5) -> str | None:
     """Why `run` is in the top `percent`% of the sweep at its current step, or None.
 
-    The step is the run's latest evaluation (its index); the others are the values of the other
-    runs that have reached that step. This is Optuna's PercentilePruner test (forecast.backtest.
+    The step is the run's latest evaluation's (metrics_by_step); the others are the values of the
+    other runs at that step. This is Optuna's PercentilePruner test (forecast.backtest.
     median_should_stop) turned round: a run it would keep at `percent` is protected from the rules
     that compare it with other runs' forecasts. Their bar is one run's forecast at its budget; this
     one is where the field stands at equal progress, which no single over-high forecast can move.
     """
     from .backtest import median_should_stop  # backtest imports this module
 
-    own = np.asarray(metrics_by_run[run], dtype=float)
-    step = len(own) - 1
-    others = [float(v[step]) for r, v in metrics_by_run.items() if r != run and len(v) > step]
+    step, own, others = values_at_latest_step(run, metrics_by_run)
     if len(others) < max(n_startup, 1) or median_should_stop(own, others, n_startup=n_startup, percentile=percent):
         return None
     bar = float(np.percentile(others, 100.0 - percent))
-    return f"best so far {own.max():.4f} >= {bar:.4f}, the top {percent:g}% of {len(others)} other runs at step {step}"
+    return f"best so far {own.max():.4f} >= {bar:.4f}, the top {percent:g}% of {len(others)} other runs at step {step:g}"
 
 
 def sweep_leader(in_flight_now: Mapping[str, np.ndarray], ended: Mapping[str, np.ndarray]) -> str | None:

@@ -95,6 +95,31 @@ def test_a_smaller_percentile_stops_more():
         median_should_stop([0.1], [0.2] * 5, percentile=120.0)
 
 
+def test_the_median_rule_compares_runs_at_the_same_training_step_not_the_same_evaluation_number():
+    """Runs evaluated at different intervals (a W&B export with gaps, a recipe evaluated half as often) were
+    lined up by evaluation number: a run's 3rd evaluation, at step 30, was set beside the others' 3rd, at step
+    15. Optuna compares the values trials reported at one step; so does the run format's `step` column here."""
+    from forecast.backtest import SweepView
+
+    rows = []
+    for i in range(6):  # five runs evaluated every 5 steps, rising with training
+        rows += [{"run_id": f"often{i}", "recipe": "often", "compute": 5.0 * k, "step": 5 * k,
+                  "metric": 0.1 + 0.02 * k + 0.001 * i} for k in range(1, 7)]
+    # evaluated every 10 steps: at its step 30 it stands below the others' step 30 (0.22), above their step 15 (0.16)
+    rows += [{"run_id": "sparse", "recipe": "sparse", "compute": 10.0 * k, "step": 10 * k, "metric": 0.1 + 0.03 * k}
+             for k in range(1, 4)]
+    revealed = pd.DataFrame(rows)
+
+    def verdict(table):
+        view = SweepView(revealed=table, active=["sparse"], finished=[], stopped={}, budgets={}, checkpoint=30.0,
+                         n_rows_total=len(table), index=0)
+        return MedianRule(n_startup=5).decide(view)
+
+    said = verdict(revealed)
+    assert list(said) == ["sparse"] and "at step 30" in said["sparse"] and "0.2225" in said["sparse"], said
+    assert verdict(revealed.drop(columns="step")) == {}  # no step column: by evaluation number, as before
+
+
 def test_halving_keeps_the_top_share():
     assert halving_survivors({"a": 0.1, "b": 0.4, "c": 0.3, "d": 0.2}, eta=4) == {"b"}
     assert halving_survivors({"a": 0.1, "b": 0.4}, eta=4) == {"b"}  # always one survivor
@@ -340,8 +365,28 @@ def test_a_backtest_with_nothing_to_decide_says_so(tmp_path, capsys):
     assert main(["backtest", str(tmp_path / "short.csv"), "--policies", "median", "--json"]) == 0
     assert "no run has 4 evaluations (min_evals)" in capsys.readouterr().err
     curve_table({"a": 0.5, "b": 0.6}).to_csv(tmp_path / "fine.csv", index=False)
-    assert main(["backtest", str(tmp_path / "fine.csv"), "--policies", "median", "--json"]) == 0
+    assert main(["backtest", str(tmp_path / "fine.csv"), "--policies", "successive_halving", "--json"]) == 0
     assert "warning" not in capsys.readouterr().err
+
+
+def test_a_sweep_too_small_for_the_median_rule_is_told_so_and_its_startup_can_be_set(tmp_path, capsys):
+    """A sweep of 4 runs printed 'median 0.0% saved' without a word: the rule judges a run only beside 5 others
+    at its step (Optuna's n_startup_trials), and the number could not be set from the command line."""
+    curve_table({f"r{i}": 0.3 + 0.05 * i for i in range(4)}).to_csv(tmp_path / "four.csv", index=False)
+
+    def run(*flags):
+        assert main(["backtest", str(tmp_path / "four.csv"), "--policies", "median", "--json", *flags]) == 0
+        said = capsys.readouterr()
+        return json.loads(said.out)["policies"]["median"], said.err
+
+    default, err = run()
+    assert default["n_stopped"] == 0
+    assert ("the median rule judges a run only beside 5 other runs at its step, and the table holds 4 runs: it stops "
+            "none here (--median-startup sets the number, Optuna's n_startup_trials)") in err
+    fewer, err = run("--median-startup", "2")
+    assert fewer["n_stopped"] > 0 and "median rule" not in err
+    assert main(["backtest", str(tmp_path / "four.csv"), "--median-startup", "0"]) == 2
+    assert "--median-startup must be an integer >= 1, got 0" in capsys.readouterr().err
 
 
 def test_backtest_cli_scores_regret_on_a_truth_column(tmp_path, capsys):
@@ -498,7 +543,7 @@ def test_a_backtest_says_when_ours_stops_rest_on_fits_that_did_not_converge(tmp_
     assert checks > 0 and payload["policies"]["forecast"]["notes"]["unconverged_fits"] == checks
     assert f"{checks} of the {checks} refits of the forecast policy did not converge" in captured.err
     assert "(0 stops made on them; each chain alone said stop too on 0)" in captured.err  # as under the table
-    assert "median" not in captured.err
+    assert not [line for line in captured.err.splitlines() if "median" in line and "converge" in line]
 
 
 def test_a_backtest_counts_ours_stops_on_flagged_fits_and_those_each_chain_alone_made_too(monkeypatch):

@@ -1061,7 +1061,7 @@ def _code_defaults() -> dict[str, object]:
     backtest = BacktestConfig()
     return {**{flag: rules[field] for field, flag in RULE_FLAGS.items()},
             "--growth": backtest.check_growth, "--halving-eta": backtest.halving_eta,
-            "--median-percentile": backtest.median_percentile,
+            "--median-percentile": backtest.median_percentile, "--median-startup": backtest.median_n_startup,
             "--max-ways": inspect.signature(decide_split).parameters["max_ways"].default,
             "--out": f"RUNS_DIR/{DEFAULT_OUT_NAME}"}  # watch's advice, beside the runs it follows
 
