@@ -264,15 +264,26 @@ def table_from_decision(decision_table: pd.DataFrame) -> pd.DataFrame:
     return decision_table.rename(columns=DECISION_COLUMNS).drop(columns=["budget"], errors="ignore")
 
 
-def split_sentences(text: str) -> list[str]:
+def split_sentences(text: str, names=()) -> list[str]:
     """Sentences of a recommendation paragraph: split after a full stop followed by a capital
-    (numbers such as 0.62 or 6.4e+04 have no space after their dot)."""
-    return [part.strip() for part in re.split(r"(?<=[.!?])\s+(?=[A-Z'])", text.strip()) if part.strip()]
+    (numbers such as 0.62 or 6.4e+04 have no space after their dot). `names` (the recipes') are
+    kept whole: 'lr 3e-4. Big batch' was split in two, and the headline cut inside the name."""
+    held = sorted({str(name) for name in names if str(name)}, key=len, reverse=True)
+    text = text.strip()
+    if held:  # each quoted name, as the text quotes it, for a stand-in without a full stop or a space, in one pass
+        quoted = re.compile("|".join(re.escape(f"'{name}'") for name in held))
+        text = quoted.sub(lambda found: f"'\0{held.index(found[0][1:-1])}\0'", text)
+
+    def put_back(part: str) -> str:
+        return re.sub(r"\0(\d+)\0", lambda found: held[int(found[1])], part)
+
+    return [put_back(part.strip()) for part in re.split(r"(?<=[.!?])\s+(?=[A-Z'])", text) if part.strip()]
 
 
-def recommendation_from_text(text: str, source: str, extra: list[str] = ()) -> Recommendation:
-    """First sentence as the headline, the rest (and `extra` lines) as its reasons."""
-    sentences = split_sentences(text) or ["(no recommendation)"]
+def recommendation_from_text(text: str, source: str, extra: list[str] = (), names=()) -> Recommendation:
+    """First sentence as the headline, the rest (and `extra` lines) as its reasons; `names` (the
+    recipes') are not split at a full stop of their own."""
+    sentences = split_sentences(text, names) or ["(no recommendation)"]
     return Recommendation(sentences[0], sentences[1:] + list(extra), source=source)
 
 
@@ -357,7 +368,7 @@ def scale_decision(fc, budget: float, target: float | None, *, target_chosen: bo
         note = side_by_side_note(float(decision.table["p_best"].iloc[0]), len(decision.table),
                                  split.extra["recommended_ways"], len(split.table), clear_winner=CLEAR_WINNER_P)
         extra.append("Budget split: " + split.recommendation + note)
-    recommendation = recommendation_from_text(decision.recommendation, "forecast.decisions", extra)
+    recommendation = recommendation_from_text(decision.recommendation, "forecast.decisions", extra, names=fc.recipes)
     # the split's choice and the recipes left out were only in its sentence: numbers for a script too
     recommendation.numbers = {"recipes_below_data": decision.extra["recipes_below_data"],
                               "budget_split": None if split is None else split.to_dict()}
@@ -421,7 +432,7 @@ def stop_advice(fc, budget: float, target: float | None, misshapen=()) -> tuple[
     rows += [
         {"run_id": run, "recipe": recipe_of[run], "decision": "stop", "rule": "budget_reached",
          "reason": f"stop: already at {fmt_compute(last[run])} {fc.compute_unit}, at or past the report's budget "
-                   f"({fmt_compute(budget)})"}
+                   f"({fmt_compute(budget)} {fc.compute_unit})"}
         for run in fc.run_ids if run not in short and run not in ended
     ]
     rows += [
@@ -1036,7 +1047,8 @@ def figures_html(figures: dict[str, bytes], budget: float, unit: str, target: fl
 
 
 def compute_to_target_html(table: pd.DataFrame, budget: float, unit: str, target: float | None,
-                           largest_observed: float | None = None, settings: SettingNames = PYTHON_SETTINGS) -> str:
+                           largest_observed: float | None = None, settings: SettingNames = PYTHON_SETTINGS,
+                           smallest_observed: float | None = None) -> str:
     if target is None:
         return section_html("Compute to target", f'<p class="explain">No target given (use {esc(settings.target)}).</p>',
                             anchor="compute-to-target")
@@ -1061,7 +1073,7 @@ def compute_to_target_html(table: pd.DataFrame, budget: float, unit: str, target
         ("q05", "5%"),
         ("q95", "95%"),
         ("p_reach", "P(ever reaches)"),
-        ("p_target", f"P(≥ {target:g} at {fmt_compute(budget)})"),
+        ("p_target", f"P(≥ {target:g} at {fmt_compute(budget)} {unit})"),
     ]
     explain = (
         f'<p class="explain">Compute a new run needs to reach {esc(f"{target:g}")}, fastest first (where the median is never, the likeliest to reach it at all first). '
@@ -1071,7 +1083,8 @@ def compute_to_target_html(table: pd.DataFrame, budget: float, unit: str, target
         "budget) also counts a run's wander around its curve and the widening of forecasts far ahead, so "
         "it can exceed P(ever reaches) when a recipe's curve tops out near the target, and be below one half "
         "when the median compute lies within the budget (a run can sit under its curve there)."
-        f"{far_target_sentence(ranked, largest_observed, unit)}{starts_at_target_sentence(ranked, target, budget, unit)}</p>"
+        f"{far_target_sentence(ranked, largest_observed, unit)}{before_data_target_sentence(ranked, smallest_observed, unit)}"
+        f"{starts_at_target_sentence(ranked, target, budget, unit)}</p>"
     )
     body = table_html(rows, columns, numeric={"q50", "q05", "q95", "p_reach", "p_target"}, css_id="compute-to-target-table")
     return section_html(f"Compute to reach {target:g}", body + explain, anchor="compute-to-target")
@@ -1144,6 +1157,20 @@ def far_target_sentence(table: pd.DataFrame, largest_observed: float | None, uni
     names = ", ".join(f"{esc(r)} {fmt_compute(c)}" for r, c in far.items())
     return (f" Medians more than {FAR_BEYOND_DATA:g}x the largest compute observed ({fmt_compute(largest_observed)} {esc(unit)}) "
             f"are the curve's extrapolation, not something the data show: {names}.")
+
+
+def before_data_target_sentence(table: pd.DataFrame, smallest_observed: float | None, unit: str) -> str:
+    """Names the recipes whose median compute to target lies below the data's smallest compute (but above 0,
+    which starts_at_target_sentence says): the curve traced back, where no run was evaluated."""
+    if not smallest_observed:
+        return ""
+    medians = table.set_index("recipe")["c_target_q50"]
+    before = medians[np.isfinite(medians) & (medians > 0) & (medians < smallest_observed)]
+    if before.empty:
+        return ""
+    names = ", ".join(f"{esc(r)} {fmt_compute(c)}" for r, c in before.items())
+    return (f" Medians below the smallest compute observed ({fmt_compute(smallest_observed)} {esc(unit)}) are the curve "
+            f"traced back, not something the data show: {names}.")
 
 
 def name_html(name) -> str:
@@ -1325,7 +1352,7 @@ def render_report(data: ReportData) -> str:
         recipe_table_html(data.recipe_table, data.budget, unit, data.target),
         figures_html(data.figures, data.budget, unit, data.target, data.provenance["compute_range"][1]),
         compute_to_target_html(data.recipe_table, data.budget, unit, data.target, data.provenance["compute_range"][1],
-                               data.settings),
+                               data.settings, smallest_observed=data.provenance["compute_range"][0]),
         stop_advice_html(data.stop_advice),
         honesty_html(data.honesty),
         diagnostics_html(data.diagnostics),

@@ -173,6 +173,23 @@ def test_split_sentences_keeps_numbers_whole():
     assert rec.headline.startswith("Scale 'a'") and rec.reasons[-1] == "Budget split: one run."
 
 
+def test_a_recipe_name_with_a_full_stop_and_a_capital_is_not_split_as_a_sentence():
+    """The report's headline is the recommendation's first sentence: a recipe named 'lr 3e-4. Big batch' cut it
+    at "Scale 'lr 3e-4.", its numbers in the next 'sentence'. Names are kept whole, as quoted in the text."""
+    names = ["lr 3e-4. Big batch", "S", "v1. Baseline"]
+    text = ("Scale 'lr 3e-4. Big batch': expected 0.600, P(best) = 0.99. Runner-up 'v1. Baseline': expected 0.5. "
+            "Scale 'S' later. S is not quoted here.")
+    assert rp.split_sentences(text, names) == [
+        "Scale 'lr 3e-4. Big batch': expected 0.600, P(best) = 0.99.",
+        "Runner-up 'v1. Baseline': expected 0.5.",
+        "Scale 'S' later.",
+        "S is not quoted here.",
+    ]
+    assert rp.split_sentences(text)[0] == "Scale 'lr 3e-4."  # without the names, as before
+    rec = rp.recommendation_from_text(text, "test", names=names)
+    assert rec.headline == "Scale 'lr 3e-4. Big batch': expected 0.600, P(best) = 0.99."
+
+
 def test_json_safe_turns_inf_and_nan_into_null():
     out = rp.json_safe({"a": np.float64(np.inf), "b": [np.nan, np.int64(3)], "c": np.bool_(True)})
     assert out == {"a": None, "b": [None, 3], "c": True}
@@ -718,6 +735,19 @@ def test_compute_to_target_names_medians_far_beyond_the_data():
     assert rp.far_target_sentence(table.iloc[[0]], 1e3, "gpu_hours") == ""
     page = rp.render_report(hand_made_report())  # its medians (20, never) sit within 100x of 100
     assert "the curve's extrapolation" not in page and "100 per chain, for short chains a quarter of the draws but at least 100" in page
+
+
+def test_compute_to_target_names_medians_below_the_data():
+    """A target the first evaluations already pass gave a median compute of 4.69e8 where the smallest observed
+    was 7.55e9, in both tables, with no word that it lies before the data (decide said nothing either)."""
+    table = pd.DataFrame({"recipe": ["before", "within", "zero", "never"], "c_target_q50": [4.69e8, 2e10, 0.0, np.inf]})
+    sentence = rp.before_data_target_sentence(table, 7.55e9, "flops")
+    assert sentence == (" Medians below the smallest compute observed (7.55e9 flops) are the curve traced back, not "
+                        "something the data show: before 4.69e8.")
+    assert rp.before_data_target_sentence(table, None, "flops") == ""
+    assert rp.before_data_target_sentence(table.iloc[1:], 7.55e9, "flops") == ""
+    page = rp.render_report(hand_made_report())  # its medians (20, never) are within the data
+    assert "the curve traced back" not in page
 
 
 def test_a_target_chosen_for_the_page_stops_no_run_and_says_it_was_chosen(fitted):
@@ -1653,7 +1683,7 @@ def test_every_cell_of_the_recipe_and_compute_to_target_tables_says_its_own_numb
     assert rows[1:] == [["a<script>", "0.90", "0.610 [0.500, 0.700]", "0.620 [0.550, 0.700]", "20 [10, 40]", "1.00"],
                         ["b", "0.10", "0.490 [0.400, 0.600]", "0.520 [0.450, 0.600]", "never [100, never]", "0.10"]]
     rows = [line.strip("\t").split("\t") for line in tables["compute-to-target-table"].splitlines() if line.strip()]
-    assert rows[0] == ["recipe", "median (gpu_hours)", "5%", "95%", "P(ever reaches)", "P(≥ 0.6 at 400)"]
+    assert rows[0] == ["recipe", "median (gpu_hours)", "5%", "95%", "P(ever reaches)", "P(≥ 0.6 at 400 gpu_hours)"]
     assert rows[1:] == [["a<script>", "20", "10", "40", "1.00", "1.00"], ["b", "never", "100", "never", "0.20", "0.10"]]
     text = [line.split() for line in rp.recipe_table_text(hand_made_report()).splitlines()[1:]]
     assert text[1] == ["b", "0.10", "0.490", "[0.400,", "0.600]", "0.520", "[0.450,", "0.600]", "never", "[100,", "never]",
