@@ -324,10 +324,12 @@ def _near_the_bar(top) -> str:
 
 
 def recommend_text(table: pd.DataFrame, *, budget: float, target: float | None = None, unit: str = UNSPECIFIED_UNIT,
-                   largest_observed: float | None = None) -> str:
+                   largest_observed: float | None = None, smallest_observed: float | None = None) -> str:
     """A plain-words recommendation from a `rank_recipes` table; every claim cites its number.
     largest_observed: the data's largest compute; a median compute to target more than
-    FAR_BEYOND_DATA times it is called the curve's extrapolation, as the report calls it."""
+    FAR_BEYOND_DATA times it is called the curve's extrapolation, as the report calls it.
+    smallest_observed: the data's smallest compute; a median compute to target below it is the
+    curve traced back before the data, and is said to be."""
     target = _checked_target(target)
     if table.empty:
         return "no recipes to rank"
@@ -412,6 +414,10 @@ def recommend_text(table: pd.DataFrame, *, budget: float, target: float | None =
                 # the report's compute-to-target section says so; decide gave 3.32e14 as if it were a plan
                 median += (f", {_fmt(top.compute_q50 / largest_observed)}x the largest compute observed: the "
                            "curve's extrapolation, not something the data show")
+            elif smallest_observed and 0 < top.compute_q50 < smallest_observed:
+                # 4.69e8 where the first evaluation, at 7.55e9, already stood above the target, stated as a plan
+                median += (f", below the smallest compute observed ({_fmt(smallest_observed)} {unit}): the curve traced "
+                           "back, not something the data show")
             sentence += (
                 f"; compute to reach {target:g}: {median} "
                 f"({_compute_interval(top.compute_q05, top.compute_q95)}; "
@@ -720,7 +726,7 @@ def decide(fc, budget: float, *, target: float | None = None, recipes: Sequence[
             c_star[r] = curve_compute_to_target(target, p["A"], p["B"], np.exp(p["log_C_mid"]), p["R0"])
     table = rank_recipes(draws, target=target, compute_to_target=c_star, budget=budget)
     text = recommend_text(table, budget=budget, target=target, unit=fc.compute_unit,
-                          largest_observed=float(fc.runs_["compute"].max()))
+                          largest_observed=float(fc.runs_["compute"].max()), smallest_observed=float(fc.runs_["compute"].min()))
     below = recipes_below_data(budget, smallest_compute_by_recipe(fc, recipes))
     if below and say_below_data:
         text += " " + below_data_text(budget, below, fc.compute_unit, every=len(below) == len(recipes) > 1)

@@ -86,6 +86,18 @@ def test_compute_to_target_summary_names_each_quantile_as_predict_does():
         summarize_compute_to_target(c, quantiles=(5, 95))  # percents, not levels
 
 
+def test_a_compute_to_target_below_the_data_is_said_to_be_the_curve_traced_back(rng):
+    """`decide --target 0.3` on runs whose first evaluations already pass 0.3 gave '4.69e8 flops' beside data
+    from 7.55e9 on, as if it were a plan; the far side of the data was said, this side was not."""
+    draws = {"a": rng.normal(0.70, 0.01, 2000), "b": rng.normal(0.60, 0.01, 2000)}
+    c_star = {"a": np.full(2000, 5e3), "b": np.full(2000, np.inf)}
+    table = rank_recipes(draws, target=0.65, compute_to_target=c_star, budget=1e5)
+    said = recommend_text(table, budget=1e5, target=0.65, unit="gpu_hours", smallest_observed=1e4)
+    assert ("compute to reach 0.65: 5,000 gpu_hours, below the smallest compute observed (10,000 gpu_hours): the "
+            "curve traced back, not something the data show (") in said
+    assert "traced back" not in recommend_text(table, budget=1e5, target=0.65, unit="gpu_hours", smallest_observed=1e3)
+
+
 def test_recommendation_cites_its_numbers(rng):
     draws = {"a": rng.normal(0.70, 0.01, 2000), "b": rng.normal(0.60, 0.01, 2000)}
     c_star = {"a": np.full(2000, 5e3), "b": np.full(2000, np.inf)}
