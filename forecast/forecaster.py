@@ -95,6 +95,8 @@ CENTRE_STARTS_BELOW = 1.0
 # refit() reweights the last sampled fit only while the weights keep at least this share of its
 # draws' information; below it the new data carry enough news to be worth a sampler run
 MIN_REWEIGHT_EFFICIENCY = 0.5
+# a saved reweighted fit's attribute: its sampled fit's R-hat and bulk ESS per parameter (parameters())
+SAMPLED_DIAGNOSTICS_ATTR = "sampled_diagnostics"
 
 
 class ConvergenceWarning(UserWarning):
@@ -494,6 +496,7 @@ class ScalingForecaster:
         self._draw_cache = {}
         self._report = None
         self._base = None  # the last sampled fit, which refit() reweights
+        self._saved_sampled_diagnostics = None  # a loaded reweighted fit's sampled fit's R-hat and ESS (save())
 
     # ------------------------------------------------------------------ fitting
 
@@ -807,6 +810,7 @@ class ScalingForecaster:
         self.data_warnings_ = list(runs.attrs.get("data_warnings", []))
         self.left_out_runs_ = dict(runs.attrs.get(LEFT_OUT_RUNS, {}))
         self._draw_cache = {}
+        self._saved_sampled_diagnostics = None  # load() sets a reweighted fit's
         self._chain_of_draw = chain_of_each_draw(idata.posterior)  # a reweighted fit then sets its own
         attrs = {
             "forecast_version": __version__,
@@ -1041,12 +1045,22 @@ class ScalingForecaster:
         # and the last digit then depended on how many computes were asked together
         return np.array([truth[:, j].mean() for j in range(truth.shape[1])])
 
+    def _check_recipe_of_run(self, recipe, run_id) -> None:
+        """A recipe given must be known (KeyError naming the known ones) and, beside a run_id, be that run's:
+        curve_parameters and sample_curves used one of the two and dropped the other without a word, where
+        predict refused the pair."""
+        if recipe is not None:
+            self._recipe_index(recipe)
+            if run_id is not None and self._recipe_of(run_id) != recipe:
+                raise ValueError(f"run '{run_id}' is a run of '{self._recipe_of(run_id)}', not of '{recipe}'")
+
     def curve_parameters(self, *, recipe=None, run_id=None, kind=None, rng=None) -> dict:
         """Per-draw curve parameters (A, B, log_C_mid, R0) for one recipe or run, by kind
         (default: "run" with a run_id, else "new_run")."""
         self._require_fit("curve_parameters()")
         recipe, run_id = as_name(recipe, "recipe"), as_name(run_id, "run_id")
         kind = resolve_kind(kind, run_id)
+        self._check_recipe_of_run(recipe, run_id)
         if kind == "run":
             if run_id is None:
                 raise ValueError("kind='run' needs run_id")
@@ -1256,10 +1270,7 @@ class ScalingForecaster:
         noise = check_bool("noise", noise)
         recipe, run_id = as_name(recipe, "recipe"), as_name(run_id, "run_id")
         kind = resolve_kind(kind, run_id)
-        if recipe is not None:
-            self._recipe_index(recipe)  # KeyError naming the known recipes
-            if run_id is not None and self._recipe_of(run_id) != recipe:
-                raise ValueError(f"run '{run_id}' is a run of '{self._recipe_of(run_id)}', not of '{recipe}'")
+        self._check_recipe_of_run(recipe, run_id)
         warn_if_far_from_data(compute, self.runs_["compute"], unit=self.compute_unit, name="compute")  # once, as --compute
         if kind == "run":
             if run_id is not None:
@@ -1319,23 +1330,13 @@ class ScalingForecaster:
         The start level R0 is one for the whole sweep (every recipe starts from the same base
         model; runs vary around it), so its recipe rows repeat it; the run rows differ."""
         self._require_fit("parameters()")
-        import arviz as az
-
-        # A reweighted fit's draws are the sampled fit's, resampled with repeats: R-hat and ESS on them
-        # describe the resampling, so they are read off the sampled fit, its ESS scaled by the
-        # reweighting's efficiency, as diagnostics() does
-        sampled, ess_scale = self.idata, 1.0
-        if self.fit_info_.get("reweighted") and self._base is not None and self._report.reweight_efficiency is not None:
-            sampled, ess_scale = self._base["idata"], self._report.reweight_efficiency
-        with this_threads_warnings_dropped():
-            summary = az.summary(sampled, var_names=["A", "B", "log_C_mid", "A_run", "R0_run", "R0"], kind="diagnostics",
-                                 round_to="none")  # arviz rounds R-hat to 2 digits, which hides 1.005 against a 1.01 limit
+        summary = self._sampled_diagnostics()
         rows = []
 
         def add(param, recipe, run, draws, label):
             row = {"parameter": param, "recipe": recipe, "run_id": run, **self._summarise(draws)}
-            row["r_hat"] = float(summary.loc[label, "r_hat"]) if label in summary.index else np.nan
-            row["ess_bulk"] = float(summary.loc[label, "ess_bulk"]) * ess_scale if label in summary.index else np.nan
+            row["r_hat"] = float(summary[label][0]) if label in summary else np.nan
+            row["ess_bulk"] = float(summary[label][1]) if label in summary else np.nan
             rows.append(row)
 
         for k, r in enumerate(self.recipes):
@@ -1348,6 +1349,28 @@ class ScalingForecaster:
             add("A", rec, run, self.draws("A_run")[:, i], f"A_run[{run}]")
             add("R0", rec, run, self.draws("R0_run")[:, i], f"R0_run[{run}]")
         return pd.DataFrame(rows)
+
+    def _sampled_diagnostics(self) -> dict:
+        """{parameter label: (R-hat, bulk ESS)} of the draws the sampler made, for parameters(). A reweighted
+        fit's draws are the sampled fit's, resampled with repeats: R-hat and ESS on them describe the
+        resampling, so they are read off the sampled fit, its ESS scaled by the reweighting's efficiency, as
+        diagnostics() does; a reweighted fit loaded from a file (which holds no sampled fit) has them as save()
+        wrote them. Loaded, the sampled fit was a _FitGroups, which az.summary refused (a ValueError)."""
+        import arviz as az
+
+        efficiency = self._report.reweight_efficiency
+        reweighted = bool(self.fit_info_.get("reweighted")) and efficiency is not None
+        if reweighted and self._base is None and self._saved_sampled_diagnostics is not None:
+            return self._saved_sampled_diagnostics
+        sampled, ess_scale = self.idata, 1.0
+        if reweighted and self._base is not None:
+            sampled, ess_scale = self._base["idata"], efficiency
+        if isinstance(sampled, _FitGroups):
+            sampled = sampled.to_inference_data()
+        with this_threads_warnings_dropped():
+            summary = az.summary(sampled, var_names=["A", "B", "log_C_mid", "A_run", "R0_run", "R0"], kind="diagnostics",
+                                 round_to="none")  # arviz rounds R-hat to 2 digits, which hides 1.005 against a 1.01 limit
+        return {label: (float(row["r_hat"]), float(row["ess_bulk"]) * ess_scale) for label, row in summary.iterrows()}
 
     def compute_to_target(self, target: float, *, kind="new_run", quantiles=(0.05, 0.5, 0.95)) -> pd.DataFrame:
         """Compute needed to reach `target`, per recipe (or per run with kind='run').
@@ -1412,6 +1435,9 @@ class ScalingForecaster:
         if "run_table" in idata.groups():
             del idata.run_table
         idata.add_groups({"run_table": run_table})
+        if self.fit_info_.get("reweighted") and (self._base is not None or self._saved_sampled_diagnostics is not None):
+            # the file holds the resampled draws alone: parameters() of the loaded fit read R-hat and ESS off them
+            idata.posterior.attrs[SAMPLED_DIAGNOSTICS_ATTR] = json.dumps(self._sampled_diagnostics())
         image = netcdf_image({name: getattr(idata, name) for name in idata.groups()}, idata.attrs)
         with atomic_path(path) as tmp:
             if image is None:
@@ -1479,6 +1505,9 @@ class ScalingForecaster:
         report = ConvergenceReport.from_dict(info["diagnostics"]) if "diagnostics" in info else None
         data = prepare_data(runs, frame=info.get("frame"))
         fc._set_fit(runs, data, idata, info, report)
+        if SAMPLED_DIAGNOSTICS_ATTR in attrs:  # a reweighted fit's sampled fit's, as save() wrote them
+            saved = _saved_attr(attrs, SAMPLED_DIAGNOSTICS_ATTR, path, dict, "{}")
+            fc._saved_sampled_diagnostics = {label: tuple(pair) for label, pair in saved.items()}
         if not info.get("reweighted", False):
             # a sampled fit is refit()'s base as it was before saving; a reweighted one holds resampled
             # (repeated) draws, too few distinct ones to reweight again, so its refit samples

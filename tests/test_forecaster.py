@@ -222,6 +222,19 @@ def test_unknown_recipe_and_run_are_named(fitted):
         fitted.predict([1e3], recipe="scalerl_8b", kind="bogus")
 
 
+def test_curve_parameters_and_sample_curves_refuse_a_recipe_that_is_not_the_runs(fitted):
+    """predict refused recipe= beside a run of another recipe; curve_parameters and sample_curves used the run
+    (or, for kind='new_run', the recipe) and dropped the other without a word, a typo in recipe= included."""
+    for call in (lambda **kw: fitted.curve_parameters(**kw), lambda **kw: fitted.sample_curves([1e4], **kw)):
+        with pytest.raises(ValueError, match="is a run of 'scalerl_8b', not of 'scalerl_8gen'"):
+            call(recipe="scalerl_8gen", run_id="scalerl_8b-s0")
+        with pytest.raises(KeyError, match="typo"):
+            call(recipe="typo", run_id="scalerl_8b-s0")
+    # the pair that agrees is taken, as predict takes it
+    assert len(fitted.curve_parameters(recipe="scalerl_8b", run_id="scalerl_8b-s0")["A"]) == fitted.n_draws
+    assert fitted.sample_curves([1e4], recipe="scalerl_8b", run_id="scalerl_8b-s0").shape == (fitted.n_draws, 1)
+
+
 def test_predict_honours_every_argument_it_is_given(fitted):
     """An argument is used or refused, never dropped: recipe= with kind='run' picks that recipe's
     runs, a run of another recipe is refused, and quantiles name their own columns."""

@@ -151,7 +151,16 @@ def test_a_loaded_fit_reweights_on_refit_as_before_saving(small_sweep, tmp_path)
         loaded.refit(small_sweep, random_seed=2)
     assert loaded.fit_info_["reweighted"] is True
     np.testing.assert_allclose(loaded.predict([2e5])["q50"], fc.predict([2e5])["q50"])
-    assert ScalingForecaster.load(loaded.save(tmp_path / "reweighted.nc"))._base is None
+    # parameters() read R-hat and ESS off the sampled fit, which for a loaded one was a _FitGroups that
+    # az.summary refused (ValueError); saved, the reweighted fit's R-hat and ESS were then the resampled draws'
+    columns = ["mean", "r_hat", "ess_bulk"]
+    pd.testing.assert_frame_equal(loaded.parameters()[columns], fc.parameters()[columns])
+    again = ScalingForecaster.load(loaded.save(tmp_path / "reweighted.nc"))
+    assert again._base is None
+    pd.testing.assert_frame_equal(again.parameters()[columns], fc.parameters()[columns])
+    resampled = again.parameters()["r_hat"]
+    again._saved_sampled_diagnostics = None  # what the loaded fit said before: the resampled draws' own
+    assert not np.allclose(again.parameters()["r_hat"], resampled)
 
 
 def test_draws_the_new_data_favour_are_kept_more_often_in_the_share_the_weights_give(monkeypatch):
