@@ -182,6 +182,8 @@ def cross_validate(runs, *, cuts=DEFAULT_CUTS, level: float = 0.9, forecaster=No
     level = checked_level(level)
     planned_budget = check_bool("planned_budget", planned_budget)
     progress = check_bool("progress", progress, none_ok=True)
+    if say is not None and not callable(say):  # it failed at the first cut, a bare "'int' object is not callable"
+        raise TypeError(f"say must be a function given one line of text (e.g. print), got {say!r}")
     candidate = fresh_like(forecaster)  # a wrong type fails before the table is read
     runs = load_runs(runs) if isinstance(runs, (str, os.PathLike)) else validate_runs(runs)  # a dict of columns too
     horizon = float(runs["compute"].max()) if planned_budget else None

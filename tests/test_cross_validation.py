@@ -51,6 +51,14 @@ def test_a_cut_no_run_has_three_evaluations_before_is_refused_before_any_fit():
         splits_at(_runs({"a-s0": 10, "b-s0": 10}), (0.5, 0.1))
 
 
+def test_a_say_that_is_not_a_function_is_refused_naming_it_before_any_fit():
+    """say=5 failed at the first cut's line, after the table was read, as "'int' object is not callable"."""
+    from forecast.cross_validation import cross_validate
+
+    with pytest.raises(TypeError, match=r"^say must be a function given one line of text \(e.g. print\), got 5$"):
+        cross_validate(_runs({"a-s0": 10, "b-s0": 10}), cuts=(0.5,), say=5)
+
+
 @pytest.mark.parametrize("cuts", [(0.0,), (1.0,), (-0.2,), (), ("abc",), (0.5, 1.5)])
 def test_cuts_outside_zero_one_are_refused(cuts):
     with pytest.raises(ValueError, match="cut"):
