@@ -719,6 +719,13 @@ def noting_what_each_chain_says(rec: Recommendation, alone: list[Recommendation]
     rec.details["chains_say"] = chains_say(alone)
 
 
+def rests_on_an_unconverged_fit(rec: Recommendation) -> bool:
+    """Whether `rec` is a stop decided on a fit that did not converge, which deserves a second look (a
+    continue costs nothing). Not a stop that reads no forecast (budget_reached compares compute with the
+    budget): `forecast watch` labelled those too, each line with the fit's problems and its chains' say."""
+    return rec.stop and rec.details.get("converged") is False and rec.rule in RULES_ON_THE_FORECAST
+
+
 def what_did_not_converge(details: Mapping) -> str:
     """The words after 'did not converge: ' in a warning on advice: the fit's problems, then what
     each chain alone advises where that is known (noting_what_each_chain_says)."""

@@ -89,6 +89,7 @@ from .early_stop import (
     check_random_seed,
     checked_forecaster_kwargs,
     checked_rules,
+    rests_on_an_unconverged_fit,
     seed_of_fit,
     trainer_advice,
     what_did_not_converge,
@@ -471,6 +472,6 @@ def _logged_after(row: dict, step: int) -> bool:
 
 def _convergence_note(rec: Recommendation) -> str:
     """As the trainer says it on a stop: a stop decided on a fit that did not converge deserves a second look."""
-    if not rec.stop or rec.details.get("converged", True):
+    if not rests_on_an_unconverged_fit(rec):
         return ""
     return f" (warning: the forecaster's fit did not converge: {what_did_not_converge(rec.details)})"

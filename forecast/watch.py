@@ -80,6 +80,7 @@ from .early_stop import (
     recent_comparison_stops,
     recommend_runs,
     reference_rows,
+    rests_on_an_unconverged_fit,
     seed_of_fit,
     what_did_not_converge,
 )
@@ -667,7 +668,7 @@ def _line(rec: Recommendation, unit: str = UNSPECIFIED_UNIT) -> str:
     where += f" @ {fmt_compute(at)} {unit}" if at is not None else ""  # as the advice writes compute: 1.01e12 flops
     # a stop decided on a fit that did not converge deserves a second look (a continue costs nothing)
     note = ""
-    if rec.stop and rec.details.get("converged") is False:
+    if rests_on_an_unconverged_fit(rec):
         note = f" (warning: the fit behind this advice did not converge: {what_did_not_converge(rec.details)})"
     if shape := rec.details.get("shape_note"):  # its forecasts are likely too high, whichever way the advice goes
         note += f" ({shape})"

@@ -478,6 +478,11 @@ def test_a_stop_from_a_fit_that_did_not_converge_says_so_on_its_line():
     stop.details.update(converged=False, chains_say="its 2 chains alone disagree (...), so this advice rests on how they mix")
     assert _line(stop).endswith("did not converge: max R-hat 1.03 > 1.01; its 2 chains alone disagree (...), so this "
                                 "advice rests on how they mix)")
+    # a stop that reads no forecast is not one decided on the fit: each line of a watch past its budget said it
+    reached = Recommendation("stop", "budget_reached", "stop: compute 5.06e11 flops >= planned budget 1e9 flops",
+                             run_id="a-s0")
+    reached.details.update(converged=False, convergence_problems=["max R-hat 1.03 > 1.01"], chains_say="each of ...")
+    assert _line(reached) == "[a-s0]: stop: compute 5.06e11 flops >= planned budget 1e9 flops"
 
 
 def test_the_line_of_a_run_whose_end_falls_away_says_so_whatever_its_advice():
