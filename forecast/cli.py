@@ -815,6 +815,10 @@ def run_decide(args) -> int:
     else:
         print(decision)
     warn_if_unconverged(fc)
+    if fc.mode == "fast":  # as fit and report say it: the command that decides said nothing of it
+        from .formatting import FAST_FIT_QUICK_LOOK
+
+        warn(f"{FAST_FIT_QUICK_LOOK} (`forecast fit` without --fast)")
     return EXIT_OK
 
 

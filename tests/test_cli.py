@@ -444,6 +444,9 @@ def test_decide_on_a_converged_fit_warns_only_about_what_it_should(fit_dir, caps
     err = capsys.readouterr().err
     assert ("did not converge" in err) == (not converged)
     assert "Is the unit right?" not in err and "no effect" not in err
+    # fit and report call a fast fit a quick look; decide, which the plan is read from, said nothing of it
+    assert err.endswith("warning: fast fit (short chains): a quick look, not a decision; plan on a full fit "
+                        "(`forecast fit` without --fast)\n")
 
 
 def test_warnings_for_a_budget_far_beyond_the_data_and_for_ignored_flags(fit_dir, capsys):
