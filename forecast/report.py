@@ -1150,13 +1150,9 @@ def far_target_sentence(table: pd.DataFrame, largest_observed: float | None, uni
 
     if not largest_observed:
         return ""
-    medians = table.set_index("recipe")["c_target_q50"]
-    far = medians[np.isfinite(medians) & (medians > FAR_BEYOND_DATA * largest_observed)]
-    if far.empty:
-        return ""
-    names = ", ".join(f"{esc(r)} {fmt_compute(c)}" for r, c in far.items())
+    names = _medians_named(table, lambda medians: medians > FAR_BEYOND_DATA * largest_observed)
     return (f" Medians more than {FAR_BEYOND_DATA:g}x the largest compute observed ({fmt_compute(largest_observed)} {esc(unit)}) "
-            f"are the curve's extrapolation, not something the data show: {names}.")
+            f"are the curve's extrapolation, not something the data show: {names}." if names else "")
 
 
 def before_data_target_sentence(table: pd.DataFrame, smallest_observed: float | None, unit: str) -> str:
@@ -1164,13 +1160,16 @@ def before_data_target_sentence(table: pd.DataFrame, smallest_observed: float | 
     which starts_at_target_sentence says): the curve traced back, where no run was evaluated."""
     if not smallest_observed:
         return ""
-    medians = table.set_index("recipe")["c_target_q50"]
-    before = medians[np.isfinite(medians) & (medians > 0) & (medians < smallest_observed)]
-    if before.empty:
-        return ""
-    names = ", ".join(f"{esc(r)} {fmt_compute(c)}" for r, c in before.items())
+    names = _medians_named(table, lambda medians: (medians > 0) & (medians < smallest_observed))
     return (f" Medians below the smallest compute observed ({fmt_compute(smallest_observed)} {esc(unit)}) are the curve "
-            f"traced back, not something the data show: {names}.")
+            f"traced back, not something the data show: {names}." if names else "")
+
+
+def _medians_named(table: pd.DataFrame, where) -> str:
+    """'recipe median, ...' (escaped) of the recipes whose finite median compute to target `where` picks, or ""."""
+    medians = table.set_index("recipe")["c_target_q50"]
+    picked = medians[np.isfinite(medians) & where(medians)]
+    return ", ".join(f"{esc(r)} {fmt_compute(c)}" for r, c in picked.items())
 
 
 def name_html(name) -> str:
