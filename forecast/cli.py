@@ -160,20 +160,44 @@ def _refuse_standard_output(path, flag: str, example: str) -> None:
 def _overwrites_other_data(out: Path, example: str) -> str | None:
     """Why writing over the existing file `out` would destroy data of another kind, or None: a
     report written over runs.csv (typed for report.html, or from the history of `forecast fit
-    runs.csv`) replaced the runs a saved fit came from with HTML, without a word. Under a data
-    suffix (.json, .csv, ...) only this command's own earlier output, or an empty file, is replaced."""
+    runs.csv`) replaced the runs a saved fit came from with HTML, without a word. Under the output's own
+    suffix, a file that holds run rows (a run table) is refused too: `watch --out runs.json` wrote its advice
+    over a JSON run table."""
     from .data import SUPPORTED_SUFFIXES
 
     suffix = out.suffix.lower()
-    if not out.is_file() or suffix not in (*SUPPORTED_SUFFIXES, ".nc") or out.stat().st_size == 0:
-        return None  # an empty file (made by `touch`) holds nothing to lose
+    if not out.is_file() or suffix not in (*SUPPORTED_SUFFIXES, ".nc"):
+        return None
     if _is_this_commands_output(out, example):  # a rerun over its own earlier output: replaced, as it was meant to be
         return None
     if suffix != Path(example).suffix:
         return f"exists, and is a {suffix} file (run data, or a fit) that this {Path(example).suffix} output would replace"
-    # the output's own suffix is a run table's too: `watch --out runs.json` wrote its advice over a JSON run table
-    return (f"exists, and is not an earlier output of this command: a {suffix} file of other data (a run table?) "
-            "that this output would replace")
+    if _holds_run_rows(out):
+        return f"exists, and holds run data (rows with run_id, compute and metric) that this {suffix} output would replace"
+    return None
+
+
+def _holds_run_rows(path: Path) -> bool:
+    """Whether the file's head reads as rows of the run format: a CSV/TSV header, a JSON array's first object or
+    a JSONL file's first line naming run_id, compute and metric. Another file of the output's suffix (an earlier
+    benchmark's results, a note) is the user's to replace, as before."""
+    wanted = {"run_id", "compute", "metric"}
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(65536).decode("utf-8", errors="replace").lstrip("\ufeff").lstrip()
+    except OSError:
+        return False
+    first_line = head.split("\n", 1)[0]
+    if path.suffix.lower() in (".csv", ".tsv"):
+        return wanted <= {name.strip().strip('"') for name in re.split(r"[,;\t]", first_line)}
+    if head.startswith("["):  # a JSON array of row objects: its first object, read as far as the head goes
+        head = head[1:].lstrip()
+        first_line = head[: head.find("}") + 1] if "}" in head else ""
+    try:
+        first = json.loads(first_line)
+    except ValueError:
+        return False
+    return isinstance(first, dict) and wanted <= set(first)
 
 
 def _is_this_commands_output(out: Path, example: str) -> bool:

@@ -701,25 +701,29 @@ def test_a_path_under_the_home_folder_is_checked_where_it_is_read(fit_dir, tmp_p
     assert not (tmp_path / "~").exists()
 
 
-def test_an_output_with_a_run_tables_suffix_replaces_only_its_own_earlier_output(tmp_path):
+def test_an_output_under_a_run_tables_own_suffix_does_not_replace_a_run_table(tmp_path):
     """`watch --out lines.json` (or backtest's) wrote its advice over a JSON run table: the guard looked
-    only at files of another suffix than the output's. Its own earlier output, or an empty file, is replaced."""
+    only at files of another suffix than the output's. A run table (an array of rows, a JSONL log, a CSV of
+    runs) is refused; the command's own earlier output, or any other file of that suffix, is replaced."""
     from forecast.cli import BadInput, _check_output_file
 
+    said = r"exists, and holds run data \(rows with run_id, compute and metric\) that this .{suffix} output would replace"
     table = tmp_path / "lines.json"
-    table.write_text('[{"run_id": "a", "recipe": "r", "compute": 1, "metric": 0.1}]')
-    for example in ("recommendations.json", "backtest.json"):
-        with pytest.raises(BadInput, match=r"lines.json: exists, and is not an earlier output of this command: a .json "
-                                           r"file of other data \(a run table\?\) that this output would replace"):
-            _check_output_file(table, "--out", example)
+    for rows in ('[{"run_id": "a", "recipe": "r", "compute": 1, "metric": 0.1}]',
+                 '{"run_id": "a", "recipe": "r", "compute": 1, "metric": 0.1}\n{"run_id": "a", "compute": 2, "metric": 0.2}\n'):
+        table.write_text(rows)
+        for example in ("recommendations.json", "backtest.json"):
+            with pytest.raises(BadInput, match="lines.json: " + said.format(suffix="json")):
+                _check_output_file(table, "--out", example)
     runs = tmp_path / "other_runs.csv"
     runs.write_text("run_id,recipe,compute,metric\na,r,1,0.1\n")
-    with pytest.raises(BadInput, match="is not an earlier output of this command"):
+    with pytest.raises(BadInput, match=said.format(suffix="csv")):
         _check_output_file(runs, "--out", "cv.csv")
-    table.write_text('{"forecast_version": "0.1.0", "recommendations": {}}')
-    _check_output_file(table, "--out", "recommendations.json")  # its rerun
-    table.write_text("")
-    _check_output_file(table, "--out", "recommendations.json")  # nothing in it to lose
+    for other in ('{"forecast_version": "0.1.0", "recommendations": {}}', '{"old": 1}', "", "[1, 2]", "not json"):
+        table.write_text(other)
+        _check_output_file(table, "--out", "recommendations.json")  # its rerun, or another file of the user's
+    runs.write_text("cut,run_id,compute,observed\n")  # an earlier benchmark's table: no metric column
+    _check_output_file(runs, "--out", "extrapolation.csv")
 
 
 def test_an_output_named_with_another_suffix_is_replaced_on_its_own_rerun(tmp_path):
